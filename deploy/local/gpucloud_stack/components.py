@@ -1,0 +1,356 @@
+"""The components of the local stack: how each is prepared, started and probed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from . import layout, probes, provision
+from .layout import HOST, PORTS
+from .secrets import Secrets, ensure_kube_pki, load_or_create
+
+
+@dataclass(frozen=True)
+class Context:
+    secrets: Secrets
+    pki: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return layout.etc_dir() / "kubeconfig"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    kind: Literal["infra", "service"]
+    argv: Callable[[Context], list[str]]
+    healthy: Callable[[Context], bool]
+    ports: tuple[int, ...]
+    env: Callable[[Context], dict[str, str]] = field(default=lambda _ctx: {})
+    prepare: Callable[[Context], None] = field(default=lambda _ctx: None)
+    start_timeout_s: float = 90.0
+
+
+def context() -> Context:
+    ctx = Context(secrets=load_or_create(), pki=ensure_kube_pki())
+    _write_kubeconfig(ctx)
+    return ctx
+
+
+def _write_kubeconfig(ctx: Context) -> None:
+    ctx.kubeconfig.write_text(
+        f"""apiVersion: v1
+kind: Config
+clusters:
+- name: gpucloud-local
+  cluster:
+    server: https://{HOST}:{PORTS.kube_apiserver}
+    certificate-authority: {ctx.pki / "ca.crt"}
+users:
+- name: gpucloud-admin
+  user:
+    token: {ctx.secrets.kube_admin_token}
+contexts:
+- name: gpucloud-local
+  context: {{cluster: gpucloud-local, user: gpucloud-admin}}
+current-context: gpucloud-local
+"""
+    )
+    ctx.kubeconfig.chmod(0o600)
+
+
+# --- Kafka -------------------------------------------------------------------
+
+
+def _kafka_config_dir() -> Path:
+    return layout.etc_dir() / "kafka"
+
+
+def _kafka_java(ctx: Context, main: str, *args: str) -> list[str]:
+    java = shutil.which("java") or "java"
+    libs = provision.KAFKA.directory / "libs"
+    return [
+        java, "-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={_kafka_config_dir() / 'log4j2.properties'}",
+        "-cp", f"{libs}/*", main, *args,
+    ]  # fmt: skip
+
+
+def _kafka_prepare(ctx: Context) -> None:
+    config = _kafka_config_dir()
+    config.mkdir(parents=True, exist_ok=True)
+    data = layout.data_dir("kafka")
+    (config / "server.properties").write_text(
+        f"""process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers={HOST}:{PORTS.kafka_controller}
+listeners=PLAINTEXT://{HOST}:{PORTS.kafka},CONTROLLER://{HOST}:{PORTS.kafka_controller}
+advertised.listeners=PLAINTEXT://{HOST}:{PORTS.kafka}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={data}
+num.partitions=3
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.retention.hours=168
+"""
+    )
+    (config / "log4j2.properties").write_text(
+        """status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+    )
+    if (data / "meta.properties").exists():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    cluster_id = subprocess.run(
+        _kafka_java(ctx, "kafka.tools.StorageTool", "random-uuid"),
+        check=True, capture_output=True, text=True,
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    subprocess.run(
+        _kafka_java(ctx, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                    "-c", str(config / "server.properties"), "--standalone"),
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+KAFKA = Component(
+    name="kafka",
+    kind="infra",
+    prepare=_kafka_prepare,
+    argv=lambda ctx: _kafka_java(
+        ctx, "kafka.Kafka", str(_kafka_config_dir() / "server.properties")
+    ),
+    healthy=lambda _ctx: probes.kafka_ok(HOST, PORTS.kafka),
+    ports=(PORTS.kafka, PORTS.kafka_controller),
+)
+
+# --- FerretDB (MongoDB wire protocol on SQLite) ----------------------------------
+
+FERRETDB = Component(
+    name="ferretdb",
+    kind="infra",
+    prepare=lambda _ctx: layout.data_dir("ferretdb").mkdir(parents=True, exist_ok=True),
+    argv=lambda _ctx: [
+        str(provision.FERRETDB.path("ferretdb")),
+        f"-listen-addr={HOST}:{PORTS.ferretdb}",
+        f"-sqlite-url=file:{layout.data_dir('ferretdb')}/",
+        "-log-level=warn",
+    ],
+    healthy=lambda _ctx: probes.mongo_ok(HOST, PORTS.ferretdb),
+    ports=(PORTS.ferretdb,),
+)
+
+# --- Kubernetes control plane ------------------------------------------------------
+
+ETCD = Component(
+    name="etcd",
+    kind="infra",
+    argv=lambda _ctx: [
+        str(provision.ETCD.path("etcd")),
+        "--name=gpucloud",
+        f"--data-dir={layout.data_dir('etcd')}",
+        f"--listen-client-urls=http://{HOST}:{PORTS.etcd}",
+        f"--advertise-client-urls=http://{HOST}:{PORTS.etcd}",
+        f"--listen-peer-urls=http://{HOST}:{PORTS.etcd_peer}",
+        f"--initial-advertise-peer-urls=http://{HOST}:{PORTS.etcd_peer}",
+        f"--initial-cluster=gpucloud=http://{HOST}:{PORTS.etcd_peer}",
+        "--quota-backend-bytes=4294967296",
+        "--log-level=warn",
+    ],
+    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.etcd}/health"),
+    ports=(PORTS.etcd, PORTS.etcd_peer),
+)
+
+
+def _token_file(ctx: Context) -> Path:
+    path = layout.etc_dir() / "kube-tokens.csv"
+    path.write_text(
+        f'{ctx.secrets.kube_admin_token},gpucloud-admin,gpucloud-admin,"system:masters"\n'
+    )
+    path.chmod(0o600)
+    return path
+
+
+KUBE_APISERVER = Component(
+    name="kube-apiserver",
+    kind="infra",
+    argv=lambda ctx: [
+        str(provision.KUBERNETES.path("kube-apiserver")),
+        f"--etcd-servers=http://{HOST}:{PORTS.etcd}",
+        f"--bind-address={HOST}",
+        f"--advertise-address={HOST}",
+        f"--secure-port={PORTS.kube_apiserver}",
+        f"--tls-cert-file={ctx.pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={ctx.pki / 'apiserver.key'}",
+        f"--token-auth-file={_token_file(ctx)}",
+        "--authorization-mode=RBAC",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={ctx.pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={ctx.pki / 'sa.key'}",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--v=0",
+    ],
+    healthy=lambda ctx: probes.http_ok(
+        f"https://{HOST}:{PORTS.kube_apiserver}/readyz",
+        token=ctx.secrets.kube_admin_token,
+        ca=ctx.pki / "ca.crt",
+    ),
+    ports=(PORTS.kube_apiserver,),
+    start_timeout_s=120.0,
+)
+
+KUBE_CONTROLLER_MANAGER = Component(
+    name="kube-controller-manager",
+    kind="infra",
+    argv=lambda ctx: [
+        str(provision.KUBERNETES.path("kube-controller-manager")),
+        f"--kubeconfig={ctx.kubeconfig}",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS.kube_controller_manager}",
+        "--leader-elect=false",
+        f"--service-account-private-key-file={ctx.pki / 'sa.key'}",
+        f"--root-ca-file={ctx.pki / 'ca.crt'}",
+        "--profiling=false",
+        "--v=0",
+    ],
+    healthy=lambda _ctx: probes.http_ok(f"https://{HOST}:{PORTS.kube_controller_manager}/healthz"),
+    ports=(PORTS.kube_controller_manager,),
+)
+
+KUBE_SCHEDULER = Component(
+    name="kube-scheduler",
+    kind="infra",
+    argv=lambda ctx: [
+        str(provision.KUBERNETES.path("kube-scheduler")),
+        f"--kubeconfig={ctx.kubeconfig}",
+        f"--bind-address={HOST}",
+        f"--secure-port={PORTS.kube_scheduler}",
+        "--leader-elect=false",
+        "--profiling=false",
+        "--v=0",
+    ],
+    healthy=lambda _ctx: probes.http_ok(f"https://{HOST}:{PORTS.kube_scheduler}/healthz"),
+    ports=(PORTS.kube_scheduler,),
+)
+
+KWOK = Component(
+    name="kwok",
+    kind="infra",
+    argv=lambda ctx: [
+        str(provision.KWOK.path("kwok")),
+        f"--kubeconfig={ctx.kubeconfig}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        f"--server-address={HOST}:{PORTS.kwok}",
+        "--cidr=10.244.0.0/16",
+        "--node-ip=10.0.0.1",
+    ],
+    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.kwok}/healthz"),
+    ports=(PORTS.kwok,),
+)
+
+# --- Object storage -------------------------------------------------------------
+
+MINIO = Component(
+    name="minio",
+    kind="infra",
+    prepare=lambda _ctx: layout.data_dir("minio").mkdir(parents=True, exist_ok=True),
+    argv=lambda _ctx: [
+        str(provision.MINIO.path("minio")),
+        "server",
+        f"--address={HOST}:{PORTS.minio}",
+        f"--console-address={HOST}:{PORTS.minio_console}",
+        str(layout.data_dir("minio")),
+    ],
+    env=lambda ctx: {
+        "MINIO_ROOT_USER": ctx.secrets.minio_root_user,
+        "MINIO_ROOT_PASSWORD": ctx.secrets.minio_root_password,
+        "MINIO_UPDATE": "off",
+        "MINIO_BROWSER": "off",
+    },
+    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.minio}/minio/health/ready"),
+    ports=(PORTS.minio, PORTS.minio_console),
+)
+
+# --- gpucloud services -----------------------------------------------------------
+
+SERVICE_NAMES = ("gateway", "instances", "storage", "metering", "monitoring")
+
+
+def service_port(name: str) -> int:
+    return int(getattr(PORTS, name))
+
+
+def service_env(ctx: Context) -> dict[str, str]:
+    """What every gpucloud service (and the test suite) needs to reach the stack."""
+    urls = {
+        f"GPUCLOUD_{name.upper()}_URL": f"http://{HOST}:{service_port(name)}"
+        for name in SERVICE_NAMES
+    }
+    return {
+        "GPUCLOUD_KAFKA_BOOTSTRAP": f"{HOST}:{PORTS.kafka}",
+        "GPUCLOUD_MONGODB_URI": f"mongodb://{HOST}:{PORTS.ferretdb}/",
+        "GPUCLOUD_KUBECONFIG": str(ctx.kubeconfig),
+        "GPUCLOUD_S3_ENDPOINT": f"http://{HOST}:{PORTS.minio}",
+        "GPUCLOUD_S3_ACCESS_KEY": ctx.secrets.minio_root_user,
+        "GPUCLOUD_S3_SECRET_KEY": ctx.secrets.minio_root_password,
+        "GPUCLOUD_IDENTITY_SIGNING_KEY": ctx.secrets.identity_signing_key,
+        "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
+        **urls,
+    }
+
+
+def _venv_python() -> str:
+    venv = layout.REPO_ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def _service(name: str) -> Component:
+    port = service_port(name)
+    return Component(
+        name=name,
+        kind="service",
+        argv=lambda _ctx: [_venv_python(), "-m", f"gpucloud_{name}"],
+        env=lambda ctx: {
+            **service_env(ctx),
+            "GPUCLOUD_HTTP_HOST": HOST,
+            "GPUCLOUD_HTTP_PORT": str(port),
+        },
+        healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{port}/readyz", timeout=5.0),
+        ports=(port,),
+    )
+
+
+INFRA: tuple[Component, ...] = (
+    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, FERRETDB, MINIO,
+)  # fmt: skip
+SERVICES: tuple[Component, ...] = tuple(_service(name) for name in SERVICE_NAMES)
+ALL: tuple[Component, ...] = INFRA + SERVICES
+BY_NAME = {component.name: component for component in ALL}

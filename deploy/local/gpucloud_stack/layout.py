@@ -1,0 +1,70 @@
+"""Where things live: the binary cache, the data directory, versions and ports."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+LOCAL_DIR = REPO_ROOT / "deploy" / "local"
+
+KAFKA_VERSION = "4.1.1"
+FERRETDB_VERSION = "v1.24.2"
+KUBERNETES_VERSION = "v1.34.4"
+ETCD_VERSION = "v3.5.35"
+KWOK_VERSION = "v0.7.0"
+MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Ports:
+    kafka: int = 9092
+    kafka_controller: int = 9093
+    ferretdb: int = 27017
+    etcd: int = 2379
+    etcd_peer: int = 2380
+    kube_apiserver: int = 6443
+    kube_controller_manager: int = 10257
+    kube_scheduler: int = 10259
+    kwok: int = 10247
+    minio: int = 9000
+    minio_console: int = 9001
+    gateway: int = 8000
+    instances: int = 8001
+    storage: int = 8002
+    metering: int = 8003
+    monitoring: int = 8004
+
+
+PORTS = Ports()
+
+
+def cache_dir() -> Path:
+    """Built binaries, keyed by version; shared by every checkout on the machine."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpucloud"
+    return Path(os.environ.get("GPUCLOUD_CACHE_DIR", default))
+
+
+def home_dir() -> Path:
+    """The one data directory: server data, logs, pid files, generated config and secrets."""
+    default = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "gpucloud"
+    return Path(os.environ.get("GPUCLOUD_HOME", default))
+
+
+def data_dir(component: str) -> Path:
+    return home_dir() / "data" / component
+
+
+def log_file(component: str) -> Path:
+    return home_dir() / "logs" / f"{component}.log"
+
+
+def pid_file(component: str) -> Path:
+    return home_dir() / "run" / f"{component}.pid"
+
+
+def etc_dir() -> Path:
+    return home_dir() / "etc"

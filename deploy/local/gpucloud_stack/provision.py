@@ -1,0 +1,175 @@
+"""Builds or downloads each server binary once into the cache, keyed by version.
+
+Go servers are built from the Go module proxy through the wrapper modules in
+deploy/local/go; Kafka's jars come from Maven Central through
+deploy/local/kafka/pom.xml. A finished build is marked by a `.complete` file, so
+an interrupted build is redone and a finished one costs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import layout
+from .errors import StackError
+
+_K8S_VERSION_LDFLAGS = " ".join(
+    f"-X k8s.io/component-base/version.{key}={value}"
+    for key, value in {
+        "gitVersion": layout.KUBERNETES_VERSION,
+        "gitMajor": layout.KUBERNETES_VERSION.split(".")[0].lstrip("v"),
+        "gitMinor": layout.KUBERNETES_VERSION.split(".")[1],
+        "gitTreeState": "clean",
+    }.items()
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One cached build: a Go module build or a Maven dependency set."""
+
+    name: str
+    version: str
+    source: Path  # the wrapper module or pom directory
+    packages: tuple[str, ...] = ()  # Go packages; empty for Maven
+    #: Output name when one package is built (several are named after their paths).
+    binary: str | None = None
+    ldflags: str = "-s -w"
+
+    @property
+    def directory(self) -> Path:
+        return layout.cache_dir() / "bin" / f"{self.name}-{self.version}-{self._fingerprint()}"
+
+    def _fingerprint(self) -> str:
+        digest = hashlib.sha256(self.ldflags.encode())
+        for path in sorted(self.source.iterdir()):
+            if path.is_file():
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+        return digest.hexdigest()[:8]
+
+    def path(self, binary: str) -> Path:
+        return self.directory / binary
+
+
+GO_DIR = layout.LOCAL_DIR / "go"
+
+KUBERNETES = Artifact(
+    "kubernetes",
+    layout.KUBERNETES_VERSION,
+    GO_DIR / "kubernetes",
+    (
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-scheduler",
+    ),
+    ldflags=f"-s -w {_K8S_VERSION_LDFLAGS}",
+)
+ETCD = Artifact(
+    "etcd", layout.ETCD_VERSION, GO_DIR / "etcd", ("go.etcd.io/etcd/server/v3",), binary="etcd"
+)
+KWOK = Artifact(
+    "kwok", layout.KWOK_VERSION, GO_DIR / "kwok", ("sigs.k8s.io/kwok/cmd/kwok",), binary="kwok"
+)
+FERRETDB = Artifact(
+    "ferretdb",
+    layout.FERRETDB_VERSION,
+    GO_DIR / "ferretdb",
+    ("gpucloud.local/build/ferretdb",),
+    binary="ferretdb",
+)
+MINIO = Artifact(
+    "minio", layout.MINIO_VERSION, GO_DIR / "minio", ("github.com/minio/minio",), binary="minio"
+)
+KAFKA = Artifact("kafka", layout.KAFKA_VERSION, layout.LOCAL_DIR / "kafka")
+
+ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, MINIO)
+
+
+def _build_log(artifact: Artifact) -> Path:
+    path = layout.cache_dir() / "build-logs" / f"{artifact.name}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _require_tool(artifact: Artifact, tool: str, hint: str) -> str:
+    found = shutil.which(tool)
+    if found is None:
+        raise StackError(artifact.name, f"`{tool}` is not on PATH; {hint}")
+    return found
+
+
+def _command(artifact: Artifact, staging: Path) -> list[str]:
+    if artifact.packages:
+        go = _require_tool(artifact, "go", "install Go 1.24 or newer")
+        # `go build -o DIR/` with several main packages writes one binary each;
+        # with one package the name comes from the last path element.
+        output = (
+            f"{staging}/" if len(artifact.packages) > 1 else str(staging / (artifact.binary or artifact.name))
+        )
+        return [
+            go,
+            "build",
+            "-trimpath",
+            "-ldflags",
+            artifact.ldflags,
+            "-o",
+            output,
+            *artifact.packages,
+        ]
+    _require_tool(artifact, "java", "install a JDK 17 or newer")
+    mvn = _require_tool(artifact, "mvn", "install Apache Maven")
+    return [
+        mvn, "-q", "-B", "-f", str(artifact.source / "pom.xml"),
+        "dependency:copy-dependencies", "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging / 'libs'}",
+    ]  # fmt: skip
+
+
+def ensure(artifact: Artifact, *, say: bool = True) -> Path:
+    """Build `artifact` unless the cache already holds it; returns its directory."""
+    target = artifact.directory
+    if (target / ".complete").exists():
+        return target
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log = _build_log(artifact)
+    if say:
+        print(
+            f"  building {artifact.name} {artifact.version} (first time only; log: {log})",
+            flush=True,
+        )
+    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false"}
+    started = time.monotonic()
+    with log.open("w") as out:
+        result = subprocess.run(
+            _command(artifact, staging),
+            cwd=artifact.source,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    if result.returncode != 0:
+        raise StackError(artifact.name, f"build failed with exit code {result.returncode}", log)
+    (staging / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    for stale in target.parent.glob(f"{artifact.name}-*"):
+        if stale != target:  # builds of other versions or wrapper revisions
+            shutil.rmtree(stale, ignore_errors=True)
+    if say:
+        print(f"  built {artifact.name} in {time.monotonic() - started:.0f}s", flush=True)
+    return target
+
+
+def ensure_all(*, say: bool = True) -> None:
+    for artifact in ALL:
+        ensure(artifact, say=say)

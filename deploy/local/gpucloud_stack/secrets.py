@@ -1,0 +1,85 @@
+"""Credentials generated once per data directory, kept in a 0600 file beside the data.
+
+Nothing here is a constant in the code: a fresh data directory gets fresh secrets,
+and `reset` throws them away with the data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import layout
+
+
+@dataclass(frozen=True)
+class Secrets:
+    kube_admin_token: str
+    minio_root_user: str
+    minio_root_password: str
+    identity_signing_key: str
+    bootstrap_admin_key: str
+
+
+def _path() -> Path:
+    return layout.etc_dir() / "secrets.json"
+
+
+def load_or_create() -> Secrets:
+    path = _path()
+    if path.exists():
+        return Secrets(**json.loads(path.read_text()))
+    created = Secrets(
+        kube_admin_token=secrets.token_urlsafe(32),
+        minio_root_user="gpucloud-root",
+        minio_root_password=secrets.token_urlsafe(32),
+        identity_signing_key=secrets.token_urlsafe(48),
+        bootstrap_admin_key="gpc_" + secrets.token_urlsafe(32),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(asdict(created), out, indent=2)
+    return created
+
+
+def ensure_kube_pki() -> Path:
+    """A private CA, the API server's serving certificate and the service-account key pair."""
+    pki = layout.etc_dir() / "pki"
+    if (pki / "apiserver.crt").exists():
+        return pki
+    pki.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
+
+    openssl("genrsa", "-out", "ca.key", "2048")
+    openssl("req", "-x509", "-new", "-key", "ca.key", "-days", "3650", "-subj", "/CN=gpucloud-local-ca",
+            "-out", "ca.crt")  # fmt: skip
+    openssl("genrsa", "-out", "apiserver.key", "2048")
+    (pki / "apiserver.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
+    openssl(
+        "req",
+        "-new",
+        "-key",
+        "apiserver.key",
+        "-subj",
+        "/CN=kube-apiserver",
+        "-out",
+        "apiserver.csr",
+    )
+    openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "3650", "-extfile", "apiserver.ext", "-out", "apiserver.crt")  # fmt: skip
+    openssl("genrsa", "-out", "sa.key", "2048")
+    openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    for key in pki.glob("*.key"):
+        key.chmod(0o600)
+    return pki

@@ -1,0 +1,348 @@
+"""Event contracts: versioned pydantic models joined in one discriminated union.
+
+Every producer and consumer imports these models. On the wire an event is a
+CloudEvents 1.0 message in Kafka binary mode: the attributes travel as `ce_*`
+headers, the payload is the model's JSON, and the message key is the event's
+aggregate id so that order holds per aggregate (per instance, per tenant, ...).
+
+A breaking change to a contract is a new model with a new `type` (`...v2`);
+consumers accept both until producers have moved.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+SPEC_VERSION = "1.0"
+CONTENT_TYPE = "application/json"
+
+
+class EventData(BaseModel):
+    """Base of every event payload."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+
+    @property
+    def aggregate_id(self) -> str:
+        """The id that orders this event; it becomes the Kafka message key."""
+        raise NotImplementedError
+
+
+# --- tenants (gateway -> instances, storage, metering) ---------------------------
+
+
+class TenantQuota(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_gpus: int = Field(ge=0)
+    max_instances: int = Field(ge=0)
+    max_storage_bytes: int = Field(ge=0)
+    monthly_spend_cap_cents: int | None = Field(default=None, ge=0)
+
+
+class TenantUpserted(EventData):
+    """A tenant was created, or its quota or status changed. Carries the full state."""
+
+    type: Literal["io.gpucloud.tenant.upserted.v1"] = "io.gpucloud.tenant.upserted.v1"
+    tenant_id: str
+    name: str
+    status: Literal["active", "suspended"]
+    quota: TenantQuota
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id
+
+
+class TenantDeleted(EventData):
+    type: Literal["io.gpucloud.tenant.deleted.v1"] = "io.gpucloud.tenant.deleted.v1"
+    tenant_id: str
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id
+
+
+# --- instances (instances -> metering, gateway) -----------------------------------
+
+InstanceState = Literal[
+    "pending", "scheduled", "ready", "running", "stopping", "stopped", "failed", "deleted"
+]
+
+
+class InstanceStateChanged(EventData):
+    """One persisted lifecycle transition. Metering bills from these, so each is
+    published exactly once per transition and `sequence` orders them per instance."""
+
+    type: Literal["io.gpucloud.instance.state_changed.v1"] = "io.gpucloud.instance.state_changed.v1"
+    instance_id: str
+    tenant_id: str
+    user_id: str | None = None
+    spec_name: str
+    gpu_type: str
+    gpu_count: int = Field(ge=0)
+    zone: str | None = None
+    node: str | None = None
+    state: InstanceState
+    previous_state: InstanceState | None = None
+    reason: str | None = None
+    sequence: int = Field(ge=0)
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.instance_id
+
+
+class StopTenantInstancesRequested(EventData):
+    """Metering's hard budget stop asks the instances service to stop a tenant's instances."""
+
+    type: Literal["io.gpucloud.instances.stop_requested.v1"] = (
+        "io.gpucloud.instances.stop_requested.v1"
+    )
+    tenant_id: str
+    reason: str
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id
+
+
+# --- storage (storage -> metering) -------------------------------------------------
+
+
+class StorageUsageSampled(EventData):
+    type: Literal["io.gpucloud.storage.usage_sampled.v1"] = "io.gpucloud.storage.usage_sampled.v1"
+    storage_id: str
+    tenant_id: str
+    kind: Literal["object", "volume"]
+    bytes_used: int = Field(ge=0)
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.storage_id
+
+
+# --- monitoring (agent -> monitoring -> instances, metering) --------------------
+
+
+class GpuSample(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu_uuid: str
+    index: int = Field(ge=0)
+    at: AwareDatetime
+    utilization_gpu_pct: float = Field(ge=0, le=100)
+    utilization_memory_pct: float = Field(ge=0, le=100)
+    memory_used_mib: float = Field(ge=0)
+    memory_total_mib: float = Field(ge=0)
+    temperature_c: float
+    power_w: float = Field(ge=0)
+    sm_clock_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    throttle_reasons: int = 0
+    ecc_corrected: int = Field(default=0, ge=0)
+    ecc_uncorrected: int = Field(default=0, ge=0)
+    pcie_tx_kibps: float | None = None
+    pcie_rx_kibps: float | None = None
+    xid_errors: tuple[int, ...] = ()
+    instance_id: str | None = None
+
+
+class TelemetryBatch(EventData):
+    type: Literal["io.gpucloud.telemetry.batch.v1"] = "io.gpucloud.telemetry.batch.v1"
+    node: str
+    source: Literal["nvml", "simulated"]
+    samples: tuple[GpuSample, ...] = Field(min_length=1)
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.node
+
+
+NodeHealth = Literal["healthy", "degraded", "quarantined"]
+
+
+class NodeHealthChanged(EventData):
+    type: Literal["io.gpucloud.node.health_changed.v1"] = "io.gpucloud.node.health_changed.v1"
+    node: str
+    health: NodeHealth
+    previous_health: NodeHealth | None = None
+    reasons: tuple[str, ...] = ()
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.node
+
+
+class AlertStateChanged(EventData):
+    type: Literal["io.gpucloud.alert.state_changed.v1"] = "io.gpucloud.alert.state_changed.v1"
+    alert_id: str
+    rule_id: str
+    tenant_id: str | None = None  # None for fleet-wide rules
+    state: Literal["firing", "resolved"]
+    severity: Literal["info", "warning", "critical"]
+    subject: str  # the GPU, node or instance the rule matched
+    metric: str
+    value: float
+    threshold: float
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.alert_id
+
+
+# --- metering (metering -> external billing, gateway) ----------------------------
+
+
+class UsageRecorded(EventData):
+    """A closed slice of usage, priced; external billing systems consume these."""
+
+    type: Literal["io.gpucloud.usage.recorded.v1"] = "io.gpucloud.usage.recorded.v1"
+    usage_id: str
+    tenant_id: str
+    subject_id: str  # instance or storage id
+    meter: Literal["gpu_seconds", "storage_gb_hours"]
+    quantity: float = Field(ge=0)
+    start: AwareDatetime
+    end: AwareDatetime
+    amount_cents: float | None = None
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id
+
+
+class BudgetThresholdCrossed(EventData):
+    type: Literal["io.gpucloud.billing.budget_threshold_crossed.v1"] = (
+        "io.gpucloud.billing.budget_threshold_crossed.v1"
+    )
+    tenant_id: str
+    period: str  # YYYY-MM
+    threshold_pct: int = Field(ge=1)
+    spent_cents: int = Field(ge=0)
+    budget_cents: int = Field(ge=0)
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id
+
+
+# --- audit (gateway -> anyone) ------------------------------------------------------
+
+
+class AuditRecorded(EventData):
+    type: Literal["io.gpucloud.audit.recorded.v1"] = "io.gpucloud.audit.recorded.v1"
+    audit_id: str
+    tenant_id: str | None
+    actor: str
+    action: str
+    resource: str
+    result: int  # HTTP status
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id or "platform"
+
+
+Event = Annotated[
+    TenantUpserted
+    | TenantDeleted
+    | InstanceStateChanged
+    | StopTenantInstancesRequested
+    | StorageUsageSampled
+    | TelemetryBatch
+    | NodeHealthChanged
+    | AlertStateChanged
+    | UsageRecorded
+    | BudgetThresholdCrossed
+    | AuditRecorded,
+    Field(discriminator="type"),
+]
+
+_EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class MalformedEvent(ValueError):
+    """A message that is not a valid gpucloud CloudEvent; it goes to a dead-letter topic."""
+
+
+class CloudEvent(BaseModel):
+    """The CloudEvents envelope around one event payload."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    source: str
+    time: AwareDatetime
+    data: Event
+
+    @property
+    def type(self) -> str:
+        return self.data.type
+
+    @property
+    def subject(self) -> str:
+        return self.data.aggregate_id
+
+    @classmethod
+    def new(cls, data: EventData, *, source: str, event_id: str | None = None) -> CloudEvent:
+        return cls.model_validate(
+            {
+                "id": event_id or str(uuid.uuid4()),
+                "source": source,
+                "time": datetime.now(UTC),
+                "data": data,
+            }
+        )
+
+    def to_kafka(self) -> tuple[bytes, bytes, dict[str, str]]:
+        """Binary-mode encoding: (key, value, headers)."""
+        headers = {
+            "ce_specversion": SPEC_VERSION,
+            "ce_id": self.id,
+            "ce_source": self.source,
+            "ce_type": self.type,
+            "ce_time": self.time.isoformat(),
+            "ce_subject": self.subject,
+            "content-type": CONTENT_TYPE,
+        }
+        return self.subject.encode(), self.data.model_dump_json().encode(), headers
+
+    @classmethod
+    def from_kafka(cls, value: bytes, headers: dict[str, str]) -> CloudEvent:
+        """Decode a binary-mode message; raises MalformedEvent with the reason."""
+        if headers.get("ce_specversion") != SPEC_VERSION:
+            raise MalformedEvent(f"ce_specversion must be {SPEC_VERSION!r}")
+        missing = [
+            name for name in ("ce_id", "ce_source", "ce_type", "ce_time") if not headers.get(name)
+        ]
+        if missing:
+            raise MalformedEvent(f"missing CloudEvents headers: {', '.join(missing)}")
+        try:
+            data = _EVENT_ADAPTER.validate_json(value)
+            envelope = cls.model_validate(
+                {
+                    "id": headers["ce_id"],
+                    "source": headers["ce_source"],
+                    "time": headers["ce_time"],
+                    "data": data,
+                }
+            )
+        except ValidationError as error:
+            raise MalformedEvent(f"invalid payload: {error.errors(include_url=False)}") from error
+        if envelope.type != headers["ce_type"]:
+            raise MalformedEvent(
+                f"ce_type {headers['ce_type']!r} does not match payload type {envelope.type!r}"
+            )
+        return envelope

@@ -1,0 +1,71 @@
+"""HTTP error rendering: every error leaves a service as application/problem+json."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFailed
+
+log = logging.getLogger(__name__)
+
+
+def problem_response(error: GpucloudError, request: Request) -> JSONResponse:
+    headers = (
+        {"Retry-After": str(error.extensions["retry_after_s"])}
+        if "retry_after_s" in error.extensions
+        else None
+    )
+    return JSONResponse(
+        error.problem(instance=request.url.path),
+        status_code=error.status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def _http_problem(status: int, detail: str, request: Request) -> JSONResponse:
+    phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    code = phrase.lower().replace(" ", "_").replace("-", "_")
+    body = {
+        "type": PROBLEM_TYPE_BASE + code,
+        "title": phrase,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "instance": request.url.path,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GpucloudError)
+    async def on_gpucloud_error(request: Request, error: GpucloudError) -> JSONResponse:
+        return problem_response(error, request)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+        errors = [
+            {
+                "loc": list(item.get("loc", ())),
+                "msg": item.get("msg", ""),
+                "type": item.get("type", ""),
+            }
+            for item in error.errors()
+        ]
+        problem = ValidationFailed("the request does not match the schema", errors=errors)
+        return problem_response(problem, request)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return _http_problem(error.status_code, str(error.detail), request)
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, error: Exception) -> JSONResponse:
+        log.exception("unhandled error", extra={"path": request.url.path})
+        return _http_problem(500, "an unexpected error occurred; it has been logged", request)

@@ -1,0 +1,135 @@
+"""Kafka through FastStream: the broker factory, event publishing and safe consumers.
+
+Defaults are stronger than aiokafka's: producers are idempotent with acks=all,
+and consumers commit an offset only after the handler's work is durable. A
+message that can never be processed is parked on the consumer's dead-letter
+topic and consumption goes on; a transient failure rewinds and retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker, KafkaMessage
+from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
+from opentelemetry.trace import TracerProvider
+
+from .events import CloudEvent, EventData, MalformedEvent
+from .topics import TopicSpec, dead_letter_topic
+
+log = logging.getLogger(__name__)
+
+EventHandler = Callable[[CloudEvent], Awaitable[None]]
+
+#: How long a consumer waits before retrying a message whose handler failed transiently.
+RETRY_BACKOFF_S = 1.0
+
+
+class PermanentEventError(Exception):
+    """The handler can never process this event (not a transient failure): dead-letter it."""
+
+
+def create_broker(
+    bootstrap: str, *, client_id: str, tracer_provider: TracerProvider | None = None
+) -> KafkaBroker:
+    return KafkaBroker(
+        bootstrap,
+        client_id=client_id,
+        acks="all",
+        enable_idempotence=True,
+        allow_auto_create_topics=False,
+        middlewares=[KafkaTelemetryMiddleware(tracer_provider=tracer_provider)],
+        logger=logging.getLogger(f"gpucloud.kafka.{client_id}"),
+        log_level=logging.DEBUG,
+    )
+
+
+async def publish_event(
+    broker: KafkaBroker,
+    topic: TopicSpec,
+    data: EventData,
+    *,
+    source: str,
+    event_id: str | None = None,
+) -> CloudEvent:
+    """Publish one event; returns once the broker has acknowledged it (acks=all)."""
+    event = CloudEvent.new(data, source=source, event_id=event_id)
+    await publish_cloud_event(broker, topic, event)
+    return event
+
+
+async def publish_cloud_event(broker: KafkaBroker, topic: TopicSpec, event: CloudEvent) -> None:
+    key, value, headers = event.to_kafka()
+    await broker.publish(value, topic.name, key=key, headers=headers)
+
+
+def _headers(message: KafkaMessage) -> dict[str, str]:
+    return {key: value for key, value in message.headers.items() if isinstance(value, str)}
+
+
+async def _dead_letter(
+    broker: KafkaBroker, message: KafkaMessage, dlq: TopicSpec, reason: str
+) -> None:
+    record: Any = message.raw_message
+    headers = {
+        **_headers(message),
+        "x-dlq-reason": reason[:2000],
+        "x-dlq-topic": record.topic,
+        "x-dlq-partition": str(record.partition),
+        "x-dlq-offset": str(record.offset),
+    }
+    await broker.publish(message.body, dlq.name, key=record.key, headers=headers)
+    log.warning(
+        "dead-lettered message",
+        extra={
+            "topic": record.topic,
+            "offset": record.offset,
+            "dlq": dlq.name,
+            "reason": reason[:300],
+        },
+    )
+
+
+def subscribe_events(
+    broker: KafkaBroker, topic: TopicSpec, *, group: str, handler: EventHandler
+) -> TopicSpec:
+    """Consume `topic` as consumer group `group`, calling `handler` per decoded event.
+
+    Returns the group's dead-letter topic (create it with the other topics).
+    Ordering per partition is kept: a transient failure rewinds to the same
+    message instead of skipping ahead.
+    """
+    dlq = dead_letter_topic(group)
+
+    async def consume(message: KafkaMessage) -> None:
+        try:
+            event = CloudEvent.from_kafka(message.body, _headers(message))
+        except MalformedEvent as error:
+            await _dead_letter(broker, message, dlq, str(error))
+            await message.ack()
+            return
+        try:
+            await handler(event)
+        except PermanentEventError as error:
+            await _dead_letter(broker, message, dlq, f"{type(error).__name__}: {error}")
+            await message.ack()
+            return
+        except Exception:
+            log.exception("event handler failed; retrying", extra={"event_id": event.id})
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            await message.nack()
+            return
+        await message.ack()
+
+    broker.subscriber(
+        topic.name,
+        group_id=group,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        ack_policy=AckPolicy.MANUAL,
+    )(consume)
+    return dlq

@@ -1,0 +1,40 @@
+"""MongoDB through PyMongo's async API: one client per process, one database per service.
+
+The local stack runs FerretDB on SQLite, so stores stay within its subset:
+single-document atomicity, unique indexes and findAndModify; no transactions,
+change streams, TTL or partial indexes, $lookup or $facet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pymongo import AsyncMongoClient, IndexModel
+from pymongo.asynchronous.database import AsyncDatabase
+
+Document = dict[str, Any]
+Database = AsyncDatabase[Document]
+IndexPlan = Mapping[str, Sequence[IndexModel]]
+
+
+def create_client(uri: str, *, app_name: str) -> AsyncMongoClient[Document]:
+    return AsyncMongoClient(
+        uri,
+        appname=app_name,
+        tz_aware=True,
+        serverSelectionTimeoutMS=5000,
+        connectTimeoutMS=5000,
+        uuidRepresentation="standard",
+    )
+
+
+async def ensure_indexes(database: Database, plan: IndexPlan) -> None:
+    """Create every index in `plan` ({collection: [IndexModel, ...]}); idempotent."""
+    for collection, indexes in plan.items():
+        if indexes:
+            await database[collection].create_indexes(list(indexes))
+
+
+async def ping(database: Database) -> None:
+    await database.command("ping")

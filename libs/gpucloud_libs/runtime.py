@@ -1,0 +1,150 @@
+"""The parts every service wires the same way: logs, traces, Kafka, MongoDB, HTTP.
+
+A service builds one `ServiceRuntime` in its app.py, registers its Kafka
+handlers and routers on it, and gets a FastAPI app whose lifespan connects and
+disconnects everything. /healthz says the process is alive; /readyz checks the
+real dependencies and answers 503 with the failing ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import JSONResponse
+from faststream.kafka import KafkaBroker
+from pymongo import AsyncMongoClient
+
+from .http import install_error_handlers
+from .kafka import EventHandler, create_broker, subscribe_events
+from .logs import setup_logging
+from .mongo import Database, Document, IndexPlan, create_client, ensure_indexes, ping
+from .settings import ServiceSettings
+from .telemetry import Telemetry, TracingMiddleware, setup_telemetry
+from .topics import ALL_TOPICS, TopicSpec, ensure_topics
+
+log = logging.getLogger(__name__)
+
+ReadinessCheck = Callable[[], Awaitable[None]]
+Hook = Callable[[], Awaitable[None]]
+
+READINESS_TIMEOUT_S = 3.0
+
+
+class ServiceRuntime:
+    def __init__(self, settings: ServiceSettings, *, indexes: IndexPlan | None = None) -> None:
+        self.settings = settings
+        self.name = settings.service_name
+        self.source = f"/gpucloud/{self.name}"
+        setup_logging(self.name, settings.log_level)
+        self.telemetry: Telemetry = setup_telemetry(self.name, settings.otlp_endpoint)
+        self.broker: KafkaBroker = create_broker(
+            settings.kafka_bootstrap,
+            client_id=f"gpucloud-{self.name}",
+            tracer_provider=self.telemetry.tracer_provider,
+        )
+        self.mongo: AsyncMongoClient[Document] = create_client(
+            settings.mongodb_uri, app_name=f"gpucloud-{self.name}"
+        )
+        self.db: Database = self.mongo[settings.database_name]
+        self._indexes = indexes or {}
+        self._topics: list[TopicSpec] = list(ALL_TOPICS)
+        self._checks: dict[str, ReadinessCheck] = {
+            "mongodb": lambda: ping(self.db),
+            "kafka": self._kafka_ready,
+        }
+        self._on_start: list[Hook] = []
+        self._on_stop: list[Hook] = []
+
+    async def _kafka_ready(self) -> None:
+        if not await self.broker.ping(timeout=READINESS_TIMEOUT_S):
+            raise ConnectionError("broker did not answer")
+
+    def subscribe(
+        self, topic: TopicSpec, handler: EventHandler, *, group: str | None = None
+    ) -> None:
+        """Consume `topic` with `handler`; the group defaults to this service's name."""
+        dlq = subscribe_events(
+            self.broker, topic, group=group or f"gpucloud-{self.name}", handler=handler
+        )
+        self._topics.append(dlq)
+
+    def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
+        self._checks[name] = check
+
+    def on_start(self, hook: Hook) -> None:
+        self._on_start.append(hook)
+
+    def on_stop(self, hook: Hook) -> None:
+        self._on_stop.append(hook)
+
+    async def readiness(self) -> dict[str, str]:
+        async def run(check: ReadinessCheck) -> str:
+            try:
+                await asyncio.wait_for(check(), READINESS_TIMEOUT_S)
+            except Exception as error:  # any failure means not ready; say which
+                return f"failed: {type(error).__name__}: {error}"[:300]
+            return "ok"
+
+        names = list(self._checks)
+        results = await asyncio.gather(*(run(self._checks[name]) for name in names))
+        return dict(zip(names, results, strict=True))
+
+    @asynccontextmanager
+    async def lifespan(self, _app: FastAPI) -> AsyncIterator[None]:
+        await ensure_topics(self.settings.kafka_bootstrap, self._topics)
+        await ensure_indexes(self.db, self._indexes)
+        await self.broker.start()
+        for hook in self._on_start:
+            await hook()
+        log.info("service started", extra={"port": self.settings.http_port})
+        try:
+            yield
+        finally:
+            for hook in reversed(self._on_stop):
+                await hook()
+            await self.broker.stop()
+            await self.mongo.close()
+            self.telemetry.shutdown()
+
+    def create_app(self, *, title: str, description: str, routers: list[APIRouter]) -> FastAPI:
+        app = FastAPI(title=title, description=description, version="0.1.0", lifespan=self.lifespan)
+        install_error_handlers(app)
+        app.add_middleware(TracingMiddleware, service=self.name)
+
+        @app.get("/healthz", tags=["health"], summary="Liveness: the process is up")
+        async def healthz() -> dict[str, str]:
+            return {"status": "ok"}
+
+        @app.get(
+            "/readyz",
+            tags=["health"],
+            summary="Readiness: every dependency answers",
+            responses={503: {"description": "At least one dependency failed"}},
+        )
+        async def readyz() -> JSONResponse:
+            checks = await self.readiness()
+            ready = all(result == "ok" for result in checks.values())
+            body: dict[str, Any] = {"status": "ready" if ready else "not_ready", "checks": checks}
+            return JSONResponse(body, status_code=200 if ready else 503)
+
+        for router in routers:
+            app.include_router(router)
+        return app
+
+
+def serve(app: FastAPI, settings: ServiceSettings) -> None:
+    """Run `app` under uvicorn; the entry point of each service's __main__."""
+    uvicorn.run(
+        app,
+        host=settings.http_host,
+        port=settings.http_port,
+        log_config=None,
+        access_log=False,
+        proxy_headers=False,
+    )

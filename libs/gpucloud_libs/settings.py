@@ -1,0 +1,32 @@
+"""Typed settings from the environment (prefix GPUCLOUD_); one subclass per service."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    """What every service needs: its listener, Kafka, MongoDB, telemetry and identity."""
+
+    model_config = SettingsConfigDict(env_prefix="GPUCLOUD_", extra="ignore")
+
+    service_name: str = "gpucloud"
+    http_host: str = "127.0.0.1"
+    http_port: int = 8000
+    log_level: str = "INFO"
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    mongodb_uri: str = "mongodb://127.0.0.1:27017/"
+    #: Database name; defaults to `gpucloud_<service>` so services never share one.
+    mongodb_database: str | None = None
+
+    #: OTLP/HTTP collector base URL, e.g. http://127.0.0.1:4318. Unset: no export.
+    otlp_endpoint: str | None = None
+
+    #: HMAC key the gateway signs forwarded identities with; services verify it.
+    identity_signing_key: SecretStr = Field(default=SecretStr(""))
+
+    @property
+    def database_name(self) -> str:
+        return self.mongodb_database or f"gpucloud_{self.service_name}"

@@ -1,0 +1,73 @@
+"""Every Kafka topic the platform uses, in one place, and the helper that creates them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = 3
+    #: Milliseconds; -1 keeps records forever (billing inputs are replayable).
+    retention_ms: int = 7 * 24 * 3600 * 1000
+
+
+TENANTS = TopicSpec("gpucloud.tenants.v1", retention_ms=-1)
+INSTANCE_LIFECYCLE = TopicSpec("gpucloud.instances.lifecycle.v1", partitions=6, retention_ms=-1)
+INSTANCE_COMMANDS = TopicSpec("gpucloud.instances.commands.v1")
+STORAGE_USAGE = TopicSpec("gpucloud.storage.usage.v1", retention_ms=-1)
+TELEMETRY = TopicSpec("gpucloud.telemetry.v1", partitions=6, retention_ms=24 * 3600 * 1000)
+NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1")
+ALERTS = TopicSpec("gpucloud.alerts.v1")
+USAGE = TopicSpec("gpucloud.usage.v1", retention_ms=-1)
+BILLING_ALERTS = TopicSpec("gpucloud.billing.alerts.v1")
+AUDIT = TopicSpec("gpucloud.audit.v1", retention_ms=-1)
+
+ALL_TOPICS: tuple[TopicSpec, ...] = (
+    TENANTS, INSTANCE_LIFECYCLE, INSTANCE_COMMANDS, STORAGE_USAGE, TELEMETRY,
+    NODE_HEALTH, ALERTS, USAGE, BILLING_ALERTS, AUDIT,
+)  # fmt: skip
+
+
+def dead_letter_topic(consumer_group: str) -> TopicSpec:
+    """Each consumer group parks the messages it cannot process in its own topic."""
+    return TopicSpec(f"gpucloud.dlq.{consumer_group}", partitions=1, retention_ms=-1)
+
+
+async def ensure_topics(
+    bootstrap: str,
+    specs: tuple[TopicSpec, ...] | list[TopicSpec],
+    *,
+    replication_factor: int = 1,
+) -> None:
+    """Create the topics that do not exist yet. Safe to call from every service at start."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="gpucloud-topics")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [spec for spec in specs if spec.name not in existing]
+        if not missing:
+            return
+        new_topics = [
+            NewTopic(
+                name=spec.name,
+                num_partitions=spec.partitions,
+                replication_factor=replication_factor,
+                topic_configs={"retention.ms": str(spec.retention_ms), "min.insync.replicas": "1"},
+            )
+            for spec in missing
+        ]
+        # Another service may create a topic between our list and create.
+        with contextlib.suppress(TopicAlreadyExistsError):
+            await admin.create_topics(new_topics)
+        log.info("created topics", extra={"topics": [spec.name for spec in missing]})
+    finally:
+        await admin.close()

@@ -1,0 +1,7 @@
+"""Run the gateway service: `python -m gpucloud_gateway`."""
+
+from gpucloud_libs.runtime import serve
+
+from .app import app, settings
+
+serve(app, settings)

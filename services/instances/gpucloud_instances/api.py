@@ -1,0 +1,7 @@
+"""HTTP routes of the instances service."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()
