@@ -30,10 +30,16 @@ def create_client(uri: str, *, app_name: str) -> AsyncMongoClient[Document]:
 
 
 async def ensure_indexes(database: Database, plan: IndexPlan) -> None:
-    """Create every index in `plan` ({collection: [IndexModel, ...]}); idempotent."""
+    """Create the indexes of `plan` ({collection: [IndexModel, ...]}) that do not exist yet.
+
+    Existing ones are skipped by name rather than re-sent: FerretDB 1.24 breaks
+    the connection on a createIndexes for an index that already exists.
+    """
     for collection, indexes in plan.items():
-        if indexes:
-            await database[collection].create_indexes(list(indexes))
+        existing = set(await database[collection].index_information())
+        missing = [index for index in indexes if index.document["name"] not in existing]
+        if missing:
+            await database[collection].create_indexes(missing)
 
 
 async def ping(database: Database) -> None:

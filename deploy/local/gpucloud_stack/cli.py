@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         "logs": cmd_logs, "reset": cmd_reset, "env": cmd_env,
     }  # fmt: skip
     os.umask(0o077)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `stack status | head` ends quietly
     try:
         handlers[args.command](args)
     except StackError as error:

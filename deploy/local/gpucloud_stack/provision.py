@@ -111,7 +111,9 @@ def _command(artifact: Artifact, staging: Path) -> list[str]:
         # `go build -o DIR/` with several main packages writes one binary each;
         # with one package the name comes from the last path element.
         output = (
-            f"{staging}/" if len(artifact.packages) > 1 else str(staging / (artifact.binary or artifact.name))
+            f"{staging}/"
+            if len(artifact.packages) > 1
+            else str(staging / (artifact.binary or artifact.name))
         )
         return [
             go,

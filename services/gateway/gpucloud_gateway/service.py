@@ -27,4 +27,6 @@ async def authenticate(store: ApiKeyStore, presented: str | None) -> Principal:
     record = await store.find_active_by_hash(hash_secret(presented))
     if record is None:
         raise Unauthenticated("the API key is unknown or revoked")
-    return Principal(key_id=record["key_id"], role=record["role"], tenant_id=record["tenant_id"])
+    # .get: FerretDB drops null fields written through $setOnInsert, so an absent
+    # tenant_id and a null one both mean "no tenant" (a platform admin).
+    return Principal(key_id=record["key_id"], role=record["role"], tenant_id=record.get("tenant_id"))

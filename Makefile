@@ -1,0 +1,62 @@
+# gpucloud: one command runner. `make up` runs the platform, `make test` runs the tests.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := $(PYTHON) -m uv
+VENV := .venv
+STACK := $(PYTHON) deploy/local/stack.py
+PKGS := gpucloud_libs gpucloud_gateway gpucloud_instances gpucloud_storage gpucloud_metering gpucloud_monitoring gpucloud_stack
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: help up down status logs reset provision env venv test lint fmt bench
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+up: venv ## provision (first time), start the stack and the five services
+	@$(STACK) up
+
+down: ## stop everything; data is kept
+	@$(STACK) down
+
+status: ## health, pid and memory of every component
+	@$(STACK) status
+
+logs: ## show a component's log: make logs c=kafka [f=1]
+	@$(STACK) logs $(c) $(if $(f),-f)
+
+reset: ## stop everything and wipe the data directory
+	@$(STACK) reset
+
+provision: ## build or download the server binaries into the cache
+	@$(STACK) provision
+
+env: ## print shell exports for talking to the running stack
+	@$(STACK) env
+
+venv: $(VENV)/.synced ## create the virtual environment from uv.lock
+
+$(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml $(wildcard services/*/pyproject.toml)
+	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+	@$(UV) sync --frozen --all-packages --python $(PYTHON) --quiet
+	@touch $@
+
+test: venv ## start the stack if needed, then run the whole test suite
+	@$(STACK) up
+	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/mypy $(addprefix -p ,$(PKGS))
+	@$(VENV)/bin/lint-imports
+
+fmt: venv ## apply ruff fixes and formatting
+	@$(VENV)/bin/ruff check --fix .
+	@$(VENV)/bin/ruff format .
+
+bench: venv ## run the benchmarks and print their figures
+	@$(STACK) up
+	@$(VENV)/bin/python -m bench

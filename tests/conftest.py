@@ -1,0 +1,68 @@
+"""Session fixtures over the real local stack: started here if it is not running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+from minio import Minio
+from pymongo import AsyncMongoClient
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+STACK = [sys.executable, str(REPO_ROOT / "deploy" / "local" / "stack.py")]
+
+
+@pytest.fixture(scope="session")
+def stack_env() -> dict[str, str]:
+    """Bring the stack up (a no-op when it already runs) and return its connection settings."""
+    up = subprocess.run([*STACK, "up"], capture_output=True, text=True, check=False)
+    if up.returncode != 0:
+        pytest.fail(f"the local stack did not come up:\n{up.stdout}\n{up.stderr}", pytrace=False)
+    env = subprocess.run([*STACK, "env", "--json"], capture_output=True, text=True, check=True)
+    settings: dict[str, str] = json.loads(env.stdout)
+    os.environ.update(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack_env: dict[str, str]) -> str:
+    return stack_env["GPUCLOUD_KAFKA_BOOTSTRAP"]
+
+
+@pytest.fixture(scope="session")
+async def mongo(stack_env: dict[str, str]) -> AsyncIterator[AsyncMongoClient[dict[str, object]]]:
+    mongo_client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+        stack_env["GPUCLOUD_MONGODB_URI"], tz_aware=True
+    )
+    yield mongo_client
+    await mongo_client.close()
+
+
+@pytest.fixture(scope="session")
+async def kube(stack_env: dict[str, str]) -> AsyncIterator[k8s.ApiClient]:
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=stack_env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
+    )
+    api = k8s.ApiClient(configuration)
+    yield api
+    await api.close()
+
+
+@pytest.fixture(scope="session")
+def s3_admin(stack_env: dict[str, str]) -> Minio:
+    endpoint = urlparse(stack_env["GPUCLOUD_S3_ENDPOINT"])
+    return Minio(
+        endpoint.netloc,
+        access_key=stack_env["GPUCLOUD_S3_ACCESS_KEY"],
+        secret_key=stack_env["GPUCLOUD_S3_SECRET_KEY"],
+        secure=False,
+    )
