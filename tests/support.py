@@ -31,7 +31,9 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout: float = 20.0) -> list[Any]:
+async def read_topic(
+    bootstrap: str, topic: str, *, expect: int, timeout: float = 20.0
+) -> list[Any]:
     """Read a topic from the beginning, without a consumer group, until `expect` records arrive."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()

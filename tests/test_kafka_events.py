@@ -182,7 +182,9 @@ async def test_offsets_are_committed_only_for_processed_events(
 
     publisher = create_broker(kafka_bootstrap, client_id=unique("test"))
     await publisher.start()
-    later = [await publish_event(publisher, topic, tenant(f"u{i}"), source="/tests") for i in range(2)]
+    later = [
+        await publish_event(publisher, topic, tenant(f"u{i}"), source="/tests") for i in range(2)
+    ]
     await publisher.stop()
 
     seen.clear()

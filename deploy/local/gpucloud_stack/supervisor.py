@@ -26,12 +26,26 @@ def running_pid(component: Component) -> int | None:
         pid = int(path.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not _alive(pid):
         path.unlink(missing_ok=True)
         return None
     return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        # A child of this process that exited stays a zombie until reaped.
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        if reaped == pid:
+            return False
+    except ChildProcessError:
+        pass  # started by an earlier `stack` invocation
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
 
 
 def _tail(component: Component, lines: int = 15) -> str:

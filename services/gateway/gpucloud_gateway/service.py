@@ -29,4 +29,6 @@ async def authenticate(store: ApiKeyStore, presented: str | None) -> Principal:
         raise Unauthenticated("the API key is unknown or revoked")
     # .get: FerretDB drops null fields written through $setOnInsert, so an absent
     # tenant_id and a null one both mean "no tenant" (a platform admin).
-    return Principal(key_id=record["key_id"], role=record["role"], tenant_id=record.get("tenant_id"))
+    return Principal(
+        key_id=record["key_id"], role=record["role"], tenant_id=record.get("tenant_id")
+    )
