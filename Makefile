@@ -50,7 +50,7 @@ test: venv ## start the stack if needed, then run the whole test suite
 lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
-	@$(VENV)/bin/mypy $(addprefix -p ,$(PKGS) tests)
+	@$(VENV)/bin/mypy $(addprefix -p ,$(PKGS) tests bench)
 	@$(VENV)/bin/lint-imports
 
 fmt: venv ## apply ruff fixes and formatting

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from gpucloud_stack import fleet, supervisor
+from gpucloud_stack import fleet, layout, supervisor
 from gpucloud_stack.components import Component, Context
 from gpucloud_stack.errors import StackError
 from gpucloud_stack.secrets import Secrets
@@ -116,3 +118,15 @@ def test_logs_of_an_unknown_component_is_a_clear_error(stack_env: dict[str, str]
     result = subprocess.run([*STACK, "logs", "kafak"], capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "kafak: unknown component; one of: etcd, kube-apiserver" in result.stderr
+
+
+def test_compose_matches_the_native_stack() -> None:
+    """docker-compose.yml cannot run here, so keep it consistent with what does."""
+    root = Path(__file__).resolve().parents[1]
+    rendered = json.loads((root / "deploy" / "compose" / "fleet-nodes.json").read_text())
+    assert rendered["items"] == fleet.node_manifests(), (
+        "regenerate: python3 deploy/local/stack.py fleet"
+    )
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    assert compose["services"]["kafka"]["image"] == f"apache/kafka:{layout.KAFKA_VERSION}"
+    assert set(compose["services"]) >= {"gateway", "instances", "storage", "metering", "monitoring"}

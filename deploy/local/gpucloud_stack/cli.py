@@ -108,6 +108,13 @@ def cmd_env(args: argparse.Namespace) -> None:
             _say(f"export {key}={shlex.quote(value)}")
 
 
+def cmd_fleet(_args: argparse.Namespace) -> None:
+    """Print the fleet's nodes as one Kubernetes List, for `kubectl apply -f -` elsewhere."""
+    _say(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": fleet.node_manifests()}, indent=2)
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="stack", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,10 +131,11 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("reset", help="stop everything and wipe the data directory")
     env = sub.add_parser("env", help="connection settings for the stack, as shell exports")
     env.add_argument("--json", action="store_true")
+    sub.add_parser("fleet", help="print the fake GPU nodes of fleet.toml as a Kubernetes List")
     args = parser.parse_args(argv)
     handlers = {
         "provision": cmd_provision, "up": cmd_up, "down": cmd_down, "status": cmd_status,
-        "logs": cmd_logs, "reset": cmd_reset, "env": cmd_env,
+        "logs": cmd_logs, "reset": cmd_reset, "env": cmd_env, "fleet": cmd_fleet,
     }  # fmt: skip
     os.umask(0o077)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `stack status | head` ends quietly
