@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
+from typing import Annotated
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFailed
+from .identity import IDENTITY_HEADER, Identity, verify_identity
 
 log = logging.getLogger(__name__)
 
@@ -69,3 +72,20 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unhandled error", extra={"path": request.url.path})
         return _http_problem(500, "an unexpected error occurred; it has been logged", request)
+
+
+_identity_header = APIKeyHeader(
+    name=IDENTITY_HEADER,
+    auto_error=False,
+    description="Signed caller identity, added by the gateway to every forwarded request.",
+)
+
+
+async def current_identity(
+    request: Request, token: Annotated[str | None, Depends(_identity_header)]
+) -> Identity:
+    key: str = request.app.state.identity_signing_key
+    return verify_identity(key, token)
+
+
+CurrentIdentity = Annotated[Identity, Depends(current_identity)]

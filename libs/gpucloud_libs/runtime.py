@@ -115,6 +115,7 @@ class ServiceRuntime:
     def create_app(self, *, title: str, description: str, routers: list[APIRouter]) -> FastAPI:
         app = FastAPI(title=title, description=description, version="0.1.0", lifespan=self.lifespan)
         install_error_handlers(app)
+        app.state.identity_signing_key = self.settings.identity_signing_key.get_secret_value()
         app.add_middleware(TracingMiddleware, service=self.name)
 
         @app.get("/healthz", tags=["health"], summary="Liveness: the process is up")

@@ -1,0 +1,90 @@
+"""Signed caller identity, minted by the gateway and verified by every service.
+
+The gateway authenticates the caller (API key or token), then forwards the
+request with `X-Gpucloud-Identity: <token>`: a compact HMAC-SHA256 token over
+the principal and a short expiry. Services trust only what this token says,
+never the network or the request body, for who is calling and for which
+tenant.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import Forbidden, Unauthenticated
+
+IDENTITY_HEADER = "X-Gpucloud-Identity"
+DEFAULT_TTL_S = 60
+
+Role = Literal["platform-admin", "tenant-admin", "tenant-user"]
+
+
+class Identity(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subject: str  # user id or API key id
+    role: Role
+    tenant_id: str | None  # None only for platform admins
+    expires_at: float
+
+    @property
+    def is_platform_admin(self) -> bool:
+        return self.role == "platform-admin"
+
+    def require_role(self, *allowed: Role) -> None:
+        if self.role not in allowed:
+            raise Forbidden(f"this action needs one of the roles: {', '.join(allowed)}")
+
+    def require_tenant(self) -> str:
+        """The caller's tenant; platform admins act on a tenant only through admin routes."""
+        if self.tenant_id is None:
+            raise Forbidden("this action is for tenant members; platform admins use the admin API")
+        return self.tenant_id
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _mac(key: str, payload: str) -> str:
+    return _b64(hmac.new(key.encode(), payload.encode(), hashlib.sha256).digest())
+
+
+def sign_identity(
+    key: str, *, subject: str, role: Role, tenant_id: str | None, ttl_s: float = DEFAULT_TTL_S
+) -> str:
+    if not key:
+        raise ValueError("an identity signing key is required")
+    identity = Identity(
+        subject=subject, role=role, tenant_id=tenant_id, expires_at=time.time() + ttl_s
+    )
+    payload = _b64(identity.model_dump_json().encode())
+    return f"{payload}.{_mac(key, payload)}"
+
+
+def verify_identity(key: str, token: str | None, *, now: float | None = None) -> Identity:
+    if not token:
+        raise Unauthenticated(f"missing {IDENTITY_HEADER}; call this service through the gateway")
+    payload, _, signature = token.partition(".")
+    if not key or not hmac.compare_digest(signature, _mac(key, payload)):
+        raise Unauthenticated("the identity token's signature is invalid")
+    try:
+        identity = Identity.model_validate_json(_unb64(payload))
+    except (ValidationError, ValueError, json.JSONDecodeError) as error:
+        raise Unauthenticated("the identity token is malformed") from error
+    if identity.expires_at < (time.time() if now is None else now):
+        raise Unauthenticated("the identity token has expired")
+    if identity.role != "platform-admin" and identity.tenant_id is None:
+        raise Unauthenticated("a tenant role without a tenant")
+    return identity
