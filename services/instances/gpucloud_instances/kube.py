@@ -1,14 +1,24 @@
 """The one boundary to Kubernetes: only this module imports kubernetes_asyncio.
 
-It raises the project's own errors, so callers never handle library types.
+Objects go in and come out as plain JSON dicts (camelCase, as the API serves
+them), and failures come out as this module's errors, so no library type
+crosses into the rest of the service.
 """
 
 from __future__ import annotations
 
-from kubernetes_asyncio import client, config
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpucloud_libs.errors import DependencyUnavailable
+
+Manifest = dict[str, Any]
+
+REQUEST_TIMEOUT_S = 10
 
 
 class KubeError(Exception):
@@ -19,12 +29,58 @@ class KubeError(Exception):
         self.status = status
 
 
+class NotFoundError(KubeError):
+    pass
+
+
+class ConflictError(KubeError):
+    """The object already exists, or a write lost an optimistic-concurrency race."""
+
+
+class QuotaRejectedError(KubeError):
+    """Admission refused the object because the namespace's ResourceQuota is exhausted."""
+
+
+class GoneError(KubeError):
+    """A watch's resourceVersion is too old: relist, then watch again."""
+
+
+def _error(error: ApiException) -> KubeError:
+    message = f"{error.status} {error.reason}: {getattr(error, 'body', '')}"[:1000]
+    if error.status == 404:
+        return NotFoundError(message, 404)
+    if error.status == 409:
+        return ConflictError(message, 409)
+    if error.status == 410:
+        return GoneError(message, 410)
+    if error.status == 403 and "exceeded quota" in str(getattr(error, "body", "")):
+        return QuotaRejectedError(message, 403)
+    return KubeError(message, error.status)
+
+
+# kind -> (API class, snake-case resource name, namespaced)
+_KINDS: dict[str, tuple[str, str, bool]] = {
+    "Namespace": ("CoreV1Api", "namespace", False),
+    "Node": ("CoreV1Api", "node", False),
+    "Pod": ("CoreV1Api", "pod", True),
+    "Service": ("CoreV1Api", "service", True),
+    "ResourceQuota": ("CoreV1Api", "resource_quota", True),
+    "LimitRange": ("CoreV1Api", "limit_range", True),
+    "Event": ("CoreV1Api", "event", True),
+    "NetworkPolicy": ("NetworkingV1Api", "network_policy", True),
+    "Ingress": ("NetworkingV1Api", "ingress", True),
+    "PriorityClass": ("SchedulingV1Api", "priority_class", False),
+    "Lease": ("CoordinationV1Api", "lease", True),
+}
+
+
 class KubeClient:
     """Connects on service start (kubeconfig path, or in-cluster when none is given)."""
 
     def __init__(self, kubeconfig: str | None) -> None:
         self._kubeconfig = kubeconfig
         self._api: client.ApiClient | None = None
+        self._apis: dict[str, Any] = {}
 
     async def connect(self) -> None:
         configuration = client.Configuration()
@@ -34,7 +90,14 @@ class KubeClient:
             )
         else:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        configuration.connection_pool_maxsize = 64
         self._api = client.ApiClient(configuration)
+        self._apis = {}
+
+    async def close(self) -> None:
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
 
     @property
     def api(self) -> client.ApiClient:
@@ -42,15 +105,105 @@ class KubeClient:
             raise DependencyUnavailable("Kubernetes client is not connected yet")
         return self._api
 
-    async def server_version(self) -> str:
+    def _method(self, kind: str, verb: str) -> tuple[Any, bool]:
+        api_class, resource, namespaced = _KINDS[kind]
+        if api_class not in self._apis:
+            self._apis[api_class] = getattr(client, api_class)(self.api)
+        scope = "namespaced_" if namespaced else ""
+        if verb == "list" and namespaced:
+            scope = ""
+            resource = f"{resource}_for_all_namespaces"
+        return getattr(self._apis[api_class], f"{verb}_{scope}{resource}"), namespaced
+
+    def _plain(self, obj: Any) -> Manifest:
+        plain: Manifest = self.api.sanitize_for_serialization(obj)
+        return plain
+
+    async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            info = await client.VersionApi(self.api).get_code(_request_timeout=3)
+            return await method(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
         except ApiException as error:
-            raise KubeError(f"version request failed: {error.reason}", error.status) from error
-        except OSError as error:
+            raise _error(error) from error
+        except (OSError, asyncio.TimeoutError) as error:
             raise DependencyUnavailable(f"Kubernetes API unreachable: {error}") from error
+
+    async def server_version(self) -> str:
+        info = await self._call(client.VersionApi(self.api).get_code)
         return str(info.git_version)
 
-    async def close(self) -> None:
-        if self._api is not None:
-            await self._api.close()
+    async def create(self, manifest: Manifest) -> Manifest:
+        method, namespaced = self._method(manifest["kind"], "create")
+        if namespaced:
+            created = await self._call(method, manifest["metadata"]["namespace"], manifest)
+        else:
+            created = await self._call(method, manifest)
+        return self._plain(created)
+
+    async def ensure(self, manifest: Manifest) -> None:
+        """Create, or bring an existing object's spec up to date (merge patch)."""
+        try:
+            await self.create(manifest)
+        except ConflictError:
+            await self.patch(manifest["kind"], manifest["metadata"].get("namespace"), manifest["metadata"]["name"], manifest)
+
+    async def patch(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
+        method, namespaced = self._method(kind, "patch")
+        args = (name, namespace, body) if namespaced else (name, body)
+        return self._plain(await self._call(method, *args))
+
+    async def read(self, kind: str, namespace: str | None, name: str) -> Manifest:
+        method, namespaced = self._method(kind, "read")
+        args = (name, namespace) if namespaced else (name,)
+        return self._plain(await self._call(method, *args))
+
+    async def replace(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
+        method, namespaced = self._method(kind, "replace")
+        args = (name, namespace, body) if namespaced else (name, body)
+        return self._plain(await self._call(method, *args))
+
+    async def delete(self, kind: str, namespace: str | None, name: str, *, grace_s: int | None = None) -> bool:
+        """Delete if present; False when it was already gone."""
+        method, namespaced = self._method(kind, "delete")
+        args = (name, namespace) if namespaced else (name,)
+        kwargs = {} if grace_s is None else {"grace_period_seconds": grace_s}
+        try:
+            await self._call(method, *args, **kwargs)
+        except NotFoundError:
+            return False
+        return True
+
+    async def list(self, kind: str, *, label_selector: str = "", field_selector: str = "") -> tuple[list[Manifest], str]:
+        """All objects of `kind` (every namespace); returns (items, resourceVersion)."""
+        method, _ = self._method(kind, "list")
+        result = self._plain(
+            await self._call(method, label_selector=label_selector, field_selector=field_selector)
+        )
+        return result.get("items", []), result["metadata"]["resourceVersion"]
+
+    async def watch(
+        self, kind: str, *, resource_version: str, label_selector: str = "", timeout_s: int = 240
+    ) -> AsyncIterator[tuple[str, Manifest]]:
+        """Yield (event type, object) from `resource_version` on; GoneError when it expired."""
+        method, _ = self._method(kind, "list")
+        stream = watch.Watch()
+        try:
+            async for event in stream.stream(
+                method,
+                label_selector=label_selector,
+                resource_version=resource_version,
+                timeout_seconds=timeout_s,
+                allow_watch_bookmarks=True,
+            ):
+                raw: Manifest = event["raw_object"]
+                if event["type"] == "ERROR":
+                    if raw.get("code") == 410:
+                        raise GoneError(str(raw.get("message")), 410)
+                    raise KubeError(str(raw.get("message")), raw.get("code"))
+                yield event["type"], raw
+        except ApiException as error:
+            raise _error(error) from error
+        except (OSError, asyncio.TimeoutError) as error:
+            raise DependencyUnavailable(f"Kubernetes watch broke: {error}") from error
+        finally:
+            stream.stop()
+            await stream.close()
