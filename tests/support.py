@@ -8,7 +8,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
+
+from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
 
 T = TypeVar("T")
 
@@ -34,15 +36,17 @@ def unique(prefix: str) -> str:
 async def read_topic(
     bootstrap: str, topic: str, *, expect: int, timeout: float = 20.0
 ) -> list[Any]:
-    """Read a topic from the beginning, without a consumer group, until `expect` records arrive."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    """Read every partition of a topic from the beginning, without a consumer group,
+    until `expect` records arrived or `timeout` passed."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
     await consumer.start()
     try:
-        partitions = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or {0})
-        ]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
         records: list[Any] = []
         deadline = time.monotonic() + timeout
         while len(records) < expect and time.monotonic() < deadline:
@@ -52,3 +56,11 @@ async def read_topic(
         return records
     finally:
         await consumer.stop()
+
+
+def identity_headers(
+    signing_key: str, *, role: Role, tenant_id: str | None, subject: str = "tester"
+) -> dict[str, str]:
+    """What the gateway adds to a forwarded request."""
+    token = sign_identity(signing_key, subject=subject, role=role, tenant_id=tenant_id)
+    return {IDENTITY_HEADER: token}

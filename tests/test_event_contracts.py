@@ -35,8 +35,8 @@ def lifecycle_event() -> CloudEvent:
 def test_roundtrip_keeps_every_attribute_and_keys_by_aggregate() -> None:
     event = lifecycle_event()
     key, value, headers = event.to_kafka()
-    assert key == b"inst-1"
-    assert headers["ce_subject"] == "inst-1"
+    assert key == b"t-1/inst-1"
+    assert headers["ce_subject"] == "t-1/inst-1"
     decoded = CloudEvent.from_kafka(value, headers)
     assert decoded == event
     assert isinstance(decoded.data, InstanceStateChanged)

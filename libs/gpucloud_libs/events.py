@@ -44,6 +44,10 @@ class TenantQuota(BaseModel):
     max_instances: int = Field(ge=0)
     max_storage_bytes: int = Field(ge=0)
     monthly_spend_cap_cents: int | None = Field(default=None, ge=0)
+    #: CPU and memory ceilings of the tenant's namespace; unset means derived
+    #: from max_gpus by the instances service (see its settings).
+    max_cpu_cores: int | None = Field(default=None, ge=0)
+    max_memory_gib: int | None = Field(default=None, ge=0)
 
 
 class TenantUpserted(EventData):
@@ -97,7 +101,8 @@ class InstanceStateChanged(EventData):
 
     @property
     def aggregate_id(self) -> str:
-        return self.instance_id
+        # Instance ids are unique per tenant (clients may choose them).
+        return f"{self.tenant_id}/{self.instance_id}"
 
 
 class StopTenantInstancesRequested(EventData):

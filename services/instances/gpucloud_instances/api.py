@@ -1,7 +1,150 @@
-"""HTTP routes of the instances service."""
+"""HTTP routes of the instances service. Callers come through the gateway, which
+signs their identity; every route scopes its reads and writes by that identity."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response, status
+
+from gpucloud_libs.http import CurrentIdentity
+
+from .lifecycle import State
+from .schemas import (
+    Instance,
+    InstanceCreate,
+    InstancePage,
+    Spec,
+    SpecCreate,
+    StockChange,
+    StockStatus,
+)
+from .service import InstancesService
 
 router = APIRouter()
+
+
+def _service(request: Request) -> InstancesService:
+    service: InstancesService = request.app.state.service
+    return service
+
+
+@router.post(
+    "/specs",
+    status_code=status.HTTP_201_CREATED,
+    tags=["specs"],
+    summary="Define an instance spec (platform admin)",
+)
+async def create_spec(body: SpecCreate, identity: CurrentIdentity, request: Request) -> Spec:
+    identity.require_role("platform-admin")
+    return await _service(request).create_spec(body)
+
+
+@router.get("/specs", tags=["specs"], summary="List instance specs")
+async def list_specs(identity: CurrentIdentity, request: Request) -> list[Spec]:
+    return await _service(request).list_specs()
+
+
+@router.get("/specs/{name}", tags=["specs"], summary="One instance spec")
+async def get_spec(name: str, identity: CurrentIdentity, request: Request) -> Spec:
+    return await _service(request).get_spec(name)
+
+
+@router.delete(
+    "/specs/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["specs"],
+    summary="Delete a spec (platform admin)",
+)
+async def delete_spec(name: str, identity: CurrentIdentity, request: Request) -> Response:
+    identity.require_role("platform-admin")
+    await _service(request).delete_spec(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/stocks", tags=["stocks"], summary="Add warm units of a spec (seed 004; platform admin)"
+)
+async def add_stock(body: StockChange, identity: CurrentIdentity, request: Request) -> StockStatus:
+    identity.require_role("platform-admin")
+    return await _service(request).change_stock(body, add=True)
+
+
+@router.delete(
+    "/stocks", tags=["stocks"], summary="Remove warm units of a spec (seed 004; platform admin)"
+)
+async def remove_stock(
+    body: StockChange, identity: CurrentIdentity, request: Request
+) -> StockStatus:
+    identity.require_role("platform-admin")
+    return await _service(request).change_stock(body, add=False)
+
+
+@router.get("/stocks", tags=["stocks"], summary="Warm stock per spec (platform admin)")
+async def list_stocks(identity: CurrentIdentity, request: Request) -> list[StockStatus]:
+    identity.require_role("platform-admin")
+    return await _service(request).stock_status()
+
+
+@router.post(
+    "/gpu-instances",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["instances"],
+    summary="Start a GPU instance",
+    responses={200: {"description": "A retry of a request that already created this instance"}},
+)
+async def create_instance(
+    body: InstanceCreate,
+    identity: CurrentIdentity,
+    request: Request,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
+) -> Instance:
+    instance, created = await _service(request).create_instance(identity, body, idempotency_key)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/gpu-instances/{instance.instance_id}"
+    return instance
+
+
+@router.get(
+    "/gpu-instances",
+    tags=["instances"],
+    summary="List instances (a platform admin sees every tenant's)",
+)
+async def list_instances(
+    identity: CurrentIdentity,
+    request: Request,
+    state: Annotated[
+        list[State] | None, Query(description="Only these states; default: all but deleted")
+    ] = None,
+    spec_name: Annotated[str | None, Query(alias="specName")] = None,
+    tenant_id: Annotated[
+        str | None, Query(alias="tenantID", description="Platform admins only")
+    ] = None,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> InstancePage:
+    return await _service(request).list_instances(
+        identity, states=[s.value for s in state] if state else None, spec_name=spec_name,
+        cursor=cursor, limit=limit, tenant_id=tenant_id,
+    )  # fmt: skip
+
+
+@router.get(
+    "/gpu-instances/{instance_id}",
+    tags=["instances"],
+    summary="One instance, with its state history",
+)
+async def get_instance(instance_id: str, identity: CurrentIdentity, request: Request) -> Instance:
+    return await _service(request).get_instance(identity, instance_id)
+
+
+@router.delete(
+    "/gpu-instances/{instance_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["instances"],
+    summary="Stop an instance; on a stopped or failed one, delete its record",
+)
+async def stop_instance(instance_id: str, identity: CurrentIdentity, request: Request) -> Instance:
+    return await _service(request).stop_instance(identity, instance_id)

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from gpucloud_libs.runtime import ServiceRuntime
+from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from .api import router
+from .controller import Controller
+from .handlers import EventHandlers
 from .kube import KubeClient
+from .service import InstancesService
 from .settings import InstancesSettings
+from .store import INDEXES, InstanceStore, SpecStore, StockStore, TenantStore
 
 settings = InstancesSettings()
-runtime = ServiceRuntime(settings)
+runtime = ServiceRuntime(settings, indexes=INDEXES)
 kube = KubeClient(settings.kubeconfig)
+specs, tenants = SpecStore(runtime.db), TenantStore(runtime.db)
+instances, stocks = InstanceStore(runtime.db), StockStore(runtime.db)
+controller = Controller(settings, kube, runtime.broker, specs, tenants, instances, stocks)
+service = InstancesService(settings, specs, tenants, instances, stocks, wake=controller.wake)
+handlers = EventHandlers(service, controller)
 
 
 async def _kube_ready() -> None:
@@ -18,11 +28,17 @@ async def _kube_ready() -> None:
 
 
 runtime.on_start(kube.connect)
+runtime.on_start(controller.start)
+runtime.on_stop(controller.stop)
 runtime.on_stop(kube.close)
 runtime.add_readiness_check("kubernetes", _kube_ready)
+runtime.subscribe(TENANTS, handlers.on_tenant)
+runtime.subscribe(INSTANCE_COMMANDS, handlers.on_command)
+runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
 
 app = runtime.create_app(
     title="gpucloud instances",
     description="GPU instance specs, warm stocks and instance lifecycle on Kubernetes.",
     routers=[router],
 )
+app.state.service = service

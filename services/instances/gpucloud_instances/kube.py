@@ -7,7 +7,6 @@ crosses into the rest of the service.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -124,7 +123,7 @@ class KubeClient:
             return await method(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
         except ApiException as error:
             raise _error(error) from error
-        except (OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, OSError) as error:
             raise DependencyUnavailable(f"Kubernetes API unreachable: {error}") from error
 
     async def server_version(self) -> str:
@@ -144,7 +143,12 @@ class KubeClient:
         try:
             await self.create(manifest)
         except ConflictError:
-            await self.patch(manifest["kind"], manifest["metadata"].get("namespace"), manifest["metadata"]["name"], manifest)
+            await self.patch(
+                manifest["kind"],
+                manifest["metadata"].get("namespace"),
+                manifest["metadata"]["name"],
+                manifest,
+            )
 
     async def patch(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
         method, namespaced = self._method(kind, "patch")
@@ -156,12 +160,16 @@ class KubeClient:
         args = (name, namespace) if namespaced else (name,)
         return self._plain(await self._call(method, *args))
 
-    async def replace(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
+    async def replace(
+        self, kind: str, namespace: str | None, name: str, body: Manifest
+    ) -> Manifest:
         method, namespaced = self._method(kind, "replace")
         args = (name, namespace, body) if namespaced else (name, body)
         return self._plain(await self._call(method, *args))
 
-    async def delete(self, kind: str, namespace: str | None, name: str, *, grace_s: int | None = None) -> bool:
+    async def delete(
+        self, kind: str, namespace: str | None, name: str, *, grace_s: int | None = None
+    ) -> bool:
         """Delete if present; False when it was already gone."""
         method, namespaced = self._method(kind, "delete")
         args = (name, namespace) if namespaced else (name,)
@@ -172,7 +180,9 @@ class KubeClient:
             return False
         return True
 
-    async def list(self, kind: str, *, label_selector: str = "", field_selector: str = "") -> tuple[list[Manifest], str]:
+    async def list(
+        self, kind: str, *, label_selector: str = "", field_selector: str = ""
+    ) -> tuple[list[Manifest], str]:
         """All objects of `kind` (every namespace); returns (items, resourceVersion)."""
         method, _ = self._method(kind, "list")
         result = self._plain(
@@ -202,7 +212,7 @@ class KubeClient:
                 yield event["type"], raw
         except ApiException as error:
             raise _error(error) from error
-        except (OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, OSError) as error:
             raise DependencyUnavailable(f"Kubernetes watch broke: {error}") from error
         finally:
             stream.stop()

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import socket
+
+from pydantic import Field
+
 from gpucloud_libs.settings import ServiceSettings
 
 
@@ -8,3 +13,23 @@ class InstancesSettings(ServiceSettings):
     http_port: int = 8001
     #: Path to a kubeconfig; unset means in-cluster configuration.
     kubeconfig: str | None = None
+    #: Where the controller's lease and the warm-stock placeholders live.
+    system_namespace: str = "gpucloud-system"
+    stock_namespace: str = "gpucloud-stocks"
+    #: Namespaces allowed to reach tenant pods (the default-deny NetworkPolicy).
+    gateway_namespace: str = "gpucloud-system"
+    ingress_namespace: str = "ingress-nginx"
+    ingress_class: str = "nginx"
+    #: Instance URLs are <instance>-<port>-<tenant>.<instance_domain>.
+    instance_domain: str = "instances.gpucloud.local"
+    #: A pending instance that fits the fleet but finds no free GPUs fails after this.
+    schedule_timeout_s: float = 300.0
+    #: Full resync of every live instance against Kubernetes.
+    resync_interval_s: float = 15.0
+    lease_duration_s: int = 15
+    #: This replica's identity in the controller lease.
+    replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    reconcile_workers: int = 8
+    #: Namespace quota for CPU and memory when a tenant's quota does not say.
+    default_cpu_cores_per_gpu: int = 32
+    default_memory_gib_per_gpu: int = 256

@@ -1,0 +1,649 @@
+"""The reconcile loop: makes Kubernetes match the store, and records what it observes.
+
+One replica at a time acts, the holder of a coordination.k8s.io Lease. The
+leader keeps list+watch caches of the managed pods and of the nodes (with
+resourceVersion bookkeeping; an expired version relists), and reconciles an
+instance whenever its pod or node changes, when the API marks it dirty, and on
+a periodic resync of every live instance. Decisions come from observed state
+(the pod, the node, the store), never from remembered events, so a restart
+mid-operation converges: deterministic object names make creates idempotent,
+and orphans (a pod without a live instance) are deleted on resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE
+
+from . import manifests
+from .kube import ConflictError, GoneError, KubeClient, KubeError, NotFoundError, QuotaRejectedError
+from .lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
+from .schemas import InstanceTemplate
+from .service import tenant_manifests, transition_events
+from .settings import InstancesSettings
+from .store import InstanceStore, SpecStore, StockStore, TenantStore, now
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "gpucloud-instances-controller"
+STOP_GRACE_S = 30
+DIRTY_POLL_S = 0.2
+OUTBOX_POLL_S = 0.1
+UNADMITTED_TTL = timedelta(minutes=2)
+
+
+class LeaseLost(Exception):
+    pass
+
+
+class Controller:
+    def __init__(
+        self,
+        settings: InstancesSettings,
+        kube: KubeClient,
+        broker: KafkaBroker,
+        specs: SpecStore,
+        tenants: TenantStore,
+        instances: InstanceStore,
+        stocks: StockStore,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.broker = broker
+        self.specs = specs
+        self.tenants = tenants
+        self.instances = instances
+        self.stocks = stocks
+        self.pods: dict[str, dict[str, Any]] = {}  # instance key -> pod
+        self.stock_pods: dict[str, dict[str, Any]] = {}  # placeholder name -> pod
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.is_leader = False
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._synced = asyncio.Event()
+        self._synced_kinds: set[str] = set()
+        self._active: set[str] = set()  # items a worker is reconciling now
+        self._again: set[str] = set()  # woken while active: run once more after
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle of the controller itself ---------------------------------------
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="instances-controller")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._release_lease()
+
+    def wake(self, item: str) -> None:
+        """Reconcile `item` soon: an instance key, `tenant:<id>` or `stocks`.
+
+        Only the leader has a worker pool; other replicas rely on the dirty
+        flag the API wrote, which the leader polls.
+        """
+        if not self.is_leader:
+            return
+        if item in self._active:
+            self._again.add(item)
+        elif item not in self._queued:
+            self._queued.add(item)
+            self._queue.put_nowait(item)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if await self._acquire_lease():
+                    log.info(
+                        "became controller leader", extra={"replica": self.settings.replica_id}
+                    )
+                    self.is_leader = True
+                    await self._lead()
+            except LeaseLost:
+                log.warning("lost the controller lease")
+            except (KubeError, DependencyUnavailable) as error:
+                log.warning("controller interrupted; retrying", extra={"error": str(error)})
+            except Exception:
+                log.exception("controller crashed; restarting")
+            finally:
+                self.is_leader = False
+                self._synced.clear()
+                self._synced_kinds.clear()
+            await asyncio.sleep(2)
+
+    async def _lead(self) -> None:
+        await self._ensure_cluster_objects()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._renew_lease_forever())
+            group.create_task(self._informer("Pod", f"{manifests.MANAGED}=true", self._on_pod))
+            group.create_task(self._informer("Node", "", self._on_node))
+            await self._synced.wait()
+            for index in range(self.settings.reconcile_workers):
+                group.create_task(self._worker(index))
+            group.create_task(self._every(DIRTY_POLL_S, self._poll_dirty))
+            group.create_task(self._every(OUTBOX_POLL_S, self._relay_outbox))
+            group.create_task(self._every(self.settings.resync_interval_s, self._resync))
+
+    async def _every(self, interval: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await job()
+            except (KubeError, DependencyUnavailable) as error:
+                log.warning("periodic job failed", extra={"job": job.__name__, "error": str(error)})
+            await asyncio.sleep(interval)
+
+    # --- lease ----------------------------------------------------------------------
+
+    def _lease_body(self, resource_version: str | None) -> dict[str, Any]:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        metadata: dict[str, Any] = {"name": LEASE_NAME, "namespace": self.settings.system_namespace}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.settings.replica_id,
+                "leaseDurationSeconds": self.settings.lease_duration_s,
+                "renewTime": stamp,
+                "acquireTime": stamp,
+            },
+        }
+
+    async def _acquire_lease(self) -> bool:
+        await self.kube.ensure(manifests.namespace(self.settings.system_namespace, {}))
+        try:
+            lease = await self.kube.read("Lease", self.settings.system_namespace, LEASE_NAME)
+        except NotFoundError:
+            try:
+                await self.kube.create(self._lease_body(None))
+            except ConflictError:
+                return False
+            return True
+        spec = lease.get("spec", {})
+        holder = spec.get("holderIdentity")
+        renewed = spec.get("renewTime")
+        expired = True
+        if renewed:
+            renewed_at = datetime.fromisoformat(renewed.replace("Z", "+00:00"))
+            expired = datetime.now(UTC) - renewed_at > timedelta(
+                seconds=spec.get("leaseDurationSeconds", 15)
+            )
+        if holder not in (None, "", self.settings.replica_id) and not expired:
+            return False
+        try:
+            await self.kube.replace(
+                "Lease",
+                self.settings.system_namespace,
+                LEASE_NAME,
+                self._lease_body(lease["metadata"]["resourceVersion"]),
+            )
+        except ConflictError:
+            return False
+        return True
+
+    async def _renew_lease_forever(self) -> None:
+        interval = self.settings.lease_duration_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                lease = await self.kube.read("Lease", self.settings.system_namespace, LEASE_NAME)
+                if lease.get("spec", {}).get("holderIdentity") != self.settings.replica_id:
+                    raise LeaseLost
+                body = self._lease_body(lease["metadata"]["resourceVersion"])
+                body["spec"]["acquireTime"] = lease["spec"].get("acquireTime")
+                await self.kube.replace("Lease", self.settings.system_namespace, LEASE_NAME, body)
+            except (ConflictError, NotFoundError) as error:
+                raise LeaseLost from error
+
+    async def _release_lease(self) -> None:
+        """Hand the lease over at once on a clean shutdown instead of letting it expire."""
+        if not self.is_leader:
+            return
+        with contextlib.suppress(KubeError, DependencyUnavailable):
+            lease = await self.kube.read("Lease", self.settings.system_namespace, LEASE_NAME)
+            if lease.get("spec", {}).get("holderIdentity") == self.settings.replica_id:
+                lease["spec"]["holderIdentity"] = ""
+                await self.kube.replace("Lease", self.settings.system_namespace, LEASE_NAME, lease)
+
+    async def _ensure_cluster_objects(self) -> None:
+        for priority_class in manifests.priority_classes():
+            with contextlib.suppress(ConflictError):
+                await self.kube.create(priority_class)
+        await self.kube.ensure(manifests.namespace(self.settings.stock_namespace, {}))
+
+    # --- informers --------------------------------------------------------------------
+
+    async def _informer(
+        self, kind: str, selector: str, on_event: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        """List, then watch from the list's resourceVersion; relist when it expires."""
+        while True:
+            items, version = await self.kube.list(kind, label_selector=selector)
+            self._replace_cache(kind, items)
+            self._synced_kinds.add(kind)
+            if self._synced_kinds >= {"Pod", "Node"}:
+                self._synced.set()
+            try:
+                while True:
+                    async for event_type, obj in self.kube.watch(
+                        kind, resource_version=version, label_selector=selector
+                    ):
+                        version = obj.get("metadata", {}).get("resourceVersion", version)
+                        if event_type != "BOOKMARK":
+                            on_event(event_type, obj)
+            except GoneError:
+                log.info("watch expired; relisting", extra={"kind": kind})
+
+    def _replace_cache(self, kind: str, items: list[dict[str, Any]]) -> None:
+        if kind == "Node":
+            self.nodes = {node["metadata"]["name"]: node for node in items}
+            return
+        self.pods.clear()
+        self.stock_pods.clear()
+        for pod in items:
+            self._on_pod("ADDED", pod)
+        for key in list(self.pods):
+            self.wake(key)
+
+    def _on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
+        labels = pod.get("metadata", {}).get("labels", {})
+        if manifests.STOCK in labels:
+            name = pod["metadata"]["name"]
+            if event_type == "DELETED":
+                self.stock_pods.pop(name, None)
+            else:
+                self.stock_pods[name] = pod
+            self.wake("stocks")
+            return
+        tenant, instance = labels.get(manifests.TENANT), labels.get(manifests.INSTANCE)
+        if not tenant or not instance:
+            return
+        key = f"{tenant}/{instance}"
+        if event_type == "DELETED":
+            self.pods.pop(key, None)
+        else:
+            self.pods[key] = pod
+        self.wake(key)
+
+    def _on_node(self, event_type: str, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        was_ok = self._node_ok(name)
+        if event_type == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = node
+        if was_ok != self._node_ok(name):
+            for key, pod in self.pods.items():
+                if pod.get("spec", {}).get("nodeName") == name:
+                    self.wake(key)
+
+    def _node_ok(self, name: str | None) -> bool:
+        if name is None:
+            return True
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        conditions = {
+            c["type"]: c["status"] for c in node.get("status", {}).get("conditions") or []
+        }
+        return conditions.get("Ready") == "True"
+
+    # --- work queue -------------------------------------------------------------------
+
+    async def _worker(self, index: int) -> None:
+        while True:
+            item = await self._queue.get()
+            self._queued.discard(item)
+            self._active.add(item)
+            try:
+                if item == "stocks":
+                    await self._reconcile_stocks()
+                elif item.startswith("tenant:"):
+                    await self._reconcile_tenant(item.removeprefix("tenant:"))
+                else:
+                    await self._reconcile_instance(item)
+            except (KubeError, DependencyUnavailable) as error:
+                log.warning(
+                    "reconcile failed; will retry", extra={"item": item, "error": str(error)}
+                )
+                asyncio.get_running_loop().call_later(1.0, self.wake, item)
+            except Exception:
+                log.exception("reconcile crashed", extra={"item": item, "worker": index})
+                asyncio.get_running_loop().call_later(5.0, self.wake, item)
+            finally:
+                self._active.discard(item)
+                if item in self._again:
+                    self._again.discard(item)
+                    self.wake(item)
+
+    async def _poll_dirty(self) -> None:
+        for key in await self.instances.dirty_keys():
+            self.wake(key)
+
+    async def _resync(self) -> None:
+        """Every live instance against Kubernetes, orphans, tenants and stocks."""
+        live = await self.instances.non_terminal_keys()
+        for key in live:
+            self.wake(key)
+        known = await self.instances.known_keys(self.pods)
+        for key, pod in list(self.pods.items()):
+            if key not in known and not pod["metadata"].get("deletionTimestamp"):
+                doc = await self.instances.get(key)
+                if doc is None or State(doc["state"]) in TERMINAL:
+                    log.warning(
+                        "deleting orphan pod",
+                        extra={"pod": pod["metadata"]["name"], "instance": key},
+                    )
+                    await self._delete_workload(
+                        pod["metadata"]["namespace"], pod["metadata"]["name"]
+                    )
+        for tenant in await self.tenants.needing_namespace():
+            self.wake(f"tenant:{tenant['_id']}")
+        for key in await self.instances.stale_unadmitted(now() - UNADMITTED_TTL):
+            await self.instances.remove(key)  # a create that crashed before admission
+        self.wake("stocks")
+
+    # --- outbox ---------------------------------------------------------------------
+
+    async def _relay_outbox(self) -> None:
+        """Publish recorded transitions in order, then drop them from the document.
+
+        A crash between publish and drop republishes the same event id, which
+        consumers dedupe; an event is never dropped before the broker has it.
+        """
+        for doc in await self.instances.with_outbox():
+            for event in doc.get("outbox", []):
+                await self.broker.publish(
+                    event["value"].encode(),
+                    INSTANCE_LIFECYCLE.name,
+                    key=event["key"].encode(),
+                    headers=dict(event["headers"]),  # the publisher adds trace headers in place
+                )
+                await self.instances.drop_published(doc["_id"], event["id"])
+
+    # --- tenants -------------------------------------------------------------------
+
+    async def _reconcile_tenant(self, tenant_id: str) -> None:
+        tenant = await self.tenants.get(tenant_id)
+        if tenant is None or tenant.get("namespace_ready"):
+            return
+        for manifest in tenant_manifests(self.settings, tenant_id, tenant):
+            await self.kube.ensure(manifest)
+        await self.tenants.mark_namespace_ready(tenant_id, str(tenant["quota"]))
+        log.info(
+            "tenant namespace ready", extra={"tenant": tenant_id, "namespace": tenant["namespace"]}
+        )
+
+    # --- instances -----------------------------------------------------------------
+
+    async def _transition(self, doc: Document, steps: list[Step], **extra: Any) -> Document | None:
+        done = await self.instances.transition(
+            doc, steps, events=transition_events(doc, steps), extra=extra
+        )
+        if done is None:
+            self.wake(doc["_id"])  # someone else moved it first; look again
+        return done
+
+    async def _reconcile_instance(self, key: str) -> None:
+        doc = await self.instances.get(key)
+        if doc is None or not doc.get("admitted"):
+            return
+        if doc.get("dirty"):
+            await self.instances.update_fields(key, {"dirty": False})
+        state = State(doc["state"])
+        pod = self.pods.get(key)
+        name = manifests.pod_name(doc["instance_id"])
+        namespace_name = doc["namespace"]
+        at = now()
+
+        if state in TERMINAL:
+            if pod is not None:
+                await self._delete_workload(namespace_name, name)
+            return
+
+        if doc.get("desired") == "stopped":
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                await self.kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
+            if pod is None:
+                await self._delete_workload(namespace_name, name)
+                steps = (
+                    [Step(State.STOPPING, at), Step(State.STOPPED, at)]
+                    if state != State.STOPPING
+                    else [Step(State.STOPPED, at)]
+                )
+                await self._transition(doc, steps)
+            elif state != State.STOPPING:
+                await self._transition(doc, [Step(State.STOPPING, at)])
+            return
+
+        if pod is None:
+            if state == State.PENDING:
+                await self._create_workload(doc)
+                return
+            node = doc.get("node")
+            reason = (
+                FailureReason.NODE_LOST
+                if node and node not in self.nodes
+                else FailureReason.POD_LOST
+            )
+            await self._fail(
+                doc, reason, f"the pod disappeared while {state.value}", pod_exists=False
+            )
+            return
+
+        observed = observe_pod(
+            pod, node_ok=self._node_ok(pod.get("spec", {}).get("nodeName")), now=at
+        )
+        if observed.state == State.FAILED:
+            assert observed.reason is not None
+            await self._fail(doc, observed.reason, observed.message, pod_exists=True)
+        elif observed.state == State.STOPPING:
+            return  # deleted by someone else: the DELETED event brings us back
+        elif observed.state == State.STOPPED:
+            await self._delete_workload(namespace_name, name)
+            steps = (
+                [Step(State.STOPPING, at), Step(State.STOPPED, at)]
+                if state != State.STOPPING
+                else [Step(State.STOPPED, at)]
+            )
+            await self._transition(doc, steps, reason=None)
+        elif observed.state == State.PENDING:
+            await self._check_pending(doc, observed.unschedulable_message)
+        else:
+            steps = path(state, observed.state, observed.at)
+            if steps:
+                node = observed.node
+                zone = (
+                    self.nodes.get(node or "", {})
+                    .get("metadata", {})
+                    .get("labels", {})
+                    .get(manifests.ZONE_LABEL)
+                )
+                doc = {**doc, "node": node, "zone": zone}  # events carry where it landed
+                await self._transition(doc, steps, node=node, zone=zone)
+
+    async def _fail(
+        self, doc: Document, reason: FailureReason, message: str | None, *, pod_exists: bool
+    ) -> None:
+        if pod_exists:
+            await self._delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
+        else:
+            await self._delete_workload(
+                doc["namespace"], manifests.pod_name(doc["instance_id"]), pod=False
+            )
+        await self._transition(doc, [Step(State.FAILED, now(), reason.value)], message=message)
+        log.info("instance failed", extra={"instance": doc["_id"], "reason": reason.value})
+
+    async def _check_pending(self, doc: Document, unschedulable: str | None) -> None:
+        if unschedulable is None:
+            return
+        if not self._fits_fleet(doc):
+            await self._fail(
+                doc,
+                FailureReason.UNSCHEDULABLE,
+                f"no {doc['gpu_type']} node can hold {doc['gpu_count']} GPUs: {unschedulable}",
+                pod_exists=True,
+            )
+            return
+        waited = now() - doc["created_at"].replace(tzinfo=doc["created_at"].tzinfo or UTC)
+        if waited.total_seconds() > self.settings.schedule_timeout_s:
+            await self._fail(doc, FailureReason.INSUFFICIENT_GPUS, unschedulable, pod_exists=True)
+        elif doc.get("message") != unschedulable:
+            await self.instances.update_fields(doc["_id"], {"message": unschedulable})
+
+    def _fits_fleet(self, doc: Document) -> bool:
+        for node in self.nodes.values():
+            labels = node["metadata"].get("labels", {})
+            if labels.get(manifests.GPU_PRODUCT_LABEL) != doc["gpu_type"]:
+                continue
+            if doc["zones"] and labels.get(manifests.ZONE_LABEL) not in doc["zones"]:
+                continue
+            allocatable = (
+                node.get("status", {}).get("allocatable", {}).get(manifests.GPU_RESOURCE, "0")
+            )
+            if int(allocatable) >= doc["gpu_count"]:
+                return True
+        return False
+
+    async def _create_workload(self, doc: Document) -> None:
+        tenant = await self.tenants.get(doc["tenant_id"])
+        if tenant is None:
+            return
+        if not tenant.get("namespace_ready"):
+            await self._reconcile_tenant(doc["tenant_id"])
+        template = InstanceTemplate.model_validate(doc["template"])
+        namespace_name, instance_id, tenant_id = (
+            doc["namespace"],
+            doc["instance_id"],
+            doc["tenant_id"],
+        )
+        node = None
+        unit = await self.stocks.claim(doc["spec_name"], doc["_id"], doc["zones"] or None)
+        if unit is not None:
+            node = unit["node"]
+            await self.kube.delete("Pod", self.settings.stock_namespace, unit["_id"], grace_s=0)
+            await self.stocks.remove_unit(unit["_id"])
+            await self.instances.update_fields(doc["_id"], {"from_stock": True})
+            self.wake("stocks")
+        service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
+        if service is not None:
+            await self._create_ignoring_conflict(service)
+        ingress = manifests.instance_ingress(
+            namespace_name, tenant_id, instance_id, template,
+            domain=self.settings.instance_domain, ingress_class=self.settings.ingress_class,
+        )  # fmt: skip
+        if ingress is not None:
+            await self._create_ignoring_conflict(ingress)
+        pod = manifests.instance_pod(
+            namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
+            spec_name=doc["spec_name"], image=doc["image"], template=template,
+            cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
+            zones=doc["zones"], node=node,
+        )  # fmt: skip
+        try:
+            created = await self.kube.create(pod)
+        except ConflictError:
+            return  # created by an earlier attempt; the watch brings it
+        except QuotaRejectedError as error:
+            await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
+            return
+        self.pods.setdefault(doc["_id"], created)
+
+    async def _create_ignoring_conflict(self, manifest: dict[str, Any]) -> None:
+        with contextlib.suppress(ConflictError):
+            await self.kube.create(manifest)
+
+    async def _delete_workload(self, namespace_name: str, name: str, *, pod: bool = True) -> None:
+        if pod:
+            await self.kube.delete("Pod", namespace_name, name, grace_s=0)
+        await self.kube.delete("Service", namespace_name, name)
+        await self.kube.delete("Ingress", namespace_name, name)
+
+    # --- stocks --------------------------------------------------------------------
+
+    async def _reconcile_stocks(self) -> None:
+        units = {unit["_id"]: unit for unit in await self.stocks.units()}
+        # Observed placeholders: Running ones become available where they run.
+        for name, pod in self.stock_pods.items():
+            unit = units.get(name)
+            node = pod.get("spec", {}).get("nodeName")
+            if unit is None:
+                await self.kube.delete(
+                    "Pod", self.settings.stock_namespace, name, grace_s=0
+                )  # orphan
+            elif (
+                unit["state"] == "placing"
+                and node
+                and pod.get("status", {}).get("phase") == "Running"
+            ):
+                await self.stocks.mark_available(name, node)
+                zone = (
+                    self.nodes.get(node, {})
+                    .get("metadata", {})
+                    .get("labels", {})
+                    .get(manifests.ZONE_LABEL)
+                )
+                await self.stocks.set_zone(name, zone)
+                unit["state"] = "available"
+        # Units whose placeholder vanished (preempted, node lost) are replaced.
+        for name, unit in list(units.items()):
+            if (
+                unit["state"] != "claimed"
+                and name not in self.stock_pods
+                and unit["created_at"].replace(tzinfo=UTC) < now() - timedelta(seconds=10)
+            ):
+                await self.stocks.remove_unit(name)
+                units.pop(name)
+        for target in await self.stocks.targets():
+            spec = await self.specs.get(target["_id"])
+            if spec is None:
+                continue
+            live = [
+                unit
+                for unit in units.values()
+                if unit["spec_name"] == spec["_id"] and unit["state"] != "claimed"
+            ]
+            missing = target["target"] - len(live)
+            for _ in range(max(missing, 0)):
+                name = f"stock-{spec['_id']}-{secrets.token_hex(4)}"
+                await self.stocks.add_unit(name, spec["_id"])
+                await self.kube.create(
+                    manifests.placeholder_pod(
+                        namespace_name=self.settings.stock_namespace, name=name, spec_name=spec["_id"],
+                        cpu=spec["cpu"], memory=spec["memory"], gpus=spec["gpu_num"],
+                        gpu_type=spec["gpu_type"], zones=list(spec.get("zones") or []),
+                    )
+                )  # fmt: skip
+            # Surplus: drop the ones still placing first, then available ones.
+            surplus = sorted(live, key=lambda unit: unit["state"] != "placing")[: max(-missing, 0)]
+            for unit in surplus:
+                await self.stocks.remove_unit(unit["_id"])
+                await self.kube.delete("Pod", self.settings.stock_namespace, unit["_id"], grace_s=0)
+
+    # --- node health (from monitoring) ------------------------------------------------
+
+    async def set_node_health(self, node: str, health: str) -> None:
+        """Quarantined nodes are cordoned and labelled so no instance is placed there."""
+        quarantined = health == "quarantined"
+        try:
+            await self.kube.patch(
+                "Node", None, node,
+                {"metadata": {"labels": {manifests.HEALTH: health}}, "spec": {"unschedulable": quarantined}},
+            )  # fmt: skip
+        except NotFoundError:
+            log.info("health event for an unknown node", extra={"node": node})

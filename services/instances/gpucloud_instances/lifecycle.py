@@ -1,0 +1,167 @@
+"""The instance lifecycle: states, legal transitions, and what a pod's status means.
+
+    pending ─► scheduled ─► ready ─► running ─► stopping ─► stopped ─► deleted
+       └──────────┴───────────┴─────────┴───────────┴──► failed(reason) ─► deleted
+
+`ready` is seed 004's "started, readiness probe not passing yet"; `running` is
+"the readiness probe passes, the user can reach it". Everything here is pure:
+the controller feeds it observed Kubernetes state and persists what it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class State(StrEnum):
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    READY = "ready"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+class FailureReason(StrEnum):
+    UNSCHEDULABLE = "unschedulable"  # no node of the spec's type could ever fit it
+    INSUFFICIENT_GPUS = "insufficient_gpus"  # it fits the fleet, but no GPUs were free in time
+    IMAGE_PULL_ERROR = "image_pull_error"
+    CRASH_LOOP = "crash_loop"
+    NODE_LOST = "node_lost"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    POD_LOST = "pod_lost"  # the pod vanished without being asked to stop
+
+
+#: States in which the instance's pod is bound to a node and holds its GPUs: billed.
+GPU_HOLDING = frozenset({State.SCHEDULED, State.READY, State.RUNNING, State.STOPPING})
+#: States that count against the tenant's instance and GPU quota.
+ACTIVE = frozenset({State.PENDING, *GPU_HOLDING})
+TERMINAL = frozenset({State.STOPPED, State.FAILED, State.DELETED})
+
+_START_PATH = (State.PENDING, State.SCHEDULED, State.READY, State.RUNNING)
+
+ALLOWED: dict[State, frozenset[State]] = {
+    State.PENDING: frozenset({State.SCHEDULED, State.STOPPING, State.STOPPED, State.FAILED}),
+    State.SCHEDULED: frozenset({State.READY, State.STOPPING, State.FAILED}),
+    State.READY: frozenset({State.RUNNING, State.STOPPING, State.FAILED}),
+    State.RUNNING: frozenset({State.READY, State.STOPPING, State.FAILED}),
+    State.STOPPING: frozenset({State.STOPPED, State.FAILED}),
+    State.STOPPED: frozenset({State.DELETED}),
+    State.FAILED: frozenset({State.DELETED}),
+    State.DELETED: frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transition to persist and publish."""
+
+    state: State
+    at: datetime
+    reason: str | None = None
+
+
+def path(current: State, target: State, at: dict[State, datetime]) -> list[Step]:
+    """The transitions from `current` to `target`, filling in skipped start states.
+
+    A pod observed already Running after `pending` still passed through
+    `scheduled` and `ready`; those steps are emitted with the pod's own
+    condition timestamps so GPU-seconds start when the GPUs were bound.
+    """
+    if target == current:
+        return []
+    if current in _START_PATH and target in _START_PATH:
+        start, end = _START_PATH.index(current), _START_PATH.index(target)
+        if end > start:
+            steps = [Step(state, at[state]) for state in _START_PATH[start + 1 : end + 1]]
+            return _monotonic(steps)
+    if target not in ALLOWED[current]:
+        raise ValueError(f"illegal transition {current} -> {target}")
+    return [Step(target, at[target])]
+
+
+def _monotonic(steps: list[Step]) -> list[Step]:
+    """Condition timestamps have one-second precision; never let a step precede the last."""
+    fixed: list[Step] = []
+    for step in steps:
+        at = max(step.at, fixed[-1].at) if fixed else step.at
+        fixed.append(Step(step.state, at, step.reason))
+    return fixed
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What Kubernetes says about an instance's pod."""
+
+    state: State
+    at: dict[State, datetime]
+    reason: FailureReason | None = None
+    message: str | None = None
+    node: str | None = None
+    unschedulable_message: str | None = None
+
+
+_IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+
+
+def _ts(value: Any, default: datetime) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return default
+
+
+def observe_pod(pod: dict[str, Any], *, node_ok: bool, now: datetime) -> Observation:
+    """Map a pod (as a JSON dict) and its node's health to a lifecycle state.
+
+    `node_ok` is False when the pod's node no longer exists or is not Ready.
+    """
+    metadata, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    node = spec.get("nodeName")
+    conditions = {c["type"]: c for c in status.get("conditions") or []}
+    at: dict[State, datetime] = {state: now for state in State}
+
+    if metadata.get("deletionTimestamp"):
+        return Observation(State.STOPPING, at, node=node)
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in _IMAGE_PULL:
+            return Observation(
+                State.FAILED, at, FailureReason.IMAGE_PULL_ERROR, waiting.get("message"), node
+            )
+        if waiting.get("reason") == "CrashLoopBackOff":
+            return Observation(
+                State.FAILED, at, FailureReason.CRASH_LOOP, waiting.get("message"), node
+            )
+    phase = status.get("phase")
+    if phase == "Succeeded":
+        return Observation(State.STOPPED, at, node=node)
+    if phase == "Failed":
+        reason = (
+            FailureReason.NODE_LOST
+            if status.get("reason") in {"NodeLost", "Evicted"}
+            else FailureReason.CRASH_LOOP
+        )
+        return Observation(State.FAILED, at, reason, status.get("message"), node)
+    if node and not node_ok:
+        return Observation(State.FAILED, at, FailureReason.NODE_LOST, f"node {node} was lost", node)
+
+    scheduled = conditions.get("PodScheduled", {})
+    if scheduled.get("status") != "True" or not node:
+        message = scheduled.get("message") if scheduled.get("reason") == "Unschedulable" else None
+        return Observation(State.PENDING, at, unschedulable_message=message)
+    at[State.SCHEDULED] = _ts(scheduled.get("lastTransitionTime"), now)
+    if phase != "Running":
+        return Observation(State.SCHEDULED, at, node=node)
+    at[State.READY] = _ts(status.get("startTime"), at[State.SCHEDULED])
+    ready = conditions.get("Ready", {})
+    if ready.get("status") != "True":
+        return Observation(State.READY, at, node=node)
+    at[State.RUNNING] = _ts(ready.get("lastTransitionTime"), at[State.READY])
+    return Observation(State.RUNNING, at, node=node)

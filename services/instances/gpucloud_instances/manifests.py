@@ -1,0 +1,366 @@
+"""Kubernetes objects the instances service owns, built as plain JSON dicts.
+
+Pure functions: no client, no I/O. Names are deterministic so that a retried
+or restarted reconcile finds what an earlier attempt created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from .schemas import InstanceTemplate
+
+Manifest = dict[str, Any]
+
+MANAGED = "gpucloud.io/managed"
+TENANT = "gpucloud.io/tenant"
+INSTANCE = "gpucloud.io/instance"
+SPEC = "gpucloud.io/spec"
+STOCK = "gpucloud.io/stock"
+HEALTH = "gpucloud.io/health"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+INSTANCE_PRIORITY_CLASS = "gpucloud-instance"
+STOCK_PRIORITY_CLASS = "gpucloud-stock"
+PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+
+_RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+
+
+def tenant_namespace(tenant_id: str) -> str:
+    """DNS-1123 label: readable when the id allows it, hashed when it is long or odd."""
+    safe = "".join(ch if ch.isalnum() else "-" for ch in tenant_id.lower()).strip("-")
+    name = f"gpc-{safe}"
+    if len(name) > 63 or safe != tenant_id:
+        name = f"gpc-{safe[:40]}-{hashlib.sha256(tenant_id.encode()).hexdigest()[:10]}".replace(
+            "--", "-"
+        )
+    return name
+
+
+def pod_name(instance_id: str) -> str:
+    return f"inst-{instance_id}"
+
+
+def priority_classes() -> list[Manifest]:
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": INSTANCE_PRIORITY_CLASS},
+            "value": 1000,
+            "description": "gpucloud tenant instances; preempt warm-stock placeholders.",
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": STOCK_PRIORITY_CLASS},
+            "value": -100,
+            "preemptionPolicy": "Never",
+            "description": "gpucloud warm-stock placeholders: hold capacity until an instance claims it.",
+        },
+    ]
+
+
+def namespace(name: str, labels: dict[str, str]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {MANAGED: "true", **_RESTRICTED, **labels}},
+    }
+
+
+def resource_quota(
+    namespace_name: str, *, gpus: int, instances: int, cpu: str, memory: str
+) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpucloud-quota", "namespace": namespace_name},
+        "spec": {
+            "hard": {
+                f"requests.{GPU_RESOURCE}": str(gpus),
+                "requests.cpu": cpu,
+                "requests.memory": memory,
+                "pods": str(instances),
+            }
+        },
+    }
+
+
+def limit_range(namespace_name: str) -> Manifest:
+    """Defaults for containers that state no resources, so the quota can count them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "gpucloud-defaults", "namespace": namespace_name},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {"cpu": "1", "memory": "2Gi"},
+                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                }
+            ]
+        },
+    }
+
+
+def network_policy(
+    namespace_name: str, *, gateway_namespace: str, ingress_namespace: str
+) -> Manifest:
+    """Default deny for inbound traffic, except the gateway, the ingress and the tenant itself."""
+
+    def from_namespace(name: str) -> dict[str, Any]:
+        return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "gpucloud-tenant-isolation", "namespace": namespace_name},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        from_namespace(gateway_namespace),
+                        from_namespace(ingress_namespace),
+                        {"podSelector": {}},
+                    ]
+                }
+            ],
+        },
+    }
+
+
+def _placement(gpu_type: str, zones: list[str], node: str | None) -> dict[str, Any]:
+    terms: list[dict[str, Any]] = [
+        {"key": HEALTH, "operator": "NotIn", "values": ["quarantined"]},
+    ]
+    if zones:
+        terms.append({"key": ZONE_LABEL, "operator": "In", "values": zones})
+    if node:
+        terms.append({"key": HOSTNAME_LABEL, "operator": "In", "values": [node]})
+    return {
+        "nodeSelector": {GPU_PRODUCT_LABEL: gpu_type},
+        "tolerations": [GPU_TOLERATION],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": terms}]
+                }
+            }
+        },
+    }
+
+
+def _resources(cpu: str, memory: str, gpus: int) -> dict[str, Any]:
+    amounts = {"cpu": cpu, "memory": memory, GPU_RESOURCE: str(gpus)}
+    return {"requests": amounts, "limits": amounts}
+
+
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def instance_pod(
+    *,
+    namespace_name: str,
+    tenant_id: str,
+    instance_id: str,
+    spec_name: str,
+    image: str,
+    template: InstanceTemplate,
+    cpu: str,
+    memory: str,
+    gpus: int,
+    gpu_type: str,
+    zones: list[str],
+    node: str | None = None,
+) -> Manifest:
+    probe_port = next((port for port in template.ports if port.is_probe), None)
+    container: dict[str, Any] = {
+        "name": "workload",
+        "image": image,
+        "env": [{"name": env.name, "value": env.value} for env in template.envs],
+        "ports": [
+            {"containerPort": port.port, "protocol": port.protocol, "name": f"p{port.port}"}
+            for port in template.ports
+        ],
+        "resources": _resources(cpu, memory, gpus),
+        "securityContext": _CONTAINER_SECURITY,
+        "volumeMounts": [
+            {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
+            for volume in template.volumes
+        ],
+    }
+    if template.cmd:
+        container["command"] = ["/bin/sh", "-c", template.cmd]
+    if probe_port is not None:
+        probe_action: dict[str, Any] = (
+            {"httpGet": {"port": probe_port.port, "path": probe_port.base_url or "/"}}
+            if probe_port.protocol == "TCP" and probe_port.base_url is not None
+            else {"tcpSocket": {"port": probe_port.port}}
+        )
+        container["readinessProbe"] = {**probe_action, "periodSeconds": 5, "failureThreshold": 3}
+    volumes = [
+        {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
+        if volume.claim_name
+        else {"name": volume.name, "emptyDir": {}}
+        for volume in template.volumes
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(instance_id),
+            "namespace": namespace_name,
+            "labels": {MANAGED: "true", TENANT: tenant_id, INSTANCE: instance_id, SPEC: spec_name},
+        },
+        "spec": {
+            "priorityClassName": INSTANCE_PRIORITY_CLASS,
+            "restartPolicy": "Always",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": volumes,
+            **_placement(gpu_type, zones, node),
+        },
+    }
+
+
+def instance_service(
+    namespace_name: str, tenant_id: str, instance_id: str, template: InstanceTemplate
+) -> Manifest | None:
+    if not template.ports:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": pod_name(instance_id),
+            "namespace": namespace_name,
+            "labels": {MANAGED: "true", TENANT: tenant_id, INSTANCE: instance_id},
+        },
+        "spec": {
+            "selector": {INSTANCE: instance_id},
+            "ports": [
+                {
+                    "name": f"p{port.port}",
+                    "port": port.port,
+                    "targetPort": port.port,
+                    "protocol": port.protocol,
+                }
+                for port in template.ports
+            ],
+        },
+    }
+
+
+def instance_host(instance_id: str, tenant_id: str, port: int, domain: str) -> str:
+    return f"{instance_id}-{port}-{tenant_namespace(tenant_id).removeprefix('gpc-')}.{domain}"
+
+
+def instance_ingress(
+    namespace_name: str,
+    tenant_id: str,
+    instance_id: str,
+    template: InstanceTemplate,
+    *,
+    domain: str,
+    ingress_class: str,
+) -> Manifest | None:
+    public = [port for port in template.ports if port.is_public and port.protocol == "TCP"]
+    if not public:
+        return None
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {
+            "name": pod_name(instance_id),
+            "namespace": namespace_name,
+            "labels": {MANAGED: "true", TENANT: tenant_id, INSTANCE: instance_id},
+        },
+        "spec": {
+            "ingressClassName": ingress_class,
+            "rules": [
+                {
+                    "host": instance_host(instance_id, tenant_id, port.port, domain),
+                    "http": {
+                        "paths": [
+                            {
+                                "path": port.base_url or "/",
+                                "pathType": "Prefix",
+                                "backend": {
+                                    "service": {
+                                        "name": pod_name(instance_id),
+                                        "port": {"number": port.port},
+                                    }
+                                },
+                            }
+                        ]
+                    },
+                }
+                for port in public
+            ],
+        },
+    }
+
+
+def placeholder_pod(
+    *,
+    namespace_name: str,
+    name: str,
+    spec_name: str,
+    cpu: str,
+    memory: str,
+    gpus: int,
+    gpu_type: str,
+    zones: list[str],
+) -> Manifest:
+    """A warm-stock placeholder: holds a spec's capacity at the lowest priority."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace_name,
+            "labels": {MANAGED: "true", STOCK: spec_name},
+        },
+        "spec": {
+            "priorityClassName": STOCK_PRIORITY_CLASS,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65535,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "hold",
+                    "image": PLACEHOLDER_IMAGE,
+                    "resources": _resources(cpu, memory, gpus),
+                    "securityContext": _CONTAINER_SECURITY,
+                }
+            ],
+            **_placement(gpu_type, zones, None),
+        },
+    }

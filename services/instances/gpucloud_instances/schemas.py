@@ -1,0 +1,136 @@
+"""Request and response models of the instances API (field names follow seed 004)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+Quantity = Annotated[
+    str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$", max_length=32)
+]
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class PortSpec(ApiModel):
+    port: int = Field(ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    is_public: bool = False
+    is_probe: bool = False
+    #: Path prefix the workload serves under; also the HTTP readiness path of the probe port.
+    base_url: str | None = Field(default=None, pattern=r"^/[\x21-\x7e]*$", max_length=256)
+
+
+class EnvVar(ApiModel):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
+    value: str = Field(max_length=32768)
+
+
+class VolumeSpec(ApiModel):
+    name: DnsLabel
+    mount_path: str = Field(pattern=r"^/[^\x00]*$", max_length=512)
+    read_only: bool = False
+    #: A volume storage of the tenant, mounted as its PVC; without one, scratch space.
+    storage_id: str | None = Field(default=None, alias="storageID", pattern=r"^[a-z0-9-]{1,40}$")
+
+    @property
+    def claim_name(self) -> str | None:
+        """Contract with the storage service: a volume storage's PVC is gpc-storage-<id>."""
+        return f"gpc-storage-{self.storage_id}" if self.storage_id else None
+
+
+class InstanceTemplate(ApiModel):
+    ports: list[PortSpec] = Field(default_factory=list, max_length=16)
+    envs: list[EnvVar] = Field(default_factory=list, max_length=128)
+    cmd: str | None = Field(default=None, max_length=16384)
+    volumes: list[VolumeSpec] = Field(default_factory=list, max_length=16)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        ports = [port.port for port in self.ports]
+        if len(set(ports)) != len(ports):
+            raise ValueError("port numbers must be unique")
+        if sum(port.is_probe for port in self.ports) > 1:
+            raise ValueError("at most one port can be the readiness probe (isProbe)")
+        if len({env.name for env in self.envs}) != len(self.envs):
+            raise ValueError("environment variable names must be unique")
+        if len({volume.name for volume in self.volumes}) != len(self.volumes):
+            raise ValueError("volume names must be unique")
+        if len({volume.mount_path for volume in self.volumes}) != len(self.volumes):
+            raise ValueError("volume mount paths must be unique")
+        return self
+
+
+class InstanceCreate(ApiModel):
+    #: Client-chosen id, unique within the tenant; retrying with it is idempotent.
+    instance_id: DnsLabel | None = Field(default=None, alias="instanceID")
+    image: str = Field(min_length=1, max_length=512, pattern=r"^\S+$")
+    spec_name: DnsLabel
+    zone: str | None = Field(default=None, max_length=63)
+    storage_ids: list[str] = Field(default_factory=list, alias="storageIDs", max_length=16)
+    template: InstanceTemplate = Field(default_factory=InstanceTemplate)
+
+
+class Transition(ApiModel):
+    state: str
+    at: datetime
+    reason: str | None = None
+
+
+class Instance(ApiModel):
+    instance_id: str = Field(alias="instanceID")
+    tenant_id: str = Field(alias="tenantID")
+    state: str
+    reason: str | None = None
+    message: str | None = None
+    spec_name: str
+    gpu_type: str
+    gpu_count: int
+    image: str
+    zone: str | None = None
+    node: str | None = None
+    from_stock: bool = False
+    urls: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+    history: list[Transition] = Field(default_factory=list)
+
+
+class InstancePage(ApiModel):
+    items: list[Instance]
+    next_cursor: str | None = None
+
+
+class SpecCreate(ApiModel):
+    name: DnsLabel
+    cpu: Quantity
+    memory: Quantity
+    gpu_type: str = Field(min_length=1, max_length=63)
+    gpu_num: int = Field(ge=1, le=16)
+    zones: list[str] = Field(default_factory=list, max_length=16)
+
+
+class Spec(SpecCreate):
+    created_at: datetime
+
+
+class StockChange(ApiModel):
+    """Seed 004's stock operation: add (POST) or remove (DELETE) `number` warm units."""
+
+    number: int = Field(ge=1, le=1000)
+    operation_id: str = Field(alias="operationID", min_length=1, max_length=128)
+    spec_name: DnsLabel
+
+
+class StockStatus(ApiModel):
+    spec_name: str
+    target: int
+    available: int
+    placing: int
+    claimed: int

@@ -1,0 +1,313 @@
+"""GPU instances end to end: the instances service over the real API server and kwok."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes_asyncio import client as k8s
+
+from gpucloud_libs.events import TenantQuota, TenantUpserted
+from gpucloud_libs.identity import Role
+from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS
+
+from .support import eventually, identity_headers, read_topic, unique
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+@dataclass
+class Instances:
+    """A client of the instances service that signs identities like the gateway does."""
+
+    http: httpx.AsyncClient
+    signing_key: str
+    kafka: str
+
+    def as_(self, role: Role, tenant_id: str | None) -> dict[str, str]:
+        return identity_headers(self.signing_key, role=role, tenant_id=tenant_id)
+
+    @property
+    def admin(self) -> dict[str, str]:
+        return self.as_("platform-admin", None)
+
+    async def spec(
+        self, gpus: int = 8, gpu_type: str = H100, zones: list[str] | None = None
+    ) -> str:
+        name = unique("spec")
+        body = {
+            "name": name,
+            "cpu": "8",
+            "memory": "64Gi",
+            "gpuType": gpu_type,
+            "gpuNum": gpus,
+            "zones": zones or [],
+        }
+        response = await self.http.post("/specs", json=body, headers=self.admin)
+        assert response.status_code == 201, response.text
+        return name
+
+    async def tenant(self, *, max_gpus: int = 64, max_instances: int = 16) -> str:
+        """Provision a tenant the way the gateway does: a tenant.upserted event."""
+        tenant_id = unique("t")
+        broker = create_broker(self.kafka, client_id=unique("test-gateway"))
+        await broker.start()
+        try:
+            quota = TenantQuota(
+                max_gpus=max_gpus, max_instances=max_instances, max_storage_bytes=10**12
+            )
+            await publish_event(
+                broker,
+                TENANTS,
+                TenantUpserted(tenant_id=tenant_id, name=tenant_id, status="active", quota=quota),
+                source="/tests",
+            )
+        finally:
+            await broker.stop()
+        return tenant_id
+
+    async def start(
+        self, tenant_id: str, spec: str, *, expect: int = 202, **extra: Any
+    ) -> dict[str, Any]:
+        body = {"image": "jupyter/base-notebook:latest", "specName": spec, **extra}
+
+        async def attempt() -> httpx.Response | None:
+            response = await self.http.post(
+                "/gpu-instances", json=body, headers=self.as_("tenant-user", tenant_id)
+            )
+            # 409 tenant_not_ready: the tenant event is still on its way
+            return (
+                None
+                if response.status_code == 409 and response.json()["code"] == "tenant_not_ready"
+                else response
+            )
+
+        response = await eventually(attempt, timeout=30)
+        assert response.status_code == expect, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def get(self, tenant_id: str, instance_id: str) -> dict[str, Any]:
+        response = await self.http.get(
+            f"/gpu-instances/{instance_id}", headers=self.as_("tenant-user", tenant_id)
+        )
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    async def wait_state(
+        self, tenant_id: str, instance_id: str, *states: str, timeout: float = 60
+    ) -> dict[str, Any]:
+        async def reached() -> dict[str, Any] | None:
+            instance = await self.get(tenant_id, instance_id)
+            return instance if instance["state"] in states else None
+
+        return await eventually(reached, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+async def api(stack_env: dict[str, str]) -> AsyncIterator[Instances]:
+    async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_INSTANCES_URL"], timeout=30) as http:
+        yield Instances(
+            http, stack_env["GPUCLOUD_IDENTITY_SIGNING_KEY"], stack_env["GPUCLOUD_KAFKA_BOOTSTRAP"]
+        )
+
+
+async def lifecycle_events(
+    kafka: str, tenant_id: str, instance_id: str, expect: int
+) -> list[dict[str, Any]]:
+    records = await read_topic(kafka, INSTANCE_LIFECYCLE.name, expect=10**9, timeout=3)
+    events = []
+    for record in records:
+        if record.key == f"{tenant_id}/{instance_id}".encode():
+            headers = {key: value.decode() for key, value in record.headers}
+            events.append({"id": headers["ce_id"], **json.loads(record.value)})
+    return events
+
+
+async def test_instance_starts_runs_and_stops(api: Instances, kube: k8s.ApiClient) -> None:
+    spec = await api.spec(gpus=8)
+    tenant = await api.tenant()
+    template = {
+        "ports": [{"port": 8888, "isPublic": True, "isProbe": True, "baseUrl": "/lab"}],
+        "envs": [{"name": "MODE", "value": "lab"}],
+    }
+    created = await api.start(tenant, spec, template=template)
+    assert created["state"] == "pending"
+    assert created["urls"]
+    assert created["urls"][0].endswith("/lab")
+    instance_id = created["instanceID"]
+
+    running = await api.wait_state(tenant, instance_id, "running")
+    assert [step["state"] for step in running["history"]] == [
+        "pending",
+        "scheduled",
+        "ready",
+        "running",
+    ]
+    stamps = [step["at"] for step in running["history"]]
+    assert stamps == sorted(stamps)
+    assert running["node"].startswith("h100-")
+    assert running["zone"] in {"zone-a", "zone-b"}
+
+    core = k8s.CoreV1Api(kube)
+    namespace = (await core.list_namespace(label_selector=f"gpucloud.io/tenant={tenant}")).items[0]
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    ns = namespace.metadata.name
+    pod = await core.read_namespaced_pod(f"inst-{instance_id}", ns)
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
+    assert pod.spec.node_selector == {"nvidia.com/gpu.product": H100}
+    assert pod.spec.containers[0].readiness_probe.http_get.path == "/lab"
+    assert pod.metadata.labels["gpucloud.io/tenant"] == tenant
+    quota = await core.read_namespaced_resource_quota("gpucloud-quota", ns)
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "64"
+    assert (await core.list_namespaced_limit_range(ns)).items
+    policies = await k8s.NetworkingV1Api(kube).list_namespaced_network_policy(ns)
+    assert [p.metadata.name for p in policies.items] == ["gpucloud-tenant-isolation"]
+    ingress = await k8s.NetworkingV1Api(kube).read_namespaced_ingress(f"inst-{instance_id}", ns)
+    assert ingress.spec.rules[0].host == created["urls"][0].removeprefix("https://").split("/")[0]
+    await core.read_namespaced_service(f"inst-{instance_id}", ns)
+
+    response = await api.http.delete(
+        f"/gpu-instances/{instance_id}", headers=api.as_("tenant-user", tenant)
+    )
+    assert response.status_code == 202
+    stopped = await api.wait_state(tenant, instance_id, "stopped")
+    assert [step["state"] for step in stopped["history"]][-2:] == ["stopping", "stopped"]
+    pods = await core.list_namespaced_pod(ns, label_selector=f"gpucloud.io/instance={instance_id}")
+    assert pods.items == []
+    with pytest.raises(k8s.ApiException):
+        await core.read_namespaced_service(f"inst-{instance_id}", ns)
+
+    # Each transition was published exactly once, in order, with a deterministic id.
+    async def published() -> list[dict[str, Any]] | None:
+        events = await lifecycle_events(api.kafka, tenant, instance_id, expect=6)
+        return events if len(events) >= 6 else None
+
+    events = await eventually(published, timeout=20)
+    assert [e["state"] for e in events] == [
+        "pending",
+        "scheduled",
+        "ready",
+        "running",
+        "stopping",
+        "stopped",
+    ]
+    assert [e["sequence"] for e in events] == [1, 2, 3, 4, 5, 6]
+    assert len({e["id"] for e in events}) == 6
+    assert all(e["gpu_count"] == 8 and e["gpu_type"] == H100 for e in events)
+    assert events[1]["node"] == running["node"]
+
+
+async def test_more_gpus_than_any_node_fails_unschedulable(api: Instances) -> None:
+    spec = await api.spec(gpus=16)
+    tenant = await api.tenant(max_gpus=32)
+    created = await api.start(tenant, spec)
+    failed = await api.wait_state(tenant, created["instanceID"], "failed")
+    assert failed["reason"] == "unschedulable"
+    assert "16" in failed["message"]
+
+
+async def test_quota_is_checked_before_creating(api: Instances) -> None:
+    spec = await api.spec(gpus=8)
+    tenant = await api.tenant(max_gpus=8, max_instances=4)
+    await api.start(tenant, spec)
+    response = await api.start(tenant, spec, expect=422)
+    assert response["code"] == "quota_exceeded"
+    assert response["limit"] == "max_gpus"
+    assert (response["in_use"], response["requested"], response["limit_value"]) == (8, 8, 8)
+
+
+async def test_instance_limit_is_enforced(api: Instances) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenant = await api.tenant(max_gpus=8, max_instances=1)
+    await api.start(tenant, spec)
+    response = await api.start(tenant, spec, expect=422)
+    assert response["limit"] == "max_instances"
+
+
+async def test_another_tenant_gets_404_and_sees_nothing(api: Instances) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    owner, intruder = await api.tenant(), await api.tenant()
+    instance_id = (await api.start(owner, spec))["instanceID"]
+    for role in ("tenant-user", "tenant-admin"):
+        headers = api.as_(role, intruder)  # type: ignore[arg-type]
+        for method in ("GET", "DELETE"):
+            response = await api.http.request(
+                method, f"/gpu-instances/{instance_id}", headers=headers
+            )
+            assert response.status_code == 404, (role, method)
+            assert response.json()["code"] == "not_found"
+        listing = await api.http.get("/gpu-instances", headers=headers)
+        assert listing.json()["items"] == []
+    # the owner still has it, untouched
+    assert (await api.get(owner, instance_id))["state"] != "stopping"
+
+
+async def test_create_is_idempotent(api: Instances) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenant = await api.tenant()
+    instance_id = unique("nb")
+    first = await api.start(tenant, spec, instanceID=instance_id)
+    again = await api.start(tenant, spec, instanceID=instance_id, expect=200)
+    assert again["instanceID"] == first["instanceID"] == instance_id
+    conflict = await api.start(tenant, spec, instanceID=instance_id, image="other:1", expect=409)
+    assert conflict["code"] == "conflict"
+
+    key = {"Idempotency-Key": unique("key")}
+    headers = {**api.as_("tenant-user", tenant), **key}
+    body = {"image": "pytorch:2", "specName": spec}
+    one = await api.http.post("/gpu-instances", json=body, headers=headers)
+    two = await api.http.post("/gpu-instances", json=body, headers=headers)
+    assert (one.status_code, two.status_code) == (202, 200)
+    assert one.json()["instanceID"] == two.json()["instanceID"]
+
+
+async def test_bad_requests_get_clear_4xx(api: Instances) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenant = await api.tenant()
+    await api.start(tenant, spec)  # the tenant is provisioned from here on
+    user = api.as_("tenant-user", tenant)
+    duplicate_ports = {"ports": [{"port": 80}, {"port": 80}]}
+    cases = [
+        ({"image": "x", "specName": spec, "template": duplicate_ports}, user, 422),
+        ({"image": "x", "specName": "no-such-spec"}, user, 422),
+        ({"image": "has space", "specName": spec}, user, 422),
+        ({"image": "x", "specName": spec}, {}, 401),
+        ({"image": "x", "specName": spec}, api.admin, 403),
+    ]
+    for body, headers, status in cases:
+        response = await api.http.post("/gpu-instances", json=body, headers=headers)
+        assert response.status_code == status, (body, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+    forbidden = await api.http.post(
+        "/specs",
+        json={"name": "x", "cpu": "1", "memory": "1Gi", "gpuType": H100, "gpuNum": 1},
+        headers=user,
+    )
+    assert forbidden.status_code == 403
+
+
+async def test_cursor_pagination_walks_every_instance(api: Instances) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenant = await api.tenant(max_instances=5)
+    ids = {(await api.start(tenant, spec))["instanceID"] for _ in range(5)}
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = (
+            await api.http.get(
+                "/gpu-instances", params=params, headers=api.as_("tenant-user", tenant)
+            )
+        ).json()
+        seen.extend(item["instanceID"] for item in page["items"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(ids)
