@@ -236,7 +236,7 @@ async def test_another_tenant_gets_404_and_sees_nothing(api: Instances) -> None:
     owner, intruder = await api.tenant(), await api.tenant()
     instance_id = (await api.start(owner, spec))["instanceID"]
     for role in ("tenant-user", "tenant-admin"):
-        headers = api.as_(role, intruder)  # type: ignore[arg-type]
+        headers = api.as_(role, intruder)
         for method in ("GET", "DELETE"):
             response = await api.http.request(
                 method, f"/gpu-instances/{instance_id}", headers=headers
