@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from gpucloud_libs.events import TenantQuota, TenantUpserted
+from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
 from gpucloud_libs.identity import Role
 from gpucloud_libs.kafka import create_broker, publish_event
-from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, TENANTS
+from gpucloud_stack import layout
 
 from .support import eventually, identity_headers, read_topic, unique
 
 H100 = "NVIDIA-H100-80GB-HBM3"
+STACK = layout.LOCAL_DIR / "stack.py"
 
 
 @dataclass
@@ -28,6 +37,7 @@ class Instances:
     http: httpx.AsyncClient
     signing_key: str
     kafka: str
+    started: list[tuple[str, str]] = field(default_factory=list)
 
     def as_(self, role: Role, tenant_id: str | None) -> dict[str, str]:
         return identity_headers(self.signing_key, role=role, tenant_id=tenant_id)
@@ -90,7 +100,17 @@ class Instances:
         response = await eventually(attempt, timeout=30)
         assert response.status_code == expect, response.text
         result: dict[str, Any] = response.json()
+        if response.status_code == 202:
+            self.started.append((tenant_id, result["instanceID"]))
         return result
+
+    async def stop_started(self) -> None:
+        """Give the fleet's GPUs back: the data directory outlives test runs."""
+        for tenant_id, instance_id in self.started:
+            await self.http.delete(
+                f"/gpu-instances/{instance_id}", headers=self.as_("tenant-user", tenant_id)
+            )
+        self.started.clear()
 
     async def get(self, tenant_id: str, instance_id: str) -> dict[str, Any]:
         response = await self.http.get(
@@ -116,6 +136,12 @@ async def api(stack_env: dict[str, str]) -> AsyncIterator[Instances]:
         yield Instances(
             http, stack_env["GPUCLOUD_IDENTITY_SIGNING_KEY"], stack_env["GPUCLOUD_KAFKA_BOOTSTRAP"]
         )
+
+
+@pytest.fixture(autouse=True)
+async def stop_what_the_test_started(api: Instances) -> AsyncIterator[None]:
+    yield
+    await api.stop_started()
 
 
 async def lifecycle_events(
@@ -311,3 +337,192 @@ async def test_cursor_pagination_walks_every_instance(api: Instances) -> None:
         if cursor is None:
             break
     assert sorted(seen) == sorted(ids)
+
+
+async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) -> None:
+    spec = await api.spec(gpus=4, gpu_type="NVIDIA-A100-SXM4-40GB")
+    change = {"number": 1, "operationID": unique("op"), "specName": spec}
+    for _ in range(2):  # a replayed operationID changes nothing
+        response = await api.http.post("/stocks", json=change, headers=api.admin)
+        assert response.status_code == 200, response.text
+        assert response.json()["target"] == 1
+
+    async def stock(available: int) -> dict[str, Any] | None:
+        rows = (await api.http.get("/stocks", headers=api.admin)).json()
+        [row] = [r for r in rows if r["specName"] == spec]
+        return row if row["available"] == available else None
+
+    removal = {"number": 1, "operationID": unique("op"), "specName": spec}
+    try:
+        await eventually(lambda: stock(1), timeout=30)
+        tenant = await api.tenant()
+        created = await api.start(tenant, spec)
+        running = await api.wait_state(tenant, created["instanceID"], "running")
+        assert running["fromStock"] is True
+        await eventually(lambda: stock(1), timeout=30)  # a new placeholder took the unit's place
+    finally:
+        response = await api.http.request("DELETE", "/stocks", json=removal, headers=api.admin)
+        assert response.json()["target"] == 0
+    await eventually(lambda: stock(0), timeout=30)
+
+
+@pytest.fixture
+async def lone_gpu_node(kube: k8s.ApiClient) -> AsyncIterator[tuple[str, str]]:
+    """A kwok node with a GPU product no other node has: (node name, product)."""
+    core = k8s.CoreV1Api(kube)
+    name, product = unique("lone"), unique("TEST-GPU")
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"}
+    node: Any = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": product,
+                "topology.kubernetes.io/zone": "zone-a",
+            },
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+    await core.create_node(node)
+    yield name, product
+    with contextlib.suppress(k8s.ApiException):
+        await core.delete_node(name)
+
+
+async def test_node_lost_under_a_running_instance_fails_it(
+    api: Instances, kube: k8s.ApiClient, lone_gpu_node: tuple[str, str]
+) -> None:
+    node, product = lone_gpu_node
+    spec = await api.spec(gpus=1, gpu_type=product)
+    tenant = await api.tenant()
+    created = await api.start(tenant, spec)
+    running = await api.wait_state(tenant, created["instanceID"], "running")
+    assert running["node"] == node
+
+    await k8s.CoreV1Api(kube).delete_node(node)
+    failed = await api.wait_state(tenant, created["instanceID"], "failed")
+    assert failed["reason"] == "node_lost"
+    assert [step["state"] for step in failed["history"]][-1] == "failed"
+
+
+async def test_quarantined_node_gets_no_new_instances(
+    api: Instances, kube: k8s.ApiClient, lone_gpu_node: tuple[str, str]
+) -> None:
+    node, product = lone_gpu_node
+    core = k8s.CoreV1Api(kube)
+
+    async def publish_health(health: str) -> None:
+        broker = create_broker(api.kafka, client_id=unique("test-monitoring"))
+        await broker.start()
+        try:
+            await publish_event(
+                broker,
+                NODE_HEALTH,
+                NodeHealthChanged(
+                    node=node, health=health, reasons=("xid_79",), at=datetime.now(UTC)
+                ),
+                source="/tests",
+            )
+        finally:
+            await broker.stop()
+
+    await publish_health("quarantined")
+
+    async def cordoned() -> bool:
+        current = await core.read_node(node)
+        return (
+            bool(current.spec.unschedulable)
+            and current.metadata.labels.get("gpucloud.io/health") == "quarantined"
+        )
+
+    await eventually(cordoned, timeout=30)
+    spec = await api.spec(gpus=1, gpu_type=product)
+    tenant = await api.tenant()
+    created = await api.start(tenant, spec)
+
+    async def unschedulable_message() -> str | None:
+        instance = await api.get(tenant, created["instanceID"])
+        return instance["message"] if instance["state"] == "pending" else None
+
+    message = await eventually(unschedulable_message, timeout=30)
+    assert "unschedulable" in message.lower() or "didn't match" in message
+
+    await publish_health("healthy")
+    running = await api.wait_state(tenant, created["instanceID"], "running")
+    assert running["node"] == node
+
+
+async def test_killed_mid_create_converges_without_orphans_or_leaked_quota(
+    api: Instances, kube: k8s.ApiClient
+) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenant = await api.tenant(max_gpus=3, max_instances=3)
+    ids = [(await api.start(tenant, spec))["instanceID"] for _ in range(3)]
+    os.kill(int(layout.pid_file("instances").read_text()), signal.SIGKILL)
+
+    # While it is down: a pod that no instance owns, as a crash could leave behind.
+    core = k8s.CoreV1Api(kube)
+    namespace = (
+        (await core.list_namespace(label_selector=f"gpucloud.io/tenant={tenant}"))
+        .items[0]
+        .metadata.name
+    )
+    labels = {
+        "gpucloud.io/managed": "true",
+        "gpucloud.io/tenant": tenant,
+        "gpucloud.io/instance": "ghost",
+    }
+    orphan: Any = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "inst-ghost", "namespace": namespace, "labels": labels},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        },
+    }
+    await core.create_namespaced_pod(namespace, orphan)
+
+    restart = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(STACK), "up"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert restart.returncode == 0, restart.stderr
+    for instance_id in ids:
+        await api.wait_state(tenant, instance_id, "running", timeout=90)
+
+    async def pods_match_instances() -> bool:
+        pods = await core.list_namespaced_pod(namespace, label_selector="gpucloud.io/managed=true")
+        live = {
+            pod.metadata.labels["gpucloud.io/instance"]
+            for pod in pods.items
+            if not pod.metadata.deletion_timestamp
+        }
+        return live == set(ids)
+
+    await eventually(pods_match_instances, timeout=60)
+
+    # No quota leaked: with all three stopped, three fit again.
+    await api.stop_started()
+    for instance_id in ids:
+        await api.wait_state(tenant, instance_id, "stopped")
+    again = [await api.start(tenant, spec) for _ in range(3)]
+    assert len({instance["instanceID"] for instance in again}) == 3

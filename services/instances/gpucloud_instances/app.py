@@ -11,15 +11,21 @@ from .handlers import EventHandlers
 from .kube import KubeClient
 from .service import InstancesService
 from .settings import InstancesSettings
-from .store import INDEXES, InstanceStore, SpecStore, StockStore, TenantStore
+from .store import INDEXES, InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
 
 settings = InstancesSettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
 kube = KubeClient(settings.kubeconfig)
 specs, tenants = SpecStore(runtime.db), TenantStore(runtime.db)
-instances, stocks = InstanceStore(runtime.db), StockStore(runtime.db)
-controller = Controller(settings, kube, runtime.broker, specs, tenants, instances, stocks)
-service = InstancesService(settings, specs, tenants, instances, stocks, wake=controller.wake)
+instances, stocks, requests = (
+    InstanceStore(runtime.db),
+    StockStore(runtime.db),
+    RequestStore(runtime.db),
+)
+controller = Controller(settings, kube, runtime.broker, specs, tenants, instances, stocks, requests)
+service = InstancesService(
+    settings, specs, tenants, instances, stocks, requests, wake=controller.wake
+)
 handlers = EventHandlers(service, controller)
 
 

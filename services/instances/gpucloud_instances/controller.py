@@ -3,8 +3,8 @@
 One replica at a time acts, the holder of a coordination.k8s.io Lease. The
 leader keeps list+watch caches of the managed pods and of the nodes (with
 resourceVersion bookkeeping; an expired version relists), and reconciles an
-instance whenever its pod or node changes, when the API marks it dirty, and on
-a periodic resync of every live instance. Decisions come from observed state
+instance whenever its pod or node changes, when the API wakes it (an inserted
+wake-up document, polled), and on a periodic resync of every live instance. Decisions come from observed state
 (the pod, the node, the store), never from remembered events, so a restart
 mid-operation converges: deterministic object names make creates idempotent,
 and orphans (a pod without a live instance) are deleted on resync.
@@ -32,14 +32,14 @@ from .lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
 from .schemas import InstanceTemplate
 from .service import tenant_manifests, transition_events
 from .settings import InstancesSettings
-from .store import InstanceStore, SpecStore, StockStore, TenantStore, now
+from .store import InstanceStore, RequestStore, SpecStore, StockStore, TenantStore, now
 
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "gpucloud-instances-controller"
 STOP_GRACE_S = 30
-DIRTY_POLL_S = 0.2
-OUTBOX_POLL_S = 0.1
+WAKEUP_POLL_S = 0.2
+OUTBOX_SWEEP_S = 1.0
 UNADMITTED_TTL = timedelta(minutes=2)
 
 
@@ -57,6 +57,7 @@ class Controller:
         tenants: TenantStore,
         instances: InstanceStore,
         stocks: StockStore,
+        requests: RequestStore,
     ) -> None:
         self.settings = settings
         self.kube = kube
@@ -65,6 +66,10 @@ class Controller:
         self.tenants = tenants
         self.instances = instances
         self.stocks = stocks
+        self.requests = requests
+        # Stock units are claimed by instance workers and maintained by the stock
+        # worker; the lock keeps their documents single-writer within the leader.
+        self._stock_lock = asyncio.Lock()
         self.pods: dict[str, dict[str, Any]] = {}  # instance key -> pod
         self.stock_pods: dict[str, dict[str, Any]] = {}  # placeholder name -> pod
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -92,8 +97,8 @@ class Controller:
     def wake(self, item: str) -> None:
         """Reconcile `item` soon: an instance key, `tenant:<id>` or `stocks`.
 
-        Only the leader has a worker pool; other replicas rely on the dirty
-        flag the API wrote, which the leader polls.
+        Only the leader has a worker pool; other replicas' API calls also
+        insert a wake-up document, which the leader polls.
         """
         if not self.is_leader:
             return
@@ -133,8 +138,8 @@ class Controller:
             await self._synced.wait()
             for index in range(self.settings.reconcile_workers):
                 group.create_task(self._worker(index))
-            group.create_task(self._every(DIRTY_POLL_S, self._poll_dirty))
-            group.create_task(self._every(OUTBOX_POLL_S, self._relay_outbox))
+            group.create_task(self._every(WAKEUP_POLL_S, self._poll_wakeups))
+            group.create_task(self._every(OUTBOX_SWEEP_S, self._sweep_outbox))
             group.create_task(self._every(self.settings.resync_interval_s, self._resync))
 
     async def _every(self, interval: float, job: Callable[[], Awaitable[None]]) -> None:
@@ -331,14 +336,13 @@ class Controller:
                     self._again.discard(item)
                     self.wake(item)
 
-    async def _poll_dirty(self) -> None:
-        for key in await self.instances.dirty_keys():
-            self.wake(key)
+    async def _poll_wakeups(self) -> None:
+        for item in await self.requests.take_wakeups():
+            self.wake(item)
 
     async def _resync(self) -> None:
         """Every live instance against Kubernetes, orphans, tenants and stocks."""
-        live = await self.instances.non_terminal_keys()
-        for key in live:
+        for key in await self.instances.non_terminal_keys():
             self.wake(key)
         known = await self.instances.known_keys(self.pods)
         for key, pod in list(self.pods.items()):
@@ -352,41 +356,49 @@ class Controller:
                     await self._delete_workload(
                         pod["metadata"]["namespace"], pod["metadata"]["name"]
                     )
-        for tenant in await self.tenants.needing_namespace():
-            self.wake(f"tenant:{tenant['_id']}")
+        applied = await self.tenants.applied_versions()
+        for tenant in await self.tenants.all():
+            if applied.get(tenant["_id"]) != tenant["version"]:
+                self.wake(f"tenant:{tenant['_id']}")
         for key in await self.instances.stale_unadmitted(now() - UNADMITTED_TTL):
             await self.instances.remove(key)  # a create that crashed before admission
         self.wake("stocks")
 
     # --- outbox ---------------------------------------------------------------------
 
-    async def _relay_outbox(self) -> None:
-        """Publish recorded transitions in order, then drop them from the document.
+    async def _sweep_outbox(self) -> None:
+        """Instances with unpublished transitions (a crash between write and publish)."""
+        for key in await self.instances.keys_with_outbox():
+            self.wake(key)
 
-        A crash between publish and drop republishes the same event id, which
-        consumers dedupe; an event is never dropped before the broker has it.
+    async def _flush(self, doc: Document) -> None:
+        """Publish an instance's recorded transitions in order, dropping each once sent.
+
+        Runs in the instance's worker, the document's only writer. A crash between
+        publish and drop republishes the same event id, which consumers dedupe; an
+        event is never dropped before the broker acknowledged it.
         """
-        for doc in await self.instances.with_outbox():
-            for event in doc.get("outbox", []):
-                await self.broker.publish(
-                    event["value"].encode(),
-                    INSTANCE_LIFECYCLE.name,
-                    key=event["key"].encode(),
-                    headers=dict(event["headers"]),  # the publisher adds trace headers in place
-                )
-                await self.instances.drop_published(doc["_id"], event["id"])
+        for event in doc.get("outbox", []):
+            await self.broker.publish(
+                event["value"].encode(),
+                INSTANCE_LIFECYCLE.name,
+                key=event["key"].encode(),
+                headers=dict(event["headers"]),  # the publisher adds trace headers in place
+            )
+            await self.instances.drop_published(doc["_id"], event["id"])
 
     # --- tenants -------------------------------------------------------------------
 
     async def _reconcile_tenant(self, tenant_id: str) -> None:
         tenant = await self.tenants.get(tenant_id)
-        if tenant is None or tenant.get("namespace_ready"):
+        if tenant is None or await self.tenants.applied_version(tenant_id) == tenant["version"]:
             return
         for manifest in tenant_manifests(self.settings, tenant_id, tenant):
             await self.kube.ensure(manifest)
-        await self.tenants.mark_namespace_ready(tenant_id, str(tenant["quota"]))
+        await self.tenants.mark_applied(tenant_id, tenant["version"])
         log.info(
-            "tenant namespace ready", extra={"tenant": tenant_id, "namespace": tenant["namespace"]}
+            "tenant namespace applied",
+            extra={"tenant": tenant_id, "namespace": tenant["namespace"]},
         )
 
     # --- instances -----------------------------------------------------------------
@@ -403,8 +415,9 @@ class Controller:
         doc = await self.instances.get(key)
         if doc is None or not doc.get("admitted"):
             return
-        if doc.get("dirty"):
-            await self.instances.update_fields(key, {"dirty": False})
+        if doc.get("outbox"):
+            await self._flush(doc)
+        requested = await self.requests.kinds(key)
         state = State(doc["state"])
         pod = self.pods.get(key)
         name = manifests.pod_name(doc["instance_id"])
@@ -414,9 +427,11 @@ class Controller:
         if state in TERMINAL:
             if pod is not None:
                 await self._delete_workload(namespace_name, name)
+            if "delete" in requested and state != State.DELETED:
+                await self._transition(doc, [Step(State.DELETED, at)])
             return
 
-        if doc.get("desired") == "stopped":
+        if requested & {"stop", "delete"}:
             if pod is not None and not pod["metadata"].get("deletionTimestamp"):
                 await self.kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
             if pod is None:
@@ -524,7 +539,7 @@ class Controller:
         tenant = await self.tenants.get(doc["tenant_id"])
         if tenant is None:
             return
-        if not tenant.get("namespace_ready"):
+        if await self.tenants.applied_version(doc["tenant_id"]) != tenant["version"]:
             await self._reconcile_tenant(doc["tenant_id"])
         template = InstanceTemplate.model_validate(doc["template"])
         namespace_name, instance_id, tenant_id = (
@@ -532,14 +547,9 @@ class Controller:
             doc["instance_id"],
             doc["tenant_id"],
         )
-        node = None
-        unit = await self.stocks.claim(doc["spec_name"], doc["_id"], doc["zones"] or None)
-        if unit is not None:
-            node = unit["node"]
-            await self.kube.delete("Pod", self.settings.stock_namespace, unit["_id"], grace_s=0)
-            await self.stocks.remove_unit(unit["_id"])
+        node = await self._claim_stock(doc)
+        if node is not None:
             await self.instances.update_fields(doc["_id"], {"from_stock": True})
-            self.wake("stocks")
         service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
         if service is not None:
             await self._create_ignoring_conflict(service)
@@ -576,55 +586,68 @@ class Controller:
 
     # --- stocks --------------------------------------------------------------------
 
+    async def _claim_stock(self, doc: Document) -> str | None:
+        """Take a warm unit of the instance's spec: its placeholder goes, and its node is
+        where the instance is pinned. Returns None when the stock has none available."""
+        async with self._stock_lock:
+            for unit in await self.stocks.units(doc["spec_name"]):
+                if unit["state"] != "available" or (
+                    doc["zones"] and unit.get("zone") not in doc["zones"]
+                ):
+                    continue
+                await self.stocks.remove_unit(unit["_id"])
+                await self.kube.delete("Pod", self.settings.stock_namespace, unit["_id"], grace_s=0)
+                self.wake("stocks")  # refill
+                node: str = unit["node"]
+                return node
+        return None
+
     async def _reconcile_stocks(self) -> None:
+        async with self._stock_lock:
+            await self._reconcile_stocks_locked()
+
+    async def _reconcile_stocks_locked(self) -> None:
         units = {unit["_id"]: unit for unit in await self.stocks.units()}
         # Observed placeholders: Running ones become available where they run.
-        for name, pod in self.stock_pods.items():
+        for name, pod in list(self.stock_pods.items()):
             unit = units.get(name)
             node = pod.get("spec", {}).get("nodeName")
             if unit is None:
-                await self.kube.delete(
-                    "Pod", self.settings.stock_namespace, name, grace_s=0
-                )  # orphan
+                if not pod["metadata"].get("deletionTimestamp"):
+                    await self.kube.delete(
+                        "Pod", self.settings.stock_namespace, name, grace_s=0
+                    )  # orphan
             elif (
                 unit["state"] == "placing"
                 and node
                 and pod.get("status", {}).get("phase") == "Running"
             ):
-                await self.stocks.mark_available(name, node)
                 zone = (
                     self.nodes.get(node, {})
                     .get("metadata", {})
                     .get("labels", {})
                     .get(manifests.ZONE_LABEL)
                 )
-                await self.stocks.set_zone(name, zone)
+                await self.stocks.mark_available(name, node, zone)
                 unit["state"] = "available"
         # Units whose placeholder vanished (preempted, node lost) are replaced.
+        grace = now() - timedelta(seconds=10)
         for name, unit in list(units.items()):
-            if (
-                unit["state"] != "claimed"
-                and name not in self.stock_pods
-                and unit["created_at"].replace(tzinfo=UTC) < now() - timedelta(seconds=10)
-            ):
+            if name not in self.stock_pods and unit["created_at"].replace(tzinfo=UTC) < grace:
                 await self.stocks.remove_unit(name)
                 units.pop(name)
-        for target in await self.stocks.targets():
-            spec = await self.specs.get(target["_id"])
+        for spec_name, target in (await self.stocks.targets()).items():
+            spec = await self.specs.get(spec_name)
             if spec is None:
                 continue
-            live = [
-                unit
-                for unit in units.values()
-                if unit["spec_name"] == spec["_id"] and unit["state"] != "claimed"
-            ]
-            missing = target["target"] - len(live)
+            live = [unit for unit in units.values() if unit["spec_name"] == spec_name]
+            missing = target - len(live)
             for _ in range(max(missing, 0)):
-                name = f"stock-{spec['_id']}-{secrets.token_hex(4)}"
-                await self.stocks.add_unit(name, spec["_id"])
+                name = f"stock-{spec_name}-{secrets.token_hex(4)}"
+                await self.stocks.add_unit(name, spec_name)
                 await self.kube.create(
                     manifests.placeholder_pod(
-                        namespace_name=self.settings.stock_namespace, name=name, spec_name=spec["_id"],
+                        namespace_name=self.settings.stock_namespace, name=name, spec_name=spec_name,
                         cpu=spec["cpu"], memory=spec["memory"], gpus=spec["gpu_num"],
                         gpu_type=spec["gpu_type"], zones=list(spec.get("zones") or []),
                     )

@@ -96,6 +96,8 @@ class Instance(ApiModel):
     zone: str | None = None
     node: str | None = None
     from_stock: bool = False
+    #: A stop was asked for and is being carried out.
+    stop_requested: bool = False
     urls: list[str] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
@@ -133,4 +135,3 @@ class StockStatus(ApiModel):
     target: int
     available: int
     placing: int
-    claimed: int

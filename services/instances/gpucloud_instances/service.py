@@ -36,6 +36,7 @@ from .settings import InstancesSettings
 from .store import (
     DuplicateInstance,
     InstanceStore,
+    RequestStore,
     SpecStore,
     StockStore,
     TenantStore,
@@ -99,6 +100,7 @@ class InstancesService:
         tenants: TenantStore,
         instances: InstanceStore,
         stocks: StockStore,
+        requests: RequestStore,
         wake: Callable[[str], None],
     ) -> None:
         self.settings = settings
@@ -106,7 +108,13 @@ class InstancesService:
         self.tenants = tenants
         self.instances = instances
         self.stocks = stocks
-        self._wake = wake
+        self.requests = requests
+        self._wake_local = wake
+
+    async def _wake(self, item: str) -> None:
+        """Wake the controller: at once when this replica leads, through the store otherwise."""
+        self._wake_local(item)
+        await self.requests.wake(item)
 
     # --- specs ---------------------------------------------------------------
 
@@ -127,7 +135,7 @@ class InstancesService:
 
     async def delete_spec(self, name: str) -> None:
         await self.get_spec(name)
-        targets = {doc["_id"]: doc["target"] for doc in await self.stocks.targets()}
+        targets = await self.stocks.targets()
         if targets.get(name, 0) > 0:
             raise Conflict(
                 f"spec {name!r} still has a warm stock of {targets[name]}; delete the stock first"
@@ -139,23 +147,22 @@ class InstancesService:
     async def change_stock(self, change: StockChange, *, add: bool) -> StockStatus:
         await self.get_spec(change.spec_name)
         delta = change.number if add else -change.number
-        await self.stocks.change_target(change.spec_name, delta, change.operation_id)
-        self._wake("stocks")
+        await self.stocks.record_operation(change.spec_name, delta, change.operation_id)
+        await self._wake("stocks")
         [status] = [s for s in await self.stock_status() if s.spec_name == change.spec_name]
         return status
 
     async def stock_status(self) -> list[StockStatus]:
         units = await self.stocks.units()
         result = []
-        for target in await self.stocks.targets():
-            mine = [unit for unit in units if unit["spec_name"] == target["_id"]]
+        for spec_name, target in (await self.stocks.targets()).items():
+            mine = [unit for unit in units if unit["spec_name"] == spec_name]
             result.append(
                 StockStatus(
-                    spec_name=target["_id"],
-                    target=target["target"],
+                    spec_name=spec_name,
+                    target=target,
                     available=sum(unit["state"] == "available" for unit in mine),
                     placing=sum(unit["state"] == "placing" for unit in mine),
-                    claimed=sum(unit["state"] == "claimed" for unit in mine),
                 )
             )
         return sorted(result, key=lambda status: status.spec_name)
@@ -174,7 +181,6 @@ class InstancesService:
             if quota.max_memory_gib is not None
             else quota.max_gpus * self.settings.default_memory_gib_per_gpu
         )
-        existing = await self.tenants.get(tenant.tenant_id)
         fields: Document = {
             "name": tenant.name,
             "status": tenant.status,
@@ -184,14 +190,15 @@ class InstancesService:
             "namespace": manifests.tenant_namespace(tenant.tenant_id),
             "updated_at": now(),
         }
-        if (
-            existing is None
-            or existing.get("quota") != fields["quota"]
-            or existing.get("namespace_cpu") != fields["namespace_cpu"]
-        ):
-            fields["namespace_ready"] = False
+        # What the namespace must reflect; the controller applies it when it differs.
+        fields["version"] = hashlib.sha256(
+            json.dumps(
+                [fields["quota"], fields["namespace_cpu"], fields["namespace_memory"]],
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()[:16]
         await self.tenants.upsert(tenant.tenant_id, fields)
-        self._wake(f"tenant:{tenant.tenant_id}")
+        await self._wake(f"tenant:{tenant.tenant_id}")
 
     async def stop_tenant_instances(self, tenant_id: str) -> int:
         stopped = 0
@@ -201,10 +208,9 @@ class InstancesService:
                 tenant_id, states=[s.value for s in ACTIVE], spec_name=None, after=after, limit=200
             )
             for doc in page:
-                if doc.get("desired") != "stopped":
-                    await self.instances.request_stop(doc["_id"])
-                    self._wake(doc["_id"])
-                    stopped += 1
+                await self.requests.request(doc["_id"], "stop")
+                self._wake_local(doc["_id"])
+                stopped += 1
             if len(page) < 200:
                 return stopped
             after = page[-1]["_id"]
@@ -281,9 +287,7 @@ class InstancesService:
             "history": [],
             "outbox": [],
             "has_outbox": False,
-            "desired": "running",
             "admitted": False,
-            "dirty": False,
             "node": None,
             "zone": None,
             "from_stock": False,
@@ -312,14 +316,9 @@ class InstancesService:
             await self.instances.remove(doc["_id"])
             raise
         step = Step(State.PENDING, created)
-        admitted = await self.instances.transition(
-            doc,
-            [step],
-            events=[lifecycle_event(doc, step, 1, None)],
-            extra={"admitted": True, "dirty": True},
-        )
+        admitted = await self.instances.admit(doc, step, lifecycle_event(doc, step, 1, None))
         assert admitted is not None
-        self._wake(doc["_id"])
+        await self._wake(doc["_id"])
         return self.view(admitted), True
 
     @staticmethod
@@ -360,7 +359,8 @@ class InstancesService:
         return doc
 
     async def get_instance(self, identity: Identity, instance_id: str) -> Instance:
-        return self.view(await self._owned(identity, instance_id))
+        doc = await self._owned(identity, instance_id)
+        return self.view(doc, requested=await self.requests.kinds(doc["_id"]))
 
     async def list_instances(
         self,
@@ -388,22 +388,19 @@ class InstancesService:
         )
 
     async def stop_instance(self, identity: Identity, instance_id: str) -> Instance:
-        """Stop a live instance; deleting a stopped or failed one tombstones it."""
-        doc = await self._owned(identity, instance_id)
-        state = State(doc["state"])
-        if state == State.DELETED:
-            return self.view(doc)
-        if state in TERMINAL:
-            step = Step(State.DELETED, now())
-            deleted = await self.instances.transition(
-                doc, [step], events=transition_events(doc, [step])
-            )
-            return self.view(deleted or await self._owned(identity, instance_id))
-        stopped = await self.instances.request_stop(doc["_id"])
-        self._wake(doc["_id"])
-        return self.view(stopped or doc)
+        """Ask for a stop; on a stopped or failed instance, ask for its record's deletion.
 
-    def view(self, doc: Document) -> Instance:
+        The controller carries it out (it is the instance document's only writer);
+        the answer is the instance as it is now, with the request noted.
+        """
+        doc = await self._owned(identity, instance_id)
+        kind = "delete" if State(doc["state"]) in TERMINAL else "stop"
+        if State(doc["state"]) != State.DELETED:
+            await self.requests.request(doc["_id"], kind)
+            self._wake_local(doc["_id"])
+        return self.view(doc, requested={kind})
+
+    def view(self, doc: Document, requested: set[str] | None = None) -> Instance:
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{manifests.instance_host(doc['instance_id'], doc['tenant_id'], port.port, self.settings.instance_domain)}{port.base_url or '/'}"
@@ -423,6 +420,7 @@ class InstancesService:
             zone=doc.get("zone"),
             node=doc.get("node"),
             from_stock=bool(doc.get("from_stock")),
+            stop_requested=bool(requested) and State(doc["state"]) not in TERMINAL,
             urls=urls,
             created_at=_aware(doc["created_at"]),
             updated_at=_aware(doc["updated_at"]),

@@ -1,16 +1,23 @@
 """All MongoDB access of the instances service.
 
-FerretDB (the local stack's database) has no transactions, so every state
-change is one single-document update: an instance's transition, its history
-entry and its outbox events are written together, guarded by the instance's
-`sequence` (optimistic concurrency).
+Two rules keep this correct on FerretDB as well as MongoDB:
+
+- No transactions: an instance's transition, its history entry and its outbox
+  events are one single-document update.
+- One writer per document. FerretDB 1.24 applies an update as read, modify,
+  write without locking, so two concurrent updates of one document can lose
+  one (measured: 400 concurrent $inc gave 152). Inserts and unique indexes are
+  safe. So after admission an instance document is written only by the
+  controller's worker for that instance; the API records stop and delete
+  requests as inserted documents, and wakes the controller with inserted
+  wake-up documents. Stock operations are inserted too, keyed by operationID.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -22,7 +29,10 @@ from .lifecycle import ACTIVE, TERMINAL, State, Step
 SPECS = "specs"
 TENANTS = "tenants"
 INSTANCES = "instances"
-STOCK_TARGETS = "stock_targets"
+TENANT_NAMESPACES = "tenant_namespaces"
+REQUESTS = "instance_requests"
+WAKEUPS = "wakeups"
+STOCK_OPERATIONS = "stock_operations"
 STOCKS = "stocks"
 
 INDEXES: IndexPlan = {
@@ -38,11 +48,11 @@ INDEXES: IndexPlan = {
             name="tenant_idempotency",
         ),
         IndexModel([("state", ASCENDING)], name="state"),
-        IndexModel([("dirty", ASCENDING)], name="dirty"),
         IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
         IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
     ],
     STOCKS: [IndexModel([("spec_name", ASCENDING), ("state", ASCENDING)], name="spec_state")],
+    REQUESTS: [IndexModel([("key", ASCENDING)], name="key")],
 }
 
 
@@ -70,18 +80,21 @@ class SpecStore:
         return True
 
     async def get(self, name: str) -> Document | None:
-        return await self._specs.find_one({"_id": name})
+        return await self._specs.find_one({"_id": name}, {"_id": 0})
 
     async def list(self) -> list[Document]:
-        return [spec async for spec in self._specs.find({}).sort("_id", ASCENDING)]
+        return [spec async for spec in self._specs.find({}, {"_id": 0}).sort("_id", ASCENDING)]
 
     async def delete(self, name: str) -> bool:
         return (await self._specs.delete_one({"_id": name})).deleted_count == 1
 
 
 class TenantStore:
+    """`tenants` is written by the tenant-event handler; `tenant_namespaces` by the controller."""
+
     def __init__(self, db: Database) -> None:
         self._tenants = db[TENANTS]
+        self._namespaces = db[TENANT_NAMESPACES]
 
     async def upsert(self, tenant_id: str, fields: Document) -> None:
         await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
@@ -89,13 +102,20 @@ class TenantStore:
     async def get(self, tenant_id: str) -> Document | None:
         return await self._tenants.find_one({"_id": tenant_id})
 
-    async def mark_namespace_ready(self, tenant_id: str, quota_version: str) -> None:
-        await self._tenants.update_one(
-            {"_id": tenant_id}, {"$set": {"namespace_ready": True, "applied_quota": quota_version}}
-        )
+    async def all(self) -> list[Document]:
+        return [tenant async for tenant in self._tenants.find({})]
 
-    async def needing_namespace(self) -> list[Document]:
-        return [t async for t in self._tenants.find({"namespace_ready": False})]
+    async def applied_version(self, tenant_id: str) -> str | None:
+        doc = await self._namespaces.find_one({"_id": tenant_id})
+        return None if doc is None else str(doc["version"])
+
+    async def applied_versions(self) -> dict[str, str]:
+        return {doc["_id"]: str(doc["version"]) async for doc in self._namespaces.find({})}
+
+    async def mark_applied(self, tenant_id: str, version: str) -> None:
+        await self._namespaces.update_one(
+            {"_id": tenant_id}, {"$set": {"version": version}}, upsert=True
+        )
 
 
 class InstanceStore:
@@ -120,15 +140,6 @@ class InstanceStore:
         if idempotency_key is not None:
             query["idempotency_key"] = idempotency_key
         return await self._instances.find_one(query)
-
-    async def admit(self, key: str, event: Document) -> None:
-        await self._instances.update_one(
-            {"_id": key},
-            {
-                "$set": {"admitted": True, "dirty": True, "has_outbox": True},
-                "$push": {"outbox": event},
-            },
-        )
 
     async def remove(self, key: str) -> None:
         await self._instances.delete_one({"_id": key})
@@ -184,8 +195,6 @@ class InstanceStore:
             "has_outbox": True,
             **(extra or {}),
         }
-        if last.state in TERMINAL:
-            changes["dirty"] = False
         history = [{"state": s.state.value, "at": s.at, "reason": s.reason} for s in steps]
         return await self._instances.find_one_and_update(
             {"_id": doc["_id"], "sequence": doc["sequence"]},
@@ -197,29 +206,12 @@ class InstanceStore:
             return_document=ReturnDocument.AFTER,
         )
 
+    async def admit(self, doc: Document, step: Step, event: Document) -> Document | None:
+        """The API's one write after its insert, before the controller may act on it."""
+        return await self.transition(doc, [step], events=[event], extra={"admitted": True})
+
     async def update_fields(self, key: str, fields: Document) -> None:
         await self._instances.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
-
-    async def request_stop(self, key: str) -> Document | None:
-        return await self._instances.find_one_and_update(
-            {"_id": key},
-            {"$set": {"desired": "stopped", "dirty": True, "updated_at": now()}},
-            return_document=ReturnDocument.AFTER,
-        )
-
-    async def mark_dirty(self, key: str) -> None:
-        await self._instances.update_one({"_id": key}, {"$set": {"dirty": True}})
-
-    async def clear_dirty(self, key: str, sequence: int) -> None:
-        await self._instances.update_one(
-            {"_id": key, "sequence": sequence}, {"$set": {"dirty": False}}
-        )
-
-    async def dirty_keys(self, limit: int = 500) -> list[str]:
-        return [
-            doc["_id"]
-            async for doc in self._instances.find({"dirty": True}, {"_id": 1}).limit(limit)
-        ]
 
     async def non_terminal_keys(self) -> list[str]:
         states = [s.value for s in State if s not in TERMINAL]
@@ -233,9 +225,9 @@ class InstanceStore:
         )
         return [doc["_id"] async for doc in cursor]
 
-    async def with_outbox(self, limit: int = 200) -> list[Document]:
-        cursor = self._instances.find({"has_outbox": True}, {"outbox": 1}).limit(limit)
-        return [doc async for doc in cursor]
+    async def keys_with_outbox(self, limit: int = 500) -> list[str]:
+        cursor = self._instances.find({"has_outbox": True}, {"_id": 1}).limit(limit)
+        return [doc["_id"] async for doc in cursor]
 
     async def drop_published(self, key: str, event_id: str) -> None:
         """Remove the outbox's first event once it is published, only if it is still first.
@@ -260,36 +252,58 @@ class InstanceStore:
         return {doc["_id"] async for doc in cursor}
 
 
-class StockStore:
-    """Warm pools: a target count per spec, and one document per placeholder pod."""
+class RequestStore:
+    """What the API asks of the controller, as inserted documents only."""
 
     def __init__(self, db: Database) -> None:
-        self._targets = db[STOCK_TARGETS]
+        self._requests = db[REQUESTS]
+        self._wakeups = db[WAKEUPS]
+
+    async def request(self, key: str, kind: str) -> None:
+        """Record a `stop` or `delete` request once; repeating it changes nothing."""
+        with contextlib.suppress(DuplicateKeyError):
+            await self._requests.insert_one(
+                {"_id": f"{key}|{kind}", "key": key, "kind": kind, "at": now()}
+            )
+        await self.wake(key)
+
+    async def kinds(self, key: str) -> set[str]:
+        return {doc["kind"] async for doc in self._requests.find({"key": key})}
+
+    async def wake(self, key: str) -> None:
+        await self._wakeups.insert_one({"key": key, "at": now()})
+
+    async def take_wakeups(self, limit: int = 500) -> list[str]:
+        docs = [doc async for doc in self._wakeups.find({}).limit(limit)]
+        if docs:
+            await self._wakeups.delete_many({"_id": {"$in": [doc["_id"] for doc in docs]}})
+        return [doc["key"] for doc in docs]
+
+
+class StockStore:
+    """Warm pools: operations (inserted by the API, keyed by operationID) add up to a
+    target per spec; one document per placeholder pod, written by the controller only."""
+
+    def __init__(self, db: Database) -> None:
+        self._operations = db[STOCK_OPERATIONS]
         self._stocks = db[STOCKS]
 
-    async def change_target(self, spec_name: str, delta: int, operation_id: str) -> Document:
-        """Apply a stock operation once: a replayed operationID changes nothing."""
-        await self._targets.update_one(
-            {"_id": spec_name}, {"$setOnInsert": {"target": 0, "operations": []}}, upsert=True
-        )
-        applied = await self._targets.find_one_and_update(
-            {"_id": spec_name, "operations": {"$ne": operation_id}},
-            {"$inc": {"target": delta}, "$push": {"operations": operation_id}},
-            return_document=ReturnDocument.AFTER,
-        )
-        if applied is None:
-            current = await self._targets.find_one({"_id": spec_name})
-            assert current is not None
-            return current
-        if applied["target"] < 0:
-            await self._targets.update_one(
-                {"_id": spec_name, "target": {"$lt": 0}}, {"$set": {"target": 0}}
+    async def record_operation(self, spec_name: str, delta: int, operation_id: str) -> bool:
+        """False when this operationID was applied before (seed 004's idempotency key)."""
+        try:
+            await self._operations.insert_one(
+                {"_id": operation_id, "spec_name": spec_name, "delta": delta, "at": now()}
             )
-            applied["target"] = 0
-        return applied
+        except DuplicateKeyError:
+            return False
+        return True
 
-    async def targets(self) -> list[Document]:
-        return [doc async for doc in self._targets.find({})]
+    async def targets(self) -> dict[str, int]:
+        """Per spec: the operations' sum, never below zero."""
+        totals: dict[str, int] = {}
+        async for doc in self._operations.find({}, {"spec_name": 1, "delta": 1}):
+            totals[doc["spec_name"]] = totals.get(doc["spec_name"], 0) + int(doc["delta"])
+        return {spec: max(total, 0) for spec, total in totals.items()}
 
     async def units(self, spec_name: str | None = None) -> list[Document]:
         query = {} if spec_name is None else {"spec_name": spec_name}
@@ -302,34 +316,15 @@ class StockStore:
                 "spec_name": spec_name,
                 "state": "placing",
                 "node": None,
+                "zone": None,
                 "created_at": now(),
             }
         )
 
-    async def mark_available(self, name: str, node: str) -> None:
+    async def mark_available(self, name: str, node: str, zone: str | None) -> None:
         await self._stocks.update_one(
-            {"_id": name, "state": "placing"}, {"$set": {"state": "available", "node": node}}
+            {"_id": name}, {"$set": {"state": "available", "node": node, "zone": zone}}
         )
-
-    async def claim(
-        self, spec_name: str, instance_key_: str, zones: list[str] | None = None
-    ) -> Document | None:
-        """Atomically take one available unit of `spec_name` for an instance."""
-        query: Document = {"spec_name": spec_name, "state": "available"}
-        if zones:
-            query["zone"] = {"$in": zones}
-        return await self._stocks.find_one_and_update(
-            query,
-            {"$set": {"state": "claimed", "instance": instance_key_, "claimed_at": now()}},
-            return_document=ReturnDocument.AFTER,
-        )
-
-    async def set_zone(self, name: str, zone: str | None) -> None:
-        await self._stocks.update_one({"_id": name}, {"$set": {"zone": zone}})
 
     async def remove_unit(self, name: str) -> None:
         await self._stocks.delete_one({"_id": name})
-
-
-def event_document(event_id: str, kafka_value: dict[str, Any]) -> Document:
-    return {"id": event_id, "data": kafka_value}

@@ -1,4 +1,4 @@
-// Command ferretdb serves the MongoDB wire protocol on a SQLite directory,
+// Command ferretdb serves the MongoDB wire protocol on SQLite or PostgreSQL,
 // through FerretDB's embeddable package.
 package main
 
@@ -15,7 +15,9 @@ import (
 
 func main() {
 	listenAddr := flag.String("listen-addr", "127.0.0.1:27017", "TCP address to serve the MongoDB wire protocol on")
+	handler := flag.String("handler", "sqlite", "storage backend: sqlite or postgresql")
 	sqliteURL := flag.String("sqlite-url", "file:data/", "SQLite URI of the data directory (must end with /)")
+	postgresqlURL := flag.String("postgresql-url", "", "PostgreSQL connection string, for -handler=postgresql")
 	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
 	flag.Parse()
 
@@ -30,16 +32,17 @@ func main() {
 	defer stop()
 
 	server, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: *listenAddr},
-		Logger:    logger,
-		Handler:   "sqlite",
-		SQLiteURL: *sqliteURL,
+		Listener:      ferretdb.ListenerConfig{TCP: *listenAddr},
+		Logger:        logger,
+		Handler:       *handler,
+		SQLiteURL:     *sqliteURL,
+		PostgreSQLURL: *postgresqlURL,
 	})
 	if err != nil {
 		logger.Error("cannot start FerretDB", "error", err)
 		os.Exit(1)
 	}
-	logger.Info("serving", "addr", *listenAddr, "sqlite", *sqliteURL)
+	logger.Info("serving", "addr", *listenAddr, "handler", *handler)
 	if err := server.Run(ctx); err != nil {
 		logger.Error("FerretDB stopped", "error", err)
 		os.Exit(1)
