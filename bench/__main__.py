@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from . import stack_startup
+from . import instance_start, stack_startup
 
-BENCHMARKS = {"stack": stack_startup.main}
+BENCHMARKS = {"stack": stack_startup.main, "instances": instance_start.main}
 
 
 def main() -> None:
-    names = sys.argv[1:] or list(BENCHMARKS)
+    names = [arg for arg in sys.argv[1:2] if not arg.startswith("-")] or list(BENCHMARKS)
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
         sys.exit(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")

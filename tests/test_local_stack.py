@@ -62,7 +62,7 @@ instance_type = "gpu-8xb200"
 @pytest.fixture
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Context:
     monkeypatch.setenv("GPUCLOUD_HOME", str(tmp_path))
-    secrets = Secrets("t", "u", "p", "k", "b")
+    secrets = Secrets("t", "u", "p", "pg", "k", "b")
     return Context(secrets=secrets, pki=tmp_path)
 
 
@@ -108,7 +108,7 @@ def test_status_lists_every_component_healthy(stack_env: dict[str, str]) -> None
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:-1]}
     assert set(rows) == {
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-        "kafka", "ferretdb", "minio",
+        "kafka", "postgres", "ferretdb", "minio",
         "gateway", "instances", "storage", "metering", "monitoring",
     }  # fmt: skip
     assert all(row[2] == "healthy" for row in rows.values())

@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
         "provision": cmd_provision, "up": cmd_up, "down": cmd_down, "status": cmd_status,
         "logs": cmd_logs, "reset": cmd_reset, "env": cmd_env, "fleet": cmd_fleet,
     }  # fmt: skip
-    os.umask(0o077)
+    # Secrets are written 0600 one by one; directories stay traversable so that
+    # PostgreSQL, running as its own user, reaches its data directory.
+    os.umask(0o022)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `stack status | head` ends quietly
     try:
         handlers[args.command](args)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from . import layout, probes, provision
+from .errors import StackError
 from .layout import HOST, PORTS
 from .secrets import Secrets, ensure_kube_pki, load_or_create
 
@@ -149,20 +152,153 @@ KAFKA = Component(
     ports=(PORTS.kafka, PORTS.kafka_controller),
 )
 
-# --- FerretDB (MongoDB wire protocol on SQLite) ----------------------------------
+# --- PostgreSQL (FerretDB's storage) -----------------------------------------------
+#
+# FerretDB on PostgreSQL rather than SQLite: with SQLite it pushes only `_id`
+# equality down, so every other query scans the collection; on PostgreSQL,
+# equality on an indexed field is an index lookup.
+
+POSTGRES_USER = "gpucloud"
+
+
+def _postgres_bin(tool: str) -> str:
+    found = shutil.which("pg_config")
+    if found:
+        bindir = subprocess.run(
+            [found, "--bindir"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if bindir and Path(bindir, tool).exists():
+            return str(Path(bindir, tool))
+    for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"), reverse=True):
+        return str(candidate)
+    raise StackError(
+        "postgres",
+        f"PostgreSQL's `{tool}` was not found; install PostgreSQL 15 (apt-get install postgresql-15)",
+    )
+
+
+def _as_server_user(argv: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root; when we are root it runs as `postgres`."""
+    if os.geteuid() != 0:
+        return argv
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise StackError(
+            "postgres",
+            "running as root needs `runuser` (util-linux) to start PostgreSQL as `postgres`",
+        )
+    return [runuser, "-u", "postgres", "--", *argv]
+
+
+def _postgres_prepare(ctx: Context) -> None:
+    data = layout.data_dir("postgres")
+    if (data / "PG_VERSION").exists():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    data.chmod(0o700)
+    data.parent.chmod(0o755)  # etcd creates it 0700; the server user must pass through
+    # initdb reads the password from a file that the server user can open.
+    password_file = data.parent / ".postgres-password"
+    fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(ctx.secrets.postgres_password + "\n")
+    if os.geteuid() == 0:
+        shutil.chown(data, "postgres")
+        shutil.chown(password_file, "postgres")
+    try:
+        subprocess.run(
+            _as_server_user([_postgres_bin("initdb"), "-D", str(data), "-U", POSTGRES_USER, "-E", "UTF8",
+                             "--auth=scram-sha-256", f"--pwfile={password_file}", "--no-instructions"]),
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+    finally:
+        password_file.unlink(missing_ok=True)
+
+
+def _postgres_ready(_ctx: Context) -> bool:
+    ready = subprocess.run(
+        [_postgres_bin("pg_isready"), "-q", "-h", HOST, "-p", str(PORTS.postgres)], check=False
+    )
+    return ready.returncode == 0
+
+
+def _postgres_argv(_ctx: Context) -> list[str]:
+    return _as_server_user(
+        [
+            _postgres_bin("postgres"),
+            "-D",
+            str(layout.data_dir("postgres")),
+            "-p",
+            str(PORTS.postgres),
+            "-c",
+            f"listen_addresses={HOST}",
+            "-c",
+            "unix_socket_directories=",
+            "-c",
+            "max_connections=200",
+        ]
+    )
+
+
+POSTGRES = Component(
+    name="postgres",
+    kind="infra",
+    prepare=_postgres_prepare,
+    argv=_postgres_argv,
+    healthy=_postgres_ready,
+    ports=(PORTS.postgres,),
+)
+
+# --- FerretDB (MongoDB wire protocol on PostgreSQL) ----------------------------------
+
+
+def _postgres_url(ctx: Context, database: str) -> str:
+    return f"postgres://{POSTGRES_USER}:{ctx.secrets.postgres_password}@{HOST}:{PORTS.postgres}/{database}"
+
+
+def _ferretdb_prepare(ctx: Context) -> None:
+    """FerretDB needs its database to exist; PostgreSQL may still be starting."""
+    deadline = time.monotonic() + 60
+    while not _postgres_ready(ctx):
+        if time.monotonic() > deadline:
+            raise StackError(
+                "ferretdb", "PostgreSQL did not become ready", layout.log_file("postgres")
+            )
+        time.sleep(0.25)
+    env = {**os.environ, "PGPASSWORD": ctx.secrets.postgres_password}
+    psql = [
+        _postgres_bin("psql"),
+        "-h",
+        HOST,
+        "-p",
+        str(PORTS.postgres),
+        "-U",
+        POSTGRES_USER,
+        "-d",
+        "postgres",
+        "-tAc",
+    ]
+    exists = subprocess.run([*psql, "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'"],
+                            env=env, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    if not exists:
+        subprocess.run(
+            [*psql, "CREATE DATABASE ferretdb"], env=env, capture_output=True, text=True, check=True
+        )
+
 
 FERRETDB = Component(
     name="ferretdb",
     kind="infra",
-    prepare=lambda _ctx: layout.data_dir("ferretdb").mkdir(parents=True, exist_ok=True),
+    prepare=_ferretdb_prepare,
     argv=lambda _ctx: [
         str(provision.FERRETDB.path("ferretdb")),
         f"-listen-addr={HOST}:{PORTS.ferretdb}",
-        f"-sqlite-url=file:{layout.data_dir('ferretdb')}/",
+        "-handler=postgresql",
         # warn logs every failed command in full (drivers send endSessions,
         # which FerretDB lacks), so the log only keeps errors.
         "-log-level=error",
     ],
+    env=lambda ctx: {"FERRETDB_POSTGRESQL_URL": _postgres_url(ctx, "ferretdb")},
     healthy=lambda _ctx: probes.mongo_ok(HOST, PORTS.ferretdb),
     ports=(PORTS.ferretdb,),
 )
@@ -270,6 +406,9 @@ KWOK = Component(
         f"--kubeconfig={ctx.kubeconfig}",
         "--manage-all-nodes=false",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        # Heartbeat through node leases, as kubelets do; without them the node
+        # lifecycle controller sees every node NotReady between status updates.
+        "--node-lease-duration-seconds=40",
         f"--server-address={HOST}:{PORTS.kwok}",
         "--cidr=10.244.0.0/16",
         "--node-ip=10.0.0.1",
@@ -351,7 +490,7 @@ def _service(name: str) -> Component:
 
 
 INFRA: tuple[Component, ...] = (
-    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, FERRETDB, MINIO,
+    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES, FERRETDB, MINIO,
 )  # fmt: skip
 SERVICES: tuple[Component, ...] = tuple(_service(name) for name in SERVICE_NAMES)
 ALL: tuple[Component, ...] = INFRA + SERVICES

@@ -24,6 +24,7 @@ class Ports:
     kafka: int = 9092
     kafka_controller: int = 9093
     ferretdb: int = 27017
+    postgres: int = 5433
     etcd: int = 2379
     etcd_peer: int = 2380
     kube_apiserver: int = 6443
@@ -49,8 +50,17 @@ def cache_dir() -> Path:
 
 
 def home_dir() -> Path:
-    """The one data directory: server data, logs, pid files, generated config and secrets."""
-    default = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "gpucloud"
+    """The one data directory: server data, logs, pid files, generated config and secrets.
+
+    As root it is /var/lib/gpucloud: PostgreSQL runs as the `postgres` user and
+    must reach its data directory, which a path under /root would not allow.
+    """
+    if os.geteuid() == 0:
+        default = Path("/var/lib/gpucloud")
+    else:
+        default = (
+            Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "gpucloud"
+        )
     return Path(os.environ.get("GPUCLOUD_HOME", default))
 
 

@@ -21,6 +21,7 @@ class Secrets:
     kube_admin_token: str
     minio_root_user: str
     minio_root_password: str
+    postgres_password: str
     identity_signing_key: str
     bootstrap_admin_key: str
 
@@ -37,10 +38,12 @@ def load_or_create() -> Secrets:
         kube_admin_token=secrets.token_urlsafe(32),
         minio_root_user="gpucloud-root",
         minio_root_password=secrets.token_urlsafe(32),
+        postgres_password=secrets.token_urlsafe(32),
         identity_signing_key=secrets.token_urlsafe(48),
         bootstrap_admin_key="gpc_" + secrets.token_urlsafe(32),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(asdict(created), out, indent=2)

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 LEASE_NAME = "gpucloud-instances-controller"
 STOP_GRACE_S = 30
 WAKEUP_POLL_S = 0.2
-OUTBOX_SWEEP_S = 1.0
+OUTBOX_SWEEP_S = 30.0  # transitions flush inline; this only catches crash leftovers
 UNADMITTED_TTL = timedelta(minutes=2)
 
 
@@ -303,10 +303,15 @@ class Controller:
         node = self.nodes.get(name)
         if node is None:
             return False
-        conditions = {
-            c["type"]: c["status"] for c in node.get("status", {}).get("conditions") or []
-        }
-        return conditions.get("Ready") == "True"
+        conditions = {c["type"]: c for c in node.get("status", {}).get("conditions") or []}
+        ready = conditions.get("Ready", {})
+        if ready.get("status") == "True":
+            return True
+        since = ready.get("lastTransitionTime")
+        if not since:
+            return False
+        not_ready_for = now() - datetime.fromisoformat(since.replace("Z", "+00:00"))
+        return not_ready_for.total_seconds() < self.settings.node_lost_grace_s
 
     # --- work queue -------------------------------------------------------------------
 
@@ -342,11 +347,11 @@ class Controller:
 
     async def _resync(self) -> None:
         """Every live instance against Kubernetes, orphans, tenants and stocks."""
-        for key in await self.instances.non_terminal_keys():
+        live = set(await self.instances.non_terminal_keys())
+        for key in live:
             self.wake(key)
-        known = await self.instances.known_keys(self.pods)
         for key, pod in list(self.pods.items()):
-            if key not in known and not pod["metadata"].get("deletionTimestamp"):
+            if key not in live and not pod["metadata"].get("deletionTimestamp"):
                 doc = await self.instances.get(key)
                 if doc is None or State(doc["state"]) in TERMINAL:
                     log.warning(
@@ -515,11 +520,15 @@ class Controller:
                 pod_exists=True,
             )
             return
-        waited = now() - doc["created_at"].replace(tzinfo=doc["created_at"].tzinfo or UTC)
-        if waited.total_seconds() > self.settings.schedule_timeout_s:
+        if self._waited(doc) > self.settings.schedule_timeout_s:
             await self._fail(doc, FailureReason.INSUFFICIENT_GPUS, unschedulable, pod_exists=True)
         elif doc.get("message") != unschedulable:
             await self.instances.update_fields(doc["_id"], {"message": unschedulable})
+
+    @staticmethod
+    def _waited(doc: Document) -> float:
+        created: datetime = doc["created_at"]
+        return (now() - created.replace(tzinfo=created.tzinfo or UTC)).total_seconds()
 
     def _fits_fleet(self, doc: Document) -> bool:
         for node in self.nodes.values():
@@ -570,7 +579,15 @@ class Controller:
         except ConflictError:
             return  # created by an earlier attempt; the watch brings it
         except QuotaRejectedError as error:
-            await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
+            # The namespace quota is the backstop behind the API's own check; it also
+            # counts pods still terminating or left orphaned, which free up soon.
+            if self._waited(doc) > self.settings.schedule_timeout_s:
+                await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
+            else:
+                await self.instances.update_fields(
+                    doc["_id"], {"message": "waiting for the namespace quota to free up"}
+                )
+                asyncio.get_running_loop().call_later(2.0, self.wake, doc["_id"])
             return
         self.pods.setdefault(doc["_id"], created)
 

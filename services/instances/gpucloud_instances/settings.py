@@ -24,6 +24,9 @@ class InstancesSettings(ServiceSettings):
     instance_domain: str = "instances.gpucloud.local"
     #: A pending instance that fits the fleet but finds no free GPUs fails after this.
     schedule_timeout_s: float = 300.0
+    #: A node NotReady for longer than this counts as lost, failing its instances
+    #: (a deleted node is lost at once). Shorter blips are ridden out.
+    node_lost_grace_s: float = 120.0
     #: Full resync of every live instance against Kubernetes.
     resync_interval_s: float = 15.0
     lease_duration_s: int = 15

@@ -49,6 +49,7 @@ INDEXES: IndexPlan = {
         ),
         IndexModel([("state", ASCENDING)], name="state"),
         IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
+        IndexModel([("admitted", ASCENDING)], name="admitted"),
         IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
     ],
     STOCKS: [IndexModel([("spec_name", ASCENDING), ("state", ASCENDING)], name="spec_state")],
@@ -240,16 +241,6 @@ class InstanceStore:
         await self._instances.update_one(
             {"_id": key, "outbox": []}, {"$set": {"has_outbox": False}}
         )
-
-    async def known_keys(self, keys: Iterable[str]) -> set[str]:
-        wanted = list(keys)
-        if not wanted:
-            return set()
-        states = [s.value for s in State if s not in TERMINAL]
-        cursor = self._instances.find(
-            {"_id": {"$in": wanted}, "state": {"$in": states}}, {"_id": 1}
-        )
-        return {doc["_id"] async for doc in cursor}
 
 
 class RequestStore:

@@ -17,7 +17,8 @@ func main() {
 	listenAddr := flag.String("listen-addr", "127.0.0.1:27017", "TCP address to serve the MongoDB wire protocol on")
 	handler := flag.String("handler", "sqlite", "storage backend: sqlite or postgresql")
 	sqliteURL := flag.String("sqlite-url", "file:data/", "SQLite URI of the data directory (must end with /)")
-	postgresqlURL := flag.String("postgresql-url", "", "PostgreSQL connection string, for -handler=postgresql")
+	postgresqlURL := flag.String("postgresql-url", os.Getenv("FERRETDB_POSTGRESQL_URL"),
+		"PostgreSQL connection string for -handler=postgresql (default $FERRETDB_POSTGRESQL_URL, which keeps a password off the command line)")
 	logLevel := flag.String("log-level", "warn", "debug, info, warn or error")
 	flag.Parse()
 

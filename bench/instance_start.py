@@ -1,0 +1,339 @@
+"""Instance start latency: API call to `running`, against creating the bare pod directly.
+
+Side by side in one run, on the same cluster and the same fake GPU nodes:
+  bare      create the pod with kubernetes-asyncio, until its watch shows it Ready
+  api       POST /gpu-instances, until the `running` lifecycle event is on Kafka
+  api+stock the same, with a warm stock of the spec kept ahead of the starts
+
+Starts run one after another so each figure is a latency, not a queueing effect;
+each instance is stopped once it runs. `--scale` then fills 1,000 nodes (8,000
+GPUs) with 5,000 live instances and measures list and start latency at that size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiokafka import AIOKafkaConsumer
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio import watch
+
+from gpucloud_libs.events import TenantQuota, TenantUpserted
+from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
+from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS
+
+STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
+PRODUCT = "BENCH-GPU"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _env() -> dict[str, str]:
+    out = subprocess.run([*STACK, "env", "--json"], capture_output=True, text=True, check=True)
+    env: dict[str, str] = json.loads(out.stdout)
+    return env
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def summary(name: str, seconds: list[float]) -> str:
+    ms = [s * 1000 for s in seconds]
+    return (f"{name:<10} n={len(ms):<5} p50={percentile(ms, 50):7.1f} ms  p99={percentile(ms, 99):7.1f} ms  "
+            f"mean={statistics.fmean(ms):7.1f} ms  max={max(ms):7.1f} ms")  # fmt: skip
+
+
+def node_manifest(name: str, product: str, gpus: int = 8) -> dict[str, Any]:
+    resources = {"cpu": "192", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "type": "kwok",
+                "gpucloud.io/bench": "true",
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": product,
+                "topology.kubernetes.io/zone": "zone-a",
+            },
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+class Bench:
+    def __init__(self, env: dict[str, str], kube: k8s.ApiClient, http: httpx.AsyncClient) -> None:
+        self.env = env
+        self.core = k8s.CoreV1Api(kube)
+        self.http = http
+        self.tenant = f"bench-{uuid.uuid4().hex[:8]}"
+        self.running: dict[str, asyncio.Future[float]] = {}
+
+    def headers(self, role: Role = "tenant-user") -> dict[str, str]:
+        tenant = None if role == "platform-admin" else self.tenant
+        token = sign_identity(
+            self.env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="bench", role=role, tenant_id=tenant
+        )
+        return {IDENTITY_HEADER: token}
+
+    async def add_nodes(self, prefix: str, count: int, product: str) -> None:
+        async def one(index: int) -> None:
+            try:
+                await self.core.create_node(node_manifest(f"{prefix}-{index}", product))  # type: ignore[arg-type]
+            except k8s.ApiException as error:
+                if error.status != 409:
+                    raise
+
+        for start in range(0, count, 50):
+            await asyncio.gather(*(one(i) for i in range(start, min(count, start + 50))))
+
+    async def remove_nodes(self) -> None:
+        await self.core.delete_collection_node(label_selector="gpucloud.io/bench=true")
+
+    async def provision(self, max_gpus: int, max_instances: int) -> None:
+        broker = create_broker(self.env["GPUCLOUD_KAFKA_BOOTSTRAP"], client_id="bench")
+        await broker.start()
+        quota = TenantQuota(max_gpus=max_gpus, max_instances=max_instances, max_storage_bytes=0)
+        await publish_event(
+            broker,
+            TENANTS,
+            TenantUpserted(tenant_id=self.tenant, name=self.tenant, status="active", quota=quota),
+            source="/bench",
+        )
+        await broker.stop()
+
+    async def spec(self, name: str, product: str) -> None:
+        body = {"name": name, "cpu": "4", "memory": "16Gi", "gpuType": product, "gpuNum": 1}
+        response = await self.http.post("/specs", json=body, headers=self.headers("platform-admin"))
+        assert response.status_code in (201, 409), response.text
+
+    async def watch_running(self, consumer: AIOKafkaConsumer) -> None:
+        async for record in consumer:
+            event = json.loads(record.value)
+            if event["state"] == "running" and event["tenant_id"] == self.tenant:
+                future = self.running.get(event["instance_id"])
+                if future is not None and not future.done():
+                    future.set_result(time.perf_counter())
+
+    async def start_instance(self, spec: str) -> tuple[float, dict[str, Any]]:
+        instance_id = f"b-{uuid.uuid4().hex[:12]}"
+        self.running[instance_id] = asyncio.get_running_loop().create_future()
+        started = time.perf_counter()
+        while True:
+            response = await self.http.post(
+                "/gpu-instances",
+                json={"instanceID": instance_id, "image": "pause", "specName": spec},
+                headers=self.headers(),
+            )
+            if response.status_code != 409:
+                break
+            await asyncio.sleep(0.2)  # tenant event still on its way
+        assert response.status_code in (200, 202), response.text
+        done = await asyncio.wait_for(self.running[instance_id], 60)
+        return done - started, response.json()
+
+    async def stop_instance(self, instance_id: str) -> None:
+        await self.http.delete(f"/gpu-instances/{instance_id}", headers=self.headers())
+
+    async def bare_pod(self, namespace: str, index: int) -> float:
+        name = f"bare-{index}"
+        pod: Any = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "containers": [{"name": "c", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "4", "memory": "16Gi"}}}],
+                "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
+                "tolerations": [GPU_TOLERATION],
+            },
+        }  # fmt: skip
+        stream = watch.Watch()
+        started = time.perf_counter()
+        await self.core.create_namespaced_pod(namespace, pod)
+        async for event in stream.stream(
+            self.core.list_namespaced_pod,
+            namespace,
+            field_selector=f"metadata.name={name}",
+            timeout_seconds=60,
+        ):
+            conditions = {c.type: c.status for c in event["object"].status.conditions or []}
+            if conditions.get("Ready") == "True":
+                break
+        elapsed = time.perf_counter() - started
+        await stream.close()
+        await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        return elapsed
+
+
+async def timed(n: int, start: Callable[[int], Awaitable[float]]) -> list[float]:
+    return [await start(i) for i in range(n)]
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--starts", type=int, default=200)
+    parser.add_argument(
+        "--scale", action="store_true", help="also 1,000 nodes and 5,000 live instances"
+    )
+    args = parser.parse_args(argv if argv is not None else sys.argv[2:])
+    env = _env()
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
+    )
+    async with (
+        k8s.ApiClient(configuration) as kube,
+        httpx.AsyncClient(base_url=env["GPUCLOUD_INSTANCES_URL"], timeout=60) as http,
+    ):
+        bench = Bench(env, kube, http)
+        consumer = AIOKafkaConsumer(
+            INSTANCE_LIFECYCLE.name,
+            bootstrap_servers=env["GPUCLOUD_KAFKA_BOOTSTRAP"],
+            auto_offset_reset="latest",
+        )
+        await consumer.start()
+        await consumer.seek_to_end()
+        watcher = asyncio.create_task(bench.watch_running(consumer))
+        try:
+            await bench.add_nodes("bench", 50, PRODUCT)
+            await bench.provision(max_gpus=100_000, max_instances=100_000)
+            spec, stock_spec = "bench-1gpu", "bench-1gpu-stock"
+            await bench.spec(spec, PRODUCT)
+            await bench.spec(stock_spec, PRODUCT)
+
+            namespace = f"bench-bare-{uuid.uuid4().hex[:6]}"
+            await bench.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+            await asyncio.sleep(1)  # the namespace's default service account
+            bare = await timed(args.starts, lambda i: bench.bare_pod(namespace, i))
+            await bench.core.delete_namespace(namespace)
+
+            async def via_api(
+                spec_name: str, record: list[bool]
+            ) -> Callable[[int], Awaitable[float]]:
+                async def start(_: int) -> float:
+                    elapsed, created = await bench.start_instance(spec_name)
+                    state = (
+                        await http.get(
+                            f"/gpu-instances/{created['instanceID']}", headers=bench.headers()
+                        )
+                    ).json()
+                    record.append(bool(state["fromStock"]))
+                    asyncio.create_task(bench.stop_instance(created["instanceID"]))  # noqa: RUF006
+                    return elapsed
+
+                return start
+
+            cold_flags: list[bool] = []
+            api = await timed(args.starts, await via_api(spec, cold_flags))
+
+            operation = {
+                "number": 50,
+                "operationID": f"bench-{uuid.uuid4().hex}",
+                "specName": stock_spec,
+            }
+            await http.post("/stocks", json=operation, headers=bench.headers("platform-admin"))
+            for _ in range(120):
+                rows = (await http.get("/stocks", headers=bench.headers("platform-admin"))).json()
+                if any(r["specName"] == stock_spec and r["available"] >= 50 for r in rows):
+                    break
+                await asyncio.sleep(0.5)
+            stock_flags: list[bool] = []
+            stocked = await timed(args.starts, await via_api(stock_spec, stock_flags))
+            removal = {
+                "number": 50,
+                "operationID": f"bench-{uuid.uuid4().hex}",
+                "specName": stock_spec,
+            }
+            await http.request(
+                "DELETE", "/stocks", json=removal, headers=bench.headers("platform-admin")
+            )
+
+            print(
+                f"instance start latency, {args.starts} sequential starts each, 1-GPU pods on 50 kwok nodes:"
+            )
+            print(summary("bare pod", bare))
+            print(summary("api", api))
+            print(
+                summary("api+stock", stocked)
+                + f"  (claimed a warm unit: {sum(stock_flags)}/{len(stock_flags)})"
+            )
+            print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
+                  f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
+            if args.scale:
+                await scale(bench, http)
+        finally:
+            watcher.cancel()
+            await consumer.stop()
+            await bench.remove_nodes()
+
+
+async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
+    """1,000 nodes x 8 GPUs, 5,000 live 1-GPU instances; then list and start latency."""
+    product = "BENCH-SCALE-GPU"
+    started = time.perf_counter()
+    await bench.add_nodes("scale", 1000, product)
+    print(f"\nscale: registered 1,000 nodes (8,000 GPUs) in {time.perf_counter() - started:.1f}s")
+    spec = "bench-scale-1gpu"
+    await bench.spec(spec, product)
+    ids: list[str] = []
+    started = time.perf_counter()
+    semaphore = asyncio.Semaphore(32)
+
+    async def one() -> None:
+        async with semaphore:
+            _, created = await bench.start_instance(spec)
+            ids.append(created["instanceID"])
+
+    await asyncio.gather(*(one() for _ in range(5000)))
+    print(
+        f"scale: 5,000 instances running in {time.perf_counter() - started:.1f}s (32 concurrent clients)"
+    )
+    list_times = []
+    for _ in range(100):
+        t = time.perf_counter()
+        response = await http.get("/gpu-instances", params={"limit": 100}, headers=bench.headers())
+        list_times.append(time.perf_counter() - t)
+        assert len(response.json()["items"]) == 100
+    print(summary("list 100", list_times))
+    walk = time.perf_counter()
+    cursor, seen = None, 0
+    while True:
+        params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
+        page = (await http.get("/gpu-instances", params=params, headers=bench.headers())).json()
+        seen += len(page["items"])
+        cursor = page["nextCursor"]
+        if not cursor:
+            break
+    print(
+        f"scale: walked all {seen} instances in pages of 500 in {time.perf_counter() - walk:.2f}s"
+    )
+    starts = []
+    for _ in range(50):
+        elapsed, created = await bench.start_instance(spec)
+        starts.append(elapsed)
+        ids.append(created["instanceID"])
+    print(summary("start@5k", starts))
+    semaphore = asyncio.Semaphore(32)
+
+    async def stop(instance_id: str) -> None:
+        async with semaphore:
+            await bench.stop_instance(instance_id)
+
+    await asyncio.gather(*(stop(i) for i in ids))
