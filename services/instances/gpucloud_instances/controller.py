@@ -16,11 +16,13 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from faststream.kafka import KafkaBroker
+from opentelemetry import metrics
 
 from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.mongo import Document
@@ -41,6 +43,7 @@ STOP_GRACE_S = 30
 WAKEUP_POLL_S = 0.2
 OUTBOX_SWEEP_S = 30.0  # transitions flush inline; this only catches crash leftovers
 UNADMITTED_TTL = timedelta(minutes=2)
+SLOW_RECONCILE_S = 1.0
 
 
 class LeaseLost(Exception):
@@ -81,6 +84,11 @@ class Controller:
         self._active: set[str] = set()  # items a worker is reconciling now
         self._again: set[str] = set()  # woken while active: run once more after
         self._task: asyncio.Task[None] | None = None
+        self._reconcile_seconds = metrics.get_meter(
+            "gpucloud.instances.controller"
+        ).create_histogram(
+            "gpucloud.reconcile.duration", unit="s", description="Time to reconcile one item"
+        )
 
     # --- lifecycle of the controller itself ---------------------------------------
 
@@ -320,6 +328,7 @@ class Controller:
             item = await self._queue.get()
             self._queued.discard(item)
             self._active.add(item)
+            started = time.perf_counter()
             try:
                 if item == "stocks":
                     await self._reconcile_stocks()
@@ -336,6 +345,19 @@ class Controller:
                 log.exception("reconcile crashed", extra={"item": item, "worker": index})
                 asyncio.get_running_loop().call_later(5.0, self.wake, item)
             finally:
+                elapsed = time.perf_counter() - started
+                self._reconcile_seconds.record(
+                    elapsed,
+                    {
+                        "kind": item.split(":")[0]
+                        if ":" in item
+                        else ("stocks" if item == "stocks" else "instance")
+                    },
+                )
+                if elapsed > SLOW_RECONCILE_S:
+                    log.warning(
+                        "slow reconcile", extra={"item": item, "seconds": round(elapsed, 2)}
+                    )
                 self._active.discard(item)
                 if item in self._again:
                     self._again.discard(item)
@@ -377,20 +399,29 @@ class Controller:
             self.wake(key)
 
     async def _flush(self, doc: Document) -> None:
-        """Publish an instance's recorded transitions in order, dropping each once sent.
+        """Publish an instance's recorded transitions in order, then drop them.
 
         Runs in the instance's worker, the document's only writer. A crash between
-        publish and drop republishes the same event id, which consumers dedupe; an
+        publish and drop republishes the same event ids, which consumers dedupe; an
         event is never dropped before the broker acknowledged it.
         """
-        for event in doc.get("outbox", []):
+        events = doc.get("outbox", [])
+        if not events:
+            return
+        # Sent back to back on one producer and one partition (same key), so they
+        # keep their order; then every acknowledgement is awaited at once.
+        acks = [
             await self.broker.publish(
                 event["value"].encode(),
                 INSTANCE_LIFECYCLE.name,
                 key=event["key"].encode(),
                 headers=dict(event["headers"]),  # the publisher adds trace headers in place
+                no_confirm=True,
             )
-            await self.instances.drop_published(doc["_id"], event["id"])
+            for event in events
+        ]
+        await asyncio.gather(*acks)
+        await self.instances.clear_outbox(doc["_id"], doc["sequence"])
 
     # --- tenants -------------------------------------------------------------------
 
@@ -568,6 +599,8 @@ class Controller:
         )  # fmt: skip
         if ingress is not None:
             await self._create_ignoring_conflict(ingress)
+        # A warm unit's node is known: bind there directly, skipping the scheduler
+        # (that is what the stock paid for); otherwise the scheduler places it.
         pod = manifests.instance_pod(
             namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
             spec_name=doc["spec_name"], image=doc["image"], template=template,
@@ -614,10 +647,18 @@ class Controller:
                     continue
                 await self.stocks.remove_unit(unit["_id"])
                 await self.kube.delete("Pod", self.settings.stock_namespace, unit["_id"], grace_s=0)
+                await self._until_gone(unit["_id"])
                 self.wake("stocks")  # refill
                 node: str = unit["node"]
                 return node
         return None
+
+    async def _until_gone(self, placeholder: str, timeout_s: float = 5.0) -> None:
+        """Wait until the watch saw the placeholder deleted, so its GPUs are free when
+        the instance pod arrives on the same node."""
+        deadline = time.monotonic() + timeout_s
+        while placeholder in self.stock_pods and time.monotonic() < deadline:  # noqa: ASYNC110 - the watch updates the cache
+            await asyncio.sleep(0.005)
 
     async def _reconcile_stocks(self) -> None:
         async with self._stock_lock:

@@ -153,10 +153,13 @@ def observe_pod(pod: dict[str, Any], *, node_ok: bool, now: datetime) -> Observa
         return Observation(State.FAILED, at, FailureReason.NODE_LOST, f"node {node} was lost", node)
 
     scheduled = conditions.get("PodScheduled", {})
-    if scheduled.get("status") != "True" or not node:
+    if not node:
         message = scheduled.get("message") if scheduled.get("reason") == "Unschedulable" else None
         return Observation(State.PENDING, at, unschedulable_message=message)
-    at[State.SCHEDULED] = _ts(scheduled.get("lastTransitionTime"), now)
+    # A pod bound directly (warm stock) has a node but no scheduler condition.
+    at[State.SCHEDULED] = _ts(
+        scheduled.get("lastTransitionTime") or metadata.get("creationTimestamp"), now
+    )
     if phase != "Running":
         return Observation(State.SCHEDULED, at, node=node)
     at[State.READY] = _ts(status.get("startTime"), at[State.SCHEDULED])

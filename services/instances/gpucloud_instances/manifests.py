@@ -23,7 +23,6 @@ HEALTH = "gpucloud.io/health"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 INSTANCE_PRIORITY_CLASS = "gpucloud-instance"
@@ -151,9 +150,8 @@ def _placement(gpu_type: str, zones: list[str], node: str | None) -> dict[str, A
     ]
     if zones:
         terms.append({"key": ZONE_LABEL, "operator": "In", "values": zones})
-    if node:
-        terms.append({"key": HOSTNAME_LABEL, "operator": "In", "values": [node]})
-    return {
+    placement: dict[str, Any] = {"nodeName": node} if node else {}
+    return placement | {
         "nodeSelector": {GPU_PRODUCT_LABEL: gpu_type},
         "tolerations": [GPU_TOLERATION],
         "affinity": {

@@ -230,16 +230,15 @@ class InstanceStore:
         cursor = self._instances.find({"has_outbox": True}, {"_id": 1}).limit(limit)
         return [doc["_id"] async for doc in cursor]
 
-    async def drop_published(self, key: str, event_id: str) -> None:
-        """Remove the outbox's first event once it is published, only if it is still first.
+    async def clear_outbox(self, key: str, sequence: int) -> None:
+        """Drop the published events, unless a transition was recorded meanwhile.
 
-        (By position rather than `$pull` with a condition, which FerretDB ignores.)
+        The caller is the document's only writer, so the sequence guard holds; if it
+        did move, the newer events stay and the next flush sends the lot again
+        (same event ids, deduplicated downstream).
         """
         await self._instances.update_one(
-            {"_id": key, "outbox.0.id": event_id}, {"$pop": {"outbox": -1}}
-        )
-        await self._instances.update_one(
-            {"_id": key, "outbox": []}, {"$set": {"has_outbox": False}}
+            {"_id": key, "sequence": sequence}, {"$set": {"outbox": [], "has_outbox": False}}
         )
 
 
