@@ -36,6 +36,8 @@ from gpucloud_libs.topics import TENANTS
 
 STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
 PRODUCT = "BENCH-GPU"
+SCALE_NODES = 1000
+SCALE_INSTANCES = 5000
 POLL_S = 0.01
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -291,23 +293,38 @@ async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
     """1,000 nodes x 8 GPUs, 5,000 live 1-GPU instances; then list and start latency."""
     product = "BENCH-SCALE-GPU"
     started = time.perf_counter()
-    await bench.add_nodes("scale", 1000, product)
+    await bench.add_nodes("scale", SCALE_NODES, product)
     print(f"\nscale: registered 1,000 nodes (8,000 GPUs) in {time.perf_counter() - started:.1f}s")
     spec = "bench-scale-1gpu"
     await bench.spec(spec, product)
     ids: list[str] = []
     started = time.perf_counter()
-    semaphore = asyncio.Semaphore(32)
+    semaphore = asyncio.Semaphore(16)
 
-    async def one() -> None:
+    async def create() -> None:
         async with semaphore:
-            _, created = await bench.start_instance(spec)
-            ids.append(created["instanceID"])
+            response = await http.post(
+                "/gpu-instances", json={"image": "pause", "specName": spec}, headers=bench.headers()
+            )
+            assert response.status_code == 202, response.text
+            ids.append(response.json()["instanceID"])
 
-    await asyncio.gather(*(one() for _ in range(5000)))
-    print(
-        f"scale: 5,000 instances running in {time.perf_counter() - started:.1f}s (32 concurrent clients)"
-    )
+    await asyncio.gather(*(create() for _ in range(SCALE_INSTANCES)))
+    accepted = time.perf_counter() - started
+    starting: list[tuple[str, str | int | float | bool | None]] = [
+        ("state", state) for state in ("pending", "scheduled", "ready")
+    ]
+    while True:  # until none is on its way to running
+        page = (
+            await http.get(
+                "/gpu-instances", params=[*starting, ("limit", 1)], headers=bench.headers()
+            )
+        ).json()
+        if not page["items"]:
+            break
+        await asyncio.sleep(2)
+    print(f"scale: {SCALE_INSTANCES:,} instances accepted in {accepted:.1f}s, all running after "
+          f"{time.perf_counter() - started:.1f}s ({SCALE_INSTANCES / (time.perf_counter() - started):.0f} starts/s, 16 concurrent clients)")  # fmt: skip
     list_times = []
     for _ in range(100):
         t = time.perf_counter()
@@ -318,8 +335,10 @@ async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
     walk = time.perf_counter()
     cursor, seen = None, 0
     while True:
-        params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
-        page = (await http.get("/gpu-instances", params=params, headers=bench.headers())).json()
+        walk_params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
+        page = (
+            await http.get("/gpu-instances", params=walk_params, headers=bench.headers())
+        ).json()
         seen += len(page["items"])
         cursor = page["nextCursor"]
         if not cursor:
@@ -329,11 +348,11 @@ async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
     )
     starts = []
     for _ in range(50):
-        elapsed, created = await bench.start_instance(spec)
+        elapsed, instance = await bench.start_instance(spec)
         starts.append(elapsed)
-        ids.append(created["instanceID"])
+        ids.append(instance["instanceID"])
     print(summary("start@5k", starts))
-    semaphore = asyncio.Semaphore(32)
+    semaphore = asyncio.Semaphore(16)
 
     async def stop(instance_id: str) -> None:
         async with semaphore:

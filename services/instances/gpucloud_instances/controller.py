@@ -70,9 +70,8 @@ class Controller:
         self.instances = instances
         self.stocks = stocks
         self.requests = requests
-        # Stock units are claimed by instance workers and maintained by the stock
-        # worker; the lock keeps their documents single-writer within the leader.
-        self._stock_lock = asyncio.Lock()
+        # Serialises claims, so two starts never take the same warm unit.
+        self._claim_lock = asyncio.Lock()
         self.pods: dict[str, dict[str, Any]] = {}  # instance key -> pod
         self.stock_pods: dict[str, dict[str, Any]] = {}  # placeholder name -> pod
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -639,7 +638,7 @@ class Controller:
     async def _claim_stock(self, doc: Document) -> str | None:
         """Take a warm unit of the instance's spec: its placeholder goes, and its node is
         where the instance is pinned. Returns None when the stock has none available."""
-        async with self._stock_lock:
+        async with self._claim_lock:
             for unit in await self.stocks.units(doc["spec_name"]):
                 if unit["state"] != "available" or (
                     doc["zones"] and unit.get("zone") not in doc["zones"]
@@ -661,10 +660,9 @@ class Controller:
             await asyncio.sleep(0.005)
 
     async def _reconcile_stocks(self) -> None:
-        async with self._stock_lock:
-            await self._reconcile_stocks_locked()
-
-    async def _reconcile_stocks_locked(self) -> None:
+        """Keep each spec's units at its target; never under the claim lock, so a
+        refill (Kubernetes calls) does not hold up starts. A stale view here only
+        over- or under-fills by a unit until the next pass."""
         units = {unit["_id"]: unit for unit in await self.stocks.units()}
         # Observed placeholders: Running ones become available where they run.
         for name, pod in list(self.stock_pods.items()):
