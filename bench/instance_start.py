@@ -38,6 +38,7 @@ STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "l
 PRODUCT = "BENCH-GPU"
 SCALE_NODES = 1000
 SCALE_INSTANCES = 5000
+SCALE_TENANTS = 50
 POLL_S = 0.01
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -88,8 +89,8 @@ class Bench:
         self.http = http
         self.tenant = f"bench-{uuid.uuid4().hex[:8]}"
 
-    def headers(self, role: Role = "tenant-user") -> dict[str, str]:
-        tenant = None if role == "platform-admin" else self.tenant
+    def headers(self, role: Role = "tenant-user", tenant_id: str | None = None) -> dict[str, str]:
+        tenant = None if role == "platform-admin" else (tenant_id or self.tenant)
         token = sign_identity(
             self.env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="bench", role=role, tenant_id=tenant
         )
@@ -109,16 +110,19 @@ class Bench:
     async def remove_nodes(self) -> None:
         await self.core.delete_collection_node(label_selector="gpucloud.io/bench=true")
 
-    async def provision(self, max_gpus: int, max_instances: int) -> None:
+    async def provision(
+        self, max_gpus: int, max_instances: int, tenants: list[str] | None = None
+    ) -> None:
         broker = create_broker(self.env["GPUCLOUD_KAFKA_BOOTSTRAP"], client_id="bench")
         await broker.start()
         quota = TenantQuota(max_gpus=max_gpus, max_instances=max_instances, max_storage_bytes=0)
-        await publish_event(
-            broker,
-            TENANTS,
-            TenantUpserted(tenant_id=self.tenant, name=self.tenant, status="active", quota=quota),
-            source="/bench",
-        )
+        for tenant in tenants or [self.tenant]:
+            await publish_event(
+                broker,
+                TENANTS,
+                TenantUpserted(tenant_id=tenant, name=tenant, status="active", quota=quota),
+                source="/bench",
+            )
         await broker.stop()
 
     async def spec(self, name: str, product: str) -> None:
@@ -219,70 +223,73 @@ async def main(argv: list[str] | None = None) -> None:
             await bench.spec(stock_spec, PRODUCT)
             await bench.wait_tenant(spec)
 
-            namespace = f"bench-bare-{uuid.uuid4().hex[:6]}"
-            await bench.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
-            await asyncio.sleep(1)  # the namespace's default service account
-            bare = await timed(args.starts, lambda i: bench.bare_pod(namespace, i))
-            await bench.core.delete_namespace(namespace)
+            if args.starts:
+                namespace = f"bench-bare-{uuid.uuid4().hex[:6]}"
+                await bench.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+                await asyncio.sleep(1)  # the namespace's default service account
+                bare = await timed(args.starts, lambda i: bench.bare_pod(namespace, i))
+                await bench.core.delete_namespace(namespace)
 
-            async def via_api(
-                spec_name: str, record: list[bool]
-            ) -> Callable[[int], Awaitable[float]]:
-                async def start(_: int) -> float:
-                    wall = time.time()
-                    elapsed, created = await bench.start_instance(spec_name)
-                    state = (
-                        await http.get(
-                            f"/gpu-instances/{created['instanceID']}", headers=bench.headers()
-                        )
+                async def via_api(
+                    spec_name: str, record: list[bool]
+                ) -> Callable[[int], Awaitable[float]]:
+                    async def start(_: int) -> float:
+                        wall = time.time()
+                        elapsed, created = await bench.start_instance(spec_name)
+                        state = (
+                            await http.get(
+                                f"/gpu-instances/{created['instanceID']}", headers=bench.headers()
+                            )
+                        ).json()
+                        if args.verbose and elapsed > 1:
+                            print(f"slow start {elapsed:.1f}s from {wall:.3f}:", state["updatedAt"],
+                                  [(h["state"], h["at"]) for h in state["history"]])  # fmt: skip
+                        record.append(bool(state["fromStock"]))
+                        asyncio.create_task(bench.stop_instance(created["instanceID"]))  # noqa: RUF006
+                        return elapsed
+
+                    return start
+
+                cold_flags: list[bool] = []
+                api = await timed(args.starts, await via_api(spec, cold_flags))
+
+                operation = {
+                    "number": 50,
+                    "operationID": f"bench-{uuid.uuid4().hex}",
+                    "specName": stock_spec,
+                }
+                await http.post("/stocks", json=operation, headers=bench.headers("platform-admin"))
+                for _ in range(120):
+                    rows = (
+                        await http.get("/stocks", headers=bench.headers("platform-admin"))
                     ).json()
-                    if args.verbose and elapsed > 1:
-                        print(f"slow start {elapsed:.1f}s from {wall:.3f}:", state["updatedAt"],
-                              [(h["state"], h["at"]) for h in state["history"]])  # fmt: skip
-                    record.append(bool(state["fromStock"]))
-                    asyncio.create_task(bench.stop_instance(created["instanceID"]))  # noqa: RUF006
-                    return elapsed
+                    if any(r["specName"] == stock_spec and r["available"] >= 50 for r in rows):
+                        break
+                    await asyncio.sleep(0.5)
+                stock_flags: list[bool] = []
+                stocked = await timed(args.starts, await via_api(stock_spec, stock_flags))
+                if args.verbose:
+                    print("api+stock each start (ms):", [round(x * 1000) for x in stocked])
+                removal = {
+                    "number": 50,
+                    "operationID": f"bench-{uuid.uuid4().hex}",
+                    "specName": stock_spec,
+                }
+                await http.request(
+                    "DELETE", "/stocks", json=removal, headers=bench.headers("platform-admin")
+                )
 
-                return start
-
-            cold_flags: list[bool] = []
-            api = await timed(args.starts, await via_api(spec, cold_flags))
-
-            operation = {
-                "number": 50,
-                "operationID": f"bench-{uuid.uuid4().hex}",
-                "specName": stock_spec,
-            }
-            await http.post("/stocks", json=operation, headers=bench.headers("platform-admin"))
-            for _ in range(120):
-                rows = (await http.get("/stocks", headers=bench.headers("platform-admin"))).json()
-                if any(r["specName"] == stock_spec and r["available"] >= 50 for r in rows):
-                    break
-                await asyncio.sleep(0.5)
-            stock_flags: list[bool] = []
-            stocked = await timed(args.starts, await via_api(stock_spec, stock_flags))
-            if args.verbose:
-                print("api+stock each start (ms):", [round(x * 1000) for x in stocked])
-            removal = {
-                "number": 50,
-                "operationID": f"bench-{uuid.uuid4().hex}",
-                "specName": stock_spec,
-            }
-            await http.request(
-                "DELETE", "/stocks", json=removal, headers=bench.headers("platform-admin")
-            )
-
-            print(
-                f"instance start latency, {args.starts} sequential starts each, 1-GPU pods on 50 kwok nodes:"
-            )
-            print(summary("bare pod", bare))
-            print(summary("api", api))
-            print(
-                summary("api+stock", stocked)
-                + f"  (claimed a warm unit: {sum(stock_flags)}/{len(stock_flags)})"
-            )
-            print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
-                  f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
+                print(
+                    f"instance start latency, {args.starts} sequential starts each, 1-GPU pods on 50 kwok nodes:"
+                )
+                print(summary("bare pod", bare))
+                print(summary("api", api))
+                print(
+                    summary("api+stock", stocked)
+                    + f"  (claimed a warm unit: {sum(stock_flags)}/{len(stock_flags)})"
+                )
+                print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
+                      f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
             if args.scale:
                 await scale(bench, http)
         finally:
@@ -290,72 +297,85 @@ async def main(argv: list[str] | None = None) -> None:
 
 
 async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
-    """1,000 nodes x 8 GPUs, 5,000 live 1-GPU instances; then list and start latency."""
+    """1,000 nodes x 8 GPUs, 5,000 live 1-GPU instances over 50 tenants; then list and
+    start latency at that size."""
     product = "BENCH-SCALE-GPU"
     started = time.perf_counter()
     await bench.add_nodes("scale", SCALE_NODES, product)
-    print(f"\nscale: registered 1,000 nodes (8,000 GPUs) in {time.perf_counter() - started:.1f}s")
+    print(
+        f"\nscale: registered {SCALE_NODES:,} nodes ({SCALE_NODES * 8:,} GPUs) in {time.perf_counter() - started:.1f}s"
+    )
     spec = "bench-scale-1gpu"
     await bench.spec(spec, product)
-    ids: list[str] = []
-    started = time.perf_counter()
+    tenants = [f"scale-{uuid.uuid4().hex[:8]}" for _ in range(SCALE_TENANTS)]
+    await bench.provision(max_gpus=1000, max_instances=1000, tenants=tenants)
+    for tenant in tenants:  # untimed: each tenant's event reaches the service
+        while (
+            await http.get(
+                "/gpu-instances", params={"limit": 1}, headers=bench.headers(tenant_id=tenant)
+            )
+        ).status_code != 200:
+            await asyncio.sleep(0.2)
+    per_tenant = SCALE_INSTANCES // SCALE_TENANTS
+    ids: list[tuple[str, str]] = []
     semaphore = asyncio.Semaphore(16)
 
-    async def create() -> None:
+    async def create(tenant: str) -> None:
         async with semaphore:
-            response = await http.post(
-                "/gpu-instances", json={"image": "pause", "specName": spec}, headers=bench.headers()
-            )
+            while True:
+                response = await http.post(
+                    "/gpu-instances",
+                    json={"image": "pause", "specName": spec},
+                    headers=bench.headers(tenant_id=tenant),
+                )
+                if response.status_code != 409:  # tenant_not_ready
+                    break
+                await asyncio.sleep(0.2)
             assert response.status_code == 202, response.text
-            ids.append(response.json()["instanceID"])
+            ids.append((tenant, response.json()["instanceID"]))
 
-    await asyncio.gather(*(create() for _ in range(SCALE_INSTANCES)))
+    started = time.perf_counter()
+    await asyncio.gather(*(create(tenant) for tenant in tenants for _ in range(per_tenant)))
     accepted = time.perf_counter() - started
     starting: list[tuple[str, str | int | float | bool | None]] = [
         ("state", state) for state in ("pending", "scheduled", "ready")
     ]
-    while True:  # until none is on its way to running
-        page = (
-            await http.get(
-                "/gpu-instances", params=[*starting, ("limit", 1)], headers=bench.headers()
-            )
-        ).json()
-        if not page["items"]:
-            break
-        await asyncio.sleep(2)
-    print(f"scale: {SCALE_INSTANCES:,} instances accepted in {accepted:.1f}s, all running after "
-          f"{time.perf_counter() - started:.1f}s ({SCALE_INSTANCES / (time.perf_counter() - started):.0f} starts/s, 16 concurrent clients)")  # fmt: skip
-    list_times = []
-    for _ in range(100):
+    admin = bench.headers("platform-admin")
+    while (
+        await http.get("/gpu-instances", params=[*starting, ("limit", 1)], headers=admin)
+    ).json()["items"]:
+        await asyncio.sleep(3)
+    total = time.perf_counter() - started
+    print(f"scale: {len(ids):,} instances over {SCALE_TENANTS} tenants accepted in {accepted:.1f}s, "
+          f"all running after {total:.1f}s ({len(ids) / total:.0f} starts/s, 16 concurrent clients)")  # fmt: skip
+    tenant_lists, admin_lists = [], []
+    for index in range(100):
         t = time.perf_counter()
-        response = await http.get("/gpu-instances", params={"limit": 100}, headers=bench.headers())
-        list_times.append(time.perf_counter() - t)
+        response = await http.get(
+            "/gpu-instances",
+            params={"limit": 100},
+            headers=bench.headers(tenant_id=tenants[index % len(tenants)]),
+        )
+        tenant_lists.append(time.perf_counter() - t)
+        assert len(response.json()["items"]) == per_tenant
+    for _ in range(20):
+        t = time.perf_counter()
+        response = await http.get("/gpu-instances", params={"limit": 100}, headers=admin)
+        admin_lists.append(time.perf_counter() - t)
         assert len(response.json()["items"]) == 100
-    print(summary("list 100", list_times))
-    walk = time.perf_counter()
-    cursor, seen = None, 0
-    while True:
-        walk_params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
-        page = (
-            await http.get("/gpu-instances", params=walk_params, headers=bench.headers())
-        ).json()
-        seen += len(page["items"])
-        cursor = page["nextCursor"]
-        if not cursor:
-            break
-    print(
-        f"scale: walked all {seen} instances in pages of 500 in {time.perf_counter() - walk:.2f}s"
-    )
+    print(summary("list tenant", tenant_lists) + f"  ({per_tenant} instances each)")
+    print(summary("list admin", admin_lists) + f"  (first 100 of {len(ids):,}, every tenant)")
     starts = []
     for _ in range(50):
         elapsed, instance = await bench.start_instance(spec)
         starts.append(elapsed)
-        ids.append(instance["instanceID"])
+        ids.append((bench.tenant, instance["instanceID"]))
     print(summary("start@5k", starts))
-    semaphore = asyncio.Semaphore(16)
 
-    async def stop(instance_id: str) -> None:
+    async def stop(tenant: str, instance_id: str) -> None:
         async with semaphore:
-            await bench.stop_instance(instance_id)
+            await http.delete(
+                f"/gpu-instances/{instance_id}", headers=bench.headers(tenant_id=tenant)
+            )
 
-    await asyncio.gather(*(stop(i) for i in ids))
+    await asyncio.gather(*(stop(tenant, instance_id) for tenant, instance_id in ids))
