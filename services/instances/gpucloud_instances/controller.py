@@ -367,10 +367,23 @@ class Controller:
             self.wake(item)
 
     async def _resync(self) -> None:
-        """Every live instance against Kubernetes, orphans, tenants and stocks."""
-        live = set(await self.instances.non_terminal_keys())
-        for key in live:
-            self.wake(key)
+        """Every live instance against Kubernetes, orphans, tenants and stocks.
+
+        The comparison runs on the caches: only instances whose pod says something
+        other than their stored state (or that have no pod, or still wait for a
+        node) are queued, so a resync of thousands of settled instances costs a few
+        queries, not thousands of reconciles.
+        """
+        live = await self.instances.live_states()
+        at = now()
+        for key, state in live.items():
+            pod = self.pods.get(key)
+            if pod is None or state == State.PENDING:
+                self.wake(key)
+                continue
+            node_ok = self._node_ok(pod.get("spec", {}).get("nodeName"))
+            if observe_pod(pod, node_ok=node_ok, now=at).state != state:
+                self.wake(key)
         for key, pod in list(self.pods.items()):
             if key not in live and not pod["metadata"].get("deletionTimestamp"):
                 doc = await self.instances.get(key)

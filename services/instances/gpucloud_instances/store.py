@@ -214,17 +214,24 @@ class InstanceStore:
     async def update_fields(self, key: str, fields: Document) -> None:
         await self._instances.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
 
-    async def non_terminal_keys(self) -> list[str]:
-        states = [s.value for s in State if s not in TERMINAL]
-        return [
-            doc["_id"] async for doc in self._instances.find({"state": {"$in": states}}, {"_id": 1})
-        ]
+    async def live_states(self) -> dict[str, State]:
+        """Every instance that is not terminal, with its state.
+
+        One equality query per state: FerretDB pushes equality on an indexed field
+        down to an index lookup, but applies $in itself after a full scan.
+        """
+        live: dict[str, State] = {}
+        for state in State:
+            if state not in TERMINAL:
+                async for doc in self._instances.find({"state": state.value}, {"_id": 1}):
+                    live[doc["_id"]] = state
+        return live
 
     async def stale_unadmitted(self, older_than: datetime) -> list[str]:
-        cursor = self._instances.find(
-            {"admitted": False, "created_at": {"$lt": older_than}}, {"_id": 1}
-        )
-        return [doc["_id"] async for doc in cursor]
+        cursor = self._instances.find({"admitted": False}, {"_id": 1, "created_at": 1})
+        return [
+            doc["_id"] async for doc in cursor if doc["created_at"].replace(tzinfo=UTC) < older_than
+        ]
 
     async def keys_with_outbox(self, limit: int = 500) -> list[str]:
         cursor = self._instances.find({"has_outbox": True}, {"_id": 1}).limit(limit)
