@@ -168,7 +168,11 @@ class InstanceStore:
         query: Document = {}
         if tenant_id is not None:
             query["tenant_id"] = tenant_id
-        query["state"] = {"$in": states} if states else {"$ne": State.DELETED.value}
+        if states:
+            # A single state as an equality: the database can answer it from its index.
+            query["state"] = states[0] if len(states) == 1 else {"$in": states}
+        else:
+            query["state"] = {"$ne": State.DELETED.value}
         if spec_name:
             query["spec_name"] = spec_name
         if after:
