@@ -204,6 +204,9 @@ async def main(argv: list[str] | None = None) -> None:
         "--scale", action="store_true", help="also 1,000 nodes and 5,000 live instances"
     )
     parser.add_argument("--verbose", action="store_true", help="print every stocked start")
+    parser.add_argument(
+        "--scale-instances", type=int, default=SCALE_INSTANCES, help="live instances for --scale"
+    )
     args = parser.parse_args(argv if argv is not None else sys.argv[2:])
     env = _env()
     configuration = k8s.Configuration()
@@ -291,12 +294,12 @@ async def main(argv: list[str] | None = None) -> None:
                 print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
                       f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
             if args.scale:
-                await scale(bench, http)
+                await scale(bench, http, args.scale_instances)
         finally:
             await bench.remove_nodes()
 
 
-async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
+async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_INSTANCES) -> None:
     """1,000 nodes x 8 GPUs, 5,000 live 1-GPU instances over 50 tenants; then list and
     start latency at that size."""
     product = "BENCH-SCALE-GPU"
@@ -316,7 +319,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
             )
         ).status_code != 200:
             await asyncio.sleep(0.2)
-    per_tenant = SCALE_INSTANCES // SCALE_TENANTS
+    per_tenant = instances // SCALE_TENANTS
     ids: list[tuple[str, str]] = []
     semaphore = asyncio.Semaphore(16)
 
@@ -376,7 +379,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient) -> None:
         elapsed, instance = await bench.start_instance(spec)
         starts.append(elapsed)
         ids.append((bench.tenant, instance["instanceID"]))
-    print(summary("start@5k", starts))
+    print(summary("start@scale", starts) + f"  (with {len(ids) - 50:,} live instances)")
 
     async def stop(tenant: str, instance_id: str) -> None:
         async with semaphore:
