@@ -340,13 +340,14 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
     started = time.perf_counter()
     await asyncio.gather(*(create(tenant) for tenant in tenants for _ in range(per_tenant)))
     accepted = time.perf_counter() - started
-    admin = bench.headers("platform-admin")
 
     async def still_starting() -> bool:
         # One state per query: an equality the database answers from its index.
         for state in ("pending", "scheduled", "ready"):
             page = await http.get(
-                "/gpu-instances", params={"state": state, "limit": 1}, headers=admin
+                "/gpu-instances",
+                params={"state": state, "limit": 1},
+                headers=bench.headers("platform-admin"),
             )
             if page.json()["items"]:
                 return True
@@ -369,9 +370,11 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
         assert len(response.json()["items"]) == per_tenant
     for _ in range(20):
         t = time.perf_counter()
-        response = await http.get("/gpu-instances", params={"limit": 100}, headers=admin)
+        response = await http.get(
+            "/gpu-instances", params={"limit": 100}, headers=bench.headers("platform-admin")
+        )
         admin_lists.append(time.perf_counter() - t)
-        assert len(response.json()["items"]) == 100
+        assert len(response.json()["items"]) == 100, response.text
     print(summary("list tenant", tenant_lists) + f"  ({per_tenant} instances each)")
     print(summary("list admin", admin_lists) + f"  (first 100 of {len(ids):,}, every tenant)")
     starts = []
