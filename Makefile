@@ -38,7 +38,7 @@ env: ## print shell exports for talking to the running stack
 
 venv: $(VENV)/.synced ## create the virtual environment from uv.lock
 
-$(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml $(wildcard services/*/pyproject.toml)
+$(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml deploy/local/pyproject.toml $(wildcard services/*/pyproject.toml)
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 	@$(UV) sync --frozen --all-packages --python $(PYTHON) --quiet
 	@touch $@

@@ -33,9 +33,11 @@ from gpucloud_libs.events import TenantQuota, TenantUpserted
 from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.topics import TENANTS
+from gpucloud_stack import fleet
 
 STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
 PRODUCT = "BENCH-GPU"
+BENCH_LABEL = {"gpucloud.io/bench": "true"}
 SCALE_NODES = 1000
 SCALE_INSTANCES = 5000
 SCALE_TENANTS = 50
@@ -61,27 +63,6 @@ def summary(name: str, seconds: list[float]) -> str:
             f"mean={statistics.fmean(ms):7.1f} ms  max={max(ms):7.1f} ms")  # fmt: skip
 
 
-def node_manifest(name: str, product: str, gpus: int = 8) -> dict[str, Any]:
-    resources = {"cpu": "192", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": str(gpus)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "type": "kwok",
-                "gpucloud.io/bench": "true",
-                "kubernetes.io/hostname": name,
-                "nvidia.com/gpu.product": product,
-                "topology.kubernetes.io/zone": "zone-a",
-            },
-        },
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
-
-
 class Bench:
     def __init__(self, env: dict[str, str], kube: k8s.ApiClient, http: httpx.AsyncClient) -> None:
         self.env = env
@@ -99,7 +80,10 @@ class Bench:
     async def add_nodes(self, prefix: str, count: int, product: str) -> None:
         async def one(index: int) -> None:
             try:
-                await self.core.create_node(node_manifest(f"{prefix}-{index}", product))  # type: ignore[arg-type]
+                node: Any = fleet.gpu_node(
+                    f"{prefix}-{index}", product=product, gpus=8, zone="zone-a", labels=BENCH_LABEL
+                )
+                await self.core.create_node(node)
             except k8s.ApiException as error:
                 if error.status != 409:
                     raise

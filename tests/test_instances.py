@@ -22,7 +22,7 @@ from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
 from gpucloud_libs.identity import Role
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, TENANTS
-from gpucloud_stack import layout
+from gpucloud_stack import fleet, layout
 
 from .support import eventually, identity_headers, read_topic, unique
 
@@ -371,23 +371,9 @@ async def lone_gpu_node(kube: k8s.ApiClient) -> AsyncIterator[tuple[str, str]]:
     """A kwok node with a GPU product no other node has: (node name, product)."""
     core = k8s.CoreV1Api(kube)
     name, product = unique("lone"), unique("TEST-GPU")
-    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"}
-    node: Any = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "type": "kwok",
-                "kubernetes.io/hostname": name,
-                "nvidia.com/gpu.product": product,
-                "topology.kubernetes.io/zone": "zone-a",
-            },
-        },
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
+    node: Any = fleet.gpu_node(
+        name, product=product, gpus=2, zone="zone-a", cpu="32", memory="256Gi"
+    )
     await core.create_node(node)
     yield name, product
     with contextlib.suppress(k8s.ApiException):

@@ -22,48 +22,64 @@ FLEET_FILE = layout.LOCAL_DIR / "fleet.toml"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
+def gpu_node(
+    name: str,
+    *,
+    product: str,
+    gpus: int,
+    zone: str,
+    cpu: str = "192",
+    memory: str = "2Ti",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A kwok-managed GPU node as the GPU operator would label it."""
+    resources = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": zone,
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.count": str(gpus),
+                **(labels or {}),
+            },
+        },
+        "spec": {"taints": [GPU_TAINT]},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
 def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
     fleet = tomllib.loads(fleet_file.read_text())
     region = fleet.get("region", "local-1")
-    nodes: list[dict[str, Any]] = []
-    for pool in fleet["pool"]:
-        for zone in pool["zones"]:
-            for index in range(pool["count"]):
-                name = f"{pool['name']}-{zone}-{index}"
-                resources = {
-                    "cpu": pool["cpu"],
-                    "memory": pool["memory"],
-                    "pods": "110",
-                    "nvidia.com/gpu": str(pool["gpus"]),
-                }
-                nodes.append(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "metadata": {
-                            "name": name,
-                            "annotations": {"kwok.x-k8s.io/node": "fake"},
-                            "labels": {
-                                "type": "kwok",
-                                "kubernetes.io/hostname": name,
-                                "kubernetes.io/os": "linux",
-                                "kubernetes.io/arch": "amd64",
-                                "node.kubernetes.io/instance-type": pool["instance_type"],
-                                "topology.kubernetes.io/region": region,
-                                "topology.kubernetes.io/zone": zone,
-                                "nvidia.com/gpu.present": "true",
-                                "nvidia.com/gpu.product": pool["gpu_product"],
-                                "nvidia.com/gpu.memory": str(pool["gpu_memory_mib"]),
-                                "nvidia.com/gpu.count": str(pool["gpus"]),
-                                "nvidia.com/gpu.family": pool["gpu_family"],
-                                "gpucloud.io/node-pool": pool["name"],
-                            },
-                        },
-                        "spec": {"taints": [GPU_TAINT]},
-                        "status": {"capacity": resources, "allocatable": resources},
-                    }
-                )
-    return nodes
+    return [
+        gpu_node(
+            f"{pool['name']}-{zone}-{index}",
+            product=pool["gpu_product"],
+            gpus=pool["gpus"],
+            zone=zone,
+            cpu=pool["cpu"],
+            memory=pool["memory"],
+            labels={
+                "node.kubernetes.io/instance-type": pool["instance_type"],
+                "topology.kubernetes.io/region": region,
+                "nvidia.com/gpu.memory": str(pool["gpu_memory_mib"]),
+                "nvidia.com/gpu.family": pool["gpu_family"],
+                "gpucloud.io/node-pool": pool["name"],
+            },
+        )
+        for pool in fleet["pool"]
+        for zone in pool["zones"]
+        for index in range(pool["count"])
+    ]
 
 
 def register(ctx: Context) -> int:
