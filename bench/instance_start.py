@@ -326,7 +326,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
     accepted = time.perf_counter() - started
 
     async def still_starting() -> bool:
-        # One state per query: an equality the database answers from its index.
+        # One state per query: an equality FerretDB hands to PostgreSQL.
         for state in ("pending", "scheduled", "ready"):
             page = await http.get(
                 "/gpu-instances",

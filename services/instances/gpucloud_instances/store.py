@@ -169,7 +169,7 @@ class InstanceStore:
         if tenant_id is not None:
             query["tenant_id"] = tenant_id
         if states:
-            # A single state as an equality: the database can answer it from its index.
+            # A single state as an equality, which FerretDB hands to PostgreSQL.
             query["state"] = states[0] if len(states) == 1 else {"$in": states}
         else:
             query["state"] = {"$ne": State.DELETED.value}
@@ -221,8 +221,8 @@ class InstanceStore:
     async def live_states(self) -> dict[str, State]:
         """Every instance that is not terminal, with its state.
 
-        One equality query per state: FerretDB pushes equality on an indexed field
-        down to an index lookup, but applies $in itself after a full scan.
+        One equality query per state: FerretDB hands an equality filter
+        down to PostgreSQL, but applies $in itself after decoding every document.
         """
         live: dict[str, State] = {}
         for state in State:
