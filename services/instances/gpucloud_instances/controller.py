@@ -374,7 +374,13 @@ class Controller:
         node) are queued, so a resync of thousands of settled instances costs a few
         queries, not thousands of reconciles.
         """
+        # Claims are read first: a claim is always inserted after its instance, so
+        # any claim seen here whose instance is not live belongs to a finished one.
+        claims = await self.instances.claim_keys()
         live = await self.instances.live_states()
+        for key in claims:
+            if key not in live:
+                await self.instances.release_quota(key)  # a crash between terminal and release
         at = now()
         for key, state in live.items():
             pod = self.pods.get(key)
@@ -400,7 +406,8 @@ class Controller:
             if applied.get(tenant["_id"]) != tenant["version"]:
                 self.wake(f"tenant:{tenant['_id']}")
         for key in await self.instances.stale_unadmitted(now() - UNADMITTED_TTL):
-            await self.instances.remove(key)  # a create that crashed before admission
+            await self.instances.release_quota(key)  # a create that crashed before admission
+            await self.instances.remove(key)
         self.wake("stocks")
 
     # --- outbox ---------------------------------------------------------------------
@@ -456,7 +463,11 @@ class Controller:
             doc, steps, events=transition_events(doc, steps), extra=extra
         )
         if done is None:
-            self.wake(doc["_id"])  # someone else moved it first; look again
+            self.wake(doc["_id"])  # the document moved under us; look again
+            return None
+        await self._flush(done)
+        if State(done["state"]) in TERMINAL:
+            await self.instances.release_quota(done["_id"])
         return done
 
     async def _reconcile_instance(self, key: str) -> None:

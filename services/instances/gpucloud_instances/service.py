@@ -226,11 +226,9 @@ class InstancesService:
         request_hash = _request_hash(body)
         existing = None
         if body.instance_id is not None:
-            existing = await self.instances.find_for_tenant(tenant_id, instance_id=body.instance_id)
+            existing = await self.instances.get(instance_key(tenant_id, body.instance_id))
         if existing is None and idempotency_key is not None:
-            existing = await self.instances.find_for_tenant(
-                tenant_id, idempotency_key=idempotency_key
-            )
+            existing = await self.instances.by_idempotency_key(tenant_id, idempotency_key)
         if existing is not None:
             return self._replay(existing, request_hash), False
 
@@ -242,6 +240,56 @@ class InstancesService:
             )
         if tenant.get("status") != "active":
             raise Forbidden("the tenant is suspended")
+        spec, zones = await self._placement(body)
+        self._check_quota(tenant, *await self.instances.usage(tenant_id), wanted=spec["gpu_num"])
+
+        instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
+        key = instance_key(tenant_id, instance_id)
+        if idempotency_key is not None and not await self.instances.record_idempotency_key(
+            tenant_id, idempotency_key, key
+        ):
+            # A concurrent request with the same key got there first.
+            again = await self.instances.by_idempotency_key(tenant_id, idempotency_key)
+            if again is None:
+                raise Conflict("a request with this Idempotency-Key is in progress; retry")
+            return self._replay(again, request_hash), False
+        created = now()
+        doc = _instance_document(
+            key, identity, tenant, spec, body,
+            instance_id=instance_id, idempotency_key=idempotency_key,
+            request_hash=request_hash, zones=zones, created=created,
+        )  # fmt: skip
+        try:
+            await self.instances.insert(doc)
+        except DuplicateInstance:
+            # A concurrent request with the same instanceID won the insert.
+            if idempotency_key is not None:
+                await self.instances.forget_idempotency_key(tenant_id, idempotency_key)
+            again = await self.instances.get(key)
+            if again is None:
+                raise Conflict("a concurrent request is creating this instance; retry") from None
+            return self._replay(again, request_hash), False
+        # Claim, then count again with this claim included: two racing creates can
+        # both pass the first check, but not both this one. The loser is removed
+        # before anything was published or created in Kubernetes.
+        await self.instances.claim_quota(key, tenant_id, spec["gpu_num"])
+        count, gpus = await self.instances.usage(tenant_id)
+        try:
+            self._check_quota(tenant, count - 1, gpus - spec["gpu_num"], wanted=spec["gpu_num"])
+        except QuotaExceeded:
+            await self.instances.release_quota(key)
+            await self.instances.remove(key)
+            if idempotency_key is not None:
+                await self.instances.forget_idempotency_key(tenant_id, idempotency_key)
+            raise
+        step = Step(State.PENDING, created)
+        admitted = await self.instances.admit(doc, step, lifecycle_event(doc, step, 1, None))
+        assert admitted is not None
+        await self._wake(doc["_id"])
+        return self.view(admitted), True
+
+    async def _placement(self, body: InstanceCreate) -> tuple[Document, list[str]]:
+        """The requested spec and the zones the instance may land in."""
         spec = await self.specs.get(body.spec_name)
         if spec is None:
             raise ValidationFailed(
@@ -257,69 +305,7 @@ class InstancesService:
                     f"spec {body.spec_name!r} is offered in {zones}, not {body.zone!r}"
                 )
             zones = [body.zone]
-        self._check_quota(
-            tenant, *await self.instances.active_usage(tenant_id), wanted=spec["gpu_num"]
-        )
-
-        instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
-        created = now()
-        doc: Document = {
-            "_id": instance_key(tenant_id, instance_id),
-            "tenant_id": tenant_id,
-            "instance_id": instance_id,
-            "user_id": identity.subject,
-            "idempotency_key": idempotency_key or f"instance:{instance_id}",
-            "request_hash": request_hash,
-            "spec_name": spec["name"],
-            "gpu_type": spec["gpu_type"],
-            "gpu_count": spec["gpu_num"],
-            "cpu": spec["cpu"],
-            "memory": spec["memory"],
-            "zones": zones,
-            "image": body.image,
-            "template": body.template.model_dump(by_alias=True),
-            "storage_ids": body.storage_ids,
-            "namespace": tenant["namespace"],
-            "state": State.PENDING.value,
-            "reason": None,
-            "message": None,
-            "sequence": 0,
-            "history": [],
-            "outbox": [],
-            "has_outbox": False,
-            "admitted": False,
-            "node": None,
-            "zone": None,
-            "from_stock": False,
-            "created_at": created,
-            "updated_at": created,
-        }
-        try:
-            await self.instances.insert(doc)
-        except DuplicateInstance:
-            # A concurrent identical request won the insert; answer as a replay.
-            again = await self.instances.find_for_tenant(tenant_id, instance_id=instance_id)
-            if again is None:
-                again = await self.instances.find_for_tenant(
-                    tenant_id, idempotency_key=idempotency_key
-                )
-            if again is None:
-                raise Conflict("a concurrent request is creating this instance; retry") from None
-            return self._replay(again, request_hash), False
-        # Count again with this instance included: two racing creates can both
-        # pass the first check, but not both this one. The loser is removed
-        # before anything was published or created in Kubernetes.
-        count, gpus = await self.instances.active_usage(tenant_id)
-        try:
-            self._check_quota(tenant, count - 1, gpus - spec["gpu_num"], wanted=spec["gpu_num"])
-        except QuotaExceeded:
-            await self.instances.remove(doc["_id"])
-            raise
-        step = Step(State.PENDING, created)
-        admitted = await self.instances.admit(doc, step, lifecycle_event(doc, step, 1, None))
-        assert admitted is not None
-        await self._wake(doc["_id"])
-        return self.view(admitted), True
+        return spec, zones
 
     @staticmethod
     def _check_quota(tenant: Document, count: int, gpus: int, *, wanted: int) -> None:
@@ -429,6 +415,54 @@ class InstancesService:
                 for h in doc.get("history", [])
             ],
         )
+
+
+def _instance_document(
+    key: str,
+    identity: Identity,
+    tenant: Document,
+    spec: Document,
+    body: InstanceCreate,
+    *,
+    instance_id: str,
+    idempotency_key: str | None,
+    request_hash: str,
+    zones: list[str],
+    created: datetime,
+) -> Document:
+    """A new, not yet admitted instance as stored."""
+    tenant_id = tenant["_id"]
+    return {
+        "_id": key,
+        "tenant_id": tenant_id,
+        "instance_id": instance_id,
+        "user_id": identity.subject,
+        "idempotency_key": idempotency_key,
+        "request_hash": request_hash,
+        "spec_name": spec["name"],
+        "gpu_type": spec["gpu_type"],
+        "gpu_count": spec["gpu_num"],
+        "cpu": spec["cpu"],
+        "memory": spec["memory"],
+        "zones": zones,
+        "image": body.image,
+        "template": body.template.model_dump(by_alias=True),
+        "storage_ids": body.storage_ids,
+        "namespace": tenant["namespace"],
+        "state": State.PENDING.value,
+        "reason": None,
+        "message": None,
+        "sequence": 0,
+        "history": [],
+        "outbox": [],
+        "has_outbox": False,
+        "admitted": False,
+        "node": None,
+        "zone": None,
+        "from_stock": False,
+        "created_at": created,
+        "updated_at": created,
+    }
 
 
 def _aware(value: datetime) -> datetime:

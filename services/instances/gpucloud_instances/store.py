@@ -24,13 +24,15 @@ from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
-from .lifecycle import ACTIVE, TERMINAL, State, Step
+from .lifecycle import TERMINAL, State, Step
 
 SPECS = "specs"
 TENANTS = "tenants"
 INSTANCES = "instances"
 TENANT_NAMESPACES = "tenant_namespaces"
 REQUESTS = "instance_requests"
+QUOTA_CLAIMS = "quota_claims"
+IDEMPOTENCY = "idempotency_keys"
 WAKEUPS = "wakeups"
 STOCK_OPERATIONS = "stock_operations"
 STOCKS = "stocks"
@@ -42,18 +44,13 @@ INDEXES: IndexPlan = {
             unique=True,
             name="tenant_instance",
         ),
-        IndexModel(
-            [("tenant_id", ASCENDING), ("idempotency_key", ASCENDING)],
-            unique=True,
-            name="tenant_idempotency",
-        ),
         IndexModel([("state", ASCENDING)], name="state"),
         IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
         IndexModel([("admitted", ASCENDING)], name="admitted"),
         IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
     ],
     STOCKS: [IndexModel([("spec_name", ASCENDING), ("state", ASCENDING)], name="spec_state")],
-    REQUESTS: [IndexModel([("key", ASCENDING)], name="key")],
+    QUOTA_CLAIMS: [IndexModel([("tenant_id", ASCENDING)], name="tenant")],
 }
 
 
@@ -122,6 +119,8 @@ class TenantStore:
 class InstanceStore:
     def __init__(self, db: Database) -> None:
         self._instances = db[INSTANCES]
+        self._claims = db[QUOTA_CLAIMS]
+        self._idempotency = db[IDEMPOTENCY]
 
     async def insert(self, document: Document) -> None:
         try:
@@ -132,29 +131,48 @@ class InstanceStore:
     async def get(self, key: str) -> Document | None:
         return await self._instances.find_one({"_id": key})
 
-    async def find_for_tenant(
-        self, tenant_id: str, *, instance_id: str | None = None, idempotency_key: str | None = None
-    ) -> Document | None:
-        query: Document = {"tenant_id": tenant_id}
-        if instance_id is not None:
-            query["instance_id"] = instance_id
-        if idempotency_key is not None:
-            query["idempotency_key"] = idempotency_key
-        return await self._instances.find_one(query)
+    async def by_idempotency_key(self, tenant_id: str, idempotency_key: str) -> Document | None:
+        mapping = await self._idempotency.find_one({"_id": f"{tenant_id}|{idempotency_key}"})
+        return None if mapping is None else await self.get(mapping["instance"])
+
+    async def record_idempotency_key(self, tenant_id: str, idempotency_key: str, key: str) -> bool:
+        """False when a concurrent request already took this key."""
+        try:
+            await self._idempotency.insert_one(
+                {"_id": f"{tenant_id}|{idempotency_key}", "instance": key}
+            )
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def forget_idempotency_key(self, tenant_id: str, idempotency_key: str) -> None:
+        await self._idempotency.delete_one({"_id": f"{tenant_id}|{idempotency_key}"})
 
     async def remove(self, key: str) -> None:
         await self._instances.delete_one({"_id": key})
 
-    async def active_usage(self, tenant_id: str) -> tuple[int, int]:
+    # Quota claims: one small document per admitted, not yet terminal instance,
+    # inserted by the API and deleted by the controller. Counting them scans a
+    # collection of tiny documents instead of the instances themselves.
+
+    async def usage(self, tenant_id: str) -> tuple[int, int]:
         """(instances, GPUs) the tenant holds or is being admitted for."""
         count, gpus = 0, 0
-        async for doc in self._instances.find(
-            {"tenant_id": tenant_id, "state": {"$in": [s.value for s in ACTIVE]}},
-            {"gpu_count": 1},
-        ):
+        async for claim in self._claims.find({"tenant_id": tenant_id}, {"gpus": 1}):
             count += 1
-            gpus += int(doc["gpu_count"])
+            gpus += int(claim["gpus"])
         return count, gpus
+
+    async def claim_quota(self, key: str, tenant_id: str, gpus: int) -> None:
+        await self._claims.insert_one(
+            {"_id": key, "tenant_id": tenant_id, "gpus": gpus, "at": now()}
+        )
+
+    async def release_quota(self, key: str) -> None:
+        await self._claims.delete_one({"_id": key})
+
+    async def claim_keys(self) -> list[str]:
+        return [claim["_id"] async for claim in self._claims.find({}, {"_id": 1})]
 
     async def page(
         self,
@@ -269,7 +287,12 @@ class RequestStore:
         await self.wake(key)
 
     async def kinds(self, key: str) -> set[str]:
-        return {doc["kind"] async for doc in self._requests.find({"key": key})}
+        """The requests recorded for an instance, by `_id` (constant time on FerretDB)."""
+        kinds = set()
+        for kind in ("stop", "delete"):
+            if await self._requests.find_one({"_id": f"{key}|{kind}"}, {"_id": 1}):
+                kinds.add(kind)
+        return kinds
 
     async def wake(self, key: str) -> None:
         await self._wakeups.insert_one({"key": key, "at": now()})
