@@ -72,6 +72,9 @@ class Controller:
         self.requests = requests
         # Serialises claims, so two starts never take the same warm unit.
         self._claim_lock = asyncio.Lock()
+        # Specs with a stock target, as of the last stock pass: starts of other
+        # specs skip the claim (and its lock) altogether.
+        self._stocked_specs: set[str] = set()
         self.pods: dict[str, dict[str, Any]] = {}  # instance key -> pod
         self.stock_pods: dict[str, dict[str, Any]] = {}  # placeholder name -> pod
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -662,6 +665,8 @@ class Controller:
     async def _claim_stock(self, doc: Document) -> str | None:
         """Take a warm unit of the instance's spec: its placeholder goes, and its node is
         where the instance is pinned. Returns None when the stock has none available."""
+        if doc["spec_name"] not in self._stocked_specs:
+            return None
         async with self._claim_lock:
             for unit in await self.stocks.units(doc["spec_name"]):
                 if unit["state"] != "available" or (
@@ -716,7 +721,9 @@ class Controller:
             if name not in self.stock_pods and unit["created_at"].replace(tzinfo=UTC) < grace:
                 await self.stocks.remove_unit(name)
                 units.pop(name)
-        for spec_name, target in (await self.stocks.targets()).items():
+        targets = await self.stocks.targets()
+        self._stocked_specs = {spec_name for spec_name, target in targets.items() if target > 0}
+        for spec_name, target in targets.items():
             spec = await self.specs.get(spec_name)
             if spec is None:
                 continue

@@ -32,7 +32,8 @@ class InstancesSettings(ServiceSettings):
     lease_duration_s: int = 15
     #: This replica's identity in the controller lease.
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    reconcile_workers: int = 8
+    #: Reconciles mostly wait on the API server and the database, so many run at once.
+    reconcile_workers: int = 32
     #: Namespace quota for CPU and memory when a tenant's quota does not say.
     default_cpu_cores_per_gpu: int = 32
     default_memory_gib_per_gpu: int = 256
