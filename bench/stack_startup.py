@@ -29,7 +29,7 @@ async def main() -> None:
         started = time.perf_counter()
         _stack("up")
         timings.append(time.perf_counter() - started)
-    print(f"warm up, all 13 components healthy: "
+    print(f"warm up, all 14 components healthy: "
           f"median {statistics.median(timings):.1f}s, min {min(timings):.1f}s, max {max(timings):.1f}s "
           f"over {RUNS} runs")  # fmt: skip
     await asyncio.sleep(IDLE_SETTLE_S)
