@@ -144,9 +144,7 @@ async def stop_what_the_test_started(api: Instances) -> AsyncIterator[None]:
     await api.stop_started()
 
 
-async def lifecycle_events(
-    kafka: str, tenant_id: str, instance_id: str, expect: int
-) -> list[dict[str, Any]]:
+async def lifecycle_events(kafka: str, tenant_id: str, instance_id: str) -> list[dict[str, Any]]:
     records = await read_topic(kafka, INSTANCE_LIFECYCLE.name, expect=10**9, timeout=3)
     events = []
     for record in records:
@@ -212,7 +210,7 @@ async def test_instance_starts_runs_and_stops(api: Instances, kube: k8s.ApiClien
 
     # Each transition was published exactly once, in order, with a deterministic id.
     async def published() -> list[dict[str, Any]] | None:
-        events = await lifecycle_events(api.kafka, tenant, instance_id, expect=6)
+        events = await lifecycle_events(api.kafka, tenant, instance_id)
         return events if len(events) >= 6 else None
 
     events = await eventually(published, timeout=20)

@@ -7,7 +7,7 @@ which writes and reads the W3C `traceparent` header on every message.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opentelemetry import metrics, propagate, trace
@@ -55,12 +55,6 @@ def setup_telemetry(service: str, otlp_endpoint: str | None) -> Telemetry:
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)
     return Telemetry(tracer_provider, meter_provider)
-
-
-def inject_trace_headers(headers: MutableMapping[str, str]) -> MutableMapping[str, str]:
-    """Add the current trace context to outgoing HTTP headers."""
-    propagate.inject(headers)
-    return headers
 
 
 class TracingMiddleware:
