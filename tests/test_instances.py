@@ -21,6 +21,7 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
 from gpucloud_libs.identity import Role
 from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.naming import parse_instance_host
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, TENANTS
 from gpucloud_stack import fleet, layout
 
@@ -193,8 +194,14 @@ async def test_instance_starts_runs_and_stops(api: Instances, kube: k8s.ApiClien
     assert (await core.list_namespaced_limit_range(ns)).items
     policies = await k8s.NetworkingV1Api(kube).list_namespaced_network_policy(ns)
     assert [p.metadata.name for p in policies.items] == ["gpucloud-tenant-isolation"]
-    ingress = await k8s.NetworkingV1Api(kube).read_namespaced_ingress(f"inst-{instance_id}", ns)
-    assert ingress.spec.rules[0].host == created["urls"][0].removeprefix("https://").split("/")[0]
+    # Instance URLs are served by the gateway, never exposed by an Ingress of their own.
+    assert not (await k8s.NetworkingV1Api(kube).list_namespaced_ingress(ns)).items
+    host = created["urls"][0].removeprefix("https://").split("/")[0]
+    assert parse_instance_host(host, tenant, "instances.gpucloud.local") == (instance_id, 8888)
+    policy = policies.items[0].spec.ingress[0]._from
+    assert [peer.namespace_selector.match_labels for peer in policy if peer.namespace_selector] == [
+        {"kubernetes.io/metadata.name": "gpucloud-system"}
+    ]
     await core.read_namespaced_service(f"inst-{instance_id}", ns)
 
     response = await api.http.delete(

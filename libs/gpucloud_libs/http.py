@@ -10,12 +10,22 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFailed
 from .identity import IDENTITY_HEADER, Identity, verify_identity
 
 log = logging.getLogger(__name__)
+
+
+class ApiModel(BaseModel):
+    """Base of public request and response bodies: camelCase on the wire (seed 004's
+    style), snake_case in Python, and unknown request fields refused rather than
+    silently dropped."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
 def problem_response(error: GpucloudError, request: Request) -> JSONResponse:

@@ -61,26 +61,42 @@ def _mac(key: str, payload: str) -> str:
     return _b64(hmac.new(key.encode(), payload.encode(), hashlib.sha256).digest())
 
 
+def seal(key: str, payload: bytes) -> str:
+    """`<payload>.<HMAC-SHA256>`, both base64url: tamper-evident, not secret."""
+    if not key:
+        raise ValueError("a signing key is required")
+    encoded = _b64(payload)
+    return f"{encoded}.{_mac(key, encoded)}"
+
+
+def unseal(key: str, token: str) -> bytes | None:
+    """The payload of a token `seal` made with `key`; None if the signature fails."""
+    encoded, _, signature = token.partition(".")
+    if not key or not hmac.compare_digest(signature, _mac(key, encoded)):
+        return None
+    try:
+        return _unb64(encoded)
+    except ValueError:
+        return None
+
+
 def sign_identity(
     key: str, *, subject: str, role: Role, tenant_id: str | None, ttl_s: float = DEFAULT_TTL_S
 ) -> str:
-    if not key:
-        raise ValueError("an identity signing key is required")
     identity = Identity(
         subject=subject, role=role, tenant_id=tenant_id, expires_at=time.time() + ttl_s
     )
-    payload = _b64(identity.model_dump_json().encode())
-    return f"{payload}.{_mac(key, payload)}"
+    return seal(key, identity.model_dump_json().encode())
 
 
 def verify_identity(key: str, token: str | None, *, now: float | None = None) -> Identity:
     if not token:
         raise Unauthenticated(f"missing {IDENTITY_HEADER}; call this service through the gateway")
-    payload, _, signature = token.partition(".")
-    if not key or not hmac.compare_digest(signature, _mac(key, payload)):
+    payload = unseal(key, token)
+    if payload is None:
         raise Unauthenticated("the identity token's signature is invalid")
     try:
-        identity = Identity.model_validate_json(_unb64(payload))
+        identity = Identity.model_validate_json(payload)
     except (ValidationError, ValueError, json.JSONDecodeError) as error:
         raise Unauthenticated("the identity token is malformed") from error
     if identity.expires_at < (time.time() if now is None else now):

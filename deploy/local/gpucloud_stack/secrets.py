@@ -10,7 +10,7 @@ import json
 import os
 import secrets
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import layout
@@ -30,23 +30,39 @@ def _path() -> Path:
     return layout.etc_dir() / "secrets.json"
 
 
+#: API keys read `gpc_<key id>_<secret>`; the bootstrap admin's key id is fixed.
+BOOTSTRAP_KEY_PREFIX = "gpc_bootstrap_"
+
+
+def _write(path: Path, values: Secrets, *, exclusive: bool) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(asdict(values), out, indent=2)
+
+
 def load_or_create() -> Secrets:
     path = _path()
     if path.exists():
-        return Secrets(**json.loads(path.read_text()))
+        loaded = Secrets(**json.loads(path.read_text()))
+        if not loaded.bootstrap_admin_key.startswith(BOOTSTRAP_KEY_PREFIX):
+            # A data directory from before key ids: issue a key in today's format.
+            loaded = replace(
+                loaded, bootstrap_admin_key=BOOTSTRAP_KEY_PREFIX + secrets.token_urlsafe(32)
+            )
+            _write(path, loaded, exclusive=False)
+        return loaded
     created = Secrets(
         kube_admin_token=secrets.token_urlsafe(32),
         minio_root_user="gpucloud-root",
         minio_root_password=secrets.token_urlsafe(32),
         postgres_password=secrets.token_urlsafe(32),
         identity_signing_key=secrets.token_urlsafe(48),
-        bootstrap_admin_key="gpc_" + secrets.token_urlsafe(32),
+        bootstrap_admin_key=BOOTSTRAP_KEY_PREFIX + secrets.token_urlsafe(32),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.parent.chmod(0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(asdict(created), out, indent=2)
+    _write(path, created, exclusive=True)
     return created
 
 

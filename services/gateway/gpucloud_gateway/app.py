@@ -1,29 +1,89 @@
-"""Gateway: the public API, identity and the reverse proxy to instance URLs."""
+"""Gateway: the public API, identity, tenants, audit and the proxy to instance URLs."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
 
 from gpucloud_libs.runtime import ServiceRuntime
 
 from .api import router
-from .service import install_bootstrap_admin
+from .audit import AuditLog, AuditMiddleware
+from .forwarding import Forwarder
+from .instance_urls import InstanceHosts, InstanceProxy
+from .openapi import OpenApiAggregator
+from .service import GatewayService
 from .settings import GatewaySettings
-from .store import INDEXES, ApiKeyStore
+from .store import INDEXES, ApiKeyStore, AuditStore, TenantStore, UserStore
+from .upstream import Upstream
+
+log = logging.getLogger(__name__)
 
 settings = GatewaySettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
-api_keys = ApiKeyStore(runtime.db)
+service = GatewayService(
+    settings,
+    TenantStore(runtime.db),
+    UserStore(runtime.db),
+    ApiKeyStore(runtime.db),
+    runtime.broker,
+    source=runtime.source,
+)
+audit = AuditLog(AuditStore(runtime.db), runtime.broker, source=runtime.source, spawn=service.spawn)
+api_upstream = Upstream(
+    connect_timeout_s=settings.upstream_connect_timeout_s,
+    read_timeout_s=settings.upstream_read_timeout_s,
+)
+instance_upstream = Upstream(
+    connect_timeout_s=settings.upstream_connect_timeout_s,
+    read_timeout_s=settings.instance_read_timeout_s,
+)
+forwarder = Forwarder(settings, api_upstream)
+instance_proxy = InstanceProxy(settings, service, instance_upstream)
+_sweeper: list[asyncio.Task[None]] = []
 
 
-async def _install_bootstrap_admin() -> None:
+async def _sweep_outboxes() -> None:
+    """Tenant and audit events that did not get out at write time go out here."""
+    while True:
+        await asyncio.sleep(settings.outbox_sweep_s)
+        try:
+            await service.republish_tenants()
+            await audit.republish()
+        except Exception:
+            log.warning("outbox sweep failed; retrying next round", exc_info=True)
+
+
+async def _start() -> None:
     if settings.bootstrap_admin_key is not None:
-        await install_bootstrap_admin(api_keys, settings.bootstrap_admin_key.get_secret_value())
+        await service.install_bootstrap_admin(settings.bootstrap_admin_key.get_secret_value())
+    await service.republish_tenants()
+    _sweeper.append(asyncio.get_running_loop().create_task(_sweep_outboxes()))
 
 
-runtime.on_start(_install_bootstrap_admin)
+async def _stop() -> None:
+    for task in _sweeper:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await api_upstream.close()
+    await instance_upstream.close()
+
+
+runtime.on_start(_start)
+runtime.on_stop(_stop)
 
 app = runtime.create_app(
     title="gpucloud",
-    description="GPU cloud control plane: the public API.",
+    description="GPU cloud control plane: the public API. The whole platform's "
+    "API is described at /v1/openapi.json.",
     routers=[router],
 )
-app.state.api_keys = api_keys
+app.state.service = service
+app.state.audit = audit
+app.state.forwarder = forwarder
+app.state.instance_proxy = instance_proxy
+app.state.openapi = OpenApiAggregator(api_upstream, forwarder.base_urls)
+app.add_middleware(AuditMiddleware, audit=audit)
+app.add_middleware(InstanceHosts, proxy=instance_proxy)

@@ -1,17 +1,219 @@
-"""Request and response models of the gateway's public API."""
+"""Request and response models of the gateway's own routes: tenants, users, API
+keys, tokens and the audit log. camelCase on the wire, like the rest of the API."""
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel
+from pydantic import AwareDatetime, Field, SecretStr, model_validator
 
-Role = Literal["platform-admin", "tenant-admin", "tenant-user"]
+from gpucloud_libs.http import ApiModel
+from gpucloud_libs.identity import Role
+
+#: What an API key or token may do, on top of what its role allows.
+Scope = Literal[
+    "instances:read",
+    "instances:write",
+    "instances:connect",  # open instance URLs
+    "storage:read",
+    "storage:write",
+    "billing:read",
+    "billing:write",
+    "monitoring:read",
+    "monitoring:write",
+    "admin:read",  # tenants, users, keys, audit
+    "admin:write",
+]
+ALL_SCOPES: tuple[Scope, ...] = Scope.__args__  # type: ignore[attr-defined]
+
+#: Tenant ids name Kubernetes namespaces and instance hosts, so they are DNS labels.
+TenantId = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
+Email = Annotated[str, Field(pattern=r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{1,63}$", max_length=254)]
+Password = Annotated[SecretStr, Field(min_length=12, max_length=256)]
+Name = Annotated[str, Field(min_length=1, max_length=128)]
 
 
-class Principal(BaseModel):
+class QuotaLimits(ApiModel):
+    """A tenant's ceilings. Enforced by the services that own each resource."""
+
+    max_gpus: int = Field(ge=0, le=1_000_000)
+    max_instances: int = Field(ge=0, le=1_000_000)
+    max_storage_bytes: int = Field(ge=0, le=2**62)
+    #: Spend per calendar month, in cents; unset means no cap.
+    monthly_spend_cap_cents: int | None = Field(default=None, ge=0, le=2**62)
+
+
+class SelfQuota(ApiModel):
+    """A tenant admin's own tighter limits; unset fields follow the platform's."""
+
+    max_gpus: int | None = Field(default=None, ge=0, le=1_000_000)
+    max_instances: int | None = Field(default=None, ge=0, le=1_000_000)
+    max_storage_bytes: int | None = Field(default=None, ge=0, le=2**62)
+    monthly_spend_cap_cents: int | None = Field(default=None, ge=0, le=2**62)
+
+
+class RateLimit(ApiModel):
+    """A token bucket: a steady rate, and a burst allowed on top of it."""
+
+    requests_per_s: float = Field(gt=0, le=100_000)
+    burst: int = Field(ge=1, le=1_000_000)
+
+
+class UserCreate(ApiModel):
+    email: Email
+    name: Name
+    role: Role = "tenant-user"
+    #: Lets the user sign in for a short-lived token; without one, API keys only.
+    password: Password | None = None
+
+
+class UserUpdate(ApiModel):
+    name: Name | None = None
+    role: Role | None = None
+    #: Disabling a user revokes every API key they hold.
+    status: Literal["active", "disabled"] | None = None
+    password: Password | None = None
+
+
+class User(ApiModel):
+    user_id: str = Field(alias="userID")
+    tenant_id: str | None = Field(alias="tenantID")
+    email: str
+    name: str
+    role: Role
+    status: Literal["active", "disabled"]
+    has_password: bool
+    created_at: datetime
+
+
+class ApiKeyCreate(ApiModel):
+    name: Name
+    #: Defaults to the caller's role; a key never gets more than its holder.
+    role: Role | None = None
+    #: Defaults to every scope the role allows.
+    scopes: list[Scope] | None = Field(default=None, min_length=1, max_length=len(ALL_SCOPES))
+    #: Defaults to 90 days from now; at most a year ahead.
+    expires_at: AwareDatetime | None = None
+
+
+class ApiKey(ApiModel):
+    key_id: str = Field(alias="keyID")
+    name: str
+    #: Unset for the bootstrap platform admin's key.
+    user_id: str | None = Field(alias="userID")
+    tenant_id: str | None = Field(alias="tenantID")
+    role: Role
+    scopes: list[Scope]
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+class ApiKeyCreated(ApiKey):
+    #: The whole key. Shown this once; only its hash is kept.
+    secret: str
+
+
+class TenantCreate(ApiModel):
+    tenant_id: TenantId = Field(alias="tenantID")
+    name: Name
+    limits: QuotaLimits
+    rate_limit: RateLimit | None = None
+    #: The tenant's first admin, who manages the rest of its users.
+    admin: UserCreate
+
+    @model_validator(mode="after")
+    def _admin_is_tenant_admin(self) -> Self:
+        if self.admin.role != "tenant-admin":
+            raise ValueError("the first user of a tenant must be a tenant-admin")
+        return self
+
+
+class TenantUpdate(ApiModel):
+    name: Name | None = None
+    #: A suspended tenant can read but not change anything.
+    status: Literal["active", "suspended"] | None = None
+    limits: QuotaLimits | None = None
+    rate_limit: RateLimit | None = None
+
+
+class Tenant(ApiModel):
+    tenant_id: str = Field(alias="tenantID")
+    name: str
+    status: Literal["active", "suspended", "deleted"]
+    #: Set by the platform admin.
+    limits: QuotaLimits
+    #: Set by the tenant admin, within `limits`.
+    self_quota: SelfQuota
+    #: What the services enforce: the tighter of the two.
+    quota: QuotaLimits
+    rate_limit: RateLimit
+    created_at: datetime
+    updated_at: datetime
+
+
+class TenantCreated(ApiModel):
+    tenant: Tenant
+    admin: User
+    admin_key: ApiKeyCreated
+
+
+class TokenRequest(ApiModel):
+    """Sign in with an email and password, or send none to exchange the bearer API key."""
+
+    email: Email | None = None
+    password: SecretStr | None = Field(default=None, max_length=256)
+    ttl_s: int = Field(default=3600, ge=60, le=43_200)
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> Self:
+        if (self.email is None) != (self.password is None):
+            raise ValueError("send both email and password, or neither")
+        return self
+
+
+class TokenIssued(ApiModel):
+    token: str
+    token_type: Literal["Bearer"] = "Bearer"  # noqa: S105 - the scheme's name
+    expires_at: datetime
+
+
+class InstanceSession(ApiModel):
+    """A link that opens an instance URL in a browser: it sets the session cookie."""
+
+    url: str
+    expires_at: datetime
+
+
+class AuditEntry(ApiModel):
+    audit_id: str = Field(alias="auditID")
+    tenant_id: str | None = Field(alias="tenantID")
+    actor: str
+    role: Role
+    #: Method and route, such as `POST /v1/gpu-instances`.
+    action: str
+    #: The path acted on, such as `/v1/gpu-instances/web-1`.
+    resource: str
+    #: The HTTP status the caller got.
+    result: int
+    at: datetime
+
+
+class AuditPage(ApiModel):
+    items: list[AuditEntry]
+    next_cursor: str | None = None
+
+
+class Principal(ApiModel):
     """The authenticated caller, as every route and downstream service sees it."""
 
-    key_id: str
+    #: The user id, or the key id for a key without a user (the bootstrap admin).
+    subject: str
+    user_id: str | None = Field(alias="userID")
+    key_id: str | None = Field(alias="keyID")
     role: Role
-    tenant_id: str | None
+    tenant_id: str | None = Field(alias="tenantID")
+    scopes: list[Scope]
+    via: Literal["api_key", "token", "session_cookie"]

@@ -1,41 +1,200 @@
-"""All MongoDB access of the gateway."""
+"""All MongoDB access of the gateway.
+
+Hot paths (authentication) read by `_id` only. Every document has one writer:
+the gateway replica serving the request that changes it, with whole-field
+`$set`s, so a lost update can only be a concurrent write of the same field,
+where the last writer wins as it would anyway.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from pymongo import ASCENDING, IndexModel
+from pymongo import ASCENDING, DESCENDING, IndexModel
+from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
-API_KEYS = "api_keys"
+TENANTS = "tenants"
+USERS = "users"
+KEYS = "keys"
+AUDIT = "audit"
 
 INDEXES: IndexPlan = {
-    API_KEYS: [
-        IndexModel([("key_id", ASCENDING)], unique=True),
-        IndexModel([("secret_hash", ASCENDING)], unique=True),
+    USERS: [
+        IndexModel([("email", ASCENDING)], unique=True),
+        IndexModel([("tenant_id", ASCENDING)]),
     ],
+    KEYS: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("user_id", ASCENDING)])],
+    AUDIT: [IndexModel([("tenant_id", ASCENDING), ("_id", DESCENDING)])],
 }
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AlreadyExists(Exception):
+    pass
+
+
+class TenantStore:
+    def __init__(self, db: Database) -> None:
+        self._tenants = db[TENANTS]
+
+    async def insert(self, document: Document) -> None:
+        try:
+            await self._tenants.insert_one(document)
+        except DuplicateKeyError as error:
+            raise AlreadyExists(document["_id"]) from error
+
+    async def get(self, tenant_id: str) -> Document | None:
+        return await self._tenants.find_one({"_id": tenant_id})
+
+    async def page(self, *, after: str | None, limit: int) -> list[Document]:
+        query: dict[str, Any] = {"status": {"$ne": "deleted"}}
+        if after:
+            query["_id"] = {"$gt": after}
+        return await self._tenants.find(query).sort("_id", ASCENDING).limit(limit).to_list()
+
+    async def set_fields(self, tenant_id: str, fields: Document, revision: int) -> Document | None:
+        """Change fields and move the tenant to a new revision, which is then published."""
+        await self._tenants.update_one(
+            {"_id": tenant_id}, {"$set": {**fields, "revision": revision, "updated_at": now()}}
+        )
+        return await self.get(tenant_id)
+
+    async def mark_published(self, tenant_id: str, revision: int) -> None:
+        await self._tenants.update_one(
+            {"_id": tenant_id, "revision": revision}, {"$set": {"published_revision": revision}}
+        )
+
+    async def unpublished(self) -> list[Document]:
+        # Tenants are few (hundreds), and FerretDB cannot compare two fields in a filter.
+        everything = await self._tenants.find({}).to_list()
+        return [doc for doc in everything if doc.get("published_revision") != doc["revision"]]
+
+
+class UserStore:
+    def __init__(self, db: Database) -> None:
+        self._users = db[USERS]
+
+    async def insert(self, document: Document) -> None:
+        try:
+            await self._users.insert_one(document)
+        except DuplicateKeyError as error:
+            raise AlreadyExists(document["email"]) from error
+
+    async def get(self, user_id: str) -> Document | None:
+        return await self._users.find_one({"_id": user_id})
+
+    async def by_email(self, email: str) -> Document | None:
+        return await self._users.find_one({"email": email})
+
+    async def page(self, tenant_id: str | None, *, after: str | None, limit: int) -> list[Document]:
+        query: dict[str, Any] = {"tenant_id": tenant_id, "status": {"$ne": "deleted"}}
+        if after:
+            query["_id"] = {"$gt": after}
+        return await self._users.find(query).sort("_id", ASCENDING).limit(limit).to_list()
+
+    async def set_fields(self, user_id: str, fields: Document) -> Document | None:
+        await self._users.update_one({"_id": user_id}, {"$set": fields})
+        return await self.get(user_id)
+
+    async def delete(self, user_id: str) -> None:
+        # The email is released for reuse; the id stays, so audit entries resolve.
+        await self._users.update_one(
+            {"_id": user_id},
+            {"$set": {"status": "deleted", "email": f"deleted+{user_id}"}},
+        )
 
 
 class ApiKeyStore:
     def __init__(self, db: Database) -> None:
-        self._keys = db[API_KEYS]
+        self._keys = db[KEYS]
 
-    async def find_active_by_hash(self, secret_hash: str) -> Document | None:
-        return await self._keys.find_one({"secret_hash": secret_hash, "revoked_at": None})
+    async def insert(self, document: Document) -> None:
+        await self._keys.insert_one(document)
+
+    async def get(self, key_id: str) -> Document | None:
+        return await self._keys.find_one({"_id": key_id})
+
+    async def page(
+        self, *, tenant_id: str | None, user_id: str | None, after: str | None, limit: int
+    ) -> list[Document]:
+        query: dict[str, Any] = {"tenant_id": tenant_id}
+        if user_id is not None:
+            query["user_id"] = user_id
+        if after:
+            query["_id"] = {"$gt": after}
+        return await self._keys.find(query).sort("_id", ASCENDING).limit(limit).to_list()
+
+    async def revoke(self, key_id: str) -> Document | None:
+        await self._keys.update_one(
+            {"_id": key_id, "revoked_at": None}, {"$set": {"revoked_at": now()}}
+        )
+        return await self.get(key_id)
+
+    async def revoke_where(self, **match: str) -> list[str]:
+        """Revoke every live key matching, e.g. a user's or a tenant's; returns their ids."""
+        live = await self._keys.find({**match, "revoked_at": None}, {"_id": 1}).to_list()
+        ids = [doc["_id"] for doc in live]
+        if ids:
+            await self._keys.update_many({"_id": {"$in": ids}}, {"$set": {"revoked_at": now()}})
+        return ids
+
+    async def touch(self, key_id: str, at: datetime) -> None:
+        await self._keys.update_one({"_id": key_id}, {"$set": {"last_used_at": at}})
 
     async def upsert_bootstrap(self, key_id: str, secret_hash: str) -> None:
         """Install or rotate the bootstrap key, unless an operator revoked it."""
-        await self._keys.update_one(
-            {"key_id": key_id, "revoked_at": None},
-            {
-                "$set": {"secret_hash": secret_hash},
-                "$setOnInsert": {
-                    "role": "platform-admin",
+        existing = await self.get(key_id)
+        if existing is None:
+            await self._keys.insert_one(
+                {
+                    "_id": key_id,
+                    "secret_hash": secret_hash,
+                    "name": "bootstrap platform admin",
+                    "user_id": None,
                     "tenant_id": None,
-                    "created_at": datetime.now(UTC),
-                },
-            },
-            upsert=True,
-        )
+                    "role": "platform-admin",
+                    "scopes": None,
+                    "created_at": now(),
+                    "expires_at": None,
+                    "revoked_at": None,
+                    "last_used_at": None,
+                }
+            )
+        elif existing.get("revoked_at") is None and existing["secret_hash"] != secret_hash:
+            await self._keys.update_one({"_id": key_id}, {"$set": {"secret_hash": secret_hash}})
+
+
+class AuditStore:
+    def __init__(self, db: Database) -> None:
+        self._audit = db[AUDIT]
+
+    async def insert(self, document: Document) -> None:
+        await self._audit.insert_one(document)
+
+    async def mark_published(self, audit_id: str) -> None:
+        await self._audit.update_one({"_id": audit_id}, {"$set": {"published": True}})
+
+    async def unpublished(self, limit: int = 500) -> list[Document]:
+        return await self._audit.find({"published": False}).limit(limit).to_list()
+
+    async def page(
+        self,
+        *,
+        tenant_id: str | None,
+        all_tenants: bool,
+        before: str | None,
+        since: datetime | None,
+        limit: int,
+    ) -> list[Document]:
+        query: dict[str, Any] = {} if all_tenants else {"tenant_id": tenant_id}
+        if before:
+            query["_id"] = {"$lt": before}
+        if since:
+            query["at"] = {"$gte": since}
+        return await self._audit.find(query).sort("_id", DESCENDING).limit(limit).to_list()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Header, Path, Query, Request, Response, status
 
 from gpucloud_libs.http import CurrentIdentity
 
@@ -13,6 +13,7 @@ from .lifecycle import State
 from .schemas import (
     Instance,
     InstanceCreate,
+    InstanceEndpoint,
     InstancePage,
     Spec,
     SpecCreate,
@@ -138,6 +139,21 @@ async def list_instances(
 )
 async def get_instance(instance_id: str, identity: CurrentIdentity, request: Request) -> Instance:
     return await _service(request).get_instance(identity, instance_id)
+
+
+@router.get(
+    "/gpu-instances/{instance_id}/endpoints/{port}",
+    tags=["instances"],
+    summary="Where one public port of a running instance is reached (for the gateway)",
+    responses={409: {"description": "The instance is not running (yet)"}},
+)
+async def get_endpoint(
+    instance_id: str,
+    port: Annotated[int, Path(ge=1, le=65535)],
+    identity: CurrentIdentity,
+    request: Request,
+) -> InstanceEndpoint:
+    return await _service(request).endpoint(identity, instance_id, port)
 
 
 @router.delete(

@@ -552,7 +552,9 @@ class Controller:
                     .get(manifests.ZONE_LABEL)
                 )
                 doc = {**doc, "node": node, "zone": zone}  # events carry where it landed
-                await self._transition(doc, steps, node=node, zone=zone)
+                await self._transition(doc, steps, node=node, zone=zone, pod_ip=observed.pod_ip)
+            elif observed.pod_ip and observed.pod_ip != doc.get("pod_ip"):
+                await self.instances.update_fields(doc["_id"], {"pod_ip": observed.pod_ip})
 
     async def _fail(
         self, doc: Document, reason: FailureReason, message: str | None, *, pod_exists: bool
@@ -619,12 +621,6 @@ class Controller:
         service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
         if service is not None:
             await self._create_ignoring_conflict(service)
-        ingress = manifests.instance_ingress(
-            namespace_name, tenant_id, instance_id, template,
-            domain=self.settings.instance_domain, ingress_class=self.settings.ingress_class,
-        )  # fmt: skip
-        if ingress is not None:
-            await self._create_ignoring_conflict(ingress)
         # A warm unit's node is known: bind there directly, skipping the scheduler
         # (that is what the stock paid for); otherwise the scheduler places it.
         pod = manifests.instance_pod(
@@ -658,7 +654,6 @@ class Controller:
         if pod:
             await self.kube.delete("Pod", namespace_name, name, grace_s=0)
         await self.kube.delete("Service", namespace_name, name)
-        await self.kube.delete("Ingress", namespace_name, name)
 
     # --- stocks --------------------------------------------------------------------
 

@@ -104,6 +104,8 @@ class Observation:
     message: str | None = None
     node: str | None = None
     unschedulable_message: str | None = None
+    #: Where the gateway reaches the instance's ports (instance URLs).
+    pod_ip: str | None = None
 
 
 _IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
@@ -164,7 +166,8 @@ def observe_pod(pod: dict[str, Any], *, node_ok: bool, now: datetime) -> Observa
         return Observation(State.SCHEDULED, at, node=node)
     at[State.READY] = _ts(status.get("startTime"), at[State.SCHEDULED])
     ready = conditions.get("Ready", {})
+    pod_ip = status.get("podIP")
     if ready.get("status") != "True":
-        return Observation(State.READY, at, node=node)
+        return Observation(State.READY, at, node=node, pod_ip=pod_ip)
     at[State.RUNNING] = _ts(ready.get("lastTransitionTime"), at[State.READY])
-    return Observation(State.RUNNING, at, node=node)
+    return Observation(State.RUNNING, at, node=node, pod_ip=pod_ip)

@@ -6,7 +6,6 @@ or restarted reconcile finds what an earlier attempt created.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from .schemas import InstanceTemplate
@@ -35,17 +34,6 @@ _RESTRICTED = {
     "pod-security.kubernetes.io/warn": "restricted",
     "pod-security.kubernetes.io/audit": "restricted",
 }
-
-
-def tenant_namespace(tenant_id: str) -> str:
-    """DNS-1123 label: readable when the id allows it, hashed when it is long or odd."""
-    safe = "".join(ch if ch.isalnum() else "-" for ch in tenant_id.lower()).strip("-")
-    name = f"gpc-{safe}"
-    if len(name) > 63 or safe != tenant_id:
-        name = f"gpc-{safe[:40]}-{hashlib.sha256(tenant_id.encode()).hexdigest()[:10]}".replace(
-            "--", "-"
-        )
-    return name
 
 
 def pod_name(instance_id: str) -> str:
@@ -116,10 +104,12 @@ def limit_range(namespace_name: str) -> Manifest:
     }
 
 
-def network_policy(
-    namespace_name: str, *, gateway_namespace: str, ingress_namespace: str
-) -> Manifest:
-    """Default deny for inbound traffic, except the gateway, the ingress and the tenant itself."""
+def network_policy(namespace_name: str, *, gateway_namespace: str) -> Manifest:
+    """Default deny for inbound traffic, except the gateway and the tenant itself.
+
+    Instance URLs are served by the gateway, which authenticates the caller, so
+    no ingress controller needs to reach tenant pods directly.
+    """
 
     def from_namespace(name: str) -> dict[str, Any]:
         return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
@@ -135,7 +125,6 @@ def network_policy(
                 {
                     "from": [
                         from_namespace(gateway_namespace),
-                        from_namespace(ingress_namespace),
                         {"podSelector": {}},
                     ]
                 }
@@ -267,56 +256,6 @@ def instance_service(
                     "protocol": port.protocol,
                 }
                 for port in template.ports
-            ],
-        },
-    }
-
-
-def instance_host(instance_id: str, tenant_id: str, port: int, domain: str) -> str:
-    return f"{instance_id}-{port}-{tenant_namespace(tenant_id).removeprefix('gpc-')}.{domain}"
-
-
-def instance_ingress(
-    namespace_name: str,
-    tenant_id: str,
-    instance_id: str,
-    template: InstanceTemplate,
-    *,
-    domain: str,
-    ingress_class: str,
-) -> Manifest | None:
-    public = [port for port in template.ports if port.is_public and port.protocol == "TCP"]
-    if not public:
-        return None
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {
-            "name": pod_name(instance_id),
-            "namespace": namespace_name,
-            "labels": {MANAGED: "true", TENANT: tenant_id, INSTANCE: instance_id},
-        },
-        "spec": {
-            "ingressClassName": ingress_class,
-            "rules": [
-                {
-                    "host": instance_host(instance_id, tenant_id, port.port, domain),
-                    "http": {
-                        "paths": [
-                            {
-                                "path": port.base_url or "/",
-                                "pathType": "Prefix",
-                                "backend": {
-                                    "service": {
-                                        "name": pod_name(instance_id),
-                                        "port": {"number": port.port},
-                                    }
-                                },
-                            }
-                        ]
-                    },
-                }
-                for port in public
             ],
         },
     }

@@ -5,17 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, model_validator
+
+from gpucloud_libs.http import ApiModel
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
 Quantity = Annotated[
     str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$", max_length=32)
 ]
-
-
-class ApiModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
 class PortSpec(ApiModel):
@@ -102,6 +99,14 @@ class Instance(ApiModel):
     created_at: datetime
     updated_at: datetime
     history: list[Transition] = Field(default_factory=list)
+
+
+class InstanceEndpoint(ApiModel):
+    """One public port of a running instance, as the gateway's instance-URL proxy reaches it."""
+
+    instance_id: str = Field(alias="instanceID")
+    port: int
+    address: str
 
 
 class InstancePage(ApiModel):

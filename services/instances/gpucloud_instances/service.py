@@ -18,12 +18,14 @@ from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, V
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged, TenantUpserted
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import instance_host, tenant_namespace
 
 from . import manifests
 from .lifecycle import ACTIVE, TERMINAL, State, Step
 from .schemas import (
     Instance,
     InstanceCreate,
+    InstanceEndpoint,
     InstancePage,
     InstanceTemplate,
     Spec,
@@ -90,6 +92,11 @@ def transition_events(doc: Document, steps: list[Step]) -> list[Document]:
 def _request_hash(body: InstanceCreate) -> str:
     canonical = json.dumps(body.model_dump(mode="json", exclude={"instance_id"}), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class InstanceNotRunning(Conflict):
+    code = "instance_not_running"
+    title = "The instance is not running"
 
 
 class InstancesService:
@@ -187,7 +194,7 @@ class InstancesService:
             "quota": quota.model_dump(),
             "namespace_cpu": str(max(cpu, 1)),
             "namespace_memory": f"{max(memory, 1)}Gi",
-            "namespace": manifests.tenant_namespace(tenant.tenant_id),
+            "namespace": tenant_namespace(tenant.tenant_id),
             "updated_at": now(),
         }
         # What the namespace must reflect; the controller applies it when it differs.
@@ -348,6 +355,23 @@ class InstancesService:
         doc = await self._owned(identity, instance_id)
         return self.view(doc, requested=await self.requests.kinds(doc["_id"]))
 
+    async def endpoint(self, identity: Identity, instance_id: str, port: int) -> InstanceEndpoint:
+        """Where the gateway reaches one public port of the caller's instance."""
+        doc = await self._owned(identity, instance_id)
+        template = InstanceTemplate.model_validate(doc["template"])
+        if not any(p.port == port and p.is_public and p.protocol == "TCP" for p in template.ports):
+            raise NotFound(f"instance {instance_id!r} has no public port {port}")
+        state = State(doc["state"])
+        if state != State.RUNNING or not doc.get("pod_ip"):
+            starting = state in ACTIVE and state != State.STOPPING
+            raise InstanceNotRunning(
+                f"instance {instance_id!r} is {state.value}"
+                + ("; it will answer once it is running" if starting else ""),
+                state=state.value,
+                **({"retry_after_s": 2} if starting else {}),
+            )
+        return InstanceEndpoint(instance_id=instance_id, port=port, address=doc["pod_ip"])
+
     async def list_instances(
         self,
         identity: Identity,
@@ -389,7 +413,7 @@ class InstancesService:
     def view(self, doc: Document, requested: set[str] | None = None) -> Instance:
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
-            f"https://{manifests.instance_host(doc['instance_id'], doc['tenant_id'], port.port, self.settings.instance_domain)}{port.base_url or '/'}"
+            f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self.settings.instance_domain)}{port.base_url or '/'}"
             for port in template.ports
             if port.is_public
         ]
@@ -494,6 +518,6 @@ def tenant_manifests(
         ),
         manifests.limit_range(namespace_name),
         manifests.network_policy(
-            namespace_name, gateway_namespace=settings.gateway_namespace, ingress_namespace=settings.ingress_namespace
+            namespace_name, gateway_namespace=settings.gateway_namespace
         ),
     ]  # fmt: skip

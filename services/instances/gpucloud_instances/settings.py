@@ -16,11 +16,11 @@ class InstancesSettings(ServiceSettings):
     #: Where the controller's lease and the warm-stock placeholders live.
     system_namespace: str = "gpucloud-system"
     stock_namespace: str = "gpucloud-stocks"
-    #: Namespaces allowed to reach tenant pods (the default-deny NetworkPolicy).
+    #: The namespace allowed to reach tenant pods (the default-deny NetworkPolicy):
+    #: the gateway serves instance URLs.
     gateway_namespace: str = "gpucloud-system"
-    ingress_namespace: str = "ingress-nginx"
-    ingress_class: str = "nginx"
-    #: Instance URLs are <instance>-<port>-<tenant>.<instance_domain>.
+    #: Instance URLs are <instance>-<port>-<tenant>.<instance_domain>; the wildcard
+    #: DNS name points at the gateway (the gateway's setting must match).
     instance_domain: str = "instances.gpucloud.local"
     #: A pending instance that fits the fleet but finds no free GPUs fails after this.
     schedule_timeout_s: float = 300.0

@@ -1,0 +1,47 @@
+"""Names more than one service derives from the same ids: a contract, kept in one place.
+
+A tenant's Kubernetes namespace is used by the instances and storage services;
+an instance's public host is built by the instances service (its `urls`) and
+parsed by the gateway, which serves every instance host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+NAMESPACE_PREFIX = "gpc-"
+
+
+def tenant_namespace(tenant_id: str) -> str:
+    """DNS-1123 label: readable when the id allows it, hashed when it is long or odd."""
+    safe = "".join(ch if ch.isalnum() else "-" for ch in tenant_id.lower()).strip("-")
+    name = f"{NAMESPACE_PREFIX}{safe}"
+    if len(name) > 63 or safe != tenant_id:
+        digest = hashlib.sha256(tenant_id.encode()).hexdigest()[:10]
+        name = f"{NAMESPACE_PREFIX}{safe[:40]}-{digest}".replace("--", "-")
+    return name
+
+
+def _tenant_label(tenant_id: str) -> str:
+    return tenant_namespace(tenant_id).removeprefix(NAMESPACE_PREFIX)
+
+
+def instance_host(instance_id: str, tenant_id: str, port: int, domain: str) -> str:
+    """`<instance>-<port>-<tenant>.<domain>`: one host per public port of an instance."""
+    return f"{instance_id}-{port}-{_tenant_label(tenant_id)}.{domain}"
+
+
+def parse_instance_host(host: str, tenant_id: str, domain: str) -> tuple[str, int] | None:
+    """The (instance id, port) a host names, if it is one of `tenant_id`'s hosts.
+
+    Instance and tenant ids may both hold dashes, so the host is only
+    unambiguous given the tenant: the caller's, from its credentials.
+    """
+    label, dot, rest = host.partition(".")
+    suffix = f"-{_tenant_label(tenant_id)}"
+    if not dot or rest != domain or not label.endswith(suffix):
+        return None
+    instance_id, _, port = label.removesuffix(suffix).rpartition("-")
+    if not instance_id or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return instance_id, int(port)

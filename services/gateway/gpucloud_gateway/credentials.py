@@ -1,0 +1,112 @@
+"""The formats of the gateway's credentials: API keys, passwords and session tokens.
+
+- An API key reads `gpc_<key id>_<secret>`. The key id finds the record by `_id`
+  (the one lookup every MongoDB-wire backend serves from an index); the secret
+  is 256 random bits, stored as its SHA-256 and compared in constant time.
+- Passwords are stored as scrypt hashes with a per-user salt.
+- A session token reads `gpt_<payload>.<mac>`: HMAC-signed, short-lived, and
+  bound to an audience (the API, or one instance host). Its key is derived
+  from the identity signing key, so a session token can never pass as a
+  forwarded identity or the reverse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gpucloud_libs.identity import Role, seal, unseal
+
+from .schemas import Scope
+
+KEY_PREFIX = "gpc_"
+TOKEN_PREFIX = "gpt_"  # noqa: S105 - a format marker
+BOOTSTRAP_KEY_ID = "bootstrap"
+API_AUDIENCE = "api"
+
+_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**14, 8, 1
+
+
+def new_api_key() -> tuple[str, str]:
+    """A fresh (key id, whole key)."""
+    key_id = secrets.token_hex(6)
+    return key_id, f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+
+
+def parse_api_key(presented: str) -> str | None:
+    """The key id of a well-formed API key, else None."""
+    if not presented.startswith(KEY_PREFIX):
+        return None
+    key_id, sep, secret = presented.removeprefix(KEY_PREFIX).partition("_")
+    if not sep or not key_id or len(key_id) > 32 or len(secret) < 16:
+        return None
+    return key_id
+
+
+def hash_api_key(presented: str) -> str:
+    """Keys carry 256 random bits, so a fast hash is as safe as a slow one."""
+    return hashlib.sha256(presented.encode()).hexdigest()
+
+
+def api_key_matches(presented: str, stored_hash: str) -> bool:
+    return hmac.compare_digest(hash_api_key(presented), stored_hash)
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=_SCRYPT_N, r=_SCRYPT_R, p=_SCRYPT_P)
+    return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${salt.hex()}${digest.hex()}"
+
+
+def password_matches(password: str, stored: str) -> bool:
+    try:
+        _, n, r, p, salt, digest = stored.split("$")
+        computed = hashlib.scrypt(
+            password.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p)
+        )
+    except ValueError:
+        return False
+    return hmac.compare_digest(computed.hex(), digest)
+
+
+class SessionToken(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Minted by signing in (`user`) or by exchanging an API key (`key`); the
+    #: source is checked on every use, so revoking it ends its tokens too.
+    source: Literal["user", "key"]
+    source_id: str
+    role: Role
+    tenant_id: str | None
+    scopes: list[Scope]
+    audience: str
+    expires_at: float
+
+
+def _token_key(signing_key: str) -> str:
+    return hmac.new(signing_key.encode(), b"gpucloud session token v1", hashlib.sha256).hexdigest()
+
+
+def issue_token(signing_key: str, token: SessionToken) -> str:
+    return TOKEN_PREFIX + seal(_token_key(signing_key), token.model_dump_json().encode())
+
+
+def read_token(signing_key: str, presented: str, *, audience: str) -> SessionToken | None:
+    """The token's claims if it is genuine, unexpired and meant for `audience`."""
+    if not presented.startswith(TOKEN_PREFIX):
+        return None
+    payload = unseal(_token_key(signing_key), presented.removeprefix(TOKEN_PREFIX))
+    if payload is None:
+        return None
+    try:
+        token = SessionToken.model_validate_json(payload)
+    except ValidationError:
+        return None
+    if token.expires_at < time.time() or not hmac.compare_digest(token.audience, audience):
+        return None
+    return token

@@ -1,0 +1,98 @@
+"""Forwarding of public API calls to the service that owns them, with a signed identity."""
+
+from __future__ import annotations
+
+from fastapi import Request, Response
+from opentelemetry.propagate import inject
+
+from gpucloud_libs.errors import DependencyUnavailable, GpucloudError
+from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+
+from .routes import ForwardedRoute, ServiceName
+from .schemas import Principal
+from .settings import GatewaySettings
+from .upstream import Headers, Upstream, UpstreamUnreachable, forwardable
+
+#: Credentials meant for the gateway never travel further; nor does a caller's own
+#: attempt at an identity header.
+GATEWAY_ONLY_HEADERS = frozenset({"authorization", "cookie", IDENTITY_HEADER.lower()})
+
+
+class PayloadTooLarge(GpucloudError):
+    status = 413
+    code = "payload_too_large"
+    title = "Request body too large"
+
+
+def identity_headers(settings: GatewaySettings, principal: Principal) -> Headers:
+    token = sign_identity(
+        settings.identity_signing_key.get_secret_value(),
+        subject=principal.subject,
+        role=principal.role,
+        tenant_id=principal.tenant_id,
+    )
+    carrier: dict[str, str] = {}
+    inject(carrier)  # the caller's trace continues in the service
+    return [(IDENTITY_HEADER, token), *carrier.items()]
+
+
+def relay(status: int, headers: Headers, body: bytes) -> Response:
+    """An upstream's answer as the gateway's, keeping repeated headers as they were."""
+    response = Response(body, status_code=status)
+    response.raw_headers.extend((name.lower().encode(), value.encode()) for name, value in headers)
+    return response
+
+
+class Forwarder:
+    def __init__(self, settings: GatewaySettings, upstream: Upstream) -> None:
+        self.settings = settings
+        self.upstream = upstream
+        self.base_urls: dict[ServiceName, str] = {
+            "instances": settings.instances_url,
+            "storage": settings.storage_url,
+            "metering": settings.metering_url,
+            "monitoring": settings.monitoring_url,
+        }
+
+    async def forward(
+        self, request: Request, principal: Principal, route: ForwardedRoute
+    ) -> Response:
+        body = await self._read_body(request)
+        path = request.url.path.removeprefix("/v1")
+        query = f"?{request.url.query}" if request.url.query else ""
+        headers = forwardable(request.headers.items(), drop=GATEWAY_ONLY_HEADERS)
+        headers += identity_headers(self.settings, principal)
+        try:
+            response = await self.upstream.call(
+                request.method,
+                f"{self.base_urls[route.service]}{path}{query}",
+                headers=headers,
+                body=body,
+            )
+        except UpstreamUnreachable as error:
+            raise DependencyUnavailable(
+                f"the {route.service} service did not answer; try again shortly",
+                retry_after_s=2,
+                service=route.service,
+            ) from error
+        return relay(response.status, response.headers, response.body)
+
+    async def _read_body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.settings.max_api_body_bytes:
+            raise self._too_large()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.settings.max_api_body_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(
+            f"API request bodies are limited to {self.settings.max_api_body_bytes} bytes; "
+            "upload data to a storage with a presigned URL instead",
+            max_bytes=self.settings.max_api_body_bytes,
+        )

@@ -1,0 +1,390 @@
+"""Instance URLs: the reverse proxy to the public ports of running instances.
+
+Every `<instance>-<port>-<tenant>.<instance_domain>` host reaches the gateway
+(a wildcard DNS record). The gateway authenticates the caller by an
+`Authorization` header or by the session cookie, lets only members of the
+owning tenant through, asks the instances service where the port is, and
+proxies HTTP (streamed both ways) and WebSocket.
+
+A browser gets its cookie from a one-minute link made by
+`POST /v1/gpu-instances/{id}/ports/{port}/session`: the link's
+`/_gpucloud/session` path swaps its token for a cookie bound to that one host,
+so a cookie for one instance opens no other instance and not the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from fastapi import Request, Response
+from fastapi.responses import RedirectResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gpucloud_libs.errors import GpucloudError, NotFound, Unauthenticated
+from gpucloud_libs.http import problem_response
+from gpucloud_libs.naming import instance_host, parse_instance_host
+
+from .credentials import API_AUDIENCE
+from .forwarding import identity_headers, relay
+from .schemas import InstanceSession, Principal
+from .service import GatewayService, InsufficientScope
+from .settings import GatewaySettings
+from .upstream import Headers, Upstream, UpstreamSocket, UpstreamUnreachable, forwardable
+
+SESSION_PATH = "/_gpucloud/session"
+#: The link that sets the cookie is good for this long.
+SESSION_LINK_TTL_S = 60
+_WS_HANDSHAKE = frozenset(
+    {
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+    }
+)
+
+
+class InstanceUnreachable(GpucloudError):
+    status = 502
+    code = "instance_unreachable"
+    title = "The instance did not answer"
+
+
+class RelayedProblem(Exception):
+    """The instances service refused; its problem document goes to the caller as is."""
+
+    def __init__(self, status: int, headers: Headers, body: bytes) -> None:
+        super().__init__(status)
+        self.response = relay(status, headers, body)
+
+
+class InstanceProxy:
+    def __init__(
+        self, settings: GatewaySettings, service: GatewayService, upstream: Upstream
+    ) -> None:
+        self.settings = settings
+        self.service = service
+        self.upstream = upstream
+        self._domain_suffix = "." + settings.instance_domain
+        self._endpoints: dict[tuple[str, str, int], tuple[float, str]] = {}
+
+    def serves(self, host: str) -> bool:
+        return host.endswith(self._domain_suffix)
+
+    # --- the session link ----------------------------------------------------------
+
+    async def open_session(
+        self, principal: Principal, instance_id: str, port: int
+    ) -> InstanceSession:
+        tenant_id = principal.tenant_id
+        if tenant_id is None:
+            raise NotFound(f"instance {instance_id!r} does not exist")
+        if "instances:connect" not in principal.scopes:
+            raise InsufficientScope("this credential lacks the scope 'instances:connect'")
+        await self._instances_call(principal, f"/gpu-instances/{quote(instance_id)}")
+        host = instance_host(instance_id, tenant_id, port, self.settings.instance_domain)
+        claims = self.service.session_claims(principal, audience=host, ttl_s=SESSION_LINK_TTL_S)
+        token = self.service.sign_session(claims)
+        return InstanceSession(
+            url=f"{self.settings.instance_url_scheme}://{host}{SESSION_PATH}?token={token}",
+            expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
+        )
+
+    async def _start_session(self, request: Request, host: str) -> Response:
+        principal = await self.service.authenticate(
+            request.query_params.get("token"), audience=host
+        )
+        claims = self.service.session_claims(
+            principal, audience=host, ttl_s=self.settings.instance_session_ttl_s
+        )
+        target = request.query_params.get("next", "/")
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"  # never an open redirect
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            self.settings.instance_cookie_name,
+            self.service.sign_session(claims),
+            max_age=self.settings.instance_session_ttl_s,
+            path="/",
+            secure=self.settings.instance_cookie_secure,
+            httponly=True,
+            samesite="lax",
+        )
+        return response
+
+    # --- who, and where to ---------------------------------------------------------
+
+    async def _caller(
+        self, headers: dict[str, str], cookies: dict[str, str], host: str
+    ) -> tuple[Principal, bool]:
+        """The principal, and whether it came from the cookie (not a header)."""
+        authorization = headers.get("authorization", "")
+        scheme, _, credential = authorization.partition(" ")
+        if scheme.lower() == "bearer" and credential.startswith(("gpc_", "gpt_")):
+            return await self.service.authenticate(credential, audience=API_AUDIENCE), False
+        cookie = cookies.get(self.settings.instance_cookie_name)
+        if cookie:
+            return await self.service.authenticate(cookie, audience=host), True
+        raise Unauthenticated(
+            "open this instance through its session link, or send `Authorization: Bearer <key>`"
+        )
+
+    async def _target(self, principal: Principal, host: str) -> tuple[str, int, str]:
+        """(instance id, port, address) of the host, for the caller's tenant only."""
+        parsed = (
+            parse_instance_host(host, principal.tenant_id, self.settings.instance_domain)
+            if principal.tenant_id
+            else None
+        )
+        if parsed is None:
+            raise NotFound(f"no instance of yours answers at {host}")
+        if "instances:connect" not in principal.scopes:
+            raise InsufficientScope("this credential lacks the scope 'instances:connect'")
+        instance_id, port = parsed
+        key = (principal.tenant_id or "", instance_id, port)
+        cached = self._endpoints.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return instance_id, port, cached[1]
+        endpoint = await self._instances_call(
+            principal, f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
+        )
+        address = str(endpoint["address"])
+        if len(self._endpoints) > 10_000:
+            self._endpoints.clear()
+        self._endpoints[key] = (time.monotonic() + self.settings.endpoint_cache_ttl_s, address)
+        return instance_id, port, address
+
+    async def _instances_call(self, principal: Principal, path: str) -> dict[str, object]:
+        try:
+            response = await self.upstream.call(
+                "GET",
+                f"{self.settings.instances_url}{path}",
+                headers=identity_headers(self.settings, principal),
+            )
+        except UpstreamUnreachable as error:
+            raise InstanceUnreachable("the instances service did not answer; try again") from error
+        if response.status != 200:
+            raise RelayedProblem(response.status, response.headers, response.body)
+        body: dict[str, object] = json.loads(response.body)
+        return body
+
+    def _upstream_headers(
+        self,
+        request_headers: list[tuple[str, str]],
+        host: str,
+        client: str,
+        *,
+        drop: frozenset[str] = frozenset(),
+    ) -> Headers:
+        """The caller's headers minus the gateway's credentials, plus X-Forwarded-*."""
+        headers: Headers = []
+        for name, value in request_headers:
+            lower = name.lower()
+            if lower in drop:
+                continue
+            if lower == "authorization" and value.partition(" ")[2].startswith(("gpc_", "gpt_")):
+                continue  # ours, not the workload's
+            if lower == "cookie":
+                others = self._without_session_cookie(value)
+                if others:
+                    headers.append((name, others))
+                continue
+            headers.append((name, value))
+        headers = forwardable(headers)
+        headers += [
+            ("X-Forwarded-Host", host),
+            ("X-Forwarded-Proto", self.settings.instance_url_scheme),
+            ("X-Forwarded-For", client),
+        ]
+        return headers
+
+    def _without_session_cookie(self, header: str) -> str:
+        kept = [
+            part
+            for part in header.split(";")
+            if part.strip().partition("=")[0] != self.settings.instance_cookie_name
+        ]
+        return ";".join(kept).strip()
+
+    # --- HTTP ----------------------------------------------------------------------
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        host = _host(request.headers.get("host", ""))
+        try:
+            if request.url.path == SESSION_PATH:
+                await (await self._start_session(request, host))(scope, receive, send)
+                return
+            principal, _ = await self._caller(dict(request.headers), dict(request.cookies), host)
+            _, port, address = await self._target(principal, host)
+            await self._proxy_http(request, host, address, port, scope, receive, send)
+        except GpucloudError as error:
+            await problem_response(error, request)(scope, receive, send)
+        except RelayedProblem as problem:
+            await problem.response(scope, receive, send)
+
+    async def _proxy_http(
+        self,
+        request: Request,
+        host: str,
+        address: str,
+        port: int,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        url = f"http://{address}:{port}{request.url.path}"
+        if request.url.query:
+            url += f"?{request.url.query}"
+        client = request.client.host if request.client else ""
+        headers = self._upstream_headers(request.headers.items(), host, client)
+        has_body = (
+            request.headers.get("content-length", "0") != "0"
+            or "transfer-encoding" in request.headers
+        )
+        body: AsyncIterator[bytes] | None = request.stream() if has_body else None
+        try:
+            async with self.upstream.stream(
+                request.method, url, headers=headers, body=body
+            ) as answer:
+                response = _StreamedResponse(answer.status, answer.headers, answer.chunks)
+                await response(scope, receive, send)
+        except UpstreamUnreachable:
+            problem = InstanceUnreachable(
+                f"the instance's port {port} did not answer; is the server inside listening?",
+                retry_after_s=2,
+            )
+            await problem_response(problem, request)(scope, receive, send)
+
+    # --- WebSocket -----------------------------------------------------------------
+
+    async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        socket = WebSocket(scope, receive, send)
+        host = _host(socket.headers.get("host", ""))
+        try:
+            principal, via_cookie = await self._caller(
+                dict(socket.headers), dict(socket.cookies), host
+            )
+            origin = socket.headers.get("origin")
+            if via_cookie and origin is not None and _host(origin.partition("://")[2]) != host:
+                # A cookie rides along with any page's WebSocket: only the instance's own pages.
+                raise Unauthenticated(
+                    "a cookie-authenticated WebSocket must come from the instance's own origin"
+                )
+            _, port, address = await self._target(principal, host)
+        except GpucloudError as error:
+            await _deny(socket, problem_response(error, Request(scope)))
+            return
+        except RelayedProblem as problem:
+            await _deny(socket, problem.response)
+            return
+        url = f"ws://{address}:{port}{socket.url.path}"
+        if socket.url.query:
+            url += f"?{socket.url.query}"
+        client = socket.client.host if socket.client else ""
+        headers = self._upstream_headers(socket.headers.items(), host, client, drop=_WS_HANDSHAKE)
+        protocols = [
+            p.strip()
+            for p in socket.headers.get("sec-websocket-protocol", "").split(",")
+            if p.strip()
+        ]
+        try:
+            async with self.upstream.websocket(
+                url, headers=headers, protocols=protocols
+            ) as upstream:
+                await socket.accept(subprotocol=upstream.protocol)
+                await _pump(socket, upstream)
+        except UpstreamUnreachable:
+            refused = InstanceUnreachable(
+                f"the instance's port {port} did not accept the WebSocket"
+            )
+            await _deny(socket, problem_response(refused, Request(scope)))
+
+
+async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:
+    async def client_to_upstream() -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                message = await socket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                data = (
+                    message.get("text") if message.get("text") is not None else message.get("bytes")
+                )
+                if data is not None:
+                    await upstream.send(data)
+
+    async def upstream_to_client() -> None:
+        async for frame in upstream.frames():
+            if isinstance(frame, str):
+                await socket.send_text(frame)
+            else:
+                await socket.send_bytes(frame)
+
+    tasks = [asyncio.create_task(client_to_upstream()), asyncio.create_task(upstream_to_client())]
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    for task in done:
+        task.result()
+    if tasks[1] in done:
+        with contextlib.suppress(RuntimeError):
+            await socket.close(code=upstream.close_code or 1000)
+
+
+async def _deny(socket: WebSocket, response: Response) -> None:
+    """Refuse the handshake with an HTTP problem where the server can, else close 1008."""
+    try:
+        await socket.send_denial_response(response)
+    except RuntimeError:
+        await socket.close(code=1008)
+
+
+class _StreamedResponse:
+    """The upstream's status, headers and body, streamed as they arrive."""
+
+    def __init__(self, status: int, headers: Headers, chunks: AsyncIterator[bytes]) -> None:
+        self.status_code = status
+        self.raw_headers = [(name.lower().encode(), value.encode()) for name, value in headers]
+        self._chunks = chunks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        async for chunk in self._chunks:
+            if chunk:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _host(value: str) -> str:
+    """A Host header without its port, lower-cased."""
+    host = value.strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if ":" in host else host
+
+
+class InstanceHosts:
+    """ASGI middleware: instance hosts go to the proxy; everything else to the API."""
+
+    def __init__(self, app: ASGIApp, proxy: InstanceProxy) -> None:
+        self.app = app
+        self.proxy = proxy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in {"http", "websocket"}:
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            if self.proxy.serves(_host(host)):
+                handler = self.proxy.http if scope["type"] == "http" else self.proxy.websocket
+                await handler(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

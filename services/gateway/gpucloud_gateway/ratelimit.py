@@ -1,0 +1,50 @@
+"""Token-bucket rate limits, per API key and per tenant, held in the gateway's memory.
+
+A shared counter would need a read-modify-write per request, which the
+MongoDB-wire backend cannot do concurrently without losing updates, and a
+network hop that would double the gateway's overhead. So each replica keeps
+its own buckets: with N replicas behind a balancer, a caller's effective limit
+is up to N times the configured one. Size limits with that in mind
+(docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from gpucloud_libs.errors import RateLimited
+
+#: Buckets kept; the least recently used go first (a full bucket is the default anyway).
+MAX_BUCKETS = 100_000
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class RateLimiter:
+    def __init__(self) -> None:
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+
+    def take(self, key: str, *, rate: float, burst: int, what: str) -> None:
+        """Spend one token from `key`'s bucket, or raise 429 saying when to come back."""
+        now = time.monotonic()
+        bucket = self._buckets.pop(key, None) or _Bucket(tokens=float(burst), updated=now)
+        bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.updated) * rate)
+        bucket.updated = now
+        self._buckets[key] = bucket
+        if len(self._buckets) > MAX_BUCKETS:
+            self._buckets.popitem(last=False)
+        if bucket.tokens < 1.0:
+            wait_s = math.ceil((1.0 - bucket.tokens) / rate)
+            raise RateLimited(
+                f"{what} allows {rate:g} requests/s (bursts of {burst}); retry in {wait_s} s",
+                retry_after_s=wait_s,
+                limit=what,
+            )
+        bucket.tokens -= 1.0

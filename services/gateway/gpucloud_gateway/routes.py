@@ -1,0 +1,80 @@
+"""The public routes the gateway forwards to the services, with who may call them.
+
+Every forwarded route is listed here with the roles and the scope it needs;
+anything else under /v1 that the gateway does not serve itself is a 404. The
+services check the forwarded identity again (defence in depth), and a test
+keeps this table and the services' OpenAPI documents in step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpucloud_libs.identity import Role
+
+from .schemas import Scope
+
+ServiceName = Literal["instances", "storage", "metering", "monitoring"]
+
+EVERYONE: frozenset[Role] = frozenset({"platform-admin", "tenant-admin", "tenant-user"})
+TENANT_MEMBERS: frozenset[Role] = frozenset({"tenant-admin", "tenant-user"})
+PLATFORM_ADMIN: frozenset[Role] = frozenset({"platform-admin"})
+API_PREFIX = "/v1"
+
+
+@dataclass(frozen=True)
+class ForwardedRoute:
+    method: str
+    #: Public path template, e.g. /v1/gpu-instances/{instance_id}.
+    path: str
+    service: ServiceName
+    roles: frozenset[Role]
+    scope: Scope
+    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        segments = [
+            "[^/]+" if part.startswith("{") else re.escape(part) for part in self.path.split("/")
+        ]
+        object.__setattr__(self, "pattern", re.compile("^" + "/".join(segments) + "$"))
+
+    @property
+    def upstream_path(self) -> str:
+        """The service's own path template: the public one without the version prefix."""
+        return self.path.removeprefix(API_PREFIX)
+
+
+FORWARDED: tuple[ForwardedRoute, ...] = (
+    ForwardedRoute("GET", "/v1/specs", "instances", EVERYONE, "instances:read"),
+    ForwardedRoute("POST", "/v1/specs", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("GET", "/v1/specs/{name}", "instances", EVERYONE, "instances:read"),
+    ForwardedRoute("DELETE", "/v1/specs/{name}", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("GET", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:read"),
+    ForwardedRoute("POST", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("DELETE", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("POST", "/v1/gpu-instances", "instances", TENANT_MEMBERS, "instances:write"),
+    ForwardedRoute("GET", "/v1/gpu-instances", "instances", EVERYONE, "instances:read"),
+    ForwardedRoute(
+        "GET", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:read"
+    ),
+    ForwardedRoute(
+        "DELETE", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:write"
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RouteMatch:
+    route: ForwardedRoute | None
+    #: Methods the path allows, for a 405 when the method is not one of them.
+    allowed: tuple[str, ...]
+
+
+def match(method: str, path: str) -> RouteMatch:
+    allowed = tuple(route.method for route in FORWARDED if route.pattern.match(path))
+    for route in FORWARDED:
+        if route.method == method and route.pattern.match(path):
+            return RouteMatch(route, allowed)
+    return RouteMatch(None, allowed)
