@@ -10,11 +10,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from minio import Minio
 from pymongo import AsyncMongoClient
+
+from .platform import Platform
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STACK = [sys.executable, str(REPO_ROOT / "deploy" / "local" / "stack.py")]
@@ -66,3 +69,12 @@ def s3_admin(stack_env: dict[str, str]) -> Minio:
         secret_key=stack_env["GPUCLOUD_S3_SECRET_KEY"],
         secure=False,
     )
+
+
+@pytest.fixture
+async def platform(stack_env: dict[str, str]) -> AsyncIterator[Platform]:
+    """The public API through the gateway, as the bootstrap platform admin."""
+    async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_GATEWAY_URL"], timeout=30) as http:
+        client = Platform(http, stack_env["GPUCLOUD_BOOTSTRAP_ADMIN_KEY"])
+        yield client
+        await client.cleanup()

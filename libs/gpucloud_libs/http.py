@@ -13,6 +13,7 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
 
 from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFailed
 from .identity import IDENTITY_HEADER, Identity, verify_identity
@@ -28,7 +29,8 @@ class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
 
-def problem_response(error: GpucloudError, request: Request) -> JSONResponse:
+def problem_response(error: GpucloudError, request: HTTPConnection) -> JSONResponse:
+    """`error` as problem+json; `request` may be a WebSocket refused at the handshake."""
     headers = (
         {"Retry-After": str(error.extensions["retry_after_s"])}
         if "retry_after_s" in error.extensions

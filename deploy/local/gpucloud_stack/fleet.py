@@ -31,8 +31,12 @@ def gpu_node(
     cpu: str = "192",
     memory: str = "2Ti",
     labels: dict[str, str] | None = None,
+    pod_cidr: str | None = None,
 ) -> dict[str, Any]:
-    """A kwok-managed GPU node as the GPU operator would label it."""
+    """A kwok-managed GPU node as the GPU operator would label it.
+
+    kwok gives the node's pods addresses from `pod_cidr` when set.
+    """
     resources = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
     return {
         "apiVersion": "v1",
@@ -52,7 +56,7 @@ def gpu_node(
                 **(labels or {}),
             },
         },
-        "spec": {"taints": [GPU_TAINT]},
+        "spec": {"taints": [GPU_TAINT], **({"podCIDR": pod_cidr} if pod_cidr else {})},
         "status": {"capacity": resources, "allocatable": resources},
     }
 

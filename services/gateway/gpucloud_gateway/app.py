@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import logging
 
+from fastapi import Request, Response
+
 from gpucloud_libs.runtime import ServiceRuntime
 
 from .api import router
 from .audit import AuditLog, AuditMiddleware
 from .forwarding import Forwarder
-from .instance_urls import InstanceHosts, InstanceProxy
+from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
 from .openapi import OpenApiAggregator
 from .service import GatewayService
 from .settings import GatewaySettings
@@ -80,6 +82,14 @@ app = runtime.create_app(
     "API is described at /v1/openapi.json.",
     routers=[router],
 )
+
+
+async def _relay_problem(_request: Request, problem: Exception) -> Response:
+    assert isinstance(problem, RelayedProblem)
+    return problem.response
+
+
+app.add_exception_handler(RelayedProblem, _relay_problem)
 app.state.service = service
 app.state.audit = audit
 app.state.forwarder = forwarder

@@ -280,7 +280,7 @@ class InstanceProxy:
                 )
             _, port, address = await self._target(principal, host)
         except GpucloudError as error:
-            await _deny(socket, problem_response(error, Request(scope)))
+            await _deny(socket, problem_response(error, socket))
             return
         except RelayedProblem as problem:
             await _deny(socket, problem.response)
@@ -305,7 +305,7 @@ class InstanceProxy:
             refused = InstanceUnreachable(
                 f"the instance's port {port} did not accept the WebSocket"
             )
-            await _deny(socket, problem_response(refused, Request(scope)))
+            await _deny(socket, problem_response(refused, socket))
 
 
 async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:

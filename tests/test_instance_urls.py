@@ -1,0 +1,294 @@
+"""Instance URLs end to end: a kwok node whose pods get loopback addresses, a real
+little HTTP and WebSocket server standing in for the workload, and the gateway
+in between, over HTTP, streaming and WebSocket, by header and by cookie."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client as k8s
+
+from gpucloud_libs.naming import tenant_namespace
+from gpucloud_stack import fleet
+
+from .platform import Platform, TenantAccount, assert_problem, bearer
+from .support import eventually, unique
+
+COOKIE = "gpucloud_session"
+
+
+async def _workload(address: str, port: int) -> web.AppRunner:
+    """What a tenant would run: echo, upload, a streamed download and a WebSocket."""
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"path": request.path, "query": request.query_string, "headers": dict(request.headers)}
+        )
+
+    async def upload(request: web.Request) -> web.Response:
+        size = 0
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+        return web.json_response({"bytes": size})
+
+    async def download(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for index in range(5):
+            await response.write(f"chunk {index}\n".encode())
+        await response.write_eof()
+        return response
+
+    async def socket(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=["jupyter"])
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == aiohttp.WSMsgType.TEXT and message.data == "bye":
+                await ws.close(code=4001)
+            elif message.type == aiohttp.WSMsgType.TEXT:
+                await ws.send_str(f"echo {message.data}")
+            elif message.type == aiohttp.WSMsgType.BINARY:
+                await ws.send_bytes(message.data[::-1])
+        return ws
+
+    app = web.Application(client_max_size=64 * 2**20)
+    app.add_routes(
+        [web.get("/echo", echo), web.post("/upload", upload), web.get("/download", download),
+         web.get("/ws", socket)]
+    )  # fmt: skip
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, address, port).start()
+    return runner
+
+
+@dataclass
+class RunningInstance:
+    account: TenantAccount
+    instance_id: str
+    port: int
+    host: str
+
+
+@pytest.fixture
+async def loopback_node(kube: k8s.ApiClient) -> AsyncIterator[str]:
+    """A kwok GPU node whose pods get 127.x.y.z addresses: (product)."""
+    core = k8s.CoreV1Api(kube)
+    name, product = unique("loop"), unique("TEST-GPU")
+    cidr = f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.0/24"
+    node: Any = fleet.gpu_node(
+        name, product=product, gpus=2, zone="zone-a", cpu="32", memory="256Gi", pod_cidr=cidr
+    )
+    await core.create_node(node)
+    yield product
+    with contextlib.suppress(k8s.ApiException):
+        await core.delete_node(name)
+
+
+@pytest.fixture
+async def running(
+    platform: Platform, kube: k8s.ApiClient, loopback_node: str
+) -> AsyncIterator[RunningInstance]:
+    """A running instance with a public port, and the workload serving on its pod address."""
+    account = await platform.tenant()
+    spec = await platform.spec(gpu_type=loopback_node)
+    port = random.randint(20_000, 40_000)
+    started = await platform.http.post(
+        "/v1/gpu-instances",
+        json={"image": "jupyter", "specName": spec, "template": {"ports": [{"port": port,
+              "isPublic": True}, {"port": port + 1, "isPublic": True}]}},
+        headers=bearer(account.admin_key),
+    )  # fmt: skip
+    assert started.status_code == 202, started.text
+    instance_id = started.json()["instanceID"]
+
+    async def is_running() -> dict[str, Any] | None:
+        got = await platform.http.get(
+            f"/v1/gpu-instances/{instance_id}", headers=bearer(account.admin_key)
+        )
+        return got.json() if got.json()["state"] == "running" else None
+
+    instance = await eventually(is_running, timeout=60)
+    pod = await k8s.CoreV1Api(kube).read_namespaced_pod(
+        f"inst-{instance_id}", tenant_namespace(account.tenant_id)
+    )
+    assert pod.status.pod_ip.startswith("127.")
+    runner = await _workload(pod.status.pod_ip, port)
+    host = instance["urls"][0].removeprefix("https://").split("/")[0]
+    try:
+        yield RunningInstance(account, instance_id, port, host)
+    finally:
+        await runner.cleanup()
+        await platform.http.delete(
+            f"/v1/gpu-instances/{instance_id}", headers=bearer(account.admin_key)
+        )
+
+
+async def test_owner_reaches_the_instance_and_nobody_else_does(
+    platform: Platform, running: RunningInstance
+) -> None:
+    owner = {**bearer(running.account.admin_key), "Host": running.host}
+    answer = await platform.http.get("/echo?x=1", headers={**owner, "Cookie": "_xsrf=abc"})
+    assert answer.status_code == 200, answer.text
+    seen = answer.json()
+    assert seen["query"] == "x=1"
+    headers = {name.lower(): value for name, value in seen["headers"].items()}
+    assert "authorization" not in headers  # the gateway's credential stays at the gateway
+    assert headers["cookie"] == "_xsrf=abc"
+    assert headers["x-forwarded-host"] == running.host
+
+    other = await platform.tenant()
+    assert_problem(
+        await platform.http.get("/echo", headers={**bearer(other.admin_key), "Host": running.host}),
+        404,
+    )
+    assert_problem(
+        await platform.http.get("/echo", headers={**platform.admin, "Host": running.host}), 404
+    )
+    assert_problem(await platform.http.get("/echo", headers={"Host": running.host}), 401)
+    _, _, no_connect = await platform.member(running.account, scopes=["instances:read"])
+    assert_problem(
+        await platform.http.get("/echo", headers={**bearer(no_connect), "Host": running.host}),
+        403,
+        "insufficient_scope",
+    )
+    # A host naming the instance under another tenant is not this instance.
+    forged = running.host.replace(running.account.tenant_id, other.tenant_id)
+    assert_problem(
+        await platform.http.get("/echo", headers={**bearer(other.admin_key), "Host": forged}), 404
+    )
+
+
+async def test_session_link_sets_a_cookie_for_that_host_only(
+    platform: Platform, running: RunningInstance
+) -> None:
+    link = await platform.http.post(
+        f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
+        headers=bearer(running.account.admin_key),
+    )
+    assert link.status_code == 200, link.text
+    url = link.json()["url"]
+    assert url.startswith(f"https://{running.host}/_gpucloud/session?token=")
+    path = url.removeprefix(f"https://{running.host}")
+
+    other = await platform.tenant()
+    assert_problem(
+        await platform.http.post(
+            f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
+            headers=bearer(other.admin_key),
+        ),
+        404,
+    )
+
+    opened = await platform.http.get(path + "&next=/echo", headers={"Host": running.host})
+    assert opened.status_code == 303
+    assert opened.headers["location"] == "/echo"
+    cookie = opened.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "Secure" in cookie
+    session = cookie.split(";")[0].removeprefix(f"{COOKIE}=")
+
+    with_cookie = {"Host": running.host, "Cookie": f"{COOKIE}={session}; _xsrf=abc"}
+    answer = await platform.http.get("/echo", headers=with_cookie)
+    assert answer.status_code == 200, answer.text
+    forwarded = {k.lower(): v for k, v in answer.json()["headers"].items()}
+    assert forwarded["cookie"] == "_xsrf=abc"  # the session cookie is the gateway's
+
+    # The cookie opens neither the instance's other port nor the API.
+    other_port = running.host.replace(f"-{running.port}-", f"-{running.port + 1}-")
+    assert_problem(
+        await platform.http.get("/echo", headers={**with_cookie, "Host": other_port}), 401
+    )
+    assert_problem(await platform.http.get("/v1/whoami", headers=bearer(session)), 401)
+    # An open redirect is not on offer.
+    again = await platform.http.get(path + "&next=//evil.test/", headers={"Host": running.host})
+    assert again.headers["location"] == "/"
+
+
+async def test_bodies_stream_both_ways(platform: Platform, running: RunningInstance) -> None:
+    owner = {**bearer(running.account.admin_key), "Host": running.host}
+
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(32):
+            yield b"x" * 2**20
+
+    uploaded = await platform.http.post("/upload", content=body(), headers=owner)
+    assert uploaded.status_code == 200, uploaded.text
+    assert uploaded.json() == {"bytes": 32 * 2**20}
+
+    async with platform.http.stream("GET", "/download", headers=owner) as download:
+        assert download.status_code == 200
+        text = b"".join([chunk async for chunk in download.aiter_bytes()]).decode()
+    assert text == "".join(f"chunk {index}\n" for index in range(5))
+
+
+async def test_websocket_by_header_and_by_cookie(
+    platform: Platform, running: RunningInstance, stack_env: dict[str, str]
+) -> None:
+    url = stack_env["GPUCLOUD_GATEWAY_URL"] + "/ws"
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(
+            url,
+            headers={**bearer(running.account.admin_key), "Host": running.host},
+            protocols=["jupyter"],
+        ) as ws:
+            assert ws.protocol == "jupyter"
+            await ws.send_str("hello")
+            assert await ws.receive_str(timeout=10) == "echo hello"
+            await ws.send_bytes(b"abc")
+            assert await ws.receive_bytes(timeout=10) == b"cba"
+            await ws.send_str("bye")
+            closing = await ws.receive(timeout=10)
+            assert closing.type == aiohttp.WSMsgType.CLOSE
+            assert ws.close_code == 4001  # the workload's close code reaches the client
+
+        link = await platform.http.post(
+            f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
+            headers=bearer(running.account.admin_key),
+        )
+        opened = await platform.http.get(
+            link.json()["url"].removeprefix(f"https://{running.host}"),
+            headers={"Host": running.host},
+        )
+        cookie = opened.headers["set-cookie"].split(";")[0]
+        same_origin = {"Host": running.host, "Cookie": cookie, "Origin": f"https://{running.host}"}
+        async with session.ws_connect(url, headers=same_origin) as ws:
+            await ws.send_str("via cookie")
+            assert await ws.receive_str(timeout=10) == "echo via cookie"
+
+        # A page elsewhere cannot ride the cookie into the instance.
+        cross = {**same_origin, "Origin": "https://evil.test"}
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(url, headers=cross)
+        assert refused.value.status == 401
+        other = await platform.tenant()
+        with pytest.raises(aiohttp.WSServerHandshakeError) as hidden:
+            await session.ws_connect(url, headers={**bearer(other.admin_key), "Host": running.host})
+        assert hidden.value.status == 404
+
+
+async def test_an_instance_not_yet_running_says_so(platform: Platform) -> None:
+    account = await platform.tenant(max_gpus=64)
+    spec = await platform.spec(gpus=16)  # no node has 16 GPUs: it stays pending
+    started = await platform.http.post(
+        "/v1/gpu-instances",
+        json={"image": "jupyter", "specName": spec, "template": {"ports": [{"port": 8888,
+              "isPublic": True}, {"port": 9000}]}},
+        headers=bearer(account.admin_key),
+    )  # fmt: skip
+    assert started.status_code == 202, started.text
+    host = started.json()["urls"][0].removeprefix("https://").split("/")[0]
+    owner = {**bearer(account.admin_key), "Host": host}
+    waiting = await platform.http.get("/", headers=owner)
+    body = assert_problem(waiting, 409, "instance_not_running")
+    assert body["state"] == "pending"
+    assert waiting.headers["Retry-After"] == "2"
+    private = host.replace("-8888-", "-9000-")
+    assert_problem(await platform.http.get("/", headers={**owner, "Host": private}), 404)
