@@ -364,6 +364,13 @@ async def test_unknown_routes_methods_and_big_bodies_get_problems(platform: Plat
         headers={**platform.admin, "content-type": "application/json"},
     )
     assert_problem(huge, 413, "payload_too_large")
+    # NUL characters: refused in URLs and in bodies (the store could not hold them).
+    assert_problem(await platform.http.get("/v1/users/a%00b", headers=platform.admin), 400)
+    nul_body = await platform.http.post(
+        "/v1/specs", json={"name": "a", "cpu": "1", "memory": "1Gi", "gpuType": "x\u0000",
+        "gpuNum": 1}, headers=platform.admin,
+    )  # fmt: skip
+    assert_problem(nul_body, 422, "validation_failed")
     not_json = await platform.http.post(
         "/v1/tenants", content=b"{", headers={**platform.admin, "content-type": "application/json"}
     )

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFailed
 from .identity import IDENTITY_HEADER, Identity, verify_identity
@@ -21,12 +22,55 @@ from .identity import IDENTITY_HEADER, Identity, verify_identity
 log = logging.getLogger(__name__)
 
 
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    return False
+
+
 class ApiModel(BaseModel):
     """Base of public request and response bodies: camelCase on the wire (seed 004's
     style), snake_case in Python, and unknown request fields refused rather than
-    silently dropped."""
+    silently dropped.
+
+    NUL characters are refused in every string: they mean nothing in names or
+    values, and PostgreSQL (under the MongoDB-wire store) cannot hold them.
+    """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if _holds_nul(value):
+            raise ValueError("NUL characters are not allowed")
+        return value
+
+
+class RejectNulMiddleware:
+    """400 for a path or query string holding an encoded NUL (%00), before any route
+    or store sees it: no identifier or filter value may contain one."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in {"http", "websocket"}:
+            raw = (scope.get("raw_path") or b"") + b"?" + scope.get("query_string", b"")
+            if b"%00" in raw or b"\x00" in raw:
+                response = _http_problem(
+                    400, "NUL characters are not allowed in URLs", HTTPConnection(scope)
+                )
+                if scope["type"] == "http":
+                    await response(scope, receive, send)
+                else:
+                    await send({"type": "websocket.close", "code": 1008})
+                return
+        await self.app(scope, receive, send)
 
 
 def problem_response(error: GpucloudError, request: HTTPConnection) -> JSONResponse:
@@ -44,7 +88,7 @@ def problem_response(error: GpucloudError, request: HTTPConnection) -> JSONRespo
     )
 
 
-def _http_problem(status: int, detail: str, request: Request) -> JSONResponse:
+def _http_problem(status: int, detail: str, request: HTTPConnection) -> JSONResponse:
     phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
     code = phrase.lower().replace(" ", "_").replace("-", "_")
     body = {

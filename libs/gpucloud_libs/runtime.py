@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
-from .http import install_error_handlers
+from .http import RejectNulMiddleware, install_error_handlers
 from .kafka import EventHandler, create_broker, subscribe_events
 from .logs import setup_logging
 from .mongo import Database, Document, IndexPlan, create_client, ensure_indexes, ping
@@ -116,6 +116,7 @@ class ServiceRuntime:
         app = FastAPI(title=title, description=description, version="0.1.0", lifespan=self.lifespan)
         install_error_handlers(app)
         app.state.identity_signing_key = self.settings.identity_signing_key.get_secret_value()
+        app.add_middleware(RejectNulMiddleware)
         app.add_middleware(TracingMiddleware, service=self.name)
 
         @app.get("/healthz", tags=["health"], summary="Liveness: the process is up")

@@ -727,13 +727,26 @@ class Controller:
             for _ in range(max(missing, 0)):
                 name = f"stock-{spec_name}-{secrets.token_hex(4)}"
                 await self.stocks.add_unit(name, spec_name)
-                await self.kube.create(
-                    manifests.placeholder_pod(
-                        namespace_name=self.settings.stock_namespace, name=name, spec_name=spec_name,
-                        cpu=spec["cpu"], memory=spec["memory"], gpus=spec["gpu_num"],
-                        gpu_type=spec["gpu_type"], zones=list(spec.get("zones") or []),
+                try:
+                    await self.kube.create(
+                        manifests.placeholder_pod(
+                            namespace_name=self.settings.stock_namespace, name=name,
+                            spec_name=spec_name, cpu=spec["cpu"], memory=spec["memory"],
+                            gpus=spec["gpu_num"], gpu_type=spec["gpu_type"],
+                            zones=list(spec.get("zones") or []),
+                        )
+                    )  # fmt: skip
+                except KubeError as error:
+                    if error.status != 422:
+                        raise
+                    # Kubernetes will never take this spec's placeholder: say so once
+                    # per pass and go on with the other specs' stocks.
+                    await self.stocks.remove_unit(name)
+                    log.error(
+                        "stock placeholder refused; fix or delete the spec",
+                        extra={"spec": spec_name, "error": str(error)[:300]},
                     )
-                )  # fmt: skip
+                    break
             # Surplus: drop the ones still placing first, then available ones.
             surplus = sorted(live, key=lambda unit: unit["state"] != "placing")[: max(-missing, 0)]
             for unit in surplus:

@@ -10,6 +10,8 @@ from pydantic import Field, model_validator
 from gpucloud_libs.http import ApiModel
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+#: Values that end up as Kubernetes label values (GPU product, zone).
+LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 Quantity = Annotated[
     str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$", max_length=32)
 ]
@@ -69,7 +71,7 @@ class InstanceCreate(ApiModel):
     instance_id: DnsLabel | None = Field(default=None, alias="instanceID")
     image: str = Field(min_length=1, max_length=512, pattern=r"^\S+$")
     spec_name: DnsLabel
-    zone: str | None = Field(default=None, max_length=63)
+    zone: LabelValue | None = None
     storage_ids: list[str] = Field(default_factory=list, alias="storageIDs", max_length=16)
     template: InstanceTemplate = Field(default_factory=InstanceTemplate)
 
@@ -118,9 +120,9 @@ class SpecCreate(ApiModel):
     name: DnsLabel
     cpu: Quantity
     memory: Quantity
-    gpu_type: str = Field(min_length=1, max_length=63)
+    gpu_type: LabelValue
     gpu_num: int = Field(ge=1, le=16)
-    zones: list[str] = Field(default_factory=list, max_length=16)
+    zones: list[LabelValue] = Field(default_factory=list, max_length=16)
 
 
 class Spec(SpecCreate):

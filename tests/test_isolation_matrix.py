@@ -1,0 +1,374 @@
+"""The isolation matrix: for every public endpoint, a second tenant (admin and user)
+and a lower role of the first tenant try every resource id of the first tenant.
+Every try is refused, or sees only the caller's own resources.
+
+A test keeps the matrix complete: every operation of the aggregated OpenAPI
+document must have its row, so a new endpoint cannot ship without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from .platform import Platform, TenantAccount, assert_problem, bearer
+
+
+@dataclass
+class World:
+    http: httpx.AsyncClient
+    a: TenantAccount
+    a_instance: str
+    a_user_key: str  # a tenant-user of A: the lower role
+    b: TenantAccount
+    b_user_key: str
+    spec: str
+
+    @property
+    def outsiders(self) -> dict[str, dict[str, str]]:
+        """Callers who must never touch A's resources."""
+        return {"B admin": bearer(self.b.admin_key), "B user": bearer(self.b_user_key)}
+
+    @property
+    def lower(self) -> dict[str, str]:
+        return bearer(self.a_user_key)
+
+
+def refused(response: httpx.Response) -> None:
+    assert response.status_code in {403, 404}, (response.request.url, response.text)
+    assert_problem(response, response.status_code)
+
+
+async def _everyone_refused(
+    world: World, method: str, path: str, *, lower_too: bool, body: Any = None
+) -> None:
+    callers = dict(world.outsiders)
+    if lower_too:
+        callers["A user"] = world.lower
+    for name, headers in callers.items():
+        response = await world.http.request(method, path, json=body, headers=headers)
+        assert response.status_code in {403, 404}, (name, method, path, response.text)
+        assert_problem(response, response.status_code)
+
+
+Check = Callable[[World], Awaitable[None]]
+MATRIX: dict[tuple[str, str], Check] = {}
+
+
+def row(method: str, path: str) -> Callable[[Check], Check]:
+    def register(check: Check) -> Check:
+        MATRIX[(method, path)] = check
+        return check
+
+    return register
+
+
+# --- identity ------------------------------------------------------------------------
+
+
+@row("GET", "/v1/whoami")
+async def _whoami(world: World) -> None:
+    for headers in world.outsiders.values():
+        assert (await world.http.get("/v1/whoami", headers=headers)).json()[
+            "tenantID"
+        ] == world.b.tenant_id
+
+
+@row("POST", "/v1/tokens")
+async def _tokens(world: World) -> None:
+    # A token minted by B acts as B, and A's admin cannot be signed in as without A's password.
+    token = (await world.http.post("/v1/tokens", json={}, headers=bearer(world.b.admin_key))).json()
+    me = await world.http.get("/v1/whoami", headers=bearer(token["token"]))
+    assert me.json()["tenantID"] == world.b.tenant_id
+    guess = {"email": f"admin@{world.a.tenant_id}.test", "password": "password1234"}
+    assert_problem(await world.http.post("/v1/tokens", json=guess), 401)
+
+
+# --- tenants -------------------------------------------------------------------------
+
+
+@row("POST", "/v1/tenants")
+async def _create_tenant(world: World) -> None:
+    body = {"tenantID": "x", "name": "x", "limits": {"maxGpus": 1, "maxInstances": 1,
+            "maxStorageBytes": 1}, "admin": {"email": "x@x.test", "name": "x", "role": "tenant-admin"}}  # fmt: skip
+    await _everyone_refused(world, "POST", "/v1/tenants", lower_too=True, body=body)
+
+
+@row("GET", "/v1/tenants")
+async def _list_tenants(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/tenants", lower_too=True)
+
+
+@row("GET", "/v1/tenants/{tenant_id}")
+async def _get_tenant(world: World) -> None:
+    await _everyone_refused(world, "GET", f"/v1/tenants/{world.a.tenant_id}", lower_too=True)
+
+
+@row("PATCH", "/v1/tenants/{tenant_id}")
+async def _patch_tenant(world: World) -> None:
+    await _everyone_refused(
+        world,
+        "PATCH",
+        f"/v1/tenants/{world.a.tenant_id}",
+        lower_too=True,
+        body={"status": "suspended"},
+    )
+
+
+@row("DELETE", "/v1/tenants/{tenant_id}")
+async def _delete_tenant(world: World) -> None:
+    await _everyone_refused(world, "DELETE", f"/v1/tenants/{world.a.tenant_id}", lower_too=True)
+
+
+@row("GET", "/v1/tenant")
+async def _own_tenant(world: World) -> None:
+    for headers in world.outsiders.values():
+        assert (await world.http.get("/v1/tenant", headers=headers)).json()[
+            "tenantID"
+        ] == world.b.tenant_id
+
+
+@row("PUT", "/v1/tenant/quota")
+async def _own_quota(world: World) -> None:
+    refused(await world.http.put("/v1/tenant/quota", json={"maxGpus": 0}, headers=world.lower))
+    refused(
+        await world.http.put(
+            "/v1/tenant/quota", json={"maxGpus": 0}, headers=bearer(world.b_user_key)
+        )
+    )
+    changed = await world.http.put(
+        "/v1/tenant/quota", json={"maxGpus": 1}, headers=bearer(world.b.admin_key)
+    )
+    assert changed.json()["tenantID"] == world.b.tenant_id
+    mine = await world.http.get("/v1/tenant", headers=bearer(world.a.admin_key))
+    assert mine.json()["quota"]["maxGpus"] == 16  # A is untouched
+
+
+# --- users ---------------------------------------------------------------------------
+
+
+@row("POST", "/v1/users")
+async def _create_user(world: World) -> None:
+    body = {"email": "new@a.test", "name": "x", "role": "tenant-admin"}
+    refused(await world.http.post("/v1/users", json=body, headers=world.lower))
+    refused(await world.http.post("/v1/users", json=body, headers=bearer(world.b_user_key)))
+
+
+@row("GET", "/v1/users")
+async def _list_users(world: World) -> None:
+    refused(await world.http.get("/v1/users", headers=world.lower))
+    listed = await world.http.get("/v1/users", headers=bearer(world.b.admin_key))
+    assert {user["tenantID"] for user in listed.json()} == {world.b.tenant_id}
+    assert world.a.admin_user_id not in {user["userID"] for user in listed.json()}
+
+
+@row("GET", "/v1/users/{user_id}")
+async def _get_user(world: World) -> None:
+    await _everyone_refused(world, "GET", f"/v1/users/{world.a.admin_user_id}", lower_too=True)
+
+
+@row("PATCH", "/v1/users/{user_id}")
+async def _patch_user(world: World) -> None:
+    await _everyone_refused(
+        world,
+        "PATCH",
+        f"/v1/users/{world.a.admin_user_id}",
+        lower_too=True,
+        body={"status": "disabled"},
+    )
+
+
+@row("DELETE", "/v1/users/{user_id}")
+async def _delete_user(world: World) -> None:
+    await _everyone_refused(world, "DELETE", f"/v1/users/{world.a.admin_user_id}", lower_too=True)
+
+
+# --- API keys ------------------------------------------------------------------------
+
+
+@row("POST", "/v1/api-keys")
+async def _create_key(world: World) -> None:
+    for headers in [*world.outsiders.values(), world.lower]:
+        created = await world.http.post("/v1/api-keys", json={"name": "mine"}, headers=headers)
+        assert created.status_code == 201
+        assert created.json()["userID"] != world.a.admin_user_id  # only ever for oneself
+
+
+@row("GET", "/v1/api-keys")
+async def _list_keys(world: World) -> None:
+    for headers in [*world.outsiders.values(), world.lower]:
+        listed = await world.http.get("/v1/api-keys", headers=headers)
+        assert world.a.admin_key_id not in {key["keyID"] for key in listed.json()}
+
+
+@row("GET", "/v1/api-keys/{key_id}")
+async def _get_key(world: World) -> None:
+    await _everyone_refused(world, "GET", f"/v1/api-keys/{world.a.admin_key_id}", lower_too=True)
+
+
+@row("DELETE", "/v1/api-keys/{key_id}")
+async def _revoke_key(world: World) -> None:
+    await _everyone_refused(world, "DELETE", f"/v1/api-keys/{world.a.admin_key_id}", lower_too=True)
+    assert (
+        await world.http.get("/v1/whoami", headers=bearer(world.a.admin_key))
+    ).status_code == 200
+
+
+# --- audit ---------------------------------------------------------------------------
+
+
+@row("GET", "/v1/audit")
+async def _audit(world: World) -> None:
+    refused(await world.http.get("/v1/audit", headers=world.lower))
+    refused(await world.http.get("/v1/audit", headers=bearer(world.b_user_key)))
+    seen = await world.http.get(
+        "/v1/audit", params={"tenantID": world.a.tenant_id}, headers=bearer(world.b.admin_key)
+    )
+    assert {entry["tenantID"] for entry in seen.json()["items"]} == {world.b.tenant_id}
+
+
+# --- instances -----------------------------------------------------------------------
+
+
+@row("POST", "/v1/gpu-instances/{instance_id}/ports/{port}/session")
+async def _instance_session(world: World) -> None:
+    path = f"/v1/gpu-instances/{world.a_instance}/ports/8888/session"
+    for headers in world.outsiders.values():
+        refused(await world.http.post(path, headers=headers))
+
+
+@row("POST", "/v1/gpu-instances")
+async def _create_instance(world: World) -> None:
+    # Reusing A's instance id creates B's own instance, revealing nothing about A's.
+    body = {"instanceID": world.a_instance, "image": "busybox", "specName": world.spec}
+    created = await world.http.post(
+        "/v1/gpu-instances", json=body, headers=bearer(world.b.admin_key)
+    )
+    assert created.status_code == 202, created.text
+    assert created.json()["tenantID"] == world.b.tenant_id
+
+
+@row("GET", "/v1/gpu-instances")
+async def _list_instances(world: World) -> None:
+    for headers in world.outsiders.values():
+        listed = await world.http.get(
+            "/v1/gpu-instances", params={"tenantID": world.a.tenant_id}, headers=headers
+        )
+        assert {item["tenantID"] for item in listed.json()["items"]} <= {world.b.tenant_id}
+
+
+@row("GET", "/v1/gpu-instances/{instance_id}")
+async def _get_instance(world: World) -> None:
+    # B made an instance with the same id: B sees that one, never A's.
+    for headers in world.outsiders.values():
+        got = await world.http.get(f"/v1/gpu-instances/{world.a_instance}", headers=headers)
+        assert got.status_code == 404 or got.json()["tenantID"] == world.b.tenant_id
+
+
+@row("DELETE", "/v1/gpu-instances/{instance_id}")
+async def _stop_instance(world: World) -> None:
+    # Stopping "A's" id stops at most B's own instance of that id; A's is untouched.
+    for headers in world.outsiders.values():
+        stopped = await world.http.delete(f"/v1/gpu-instances/{world.a_instance}", headers=headers)
+        assert stopped.status_code == 404 or stopped.json()["tenantID"] == world.b.tenant_id
+    mine = await world.http.get(
+        f"/v1/gpu-instances/{world.a_instance}", headers=bearer(world.a.admin_key)
+    )
+    assert mine.json()["stopRequested"] is False
+
+
+# --- the platform catalogue: tenants read it, only the platform admin changes it ------
+
+
+@row("GET", "/v1/specs")
+async def _list_specs(world: World) -> None:
+    assert (await world.http.get("/v1/specs", headers=world.lower)).status_code == 200
+
+
+@row("GET", "/v1/specs/{name}")
+async def _get_spec(world: World) -> None:
+    assert (await world.http.get(f"/v1/specs/{world.spec}", headers=world.lower)).status_code == 200
+
+
+@row("POST", "/v1/specs")
+async def _create_spec(world: World) -> None:
+    body = {"name": "evil", "cpu": "1", "memory": "1Gi", "gpuType": "x", "gpuNum": 1}
+    await _everyone_refused(world, "POST", "/v1/specs", lower_too=True, body=body)
+
+
+@row("DELETE", "/v1/specs/{name}")
+async def _delete_spec(world: World) -> None:
+    await _everyone_refused(world, "DELETE", f"/v1/specs/{world.spec}", lower_too=True)
+
+
+@row("GET", "/v1/stocks")
+async def _list_stocks(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/stocks", lower_too=True)
+
+
+@row("POST", "/v1/stocks")
+async def _add_stock(world: World) -> None:
+    body = {"number": 1, "operationID": "x", "specName": world.spec}
+    await _everyone_refused(world, "POST", "/v1/stocks", lower_too=True, body=body)
+
+
+@row("DELETE", "/v1/stocks")
+async def _remove_stock(world: World) -> None:
+    body = {"number": 1, "operationID": "y", "specName": world.spec}
+    await _everyone_refused(world, "DELETE", "/v1/stocks", lower_too=True, body=body)
+
+
+@row("GET", "/v1/openapi.json")
+async def _openapi(world: World) -> None:
+    # Public, and the same for everyone: it describes the API, never a tenant's data.
+    anonymous = await world.http.get("/v1/openapi.json")
+    assert anonymous.status_code == 200
+    assert world.a.tenant_id not in anonymous.text
+
+
+@pytest.fixture
+async def world(platform: Platform) -> World:
+    a = await platform.tenant(max_gpus=16)
+    b = await platform.tenant(max_gpus=16)
+    spec = await platform.spec(gpus=1)
+    big = await platform.spec(gpus=16)  # stays pending: no node has 16 GPUs
+    started = await platform.http.post(
+        "/v1/gpu-instances",
+        json={
+            "image": "jupyter",
+            "specName": big,
+            "template": {"ports": [{"port": 8888, "isPublic": True}]},
+        },
+        headers=bearer(a.admin_key),
+    )
+    assert started.status_code == 202, started.text
+    _, _, a_user = await platform.member(a)
+    _, _, b_user = await platform.member(b)
+    return World(platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec)
+
+
+async def test_every_endpoint_refuses_other_tenants_and_lower_roles(world: World) -> None:
+    for (method, path), check in MATRIX.items():
+        try:
+            await check(world)
+        except AssertionError as error:
+            raise AssertionError(f"{method} {path}: {error}") from error
+
+
+async def test_the_matrix_covers_every_public_operation(platform: Platform) -> None:
+    document = (await platform.http.get("/v1/openapi.json")).json()
+    assert "x-gpucloud-unavailable-services" not in document
+    operations = {
+        (method.upper(), path)
+        for path, item in document["paths"].items()
+        for method in item
+        if method in {"get", "post", "put", "patch", "delete"}
+    }
+    assert operations == set(MATRIX), {
+        "missing rows": sorted(operations - set(MATRIX)),
+        "stale rows": sorted(set(MATRIX) - operations),
+    }
