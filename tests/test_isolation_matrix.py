@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -27,6 +28,7 @@ class World:
     b: TenantAccount
     b_user_key: str
     spec: str
+    a_invoice: str
 
     @property
     def outsiders(self) -> dict[str, dict[str, str]]:
@@ -322,6 +324,107 @@ async def _remove_stock(world: World) -> None:
     await _everyone_refused(world, "DELETE", "/v1/stocks", lower_too=True, body=body)
 
 
+# --- metering: usage, prices, invoices, budgets ----------------------------------------
+
+
+@row("GET", "/v1/prices")
+async def _list_prices(world: World) -> None:
+    assert (await world.http.get("/v1/prices", headers=world.lower)).status_code == 200
+
+
+@row("POST", "/v1/prices")
+async def _add_price(world: World) -> None:
+    body = {"meter": "gpu_hour", "specName": world.spec, "amount": "0"}
+    await _everyone_refused(world, "POST", "/v1/prices", lower_too=True, body=body)
+
+
+@row("GET", "/v1/usage")
+async def _usage(world: World) -> None:
+    refused(await world.http.get("/v1/usage", headers=world.lower))
+    refused(await world.http.get("/v1/usage", headers=bearer(world.b_user_key)))
+    # A fixed end in the past makes both reports the same even while B's instance runs.
+    period = {"start": "2026-01-01T00:00:00Z", "end": datetime.now(UTC).isoformat()}
+    asked = await world.http.get(
+        "/v1/usage",
+        params={**period, "tenantID": world.a.tenant_id},
+        headers=bearer(world.b.admin_key),
+    )
+    own = await world.http.get("/v1/usage", params=period, headers=bearer(world.b.admin_key))
+    assert asked.json()["tenantID"] == world.b.tenant_id
+    assert asked.json()["rows"] == own.json()["rows"]  # the tenantID asked for is ignored
+
+
+@row("GET", "/v1/usage.csv")
+async def _usage_csv(world: World) -> None:
+    refused(await world.http.get("/v1/usage.csv", headers=world.lower))
+    seen = await world.http.get(
+        "/v1/usage.csv", params={"tenantID": world.a.tenant_id}, headers=bearer(world.b.admin_key)
+    )
+    assert seen.status_code == 200
+    assert world.a.tenant_id not in seen.text
+
+
+@row("GET", "/v1/usage/instances/{instance_id}")
+async def _instance_usage(world: World) -> None:
+    # B has no instance of that id with usage of its own: nothing of A's shows.
+    for headers in world.outsiders.values():
+        got = await world.http.get(f"/v1/usage/instances/{world.a_instance}-x", headers=headers)
+        refused(got)
+
+
+@row("GET", "/v1/revenue")
+async def _revenue(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/revenue", lower_too=True)
+
+
+@row("POST", "/v1/invoices")
+async def _issue_invoice(world: World) -> None:
+    body = {"tenantID": world.a.tenant_id, "period": "2026-01"}
+    await _everyone_refused(world, "POST", "/v1/invoices", lower_too=True, body=body)
+
+
+@row("GET", "/v1/invoices")
+async def _list_invoices(world: World) -> None:
+    refused(await world.http.get("/v1/invoices", headers=world.lower))
+    seen = await world.http.get(
+        "/v1/invoices", params={"tenantID": world.a.tenant_id}, headers=bearer(world.b.admin_key)
+    )
+    assert all(invoice["tenantID"] == world.b.tenant_id for invoice in seen.json())
+
+
+@row("GET", "/v1/invoices/{invoice_id}")
+async def _get_invoice(world: World) -> None:
+    await _everyone_refused(world, "GET", f"/v1/invoices/{world.a_invoice}", lower_too=True)
+
+
+@row("GET", "/v1/invoice-drafts/{period}")
+async def _draft_invoice(world: World) -> None:
+    refused(await world.http.get("/v1/invoice-drafts/2026-01", headers=world.lower))
+    seen = await world.http.get(
+        "/v1/invoice-drafts/2026-01",
+        params={"tenantID": world.a.tenant_id},
+        headers=bearer(world.b.admin_key),
+    )
+    assert seen.json()["tenantID"] == world.b.tenant_id
+
+
+@row("GET", "/v1/budget")
+async def _get_budget(world: World) -> None:
+    refused(await world.http.get("/v1/budget", headers=world.lower))
+    refused(await world.http.get("/v1/budget", headers=bearer(world.b_user_key)))
+    mine = await world.http.get("/v1/budget", headers=bearer(world.b.admin_key))
+    assert mine.status_code == 404  # B has none; A's is not B's
+
+
+@row("PUT", "/v1/budget")
+async def _set_budget(world: World) -> None:
+    body = {"monthlyBudgetCents": 1}
+    refused(await world.http.put("/v1/budget", json=body, headers=world.lower))
+    refused(await world.http.put("/v1/budget", json=body, headers=bearer(world.b_user_key)))
+    mine = await world.http.get("/v1/budget", headers=bearer(world.a.admin_key))
+    assert mine.json()["monthlyBudgetCents"] == 10_000
+
+
 @row("GET", "/v1/openapi.json")
 async def _openapi(world: World) -> None:
     # Public, and the same for everyone: it describes the API, never a tenant's data.
@@ -348,7 +451,18 @@ async def world(platform: Platform) -> World:
     assert started.status_code == 202, started.text
     _, _, a_user = await platform.member(a)
     _, _, b_user = await platform.member(b)
-    return World(platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec)
+    budget = await platform.http.put(
+        "/v1/budget", json={"monthlyBudgetCents": 10_000}, headers=bearer(a.admin_key)
+    )
+    assert budget.status_code == 200, budget.text
+    invoice = await platform.http.post(
+        "/v1/invoices", json={"tenantID": a.tenant_id, "period": "2026-01"}, headers=platform.admin
+    )
+    assert invoice.status_code == 201, invoice.text
+    return World(
+        platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
+        invoice.json()["invoiceID"],
+    )  # fmt: skip
 
 
 async def test_every_endpoint_refuses_other_tenants_and_lower_roles(world: World) -> None:

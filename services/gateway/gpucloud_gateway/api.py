@@ -22,7 +22,7 @@ from .audit import MUTATING, AuditedCall, AuditLog
 from .forwarding import Forwarder
 from .instance_urls import InstanceProxy
 from .openapi import OpenApiAggregator
-from .routes import EVERYONE, PLATFORM_ADMIN, TENANT_MEMBERS
+from .routes import ADMINS, EVERYONE, PLATFORM_ADMIN, TENANT_ADMIN, TENANT_MEMBERS
 from .schemas import (
     ApiKey,
     ApiKeyCreate,
@@ -49,8 +49,6 @@ _bearer = HTTPBearer(
     auto_error=False,
     description="An API key (`gpc_...`) or a token from POST /v1/tokens (`gpt_...`).",
 )
-ADMINS: frozenset[Role] = frozenset({"platform-admin", "tenant-admin"})
-TENANT_ADMIN: frozenset[Role] = frozenset({"tenant-admin"})
 Limit = Annotated[int, Query(ge=1, le=500)]
 After = Annotated[str | None, Query(max_length=128, description="The last id of the previous page")]
 

@@ -21,6 +21,8 @@ ServiceName = Literal["instances", "storage", "metering", "monitoring"]
 EVERYONE: frozenset[Role] = frozenset({"platform-admin", "tenant-admin", "tenant-user"})
 TENANT_MEMBERS: frozenset[Role] = frozenset({"tenant-admin", "tenant-user"})
 PLATFORM_ADMIN: frozenset[Role] = frozenset({"platform-admin"})
+ADMINS: frozenset[Role] = frozenset({"platform-admin", "tenant-admin"})
+TENANT_ADMIN: frozenset[Role] = frozenset({"tenant-admin"})
 API_PREFIX = "/v1"
 
 
@@ -62,6 +64,20 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "DELETE", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:write"
     ),
+    ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
+    ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),
+    ForwardedRoute("GET", "/v1/usage", "metering", ADMINS, "billing:read"),
+    ForwardedRoute("GET", "/v1/usage.csv", "metering", ADMINS, "billing:read"),
+    ForwardedRoute(
+        "GET", "/v1/usage/instances/{instance_id}", "metering", TENANT_MEMBERS, "billing:read"
+    ),
+    ForwardedRoute("GET", "/v1/revenue", "metering", PLATFORM_ADMIN, "billing:read"),
+    ForwardedRoute("POST", "/v1/invoices", "metering", PLATFORM_ADMIN, "billing:write"),
+    ForwardedRoute("GET", "/v1/invoices", "metering", ADMINS, "billing:read"),
+    ForwardedRoute("GET", "/v1/invoices/{invoice_id}", "metering", ADMINS, "billing:read"),
+    ForwardedRoute("GET", "/v1/invoice-drafts/{period}", "metering", ADMINS, "billing:read"),
+    ForwardedRoute("GET", "/v1/budget", "metering", TENANT_ADMIN, "billing:read"),
+    ForwardedRoute("PUT", "/v1/budget", "metering", TENANT_ADMIN, "billing:write"),
 )
 
 

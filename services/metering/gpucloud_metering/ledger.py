@@ -1,0 +1,169 @@
+"""Usage and money from recorded facts: pure functions, no I/O.
+
+Billing rules:
+- An instance is billed for its GPUs while it holds them: from `scheduled`
+  (the pod is bound to a node and the GPUs are allocated to it) through
+  `ready`, `running` and `stopping`, until `stopped`, `failed` or `deleted`.
+  `pending` is free: nothing is held yet.
+- A state lasts from its transition's `at` to the next transition's `at`
+  (by sequence); the last one, if billable, is open and accrues up to "now".
+- Time is counted in integer microseconds, so sums are exact whatever the
+  order the facts arrived in.
+- A price applies from its `effective_from` until the next price of the same
+  meter and spec; an interval crossing a change is split, so a change never
+  re-prices the past.
+- Storage is billed per GB-month of 730 hours (1 GB = 10⁹ bytes), each sample's
+  size holding until the next sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+
+BILLABLE_STATES = frozenset({"scheduled", "ready", "running", "stopping"})
+US_PER_S = 1_000_000
+US_PER_HOUR = 3600 * US_PER_S
+HOURS_PER_MONTH = 730
+BYTES_PER_GB = 10**9
+CENT = Decimal("0.01")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(at: datetime) -> int:
+    """Microseconds since the epoch, exactly (no float on the way)."""
+    delta = at.astimezone(UTC) - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * US_PER_S + delta.microseconds
+
+
+def from_us(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
+
+
+@dataclass(frozen=True)
+class Transition:
+    sequence: int
+    state: str
+    at_us: int
+
+
+@dataclass(frozen=True)
+class Interval:
+    """[start_us, end_us) holding `gpus` GPUs; end None while still open."""
+
+    start_us: int
+    end_us: int | None
+    gpus: int
+    #: The sequence of the transition that opened it: a stable id for the slice.
+    opened_by: int
+
+    def clip(self, start_us: int, end_us: int, now_us: int) -> tuple[int, int] | None:
+        stop = min(self.end_us if self.end_us is not None else now_us, end_us)
+        begin = max(self.start_us, start_us)
+        return (begin, stop) if stop > begin else None
+
+
+def billable_intervals(transitions: Iterable[Transition], gpus: int) -> list[Interval]:
+    """Merge contiguous billable states into intervals (one per stay on a node)."""
+    ordered = sorted(transitions, key=lambda t: t.sequence)
+    intervals: list[Interval] = []
+    for index, transition in enumerate(ordered):
+        if transition.state not in BILLABLE_STATES:
+            continue
+        following = ordered[index + 1] if index + 1 < len(ordered) else None
+        end = following.at_us if following is not None else None
+        previous = intervals[-1] if intervals else None
+        if previous is not None and previous.end_us == transition.at_us:
+            intervals[-1] = Interval(previous.start_us, end, gpus, previous.opened_by)
+        else:
+            intervals.append(Interval(transition.at_us, end, gpus, transition.sequence))
+    return intervals
+
+
+def split_by_day(start_us: int, end_us: int) -> Iterator[tuple[str, int, int]]:
+    """(UTC date, start, end) pieces of [start, end)."""
+    cursor = start_us
+    while cursor < end_us:
+        day = from_us(cursor).date()
+        midnight = to_us(datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1))
+        stop = min(end_us, midnight)
+        yield day.isoformat(), cursor, stop
+        cursor = stop
+
+
+@dataclass(frozen=True)
+class Price:
+    effective_from_us: int
+    #: Currency units per GPU-hour (GPU meter) or per GB-month (storage meter).
+    amount: Decimal
+
+
+def priced_segments(
+    start_us: int, end_us: int, prices: list[Price]
+) -> Iterator[tuple[int, int, Decimal | None]]:
+    """[start, end) cut at price changes: (start, end, price or None if none applied yet)."""
+    ordered = sorted(prices, key=lambda p: p.effective_from_us)
+    cursor = start_us
+    while cursor < end_us:
+        current = None
+        next_change = end_us
+        for price in ordered:
+            if price.effective_from_us <= cursor:
+                current = price.amount
+            else:
+                next_change = min(next_change, price.effective_from_us)
+                break
+        yield cursor, next_change, current
+        cursor = next_change
+
+
+def gpu_amount(gpu_us: int, price_per_gpu_hour: Decimal | None) -> Decimal:
+    if price_per_gpu_hour is None:
+        return Decimal(0)
+    return Decimal(gpu_us) * price_per_gpu_hour / US_PER_HOUR
+
+
+def storage_amount(byte_us: int, price_per_gb_month: Decimal | None) -> Decimal:
+    if price_per_gb_month is None:
+        return Decimal(0)
+    return Decimal(byte_us) * price_per_gb_month / (BYTES_PER_GB * US_PER_HOUR * HOURS_PER_MONTH)
+
+
+def gb_hours(byte_us: int) -> Decimal:
+    return Decimal(byte_us) / (BYTES_PER_GB * US_PER_HOUR)
+
+
+def cents(amount: Decimal) -> int:
+    """Round once, at the end, half to even."""
+    return int((amount * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+
+@dataclass(frozen=True)
+class Sample:
+    at_us: int
+    bytes_used: int
+
+
+def storage_steps(samples: Iterable[Sample], now_us: int) -> list[tuple[int, int, int]]:
+    """(start, end, bytes) steps: each sample's size holds until the next sample."""
+    ordered = sorted(samples, key=lambda s: s.at_us)
+    steps = []
+    for index, sample in enumerate(ordered):
+        end = ordered[index + 1].at_us if index + 1 < len(ordered) else now_us
+        if end > sample.at_us and sample.bytes_used > 0:
+            steps.append((sample.at_us, end, sample.bytes_used))
+    return steps
+
+
+def month_bounds(period: str) -> tuple[int, int]:
+    """[start, end) of a `YYYY-MM` period in microseconds, UTC."""
+    year, month = (int(part) for part in period.split("-"))
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    return to_us(start), to_us(end)
+
+
+def period_of(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m")

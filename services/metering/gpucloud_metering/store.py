@@ -1,0 +1,159 @@
+"""All MongoDB access of the metering service.
+
+Facts (transitions, storage samples, prices) are insert-only documents whose
+`_id` is their natural key, so a replayed or duplicated event is a duplicate
+key, never a second count, and nothing is ever read-modified-written. Usage is
+derived from the facts when asked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import ASCENDING, IndexModel
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from gpucloud_libs.mongo import Database, Document, IndexPlan
+
+TRANSITIONS = "transitions"
+SAMPLES = "storage_samples"
+PRICES = "prices"
+BUDGETS = "budgets"
+TENANT_CAPS = "tenant_caps"
+NOTICES = "budget_notices"
+USAGE_RECORDS = "usage_records"
+INVOICES = "invoices"
+
+INDEXES: IndexPlan = {
+    TRANSITIONS: [IndexModel([("tenant_id", ASCENDING)])],
+    SAMPLES: [IndexModel([("tenant_id", ASCENDING)])],
+    NOTICES: [IndexModel([("published", ASCENDING)])],
+    USAGE_RECORDS: [IndexModel([("published", ASCENDING)])],
+    INVOICES: [IndexModel([("tenant_id", ASCENDING), ("period", ASCENDING)])],
+}
+
+
+async def _insert_new(collection: Any, document: Document) -> bool:
+    """Insert; False if a document with that `_id` is already there."""
+    try:
+        await collection.insert_one(document)
+    except DuplicateKeyError:
+        return False
+    return True
+
+
+class FactStore:
+    def __init__(self, db: Database) -> None:
+        self._transitions = db[TRANSITIONS]
+        self._samples = db[SAMPLES]
+
+    async def record_transition(self, document: Document) -> Document | None:
+        """Record a transition once; returns the one already kept if it is a repeat."""
+        if await _insert_new(self._transitions, document):
+            return None
+        return await self._transitions.find_one({"_id": document["_id"]})
+
+    async def record_transitions(self, documents: list[Document]) -> int:
+        """Record many at once, skipping repeats; returns how many were new."""
+        if not documents:
+            return 0
+        try:
+            result = await self._transitions.insert_many(documents, ordered=False)
+            return len(result.inserted_ids)
+        except BulkWriteError as error:
+            duplicates = [e for e in error.details.get("writeErrors", []) if e.get("code") == 11000]
+            if len(duplicates) != len(error.details.get("writeErrors", [])):
+                raise
+            return int(error.details.get("nInserted", 0))
+
+    async def record_sample(self, document: Document) -> bool:
+        return await _insert_new(self._samples, document)
+
+    async def transitions(self, tenant_id: str | None) -> list[Document]:
+        query = {} if tenant_id is None else {"tenant_id": tenant_id}
+        return await self._transitions.find(query).to_list()
+
+    async def samples(self, tenant_id: str | None) -> list[Document]:
+        query = {} if tenant_id is None else {"tenant_id": tenant_id}
+        return await self._samples.find(query).to_list()
+
+
+class PriceStore:
+    def __init__(self, db: Database) -> None:
+        self._prices = db[PRICES]
+
+    async def add(self, document: Document) -> bool:
+        return await _insert_new(self._prices, document)
+
+    async def all(self) -> list[Document]:
+        return await self._prices.find({}).sort("effective_from_us", ASCENDING).to_list()
+
+
+class BudgetStore:
+    def __init__(self, db: Database) -> None:
+        self._budgets = db[BUDGETS]
+        self._caps = db[TENANT_CAPS]
+        self._notices = db[NOTICES]
+
+    async def put(self, tenant_id: str, fields: Document) -> None:
+        await self._budgets.replace_one(
+            {"_id": tenant_id}, {"_id": tenant_id, **fields}, upsert=True
+        )
+
+    async def get(self, tenant_id: str) -> Document | None:
+        return await self._budgets.find_one({"_id": tenant_id})
+
+    async def all(self) -> list[Document]:
+        return await self._budgets.find({}).to_list()
+
+    async def set_cap(self, tenant_id: str, cap_cents: int | None) -> None:
+        await self._caps.replace_one(
+            {"_id": tenant_id}, {"_id": tenant_id, "spend_cap_cents": cap_cents}, upsert=True
+        )
+
+    async def caps(self) -> dict[str, int]:
+        docs = await self._caps.find({"spend_cap_cents": {"$ne": None}}).to_list()
+        return {doc["_id"]: int(doc["spend_cap_cents"]) for doc in docs}
+
+    async def claim_notice(self, document: Document) -> bool:
+        """The first claim of a notice (threshold or stop, per period) wins; later ones see False."""
+        return await _insert_new(self._notices, {**document, "published": False})
+
+    async def mark_published(self, notice_id: str) -> None:
+        await self._notices.update_one({"_id": notice_id}, {"$set": {"published": True}})
+
+    async def unpublished(self) -> list[Document]:
+        return await self._notices.find({"published": False}).to_list()
+
+
+class UsageRecordStore:
+    def __init__(self, db: Database) -> None:
+        self._records = db[USAGE_RECORDS]
+
+    async def claim(self, document: Document) -> bool:
+        return await _insert_new(self._records, {**document, "published": False})
+
+    async def known_ids(self) -> set[str]:
+        return {doc["_id"] for doc in await self._records.find({}, {"_id": 1}).to_list()}
+
+    async def mark_published(self, usage_id: str) -> None:
+        await self._records.update_one({"_id": usage_id}, {"$set": {"published": True}})
+
+    async def unpublished(self) -> list[Document]:
+        return await self._records.find({"published": False}).to_list()
+
+
+class InvoiceStore:
+    def __init__(self, db: Database) -> None:
+        self._invoices = db[INVOICES]
+
+    async def issue(self, document: Document) -> bool:
+        """Issued once: a second issue of the same tenant and period keeps the first."""
+        return await _insert_new(self._invoices, document)
+
+    async def get(self, invoice_id: str) -> Document | None:
+        return await self._invoices.find_one({"_id": invoice_id})
+
+    async def of_tenant(self, tenant_id: str | None) -> list[Document]:
+        query = {} if tenant_id is None else {"tenant_id": tenant_id}
+        return await self._invoices.find(query).sort("_id", ASCENDING).to_list()
