@@ -72,7 +72,8 @@ class ServiceRuntime:
         dlq = subscribe_events(
             self.broker, topic, group=group or f"gpucloud-{self.name}", handler=handler
         )
-        self._topics.append(dlq)
+        if dlq not in self._topics:  # one dead-letter topic per group, however many topics
+            self._topics.append(dlq)
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self._checks[name] = check

@@ -53,7 +53,8 @@ async def ensure_topics(
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        missing = [spec for spec in specs if spec.name not in existing]
+        # By name, once each: a create request naming a topic twice is refused whole.
+        missing = list({spec.name: spec for spec in specs if spec.name not in existing}.values())
         if not missing:
             return
         new_topics = [

@@ -1,0 +1,383 @@
+"""Metering: exact usage from lifecycle events under duplicates, reordering, consumer
+kills and a broker restart; prices, invoices, budgets; and the ledger's rules."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.events import InstanceStateChanged
+from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, INSTANCE_LIFECYCLE
+from gpucloud_metering import ledger
+from gpucloud_stack import layout
+
+from .platform import Platform, assert_problem, bearer
+from .support import eventually, read_topic, unique
+
+STACK = layout.LOCAL_DIR / "stack.py"
+BILLABLE = {"scheduled", "ready", "running", "stopping"}
+PATHS = [
+    ["pending", "scheduled", "ready", "running", "stopping", "stopped"],
+    ["pending", "scheduled", "ready", "running", "stopping", "stopped", "deleted"],
+    ["pending", "scheduled", "ready", "running", "failed"],
+    ["pending", "scheduled", "failed"],
+    ["pending", "failed"],
+    ["pending", "stopping", "stopped"],
+]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def at(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
+
+
+def us_of(moment: datetime) -> int:
+    delta = moment - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def lifecycle(
+    tenant_id: str, instance_id: str, spec: str, gpus: int, states: list[str], times: list[int]
+) -> list[InstanceStateChanged]:
+    return [
+        InstanceStateChanged(
+            instance_id=instance_id, tenant_id=tenant_id, spec_name=spec, gpu_type="GT",
+            gpu_count=gpus, zone="zone-a", state=state,
+            previous_state=states[index - 1] if index else None,
+            sequence=index + 1, at=at(moment),
+        )  # fmt: skip
+        for index, (state, moment) in enumerate(zip(states, times, strict=True))
+    ]
+
+
+def script(
+    rng: random.Random, tenant_id: str, count: int, base_us: int
+) -> tuple[list[InstanceStateChanged], dict[str, int]]:
+    """Random lifecycles, and the GPU-microseconds each must be billed (the ground truth)."""
+    events: list[InstanceStateChanged] = []
+    truth: dict[str, int] = {}
+    for index in range(count):
+        instance_id = f"gt-{index}"
+        states = rng.choice(PATHS)
+        gpus = rng.choice([1, 2, 4, 8])
+        times = [base_us + rng.randrange(0, 3_600_000_000)]
+        for _ in states[1:]:
+            times.append(times[-1] + rng.randrange(1, 900_000_000))
+        truth[instance_id] = sum(
+            gpus * (times[k + 1] - times[k]) for k in range(len(states) - 1) if states[k] in BILLABLE
+        )
+        events += lifecycle(tenant_id, instance_id, "gt-spec", gpus, states, times)
+    return events, truth
+
+
+@pytest.fixture
+async def broker(kafka_bootstrap: str) -> AsyncIterator[KafkaBroker]:
+    test_broker = create_broker(kafka_bootstrap, client_id=unique("test-metering"))
+    await test_broker.start()
+    yield test_broker
+    await test_broker.stop()
+
+
+async def publish_all(broker: KafkaBroker, events: list[InstanceStateChanged]) -> None:
+    async def one(data: InstanceStateChanged) -> None:
+        for attempt in range(30):  # the broker may be restarting
+            try:
+                await publish_event(
+                    broker, INSTANCE_LIFECYCLE, data, source="/test",
+                    event_id=f"{data.tenant_id}/{data.instance_id}#{data.sequence}",
+                )  # fmt: skip
+                return
+            except Exception:
+                if attempt == 29:
+                    raise
+                await asyncio.sleep(1)
+
+    for start in range(0, len(events), 200):
+        await asyncio.gather(*(one(data) for data in events[start : start + 200]))
+
+
+async def stack_up() -> None:
+    result = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(STACK), "up"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+async def kill(component: str, sig: signal.Signals) -> None:
+    """Signal a stack component and wait until its process is gone."""
+    pid = int(layout.pid_file(component).read_text())
+    os.kill(pid, sig)
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{component} did not exit")
+
+
+async def usage_by_instance(platform: Platform, tenant_id: str, start: str, end: str) -> dict[str, int]:
+    response = await platform.http.get(
+        "/v1/usage",
+        params={"tenantID": tenant_id, "start": start, "end": end, "groupBy": "instance"},
+        headers=platform.admin,
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    return {row["key"]: row["gpuMicroseconds"] for row in response.json()["rows"]}
+
+
+# --- the ledger's rules, as pure functions ------------------------------------------------
+
+
+def test_billing_follows_sequence_not_arrival_and_ignores_pending() -> None:
+    transitions = [
+        ledger.Transition(4, "running", 40),
+        ledger.Transition(1, "pending", 0),
+        ledger.Transition(6, "stopped", 100),
+        ledger.Transition(2, "scheduled", 10),
+        ledger.Transition(5, "stopping", 90),
+        ledger.Transition(3, "ready", 30),
+    ]
+    [interval] = ledger.billable_intervals(transitions, gpus=2)
+    assert (interval.start_us, interval.end_us, interval.gpus) == (10, 100, 2)
+    # Still running: the interval is open and accrues up to "now".
+    so_far = [transition for transition in transitions if transition.sequence <= 4]
+    [open_interval] = ledger.billable_intervals(so_far, gpus=1)
+    assert open_interval.end_us is None
+    assert open_interval.clip(0, 1_000, now_us=70) == (10, 70)
+
+
+def test_a_price_change_splits_the_interval_and_never_reprices_the_past() -> None:
+    hour = ledger.US_PER_HOUR
+    prices = [ledger.Price(0, Decimal("2.50")), ledger.Price(10 * hour, Decimal("4.00"))]
+    segments = list(ledger.priced_segments(9 * hour, 11 * hour, prices))
+    assert [(s, e, p) for s, e, p in segments] == [
+        (9 * hour, 10 * hour, Decimal("2.50")),
+        (10 * hour, 11 * hour, Decimal("4.00")),
+    ]
+    total = sum((ledger.gpu_amount((e - s) * 2, p) for s, e, p in segments), Decimal(0))
+    assert total == Decimal("13.00")
+    assert ledger.cents(Decimal("0.125")) == 12  # half to even, once, at the end
+    assert ledger.cents(Decimal("0.135")) == 14
+
+
+def test_storage_is_billed_per_gb_hour_between_samples() -> None:
+    hour = ledger.US_PER_HOUR
+    samples = [ledger.Sample(0, 2 * 10**9), ledger.Sample(hour, 0), ledger.Sample(3 * hour, 10**9)]
+    steps = ledger.storage_steps(samples, now_us=4 * hour)
+    assert steps == [(0, hour, 2 * 10**9), (3 * hour, 4 * hour, 10**9)]
+    assert sum(ledger.gb_hours((e - s) * b) for s, e, b in steps) == Decimal(3)
+
+
+# --- exactness over the real pipeline -----------------------------------------------------
+
+
+async def test_usage_is_exact_under_duplicates_reordering_kills_and_a_broker_restart(
+    platform: Platform, broker: KafkaBroker
+) -> None:
+    rng = random.Random(20261122)
+    tenant_id = unique("gt")
+    base = us_of(datetime(2026, 10, 5, tzinfo=UTC))
+    events, truth = script(rng, tenant_id, 2000, base)
+    feed = events + rng.sample(events, len(events) // 10)  # 10% duplicates...
+    rng.shuffle(feed)  # ...and no order at all
+    assert len(feed) > 9_000
+
+    chunks = [feed[i : i + len(feed) // 6] for i in range(0, len(feed), len(feed) // 6)]
+    for index, chunk in enumerate(chunks):
+        await publish_all(broker, chunk)
+        if index in {0, 2, 4}:
+            await asyncio.sleep(rng.uniform(0.2, 1.5))  # mid-stream
+            await kill("metering", signal.SIGKILL)
+            await stack_up()
+        if index == 3:
+            await kill("kafka", signal.SIGTERM)
+            await stack_up()
+
+    window = ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
+
+    async def complete() -> dict[str, int] | None:
+        billed = await usage_by_instance(platform, tenant_id, *window)
+        return billed if sum(billed.values()) == sum(truth.values()) else None
+
+    billed = await eventually(complete, timeout=240, interval=3)
+    expected = {instance: gpu_us for instance, gpu_us in truth.items() if gpu_us}
+    assert {k: v for k, v in billed.items() if v} == expected
+
+
+async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
+    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+) -> None:
+    tenant_id = unique("bad")
+    marker = unique("poison")
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(INSTANCE_LIFECYCLE.name, b"{not json", key=marker.encode())
+    finally:
+        await producer.stop()
+    base = us_of(datetime(2026, 10, 7, tzinfo=UTC))
+    await publish_all(
+        broker, lifecycle(tenant_id, "ok", "s", 1, ["scheduled", "stopped"], [base, base + 5_000_000])
+    )
+
+    async def counted() -> bool:
+        billed = await usage_by_instance(platform, tenant_id, "2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
+        return billed == {"ok": 5_000_000}
+
+    await eventually(counted, timeout=60)
+    parked = await read_topic(kafka_bootstrap, "gpucloud.dlq.gpucloud-metering", expect=100_000, timeout=3)
+    assert marker.encode() in {record.key for record in parked}
+
+
+# --- prices, invoices and budgets -----------------------------------------------------------
+
+
+async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: KafkaBroker) -> None:
+    spec, tenant_id = unique("priced"), unique("inv")
+    march = datetime(2031, 3, 1, tzinfo=UTC)
+    for amount, effective in [("2.50", march), ("4.00", march + timedelta(days=14))]:
+        set_price = await platform.http.post(
+            "/v1/prices",
+            json={"meter": "gpu_hour", "specName": spec, "amount": amount,
+                  "effectiveFrom": effective.isoformat()},
+            headers=platform.admin,
+        )  # fmt: skip
+        assert set_price.status_code == 201, set_price.text
+    past = await platform.http.post(
+        "/v1/prices",
+        json={"meter": "gpu_hour", "specName": spec, "amount": "1", "effectiveFrom": "2026-01-01T00:00:00Z"},
+        headers=platform.admin,
+    )
+    assert_problem(past, 422)
+
+    # Two GPUs from an hour before the change to an hour after: 2 GPU-h at 2.50, 2 at 4.00.
+    change = us_of(march + timedelta(days=14))
+    hour = 3_600_000_000
+    await publish_all(
+        broker,
+        lifecycle(tenant_id, "i1", spec, 2, ["pending", "scheduled", "running", "stopped"],
+                  [change - 2 * hour, change - hour, change - hour + 1, change + hour]),
+    )  # fmt: skip
+
+    async def drafted() -> dict[str, Any] | None:
+        draft = await platform.http.get(
+            "/v1/invoice-drafts/2031-03", params={"tenantID": tenant_id}, headers=platform.admin
+        )
+        return draft.json() if draft.json()["totalCents"] == 1300 else None
+
+    draft = await eventually(drafted, timeout=60)
+    assert [(line["unitPrice"], line["quantity"], line["amountCents"]) for line in draft["lines"]] == [
+        ("2.50", "2", 500),
+        ("4.00", "2", 800),
+    ]
+    assert draft["status"] == "draft"
+    early = await platform.http.post(
+        "/v1/invoices", json={"tenantID": tenant_id, "period": "2031-03"}, headers=platform.admin
+    )
+    assert_problem(early, 409)
+
+    # An ended month: issued once, the same document every time, and immutable.
+    october = us_of(datetime(2026, 10, 20, tzinfo=UTC))
+    await publish_all(broker, lifecycle(tenant_id, "i2", spec, 1, ["scheduled", "stopped"], [october, october + hour]))
+
+    async def drafted_october() -> dict[str, Any] | None:
+        draft = await platform.http.get(
+            "/v1/invoice-drafts/2026-10", params={"tenantID": tenant_id}, headers=platform.admin
+        )
+        return draft.json() if draft.json()["lines"] else None
+
+    await eventually(drafted_october, timeout=60)
+    first = await platform.http.post(
+        "/v1/invoices", json={"tenantID": tenant_id, "period": "2026-10"}, headers=platform.admin
+    )
+    assert first.status_code == 201, first.text
+    again = await platform.http.post(
+        "/v1/invoices", json={"tenantID": tenant_id, "period": "2026-10"}, headers=platform.admin
+    )
+    assert again.status_code == 200
+    assert again.json() == first.json()
+    assert first.json()["status"] == "issued"
+    assert first.json()["lines"][0]["quantity"] == "1"
+
+    await publish_all(broker, lifecycle(tenant_id, "late", spec, 8, ["scheduled", "stopped"], [october, october + hour]))
+
+    async def late_counted() -> bool:
+        draft = await platform.http.get(
+            "/v1/invoice-drafts/2026-10", params={"tenantID": tenant_id}, headers=platform.admin
+        )
+        return bool(draft.json()["lines"][0]["quantity"] == "9")
+
+    await eventually(late_counted, timeout=60)
+    stored = await platform.http.get(f"/v1/invoices/{first.json()['invoiceID']}", headers=platform.admin)
+    assert stored.json() == first.json()
+
+
+async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
+    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+) -> None:
+    account = await platform.tenant()
+    admin = bearer(account.admin_key)
+    spec = unique("metered")
+    # 3,600 a GPU-hour: one currency unit (100 cents) per GPU-second.
+    price = await platform.http.post(
+        "/v1/prices", json={"meter": "gpu_hour", "specName": spec, "amount": "3600"}, headers=platform.admin
+    )
+    assert price.status_code == 201, price.text
+    budget = await platform.http.put(
+        "/v1/budget",
+        json={"monthlyBudgetCents": 10_000, "thresholds": [50, 80, 100], "hardStop": True},
+        headers=admin,
+    )
+    assert budget.status_code == 200, budget.text
+
+    # A real instance, to be stopped by the hard stop.
+    free_spec = await platform.spec()
+    started = await platform.http.post(
+        "/v1/gpu-instances", json={"image": "busybox", "specName": free_spec}, headers=admin
+    )
+    assert started.status_code == 202
+    instance_id = started.json()["instanceID"]
+
+    soon = us_of(datetime.now(UTC)) + 2_000_000
+    await publish_all(broker, lifecycle(account.tenant_id, "a", spec, 1, ["scheduled", "stopped"], [soon, soon + 85_000_000]))
+
+    async def spent(cents: int) -> bool:
+        response = await platform.http.get("/v1/budget", headers=admin)
+        return bool(response.json()["spentCents"] >= cents)
+
+    await eventually(lambda: spent(8_500), timeout=30)
+    await asyncio.sleep(12)  # two rounds of the budget check
+    await publish_all(broker, lifecycle(account.tenant_id, "b", spec, 1, ["scheduled", "stopped"], [soon, soon + 20_000_000]))
+    await eventually(lambda: spent(10_500), timeout=30)
+
+    async def stopped() -> bool:
+        got = await platform.http.get(f"/v1/gpu-instances/{instance_id}", headers=admin)
+        return bool(got.json()["state"] in {"stopping", "stopped"})
+
+    await eventually(stopped, timeout=60)
+    await asyncio.sleep(12)  # more rounds: nothing fires twice
+
+    alerts = await read_topic(kafka_bootstrap, BILLING_ALERTS.name, expect=100_000, timeout=3)
+    mine = [json.loads(r.value) for r in alerts if r.key == account.tenant_id.encode()]
+    assert sorted(alert["threshold_pct"] for alert in mine) == [50, 80, 100]
+    commands = await read_topic(kafka_bootstrap, INSTANCE_COMMANDS.name, expect=100_000, timeout=3)
+    assert len([r for r in commands if r.key == account.tenant_id.encode()]) == 1
+    shown = (await platform.http.get("/v1/budget", headers=admin)).json()
+    assert shown["crossed"] == [50, 80, 100]
