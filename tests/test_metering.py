@@ -55,11 +55,17 @@ def lifecycle(
 ) -> list[InstanceStateChanged]:
     return [
         InstanceStateChanged(
-            instance_id=instance_id, tenant_id=tenant_id, spec_name=spec, gpu_type="GT",
-            gpu_count=gpus, zone="zone-a", state=state,
+            instance_id=instance_id,
+            tenant_id=tenant_id,
+            spec_name=spec,
+            gpu_type="GT",
+            gpu_count=gpus,
+            zone="zone-a",
+            state=state,
             previous_state=states[index - 1] if index else None,
-            sequence=index + 1, at=at(moment),
-        )  # fmt: skip
+            sequence=index + 1,
+            at=at(moment),
+        )
         for index, (state, moment) in enumerate(zip(states, times, strict=True))
     ]
 
@@ -78,7 +84,9 @@ def script(
         for _ in states[1:]:
             times.append(times[-1] + rng.randrange(1, 900_000_000))
         truth[instance_id] = sum(
-            gpus * (times[k + 1] - times[k]) for k in range(len(states) - 1) if states[k] in BILLABLE
+            gpus * (times[k + 1] - times[k])
+            for k in range(len(states) - 1)
+            if states[k] in BILLABLE
         )
         events += lifecycle(tenant_id, instance_id, "gt-spec", gpus, states, times)
     return events, truth
@@ -131,7 +139,9 @@ async def kill(component: str, sig: signal.Signals) -> None:
     raise AssertionError(f"{component} did not exit")
 
 
-async def usage_by_instance(platform: Platform, tenant_id: str, start: str, end: str) -> dict[str, int]:
+async def usage_by_instance(
+    platform: Platform, tenant_id: str, start: str, end: str
+) -> dict[str, int]:
     response = await platform.http.get(
         "/v1/usage",
         params={"tenantID": tenant_id, "start": start, "end": end, "groupBy": "instance"},
@@ -234,22 +244,29 @@ async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
         await producer.stop()
     base = us_of(datetime(2026, 10, 7, tzinfo=UTC))
     await publish_all(
-        broker, lifecycle(tenant_id, "ok", "s", 1, ["scheduled", "stopped"], [base, base + 5_000_000])
+        broker,
+        lifecycle(tenant_id, "ok", "s", 1, ["scheduled", "stopped"], [base, base + 5_000_000]),
     )
 
     async def counted() -> bool:
-        billed = await usage_by_instance(platform, tenant_id, "2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
+        billed = await usage_by_instance(
+            platform, tenant_id, "2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z"
+        )
         return billed == {"ok": 5_000_000}
 
     await eventually(counted, timeout=60)
-    parked = await read_topic(kafka_bootstrap, "gpucloud.dlq.gpucloud-metering", expect=100_000, timeout=3)
+    parked = await read_topic(
+        kafka_bootstrap, "gpucloud.dlq.gpucloud-metering", expect=100_000, timeout=3
+    )
     assert marker.encode() in {record.key for record in parked}
 
 
 # --- prices, invoices and budgets -----------------------------------------------------------
 
 
-async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: KafkaBroker) -> None:
+async def test_price_changes_mid_month_and_invoices(
+    platform: Platform, broker: KafkaBroker
+) -> None:
     spec, tenant_id = unique("priced"), unique("inv")
     march = datetime(2031, 3, 1, tzinfo=UTC)
     for amount, effective in [("2.50", march), ("4.00", march + timedelta(days=14))]:
@@ -262,7 +279,12 @@ async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: 
         assert set_price.status_code == 201, set_price.text
     past = await platform.http.post(
         "/v1/prices",
-        json={"meter": "gpu_hour", "specName": spec, "amount": "1", "effectiveFrom": "2026-01-01T00:00:00Z"},
+        json={
+            "meter": "gpu_hour",
+            "specName": spec,
+            "amount": "1",
+            "effectiveFrom": "2026-01-01T00:00:00Z",
+        },
         headers=platform.admin,
     )
     assert_problem(past, 422)
@@ -283,7 +305,9 @@ async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: 
         return draft.json() if draft.json()["totalCents"] == 1300 else None
 
     draft = await eventually(drafted, timeout=60)
-    assert [(line["unitPrice"], line["quantity"], line["amountCents"]) for line in draft["lines"]] == [
+    assert [
+        (line["unitPrice"], line["quantity"], line["amountCents"]) for line in draft["lines"]
+    ] == [
         ("2.50", "2", 500),
         ("4.00", "2", 800),
     ]
@@ -295,7 +319,10 @@ async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: 
 
     # An ended month: issued once, the same document every time, and immutable.
     october = us_of(datetime(2026, 10, 20, tzinfo=UTC))
-    await publish_all(broker, lifecycle(tenant_id, "i2", spec, 1, ["scheduled", "stopped"], [october, october + hour]))
+    await publish_all(
+        broker,
+        lifecycle(tenant_id, "i2", spec, 1, ["scheduled", "stopped"], [october, october + hour]),
+    )
 
     async def drafted_october() -> dict[str, Any] | None:
         draft = await platform.http.get(
@@ -316,7 +343,10 @@ async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: 
     assert first.json()["status"] == "issued"
     assert first.json()["lines"][0]["quantity"] == "1"
 
-    await publish_all(broker, lifecycle(tenant_id, "late", spec, 8, ["scheduled", "stopped"], [october, october + hour]))
+    await publish_all(
+        broker,
+        lifecycle(tenant_id, "late", spec, 8, ["scheduled", "stopped"], [october, october + hour]),
+    )
 
     async def late_counted() -> bool:
         draft = await platform.http.get(
@@ -325,7 +355,9 @@ async def test_price_changes_mid_month_and_invoices(platform: Platform, broker: 
         return bool(draft.json()["lines"][0]["quantity"] == "9")
 
     await eventually(late_counted, timeout=60)
-    stored = await platform.http.get(f"/v1/invoices/{first.json()['invoiceID']}", headers=platform.admin)
+    stored = await platform.http.get(
+        f"/v1/invoices/{first.json()['invoiceID']}", headers=platform.admin
+    )
     assert stored.json() == first.json()
 
 
@@ -337,7 +369,9 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
     spec = unique("metered")
     # 3,600 a GPU-hour: one currency unit (100 cents) per GPU-second.
     price = await platform.http.post(
-        "/v1/prices", json={"meter": "gpu_hour", "specName": spec, "amount": "3600"}, headers=platform.admin
+        "/v1/prices",
+        json={"meter": "gpu_hour", "specName": spec, "amount": "3600"},
+        headers=platform.admin,
     )
     assert price.status_code == 201, price.text
     budget = await platform.http.put(
@@ -356,7 +390,12 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
     instance_id = started.json()["instanceID"]
 
     soon = us_of(datetime.now(UTC)) + 2_000_000
-    await publish_all(broker, lifecycle(account.tenant_id, "a", spec, 1, ["scheduled", "stopped"], [soon, soon + 85_000_000]))
+    await publish_all(
+        broker,
+        lifecycle(
+            account.tenant_id, "a", spec, 1, ["scheduled", "stopped"], [soon, soon + 85_000_000]
+        ),
+    )
 
     async def spent(cents: int) -> bool:
         response = await platform.http.get("/v1/budget", headers=admin)
@@ -364,7 +403,12 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
 
     await eventually(lambda: spent(8_500), timeout=30)
     await asyncio.sleep(12)  # two rounds of the budget check
-    await publish_all(broker, lifecycle(account.tenant_id, "b", spec, 1, ["scheduled", "stopped"], [soon, soon + 20_000_000]))
+    await publish_all(
+        broker,
+        lifecycle(
+            account.tenant_id, "b", spec, 1, ["scheduled", "stopped"], [soon, soon + 20_000_000]
+        ),
+    )
     await eventually(lambda: spent(10_500), timeout=30)
 
     async def stopped() -> bool:
