@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from . import gateway_overhead, instance_start, stack_startup
+from . import gateway_overhead, instance_start, metering_throughput, stack_startup
 
 BENCHMARKS = {
     "stack": stack_startup.main,
     "instances": instance_start.main,
     "gateway": gateway_overhead.main,
+    "metering": metering_throughput.main,
 }
 
 

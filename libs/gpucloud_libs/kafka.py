@@ -72,17 +72,20 @@ def _headers(message: KafkaMessage) -> dict[str, str]:
 
 
 async def _dead_letter(
-    broker: KafkaBroker, message: KafkaMessage, dlq: TopicSpec, reason: str
+    broker: KafkaBroker,
+    record: Any,
+    headers: dict[str, str],
+    dlq: TopicSpec,
+    reason: str,
 ) -> None:
-    record: Any = message.raw_message
-    headers = {
-        **_headers(message),
+    parked = {
+        **headers,
         "x-dlq-reason": reason[:2000],
         "x-dlq-topic": record.topic,
         "x-dlq-partition": str(record.partition),
         "x-dlq-offset": str(record.offset),
     }
-    await broker.publish(message.body, dlq.name, key=record.key, headers=headers)
+    await broker.publish(record.value, dlq.name, key=record.key, headers=parked)
     log.warning(
         "dead-lettered message",
         extra={
@@ -92,6 +95,10 @@ async def _dead_letter(
             "reason": reason[:300],
         },
     )
+
+
+def _record_headers(record: Any) -> dict[str, str]:
+    return {key: value.decode() for key, value in record.headers or () if isinstance(value, bytes)}
 
 
 def subscribe_events(
@@ -106,16 +113,18 @@ def subscribe_events(
     dlq = dead_letter_topic(group)
 
     async def consume(message: KafkaMessage) -> None:
+        record: Any = message.raw_message
         try:
             event = CloudEvent.from_kafka(message.body, _headers(message))
         except MalformedEvent as error:
-            await _dead_letter(broker, message, dlq, str(error))
+            await _dead_letter(broker, record, _headers(message), dlq, str(error))
             await message.ack()
             return
         try:
             await handler(event)
         except PermanentEventError as error:
-            await _dead_letter(broker, message, dlq, f"{type(error).__name__}: {error}")
+            reason = f"{type(error).__name__}: {error}"
+            await _dead_letter(broker, record, _headers(message), dlq, reason)
             await message.ack()
             return
         except Exception:
@@ -128,6 +137,60 @@ def subscribe_events(
     broker.subscriber(
         topic.name,
         group_id=group,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        ack_policy=AckPolicy.MANUAL,
+    )(consume)
+    return dlq
+
+
+BatchHandler = Callable[[list[CloudEvent]], Awaitable[list[tuple[CloudEvent, str]]]]
+
+
+def subscribe_event_batches(
+    broker: KafkaBroker,
+    topic: TopicSpec,
+    *,
+    group: str,
+    handler: BatchHandler,
+    max_records: int = 500,
+) -> TopicSpec:
+    """Like `subscribe_events`, a batch at a time, for consumers whose write is one
+    bulk insert. The handler returns the events it refuses for good, with why;
+    they are dead-lettered. Offsets are committed once the handler returned; if it
+    raised, the whole batch is read again (so the handler must be idempotent)."""
+    dlq = dead_letter_topic(group)
+
+    async def consume(message: KafkaMessage) -> None:
+        raw: Any = message.raw_message
+        records = raw if isinstance(raw, tuple) else (raw,)
+        events: list[CloudEvent] = []
+        source: dict[str, Any] = {}
+        for record in records:
+            try:
+                event = CloudEvent.from_kafka(record.value, _record_headers(record))
+            except MalformedEvent as error:
+                await _dead_letter(broker, record, _record_headers(record), dlq, str(error))
+                continue
+            events.append(event)
+            source[event.id] = record
+        try:
+            refused = await handler(events)
+        except Exception:
+            log.exception("batch handler failed; retrying", extra={"records": len(records)})
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            await message.nack()
+            return
+        for event, reason in refused:
+            record = source[event.id]
+            await _dead_letter(broker, record, _record_headers(record), dlq, reason)
+        await message.ack()
+
+    broker.subscriber(
+        topic.name,
+        group_id=group,
+        batch=True,
+        max_records=max_records,
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         ack_policy=AckPolicy.MANUAL,

@@ -21,7 +21,13 @@ from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from .http import RejectNulMiddleware, install_error_handlers
-from .kafka import EventHandler, create_broker, subscribe_events
+from .kafka import (
+    BatchHandler,
+    EventHandler,
+    create_broker,
+    subscribe_event_batches,
+    subscribe_events,
+)
 from .logs import setup_logging
 from .mongo import Database, Document, IndexPlan, create_client, ensure_indexes, ping
 from .settings import ServiceSettings
@@ -73,6 +79,14 @@ class ServiceRuntime:
             self.broker, topic, group=group or f"gpucloud-{self.name}", handler=handler
         )
         if dlq not in self._topics:  # one dead-letter topic per group, however many topics
+            self._topics.append(dlq)
+
+    def subscribe_batches(self, topic: TopicSpec, handler: BatchHandler) -> None:
+        """Consume `topic` a batch at a time (see `subscribe_event_batches`)."""
+        dlq = subscribe_event_batches(
+            self.broker, topic, group=f"gpucloud-{self.name}", handler=handler
+        )
+        if dlq not in self._topics:
             self._topics.append(dlq)
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:

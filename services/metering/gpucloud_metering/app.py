@@ -31,7 +31,7 @@ service = MeteringService(
     source=runtime.source,
 )
 handlers = EventHandlers(service)
-runtime.subscribe(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
+runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
 runtime.subscribe(STORAGE_USAGE, handlers.on_storage_usage)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 

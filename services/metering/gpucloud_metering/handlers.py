@@ -23,10 +23,15 @@ class EventHandlers:
     def __init__(self, service: MeteringService) -> None:
         self.service = service
 
-    async def on_lifecycle(self, event: CloudEvent) -> None:
-        if not isinstance(event.data, InstanceStateChanged):
-            raise PermanentEventError(f"{event.type} does not belong on the lifecycle topic")
-        await self.service.record_transition(event.id, event.data)
+    async def on_lifecycle(self, events: list[CloudEvent]) -> list[tuple[CloudEvent, str]]:
+        """A batch: one bulk insert. Returns the events that do not belong here."""
+        transitions = [(e.id, e.data) for e in events if isinstance(e.data, InstanceStateChanged)]
+        await self.service.record_transitions(transitions)
+        return [
+            (event, f"{event.type} does not belong on the lifecycle topic")
+            for event in events
+            if not isinstance(event.data, InstanceStateChanged)
+        ]
 
     async def on_storage_usage(self, event: CloudEvent) -> None:
         if not isinstance(event.data, StorageUsageSampled):

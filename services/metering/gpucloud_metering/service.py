@@ -232,19 +232,17 @@ class MeteringService:
             "user_id": data.user_id,
         }
 
-    async def record_transition(self, event_id: str, data: InstanceStateChanged) -> None:
-        document = self.transition_document(event_id, data)
-        kept = await self.facts.record_transition(document)
-        if kept is not None and (kept["state"], kept["at_us"]) != (
-            document["state"],
-            document["at_us"],
-        ):
-            # Same instance and sequence, different fact: the first one stays billed.
-            log.error(
-                "conflicting transition ignored",
-                extra={"transition": document["_id"], "kept_event": kept.get("event_id"),
-                       "ignored_event": event_id},
-            )  # fmt: skip
+    async def record_transitions(self, events: list[tuple[str, InstanceStateChanged]]) -> None:
+        """Record lifecycle transitions (event id, data); a repeat is a no-op."""
+        documents = [self.transition_document(event_id, data) for event_id, data in events]
+        for repeat, kept in await self.facts.record_transitions(documents):
+            if (kept["state"], kept["at_us"]) != (repeat["state"], repeat["at_us"]):
+                # Same instance and sequence, a different fact: the first one stays billed.
+                log.error(
+                    "conflicting transition ignored",
+                    extra={"transition": repeat["_id"], "kept_event": kept.get("event_id"),
+                           "ignored_event": repeat["event_id"]},
+                )  # fmt: skip
 
     async def record_sample(self, data: StorageUsageSampled) -> None:
         at_us = ledger.to_us(data.at)

@@ -47,24 +47,27 @@ class FactStore:
         self._transitions = db[TRANSITIONS]
         self._samples = db[SAMPLES]
 
-    async def record_transition(self, document: Document) -> Document | None:
-        """Record a transition once; returns the one already kept if it is a repeat."""
-        if await _insert_new(self._transitions, document):
-            return None
-        return await self._transitions.find_one({"_id": document["_id"]})
-
-    async def record_transitions(self, documents: list[Document]) -> int:
-        """Record many at once, skipping repeats; returns how many were new."""
+    async def record_transitions(
+        self, documents: list[Document]
+    ) -> list[tuple[Document, Document]]:
+        """Record many at once; repeats are skipped and returned as (repeat, kept) pairs."""
         if not documents:
-            return 0
+            return []
         try:
-            result = await self._transitions.insert_many(documents, ordered=False)
-            return len(result.inserted_ids)
+            await self._transitions.insert_many(documents, ordered=False)
         except BulkWriteError as error:
-            duplicates = [e for e in error.details.get("writeErrors", []) if e.get("code") == 11000]
-            if len(duplicates) != len(error.details.get("writeErrors", [])):
+            errors = error.details.get("writeErrors", [])
+            if any(e.get("code") != 11000 for e in errors):
                 raise
-            return int(error.details.get("nInserted", 0))
+            repeats = [documents[e["index"]] for e in errors]
+            kept = {
+                doc["_id"]: doc
+                for doc in await self._transitions.find(
+                    {"_id": {"$in": [d["_id"] for d in repeats]}}
+                ).to_list()
+            }
+            return [(repeat, kept[repeat["_id"]]) for repeat in repeats if repeat["_id"] in kept]
+        return []
 
     async def record_sample(self, document: Document) -> bool:
         return await _insert_new(self._samples, document)

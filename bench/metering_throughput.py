@@ -1,0 +1,250 @@
+"""Metering throughput and lag, against a raw aiokafka consume loop, side by side.
+
+Both read the whole lifecycle topic from the beginning with a fresh consumer
+group, each in its own process pinned to core 1 (the publisher and the
+probes keep to core 0):
+  raw       aiokafka: poll, then commit, nothing else (the ceiling)
+  metering  the metering service itself: decode and validate the CloudEvent,
+            write the fact to FerretDB (one insert, a duplicate key for a
+            replay), then commit
+Then, with metering caught up, the lag from publishing a lifecycle to its
+usage being visible in the usage API, p50/p99.
+
+The bench metering process has its own fresh group and database (dropped at
+the end) and its periodic jobs switched off, so it measures
+ingestion only; the running stack is not disturbed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from pymongo import AsyncMongoClient
+
+from gpucloud_libs.events import CloudEvent, InstanceStateChanged
+from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE
+
+from .instance_start import percentile
+
+STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
+TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
+BENCH_PORT = 8103
+TOPIC = INSTANCE_LIFECYCLE.name
+
+
+def _env() -> dict[str, str]:
+    out = subprocess.run([*STACK, "env", "--json"], capture_output=True, text=True, check=True)
+    env: dict[str, str] = json.loads(out.stdout)
+    return env
+
+
+def _events(tenant_id: str, instance_id: str, start: datetime, seconds: float) -> list[CloudEvent]:
+    states = [("pending", start), ("scheduled", start), ("running", start),
+              ("stopped", start + timedelta(seconds=seconds))]  # fmt: skip
+    return [
+        CloudEvent.new(
+            InstanceStateChanged(
+                instance_id=instance_id,
+                tenant_id=tenant_id,
+                spec_name="bench",
+                gpu_type="BENCH",
+                gpu_count=1,
+                state=state,
+                sequence=index + 1,
+                at=at,
+            ),
+            source="/bench",
+            event_id=f"{tenant_id}/{instance_id}#{index + 1}",
+        )
+        for index, (state, at) in enumerate(states)
+    ]
+
+
+async def publish(bootstrap: str, events: list[CloudEvent]) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5
+    )
+    await producer.start()
+    try:
+        sends = []
+        for event in events:
+            key, value, headers = event.to_kafka()
+            sends.append(await producer.send(TOPIC, value, key=key,
+                                             headers=[(k, v.encode()) for k, v in headers.items()]))  # fmt: skip
+        await asyncio.gather(*sends)
+    finally:
+        await producer.stop()
+
+
+async def end_offsets(bootstrap: str) -> dict[TopicPartition, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(TOPIC, p) for p in consumer.partitions_for_topic(TOPIC) or []]
+        if not partitions:
+            await consumer._client.force_metadata_update()
+            partitions = [
+                TopicPartition(TOPIC, p) for p in consumer.partitions_for_topic(TOPIC) or []
+            ]
+        beginning = await consumer.beginning_offsets(partitions)
+        ends = await consumer.end_offsets(partitions)
+        return {tp: ends[tp] for tp in partitions if ends[tp] > beginning[tp]}
+    finally:
+        await consumer.stop()
+
+
+async def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+        return {tp: meta.offset for tp, meta in offsets.items() if tp.topic == TOPIC}
+    finally:
+        await admin.close()
+
+
+async def raw_loop(bootstrap: str, group: str, targets: dict[str, int]) -> None:
+    """Child process: consume and commit up to the targets; print how long it took."""
+    consumer = AIOKafkaConsumer(
+        TOPIC, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest", isolation_level="read_committed", max_poll_records=500,
+    )  # fmt: skip
+    await consumer.start()
+    want = {TopicPartition(TOPIC, int(p)): offset for p, offset in targets.items()}
+    count, started = 0, time.perf_counter()
+    try:
+        while [tp for tp, offset in want.items() if await consumer.position(tp) < offset]:
+            batch = await consumer.getmany(timeout_ms=200)
+            count += sum(len(records) for records in batch.values())
+            await consumer.commit()
+    finally:
+        await consumer.stop()
+    print(json.dumps({"records": count, "seconds": time.perf_counter() - started}))
+
+
+async def run_raw(bootstrap: str, targets: dict[TopicPartition, int]) -> tuple[int, float]:
+    arg = json.dumps({str(tp.partition): offset for tp, offset in targets.items()})
+    process = await asyncio.create_subprocess_exec(
+        TASKSET, "-c", "1", sys.executable, "-m", "bench.metering_throughput", "--raw-loop",
+        bootstrap, f"bench-raw-{uuid.uuid4().hex[:8]}", arg, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    return int(result["records"]), float(result["seconds"])
+
+
+async def run_metering(
+    env: dict[str, str], targets: dict[TopicPartition, int], name: str
+) -> tuple[int, float, subprocess.Popen[bytes]]:
+    """Start the bench metering process; returns (records, seconds to catch up, process)."""
+    process_env = {
+        **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name,
+        "GPUCLOUD_HTTP_PORT": str(BENCH_PORT), "GPUCLOUD_LOG_LEVEL": "WARNING",
+        "GPUCLOUD_BUDGET_INTERVAL_S": "1000000", "GPUCLOUD_USAGE_INTERVAL_S": "1000000",
+    }  # fmt: skip
+    log = Path(tempfile.gettempdir()) / "gpucloud-bench-metering.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched below
+            [TASKSET, "-c", "1", sys.executable, "-m", "gpucloud_metering"],
+            env=process_env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    started = time.perf_counter()
+    total = sum(targets.values())
+    while True:
+        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}")
+        if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
+            elapsed = time.perf_counter() - started
+            async with httpx.AsyncClient() as http:  # serving, for the lag probes
+                while (await http.get(f"http://127.0.0.1:{BENCH_PORT}/healthz")).status_code != 200:
+                    await asyncio.sleep(0.1)
+            return total, elapsed, process
+        if process.poll() is not None:
+            raise RuntimeError(f"the bench metering process exited; see {log}")
+        await asyncio.sleep(0.25)
+
+
+async def lag(env: dict[str, str], probes: int) -> list[float]:
+    tenant_id = f"bench-lag-{uuid.uuid4().hex[:8]}"
+    token = sign_identity(env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="bench", role="tenant-admin",
+                          tenant_id=tenant_id, ttl_s=3600)  # fmt: skip
+    seconds = []
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30) as http:
+        for index in range(probes):
+            instance_id = f"probe-{index}"
+            events = _events(tenant_id, instance_id, datetime(2026, 10, 1, tzinfo=UTC), 1.0)
+            started = time.perf_counter()
+            await publish(env["GPUCLOUD_KAFKA_BOOTSTRAP"], events)
+            while True:
+                response = await http.get(
+                    f"/usage/instances/{instance_id}",
+                    params={"start": "2026-10-01T00:00:00Z", "end": "2026-10-02T00:00:00Z"},
+                    headers={IDENTITY_HEADER: token},
+                )
+                if (
+                    response.status_code == 200
+                    and response.json()["total"]["gpuMicroseconds"] == 1_000_000
+                ):
+                    break
+                await asyncio.sleep(0.005)
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--lifecycles", type=int, default=5000, help="4 events each, added to the topic"
+    )
+    parser.add_argument("--probes", type=int, default=50)
+    args = parser.parse_args(argv if argv is not None else sys.argv[2:])
+    os.sched_setaffinity(0, {0})
+    env = _env()
+    bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]
+    tenant_id = f"bench-m-{uuid.uuid4().hex[:8]}"
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    events = [e for i in range(args.lifecycles) for e in _events(tenant_id, f"i{i}", start, 60.0)]
+    await publish(bootstrap, events)
+    targets = await end_offsets(bootstrap)
+
+    raw_records, raw_s = await run_raw(bootstrap, targets)
+    # A fresh consumer group and database each run, dropped afterwards.
+    name = f"meteringbench{uuid.uuid4().hex[:8]}"
+    records, metering_s, process = await run_metering(env, targets, name)
+    try:
+        probes = await lag(env, args.probes)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(env["GPUCLOUD_MONGODB_URI"])
+        await mongo.drop_database(f"gpucloud_{name}")
+        await mongo.close()
+
+    raw_rate, metering_rate = raw_records / raw_s, records / metering_s
+    print(f"the lifecycle topic: {records} records ({len(events)} added by this run)")
+    print(f"  raw aiokafka loop   {raw_rate:9.0f} events/s  ({raw_s:.1f} s)")
+    print(
+        f"  metering            {metering_rate:9.0f} events/s  ({metering_s:.1f} s, from process start)"
+    )
+    print(f"  metering / raw: x{metering_rate / raw_rate:.3f}")
+    ms = [s * 1000 for s in probes]
+    print(f"lag, publish to visible in the usage API ({len(ms)} probes): "
+          f"p50 {percentile(ms, 50):.0f} ms, p99 {percentile(ms, 99):.0f} ms")  # fmt: skip
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--raw-loop":
+    asyncio.run(raw_loop(sys.argv[2], sys.argv[3], json.loads(sys.argv[4])))
