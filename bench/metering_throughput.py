@@ -11,8 +11,9 @@ Then, with metering caught up, the lag from publishing a lifecycle to its
 usage being visible in the usage API, p50/p99.
 
 The bench metering process has its own fresh group and database (dropped at
-the end) and its periodic jobs switched off, so it measures
-ingestion only; the running stack is not disturbed.
+the end) and its periodic jobs switched off, so it measures ingestion only.
+The stack's own metering service is paused (SIGSTOP) meanwhile, so the two do
+not share the database's time, and resumed after.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,7 @@ from pymongo import AsyncMongoClient
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged
 from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
+from gpucloud_stack import layout
 
 from .instance_start import percentile
 
@@ -224,12 +227,20 @@ async def main(argv: list[str] | None = None) -> None:
     raw_records, raw_s = await run_raw(bootstrap, targets)
     # A fresh consumer group and database each run, dropped afterwards.
     name = f"meteringbench{uuid.uuid4().hex[:8]}"
-    records, metering_s, process = await run_metering(env, targets, name)
+    # The stack's own metering would ingest the same new events into the same
+    # database at the same time: it is paused for the measurement.
+    stack_metering = int(layout.pid_file("metering").read_text())
+    os.kill(stack_metering, signal.SIGSTOP)
+    started: list[subprocess.Popen[bytes]] = []
     try:
+        records, metering_s, process = await run_metering(env, targets, name)
+        started.append(process)
         probes = await lag(env, args.probes)
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        os.kill(stack_metering, signal.SIGCONT)
+        for process in started:
+            process.terminate()
+            process.wait(timeout=10)
         mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(env["GPUCLOUD_MONGODB_URI"])
         await mongo.drop_database(f"gpucloud_{name}")
         await mongo.close()
