@@ -425,3 +425,42 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
     assert len([r for r in commands if r.key == account.tenant_id.encode()]) == 1
     shown = (await platform.http.get("/v1/budget", headers=admin)).json()
     assert shown["crossed"] == [50, 80, 100]
+
+
+async def test_the_tenant_spend_cap_asks_for_a_stop_once(
+    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+) -> None:
+    account = await platform.tenant()
+    capped = await platform.http.patch(
+        f"/v1/tenants/{account.tenant_id}",
+        json={"limits": {"maxGpus": 16, "maxInstances": 8, "maxStorageBytes": 10**12,
+                         "monthlySpendCapCents": 100}},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert capped.status_code == 200, capped.text
+    spec = unique("capped")
+    price = await platform.http.post(
+        "/v1/prices",
+        json={"meter": "gpu_hour", "specName": spec, "amount": "3600"},
+        headers=platform.admin,
+    )
+    assert price.status_code == 201
+    soon = us_of(datetime.now(UTC)) + 1_000_000
+    # Two GPU-seconds at a unit each: 200 cents, over the cap of 100.
+    await publish_all(
+        broker,
+        lifecycle(
+            account.tenant_id, "x", spec, 2, ["scheduled", "stopped"], [soon, soon + 1_000_000]
+        ),
+    )
+
+    async def stop_requested() -> list[Any]:
+        commands = await read_topic(
+            kafka_bootstrap, INSTANCE_COMMANDS.name, expect=100_000, timeout=2
+        )
+        return [r for r in commands if r.key == account.tenant_id.encode()]
+
+    [command] = await eventually(stop_requested, timeout=40, interval=2)
+    assert "spend cap" in json.loads(command.value)["reason"]
+    await asyncio.sleep(11)  # two more rounds of the check: still one
+    assert len(await stop_requested()) == 1
