@@ -27,6 +27,13 @@ EventHandler = Callable[[CloudEvent], Awaitable[None]]
 
 #: How long a consumer waits before retrying a message whose handler failed transiently.
 RETRY_BACKOFF_S = 1.0
+#: Every consumer: from the start of a new group, committed reads only, and offsets
+#: committed by our code once the work is durable, never by a timer.
+CONSUMER_OPTIONS: dict[str, Any] = {
+    "auto_offset_reset": "earliest",
+    "isolation_level": "read_committed",
+    "ack_policy": AckPolicy.MANUAL,
+}
 
 
 class PermanentEventError(Exception):
@@ -134,13 +141,7 @@ def subscribe_events(
             return
         await message.ack()
 
-    broker.subscriber(
-        topic.name,
-        group_id=group,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        ack_policy=AckPolicy.MANUAL,
-    )(consume)
+    broker.subscriber(topic.name, group_id=group, **CONSUMER_OPTIONS)(consume)
     return dlq
 
 
@@ -187,12 +188,6 @@ def subscribe_event_batches(
         await message.ack()
 
     broker.subscriber(
-        topic.name,
-        group_id=group,
-        batch=True,
-        max_records=max_records,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        ack_policy=AckPolicy.MANUAL,
+        topic.name, group_id=group, batch=True, max_records=max_records, **CONSUMER_OPTIONS
     )(consume)
     return dlq

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.http import CurrentIdentity
@@ -63,12 +63,7 @@ async def list_prices(identity: CurrentIdentity, request: Request) -> list[Price
     return await _service(request).list_prices()
 
 
-@router.get(
-    "/usage",
-    tags=["usage"],
-    summary="Usage and cost over a time range, grouped (open intervals count up to now)",
-)
-async def usage(
+async def _tenant_report(
     identity: CurrentIdentity,
     request: Request,
     start: Start = None,
@@ -76,8 +71,21 @@ async def usage(
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
     tenant_id: TenantFilter = None,
 ) -> UsageReport:
+    """The usage report both /usage routes serve, for the caller's scope."""
     service = _service(request)
     return await service.report(service.scope(identity, tenant_id), *_range(start, end), group_by)
+
+
+TenantReport = Annotated[UsageReport, Depends(_tenant_report)]
+
+
+@router.get(
+    "/usage",
+    tags=["usage"],
+    summary="Usage and cost over a time range, grouped (open intervals count up to now)",
+)
+async def usage(report: TenantReport) -> UsageReport:
+    return report
 
 
 @router.get(
@@ -87,18 +95,9 @@ async def usage(
     response_class=Response,
     responses={200: {"content": {"text/csv": {}}}},
 )
-async def usage_csv(
-    identity: CurrentIdentity,
-    request: Request,
-    start: Start = None,
-    end: End = None,
-    group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
-    tenant_id: TenantFilter = None,
-) -> Response:
-    service = _service(request)
-    report = await service.report(service.scope(identity, tenant_id), *_range(start, end), group_by)
+async def usage_csv(report: TenantReport, request: Request) -> Response:
     return Response(
-        service.as_csv(report),
+        _service(request).as_csv(report),
         media_type="text/csv",
         headers={"Content-Disposition": 'attachment; filename="usage.csv"'},
     )
