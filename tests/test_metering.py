@@ -21,7 +21,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.events import InstanceStateChanged
 from gpucloud_libs.kafka import create_broker, publish_event
-from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, INSTANCE_LIFECYCLE
+from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, INSTANCE_LIFECYCLE, USAGE
 from gpucloud_metering import ledger
 from gpucloud_stack import layout
 
@@ -264,8 +264,8 @@ async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
 # --- prices, invoices and budgets -----------------------------------------------------------
 
 
-async def test_price_changes_mid_month_and_invoices(
-    platform: Platform, broker: KafkaBroker
+async def test_price_changes_mid_month_invoices_and_usage_out(
+    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
 ) -> None:
     spec, tenant_id = unique("priced"), unique("inv")
     march = datetime(2031, 3, 1, tzinfo=UTC)
@@ -305,6 +305,17 @@ async def test_price_changes_mid_month_and_invoices(
         return draft.json() if draft.json()["totalCents"] == 1300 else None
 
     draft = await eventually(drafted, timeout=60)
+
+    async def usage_out(kafka: str = kafka_bootstrap) -> list[dict[str, Any]]:
+        records = await read_topic(kafka, USAGE.name, expect=1_000_000, timeout=2)
+        return [json.loads(r.value) for r in records if r.key == tenant_id.encode()]
+
+    [record] = await eventually(usage_out, timeout=60, interval=3)
+    assert (record["subject_id"], record["quantity"], record["amount_cents"]) == (
+        "i1",
+        14_400,
+        1300,
+    )
     assert [
         (line["unitPrice"], line["quantity"], line["amountCents"]) for line in draft["lines"]
     ] == [

@@ -58,6 +58,8 @@ class Interval:
     gpus: int
     #: The sequence of the transition that opened it: a stable id for the slice.
     opened_by: int
+    #: The sequence of the transition that closed it, if any.
+    closed_by: int | None = None
 
     def clip(self, start_us: int, end_us: int, now_us: int) -> tuple[int, int] | None:
         stop = min(self.end_us if self.end_us is not None else now_us, end_us)
@@ -74,12 +76,22 @@ def billable_intervals(transitions: Iterable[Transition], gpus: int) -> list[Int
             continue
         following = ordered[index + 1] if index + 1 < len(ordered) else None
         end = following.at_us if following is not None else None
+        closed_by = following.sequence if following is not None else None
         previous = intervals[-1] if intervals else None
-        if previous is not None and previous.end_us == transition.at_us:
-            intervals[-1] = Interval(previous.start_us, end, gpus, previous.opened_by)
+        if previous is not None and previous.closed_by == transition.sequence:
+            intervals[-1] = Interval(previous.start_us, end, gpus, previous.opened_by, closed_by)
         else:
-            intervals.append(Interval(transition.at_us, end, gpus, transition.sequence))
+            intervals.append(Interval(transition.at_us, end, gpus, transition.sequence, closed_by))
     return intervals
+
+
+def contiguous_through(sequences: Iterable[int]) -> int:
+    """The highest k such that transitions 1..k are all known (0 if the first is missing)."""
+    known = set(sequences)
+    k = 0
+    while k + 1 in known:
+        k += 1
+    return k
 
 
 def split_by_day(start_us: int, end_us: int) -> Iterator[tuple[str, int, int]]:

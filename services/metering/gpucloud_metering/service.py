@@ -74,6 +74,8 @@ class InstanceFacts:
     zone: str
     user_id: str
     intervals: list[Interval]
+    #: Transitions 1..this are all recorded: intervals closed by then are final.
+    settled_through: int
 
 
 def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
@@ -98,6 +100,7 @@ def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
                 located.get("zone") or "-",
                 first.get("user_id") or "-",
                 intervals,
+                ledger.contiguous_through(d["sequence"] for d in docs),
             )
         )
     return facts
@@ -212,6 +215,9 @@ class MeteringService:
         self.invoices = invoices
         self.broker = broker
         self.source = source
+        #: Instances with transitions recorded since the last usage-record pass;
+        #: None until the first, full pass.
+        self._dirty: set[tuple[str, str]] | None = None
 
     # --- facts from events -----------------------------------------------------------
 
@@ -235,6 +241,8 @@ class MeteringService:
     async def record_transitions(self, events: list[tuple[str, InstanceStateChanged]]) -> None:
         """Record lifecycle transitions (event id, data); a repeat is a no-op."""
         documents = [self.transition_document(event_id, data) for event_id, data in events]
+        if self._dirty is not None:
+            self._dirty.update((data.tenant_id, data.instance_id) for _, data in events)
         for repeat, kept in await self.facts.record_transitions(documents):
             if (kept["state"], kept["at_us"]) != (repeat["state"], repeat["at_us"]):
                 # Same instance and sequence, a different fact: the first one stays billed.
@@ -522,16 +530,41 @@ class MeteringService:
     # --- usage out -----------------------------------------------------------------
 
     async def publish_usage_records(self) -> int:
-        """Every closed GPU interval, priced, as a usage record; once each."""
-        known = await self.usage_records.known_ids()
+        """Every final GPU interval, priced, as a usage record; once each.
+
+        An interval is final once it is closed and every transition up to the
+        closing one is recorded (a late one could still move its end). The
+        first pass looks at every instance; later passes only at instances
+        that got new transitions since.
+        """
+        full = self._dirty is None
+        dirty, self._dirty = self._dirty or set(), set()  # from here on, changes are tracked
+        try:
+            return await self._publish_final_intervals(None if full else dirty)
+        except Exception:
+            self._dirty |= dirty  # look at them again next round
+            raise
+
+    async def _publish_final_intervals(self, only: set[tuple[str, str]] | None) -> int:
+        if only is None:
+            transitions = await self.facts.transitions(None)
+            known: set[str] | None = await self.usage_records.known_ids()
+        else:
+            transitions = [
+                doc
+                for tenant_id in {tenant_id for tenant_id, _ in only}
+                for doc in await self.facts.transitions(tenant_id)
+                if (doc["tenant_id"], doc["instance_id"]) in only
+            ]
+            known = None
         prices = PriceBook(await self.prices.all())
         published = 0
-        for instance in instances_from(await self.facts.transitions(None)):
+        for instance in instances_from(transitions):
             for interval in instance.intervals:
-                if interval.end_us is None:
+                if interval.end_us is None or (interval.closed_by or 0) > instance.settled_through:
                     continue
                 usage_id = f"{instance.tenant_id}/{instance.instance_id}#{interval.opened_by}"
-                if usage_id in known:
+                if known is not None and usage_id in known:
                     continue
                 amount = sum(
                     (ledger.gpu_amount((end - start) * interval.gpus, price)
