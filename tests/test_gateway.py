@@ -375,3 +375,18 @@ async def test_unknown_routes_methods_and_big_bodies_get_problems(platform: Plat
         "/v1/tenants", content=b"{", headers={**platform.admin, "content-type": "application/json"}
     )
     assert_problem(not_json, 422)
+
+
+async def test_a_failed_tenant_creation_leaves_the_id_free(platform: Platform) -> None:
+    taken = await platform.tenant()
+    body = {
+        "tenantID": f"{taken.tenant_id}-b",
+        "name": "B",
+        "limits": {"maxGpus": 1, "maxInstances": 1, "maxStorageBytes": 1},
+        "admin": {"email": f"admin@{taken.tenant_id}.test", "name": "x", "role": "tenant-admin"},
+    }
+    assert_problem(await platform.http.post("/v1/tenants", json=body, headers=platform.admin), 409)
+    body["admin"] = {"email": f"other@{taken.tenant_id}.test", "name": "x", "role": "tenant-admin"}
+    retried = await platform.http.post("/v1/tenants", json=body, headers=platform.admin)
+    assert retried.status_code == 201, retried.text
+    platform.tenants.append(body["tenantID"])  # type: ignore[arg-type]

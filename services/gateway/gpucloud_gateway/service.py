@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Literal
 
 from faststream.kafka import KafkaBroker
 
@@ -183,7 +183,9 @@ class GatewayService:
             via="api_key",
         )
 
-    async def _from_token(self, token: SessionToken, *, via: Any) -> Principal:
+    async def _from_token(
+        self, token: SessionToken, *, via: Literal["token", "session_cookie"]
+    ) -> Principal:
         if token.source == "key":
             doc = await self._key_cache.get(token.source_id, self.keys.get)
             if doc is None or doc.get("revoked_at") is not None:
@@ -365,7 +367,7 @@ class GatewayService:
         try:
             admin = await self._insert_user(body.admin, tenant_id=body.tenant_id)
         except Conflict:
-            await self.tenants.set_fields(body.tenant_id, {"status": "deleted"}, time.time_ns())
+            await self.tenants.remove_unpublished(body.tenant_id)  # the id stays free
             raise
         admin_principal = Principal(
             subject=admin.user_id, user_id=admin.user_id, key_id=None, role="tenant-admin",

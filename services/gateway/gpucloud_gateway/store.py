@@ -52,6 +52,10 @@ class TenantStore:
     async def get(self, tenant_id: str) -> Document | None:
         return await self._tenants.find_one({"_id": tenant_id})
 
+    async def remove_unpublished(self, tenant_id: str) -> None:
+        """Undo a creation that failed before anyone was told of the tenant."""
+        await self._tenants.delete_one({"_id": tenant_id, "published_revision": None})
+
     async def page(self, *, after: str | None, limit: int) -> list[Document]:
         query: dict[str, Any] = {"status": {"$ne": "deleted"}}
         if after:
