@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,20 +35,12 @@ import httpx
 
 from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 
-from .instance_start import percentile
+from .common import TASKSET, percentile, stack_env
 
-STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
-TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
 BENCH_PORT = 8100
 CONCURRENCY = 32
 
 Call = Callable[[], Awaitable[int]]
-
-
-def _env() -> dict[str, str]:
-    out = subprocess.run([*STACK, "env", "--json"], capture_output=True, text=True, check=True)
-    env: dict[str, str] = json.loads(out.stdout)
-    return env
 
 
 @contextlib.contextmanager
@@ -160,7 +150,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv if argv is not None else sys.argv[2:])
     os.sched_setaffinity(0, {0})  # the load generator keeps to core 0
-    env = _env()
+    env = stack_env()
     admin = {"Authorization": f"Bearer {env['GPUCLOUD_BOOTSTRAP_ADMIN_KEY']}"}
     tenant_id, key, instance_id = await setup(env, admin)
     signing_key = env["GPUCLOUD_IDENTITY_SIGNING_KEY"]

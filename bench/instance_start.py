@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,7 +32,8 @@ from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.topics import TENANTS
 from gpucloud_stack import fleet
 
-STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
+from .common import percentile, stack_env
+
 PRODUCT = "BENCH-GPU"
 BENCH_LABEL = {"gpucloud.io/bench": "true"}
 SCALE_NODES = 1000
@@ -43,18 +41,6 @@ SCALE_INSTANCES = 5000
 SCALE_TENANTS = 50
 POLL_S = 0.01
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-
-
-def _env() -> dict[str, str]:
-    out = subprocess.run([*STACK, "env", "--json"], capture_output=True, text=True, check=True)
-    env: dict[str, str] = json.loads(out.stdout)
-    return env
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
-    return ordered[index]
 
 
 def summary(name: str, seconds: list[float]) -> str:
@@ -192,7 +178,7 @@ async def main(argv: list[str] | None = None) -> None:
         "--scale-instances", type=int, default=SCALE_INSTANCES, help="live instances for --scale"
     )
     args = parser.parse_args(argv if argv is not None else sys.argv[2:])
-    env = _env()
+    env = stack_env()
     configuration = k8s.Configuration()
     await k8s_config.load_kube_config(
         config_file=env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,18 +41,10 @@ from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from gpucloud_stack import layout
 
-from .instance_start import percentile
+from .common import TASKSET, percentile, stack_env
 
-STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
-TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
 BENCH_PORT = 8103
 TOPIC = INSTANCE_LIFECYCLE.name
-
-
-def _env() -> dict[str, str]:
-    out = subprocess.run([*STACK, "env", "--json"], capture_output=True, text=True, check=True)
-    env: dict[str, str] = json.loads(out.stdout)
-    return env
 
 
 def _events(tenant_id: str, instance_id: str, start: datetime, seconds: float) -> list[CloudEvent]:
@@ -216,7 +207,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probes", type=int, default=50)
     args = parser.parse_args(argv if argv is not None else sys.argv[2:])
     os.sched_setaffinity(0, {0})
-    env = _env()
+    env = stack_env()
     bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]
     tenant_id = f"bench-m-{uuid.uuid4().hex[:8]}"
     start = datetime(2026, 10, 1, tzinfo=UTC)

@@ -8,30 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
+from .common import stack
+
 RUNS = 3
 IDLE_SETTLE_S = 20
-
-
-def _stack(*args: str) -> str:
-    return subprocess.run([*STACK, *args], capture_output=True, text=True, check=True).stdout
 
 
 async def main() -> None:
     timings = []
     for _ in range(RUNS):
-        _stack("down")
+        stack("down")
         started = time.perf_counter()
-        _stack("up")
+        stack("up")
         timings.append(time.perf_counter() - started)
     print(f"warm up, all 14 components healthy: "
           f"median {statistics.median(timings):.1f}s, min {min(timings):.1f}s, max {max(timings):.1f}s "
           f"over {RUNS} runs")  # fmt: skip
     await asyncio.sleep(IDLE_SETTLE_S)
     print(f"idle memory after {IDLE_SETTLE_S}s (resident, MiB):")
-    print(_stack("status"))
+    print(stack("status"))

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
+from .support import eventually, unique
 
 
 @dataclass
@@ -29,6 +30,8 @@ class World:
     b_user_key: str
     spec: str
     a_invoice: str
+    #: An instance id that only A uses (B reuses `a_instance`'s id on purpose).
+    a_only_instance: str
 
     @property
     def outsiders(self) -> dict[str, dict[str, str]]:
@@ -147,7 +150,7 @@ async def _own_quota(world: World) -> None:
     )
     assert changed.json()["tenantID"] == world.b.tenant_id
     mine = await world.http.get("/v1/tenant", headers=bearer(world.a.admin_key))
-    assert mine.json()["quota"]["maxGpus"] == 16  # A is untouched
+    assert mine.json()["quota"]["maxGpus"] == 32  # A is untouched
 
 
 # --- users ---------------------------------------------------------------------------
@@ -366,10 +369,15 @@ async def _usage_csv(world: World) -> None:
 
 @row("GET", "/v1/usage/instances/{instance_id}")
 async def _instance_usage(world: World) -> None:
-    # B has no instance of that id with usage of its own: nothing of A's shows.
+    # An instance only A has: once metering has its facts, A reads them and B cannot.
+    path = f"/v1/usage/instances/{world.a_only_instance}"
+
+    async def recorded() -> bool:
+        return (await world.http.get(path, headers=bearer(world.a.admin_key))).status_code == 200
+
+    await eventually(recorded, timeout=30)
     for headers in world.outsiders.values():
-        got = await world.http.get(f"/v1/usage/instances/{world.a_instance}-x", headers=headers)
-        refused(got)
+        refused(await world.http.get(path, headers=headers))
 
 
 @row("GET", "/v1/revenue")
@@ -435,7 +443,7 @@ async def _openapi(world: World) -> None:
 
 @pytest.fixture
 async def world(platform: Platform) -> World:
-    a = await platform.tenant(max_gpus=16)
+    a = await platform.tenant(max_gpus=32)  # room for two pending 16-GPU instances
     b = await platform.tenant(max_gpus=16)
     spec = await platform.spec(gpus=1)
     big = await platform.spec(gpus=16)  # stays pending: no node has 16 GPUs
@@ -449,6 +457,12 @@ async def world(platform: Platform) -> World:
         headers=bearer(a.admin_key),
     )
     assert started.status_code == 202, started.text
+    only_a = await platform.http.post(
+        "/v1/gpu-instances",
+        json={"instanceID": unique("only-a"), "image": "jupyter", "specName": big},
+        headers=bearer(a.admin_key),
+    )
+    assert only_a.status_code == 202, only_a.text
     _, _, a_user = await platform.member(a)
     _, _, b_user = await platform.member(b)
     budget = await platform.http.put(
@@ -461,7 +475,7 @@ async def world(platform: Platform) -> World:
     assert invoice.status_code == 201, invoice.text
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
-        invoice.json()["invoiceID"],
+        invoice.json()["invoiceID"], only_a.json()["instanceID"],
     )  # fmt: skip
 
 

@@ -38,16 +38,6 @@ PATHS = [
     ["pending", "failed"],
     ["pending", "stopping", "stopped"],
 ]
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def at(us: int) -> datetime:
-    return EPOCH + timedelta(microseconds=us)
-
-
-def us_of(moment: datetime) -> int:
-    delta = moment - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def lifecycle(
@@ -64,7 +54,7 @@ def lifecycle(
             state=state,
             previous_state=states[index - 1] if index else None,
             sequence=index + 1,
-            at=at(moment),
+            at=ledger.from_us(moment),
         )
         for index, (state, moment) in enumerate(zip(states, times, strict=True))
     ]
@@ -203,7 +193,7 @@ async def test_usage_is_exact_under_duplicates_reordering_kills_and_a_broker_res
 ) -> None:
     rng = random.Random(20261122)
     tenant_id = unique("gt")
-    base = us_of(datetime(2026, 10, 5, tzinfo=UTC))
+    base = ledger.to_us(datetime(2026, 10, 5, tzinfo=UTC))
     events, truth = script(rng, tenant_id, 2000, base)
     feed = events + rng.sample(events, len(events) // 10)  # 10% duplicates...
     rng.shuffle(feed)  # ...and no order at all
@@ -242,7 +232,7 @@ async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
         await producer.send_and_wait(INSTANCE_LIFECYCLE.name, b"{not json", key=marker.encode())
     finally:
         await producer.stop()
-    base = us_of(datetime(2026, 10, 7, tzinfo=UTC))
+    base = ledger.to_us(datetime(2026, 10, 7, tzinfo=UTC))
     await publish_all(
         broker,
         lifecycle(tenant_id, "ok", "s", 1, ["scheduled", "stopped"], [base, base + 5_000_000]),
@@ -290,7 +280,7 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
     assert_problem(past, 422)
 
     # Two GPUs from an hour before the change to an hour after: 2 GPU-h at 2.50, 2 at 4.00.
-    change = us_of(march + timedelta(days=14))
+    change = ledger.to_us(march + timedelta(days=14))
     hour = 3_600_000_000
     await publish_all(
         broker,
@@ -329,7 +319,7 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
     assert_problem(early, 409)
 
     # An ended month: issued once, the same document every time, and immutable.
-    october = us_of(datetime(2026, 10, 20, tzinfo=UTC))
+    october = ledger.to_us(datetime(2026, 10, 20, tzinfo=UTC))
     await publish_all(
         broker,
         lifecycle(tenant_id, "i2", spec, 1, ["scheduled", "stopped"], [october, october + hour]),
@@ -400,7 +390,7 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
     assert started.status_code == 202
     instance_id = started.json()["instanceID"]
 
-    soon = us_of(datetime.now(UTC)) + 2_000_000
+    soon = ledger.to_us(datetime.now(UTC)) + 2_000_000
     await publish_all(
         broker,
         lifecycle(
@@ -456,7 +446,7 @@ async def test_the_tenant_spend_cap_asks_for_a_stop_once(
         headers=platform.admin,
     )
     assert price.status_code == 201
-    soon = us_of(datetime.now(UTC)) + 1_000_000
+    soon = ledger.to_us(datetime.now(UTC)) + 1_000_000
     # Two GPU-seconds at a unit each: 200 cents, over the cap of 100.
     await publish_all(
         broker,

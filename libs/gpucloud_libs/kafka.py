@@ -74,19 +74,14 @@ async def publish_cloud_event(broker: KafkaBroker, topic: TopicSpec, event: Clou
     await broker.publish(value, topic.name, key=key, headers=headers)
 
 
-def _headers(message: KafkaMessage) -> dict[str, str]:
-    return {key: value for key, value in message.headers.items() if isinstance(value, str)}
+def _record_headers(record: Any) -> dict[str, str]:
+    return {key: value.decode() for key, value in record.headers or () if isinstance(value, bytes)}
 
 
-async def _dead_letter(
-    broker: KafkaBroker,
-    record: Any,
-    headers: dict[str, str],
-    dlq: TopicSpec,
-    reason: str,
-) -> None:
+async def _dead_letter(broker: KafkaBroker, record: Any, dlq: TopicSpec, reason: str) -> None:
+    """Park a record, as it came, on `dlq`, with where it came from and why."""
     parked = {
-        **headers,
+        **_record_headers(record),
         "x-dlq-reason": reason[:2000],
         "x-dlq-topic": record.topic,
         "x-dlq-partition": str(record.partition),
@@ -104,10 +99,6 @@ async def _dead_letter(
     )
 
 
-def _record_headers(record: Any) -> dict[str, str]:
-    return {key: value.decode() for key, value in record.headers or () if isinstance(value, bytes)}
-
-
 def subscribe_events(
     broker: KafkaBroker, topic: TopicSpec, *, group: str, handler: EventHandler
 ) -> TopicSpec:
@@ -122,16 +113,15 @@ def subscribe_events(
     async def consume(message: KafkaMessage) -> None:
         record: Any = message.raw_message
         try:
-            event = CloudEvent.from_kafka(message.body, _headers(message))
+            event = CloudEvent.from_kafka(record.value, _record_headers(record))
         except MalformedEvent as error:
-            await _dead_letter(broker, record, _headers(message), dlq, str(error))
+            await _dead_letter(broker, record, dlq, str(error))
             await message.ack()
             return
         try:
             await handler(event)
         except PermanentEventError as error:
-            reason = f"{type(error).__name__}: {error}"
-            await _dead_letter(broker, record, _headers(message), dlq, reason)
+            await _dead_letter(broker, record, dlq, f"{type(error).__name__}: {error}")
             await message.ack()
             return
         except Exception:
@@ -171,7 +161,7 @@ def subscribe_event_batches(
             try:
                 event = CloudEvent.from_kafka(record.value, _record_headers(record))
             except MalformedEvent as error:
-                await _dead_letter(broker, record, _record_headers(record), dlq, str(error))
+                await _dead_letter(broker, record, dlq, str(error))
                 continue
             events.append(event)
             source[event.id] = record
@@ -183,8 +173,7 @@ def subscribe_event_batches(
             await message.nack()
             return
         for event, reason in refused:
-            record = source[event.id]
-            await _dead_letter(broker, record, _record_headers(record), dlq, reason)
+            await _dead_letter(broker, source[event.id], dlq, reason)
         await message.ack()
 
     broker.subscriber(

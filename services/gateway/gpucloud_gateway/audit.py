@@ -23,6 +23,7 @@ from gpucloud_libs.errors import BadRequest
 from gpucloud_libs.events import AuditRecorded
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import AUDIT
 
 from .schemas import AuditEntry, AuditPage, Principal
@@ -55,6 +56,7 @@ class AuditLog:
         self.broker = broker
         self.source = source
         self._spawn = spawn
+        self._retries = PublishRetries()
 
     async def record(self, call: AuditedCall, result: int) -> None:
         # Ids sort by time, so the newest-first listing is an _id order.
@@ -78,12 +80,17 @@ class AuditLog:
             audit_id=doc["_id"], tenant_id=doc["tenant_id"], actor=doc["actor"],
             action=doc["action"], resource=doc["resource"], result=doc["result"], at=doc["at"],
         )  # fmt: skip
-        await publish_event(self.broker, AUDIT, event, source=self.source, event_id=doc["_id"])
+        try:
+            await publish_event(self.broker, AUDIT, event, source=self.source, event_id=doc["_id"])
+        except Exception:
+            self._retries.failed(doc["_id"])
+            raise
         await self.store.mark_published(doc["_id"])
 
     async def republish(self) -> None:
-        for doc in await self.store.unpublished():
-            await self._publish(doc)
+        await self._retries.sweep(
+            all_unpublished=self.store.unpublished, get=self.store.get, publish=self._publish
+        )
 
     async def page(
         self,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from urllib.parse import quote
@@ -31,6 +30,7 @@ from gpucloud_libs.errors import GpucloudError, NotFound, Unauthenticated
 from gpucloud_libs.http import problem_response
 from gpucloud_libs.naming import instance_host, parse_instance_host
 
+from .cache import TtlCache
 from .credentials import API_AUDIENCE
 from .forwarding import identity_headers, relay
 from .schemas import InstanceSession, Principal
@@ -73,7 +73,9 @@ class InstanceProxy:
         self.service = service
         self.upstream = upstream
         self._domain_suffix = "." + settings.instance_domain
-        self._endpoints: dict[tuple[str, str, int], tuple[float, str]] = {}
+        self._addresses = TtlCache[tuple[str, str, int], str](
+            settings.endpoint_cache_ttl_s, max_entries=10_000
+        )
 
     def serves(self, host: str) -> bool:
         return host.endswith(self._domain_suffix)
@@ -148,18 +150,13 @@ class InstanceProxy:
         if "instances:connect" not in principal.scopes:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
         instance_id, port = parsed
+
+        async def resolve(_: tuple[str, str, int]) -> str:
+            path = f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
+            return str((await self._instances_call(principal, path))["address"])
+
         key = (principal.tenant_id or "", instance_id, port)
-        cached = self._endpoints.get(key)
-        if cached is not None and cached[0] > time.monotonic():
-            return instance_id, port, cached[1]
-        endpoint = await self._instances_call(
-            principal, f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
-        )
-        address = str(endpoint["address"])
-        if len(self._endpoints) > 10_000:
-            self._endpoints.clear()
-        self._endpoints[key] = (time.monotonic() + self.settings.endpoint_cache_ttl_s, address)
-        return instance_id, port, address
+        return instance_id, port, await self._addresses.get(key, resolve)
 
     async def _instances_call(self, principal: Principal, path: str) -> dict[str, object]:
         try:

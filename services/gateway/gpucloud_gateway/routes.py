@@ -89,8 +89,6 @@ class RouteMatch:
 
 
 def match(method: str, path: str) -> RouteMatch:
-    allowed = tuple(route.method for route in FORWARDED if route.pattern.match(path))
-    for route in FORWARDED:
-        if route.method == method and route.pattern.match(path):
-            return RouteMatch(route, allowed)
-    return RouteMatch(None, allowed)
+    matching = [route for route in FORWARDED if route.pattern.match(path)]
+    found = next((route for route in matching if route.method == method), None)
+    return RouteMatch(found, tuple(route.method for route in matching))

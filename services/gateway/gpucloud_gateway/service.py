@@ -12,7 +12,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -32,6 +32,7 @@ from gpucloud_libs.mongo import Document
 from gpucloud_libs.topics import TENANTS
 
 from . import credentials
+from .cache import TtlCache
 from .credentials import API_AUDIENCE, BOOTSTRAP_KEY_ID, SessionToken
 from .ratelimit import RateLimiter
 from .schemas import (
@@ -76,29 +77,6 @@ class InsufficientScope(Forbidden):
     title = "The credential's scopes do not allow this"
 
 
-class _TtlCache:
-    """A few seconds of memory for documents read on every request."""
-
-    def __init__(self, ttl_s: float) -> None:
-        self._ttl_s = ttl_s
-        self._entries: dict[str, tuple[float, Document | None]] = {}
-
-    async def get(
-        self, key: str, load: Callable[[str], Awaitable[Document | None]]
-    ) -> Document | None:
-        hit = self._entries.get(key)
-        if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
-        value = await load(key)
-        if len(self._entries) > 50_000:
-            self._entries.clear()
-        self._entries[key] = (time.monotonic() + self._ttl_s, value)
-        return value
-
-    def forget(self, key: str) -> None:
-        self._entries.pop(key, None)
-
-
 def effective_quota(limits: Document, self_quota: Document) -> Document:
     """The tighter of the platform's limit and the tenant admin's own, field by field."""
     tighter: Document = {}
@@ -127,9 +105,9 @@ class GatewayService:
         self.source = source
         self.limiter = RateLimiter()
         self._signing_key = settings.identity_signing_key.get_secret_value()
-        self._key_cache = _TtlCache(settings.auth_cache_ttl_s)
-        self._user_cache = _TtlCache(settings.auth_cache_ttl_s)
-        self._tenant_cache = _TtlCache(settings.auth_cache_ttl_s)
+        self._key_cache = TtlCache[str, Document | None](settings.auth_cache_ttl_s)
+        self._user_cache = TtlCache[str, Document | None](settings.auth_cache_ttl_s)
+        self._tenant_cache = TtlCache[str, Document | None](settings.auth_cache_ttl_s)
         self._touched: dict[str, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._tenant_locks: dict[str, asyncio.Lock] = {}

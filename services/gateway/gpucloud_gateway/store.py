@@ -181,6 +181,9 @@ class AuditStore:
     async def insert(self, document: Document) -> None:
         await self._audit.insert_one(document)
 
+    async def get(self, audit_id: str) -> Document | None:
+        return await self._audit.find_one({"_id": audit_id})
+
     async def mark_published(self, audit_id: str) -> None:
         await self._audit.update_one({"_id": audit_id}, {"$set": {"published": True}})
 

@@ -131,6 +131,15 @@ def priced_segments(
         cursor = next_change
 
 
+def priced_gpu_use(
+    start_us: int, end_us: int, gpus: int, prices: list[Price]
+) -> Iterator[tuple[int, Decimal | None, Decimal]]:
+    """(GPU-µs, price per GPU-hour, exact amount) for each price segment of [start, end)."""
+    for seg_start, seg_end, price in priced_segments(start_us, end_us, prices):
+        gpu_us = (seg_end - seg_start) * gpus
+        yield gpu_us, price, gpu_amount(gpu_us, price)
+
+
 def gpu_amount(gpu_us: int, price_per_gpu_hour: Decimal | None) -> Decimal:
     if price_per_gpu_hour is None:
         return Decimal(0)
@@ -167,6 +176,11 @@ def storage_steps(samples: Iterable[Sample], now_us: int) -> list[tuple[int, int
         if end > sample.at_us and sample.bytes_used > 0:
             steps.append((sample.at_us, end, sample.bytes_used))
     return steps
+
+
+def crossed(spent_cents: int, budget_cents: int, thresholds: Iterable[int]) -> list[int]:
+    """The thresholds (percent of the budget) that the spend has reached."""
+    return [pct for pct in thresholds if spent_cents * 100 >= pct * budget_cents]
 
 
 def month_bounds(period: str) -> tuple[int, int]:

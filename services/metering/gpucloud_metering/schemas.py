@@ -7,7 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, field_validator
 
 from gpucloud_libs.http import ApiModel
 
@@ -87,6 +87,13 @@ class BudgetSet(ApiModel):
     )
     #: At 100%, ask the instances service to stop the tenant's instances.
     hard_stop: bool = False
+
+    @field_validator("thresholds")
+    @classmethod
+    def _distinct_percentages(cls, thresholds: list[int]) -> list[int]:
+        if len(set(thresholds)) != len(thresholds) or not all(0 < t <= 1000 for t in thresholds):
+            raise ValueError("thresholds are distinct percentages from 1 to 1000")
+        return sorted(thresholds)
 
 
 class Budget(BudgetSet):

@@ -27,6 +27,7 @@ from gpucloud_libs.events import (
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, USAGE
 
 from . import ledger
@@ -155,12 +156,11 @@ def tally(
                 else [(_group_key(instance, group_by), *clipped)]
             )
             for key, piece_start, piece_end in pieces:
-                for seg_start, seg_end, price in ledger.priced_segments(
-                    piece_start, piece_end, prices.gpu(instance.spec_name)
+                for gpu_us, _, amount in ledger.priced_gpu_use(
+                    piece_start, piece_end, interval.gpus, prices.gpu(instance.spec_name)
                 ):
-                    gpu_us = (seg_end - seg_start) * interval.gpus
                     rows[key].gpu_us += gpu_us
-                    rows[key].amount += ledger.gpu_amount(gpu_us, price)
+                    rows[key].amount += amount
     by_storage: dict[str, list[Sample]] = defaultdict(list)
     for doc in samples:
         by_storage[doc["storage_id"]].append(Sample(doc["at_us"], doc["bytes_used"]))
@@ -218,6 +218,8 @@ class MeteringService:
         #: Instances with transitions recorded since the last usage-record pass;
         #: None until the first, full pass.
         self._dirty: set[tuple[str, str]] | None = None
+        self._notice_retries = PublishRetries()
+        self._usage_retries = PublishRetries()
 
     # --- facts from events -----------------------------------------------------------
 
@@ -368,10 +370,10 @@ class MeteringService:
                     clipped = interval.clip(start_us, end_us, end_us)
                     if clipped is None:
                         continue
-                    for seg_start, seg_end, price in ledger.priced_segments(
-                        *clipped, prices.gpu(spec_name)
+                    for gpu_us, price, _ in ledger.priced_gpu_use(
+                        *clipped, interval.gpus, prices.gpu(spec_name)
                     ):
-                        gpu_us_by_price[price] += (seg_end - seg_start) * interval.gpus
+                        gpu_us_by_price[price] += gpu_us
             for price, gpu_us in sorted(
                 gpu_us_by_price.items(), key=lambda kv: kv[0] or Decimal(0)
             ):
@@ -440,20 +442,14 @@ class MeteringService:
     # --- budgets -------------------------------------------------------------------
 
     async def set_budget(self, tenant_id: str, body: BudgetSet) -> Budget:
-        if len(set(body.thresholds)) != len(body.thresholds) or not all(
-            0 < t <= 1000 for t in body.thresholds
-        ):
-            raise ValidationFailed("thresholds are distinct percentages from 1 to 1000")
-        await self.budgets.put(
-            tenant_id, {**body.model_dump(), "thresholds": sorted(body.thresholds)}
-        )
+        await self.budgets.put(tenant_id, body.model_dump())
         return await self.get_budget(tenant_id)
 
-    async def month_to_date_cents(self, tenant_id: str, at: datetime) -> int:
+    async def month_to_date_cents(self, tenant_id: str, at: datetime, prices: PriceBook) -> int:
         start_us, end_us = ledger.month_bounds(ledger.period_of(at))
         rows = tally(
             instances_from(await self.facts.transitions(tenant_id)),
-            await self.facts.samples(tenant_id), PriceBook(await self.prices.all()),
+            await self.facts.samples(tenant_id), prices,
             start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
         )  # fmt: skip
         return ledger.cents(sum((t.amount for t in rows.values()), Decimal(0)))
@@ -463,12 +459,12 @@ class MeteringService:
         if doc is None:
             raise NotFound("no budget is set for this tenant")
         at = now_utc()
-        spent = await self.month_to_date_cents(tenant_id, at)
+        spent = await self.month_to_date_cents(tenant_id, at, PriceBook(await self.prices.all()))
         return Budget(
             tenant_id=tenant_id, period=ledger.period_of(at), spent_cents=spent,
             monthly_budget_cents=doc["monthly_budget_cents"], thresholds=doc["thresholds"],
             hard_stop=doc["hard_stop"],
-            crossed=[t for t in doc["thresholds"] if spent * 100 >= t * doc["monthly_budget_cents"]],
+            crossed=ledger.crossed(spent, doc["monthly_budget_cents"], doc["thresholds"]),
         )  # fmt: skip
 
     async def evaluate_budgets(self) -> None:
@@ -478,15 +474,15 @@ class MeteringService:
         period = ledger.period_of(at)
         caps = await self.budgets.caps()
         budgets = {doc["_id"]: doc for doc in await self.budgets.all()}
+        prices = PriceBook(await self.prices.all())  # once per round, not per tenant
         for tenant_id in sorted(set(caps) | set(budgets)):
-            spent = await self.month_to_date_cents(tenant_id, at)
+            spent = await self.month_to_date_cents(tenant_id, at, prices)
             budget = budgets.get(tenant_id)
             stop_reason = None
             if budget is not None:
                 limit = budget["monthly_budget_cents"]
-                for threshold in budget["thresholds"]:
-                    if spent * 100 >= threshold * limit:
-                        await self._notify(tenant_id, period, threshold, spent, limit)
+                for threshold in ledger.crossed(spent, limit, budget["thresholds"]):
+                    await self._notify(tenant_id, period, threshold, spent, limit)
                 if budget["hard_stop"] and spent >= limit:
                     stop_reason = f"monthly budget of {limit} cents reached"
             if tenant_id in caps and spent >= caps[tenant_id]:
@@ -509,6 +505,14 @@ class MeteringService:
             await self._publish_notice(notice)
 
     async def _publish_notice(self, notice: Document) -> None:
+        try:
+            await self._send_notice(notice)
+        except Exception:
+            self._notice_retries.failed(notice["_id"])
+            raise
+        await self.budgets.mark_published(notice["_id"])
+
+    async def _send_notice(self, notice: Document) -> None:
         if notice["kind"] == "threshold":
             await publish_event(
                 self.broker, BILLING_ALERTS,
@@ -525,7 +529,6 @@ class MeteringService:
                 StopTenantInstancesRequested(tenant_id=notice["tenant_id"], reason=notice["reason"]),
                 source=self.source, event_id=notice["_id"],
             )  # fmt: skip
-        await self.budgets.mark_published(notice["_id"])
 
     # --- usage out -----------------------------------------------------------------
 
@@ -567,9 +570,9 @@ class MeteringService:
                 if known is not None and usage_id in known:
                     continue
                 amount = sum(
-                    (ledger.gpu_amount((end - start) * interval.gpus, price)
-                     for start, end, price in ledger.priced_segments(
-                         interval.start_us, interval.end_us, prices.gpu(instance.spec_name))),
+                    (amount for _, _, amount in ledger.priced_gpu_use(
+                        interval.start_us, interval.end_us, interval.gpus,
+                        prices.gpu(instance.spec_name))),
                     Decimal(0),
                 )  # fmt: skip
                 record = {
@@ -585,6 +588,14 @@ class MeteringService:
         return published
 
     async def _publish_usage(self, record: Document) -> None:
+        try:
+            await self._send_usage(record)
+        except Exception:
+            self._usage_retries.failed(record["_id"])
+            raise
+        await self.usage_records.mark_published(record["_id"])
+
+    async def _send_usage(self, record: Document) -> None:
         await publish_event(
             self.broker, USAGE,
             UsageRecorded(
@@ -595,11 +606,14 @@ class MeteringService:
             ),
             source=self.source, event_id=record["_id"],
         )  # fmt: skip
-        await self.usage_records.mark_published(record["_id"])
 
     async def sweep_outbox(self) -> None:
         """Notices and usage records claimed but not yet published (Kafka was away)."""
-        for notice in await self.budgets.unpublished():
-            await self._publish_notice(notice)
-        for record in await self.usage_records.unpublished():
-            await self._publish_usage(record)
+        await self._notice_retries.sweep(
+            all_unpublished=self.budgets.unpublished, get=self.budgets.notice,
+            publish=self._publish_notice,
+        )  # fmt: skip
+        await self._usage_retries.sweep(
+            all_unpublished=self.usage_records.unpublished, get=self.usage_records.get,
+            publish=self._publish_usage,
+        )  # fmt: skip

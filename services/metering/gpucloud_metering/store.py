@@ -128,6 +128,9 @@ class BudgetStore:
     async def unpublished(self) -> list[Document]:
         return await self._notices.find({"published": False}).to_list()
 
+    async def notice(self, notice_id: str) -> Document | None:
+        return await self._notices.find_one({"_id": notice_id})
+
 
 class UsageRecordStore:
     def __init__(self, db: Database) -> None:
@@ -144,6 +147,9 @@ class UsageRecordStore:
 
     async def unpublished(self) -> list[Document]:
         return await self._records.find({"published": False}).to_list()
+
+    async def get(self, usage_id: str) -> Document | None:
+        return await self._records.find_one({"_id": usage_id})
 
 
 class InvoiceStore:
