@@ -7,10 +7,11 @@ from typing import Any
 
 import httpx
 
-from .support import unique
+from .support import eventually, unique
 
 PROBLEM_JSON = "application/problem+json"
 H100 = "NVIDIA-H100-80GB-HBM3"
+MIB = 1024 * 1024
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -113,6 +114,32 @@ class Platform:
         response = await self.http.post("/v1/specs", json=body, headers=self.admin)
         assert response.status_code == 201, response.text
         return name
+
+    async def storage(
+        self, account: TenantAccount, *, kind: str = "object", size_bytes: int = 64 * MIB
+    ) -> dict[str, Any]:
+        """A new storage of the tenant, once it is ready."""
+        body = {"storageID": unique("st"), "kind": kind, "sizeBytes": size_bytes}
+
+        async def created() -> httpx.Response | None:
+            response = await self.http.post(
+                "/v1/storages", json=body, headers=bearer(account.admin_key)
+            )
+            # A new tenant reaches the storage service by event, a moment after.
+            if response.status_code == 409 and response.json()["code"] == "tenant_not_ready":
+                return None
+            return response
+
+        response = await eventually(created, timeout=30)
+        assert response.status_code == 201, response.text
+        storage: dict[str, Any] = response.json()
+        path = f"/v1/storages/{storage['storageID']}"
+
+        async def ready() -> dict[str, Any] | None:
+            found = (await self.http.get(path, headers=bearer(account.admin_key))).json()
+            return found if found["state"] == "ready" else None
+
+        return storage if storage["state"] == "ready" else await eventually(ready, timeout=60)
 
     async def cleanup(self) -> None:
         """Delete the tenants made; the instances service stops their instances (the

@@ -68,6 +68,13 @@ class Conflict(GpucloudError):
     title = "Conflict"
 
 
+class TenantNotReady(Conflict):
+    """A tenant event has not reached this service yet (it follows the gateway's write)."""
+
+    code = "tenant_not_ready"
+    title = "Tenant not provisioned yet"
+
+
 class ValidationFailed(GpucloudError):
     status = 422
     code = "validation_failed"

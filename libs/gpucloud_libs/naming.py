@@ -1,6 +1,7 @@
 """Names more than one service derives from the same ids: a contract, kept in one place.
 
-A tenant's Kubernetes namespace is used by the instances and storage services;
+A tenant's Kubernetes namespace is used by the instances and storage services,
+as are the names of the claims and Secrets through which storages reach instances;
 an instance's public host is built by the instances service (its `urls`) and
 parsed by the gateway, which serves every instance host.
 """
@@ -45,3 +46,18 @@ def parse_instance_host(host: str, tenant_id: str, domain: str) -> tuple[str, in
     if not instance_id or not port.isdigit() or not 0 < int(port) < 65536:
         return None
     return instance_id, int(port)
+
+
+def storage_claim_name(storage_id: str) -> str:
+    """The PersistentVolumeClaim of a volume storage, in its tenant's namespace."""
+    return f"gpc-storage-{storage_id}"
+
+
+def storage_secret_name(storage_id: str, instance_id: str) -> str:
+    """The Secret holding an object storage's credentials for one instance."""
+    return f"gpc-storage-{storage_id}-{instance_id}"
+
+
+def storage_env_prefix(storage_id: str) -> str:
+    """The prefix of an object storage's variables in an instance, e.g. STORAGE_MODELS_."""
+    return "STORAGE_" + storage_id.upper().replace("-", "_") + "_"

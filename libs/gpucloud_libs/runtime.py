@@ -66,6 +66,8 @@ class ServiceRuntime:
         }
         self._on_start: list[Hook] = []
         self._on_stop: list[Hook] = []
+        self._periodic: list[tuple[float, Callable[[], Awaitable[object]], str]] = []
+        self._loops: list[asyncio.Task[None]] = []
 
     async def _kafka_ready(self) -> None:
         if not await self.broker.ping(timeout=READINESS_TIMEOUT_S):
@@ -98,6 +100,32 @@ class ServiceRuntime:
     def on_stop(self, hook: Hook) -> None:
         self._on_stop.append(hook)
 
+    def every(self, interval_s: float, work: Callable[[], Awaitable[object]], name: str) -> None:
+        """Run `work` every `interval_s` while the service runs; a failure waits a round."""
+        self._periodic.append((interval_s, work, name))
+
+    async def _start_periodic(self) -> None:
+        async def loop(interval_s: float, work: Callable[[], Awaitable[object]], name: str) -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    await work()
+                except Exception:
+                    log.warning(
+                        "periodic work failed; next round retries",
+                        extra={"work": name},
+                        exc_info=True,
+                    )
+
+        for interval_s, work, name in self._periodic:
+            self._loops.append(asyncio.create_task(loop(interval_s, work, name), name=name))
+
+    async def _stop_periodic(self) -> None:
+        for task in self._loops:
+            task.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        self._loops.clear()
+
     async def readiness(self) -> dict[str, str]:
         async def run(check: ReadinessCheck) -> str:
             try:
@@ -117,10 +145,12 @@ class ServiceRuntime:
         await self.broker.start()
         for hook in self._on_start:
             await hook()
+        await self._start_periodic()
         log.info("service started", extra={"port": self.settings.http_port})
         try:
             yield
         finally:
+            await self._stop_periodic()
             for hook in reversed(self._on_stop):
                 await hook()
             await self.broker.stop()

@@ -86,24 +86,41 @@ def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
     ]
 
 
-def register(ctx: Context) -> int:
-    """Create the fleet's nodes that do not exist yet; returns how many were created."""
+#: The local cluster's storage class for volume storages. Nothing provisions it
+#: (kwok has no disks): a claim binds to a PersistentVolume someone created.
+STORAGE_CLASS: dict[str, Any] = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "gpucloud-standard"},
+    "provisioner": "kubernetes.io/no-provisioner",
+    "volumeBindingMode": "Immediate",
+    "allowVolumeExpansion": True,
+}
+
+
+def _create(ctx: Context, path: str, manifest: dict[str, Any]) -> bool:
+    """POST `manifest`; False when it already exists."""
     tls = ssl.create_default_context(cafile=str(ctx.pki / "ca.crt"))
-    created = 0
-    for node in node_manifests():
-        request = urllib.request.Request(
-            f"https://{HOST}:{PORTS.kube_apiserver}/api/v1/nodes",
-            data=json.dumps(node).encode(),
-            method="POST",
-            headers={
-                "Authorization": f"Bearer {ctx.secrets.kube_admin_token}",
-                "Content-Type": "application/json",
-            },
-        )
-        try:
-            with urllib.request.urlopen(request, context=tls, timeout=10):
-                created += 1
-        except urllib.error.HTTPError as error:
-            if error.code != 409:  # 409: the node is already registered
-                raise
-    return created
+    request = urllib.request.Request(
+        f"https://{HOST}:{PORTS.kube_apiserver}{path}",
+        data=json.dumps(manifest).encode(),
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {ctx.secrets.kube_admin_token}",
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, context=tls, timeout=10):
+            return True
+    except urllib.error.HTTPError as error:
+        if error.code != 409:  # 409: it exists already
+            raise
+    return False
+
+
+def register(ctx: Context) -> int:
+    """Create the fleet's nodes and storage class that do not exist yet; returns the
+    number of nodes created."""
+    _create(ctx, "/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS)
+    return sum(_create(ctx, "/api/v1/nodes", node) for node in node_manifests())

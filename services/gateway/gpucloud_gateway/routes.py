@@ -24,6 +24,7 @@ PLATFORM_ADMIN: frozenset[Role] = frozenset({"platform-admin"})
 ADMINS: frozenset[Role] = frozenset({"platform-admin", "tenant-admin"})
 TENANT_ADMIN: frozenset[Role] = frozenset({"tenant-admin"})
 API_PREFIX = "/v1"
+STORAGE = "/v1/storages/{storage_id}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,34 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ),
     ForwardedRoute(
         "DELETE", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:write"
+    ),
+    ForwardedRoute("POST", "/v1/storages", "storage", TENANT_MEMBERS, "storage:write"),
+    ForwardedRoute("GET", "/v1/storages", "storage", TENANT_MEMBERS, "storage:read"),
+    ForwardedRoute("GET", STORAGE, "storage", TENANT_MEMBERS, "storage:read"),
+    ForwardedRoute("PATCH", STORAGE, "storage", TENANT_MEMBERS, "storage:write"),
+    ForwardedRoute("DELETE", STORAGE, "storage", TENANT_MEMBERS, "storage:write"),
+    ForwardedRoute("POST", f"{STORAGE}/accessors", "storage", TENANT_MEMBERS, "storage:write"),
+    ForwardedRoute("GET", f"{STORAGE}/accessors", "storage", TENANT_MEMBERS, "storage:read"),
+    ForwardedRoute(
+        "DELETE",
+        f"{STORAGE}/accessors/{{accessor_id}}",
+        "storage",
+        TENANT_MEMBERS,
+        "storage:write",
+    ),
+    ForwardedRoute("GET", f"{STORAGE}/objects", "storage", TENANT_MEMBERS, "storage:read"),
+    # A presigned GET is a read, though it is asked for with POST.
+    ForwardedRoute("POST", f"{STORAGE}/downloads", "storage", TENANT_MEMBERS, "storage:read"),
+    ForwardedRoute("POST", f"{STORAGE}/uploads", "storage", TENANT_MEMBERS, "storage:write"),
+    ForwardedRoute(
+        "POST",
+        f"{STORAGE}/uploads/{{upload_id}}/complete",
+        "storage",
+        TENANT_MEMBERS,
+        "storage:write",
+    ),
+    ForwardedRoute(
+        "DELETE", f"{STORAGE}/uploads/{{upload_id}}", "storage", TENANT_MEMBERS, "storage:write"
     ),
     ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
     ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from .api import router
 from .controller import Controller
 from .handlers import EventHandlers
-from .kube import KubeClient
 from .service import InstancesService
 from .settings import InstancesSettings
 from .store import INDEXES, InstanceStore, RequestStore, SpecStore, StockStore, TenantStore

@@ -25,11 +25,18 @@ from faststream.kafka import KafkaBroker
 from opentelemetry import metrics
 
 from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import (
+    ConflictError,
+    GoneError,
+    KubeClient,
+    KubeError,
+    NotFoundError,
+    QuotaRejectedError,
+)
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from . import manifests
-from .kube import ConflictError, GoneError, KubeClient, KubeError, NotFoundError, QuotaRejectedError
 from .lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
 from .schemas import InstanceTemplate
 from .service import tenant_manifests, transition_events

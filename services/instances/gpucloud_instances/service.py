@@ -14,7 +14,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
+from gpucloud_libs.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    QuotaExceeded,
+    TenantNotReady,
+    ValidationFailed,
+)
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged, TenantUpserted
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
@@ -47,11 +54,6 @@ from .store import (
 )
 
 EVENT_SOURCE = "/gpucloud/instances"
-
-
-class TenantNotReady(Conflict):
-    code = "tenant_not_ready"
-    title = "Tenant not provisioned yet"
 
 
 def lifecycle_event(doc: Document, step: Step, sequence: int, previous: State | None) -> Document:

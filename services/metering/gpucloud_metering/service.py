@@ -258,7 +258,8 @@ class MeteringService:
         at_us = ledger.to_us(data.at)
         await self.facts.record_sample(
             {
-                "_id": f"{data.storage_id}@{at_us}",
+                # Storage ids are unique per tenant, like instance ids.
+                "_id": f"{data.tenant_id}/{data.storage_id}@{at_us}",
                 "tenant_id": data.tenant_id,
                 "storage_id": data.storage_id,
                 "kind": data.kind,

@@ -1,7 +1,223 @@
-"""HTTP routes of the storage service."""
+"""HTTP routes of the storage service. Callers come through the gateway, which
+signs their identity; every route scopes its reads and writes by that identity.
+The attachment route is for the instances service only and is not forwarded."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from gpucloud_libs.http import CurrentIdentity
+from gpucloud_libs.identity import Role
+
+from .schemas import (
+    AccessorCreate,
+    AccessorCreated,
+    AccessorPage,
+    AttachmentPlan,
+    AttachmentRequest,
+    DownloadRequest,
+    ObjectEntry,
+    ObjectListing,
+    PresignedUrl,
+    Storage,
+    StorageCreate,
+    StoragePage,
+    StorageUpdate,
+    UploadComplete,
+    UploadPlan,
+    UploadRequest,
+)
+from .service import StorageService
 
 router = APIRouter()
+MEMBERS: tuple[Role, ...] = ("tenant-admin", "tenant-user")
+
+
+def _service(request: Request) -> StorageService:
+    service: StorageService = request.app.state.service
+    return service
+
+
+@router.post(
+    "/storages",
+    status_code=status.HTTP_201_CREATED,
+    tags=["storages"],
+    summary="Create an object storage (bucket with a quota) or a volume storage (PVC)",
+)
+async def create_storage(
+    body: StorageCreate, identity: CurrentIdentity, request: Request
+) -> Storage:
+    identity.require_role(*MEMBERS)
+    return await _service(request).create_storage(identity, body)
+
+
+@router.get("/storages", tags=["storages"], summary="List the tenant's storages")
+async def list_storages(
+    identity: CurrentIdentity,
+    request: Request,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> StoragePage:
+    return await _service(request).list_storages(identity, cursor, limit)
+
+
+@router.get("/storages/{storage_id}", tags=["storages"], summary="One storage")
+async def get_storage(storage_id: str, identity: CurrentIdentity, request: Request) -> Storage:
+    return await _service(request).get_storage(identity, storage_id)
+
+
+@router.patch(
+    "/storages/{storage_id}",
+    tags=["storages"],
+    summary="Rename, change an object storage's quota, or grow a volume",
+)
+async def update_storage(
+    storage_id: str, body: StorageUpdate, identity: CurrentIdentity, request: Request
+) -> Storage:
+    identity.require_role(*MEMBERS)
+    return await _service(request).update_storage(identity, storage_id, body)
+
+
+@router.delete(
+    "/storages/{storage_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["storages"],
+    summary="Delete a storage; a bucket holding objects needs force=true",
+    responses={
+        202: {"model": Storage, "description": "Deletion continues in the background"},
+        409: {"description": "Attached to an instance, or not empty without force"},
+    },
+)
+async def delete_storage(
+    storage_id: str,
+    identity: CurrentIdentity,
+    request: Request,
+    force: bool = False,
+) -> Response:
+    identity.require_role(*MEMBERS)
+    pending = await _service(request).delete_storage(identity, storage_id, force=force)
+    if pending is None:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return JSONResponse(
+        pending.model_dump(mode="json", by_alias=True), status_code=status.HTTP_202_ACCEPTED
+    )
+
+
+@router.post(
+    "/storages/{storage_id}/accessors",
+    status_code=status.HTTP_201_CREATED,
+    tags=["accessors"],
+    summary="Create S3 credentials for one storage; the secret is shown only here",
+)
+async def create_accessor(
+    storage_id: str, body: AccessorCreate, identity: CurrentIdentity, request: Request
+) -> AccessorCreated:
+    identity.require_role(*MEMBERS)
+    return await _service(request).create_accessor(identity, storage_id, body)
+
+
+@router.get("/storages/{storage_id}/accessors", tags=["accessors"], summary="A storage's accessors")
+async def list_accessors(
+    storage_id: str, identity: CurrentIdentity, request: Request
+) -> AccessorPage:
+    return AccessorPage(items=await _service(request).list_accessors(identity, storage_id))
+
+
+@router.delete(
+    "/storages/{storage_id}/accessors/{accessor_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["accessors"],
+    summary="Revoke an accessor at once",
+)
+async def delete_accessor(
+    storage_id: str, accessor_id: str, identity: CurrentIdentity, request: Request
+) -> Response:
+    identity.require_role(*MEMBERS)
+    await _service(request).delete_accessor(identity, storage_id, accessor_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/storages/{storage_id}/objects",
+    tags=["objects"],
+    summary="List objects by prefix, a page at a time",
+)
+async def list_objects(
+    storage_id: str,
+    identity: CurrentIdentity,
+    request: Request,
+    prefix: Annotated[str, Query(max_length=1024)] = "",
+    delimiter: Annotated[str, Query(max_length=1)] = "",
+    cursor: Annotated[str | None, Query(max_length=4200)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+) -> ObjectListing:
+    return await _service(request).list_objects(
+        identity, storage_id, prefix=prefix, delimiter=delimiter, cursor=cursor, limit=limit
+    )
+
+
+@router.post(
+    "/storages/{storage_id}/downloads",
+    tags=["objects"],
+    summary="A presigned GET URL for one object",
+)
+async def presign_download(
+    storage_id: str, body: DownloadRequest, identity: CurrentIdentity, request: Request
+) -> PresignedUrl:
+    return await _service(request).presign_download(identity, storage_id, body)
+
+
+@router.post(
+    "/storages/{storage_id}/uploads",
+    tags=["objects"],
+    summary="Presigned PUT URL(s) for one object; multipart above one part's size",
+)
+async def plan_upload(
+    storage_id: str, body: UploadRequest, identity: CurrentIdentity, request: Request
+) -> UploadPlan:
+    identity.require_role(*MEMBERS)
+    return await _service(request).plan_upload(identity, storage_id, body)
+
+
+@router.post(
+    "/storages/{storage_id}/uploads/{upload_id}/complete",
+    tags=["objects"],
+    summary="Assemble a multipart upload from its parts' ETags",
+)
+async def complete_upload(
+    storage_id: str,
+    upload_id: str,
+    body: UploadComplete,
+    identity: CurrentIdentity,
+    request: Request,
+) -> ObjectEntry:
+    identity.require_role(*MEMBERS)
+    return await _service(request).complete_upload(identity, storage_id, upload_id, body)
+
+
+@router.delete(
+    "/storages/{storage_id}/uploads/{upload_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["objects"],
+    summary="Abort a multipart upload and drop its parts",
+)
+async def abort_upload(
+    storage_id: str, upload_id: str, identity: CurrentIdentity, request: Request
+) -> Response:
+    identity.require_role(*MEMBERS)
+    await _service(request).abort_upload(identity, storage_id, upload_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put(
+    "/attachments/{instance_id}",
+    tags=["internal"],
+    summary="What an instance mounts and loads (instances service only)",
+)
+async def attach(
+    instance_id: str, body: AttachmentRequest, identity: CurrentIdentity, request: Request
+) -> AttachmentPlan:
+    return await _service(request).attach(identity, instance_id, body)

@@ -1,5 +1,8 @@
 """The one boundary to Kubernetes: only this module imports kubernetes_asyncio.
 
+Used by the instances service (pods, namespaces, quotas) and the storage
+service (volume claims, the Secrets that carry storage credentials).
+
 Objects go in and come out as plain JSON dicts (camelCase, as the API serves
 them), and failures come out as this module's errors, so no library type
 crosses into the rest of the service.
@@ -70,6 +73,10 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Ingress": ("NetworkingV1Api", "ingress", True),
     "PriorityClass": ("SchedulingV1Api", "priority_class", False),
     "Lease": ("CoordinationV1Api", "lease", True),
+    "PersistentVolumeClaim": ("CoreV1Api", "persistent_volume_claim", True),
+    "PersistentVolume": ("CoreV1Api", "persistent_volume", False),
+    "Secret": ("CoreV1Api", "secret", True),
+    "StorageClass": ("StorageV1Api", "storage_class", False),
 }
 
 

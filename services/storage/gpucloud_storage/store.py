@@ -1,0 +1,166 @@
+"""All MongoDB access of the storage service.
+
+One writer per document (FerretDB applies updates as read, modify, write):
+a storage document is written by the API call that creates, changes or deletes
+it, and by the sweep only once it has sat unfinished for a while; sampled
+usage lives in its own collection, written by the sampler alone; accessors,
+uploads and attachments are inserted and removed, never updated concurrently.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from pymongo import ASCENDING, IndexModel
+from pymongo.errors import DuplicateKeyError
+
+from gpucloud_libs.mongo import Database, Document, IndexPlan
+
+TENANTS = "tenants"
+STORAGES = "storages"
+USAGE = "usage"
+ACCESSORS = "accessors"
+UPLOADS = "uploads"
+ATTACHMENTS = "attachments"
+
+INDEXES: IndexPlan = {
+    STORAGES: [
+        IndexModel([("tenant_id", ASCENDING), ("storage_id", ASCENDING)], name="tenant_storage"),
+        IndexModel([("state", ASCENDING)], name="state"),
+    ],
+    ACCESSORS: [
+        IndexModel([("tenant_id", ASCENDING), ("storage_id", ASCENDING)], name="tenant_storage")
+    ],
+    ATTACHMENTS: [IndexModel([("tenant_id", ASCENDING)], name="tenant")],
+}
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def storage_key(tenant_id: str, storage_id: str) -> str:
+    return f"{tenant_id}/{storage_id}"
+
+
+class TenantStore:
+    def __init__(self, db: Database) -> None:
+        self._tenants = db[TENANTS]
+
+    async def upsert(self, tenant_id: str, fields: Document) -> None:
+        await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
+
+    async def get(self, tenant_id: str) -> Document | None:
+        return await self._tenants.find_one({"_id": tenant_id})
+
+    async def remove(self, tenant_id: str) -> None:
+        await self._tenants.delete_one({"_id": tenant_id})
+
+
+class StorageStore:
+    def __init__(self, db: Database) -> None:
+        self._storages = db[STORAGES]
+        self._usage = db[USAGE]
+
+    async def insert(self, doc: Document) -> bool:
+        try:
+            await self._storages.insert_one(doc)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def get(self, key: str) -> Document | None:
+        return await self._storages.find_one({"_id": key})
+
+    async def update(self, key: str, fields: Document) -> Document | None:
+        await self._storages.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
+        return await self.get(key)
+
+    async def remove(self, key: str) -> None:
+        await self._storages.delete_one({"_id": key})
+        await self._usage.delete_one({"_id": key})
+
+    async def of_tenant(self, tenant_id: str) -> list[Document]:
+        return [doc async for doc in self._storages.find({"tenant_id": tenant_id})]
+
+    async def page(self, tenant_id: str, *, after: str | None, limit: int) -> list[Document]:
+        query: Document = {"tenant_id": tenant_id}
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        cursor = self._storages.find(query).sort("_id", ASCENDING).limit(limit)
+        return [doc async for doc in cursor]
+
+    async def in_state(self, state: str) -> list[Document]:
+        return [doc async for doc in self._storages.find({"state": state})]
+
+    async def unfinished(self, older_than_s: float) -> list[Document]:
+        """Storages a crash may have left half-created or half-deleted."""
+        cutoff = now() - timedelta(seconds=older_than_s)
+        query = {"state": {"$in": ["provisioning", "deleting"]}, "updated_at": {"$lt": cutoff}}
+        return [doc async for doc in self._storages.find(query)]
+
+    async def record_usage(self, key: str, used_bytes: int, at: datetime) -> None:
+        await self._usage.update_one(
+            {"_id": key}, {"$set": {"used_bytes": used_bytes, "at": at}}, upsert=True
+        )
+
+    async def usage(self, keys: list[str]) -> dict[str, int]:
+        if not keys:
+            return {}
+        found = self._usage.find({"_id": {"$in": keys}})
+        return {doc["_id"]: doc["used_bytes"] async for doc in found}
+
+
+class AccessorStore:
+    def __init__(self, db: Database) -> None:
+        self._accessors = db[ACCESSORS]
+
+    async def insert(self, doc: Document) -> None:
+        await self._accessors.insert_one(doc)
+
+    async def get(self, accessor_id: str) -> Document | None:
+        return await self._accessors.find_one({"_id": accessor_id})
+
+    async def of_storage(self, tenant_id: str, storage_id: str) -> list[Document]:
+        query = {"tenant_id": tenant_id, "storage_id": storage_id}
+        return [doc async for doc in self._accessors.find(query).sort("created_at", ASCENDING)]
+
+    async def remove(self, accessor_id: str) -> None:
+        await self._accessors.delete_one({"_id": accessor_id})
+
+
+class UploadStore:
+    def __init__(self, db: Database) -> None:
+        self._uploads = db[UPLOADS]
+
+    async def insert(self, doc: Document) -> None:
+        await self._uploads.insert_one(doc)
+
+    async def get(self, upload_id: str) -> Document | None:
+        return await self._uploads.find_one({"_id": upload_id})
+
+    async def remove(self, upload_id: str) -> None:
+        await self._uploads.delete_one({"_id": upload_id})
+
+
+class AttachmentStore:
+    """One document per instance: the storages it uses and what was made for it."""
+
+    def __init__(self, db: Database) -> None:
+        self._attachments = db[ATTACHMENTS]
+
+    async def get(self, key: str) -> Document | None:
+        return await self._attachments.find_one({"_id": key})
+
+    async def insert(self, doc: Document) -> bool:
+        try:
+            await self._attachments.insert_one(doc)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def remove(self, key: str) -> None:
+        await self._attachments.delete_one({"_id": key})
+
+    async def of_tenant(self, tenant_id: str) -> list[Document]:
+        return [doc async for doc in self._attachments.find({"tenant_id": tenant_id})]

@@ -1,0 +1,432 @@
+"""Storages against the real stack: MinIO enforces accessors, quotas and presigned
+expiry; volumes are claims on the real API server."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import json
+import os
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+from kubernetes_asyncio import client as k8s
+from minio import Minio
+from minio.error import S3Error
+
+from gpucloud_libs.naming import storage_claim_name, tenant_namespace
+from gpucloud_libs.topics import STORAGE_USAGE
+
+from .platform import MIB, Platform, assert_problem, bearer
+from .support import eventually, read_topic, unique
+
+
+def s3_as(accessor: dict[str, Any]) -> Minio:
+    """An S3 client holding nothing but the accessor's credentials."""
+    endpoint = urlparse(accessor["endpoint"])
+    return Minio(
+        endpoint.netloc,
+        access_key=accessor["accessorID"],
+        secret_key=accessor["secretAccessKey"],
+        secure=endpoint.scheme == "https",
+        region=accessor["region"],
+    )
+
+
+async def s3_error(call: Any) -> str:
+    """The S3 error code of a call that must fail."""
+    with pytest.raises(S3Error) as refused:
+        await asyncio.to_thread(call)
+    return str(refused.value.code)
+
+
+def put(client: Minio, bucket: str, key: str, data: bytes) -> None:
+    client.put_object(bucket, key, io.BytesIO(data), len(data))
+
+
+def get(client: Minio, bucket: str, key: str) -> bytes:
+    response = client.get_object(bucket, key)
+    try:
+        return response.read()
+    finally:
+        response.close()
+        response.release_conn()
+
+
+async def test_object_storage_lifecycle(platform: Platform, s3_admin: Minio) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account, size_bytes=8 * MIB)
+    path = f"/v1/storages/{storage['storageID']}"
+    assert storage["kind"] == "object" and storage["sizeBytes"] == 8 * MIB
+    assert await asyncio.to_thread(s3_admin.bucket_exists, storage["bucket"])
+
+    others = [await platform.storage(account) for _ in range(2)]
+    first = await platform.http.get("/v1/storages", params={"limit": 2}, headers=headers)
+    second = await platform.http.get(
+        "/v1/storages", params={"limit": 2, "cursor": first.json()["nextCursor"]}, headers=headers
+    )
+    listed = [s["storageID"] for s in first.json()["items"] + second.json()["items"]]
+    assert sorted(listed) == sorted([storage["storageID"], *(s["storageID"] for s in others)])
+    assert second.json()["nextCursor"] is None
+
+    grown = await platform.http.patch(path, json={"sizeBytes": 16 * MIB}, headers=headers)
+    assert grown.status_code == 200, grown.text
+    assert grown.json()["sizeBytes"] == 16 * MIB
+    again = await platform.http.post(
+        "/v1/storages",
+        json={"storageID": storage["storageID"], "kind": "object", "sizeBytes": MIB},
+        headers=headers,
+    )
+    assert_problem(again, 409)
+    over = await platform.http.post(
+        "/v1/storages", json={"kind": "object", "sizeBytes": 10**12}, headers=headers
+    )
+    assert_problem(over, 422, "quota_exceeded")
+    wrong = await platform.http.post(
+        "/v1/storages",
+        json={"kind": "object", "sizeBytes": MIB, "storageClass": "fast"},
+        headers=headers,
+    )
+    assert_problem(wrong, 422)
+
+    deleted = await platform.http.delete(path, headers=headers)
+    assert deleted.status_code == 204, deleted.text
+    assert not await asyncio.to_thread(s3_admin.bucket_exists, storage["bucket"])
+    assert_problem(await platform.http.get(path, headers=headers), 404, "not_found")
+
+
+async def test_an_accessor_reaches_its_own_storage_only(platform: Platform) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    a, b = await platform.storage(account), await platform.storage(account)
+    created = await platform.http.post(
+        f"/v1/storages/{a['storageID']}/accessors",
+        json={"mode": "read-write", "name": "trainer"},
+        headers=headers,
+    )
+    assert created.status_code == 201, created.text
+    writer = created.json()
+    client = s3_as(writer)
+
+    await asyncio.to_thread(put, client, a["bucket"], "w.bin", b"weights")
+    assert await asyncio.to_thread(get, client, a["bucket"], "w.bin") == b"weights"
+    # MinIO itself refuses the other storage of the same tenant.
+    assert await s3_error(lambda: put(client, b["bucket"], "x", b"x")) == "AccessDenied"
+    assert await s3_error(lambda: get(client, b["bucket"], "w.bin")) == "AccessDenied"
+    assert (
+        await s3_error(lambda: list(client.list_objects(b["bucket"]))) == "AccessDenied"
+    )
+
+    reader = (
+        await platform.http.post(
+            f"/v1/storages/{a['storageID']}/accessors", json={"mode": "read-only"}, headers=headers
+        )
+    ).json()
+    assert await asyncio.to_thread(get, s3_as(reader), a["bucket"], "w.bin") == b"weights"
+    assert await s3_error(lambda: put(s3_as(reader), a["bucket"], "y", b"y")) == "AccessDenied"
+
+    listed = await platform.http.get(f"/v1/storages/{a['storageID']}/accessors", headers=headers)
+    assert {x["accessorID"] for x in listed.json()["items"]} == {
+        writer["accessorID"],
+        reader["accessorID"],
+    }
+    assert "secretAccessKey" not in listed.text and writer["secretAccessKey"] not in listed.text
+    on_volume = await platform.http.post(
+        "/v1/storages/nope/accessors", json={"mode": "read-only"}, headers=headers
+    )
+    assert_problem(on_volume, 404)
+    too_soon = await platform.http.post(
+        f"/v1/storages/{a['storageID']}/accessors",
+        json={"expiresAt": "2020-01-01T00:00:00Z"},
+        headers=headers,
+    )
+    assert_problem(too_soon, 422)
+
+
+async def test_a_revoked_accessor_stops_working_at_once(platform: Platform) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account)
+    accessor = (
+        await platform.http.post(
+            f"/v1/storages/{storage['storageID']}/accessors",
+            json={"mode": "read-write", "expiresAt": "2099-01-01T00:00:00Z"},
+            headers=headers,
+        )
+    )
+    assert_problem(accessor, 422)  # more than a year ahead
+    accessor = await platform.http.post(
+        f"/v1/storages/{storage['storageID']}/accessors",
+        json={"mode": "read-write"},
+        headers=headers,
+    )
+    created = accessor.json()
+    client = s3_as(created)
+    await asyncio.to_thread(put, client, storage["bucket"], "a", b"1")
+
+    revoked = await platform.http.delete(
+        f"/v1/storages/{storage['storageID']}/accessors/{created['accessorID']}", headers=headers
+    )
+    assert revoked.status_code == 204
+    code = await s3_error(lambda: put(client, storage["bucket"], "b", b"2"))
+    assert code in {"InvalidAccessKeyId", "AccessDenied"}
+    gone = await platform.http.delete(
+        f"/v1/storages/{storage['storageID']}/accessors/{created['accessorID']}", headers=headers
+    )
+    assert_problem(gone, 404)
+
+
+async def test_minio_enforces_the_quota(platform: Platform) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account, size_bytes=2 * MIB)
+    uploads = f"/v1/storages/{storage['storageID']}/uploads"
+    too_big = await platform.http.post(
+        uploads, json={"key": "big", "sizeBytes": 3 * MIB}, headers=headers
+    )
+    assert_problem(too_big, 422, "quota_exceeded")
+
+    async def presigned_put(key: str, size: int) -> httpx.Response:
+        plan = await platform.http.post(uploads, json={"key": key}, headers=headers)
+        assert plan.status_code == 200, plan.text
+        return await platform.http.put(plan.json()["url"], content=os.urandom(size))
+
+    # One object above the quota: MinIO refuses it (the URL does not know the size).
+    refused = await presigned_put("big", 3 * MIB)
+    assert refused.status_code >= 400 and "QuotaExceeded" in refused.text, refused.text
+    assert (await presigned_put("half", 3 * MIB // 2)).status_code == 200
+
+    async def full() -> bool:
+        # Together above the quota: refused once MinIO has counted what is stored.
+        response = await presigned_put("more", MIB)
+        return response.status_code >= 400 and "QuotaExceeded" in response.text
+
+    await eventually(full, timeout=90, interval=2)
+
+
+async def test_a_presigned_url_expires(platform: Platform, s3_admin: Minio) -> None:
+    account = await platform.tenant()
+    storage = await platform.storage(account)
+    await asyncio.to_thread(put, s3_admin, storage["bucket"], "notes.txt", b"hello")
+    link = await platform.http.post(
+        f"/v1/storages/{storage['storageID']}/downloads",
+        json={"key": "notes.txt", "expiresInS": 2},
+        headers=bearer(account.admin_key),
+    )
+    assert link.status_code == 200, link.text
+    url = link.json()["url"]
+    fresh = await platform.http.get(url)
+    assert fresh.status_code == 200 and fresh.content == b"hello"
+    await asyncio.sleep(3)
+    expired = await platform.http.get(url)
+    assert expired.status_code == 403 and "expired" in expired.text.lower(), expired.text
+
+
+async def test_multipart_upload_of_a_large_object(platform: Platform) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account, size_bytes=512 * MIB)
+    base = f"/v1/storages/{storage['storageID']}"
+    payload = os.urandom(70 * MIB)
+    plan = await platform.http.post(
+        f"{base}/uploads", json={"key": "models/llm.safetensors", "sizeBytes": len(payload)},
+        headers=headers,
+    )  # fmt: skip
+    assert plan.status_code == 200, plan.text
+    body = plan.json()
+    assert body["url"] is None and body["partSizeBytes"] == 64 * MIB and len(body["parts"]) == 2
+    size = body["partSizeBytes"]
+    parts = []
+    for part in body["parts"]:
+        number = part["partNumber"]
+        chunk = payload[(number - 1) * size : number * size]
+        uploaded = await platform.http.put(part["url"], content=chunk)
+        assert uploaded.status_code == 200, uploaded.text
+        parts.append({"partNumber": number, "etag": uploaded.headers["etag"]})
+    complete = f"{base}/uploads/{body['uploadID']}/complete"
+    done = await platform.http.post(complete, json={"parts": parts}, headers=headers)
+    assert done.status_code == 200, done.text
+    assert done.json()["sizeBytes"] == len(payload)
+
+    link = await platform.http.post(
+        f"{base}/downloads", json={"key": "models/llm.safetensors"}, headers=headers
+    )
+    downloaded = await platform.http.get(link.json()["url"])
+    assert hashlib.sha256(downloaded.content).digest() == hashlib.sha256(payload).digest()
+    assert_problem(await platform.http.post(complete, json={"parts": parts}, headers=headers), 404)
+
+    # An aborted upload cannot be completed.
+    second = (
+        await platform.http.post(
+            f"{base}/uploads", json={"key": "other", "sizeBytes": 100 * MIB}, headers=headers
+        )
+    ).json()
+    aborted = await platform.http.delete(f"{base}/uploads/{second['uploadID']}", headers=headers)
+    assert aborted.status_code == 204
+    after = await platform.http.post(
+        f"{base}/uploads/{second['uploadID']}/complete", json={"parts": parts}, headers=headers
+    )
+    assert_problem(after, 404)
+
+
+async def test_listing_by_prefix_a_page_at_a_time(platform: Platform, s3_admin: Minio) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account)
+    keys = [f"data/shard-{i:03}.bin" for i in range(25)] + ["logs/a.txt", "logs/b.txt", "README"]
+
+    def seed() -> None:
+        for key in keys:
+            put(s3_admin, storage["bucket"], key, b"x")
+
+    await asyncio.to_thread(seed)
+    path = f"/v1/storages/{storage['storageID']}/objects"
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"prefix": "data/", "limit": 10}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await platform.http.get(path, params=params, headers=headers)).json()
+        seen += [obj["key"] for obj in page["objects"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if not cursor:
+            break
+    assert seen == sorted(k for k in keys if k.startswith("data/")) and pages == 3
+    top = (await platform.http.get(path, params={"delimiter": "/"}, headers=headers)).json()
+    assert top["prefixes"] == ["data/", "logs/"] and [o["key"] for o in top["objects"]] == [
+        "README"
+    ]
+    folders = (
+        await platform.http.get(path, params={"delimiter": "/", "limit": 2}, headers=headers)
+    ).json()
+    following = (
+        await platform.http.get(
+            path, params={"delimiter": "/", "limit": 5, "cursor": folders["nextCursor"]},
+            headers=headers,
+        )
+    ).json()  # fmt: skip
+    # "README" sorts first; the next page resumes after every key under "data/".
+    assert folders["prefixes"] == ["data/"] and following["prefixes"] == ["logs/"]
+    assert following["objects"] == [] and following["nextCursor"] is None
+
+
+async def test_a_bucket_holding_objects_needs_force(platform: Platform, s3_admin: Minio) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account)
+    await asyncio.to_thread(put, s3_admin, storage["bucket"], "keep.txt", b"data")
+    path = f"/v1/storages/{storage['storageID']}"
+    assert_problem(await platform.http.delete(path, headers=headers), 409, "storage_not_empty")
+    assert (await platform.http.get(path, headers=headers)).json()["state"] == "ready"
+
+    forced = await platform.http.delete(path, params={"force": "true"}, headers=headers)
+    assert forced.status_code in {202, 204}, forced.text
+
+    async def gone() -> bool:
+        return (await platform.http.get(path, headers=headers)).status_code == 404
+
+    await eventually(gone, timeout=30)
+    assert not await asyncio.to_thread(s3_admin.bucket_exists, storage["bucket"])
+
+
+async def test_usage_is_sampled_and_published(
+    platform: Platform, s3_admin: Minio, kafka_bootstrap: str
+) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account)
+    await asyncio.to_thread(put, s3_admin, storage["bucket"], "blob", os.urandom(300_000))
+    path = f"/v1/storages/{storage['storageID']}"
+
+    async def counted() -> bool:
+        found = (await platform.http.get(path, headers=headers)).json()
+        return bool(found["usedBytes"] == 300_000)
+
+    await eventually(counted, timeout=90, interval=1)
+    deleted = await platform.http.delete(path, params={"force": "true"}, headers=headers)
+    assert deleted.status_code in {202, 204}
+
+    async def closing_sample() -> list[dict[str, Any]] | None:
+        records = await read_topic(kafka_bootstrap, STORAGE_USAGE.name, expect=10**9, timeout=3)
+        payloads = [json.loads(record.value) for record in records]  # binary mode: the data
+        samples = [
+            data
+            for data in payloads
+            if data["storage_id"] == storage["storageID"] and data["tenant_id"] == account.tenant_id
+        ]
+        return samples if samples and samples[-1]["bytes_used"] == 0 else None
+
+    samples = await eventually(closing_sample, timeout=60, interval=1)
+    assert 300_000 in {sample["bytes_used"] for sample in samples}
+    assert samples[0]["kind"] == "object"
+
+
+async def test_a_volume_storage_is_a_claim(platform: Platform, kube: k8s.ApiClient) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account, kind="volume", size_bytes=10 * 1024**3)
+    assert storage["claimName"] == storage_claim_name(storage["storageID"])
+    assert storage["storageClass"] == "gpucloud-standard"
+    core = k8s.CoreV1Api(kube)
+    namespace = tenant_namespace(account.tenant_id)
+    claim = await core.read_namespaced_persistent_volume_claim(storage["claimName"], namespace)
+    assert claim.spec.resources.requests["storage"] == str(10 * 1024**3)
+    assert claim.spec.storage_class_name == "gpucloud-standard"
+    assert claim.spec.access_modes == ["ReadWriteOnce"]
+
+    path = f"/v1/storages/{storage['storageID']}"
+    # Kubernetes resizes bound claims only: an unbound one is refused clearly.
+    unbound = await platform.http.patch(path, json={"sizeBytes": 20 * 1024**3}, headers=headers)
+    assert_problem(unbound, 409, "resize_refused")
+    volume = unique("pv")
+    await core.create_persistent_volume(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "40Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "gpucloud-standard",
+                "hostPath": {"path": f"/tmp/{volume}"},
+                "claimRef": {"namespace": namespace, "name": storage["claimName"]},
+            },
+        }
+    )
+    try:
+
+        async def bound() -> bool:
+            found = await core.read_namespaced_persistent_volume_claim(
+                storage["claimName"], namespace
+            )
+            return bool(found.status.phase == "Bound")
+
+        await eventually(bound, timeout=60)
+        shrink = await platform.http.patch(path, json={"sizeBytes": 1024**3}, headers=headers)
+        assert_problem(shrink, 422)
+        grown = await platform.http.patch(path, json={"sizeBytes": 20 * 1024**3}, headers=headers)
+        assert grown.status_code == 200, grown.text
+        claim = await core.read_namespaced_persistent_volume_claim(storage["claimName"], namespace)
+        assert claim.spec.resources.requests["storage"] == str(20 * 1024**3)
+        no_accessors = await platform.http.post(
+            f"{path}/accessors", json={"mode": "read-only"}, headers=headers
+        )
+        assert_problem(no_accessors, 422)
+
+        deleted = await platform.http.delete(path, headers=headers)
+        assert deleted.status_code == 204, deleted.text
+
+        async def claim_gone() -> bool:
+            claims = await core.list_namespaced_persistent_volume_claim(namespace)
+            return all(c.metadata.name != storage["claimName"] for c in claims.items)
+
+        await eventually(claim_gone, timeout=30)
+    finally:
+        await core.delete_persistent_volume(volume)
