@@ -61,7 +61,8 @@ async def test_object_storage_lifecycle(platform: Platform, s3_admin: Minio) -> 
     headers = bearer(account.admin_key)
     storage = await platform.storage(account, size_bytes=8 * MIB)
     path = f"/v1/storages/{storage['storageID']}"
-    assert storage["kind"] == "object" and storage["sizeBytes"] == 8 * MIB
+    assert storage["kind"] == "object"
+    assert storage["sizeBytes"] == 8 * MIB
     assert await asyncio.to_thread(s3_admin.bucket_exists, storage["bucket"])
 
     others = [await platform.storage(account) for _ in range(2)]
@@ -117,9 +118,7 @@ async def test_an_accessor_reaches_its_own_storage_only(platform: Platform) -> N
     # MinIO itself refuses the other storage of the same tenant.
     assert await s3_error(lambda: put(client, b["bucket"], "x", b"x")) == "AccessDenied"
     assert await s3_error(lambda: get(client, b["bucket"], "w.bin")) == "AccessDenied"
-    assert (
-        await s3_error(lambda: list(client.list_objects(b["bucket"]))) == "AccessDenied"
-    )
+    assert await s3_error(lambda: list(client.list_objects(b["bucket"]))) == "AccessDenied"
 
     reader = (
         await platform.http.post(
@@ -134,7 +133,8 @@ async def test_an_accessor_reaches_its_own_storage_only(platform: Platform) -> N
         writer["accessorID"],
         reader["accessorID"],
     }
-    assert "secretAccessKey" not in listed.text and writer["secretAccessKey"] not in listed.text
+    assert "secretAccessKey" not in listed.text
+    assert writer["secretAccessKey"] not in listed.text
     on_volume = await platform.http.post(
         "/v1/storages/nope/accessors", json={"mode": "read-only"}, headers=headers
     )
@@ -151,12 +151,10 @@ async def test_a_revoked_accessor_stops_working_at_once(platform: Platform) -> N
     account = await platform.tenant()
     headers = bearer(account.admin_key)
     storage = await platform.storage(account)
-    accessor = (
-        await platform.http.post(
-            f"/v1/storages/{storage['storageID']}/accessors",
-            json={"mode": "read-write", "expiresAt": "2099-01-01T00:00:00Z"},
-            headers=headers,
-        )
+    accessor = await platform.http.post(
+        f"/v1/storages/{storage['storageID']}/accessors",
+        json={"mode": "read-write", "expiresAt": "2099-01-01T00:00:00Z"},
+        headers=headers,
     )
     assert_problem(accessor, 422)  # more than a year ahead
     accessor = await platform.http.post(
@@ -197,7 +195,8 @@ async def test_minio_enforces_the_quota(platform: Platform) -> None:
 
     # One object above the quota: MinIO refuses it (the URL does not know the size).
     refused = await presigned_put("big", 3 * MIB)
-    assert refused.status_code >= 400 and "QuotaExceeded" in refused.text, refused.text
+    assert refused.status_code >= 400, refused.text
+    assert "QuotaExceeded" in refused.text, refused.text
     assert (await presigned_put("half", 3 * MIB // 2)).status_code == 200
 
     async def full() -> bool:
@@ -220,10 +219,12 @@ async def test_a_presigned_url_expires(platform: Platform, s3_admin: Minio) -> N
     assert link.status_code == 200, link.text
     url = link.json()["url"]
     fresh = await platform.http.get(url)
-    assert fresh.status_code == 200 and fresh.content == b"hello"
+    assert fresh.status_code == 200
+    assert fresh.content == b"hello"
     await asyncio.sleep(3)
     expired = await platform.http.get(url)
-    assert expired.status_code == 403 and "expired" in expired.text.lower(), expired.text
+    assert expired.status_code == 403, expired.text
+    assert "expired" in expired.text.lower(), expired.text
 
 
 async def test_multipart_upload_of_a_large_object(platform: Platform) -> None:
@@ -238,7 +239,9 @@ async def test_multipart_upload_of_a_large_object(platform: Platform) -> None:
     )  # fmt: skip
     assert plan.status_code == 200, plan.text
     body = plan.json()
-    assert body["url"] is None and body["partSizeBytes"] == 64 * MIB and len(body["parts"]) == 2
+    assert body["url"] is None
+    assert body["partSizeBytes"] == 64 * MIB
+    assert len(body["parts"]) == 2
     size = body["partSizeBytes"]
     parts = []
     for part in body["parts"]:
@@ -298,11 +301,11 @@ async def test_listing_by_prefix_a_page_at_a_time(platform: Platform, s3_admin: 
         cursor = page["nextCursor"]
         if not cursor:
             break
-    assert seen == sorted(k for k in keys if k.startswith("data/")) and pages == 3
+    assert seen == sorted(k for k in keys if k.startswith("data/"))
+    assert pages == 3
     top = (await platform.http.get(path, params={"delimiter": "/"}, headers=headers)).json()
-    assert top["prefixes"] == ["data/", "logs/"] and [o["key"] for o in top["objects"]] == [
-        "README"
-    ]
+    assert top["prefixes"] == ["data/", "logs/"]
+    assert [o["key"] for o in top["objects"]] == ["README"]
     folders = (
         await platform.http.get(path, params={"delimiter": "/", "limit": 2}, headers=headers)
     ).json()
@@ -313,8 +316,10 @@ async def test_listing_by_prefix_a_page_at_a_time(platform: Platform, s3_admin: 
         )
     ).json()  # fmt: skip
     # "README" sorts first; the next page resumes after every key under "data/".
-    assert folders["prefixes"] == ["data/"] and following["prefixes"] == ["logs/"]
-    assert following["objects"] == [] and following["nextCursor"] is None
+    assert folders["prefixes"] == ["data/"]
+    assert following["prefixes"] == ["logs/"]
+    assert following["objects"] == []
+    assert following["nextCursor"] is None
 
 
 async def test_a_bucket_holding_objects_needs_force(platform: Platform, s3_admin: Minio) -> None:
@@ -395,7 +400,7 @@ async def test_a_volume_storage_is_a_claim(platform: Platform, kube: k8s.ApiClie
                 "capacity": {"storage": "40Gi"},
                 "accessModes": ["ReadWriteOnce"],
                 "storageClassName": "gpucloud-standard",
-                "hostPath": {"path": f"/tmp/{volume}"},
+                "hostPath": {"path": f"/srv/gpucloud-test/{volume}"},
                 "claimRef": {"namespace": namespace, "name": storage["claimName"]},
             },
         }
