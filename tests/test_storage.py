@@ -391,20 +391,20 @@ async def test_a_volume_storage_is_a_claim(platform: Platform, kube: k8s.ApiClie
     unbound = await platform.http.patch(path, json={"sizeBytes": 20 * 1024**3}, headers=headers)
     assert_problem(unbound, 409, "resize_refused")
     volume = unique("pv")
-    await core.create_persistent_volume(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "40Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "gpucloud-standard",
-                "hostPath": {"path": f"/srv/gpucloud-test/{volume}"},
-                "claimRef": {"namespace": namespace, "name": storage["claimName"]},
-            },
-        }
-    )
+    # A statically provisioned volume, as an operator makes for a class without a provisioner.
+    persistent_volume: Any = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume},
+        "spec": {
+            "capacity": {"storage": "40Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "gpucloud-standard",
+            "hostPath": {"path": f"/srv/gpucloud-test/{volume}"},
+            "claimRef": {"namespace": namespace, "name": storage["claimName"]},
+        },
+    }
+    await core.create_persistent_volume(persistent_volume)
     try:
 
         async def bound() -> bool:
