@@ -4,6 +4,7 @@ expiry; volumes are claims on the real API server."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import io
 import json
@@ -435,3 +436,96 @@ async def test_a_volume_storage_is_a_claim(platform: Platform, kube: k8s.ApiClie
         await eventually(claim_gone, timeout=30)
     finally:
         await core.delete_persistent_volume(volume)
+
+
+async def test_storages_attached_to_an_instance(platform: Platform, kube: k8s.ApiClient) -> None:
+    """Contract with the instances service: a volume storage mounts as its claim; an
+    object storage arrives as S3 credentials in env, revoked when the instance stops."""
+    account = await platform.tenant()
+    other = await platform.tenant()
+    headers = bearer(account.admin_key)
+    spec = await platform.spec(gpus=1)
+    bucket = await platform.storage(account)
+    other_bucket = await platform.storage(account)
+    volume = await platform.storage(account, kind="volume", size_bytes=4 * 1024**3)
+    foreign = await platform.storage(other)
+    template = {
+        "volumes": [{"name": "data", "mountPath": "/data", "storageID": volume["storageID"]}]
+    }
+
+    async def start(body: dict[str, Any]) -> httpx.Response:
+        return await platform.http.post(
+            "/v1/gpu-instances", json={"image": "trainer", "specName": spec, **body},
+            headers=headers,
+        )  # fmt: skip
+
+    unmounted = await start({"storageIDs": [volume["storageID"]]})
+    assert_problem(unmounted, 422)
+    mounted_bucket = await start(
+        {
+            "template": {
+                "volumes": [{"name": "b", "mountPath": "/b", "storageID": bucket["storageID"]}]
+            }
+        }
+    )
+    assert_problem(mounted_bucket, 422)
+    assert_problem(await start({"storageIDs": [foreign["storageID"]]}), 422)
+
+    started = await start({"storageIDs": [bucket["storageID"]], "template": template})
+    assert started.status_code == 202, started.text
+    instance_id = started.json()["instanceID"]
+    core = k8s.CoreV1Api(kube)
+    namespace = tenant_namespace(account.tenant_id)
+
+    async def pod() -> Any:
+        pods = await core.list_namespaced_pod(namespace)
+        return next((p for p in pods.items if p.metadata.name == f"inst-{instance_id}"), None)
+
+    created = await eventually(pod, timeout=60)
+    volumes = {v.name: v for v in created.spec.volumes}
+    assert volumes["data"].persistent_volume_claim.claim_name == volume["claimName"]
+    secret_name = f"gpc-storage-{bucket['storageID']}-{instance_id}"
+    env_from = created.spec.containers[0].env_from
+    assert [(e.prefix, e.secret_ref.name) for e in env_from] == [
+        (None, secret_name),
+        ("STORAGE_" + bucket["storageID"].upper().replace("-", "_") + "_", secret_name),
+    ]
+    secret = await core.read_namespaced_secret(secret_name, namespace)
+    values = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
+    assert values["BUCKET"] == bucket["bucket"]
+    credentials = {
+        "accessorID": values["AWS_ACCESS_KEY_ID"],
+        "secretAccessKey": values["AWS_SECRET_ACCESS_KEY"],
+        "endpoint": values["AWS_ENDPOINT_URL"],
+        "region": values["AWS_REGION"],
+    }
+    client = s3_as(credentials)
+    await asyncio.to_thread(put, client, bucket["bucket"], "checkpoint", b"step-1")
+    assert await s3_error(lambda: put(client, other_bucket["bucket"], "x", b"x")) == "AccessDenied"
+    listed = await platform.http.get(
+        f"/v1/storages/{bucket['storageID']}/accessors", headers=headers
+    )
+    assert [a["instanceID"] for a in listed.json()["items"]] == [instance_id]
+    described = await platform.http.get(f"/v1/storages/{bucket['storageID']}", headers=headers)
+    assert described.json()["attachedTo"] == [instance_id]
+
+    for attached in (bucket, volume):
+        refused = await platform.http.delete(
+            f"/v1/storages/{attached['storageID']}", params={"force": "true"}, headers=headers
+        )
+        assert_problem(refused, 409, "storage_attached")
+
+    stopped = await platform.http.delete(f"/v1/gpu-instances/{instance_id}", headers=headers)
+    assert stopped.status_code == 202, stopped.text
+
+    async def released() -> bool:
+        secrets = await core.list_namespaced_secret(namespace)
+        return all(s.metadata.name != secret_name for s in secrets.items)
+
+    await eventually(released, timeout=60)
+    code = await s3_error(lambda: put(client, bucket["bucket"], "after", b"x"))
+    assert code in {"InvalidAccessKeyId", "AccessDenied"}
+    deleted = await platform.http.delete(
+        f"/v1/storages/{bucket['storageID']}", params={"force": "true"}, headers=headers
+    )
+    assert deleted.status_code in {202, 204}, deleted.text

@@ -11,6 +11,7 @@ from .controller import Controller
 from .handlers import EventHandlers
 from .service import InstancesService
 from .settings import InstancesSettings
+from .storages import StorageClient
 from .store import INDEXES, InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
 
 settings = InstancesSettings()
@@ -22,9 +23,12 @@ instances, stocks, requests = (
     StockStore(runtime.db),
     RequestStore(runtime.db),
 )
-controller = Controller(settings, kube, runtime.broker, specs, tenants, instances, stocks, requests)
+storage = StorageClient(settings.storage_url, settings.identity_signing_key.get_secret_value())
+controller = Controller(
+    settings, kube, runtime.broker, specs, tenants, instances, stocks, requests, storage
+)
 service = InstancesService(
-    settings, specs, tenants, instances, stocks, requests, wake=controller.wake
+    settings, specs, tenants, instances, stocks, requests, storage, wake=controller.wake
 )
 handlers = EventHandlers(service, controller)
 
@@ -37,6 +41,7 @@ runtime.on_start(kube.connect)
 runtime.on_start(controller.start)
 runtime.on_stop(controller.stop)
 runtime.on_stop(kube.close)
+runtime.on_stop(storage.close)
 runtime.add_readiness_check("kubernetes", _kube_ready)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(INSTANCE_COMMANDS, handlers.on_command)

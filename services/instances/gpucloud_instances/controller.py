@@ -41,6 +41,7 @@ from .lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
 from .schemas import InstanceTemplate
 from .service import tenant_manifests, transition_events
 from .settings import InstancesSettings
+from .storages import StorageClient, StorageRefused
 from .store import InstanceStore, RequestStore, SpecStore, StockStore, TenantStore, now
 
 log = logging.getLogger(__name__)
@@ -68,9 +69,11 @@ class Controller:
         instances: InstanceStore,
         stocks: StockStore,
         requests: RequestStore,
+        storage: StorageClient,
     ) -> None:
         self.settings = settings
         self.kube = kube
+        self.storage = storage
         self.broker = broker
         self.specs = specs
         self.tenants = tenants
@@ -622,6 +625,18 @@ class Controller:
             doc["instance_id"],
             doc["tenant_id"],
         )
+        storage_secrets: list[tuple[str, str]] = []
+        if doc.get("storages"):
+            try:
+                plan = await self.storage.attach(tenant_id, instance_id, doc["storages"])
+            except StorageRefused as error:
+                await self._fail(
+                    doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False
+                )
+                return
+            storage_secrets = [
+                (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
+            ]
         node = await self._claim_stock(doc)
         if node is not None:
             await self.instances.update_fields(doc["_id"], {"from_stock": True})
@@ -634,7 +649,7 @@ class Controller:
             namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
             spec_name=doc["spec_name"], image=doc["image"], template=template,
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
-            zones=doc["zones"], node=node,
+            zones=doc["zones"], node=node, storage_secrets=storage_secrets,
         )  # fmt: skip
         try:
             created = await self.kube.create(pod)

@@ -35,6 +35,7 @@ class FailureReason(StrEnum):
     NODE_LOST = "node_lost"
     QUOTA_EXCEEDED = "quota_exceeded"
     POD_LOST = "pod_lost"  # the pod vanished without being asked to stop
+    STORAGE_UNAVAILABLE = "storage_unavailable"  # a storage it names is gone or not ready
 
 
 #: States in which the instance's pod is bound to a node and holds its GPUs: billed.

@@ -180,7 +180,9 @@ def instance_pod(
     gpu_type: str,
     zones: list[str],
     node: str | None = None,
+    storage_secrets: list[tuple[str, str]] | None = None,
 ) -> Manifest:
+    """`storage_secrets`: (Secret, variable prefix) per object storage, in request order."""
     probe_port = next((port for port in template.ports if port.is_probe), None)
     container: dict[str, Any] = {
         "name": "workload",
@@ -197,6 +199,13 @@ def instance_pod(
             for volume in template.volumes
         ],
     }
+    if storage_secrets:
+        # The first object storage also without a prefix: S3 SDKs read AWS_* unconfigured.
+        # The template's own `envs` win over both (Kubernetes: env overrides envFrom).
+        first_secret = storage_secrets[0][0]
+        container["envFrom"] = [{"secretRef": {"name": first_secret}}] + [
+            {"prefix": prefix, "secretRef": {"name": secret}} for secret, prefix in storage_secrets
+        ]
     if template.cmd:
         container["command"] = ["/bin/sh", "-c", template.cmd]
     if probe_port is not None:

@@ -8,10 +8,12 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from gpucloud_libs.http import ApiModel
+from gpucloud_libs.naming import storage_claim_name
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
 #: Values that end up as Kubernetes label values (GPU product, zone).
 LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
+StorageId = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
 Quantity = Annotated[
     str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$", max_length=32)
 ]
@@ -36,12 +38,11 @@ class VolumeSpec(ApiModel):
     mount_path: str = Field(pattern=r"^/[^\x00]*$", max_length=512)
     read_only: bool = False
     #: A volume storage of the tenant, mounted as its PVC; without one, scratch space.
-    storage_id: str | None = Field(default=None, alias="storageID", pattern=r"^[a-z0-9-]{1,40}$")
+    storage_id: StorageId | None = Field(default=None, alias="storageID")
 
     @property
     def claim_name(self) -> str | None:
-        """Contract with the storage service: a volume storage's PVC is gpc-storage-<id>."""
-        return f"gpc-storage-{self.storage_id}" if self.storage_id else None
+        return storage_claim_name(self.storage_id) if self.storage_id else None
 
 
 class InstanceTemplate(ApiModel):
@@ -72,7 +73,9 @@ class InstanceCreate(ApiModel):
     image: str = Field(min_length=1, max_length=512, pattern=r"^\S+$")
     spec_name: DnsLabel
     zone: LabelValue | None = None
-    storage_ids: list[str] = Field(default_factory=list, alias="storageIDs", max_length=16)
+    #: Storages the instance uses. Object storages arrive as S3 credentials in
+    #: environment variables; volume storages are mounted by a template volume.
+    storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)
     template: InstanceTemplate = Field(default_factory=InstanceTemplate)
 
 

@@ -42,6 +42,7 @@ from .schemas import (
     Transition,
 )
 from .settings import InstancesSettings
+from .storages import StorageClient
 from .store import (
     DuplicateInstance,
     InstanceStore,
@@ -110,9 +111,11 @@ class InstancesService:
         instances: InstanceStore,
         stocks: StockStore,
         requests: RequestStore,
+        storage: StorageClient,
         wake: Callable[[str], None],
     ) -> None:
         self.settings = settings
+        self.storage = storage
         self.specs = specs
         self.tenants = tenants
         self.instances = instances
@@ -251,6 +254,7 @@ class InstancesService:
             raise Forbidden("the tenant is suspended")
         spec, zones = await self._placement(body)
         self._check_quota(tenant, *await self.instances.usage(tenant_id), wanted=spec["gpu_num"])
+        storages = await self.storage.requested(identity, body)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, instance_id)
@@ -266,7 +270,7 @@ class InstancesService:
         doc = _instance_document(
             key, identity, tenant, spec, body,
             instance_id=instance_id, idempotency_key=idempotency_key,
-            request_hash=request_hash, zones=zones, created=created,
+            request_hash=request_hash, zones=zones, storages=storages, created=created,
         )  # fmt: skip
         try:
             await self.instances.insert(doc)
@@ -454,6 +458,7 @@ def _instance_document(
     idempotency_key: str | None,
     request_hash: str,
     zones: list[str],
+    storages: list[Document],
     created: datetime,
 ) -> Document:
     """A new, not yet admitted instance as stored."""
@@ -473,7 +478,7 @@ def _instance_document(
         "zones": zones,
         "image": body.image,
         "template": body.template.model_dump(by_alias=True),
-        "storage_ids": body.storage_ids,
+        "storages": storages,
         "namespace": tenant["namespace"],
         "state": State.PENDING.value,
         "reason": None,

@@ -27,6 +27,8 @@ class InstancesSettings(ServiceSettings):
     #: A node NotReady for longer than this counts as lost, failing its instances
     #: (a deleted node is lost at once). Shorter blips are ridden out.
     node_lost_grace_s: float = 120.0
+    #: The storage service, which makes what an instance's storages need.
+    storage_url: str = "http://127.0.0.1:8002"
     #: Full resync of every live instance against Kubernetes.
     resync_interval_s: float = 15.0
     lease_duration_s: int = 15

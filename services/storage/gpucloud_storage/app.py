@@ -41,7 +41,7 @@ runtime.on_stop(kube.close)
 runtime.add_readiness_check("object_store", backend.ping)
 runtime.add_readiness_check("kubernetes", _kube_ready)
 runtime.subscribe(TENANTS, handlers.on_tenant)
-runtime.subscribe(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
+runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
 runtime.every(settings.usage_interval_s, service.sample_usage, "usage")
 runtime.every(settings.sweep_interval_s, service.sweep, "sweep")
 

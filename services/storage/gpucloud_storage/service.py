@@ -782,6 +782,15 @@ class StorageService:
             ],
         )
 
+    async def release_ended(self, instances: list[tuple[str, str]]) -> None:
+        """Release the storages of instances that ended (tenant, instance pairs)."""
+        keys = {
+            storage_key(tenant_id, instance_id): (tenant_id, instance_id)
+            for tenant_id, instance_id in instances
+        }
+        for key in await self.attachments.existing(list(keys)):
+            await self.release(*keys[key])
+
     async def release(self, tenant_id: str, instance_id: str) -> None:
         """Revoke what an instance was given and forget its attachment (idempotent)."""
         key = storage_key(tenant_id, instance_id)

@@ -164,3 +164,9 @@ class AttachmentStore:
 
     async def of_tenant(self, tenant_id: str) -> list[Document]:
         return [doc async for doc in self._attachments.find({"tenant_id": tenant_id})]
+
+    async def existing(self, keys: list[str]) -> list[str]:
+        if not keys:
+            return []
+        found = self._attachments.find({"_id": {"$in": keys}}, {"_id": 1})
+        return [doc["_id"] async for doc in found]

@@ -1,0 +1,89 @@
+"""The instances service's side of the storage contract (the storage service's
+`PUT /attachments/{instance}` and `GET /storages/{id}`).
+
+An instance names storages in two places: `storageIDs` (seed 004's storageID)
+and template volumes with a `storageID`. A volume storage must be mounted by a
+template volume; an object storage reaches the instance as S3 credentials in
+environment variables, so it is listed in `storageIDs` and never mounted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
+from gpucloud_libs.identity import IDENTITY_HEADER, Identity, sign_identity
+
+from .schemas import InstanceCreate
+
+#: The subject the storage service accepts attachment calls from.
+SERVICE_SUBJECT = "service:instances"
+TIMEOUT_S = 10.0
+
+
+class StorageRefused(Exception):
+    """The storage service answered no (gone, not ready, wrong kind): not worth retrying."""
+
+
+class StorageClient:
+    def __init__(self, base_url: str, signing_key: str) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=TIMEOUT_S)
+        self._key = signing_key
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _call(
+        self, method: str, path: str, token: str, body: dict[str, Any] | None = None
+    ) -> httpx.Response:
+        try:
+            response = await self._http.request(
+                method, path, json=body, headers={IDENTITY_HEADER: token}
+            )
+        except httpx.HTTPError as error:
+            raise DependencyUnavailable(f"storage service unreachable: {error}") from error
+        if response.status_code >= 500:
+            raise DependencyUnavailable(f"storage service answered {response.status_code}")
+        return response
+
+    async def requested(self, identity: Identity, body: InstanceCreate) -> list[dict[str, Any]]:
+        """Check the storages an instance names, as its caller; what to record for it."""
+        mounted = {v.storage_id: v.read_only for v in body.template.volumes if v.storage_id}
+        wanted = list(dict.fromkeys([*body.storage_ids, *mounted]))
+        token = sign_identity(
+            self._key, subject=identity.subject, role=identity.role, tenant_id=identity.tenant_id
+        )
+        chosen: list[dict[str, Any]] = []
+        for storage_id in wanted:
+            response = await self._call("GET", f"/storages/{storage_id}", token)
+            if response.status_code != 200:
+                raise ValidationFailed(f"storage {storage_id!r}: {response.json().get('detail')}")
+            kind = response.json()["kind"]
+            if kind == "volume" and storage_id not in mounted:
+                raise ValidationFailed(
+                    f"volume storage {storage_id!r} needs a template volume that mounts it"
+                )
+            if kind == "object" and storage_id in mounted:
+                raise ValidationFailed(
+                    f"object storage {storage_id!r} cannot be mounted; list it in storageIDs "
+                    "and the instance gets S3 credentials for it as environment variables"
+                )
+            chosen.append({"storageID": storage_id, "readOnly": mounted.get(storage_id, False)})
+        return chosen
+
+    async def attach(
+        self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Have the storage service make what the instance needs; its mount plan."""
+        token = sign_identity(
+            self._key, subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id
+        )
+        response = await self._call(
+            "PUT", f"/attachments/{instance_id}", token, {"storages": storages}
+        )
+        if response.status_code != 200:
+            raise StorageRefused(str(response.json().get("detail")))
+        plan: list[dict[str, Any]] = response.json()["storages"]
+        return plan
