@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .platform import Platform, TenantAccount, assert_problem, bearer
+from .platform import MIB, Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
 
 
@@ -32,6 +32,20 @@ class World:
     a_invoice: str
     #: An instance id that only A uses (B reuses `a_instance`'s id on purpose).
     a_only_instance: str
+    #: A's object storage, with an accessor and an unfinished multipart upload,
+    #: and B's own storage, to try A's accessor and upload ids under B's path.
+    a_storage: str
+    a_accessor: str
+    a_upload: str
+    b_storage: str
+
+    async def a_storage_intact(self) -> None:
+        headers = bearer(self.a.admin_key)
+        path = f"/v1/storages/{self.a_storage}"
+        storage = await self.http.get(path, headers=headers)
+        assert storage.json()["sizeBytes"] == 256 * MIB, storage.text
+        accessors = (await self.http.get(f"{path}/accessors", headers=headers)).json()["items"]
+        assert [x["accessorID"] for x in accessors] == [self.a_accessor]
 
     @property
     def outsiders(self) -> dict[str, dict[str, str]]:
@@ -433,6 +447,116 @@ async def _set_budget(world: World) -> None:
     assert mine.json()["monthlyBudgetCents"] == 10_000
 
 
+# --- storage ---------------------------------------------------------------------------
+# Tenant members share their tenant's storages, so the lower role is not refused here;
+# the other tenant gets 404 for every id of A's, and nothing of A's changes.
+
+
+def _outsiders_get_404(world: World, method: str, path: str, body: Any = None) -> Awaitable[None]:
+    async def check() -> None:
+        for name, headers in world.outsiders.items():
+            response = await world.http.request(method, path, json=body, headers=headers)
+            assert response.status_code == 404, (name, method, path, response.text)
+            assert_problem(response, 404)
+        await world.a_storage_intact()
+
+    return check()
+
+
+@row("POST", "/v1/storages")
+async def _create_storage(world: World) -> None:
+    body = {"storageID": unique("b-st"), "kind": "object", "sizeBytes": MIB}
+    created = await world.http.post("/v1/storages", json=body, headers=bearer(world.b.admin_key))
+    assert created.json()["tenantID"] == world.b.tenant_id, created.text
+    smuggled = await world.http.post(
+        "/v1/storages",
+        json={**body, "storageID": unique("b-st"), "tenantID": world.a.tenant_id},
+        headers=bearer(world.b.admin_key),
+    )
+    assert_problem(smuggled, 422)
+
+
+@row("GET", "/v1/storages")
+async def _list_storages(world: World) -> None:
+    for headers in world.outsiders.values():
+        items = (await world.http.get("/v1/storages", headers=headers)).json()["items"]
+        assert items, "B has storages of its own"
+        assert {item["tenantID"] for item in items} == {world.b.tenant_id}
+
+
+@row("GET", "/v1/storages/{storage_id}")
+async def _get_storage(world: World) -> None:
+    await _outsiders_get_404(world, "GET", f"/v1/storages/{world.a_storage}")
+
+
+@row("PATCH", "/v1/storages/{storage_id}")
+async def _update_storage(world: World) -> None:
+    path = f"/v1/storages/{world.a_storage}"
+    await _outsiders_get_404(world, "PATCH", path, {"sizeBytes": 2 * MIB})
+
+
+@row("DELETE", "/v1/storages/{storage_id}")
+async def _delete_storage(world: World) -> None:
+    await _outsiders_get_404(world, "DELETE", f"/v1/storages/{world.a_storage}?force=true")
+
+
+@row("POST", "/v1/storages/{storage_id}/accessors")
+async def _create_accessor(world: World) -> None:
+    path = f"/v1/storages/{world.a_storage}/accessors"
+    await _outsiders_get_404(world, "POST", path, {"mode": "read-write"})
+
+
+@row("GET", "/v1/storages/{storage_id}/accessors")
+async def _list_accessors(world: World) -> None:
+    await _outsiders_get_404(world, "GET", f"/v1/storages/{world.a_storage}/accessors")
+
+
+@row("DELETE", "/v1/storages/{storage_id}/accessors/{accessor_id}")
+async def _delete_accessor(world: World) -> None:
+    for storage in (world.a_storage, world.b_storage):
+        path = f"/v1/storages/{storage}/accessors/{world.a_accessor}"
+        await _outsiders_get_404(world, "DELETE", path)
+
+
+@row("GET", "/v1/storages/{storage_id}/objects")
+async def _list_objects(world: World) -> None:
+    await _outsiders_get_404(world, "GET", f"/v1/storages/{world.a_storage}/objects")
+
+
+@row("POST", "/v1/storages/{storage_id}/downloads")
+async def _download(world: World) -> None:
+    path = f"/v1/storages/{world.a_storage}/downloads"
+    await _outsiders_get_404(world, "POST", path, {"key": "weights.bin"})
+
+
+@row("POST", "/v1/storages/{storage_id}/uploads")
+async def _upload(world: World) -> None:
+    path = f"/v1/storages/{world.a_storage}/uploads"
+    await _outsiders_get_404(world, "POST", path, {"key": "weights.bin"})
+
+
+@row("POST", "/v1/storages/{storage_id}/uploads/{upload_id}/complete")
+async def _complete_upload(world: World) -> None:
+    body = {"parts": [{"partNumber": 1, "etag": "x"}]}
+    for storage in (world.a_storage, world.b_storage):
+        path = f"/v1/storages/{storage}/uploads/{world.a_upload}/complete"
+        await _outsiders_get_404(world, "POST", path, body)
+
+
+@row("DELETE", "/v1/storages/{storage_id}/uploads/{upload_id}")
+async def _abort_upload(world: World) -> None:
+    for storage in (world.a_storage, world.b_storage):
+        await _outsiders_get_404(
+            world, "DELETE", f"/v1/storages/{storage}/uploads/{world.a_upload}"
+        )
+    # A's upload is still open: A can abort it.
+    aborted = await world.http.delete(
+        f"/v1/storages/{world.a_storage}/uploads/{world.a_upload}",
+        headers=bearer(world.a.admin_key),
+    )
+    assert aborted.status_code == 204, aborted.text
+
+
 @row("GET", "/v1/openapi.json")
 async def _openapi(world: World) -> None:
     # Public, and the same for everyone: it describes the API, never a tenant's data.
@@ -473,9 +597,21 @@ async def world(platform: Platform) -> World:
         "/v1/invoices", json={"tenantID": a.tenant_id, "period": "2026-01"}, headers=platform.admin
     )
     assert invoice.status_code == 201, invoice.text
+    a_storage = (await platform.storage(a, size_bytes=256 * MIB))["storageID"]
+    b_storage = (await platform.storage(b))["storageID"]
+    accessor = await platform.http.post(
+        f"/v1/storages/{a_storage}/accessors", json={"mode": "read-write"},
+        headers=bearer(a.admin_key),
+    )  # fmt: skip
+    upload = await platform.http.post(
+        f"/v1/storages/{a_storage}/uploads", json={"key": "big.bin", "sizeBytes": 100 * MIB},
+        headers=bearer(a.admin_key),
+    )  # fmt: skip
+    assert upload.json()["uploadID"], upload.text
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
-        invoice.json()["invoiceID"], only_a.json()["instanceID"],
+        invoice.json()["invoiceID"], only_a.json()["instanceID"], a_storage,
+        accessor.json()["accessorID"], upload.json()["uploadID"], b_storage,
     )  # fmt: skip
 
 
