@@ -5,13 +5,20 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from . import gateway_overhead, instance_start, metering_throughput, stack_startup
+from . import (
+    gateway_overhead,
+    instance_start,
+    metering_throughput,
+    stack_startup,
+    storage_transfer,
+)
 
 BENCHMARKS = {
     "stack": stack_startup.main,
     "instances": instance_start.main,
     "gateway": gateway_overhead.main,
     "metering": metering_throughput.main,
+    "storage": storage_transfer.main,
 }
 
 

@@ -11,7 +11,7 @@ SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
 EXPECTED_CHECKS = {
     "gateway": {"mongodb", "kafka"},
     "instances": {"mongodb", "kafka", "kubernetes"},
-    "storage": {"mongodb", "kafka", "object_store"},
+    "storage": {"mongodb", "kafka", "object_store", "kubernetes"},
     "metering": {"mongodb", "kafka"},
     "monitoring": {"mongodb", "kafka"},
 }

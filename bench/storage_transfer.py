@@ -1,0 +1,249 @@
+"""Storage: presigned transfers against a direct S3 client, and listing at 100,000 objects.
+
+Side by side in one run, against the running stack:
+
+- upload and download of one large object: our path (plan through the API, then
+  presigned part PUTs / a presigned GET with httpx) against minio-py holding the
+  root credentials (put_object / get_object), each with 3 parts in flight;
+- one 1,000-key page of a 100,000-object bucket: through the API (gateway,
+  storage service, MinIO) against minio-py's raw ListObjectsV2 call; and a walk
+  of the whole bucket both ways.
+
+`python -m bench storage [--size-mib 256] [--objects 100000]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from statistics import median
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+from minio import Minio
+
+from .common import percentile, stack_env
+
+MIB = 1024 * 1024
+PARALLEL_PARTS = 3
+ROUNDS = 3
+PAGE_SAMPLES = 30
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench storage")
+    parser.add_argument("name")
+    parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--objects", type=int, default=100_000)
+    return parser.parse_args(sys.argv[1:])
+
+
+async def _tenant(http: httpx.AsyncClient, admin: dict[str, str]) -> tuple[str, dict[str, str]]:
+    tenant_id = f"bench-storage-{os.urandom(3).hex()}"
+    created = await http.post(
+        "/v1/tenants",
+        json={
+            "tenantID": tenant_id,
+            "name": "storage benchmark",
+            "limits": {"maxGpus": 0, "maxInstances": 0, "maxStorageBytes": 64 * 1024**3},
+            "admin": {"email": f"admin@{tenant_id}.test", "name": "Bench", "role": "tenant-admin"},
+            "rateLimit": {"requestsPerS": 10_000, "burst": 10_000},
+        },
+        headers=admin,
+    )
+    created.raise_for_status()
+    return tenant_id, {"Authorization": f"Bearer {created.json()['adminKey']['secret']}"}
+
+
+async def _storage(http: httpx.AsyncClient, headers: dict[str, str], size: int) -> dict[str, Any]:
+    for _ in range(60):  # the tenant reaches the storage service by event
+        response = await http.post(
+            "/v1/storages", json={"kind": "object", "sizeBytes": size}, headers=headers
+        )
+        if response.status_code == 201:
+            storage: dict[str, Any] = response.json()
+            return storage
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"no storage: {response.text}")
+
+
+async def _upload_presigned(
+    http: httpx.AsyncClient, headers: dict[str, str], storage: str, key: str, payload: bytes
+) -> None:
+    plan = await http.post(
+        f"/v1/storages/{storage}/uploads",
+        json={"key": key, "sizeBytes": len(payload)},
+        headers=headers,
+    )
+    plan.raise_for_status()
+    body = plan.json()
+    size = body["partSizeBytes"]
+    gate = asyncio.Semaphore(PARALLEL_PARTS)
+
+    async def part(number: int, url: str) -> dict[str, Any]:
+        async with gate:
+            sent = await http.put(url, content=payload[(number - 1) * size : number * size])
+            sent.raise_for_status()
+            return {"partNumber": number, "etag": sent.headers["etag"]}
+
+    parts = await asyncio.gather(*(part(p["partNumber"], p["url"]) for p in body["parts"]))
+    done = await http.post(
+        f"/v1/storages/{storage}/uploads/{body['uploadID']}/complete",
+        json={"parts": list(parts)},
+        headers=headers,
+    )
+    done.raise_for_status()
+
+
+async def _download_presigned(
+    http: httpx.AsyncClient, headers: dict[str, str], storage: str, key: str
+) -> int:
+    link = await http.post(f"/v1/storages/{storage}/downloads", json={"key": key}, headers=headers)
+    link.raise_for_status()
+    received = 0
+    async with http.stream("GET", link.json()["url"]) as response:
+        async for chunk in response.aiter_bytes(MIB):
+            received += len(chunk)
+    return received
+
+
+def _direct_get(client: Minio, bucket: str, key: str) -> int:
+    response = client.get_object(bucket, key)
+    try:
+        return sum(len(chunk) for chunk in response.stream(MIB))
+    finally:
+        response.close()
+        response.release_conn()
+
+
+async def _timed(work: Any) -> float:
+    started = time.perf_counter()
+    await work
+    return time.perf_counter() - started
+
+
+def _seed(client: Minio, bucket: str, count: int) -> None:
+    def put(index: int) -> None:
+        client.put_object(bucket, f"files/{index:07}.txt", io.BytesIO(b"x"), 1)
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(put, range(count)))
+
+
+async def main() -> None:
+    args = _args()
+    env = stack_env()
+    endpoint = urlparse(env["GPUCLOUD_S3_ENDPOINT"])
+    direct = Minio(
+        endpoint.netloc,
+        access_key=env["GPUCLOUD_S3_ACCESS_KEY"],
+        secret_key=env["GPUCLOUD_S3_SECRET_KEY"],
+        secure=False,
+    )
+    admin = {"Authorization": f"Bearer {env['GPUCLOUD_BOOTSTRAP_ADMIN_KEY']}"}
+    limits = httpx.Limits(max_connections=64)
+    async with httpx.AsyncClient(
+        base_url=env["GPUCLOUD_GATEWAY_URL"], timeout=300, limits=limits
+    ) as http:
+        tenant_id, headers = await _tenant(http, admin)
+        try:
+            await _transfers(http, headers, direct, args.size_mib * MIB)
+            await _listing(http, headers, direct, args.objects)
+        finally:
+            await http.delete(f"/v1/tenants/{tenant_id}", headers=admin)
+
+
+async def _transfers(
+    http: httpx.AsyncClient, headers: dict[str, str], direct: Minio, size: int
+) -> None:
+    storage = await _storage(http, headers, 4 * size * ROUNDS)
+    bucket, storage_id = storage["bucket"], storage["storageID"]
+    payload = os.urandom(size)
+    timings: dict[str, list[float]] = {
+        key: [] for key in ("up-ours", "up-direct", "dn-ours", "dn-direct")
+    }
+    for round_ in range(ROUNDS):
+        ours_key, direct_key = f"ours-{round_}", f"direct-{round_}"
+        timings["up-ours"].append(
+            await _timed(_upload_presigned(http, headers, storage_id, ours_key, payload))
+        )
+        upload = asyncio.to_thread(
+            direct.put_object, bucket, direct_key, io.BytesIO(payload), size,
+            part_size=64 * MIB, num_parallel_uploads=PARALLEL_PARTS,
+        )  # fmt: skip
+        timings["up-direct"].append(await _timed(upload))
+        timings["dn-ours"].append(
+            await _timed(_download_presigned(http, headers, storage_id, ours_key))
+        )
+        timings["dn-direct"].append(
+            await _timed(asyncio.to_thread(_direct_get, direct, bucket, direct_key))
+        )
+    rate = {name: size / MIB / median(values) for name, values in timings.items()}
+    print(
+        f"one {size // MIB} MiB object, median of {ROUNDS} rounds, {PARALLEL_PARTS} parts in flight"
+    )
+    print(f"{'':>10} {'presigned':>12} {'direct S3':>12} {'ratio':>7}")
+    for label, key in (("upload", "up"), ("download", "dn")):
+        ours, raw = rate[f"{key}-ours"], rate[f"{key}-direct"]
+        print(f"{label:>10} {ours:>8.0f} MiB/s {raw:>8.0f} MiB/s {ours / raw:>6.2f}x")
+
+
+async def _listing(
+    http: httpx.AsyncClient, headers: dict[str, str], direct: Minio, count: int
+) -> None:
+    storage = await _storage(http, headers, 1024**3)
+    bucket, storage_id = storage["bucket"], storage["storageID"]
+    started = time.perf_counter()
+    await asyncio.to_thread(_seed, direct, bucket, count)
+    print(f"\nseeded {count:,} objects in {time.perf_counter() - started:.0f} s")
+    path = f"/v1/storages/{storage_id}/objects"
+    step = max(1, count // PAGE_SAMPLES)
+    starts = [f"files/{index:07}.txt" for index in range(0, count, step)][:PAGE_SAMPLES]
+
+    ours: list[float] = []
+    raw: list[float] = []
+    for start_after in starts:
+        cursor = start_after.encode().hex()
+        began = time.perf_counter()
+        page = await http.get(path, params={"limit": 1000, "cursor": cursor}, headers=headers)
+        page.raise_for_status()
+        ours.append(time.perf_counter() - began)
+
+        def raw_page(after: str = start_after) -> int:
+            listing = direct._list_objects(bucket, prefix="", max_keys=1000, start_after=after)
+            return sum(1 for _, _ in zip(range(1000), listing, strict=False))
+
+        began = time.perf_counter()
+        await asyncio.to_thread(raw_page)
+        raw.append(time.perf_counter() - began)
+
+    walk_started = time.perf_counter()
+    seen, cursor_value = 0, None
+    while True:
+        params: dict[str, Any] = {"limit": 1000}
+        if cursor_value:
+            params["cursor"] = cursor_value
+        page_body = (await http.get(path, params=params, headers=headers)).json()
+        seen += len(page_body["objects"])
+        cursor_value = page_body["nextCursor"]
+        if not cursor_value:
+            break
+    walk_ours = time.perf_counter() - walk_started
+    walk_started = time.perf_counter()
+    raw_seen = await asyncio.to_thread(
+        lambda: sum(1 for _ in direct.list_objects(bucket, recursive=True))
+    )
+    walk_raw = time.perf_counter() - walk_started
+    assert seen == raw_seen == count, (seen, raw_seen, count)
+    print(f"one 1,000-key page of {count:,} objects, {len(starts)} pages at spread cursors")
+    print(f"{'':>10} {'API':>10} {'direct S3':>10} {'ratio':>7}")
+    for label, pct in (("p50", 50.0), ("p99", 99.0)):
+        a, b = percentile(ours, pct) * 1000, percentile(raw, pct) * 1000
+        print(f"{label:>10} {a:>7.1f} ms {b:>7.1f} ms {a / b:>6.2f}x")
+    print(f"{'full walk':>10} {walk_ours:>8.2f} s {walk_raw:>8.2f} s {walk_ours / walk_raw:>6.2f}x")
