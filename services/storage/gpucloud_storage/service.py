@@ -14,9 +14,7 @@ import logging
 import math
 import secrets
 import string
-from collections.abc import Coroutine
 from datetime import datetime, timedelta
-from typing import Any
 
 from faststream.kafka import KafkaBroker
 
@@ -165,7 +163,8 @@ class StorageService:
         self.uploads = uploads
         self.attachments = attachments
         self.source = "/gpucloud/storage"
-        self._background: set[asyncio.Task[object]] = set()
+        self._background: set[asyncio.Task[bool]] = set()
+        self._deleting: set[str] = set()  # storage keys being deleted by this process
 
     # --- storages ----------------------------------------------------------------
 
@@ -355,7 +354,7 @@ class StorageService:
             raise
         if force and doc["kind"] == "object":
             # Emptying a bucket of 100,000 objects takes a while: finish in the background.
-            self._spawn(self.finish_delete(doc))
+            self._spawn_delete(doc)
             return self.view(doc)
         if await self.finish_delete(doc):
             return None
@@ -409,10 +408,19 @@ class StorageService:
         log.info("storage deleted", extra={"storage": doc["_id"]})
         return True
 
-    def _spawn(self, job: Coroutine[Any, Any, object]) -> None:
-        task = asyncio.ensure_future(job)
+    def _spawn_delete(self, doc: Document) -> None:
+        """Finish a deletion in the background; the sweep leaves it alone meanwhile."""
+        if doc["_id"] in self._deleting:
+            return
+        self._deleting.add(doc["_id"])
+        task = asyncio.ensure_future(self.finish_delete(doc))
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+
+        def done(finished: asyncio.Task[bool]) -> None:
+            self._background.discard(finished)
+            self._deleting.discard(doc["_id"])
+
+        task.add_done_callback(done)
 
     async def close(self) -> None:
         for task in list(self._background):
@@ -818,7 +826,8 @@ class StorageService:
         )
 
     async def delete_tenant(self, tenant_id: str) -> None:
-        """A deleted tenant's storages go with it, objects included."""
+        """A deleted tenant's storages go with it, objects included (in the background:
+        emptying buckets must not hold up the tenant events behind this one)."""
         for attachment in await self.attachments.of_tenant(tenant_id):
             await self.release(tenant_id, attachment["instance_id"])
         for doc in await self.storages.of_tenant(tenant_id):
@@ -826,7 +835,7 @@ class StorageService:
             if doc["state"] != "deleting":
                 changes = {"state": "deleting", "force": True}
                 deleting = await self.storages.update(doc["_id"], changes) or doc
-            await self.finish_delete(deleting)
+            self._spawn_delete(deleting)
         await self.tenants.remove(tenant_id)
 
     async def sample_usage(self) -> int:
@@ -858,4 +867,4 @@ class StorageService:
             if doc["state"] == "provisioning":
                 await self._provision(doc)
             else:
-                await self.finish_delete(doc)
+                self._spawn_delete(doc)
