@@ -158,7 +158,10 @@ class GpuSample(BaseModel):
     pcie_tx_kibps: float | None = None
     pcie_rx_kibps: float | None = None
     xid_errors: tuple[int, ...] = ()
+    #: The instance whose processes use the GPU, where the runtime can tell
+    #: (instance ids are unique per tenant, so both are given).
     instance_id: str | None = None
+    tenant_id: str | None = None
 
 
 class TelemetryBatch(EventData):
@@ -166,6 +169,40 @@ class TelemetryBatch(EventData):
     node: str
     source: Literal["nvml", "simulated"]
     samples: tuple[GpuSample, ...] = Field(min_length=1)
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.node
+
+
+class GpuInventory(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu_uuid: str
+    index: int = Field(ge=0)
+    name: str
+    serial: str | None = None
+    memory_total_mib: float = Field(ge=0)
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    mig_mode: bool | None = None
+    nvlink_links_active: int | None = None
+
+
+class NodeInventory(EventData):
+    """What a node's agent found: published at its start and now and then after."""
+
+    type: Literal["io.gpucloud.node.inventory.v1"] = "io.gpucloud.node.inventory.v1"
+    node: str
+    source: Literal["nvml", "simulated"]
+    gpus: tuple[GpuInventory, ...] = ()
+    #: Set when the node has no usable NVML (no driver, no GPU): why.
+    unavailable_reason: str | None = None
+    at: AwareDatetime
 
     @property
     def aggregate_id(self) -> str:
@@ -267,6 +304,7 @@ Event = Annotated[
     | StopTenantInstancesRequested
     | StorageUsageSampled
     | TelemetryBatch
+    | NodeInventory
     | NodeHealthChanged
     | AlertStateChanged
     | UsageRecorded

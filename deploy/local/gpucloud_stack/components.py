@@ -476,6 +476,8 @@ def service_env(ctx: Context) -> dict[str, str]:
 #: so the demo and the tests see results in seconds.
 _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
     "storage": {"GPUCLOUD_USAGE_INTERVAL_S": "5", "GPUCLOUD_SWEEP_INTERVAL_S": "5"},
+    # Webhook receivers of a local stack (and its tests) listen on loopback.
+    "monitoring": {"GPUCLOUD_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"},
 }
 
 
@@ -504,6 +506,23 @@ def _service(name: str) -> Component:
 INFRA: tuple[Component, ...] = (
     ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES, FERRETDB, MINIO,
 )  # fmt: skip
-SERVICES: tuple[Component, ...] = tuple(_service(name) for name in SERVICE_NAMES)
+#: Telemetry for the kwok fleet: the node agent in simulation mode, with its
+#: fault-injection API (docs/monitoring.md).
+GPU_SIMULATOR = Component(
+    name="gpu-simulator",
+    kind="service",
+    argv=lambda _ctx: [
+        *(_venv_python(), "-m", "gpucloud_monitoring.agent", "--simulate"),
+        *("--selector", "gpucloud.io/node-pool"),
+        *("--control-port", str(PORTS.gpu_simulator)),
+    ],
+    env=service_env,
+    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.gpu_simulator}/healthz"),
+    ports=(PORTS.gpu_simulator,),
+)
+SERVICES: tuple[Component, ...] = (
+    *(_service(name) for name in SERVICE_NAMES),
+    GPU_SIMULATOR,
+)
 ALL: tuple[Component, ...] = INFRA + SERVICES
 BY_NAME = {component.name: component for component in ALL}

@@ -38,6 +38,7 @@ class Ports:
     storage: int = 8002
     metering: int = 8003
     monitoring: int = 8004
+    gpu_simulator: int = 8005
 
 
 PORTS = Ports()

@@ -93,6 +93,26 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "DELETE", f"{STORAGE}/uploads/{{upload_id}}", "storage", TENANT_MEMBERS, "storage:write"
     ),
+    ForwardedRoute("GET", "/v1/gpus", "monitoring", EVERYONE, "monitoring:read"),
+    ForwardedRoute("GET", "/v1/gpus/{gpu_uuid}/metrics", "monitoring", EVERYONE, "monitoring:read"),
+    ForwardedRoute(
+        "GET", "/v1/gpu-instances/{instance_id}/metrics", "monitoring", EVERYONE, "monitoring:read"
+    ),
+    ForwardedRoute("GET", "/v1/metrics/tenant", "monitoring", EVERYONE, "monitoring:read"),
+    ForwardedRoute("GET", "/v1/nodes", "monitoring", PLATFORM_ADMIN, "monitoring:read"),
+    ForwardedRoute(
+        "GET", "/v1/nodes/{node}/metrics", "monitoring", PLATFORM_ADMIN, "monitoring:read"
+    ),
+    ForwardedRoute(
+        "POST", "/v1/nodes/{node}/release", "monitoring", PLATFORM_ADMIN, "monitoring:write"
+    ),
+    ForwardedRoute("GET", "/v1/fleet", "monitoring", PLATFORM_ADMIN, "monitoring:read"),
+    ForwardedRoute("POST", "/v1/alert-rules", "monitoring", ADMINS, "monitoring:write"),
+    ForwardedRoute("GET", "/v1/alert-rules", "monitoring", ADMINS, "monitoring:read"),
+    ForwardedRoute("GET", "/v1/alert-rules/{rule_id}", "monitoring", ADMINS, "monitoring:read"),
+    ForwardedRoute("PATCH", "/v1/alert-rules/{rule_id}", "monitoring", ADMINS, "monitoring:write"),
+    ForwardedRoute("DELETE", "/v1/alert-rules/{rule_id}", "monitoring", ADMINS, "monitoring:write"),
+    ForwardedRoute("GET", "/v1/alerts", "monitoring", EVERYONE, "monitoring:read"),
     ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
     ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),
     ForwardedRoute("GET", "/v1/usage", "metering", ADMINS, "billing:read"),

@@ -1,7 +1,174 @@
-"""HTTP routes of the monitoring service."""
+"""HTTP routes of the monitoring service. Callers come through the gateway, which
+signs their identity. A tenant sees only the GPUs and minutes of its own
+instances; nodes, the fleet summary and fleet rules are the platform admin's."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+
+from gpucloud_libs.http import CurrentIdentity
+
+from .schemas import (
+    Alert,
+    AlertRule,
+    AlertRuleCreate,
+    AlertRuleUpdate,
+    FleetSummary,
+    GpuView,
+    MetricSeries,
+    NodeView,
+    Resolution,
+)
+from .service import MonitoringService
 
 router = APIRouter()
+
+Start = Annotated[datetime | None, Query(description="Default: an hour before `end`")]
+End = Annotated[datetime | None, Query(description="Default: now")]
+TenantParam = Annotated[str | None, Query(alias="tenantID", max_length=64)]
+
+
+def _service(request: Request) -> MonitoringService:
+    service: MonitoringService = request.app.state.service
+    return service
+
+
+def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    end = (end or datetime.now(UTC)).astimezone(UTC)
+    start = (start or end - timedelta(hours=1)).astimezone(UTC)
+    return start, end
+
+
+@router.get(
+    "/gpus", tags=["gpus"], summary="GPU inventory: all (platform admin) or the tenant's in use"
+)
+async def list_gpus(identity: CurrentIdentity, request: Request) -> list[GpuView]:
+    return await _service(request).gpus(identity)
+
+
+@router.get("/gpus/{gpu_uuid}/metrics", tags=["gpus"], summary="One GPU's time series")
+async def gpu_metrics(
+    gpu_uuid: str,
+    identity: CurrentIdentity,
+    request: Request,
+    start: Start = None,
+    end: End = None,
+    resolution: Resolution = "1m",
+) -> MetricSeries:
+    return await _service(request).gpu_metrics(identity, gpu_uuid, *_range(start, end), resolution)
+
+
+@router.get(
+    "/gpu-instances/{instance_id}/metrics", tags=["gpus"], summary="An instance's GPUs over time"
+)
+async def instance_metrics(
+    instance_id: str,
+    identity: CurrentIdentity,
+    request: Request,
+    start: Start = None,
+    end: End = None,
+    resolution: Resolution = "1m",
+    tenant_id: TenantParam = None,
+) -> MetricSeries:
+    return await _service(request).instance_metrics(
+        identity, instance_id, *_range(start, end), resolution, tenant_id
+    )
+
+
+@router.get("/metrics/tenant", tags=["gpus"], summary="The tenant's GPUs in use over time")
+async def tenant_metrics(
+    identity: CurrentIdentity,
+    request: Request,
+    start: Start = None,
+    end: End = None,
+    resolution: Resolution = "1m",
+    tenant_id: TenantParam = None,
+) -> MetricSeries:
+    return await _service(request).tenant_metrics(
+        identity, *_range(start, end), resolution, tenant_id
+    )
+
+
+@router.get("/nodes", tags=["fleet"], summary="Nodes: health, tiers, use (platform admin)")
+async def list_nodes(identity: CurrentIdentity, request: Request) -> list[NodeView]:
+    return await _service(request).nodes(identity)
+
+
+@router.get("/nodes/{node}/metrics", tags=["fleet"], summary="A node's GPUs over time")
+async def node_metrics(
+    node: str,
+    identity: CurrentIdentity,
+    request: Request,
+    start: Start = None,
+    end: End = None,
+    resolution: Resolution = "1m",
+) -> MetricSeries:
+    return await _service(request).node_metrics(identity, node, *_range(start, end), resolution)
+
+
+@router.post(
+    "/nodes/{node}/release",
+    tags=["fleet"],
+    summary="Return a degraded or quarantined node to service (platform admin)",
+)
+async def release_node(node: str, identity: CurrentIdentity, request: Request) -> NodeView:
+    return await _service(request).release_node(identity, node)
+
+
+@router.get("/fleet", tags=["fleet"], summary="Utilisation by zone and GPU type, tiers, health")
+async def fleet(identity: CurrentIdentity, request: Request) -> FleetSummary:
+    identity.require_role("platform-admin")
+    return await _service(request).fleet(identity)
+
+
+@router.post(
+    "/alert-rules",
+    status_code=status.HTTP_201_CREATED,
+    tags=["alerts"],
+    summary="A rule: fleet-wide (platform admin) or on the tenant's instances (tenant admin)",
+)
+async def create_rule(
+    body: AlertRuleCreate, identity: CurrentIdentity, request: Request
+) -> AlertRule:
+    return await _service(request).create_rule(identity, body)
+
+
+@router.get("/alert-rules", tags=["alerts"], summary="The caller's rules")
+async def list_rules(identity: CurrentIdentity, request: Request) -> list[AlertRule]:
+    return await _service(request).list_rules(identity)
+
+
+@router.get("/alert-rules/{rule_id}", tags=["alerts"], summary="One rule")
+async def get_rule(rule_id: str, identity: CurrentIdentity, request: Request) -> AlertRule:
+    return await _service(request).get_rule(identity, rule_id)
+
+
+@router.patch("/alert-rules/{rule_id}", tags=["alerts"], summary="Change a rule")
+async def update_rule(
+    rule_id: str, body: AlertRuleUpdate, identity: CurrentIdentity, request: Request
+) -> AlertRule:
+    return await _service(request).update_rule(identity, rule_id, body)
+
+
+@router.delete(
+    "/alert-rules/{rule_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["alerts"],
+    summary="Delete a rule",
+)
+async def delete_rule(rule_id: str, identity: CurrentIdentity, request: Request) -> Response:
+    await _service(request).delete_rule(identity, rule_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/alerts", tags=["alerts"], summary="Alerts, newest first")
+async def list_alerts(
+    identity: CurrentIdentity,
+    request: Request,
+    state: Annotated[str | None, Query(pattern="^(firing|resolved)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> list[Alert]:
+    return await _service(request).list_alerts(identity, state, limit)

@@ -6,3 +6,11 @@ from gpucloud_libs.settings import ServiceSettings
 class MonitoringSettings(ServiceSettings):
     service_name: str = "monitoring"
     http_port: int = 8004
+    #: Path to a kubeconfig (node zones and GPU types); unset means in-cluster.
+    kubeconfig: str | None = None
+    #: Roll-ups kept: 1-minute windows for this many hours, 1-hour ones for days.
+    minute_retention_h: int = 48
+    hour_retention_days: int = 90
+    #: Webhooks may target private and loopback addresses (a lab or a local
+    #: stack); off in production, where a rule's URL must not reach inside.
+    webhook_allow_private_networks: bool = False

@@ -1,0 +1,148 @@
+"""All MongoDB access of the monitoring service.
+
+Writers: the telemetry consumer writes roll-ups, node status, inventory, health
+and alerts (each node's events arrive on one partition, so one consumer owns a
+node's documents); the API writes alert rules and operator health releases.
+Retention is done here, by age (the test database has no TTL indexes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+
+from pymongo import ASCENDING, IndexModel
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from gpucloud_libs.mongo import Database, Document, IndexPlan
+
+MINUTES = "rollups_minute"
+HOURS = "rollups_hour"
+NODES = "nodes"
+INVENTORY = "inventory"
+HEALTH = "health"
+RULES = "alert_rules"
+ALERTS = "alerts"
+DELIVERIES = "webhook_deliveries"
+
+INDEXES: IndexPlan = {
+    MINUTES: [
+        IndexModel([("gpu_uuid", ASCENDING), ("start", ASCENDING)], name="gpu_start"),
+        IndexModel([("tenant_id", ASCENDING), ("start", ASCENDING)], name="tenant_start"),
+        IndexModel([("node", ASCENDING), ("start", ASCENDING)], name="node_start"),
+        IndexModel([("start", ASCENDING)], name="start"),
+    ],
+    HOURS: [
+        IndexModel([("gpu_uuid", ASCENDING), ("start", ASCENDING)], name="gpu_start"),
+        IndexModel([("start", ASCENDING)], name="start"),
+    ],
+    ALERTS: [IndexModel([("tenant_id", ASCENDING), ("fired_at", ASCENDING)], name="tenant_fired")],
+}
+
+
+class MonitoringStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # --- roll-ups -------------------------------------------------------------------
+
+    async def insert_rollups(self, collection: str, docs: list[Document]) -> None:
+        """Insert closed windows; a replayed window is a duplicate key, kept as first written."""
+        if not docs:
+            return
+        try:
+            await self.db[collection].insert_many(docs, ordered=False)
+        except BulkWriteError as error:
+            if any(e.get("code") != 11000 for e in error.details.get("writeErrors", [])):
+                raise
+
+    async def series(
+        self,
+        collection: str,
+        query: Document,
+        start: datetime,
+        end: datetime,
+        limit: int,
+    ) -> list[Document]:
+        found = self.db[collection].find({**query, "start": {"$gte": start, "$lt": end}})
+        return [doc async for doc in found.sort("start", ASCENDING).limit(limit)]
+
+    async def drop_older(self, collection: str, cutoff: datetime) -> int:
+        result = await self.db[collection].delete_many({"start": {"$lt": cutoff}})
+        return result.deleted_count
+
+    # --- nodes: status, inventory, health -------------------------------------------
+
+    async def put_node_status(self, node: str, doc: Document) -> None:
+        await self.db[NODES].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
+
+    async def node_statuses(self) -> list[Document]:
+        return [doc async for doc in self.db[NODES].find({})]
+
+    async def put_inventory(self, node: str, doc: Document) -> None:
+        await self.db[INVENTORY].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
+
+    async def inventories(self) -> list[Document]:
+        return [doc async for doc in self.db[INVENTORY].find({})]
+
+    async def inventory(self, node: str) -> Document | None:
+        return await self.db[INVENTORY].find_one({"_id": node})
+
+    async def put_health(self, node: str, doc: Document) -> None:
+        await self.db[HEALTH].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
+
+    async def healths(self) -> list[Document]:
+        return [doc async for doc in self.db[HEALTH].find({})]
+
+    # --- alert rules and alerts -----------------------------------------------------
+
+    async def insert_rule(self, doc: Document) -> None:
+        await self.db[RULES].insert_one(doc)
+
+    async def rule(self, rule_id: str) -> Document | None:
+        return await self.db[RULES].find_one({"_id": rule_id})
+
+    async def rules(self, tenant_id: str | None = None, *, every: bool = False) -> list[Document]:
+        query: Document = {} if every else {"tenant_id": tenant_id}
+        return [doc async for doc in self.db[RULES].find(query).sort("_id", ASCENDING)]
+
+    async def replace_rule(self, doc: Document) -> None:
+        await self.db[RULES].replace_one({"_id": doc["_id"]}, doc)
+
+    async def delete_rule(self, rule_id: str) -> None:
+        await self.db[RULES].delete_one({"_id": rule_id})
+
+    async def insert_alert(self, doc: Document) -> bool:
+        try:
+            await self.db[ALERTS].insert_one(doc)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def alert(self, alert_id: str) -> Document | None:
+        return await self.db[ALERTS].find_one({"_id": alert_id})
+
+    async def update_alert(self, alert_id: str, fields: Document) -> None:
+        await self.db[ALERTS].update_one({"_id": alert_id}, {"$set": fields})
+
+    async def alerts(self, query: Document, limit: int) -> list[Document]:
+        found = self.db[ALERTS].find(query).sort("fired_at", -1).limit(limit)
+        return [doc async for doc in found]
+
+    async def firing(self) -> list[Document]:
+        return [doc async for doc in self.db[ALERTS].find({"state": "firing"})]
+
+    # --- webhook deliveries ---------------------------------------------------------
+
+    async def insert_delivery(self, doc: Document) -> None:
+        with contextlib.suppress(DuplicateKeyError):  # a replay: the first record stands
+            await self.db[DELIVERIES].insert_one(doc)
+
+    async def pending_deliveries(self) -> list[Document]:
+        return [doc async for doc in self.db[DELIVERIES].find({"state": "pending"})]
+
+    async def update_delivery(self, delivery_id: str, fields: Document) -> None:
+        await self.db[DELIVERIES].update_one({"_id": delivery_id}, {"$set": fields})
+
+    async def delivery(self, delivery_id: str) -> Document | None:
+        return await self.db[DELIVERIES].find_one({"_id": delivery_id})

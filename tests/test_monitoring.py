@@ -1,0 +1,419 @@
+"""Monitoring over the real stack: telemetry from the simulated source (run here, for
+test-owned kwok nodes), alerts, node health with placement, tenant isolation, the
+dead-letter topic. Plus the pure parts: tiers, health, rules, roll-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiokafka import AIOKafkaProducer
+from kubernetes_asyncio import client as k8s
+
+from gpucloud_libs.events import GpuSample, NodeInventory, TelemetryBatch
+from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.topics import ALERTS, TELEMETRY
+from gpucloud_monitoring.health import HealthTracker
+from gpucloud_monitoring.rollup import Rollup
+from gpucloud_monitoring.rules import Rule, RuleEngine
+from gpucloud_monitoring.simulated import SimulatedFleet
+from gpucloud_monitoring.tiers import Capability, classify
+from gpucloud_stack.fleet import gpu_node
+
+from .platform import Platform, assert_problem, bearer
+from .support import eventually, read_topic, unique
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def sample(second: float, **fields: Any) -> GpuSample:
+    values: dict[str, Any] = {
+        "gpu_uuid": "GPU-1", "index": 0, "at": T0 + timedelta(seconds=second),
+        "utilization_gpu_pct": 50.0, "utilization_memory_pct": 30.0, "memory_used_mib": 1000.0,
+        "memory_total_mib": 80_000.0, "temperature_c": 50.0, "power_w": 300.0,
+    }  # fmt: skip
+    values.update(fields)
+    return GpuSample(**values)
+
+
+# --- the pure parts -----------------------------------------------------------------
+
+
+def test_tiers_follow_the_model_and_drop_for_a_degraded_link() -> None:
+    assert classify(Capability("NVIDIA H100 80GB HBM3")).tier == "flagship"
+    assert classify(Capability("NVIDIA L40S")).tier == "datacenter"
+    assert classify(Capability("NVIDIA L4")).tier == "inference"
+    narrow = classify(Capability("NVIDIA H100", pcie_width_current=4, pcie_width_max=16))
+    assert narrow.tier == "datacenter"
+    assert narrow.reasons == ("PCIe link x4 of x16",)
+    assert classify(Capability("Mystery GPU")).tier == "unclassified"
+
+
+def test_health_degrades_on_heat_quarantines_on_xid_and_waits_for_release() -> None:
+    tracker = HealthTracker()
+    assert tracker.observe("n", [sample(0, temperature_c=88)], T0) is None
+    degraded = tracker.observe("n", [sample(31, temperature_c=88)], T0 + timedelta(seconds=31))
+    assert degraded is not None
+    assert degraded.health == "degraded"
+    healthy_again = tracker.observe("n", [sample(200)], T0 + timedelta(seconds=200))
+    assert healthy_again is not None
+    assert healthy_again.health == "healthy"
+    quarantined = tracker.observe("n", [sample(201, xid_errors=(79,))], T0)
+    assert quarantined is not None
+    assert quarantined.reasons == ("GPU 0: XID 79",)
+    assert tracker.observe("n", [sample(500)], T0 + timedelta(seconds=500)) is None
+    released = tracker.release("n", T0)
+    assert released is not None
+    assert released.health == "healthy"
+
+
+def test_a_rule_fires_after_its_duration_and_resolves_once() -> None:
+    engine = RuleEngine()
+    engine.set_rules([Rule("r", "temperature_c", ">", 90, duration_s=3, severity="critical")])
+    states = []
+    for second, temperature in [(0, 95), (1, 95), (2, 95), (3, 95), (4, 95), (5, 60), (6, 60)]:
+        states += [
+            (second, t.state)
+            for t in engine.observe("n", sample(second, temperature_c=temperature))
+        ]
+    assert states == [(3, "firing"), (5, "resolved")]
+
+
+def test_rollups_close_a_window_per_gpu_and_user() -> None:
+    rollup = Rollup(60)
+    assert rollup.add("n", sample(0, tenant_id="a", instance_id="i")) == []
+    assert rollup.add("n", sample(30, tenant_id="b", instance_id="j", temperature_c=70)) == []
+    closed = rollup.add("n", sample(61))
+    assert sorted((doc["tenant_id"], doc["temperature_c_max"]) for doc in closed) == [
+        ("a", 50.0),
+        ("b", 70.0),
+    ]
+
+
+def test_the_agent_says_clearly_when_there_is_no_gpu() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpucloud_monitoring.agent", "--once"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    assert report["nvml"] == "unavailable"
+    assert "NVML" in report["reason"]
+
+
+# --- over the stack ---------------------------------------------------------------------
+
+
+class Telemetry:
+    """A simulated source for test-owned nodes, publishing every second like an agent."""
+
+    def __init__(self, bootstrap: str, kube: k8s.ApiClient) -> None:
+        self.bootstrap = bootstrap
+        self.kube = kube
+        self.fleet = SimulatedFleet(seed=11)
+        self.placements: dict[str, list[tuple[str, str, int]]] = {}
+
+    async def node(self, *, product: str, gpus: int = 2) -> str:
+        name = unique("mon-node")
+        manifest: Any = gpu_node(name, product=product, gpus=gpus, zone="test-zone-a")
+        await k8s.CoreV1Api(self.kube).create_node(manifest)
+        self.fleet.set_node(name, product, gpus)
+        return name
+
+    async def run(self) -> None:
+        broker = create_broker(self.bootstrap, client_id=unique("test-agent"))
+        await broker.start()
+        try:
+            for name in list(self.fleet.nodes):
+                await publish_event(
+                    broker, TELEMETRY,
+                    NodeInventory(node=name, source="simulated", gpus=tuple(self.fleet.inventory(name)), at=datetime.now(UTC)),
+                    source="/tests",
+                )  # fmt: skip
+            while True:
+                await self._place()
+                at = datetime.now(UTC)
+                for name in list(self.fleet.nodes):
+                    await publish_event(
+                        broker, TELEMETRY,
+                        TelemetryBatch(node=name, source="simulated", samples=tuple(self.fleet.sample(name, at))),
+                        source="/tests",
+                    )  # fmt: skip
+                await asyncio.sleep(1.0)
+        finally:
+            await broker.stop()
+
+    async def _place(self) -> None:
+        """Load follows the instances running on the test nodes."""
+        pods = await k8s.CoreV1Api(self.kube).list_pod_for_all_namespaces(
+            label_selector="gpucloud.io/instance"
+        )
+        placed: dict[str, list[tuple[str, str, int]]] = {}
+        for pod in pods.items:
+            labels = pod.metadata.labels
+            if pod.spec.node_name in self.fleet.nodes and pod.status.phase == "Running":
+                placed.setdefault(pod.spec.node_name, []).append(
+                    (labels["gpucloud.io/tenant"], labels["gpucloud.io/instance"], 1)
+                )
+        for name in self.fleet.nodes:
+            self.fleet.place(name, placed.get(name, []))
+
+
+@pytest.fixture
+async def telemetry(kafka_bootstrap: str, kube: k8s.ApiClient) -> AsyncIterator[Telemetry]:
+    source = Telemetry(kafka_bootstrap, kube)
+    yield source
+    for name in list(source.fleet.nodes):
+        with contextlib.suppress(Exception):
+            await k8s.CoreV1Api(kube).delete_node(name)
+
+
+@contextlib.asynccontextmanager
+async def running(source: Telemetry) -> AsyncIterator[None]:
+    task = asyncio.create_task(source.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class Receiver:
+    """A webhook receiver on loopback that fails its first call."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.calls.append(await request.json())
+        return web.Response(status=500 if len(self.calls) == 1 else 204)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
+    hook = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", hook.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield hook, f"http://127.0.0.1:{port}/hook"
+    await runner.cleanup()
+
+
+async def test_an_injected_fault_fires_an_alert_and_it_resolves(
+    platform: Platform, telemetry: Telemetry, receiver: tuple[Receiver, str], kafka_bootstrap: str
+) -> None:
+    hook, url = receiver
+    node = await telemetry.node(product=unique("SIM-H100"))
+    rule = await platform.http.post(
+        "/v1/alert-rules",
+        json={"name": "too hot", "metric": "temperature_c", "comparison": ">", "threshold": 90,
+              "durationS": 3, "severity": "critical", "node": node, "webhookURL": url},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert rule.status_code == 201, rule.text
+    rule_id = rule.json()["ruleID"]
+    async with running(telemetry):
+        await asyncio.sleep(2)
+        telemetry.fleet.inject(node, 0, "overheat")
+        injected = datetime.now(UTC)
+
+        async def alert(state: str) -> dict[str, Any] | None:
+            found = await platform.http.get(
+                "/v1/alerts", params={"state": state}, headers=platform.admin
+            )
+            return next((a for a in found.json() if a["ruleID"] == rule_id), None)
+
+        firing = await eventually(lambda: alert("firing"), timeout=30)
+        fired_at = datetime.fromisoformat(firing["firedAt"])
+        # Within the rule's duration plus one sampling interval (and a second of slack
+        # for the sample already in flight when the fault began).
+        assert fired_at - injected <= timedelta(seconds=3 + 1 + 1)
+        assert firing["node"] == node
+        assert firing["subject"] == SimulatedFleet.uuid(node, 0)
+        telemetry.fleet.clear(node)
+        resolved = await eventually(lambda: alert("resolved"), timeout=30)
+    assert resolved["alertID"] == firing["alertID"]
+
+    events = await read_topic(kafka_bootstrap, ALERTS.name, expect=10**9, timeout=3)
+    mine = [
+        json.loads(r.value) for r in events if json.loads(r.value)["alert_id"] == firing["alertID"]
+    ]
+    assert [event["state"] for event in mine] == ["firing", "resolved"]
+
+    async def delivered() -> bool:
+        return len(hook.calls) >= 3  # firing (refused, then retried), resolved
+
+    await eventually(delivered, timeout=30)
+    assert sorted(call["state"] for call in hook.calls[:3]) == ["firing", "firing", "resolved"]
+
+
+async def test_a_quarantined_node_is_excluded_from_placement(
+    platform: Platform, telemetry: Telemetry, kube: k8s.ApiClient
+) -> None:
+    product = unique("SIM-A100")
+    faulty, sound = await telemetry.node(product=product), await telemetry.node(product=product)
+    core = k8s.CoreV1Api(kube)
+    async with running(telemetry):
+        telemetry.fleet.inject(faulty, 1, "xid79")
+
+        async def quarantined() -> dict[str, Any] | None:
+            nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+            view = next((n for n in nodes if n["node"] == faulty), None)
+            return view if view and view["health"] == "quarantined" else None
+
+        view = await eventually(quarantined, timeout=30)
+        assert view["healthReasons"] == ["GPU 1: XID 79"]
+
+        async def cordoned() -> bool:
+            return bool((await core.read_node(faulty)).spec.unschedulable)
+
+        await eventually(cordoned, timeout=30)
+        account = await platform.tenant()
+        spec_body = {
+            "name": unique("spec"),
+            "cpu": "1",
+            "memory": "1Gi",
+            "gpuType": product,
+            "gpuNum": 1,
+        }
+        assert (
+            await platform.http.post("/v1/specs", json=spec_body, headers=platform.admin)
+        ).status_code == 201
+        started = []
+        for _ in range(2):
+            created = await platform.http.post(
+                "/v1/gpu-instances", json={"image": "trainer", "specName": spec_body["name"]},
+                headers=bearer(account.admin_key),
+            )  # fmt: skip
+            assert created.status_code in {202, 409}, created.text
+            if created.status_code == 202:
+                started.append(created.json()["instanceID"])
+
+        async def placed() -> list[str] | None:
+            nodes = []
+            for instance_id in started:
+                found = (
+                    await platform.http.get(
+                        f"/v1/gpu-instances/{instance_id}", headers=bearer(account.admin_key)
+                    )
+                ).json()
+                if found["state"] != "running":
+                    return None
+                nodes.append(found["node"])
+            return nodes
+
+        assert set(await eventually(placed, timeout=60)) == {sound}
+
+        released = await platform.http.post(f"/v1/nodes/{faulty}/release", headers=platform.admin)
+        assert released.status_code == 200, released.text
+        assert released.json()["health"] == "healthy"
+
+        async def uncordoned() -> bool:
+            return not (await core.read_node(faulty)).spec.unschedulable
+
+        await eventually(uncordoned, timeout=30)
+
+
+async def test_a_tenant_reads_only_its_own_gpu_metrics(
+    platform: Platform, telemetry: Telemetry
+) -> None:
+    product = unique("SIM-L40S")
+    node = await telemetry.node(product=product, gpus=1)
+    mine, other = await platform.tenant(), await platform.tenant()
+    spec_body = {
+        "name": unique("spec"),
+        "cpu": "1",
+        "memory": "1Gi",
+        "gpuType": product,
+        "gpuNum": 1,
+    }
+    assert (
+        await platform.http.post("/v1/specs", json=spec_body, headers=platform.admin)
+    ).status_code == 201
+    created = await platform.http.post(
+        "/v1/gpu-instances", json={"image": "trainer", "specName": spec_body["name"]},
+        headers=bearer(mine.admin_key),
+    )  # fmt: skip
+    instance_id = created.json()["instanceID"]
+    gpu = SimulatedFleet.uuid(node, 0)
+    async with running(telemetry):
+
+        async def series() -> dict[str, Any] | None:
+            found = await platform.http.get(
+                f"/v1/gpu-instances/{instance_id}/metrics", headers=bearer(mine.admin_key)
+            )
+            return found.json() if found.status_code == 200 and found.json()["points"] else None
+
+        # Series are closed one-minute windows: the first arrives after a minute boundary.
+        points = (await eventually(series, timeout=150, interval=2))["points"]
+        assert points[0]["gpus"] == 1
+        assert points[0]["utilizationGpuPct"] >= 70  # busy: the instance runs there
+        gpus = (await platform.http.get("/v1/gpus", headers=bearer(mine.admin_key))).json()
+        assert [g["gpuUUID"] for g in gpus] == [gpu]
+        assert gpus[0]["tenantID"] is None  # tenants are not told whose GPU it is
+
+    others = bearer(other.admin_key)
+    assert (await platform.http.get("/v1/gpus", headers=others)).json() == []
+    assert_problem(await platform.http.get(f"/v1/gpus/{gpu}/metrics", headers=others), 404)
+    assert_problem(
+        await platform.http.get(f"/v1/gpu-instances/{instance_id}/metrics", headers=others), 404
+    )
+    tenant_view = await platform.http.get("/v1/metrics/tenant", headers=others)
+    assert tenant_view.json()["points"] == []
+    assert_problem(await platform.http.get("/v1/nodes", headers=others), 403)
+    assert_problem(await platform.http.get("/v1/fleet", headers=others), 403)
+    admin_view = await platform.http.get(f"/v1/gpus/{gpu}/metrics", headers=platform.admin)
+    assert admin_view.json()["points"]
+    fleet = (await platform.http.get("/v1/fleet", headers=platform.admin)).json()
+    assert any(group["gpuType"] == product and group["gpusInUse"] == 1 for group in fleet["groups"])
+
+
+async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
+    platform: Platform, kafka_bootstrap: str
+) -> None:
+    marker = unique("garbage")
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(TELEMETRY.name, json.dumps({"not": marker}).encode(), key=b"x")
+    finally:
+        await producer.stop()
+    node = unique("inventory-only")
+    broker = create_broker(kafka_bootstrap, client_id=unique("test-agent"))
+    await broker.start()
+    try:
+        await publish_event(
+            broker, TELEMETRY,
+            NodeInventory(node=node, source="nvml", unavailable_reason="no driver", at=datetime.now(UTC)),
+            source="/tests",
+        )  # fmt: skip
+    finally:
+        await broker.stop()
+
+    async def parked() -> bool:
+        records = await read_topic(
+            kafka_bootstrap, "gpucloud.dlq.gpucloud-monitoring", expect=10**9, timeout=3
+        )
+        return any(marker.encode() in record.value for record in records)
+
+    await eventually(parked, timeout=30)
+
+    async def next_one_counted() -> dict[str, Any] | None:
+        nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+        return next((n for n in nodes if n["node"] == node), None)
+
+    view = await eventually(next_one_counted, timeout=30)
+    assert view["unavailableReason"] == "no driver"
