@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+
+from gpucloud_libs.events import GpuSample, TelemetryBatch
+from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.topics import TELEMETRY
 
 from .platform import MIB, Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
@@ -38,6 +42,11 @@ class World:
     a_accessor: str
     a_upload: str
     b_storage: str
+    #: A GPU that ran A's instance (metrics exist), A's alert rule and its alert.
+    a_gpu: str
+    a_node: str
+    a_rule: str
+    a_alert: str
 
     async def a_storage_intact(self) -> None:
         headers = bearer(self.a.admin_key)
@@ -452,6 +461,16 @@ async def _set_budget(world: World) -> None:
 # the other tenant gets 404 for every id of A's, and nothing of A's changes.
 
 
+def _outsiders_404(world: World, method: str, path: str) -> Awaitable[None]:
+    async def check() -> None:
+        for name, headers in world.outsiders.items():
+            response = await world.http.request(method, path, headers=headers)
+            assert response.status_code == 404, (name, method, path, response.text)
+            assert_problem(response, 404)
+
+    return check()
+
+
 def _outsiders_get_404(world: World, method: str, path: str, body: Any = None) -> Awaitable[None]:
     async def check() -> None:
         for name, headers in world.outsiders.items():
@@ -557,6 +576,112 @@ async def _abort_upload(world: World) -> None:
     assert aborted.status_code == 204, aborted.text
 
 
+# --- monitoring ------------------------------------------------------------------------
+
+
+@row("GET", "/v1/gpus")
+async def _gpus(world: World) -> None:
+    for headers in world.outsiders.values():
+        listed = (await world.http.get("/v1/gpus", headers=headers)).json()
+        assert world.a_gpu not in {gpu["gpuUUID"] for gpu in listed}
+
+
+@row("GET", "/v1/gpus/{gpu_uuid}/metrics")
+async def _gpu_metrics(world: World) -> None:
+    await _outsiders_404(world, "GET", f"/v1/gpus/{world.a_gpu}/metrics")
+
+
+@row("GET", "/v1/gpu-instances/{instance_id}/metrics")
+async def _instance_metrics(world: World) -> None:
+    # B has an instance of the same id, which never ran on a GPU: no metrics, never A's.
+    path = f"/v1/gpu-instances/{world.a_instance}/metrics"
+    await _outsiders_404(world, "GET", path)
+    path += f"?tenantID={world.a.tenant_id}"
+    await _outsiders_404(world, "GET", path)
+
+
+@row("GET", "/v1/metrics/tenant")
+async def _tenant_metrics(world: World) -> None:
+    for headers in world.outsiders.values():
+        for query in ("", f"?tenantID={world.a.tenant_id}"):
+            found = await world.http.get(f"/v1/metrics/tenant{query}", headers=headers)
+            assert found.json()["points"] == [], found.text
+
+
+@row("GET", "/v1/nodes")
+async def _nodes(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/nodes", lower_too=True)
+
+
+@row("GET", "/v1/nodes/{node}/metrics")
+async def _node_metrics(world: World) -> None:
+    await _everyone_refused(world, "GET", f"/v1/nodes/{world.a_node}/metrics", lower_too=True)
+
+
+@row("POST", "/v1/nodes/{node}/release")
+async def _release_node(world: World) -> None:
+    await _everyone_refused(world, "POST", f"/v1/nodes/{world.a_node}/release", lower_too=True)
+
+
+@row("GET", "/v1/fleet")
+async def _fleet(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/fleet", lower_too=True)
+
+
+@row("POST", "/v1/alert-rules")
+async def _create_rule(world: World) -> None:
+    body = {"name": "b", "metric": "power_w", "threshold": 1}
+    refused(await world.http.post("/v1/alert-rules", json=body, headers=world.lower))
+    refused(await world.http.post("/v1/alert-rules", json=body, headers=bearer(world.b_user_key)))
+    created = await world.http.post("/v1/alert-rules", json=body, headers=bearer(world.b.admin_key))
+    assert created.json()["tenantID"] == world.b.tenant_id, created.text
+    node_rule = {**body, "node": world.a_node}  # node rules are the platform admin's
+    refused(
+        await world.http.post("/v1/alert-rules", json=node_rule, headers=bearer(world.b.admin_key))
+    )
+
+
+@row("GET", "/v1/alert-rules")
+async def _list_rules(world: World) -> None:
+    refused(await world.http.get("/v1/alert-rules", headers=world.lower))
+    rules = (await world.http.get("/v1/alert-rules", headers=bearer(world.b.admin_key))).json()
+    assert world.a_rule not in {rule["ruleID"] for rule in rules}
+
+
+@row("GET", "/v1/alert-rules/{rule_id}")
+async def _get_rule(world: World) -> None:
+    await _everyone_refused(world, "GET", f"/v1/alert-rules/{world.a_rule}", lower_too=True)
+
+
+@row("PATCH", "/v1/alert-rules/{rule_id}")
+async def _update_rule(world: World) -> None:
+    await _everyone_refused(
+        world, "PATCH", f"/v1/alert-rules/{world.a_rule}", lower_too=True, body={"threshold": 99}
+    )
+    mine = await world.http.get(
+        f"/v1/alert-rules/{world.a_rule}", headers=bearer(world.a.admin_key)
+    )
+    assert mine.json()["threshold"] == 10
+
+
+@row("DELETE", "/v1/alert-rules/{rule_id}")
+async def _delete_rule(world: World) -> None:
+    await _everyone_refused(world, "DELETE", f"/v1/alert-rules/{world.a_rule}", lower_too=True)
+    mine = await world.http.get(
+        f"/v1/alert-rules/{world.a_rule}", headers=bearer(world.a.admin_key)
+    )
+    assert mine.status_code == 200
+
+
+@row("GET", "/v1/alerts")
+async def _alerts(world: World) -> None:
+    for headers in world.outsiders.values():
+        alerts = (await world.http.get("/v1/alerts", headers=headers)).json()
+        assert world.a_alert not in {alert["alertID"] for alert in alerts}
+    mine = (await world.http.get("/v1/alerts", headers=world.lower)).json()
+    assert world.a_alert in {alert["alertID"] for alert in mine}
+
+
 @row("GET", "/v1/openapi.json")
 async def _openapi(world: World) -> None:
     # Public, and the same for everyone: it describes the API, never a tenant's data.
@@ -566,7 +691,7 @@ async def _openapi(world: World) -> None:
 
 
 @pytest.fixture
-async def world(platform: Platform) -> World:
+async def world(platform: Platform, kafka_bootstrap: str) -> World:
     a = await platform.tenant(max_gpus=32)  # room for two pending 16-GPU instances
     b = await platform.tenant(max_gpus=16)
     spec = await platform.spec(gpus=1)
@@ -608,11 +733,56 @@ async def world(platform: Platform) -> World:
         headers=bearer(a.admin_key),
     )  # fmt: skip
     assert upload.json()["uploadID"], upload.text
+    a_gpu, a_node, a_rule, a_alert = await _a_gpu_history(
+        platform, a, started.json()["instanceID"], kafka_bootstrap
+    )
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
         invoice.json()["invoiceID"], only_a.json()["instanceID"], a_storage,
         accessor.json()["accessorID"], upload.json()["uploadID"], b_storage,
+        a_gpu, a_node, a_rule, a_alert,
     )  # fmt: skip
+
+
+async def _a_gpu_history(
+    platform: Platform, a: TenantAccount, instance_id: str, kafka_bootstrap: str
+) -> tuple[str, str, str, str]:
+    """Telemetry of a GPU that ran A's instance over the last minutes (back-dated, so
+    its first minute is closed and stored), and an alert of A's own rule about it."""
+    rule = await platform.http.post(
+        "/v1/alert-rules",
+        json={"name": "warm", "metric": "temperature_c", "threshold": 10, "durationS": 0},
+        headers=bearer(a.admin_key),
+    )
+    assert rule.status_code == 201, rule.text
+    node, gpu = unique("iso-node"), unique("GPU-iso")
+    now = datetime.now(UTC)
+    broker = create_broker(kafka_bootstrap, client_id=unique("test-agent"))
+    await broker.start()
+    try:
+        for seconds_ago in (150, 90, 30):
+            sample = GpuSample(
+                gpu_uuid=gpu, index=0, at=now - timedelta(seconds=seconds_ago),
+                utilization_gpu_pct=80, utilization_memory_pct=40, memory_used_mib=1000,
+                memory_total_mib=81_559, temperature_c=60, power_w=500,
+                tenant_id=a.tenant_id, instance_id=instance_id,
+            )  # fmt: skip
+            batch = TelemetryBatch(node=node, source="simulated", samples=(sample,))
+            await publish_event(broker, TELEMETRY, batch, source="/tests")
+    finally:
+        await broker.stop()
+
+    async def alert() -> str | None:
+        found = (await platform.http.get("/v1/alerts", headers=bearer(a.admin_key))).json()
+        return next((x["alertID"] for x in found if x["ruleID"] == rule.json()["ruleID"]), None)
+
+    async def stored() -> bool:
+        series = await platform.http.get(f"/v1/gpus/{gpu}/metrics", headers=bearer(a.admin_key))
+        return series.status_code == 200 and bool(series.json()["points"])
+
+    a_alert = await eventually(alert, timeout=30)
+    await eventually(stored, timeout=30)
+    return gpu, node, rule.json()["ruleID"], a_alert
 
 
 async def test_every_endpoint_refuses_other_tenants_and_lower_roles(world: World) -> None:
