@@ -9,6 +9,7 @@ from . import (
     gateway_overhead,
     instance_start,
     metering_throughput,
+    monitoring_ingest,
     stack_startup,
     storage_transfer,
 )
@@ -19,6 +20,7 @@ BENCHMARKS = {
     "gateway": gateway_overhead.main,
     "metering": metering_throughput.main,
     "storage": storage_transfer.main,
+    "monitoring": monitoring_ingest.main,
 }
 
 

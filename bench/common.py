@@ -1,13 +1,22 @@
 """What every benchmark needs: the stack's command line and settings, core pinning,
-and percentiles."""
+percentiles, and the raw aiokafka consume loop the services are measured against.
+
+`python -m bench.common --raw-loop BOOTSTRAP TOPIC GROUP TARGETS` is that loop's
+child process (pinned to a core by `run_raw`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
 #: Pins a child process to a core, so "per core" figures mean one core.
@@ -28,3 +37,64 @@ def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
     return ordered[index]
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+    """The end offset of each partition of `topic` that holds records."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        await consumer._client.force_metadata_update()
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []]
+        beginning = await consumer.beginning_offsets(partitions)
+        ends = await consumer.end_offsets(partitions)
+        return {tp: ends[tp] for tp in partitions if ends[tp] > beginning[tp]}
+    finally:
+        await consumer.stop()
+
+
+async def committed(bootstrap: str, group: str, topic: str) -> dict[TopicPartition, int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+        return {tp: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+    finally:
+        await admin.close()
+
+
+async def raw_loop(bootstrap: str, topic: str, group: str, targets: dict[str, int]) -> None:
+    """Child process: consume and commit up to the targets; print how long it took."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest", isolation_level="read_committed", max_poll_records=500,
+    )  # fmt: skip
+    await consumer.start()
+    want = {TopicPartition(topic, int(p)): offset for p, offset in targets.items()}
+    count, started = 0, time.perf_counter()
+    try:
+        while [tp for tp, offset in want.items() if await consumer.position(tp) < offset]:
+            batch = await consumer.getmany(timeout_ms=200)
+            count += sum(len(records) for records in batch.values())
+            await consumer.commit()
+    finally:
+        await consumer.stop()
+    print(json.dumps({"records": count, "seconds": time.perf_counter() - started}))
+
+
+async def run_raw(
+    bootstrap: str, topic: str, targets: dict[TopicPartition, int]
+) -> tuple[int, float]:
+    """The raw loop over `topic` up to `targets`, pinned to core 1: (records, seconds)."""
+    arg = json.dumps({str(tp.partition): offset for tp, offset in targets.items()})
+    process = await asyncio.create_subprocess_exec(
+        TASKSET, "-c", "1", sys.executable, "-m", "bench.common", "--raw-loop",
+        bootstrap, topic, f"bench-raw-{uuid.uuid4().hex[:8]}", arg, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    return int(result["records"]), float(result["seconds"])
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--raw-loop":
+    asyncio.run(raw_loop(sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])))

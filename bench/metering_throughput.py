@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -32,8 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka import AIOKafkaProducer, TopicPartition
 from pymongo import AsyncMongoClient
 
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged
@@ -41,7 +39,7 @@ from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from gpucloud_stack import layout
 
-from .common import TASKSET, percentile, stack_env
+from .common import TASKSET, committed, end_offsets, percentile, run_raw, stack_env
 
 BENCH_PORT = 8103
 TOPIC = INSTANCE_LIFECYCLE.name
@@ -85,63 +83,6 @@ async def publish(bootstrap: str, events: list[CloudEvent]) -> None:
         await producer.stop()
 
 
-async def end_offsets(bootstrap: str) -> dict[TopicPartition, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(TOPIC, p) for p in consumer.partitions_for_topic(TOPIC) or []]
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = [
-                TopicPartition(TOPIC, p) for p in consumer.partitions_for_topic(TOPIC) or []
-            ]
-        beginning = await consumer.beginning_offsets(partitions)
-        ends = await consumer.end_offsets(partitions)
-        return {tp: ends[tp] for tp in partitions if ends[tp] > beginning[tp]}
-    finally:
-        await consumer.stop()
-
-
-async def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        offsets = await admin.list_consumer_group_offsets(group)
-        return {tp: meta.offset for tp, meta in offsets.items() if tp.topic == TOPIC}
-    finally:
-        await admin.close()
-
-
-async def raw_loop(bootstrap: str, group: str, targets: dict[str, int]) -> None:
-    """Child process: consume and commit up to the targets; print how long it took."""
-    consumer = AIOKafkaConsumer(
-        TOPIC, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-        auto_offset_reset="earliest", isolation_level="read_committed", max_poll_records=500,
-    )  # fmt: skip
-    await consumer.start()
-    want = {TopicPartition(TOPIC, int(p)): offset for p, offset in targets.items()}
-    count, started = 0, time.perf_counter()
-    try:
-        while [tp for tp, offset in want.items() if await consumer.position(tp) < offset]:
-            batch = await consumer.getmany(timeout_ms=200)
-            count += sum(len(records) for records in batch.values())
-            await consumer.commit()
-    finally:
-        await consumer.stop()
-    print(json.dumps({"records": count, "seconds": time.perf_counter() - started}))
-
-
-async def run_raw(bootstrap: str, targets: dict[TopicPartition, int]) -> tuple[int, float]:
-    arg = json.dumps({str(tp.partition): offset for tp, offset in targets.items()})
-    process = await asyncio.create_subprocess_exec(
-        TASKSET, "-c", "1", sys.executable, "-m", "bench.metering_throughput", "--raw-loop",
-        bootstrap, f"bench-raw-{uuid.uuid4().hex[:8]}", arg, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, _ = await process.communicate()
-    result = json.loads(out.decode().strip().splitlines()[-1])
-    return int(result["records"]), float(result["seconds"])
-
-
 async def run_metering(
     env: dict[str, str], targets: dict[TopicPartition, int], name: str
 ) -> tuple[int, float, subprocess.Popen[bytes]]:
@@ -160,7 +101,7 @@ async def run_metering(
     started = time.perf_counter()
     total = sum(targets.values())
     while True:
-        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}")
+        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}", TOPIC)
         if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
             elapsed = time.perf_counter() - started
             async with httpx.AsyncClient() as http:  # serving, for the lag probes
@@ -213,9 +154,9 @@ async def main(argv: list[str] | None = None) -> None:
     start = datetime(2026, 10, 1, tzinfo=UTC)
     events = [e for i in range(args.lifecycles) for e in _events(tenant_id, f"i{i}", start, 60.0)]
     await publish(bootstrap, events)
-    targets = await end_offsets(bootstrap)
+    targets = await end_offsets(bootstrap, TOPIC)
 
-    raw_records, raw_s = await run_raw(bootstrap, targets)
+    raw_records, raw_s = await run_raw(bootstrap, TOPIC, targets)
     # A fresh consumer group and database each run, dropped afterwards.
     name = f"meteringbench{uuid.uuid4().hex[:8]}"
     # The stack's own metering would ingest the same new events into the same
@@ -246,7 +187,3 @@ async def main(argv: list[str] | None = None) -> None:
     ms = [s * 1000 for s in probes]
     print(f"lag, publish to visible in the usage API ({len(ms)} probes): "
           f"p50 {percentile(ms, 50):.0f} ms, p99 {percentile(ms, 99):.0f} ms")  # fmt: skip
-
-
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--raw-loop":
-    asyncio.run(raw_loop(sys.argv[2], sys.argv[3], json.loads(sys.argv[4])))
