@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -94,6 +96,41 @@ async def run_raw(
     out, _ = await process.communicate()
     result = json.loads(out.decode().strip().splitlines()[-1])
     return int(result["records"]), float(result["seconds"])
+
+
+async def run_service_until_caught_up(
+    service: str,
+    env: dict[str, str],
+    *,
+    name: str,
+    port: int,
+    topic: str,
+    targets: dict[TopicPartition, int],
+    settings: dict[str, str] | None = None,
+) -> tuple[float, subprocess.Popen[bytes]]:
+    """Start `python -m gpucloud_<service>` pinned to core 1, as `name` (its own consumer
+    group and database), and wait until it has committed `targets` on `topic`.
+
+    Returns the seconds from process start, and the process, still running.
+    """
+    process_env = {
+        **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name, "GPUCLOUD_HTTP_PORT": str(port),
+        "GPUCLOUD_LOG_LEVEL": "WARNING", **(settings or {}),
+    }  # fmt: skip
+    log = Path(tempfile.gettempdir()) / f"gpucloud-bench-{service}.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched below
+            [TASKSET, "-c", "1", sys.executable, "-m", f"gpucloud_{service}"],
+            env=process_env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    started = time.perf_counter()
+    while True:
+        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}", topic)
+        if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
+            return time.perf_counter() - started, process
+        if process.poll() is not None:
+            raise RuntimeError(f"the bench {service} process exited; see {log}")
+        await asyncio.sleep(0.25)
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--raw-loop":

@@ -24,11 +24,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -39,7 +37,7 @@ from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from gpucloud_stack import layout
 
-from .common import TASKSET, committed, end_offsets, percentile, run_raw, stack_env
+from .common import end_offsets, percentile, run_raw, run_service_until_caught_up, stack_env
 
 BENCH_PORT = 8103
 TOPIC = INSTANCE_LIFECYCLE.name
@@ -87,30 +85,14 @@ async def run_metering(
     env: dict[str, str], targets: dict[TopicPartition, int], name: str
 ) -> tuple[int, float, subprocess.Popen[bytes]]:
     """Start the bench metering process; returns (records, seconds to catch up, process)."""
-    process_env = {
-        **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name,
-        "GPUCLOUD_HTTP_PORT": str(BENCH_PORT), "GPUCLOUD_LOG_LEVEL": "WARNING",
-        "GPUCLOUD_BUDGET_INTERVAL_S": "1000000", "GPUCLOUD_USAGE_INTERVAL_S": "1000000",
-    }  # fmt: skip
-    log = Path(tempfile.gettempdir()) / "gpucloud-bench-metering.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched below
-            [TASKSET, "-c", "1", sys.executable, "-m", "gpucloud_metering"],
-            env=process_env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    started = time.perf_counter()
-    total = sum(targets.values())
-    while True:
-        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}", TOPIC)
-        if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
-            elapsed = time.perf_counter() - started
-            async with httpx.AsyncClient() as http:  # serving, for the lag probes
-                while (await http.get(f"http://127.0.0.1:{BENCH_PORT}/healthz")).status_code != 200:
-                    await asyncio.sleep(0.1)
-            return total, elapsed, process
-        if process.poll() is not None:
-            raise RuntimeError(f"the bench metering process exited; see {log}")
-        await asyncio.sleep(0.25)
+    elapsed, process = await run_service_until_caught_up(
+        "metering", env, name=name, port=BENCH_PORT, topic=TOPIC, targets=targets,
+        settings={"GPUCLOUD_BUDGET_INTERVAL_S": "1000000", "GPUCLOUD_USAGE_INTERVAL_S": "1000000"},
+    )  # fmt: skip
+    async with httpx.AsyncClient() as http:  # serving, for the lag probes
+        while (await http.get(f"http://127.0.0.1:{BENCH_PORT}/healthz")).status_code != 200:
+            await asyncio.sleep(0.1)
+    return sum(targets.values()), elapsed, process
 
 
 async def lag(env: dict[str, str], probes: int) -> list[float]:

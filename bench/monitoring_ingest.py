@@ -26,14 +26,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pymongo import AsyncMongoClient
 
 from gpucloud_libs.events import CloudEvent, TelemetryBatch
@@ -42,7 +40,7 @@ from gpucloud_libs.topics import ALERTS, TELEMETRY
 from gpucloud_monitoring.simulated import SimulatedFleet
 from gpucloud_stack import layout
 
-from .common import TASKSET, committed, end_offsets, percentile, run_raw, stack_env
+from .common import end_offsets, percentile, run_raw, run_service_until_caught_up, stack_env
 
 BENCH_PORT = 8104
 NODES, GPUS_PER_NODE = 1000, 8
@@ -87,30 +85,6 @@ async def publish_fleet(bootstrap: str, seconds: int, run: str) -> int:
     finally:
         await producer.stop()
     return seconds * NODES * GPUS_PER_NODE
-
-
-async def run_monitoring(
-    env: dict[str, str], targets: dict[TopicPartition, int], name: str
-) -> tuple[float, subprocess.Popen[bytes]]:
-    """Start the bench monitoring process; returns (seconds to catch up, process)."""
-    process_env = {
-        **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name,
-        "GPUCLOUD_HTTP_PORT": str(BENCH_PORT), "GPUCLOUD_LOG_LEVEL": "WARNING",
-    }  # fmt: skip
-    log = Path(tempfile.gettempdir()) / "gpucloud-bench-monitoring.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched below
-            [TASKSET, "-c", "1", sys.executable, "-m", "gpucloud_monitoring"],
-            env=process_env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    started = time.perf_counter()
-    while True:
-        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}", TELEMETRY.name)
-        if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
-            return time.perf_counter() - started, process
-        if process.poll() is not None:
-            raise RuntimeError(f"the bench monitoring process exited; see {log}")
-        await asyncio.sleep(0.25)
 
 
 async def alert_latency(env: dict[str, str], probes: int, run: str) -> list[float]:
@@ -190,7 +164,9 @@ async def main(argv: list[str] | None = None) -> None:
         targets = await end_offsets(bootstrap, TELEMETRY.name)
         records = sum(targets.values())  # the topic from its start, old records included
         raw_records, raw_s = await run_raw(bootstrap, TELEMETRY.name, targets)
-        monitoring_s, process = await run_monitoring(env, targets, name)
+        monitoring_s, process = await run_service_until_caught_up(
+            "monitoring", env, name=name, port=BENCH_PORT, topic=TELEMETRY.name, targets=targets
+        )
         started.append(process)
         probes = await alert_latency(env, args.probes, run)
     finally:

@@ -282,20 +282,11 @@ async def test_a_quarantined_node_is_excluded_from_placement(
 
         await eventually(cordoned, timeout=30)
         account = await platform.tenant()
-        spec_body = {
-            "name": unique("spec"),
-            "cpu": "1",
-            "memory": "1Gi",
-            "gpuType": product,
-            "gpuNum": 1,
-        }
-        assert (
-            await platform.http.post("/v1/specs", json=spec_body, headers=platform.admin)
-        ).status_code == 201
+        spec = await platform.spec(gpus=1, gpu_type=product)
         started = []
         for _ in range(2):
             created = await platform.http.post(
-                "/v1/gpu-instances", json={"image": "trainer", "specName": spec_body["name"]},
+                "/v1/gpu-instances", json={"image": "trainer", "specName": spec},
                 headers=bearer(account.admin_key),
             )  # fmt: skip
             assert created.status_code in {202, 409}, created.text
@@ -333,18 +324,9 @@ async def test_a_tenant_reads_only_its_own_gpu_metrics(
     product = unique("SIM-L40S")
     node = await telemetry.node(product=product, gpus=1)
     mine, other = await platform.tenant(), await platform.tenant()
-    spec_body = {
-        "name": unique("spec"),
-        "cpu": "1",
-        "memory": "1Gi",
-        "gpuType": product,
-        "gpuNum": 1,
-    }
-    assert (
-        await platform.http.post("/v1/specs", json=spec_body, headers=platform.admin)
-    ).status_code == 201
+    spec = await platform.spec(gpus=1, gpu_type=product)
     created = await platform.http.post(
-        "/v1/gpu-instances", json={"image": "trainer", "specName": spec_body["name"]},
+        "/v1/gpu-instances", json={"image": "trainer", "specName": spec},
         headers=bearer(mine.admin_key),
     )  # fmt: skip
     instance_id = created.json()["instanceID"]
