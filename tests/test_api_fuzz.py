@@ -3,7 +3,8 @@
 Every generated request, valid or not, must get a non-5xx answer, and every
 4xx must be a problem+json document with its machine-readable code. It runs
 twice: as a tenant admin (every operation) and as a platform admin (every
-operation but creating tenants, whose side effects outlive the run).
+operation but creating tenants, whose side effects outlive the run), one test
+per service that answers, so each stays well inside the per-test timeout.
 
 The fuzzing callers sign in with a password: their tokens are bound to no API
 key, so only their tenant's (generous) rate limit applies and the run tests
@@ -23,8 +24,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
+from gpucloud_gateway.routes import FORWARDED
+
 PASSWORD = "fuzzing is a long password"
 EXAMPLES = 8
+SERVICES = ["gateway", "instances", "storage", "metering", "monitoring"]
 
 
 def _token(http: httpx.Client, email: str) -> str:
@@ -100,14 +104,26 @@ def _assert_well_behaved(response: Any, case: Any) -> None:
         assert body["code"], where
 
 
+def _service_of(method: str, path: str) -> str:
+    """Which service answers a public operation: a forwarded route's, or the gateway."""
+    route = next((r for r in FORWARDED if (r.method, r.path) == (method, path)), None)
+    return route.service if route else "gateway"
+
+
 def _fuzz(
-    schema: Any, base_url: str, headers: dict[str, str], *, skip: set[tuple[str, str]]
+    schema: Any,
+    base_url: str,
+    headers: dict[str, str],
+    *,
+    service: str,
+    skip: set[tuple[str, str]],
 ) -> int:
-    """Valid and invalid requests for every operation; returns how many were sent."""
+    """Valid and invalid requests for every operation `service` answers; how many were sent."""
     sent = 0
     for result in schema.get_all_operations():
         operation = result.ok()
-        if (operation.method.upper(), operation.path) in skip:
+        key = (operation.method.upper(), operation.path)
+        if key in skip or _service_of(*key) != service:
             continue
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
@@ -134,22 +150,32 @@ def _fuzz(
     return sent
 
 
+@pytest.mark.parametrize("service", SERVICES)
 def test_fuzz_as_tenant_admin(
-    public_api: Any, fuzz_callers: dict[str, dict[str, str]], stack_env: dict[str, str]
+    service: str,
+    public_api: Any,
+    fuzz_callers: dict[str, dict[str, str]],
+    stack_env: dict[str, str],
 ) -> None:
     sent = _fuzz(
-        public_api, stack_env["GPUCLOUD_GATEWAY_URL"], fuzz_callers["tenant-admin"], skip=set()
-    )
-    assert sent > 200
+        public_api, stack_env["GPUCLOUD_GATEWAY_URL"], fuzz_callers["tenant-admin"],
+        service=service, skip=set(),
+    )  # fmt: skip
+    assert sent > 40
 
 
+@pytest.mark.parametrize("service", SERVICES)
+# Metering answers the platform admin from every tenant's facts, computed at read
+# time (docs/metering.md): on a stack that has kept benchmark data, that is slow.
+@pytest.mark.timeout(600)
 def test_fuzz_as_platform_admin(
-    public_api: Any, fuzz_callers: dict[str, dict[str, str]], stack_env: dict[str, str]
+    service: str,
+    public_api: Any,
+    fuzz_callers: dict[str, dict[str, str]],
+    stack_env: dict[str, str],
 ) -> None:
     sent = _fuzz(
-        public_api,
-        stack_env["GPUCLOUD_GATEWAY_URL"],
-        fuzz_callers["platform-admin"],
-        skip={("POST", "/v1/tenants")},
-    )
-    assert sent > 200
+        public_api, stack_env["GPUCLOUD_GATEWAY_URL"], fuzz_callers["platform-admin"],
+        service=service, skip={("POST", "/v1/tenants")},
+    )  # fmt: skip
+    assert sent > 40

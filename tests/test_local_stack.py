@@ -109,7 +109,7 @@ def test_status_lists_every_component_healthy(stack_env: dict[str, str]) -> None
     assert set(rows) == {
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
         "kafka", "postgres", "ferretdb", "minio",
-        "gateway", "instances", "storage", "metering", "monitoring",
+        "gateway", "instances", "storage", "metering", "monitoring", "gpu-simulator",
     }  # fmt: skip
     assert all(row[2] == "healthy" for row in rows.values())
 

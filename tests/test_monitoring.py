@@ -309,8 +309,13 @@ async def test_a_quarantined_node_is_excluded_from_placement(
         assert set(await eventually(placed, timeout=60)) == {sound}
 
         released = await platform.http.post(f"/v1/nodes/{faulty}/release", headers=platform.admin)
-        assert released.status_code == 200, released.text
-        assert released.json()["health"] == "healthy"
+        assert released.status_code == 202, released.text
+
+        async def healthy() -> bool:
+            nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+            return any(n["node"] == faulty and n["health"] == "healthy" for n in nodes)
+
+        await eventually(healthy, timeout=30)
 
         async def uncordoned() -> bool:
             return not (await core.read_node(faulty)).spec.unschedulable

@@ -13,7 +13,7 @@ EXPECTED_CHECKS = {
     "instances": {"mongodb", "kafka", "kubernetes"},
     "storage": {"mongodb", "kafka", "object_store", "kubernetes"},
     "metering": {"mongodb", "kafka"},
-    "monitoring": {"mongodb", "kafka"},
+    "monitoring": {"mongodb", "kafka", "kubernetes"},
 }
 
 

@@ -209,6 +209,20 @@ class NodeInventory(EventData):
         return self.node
 
 
+class NodeReleaseRequested(EventData):
+    """An operator returns a node to service. It travels on the telemetry topic, keyed
+    by node, so the consumer that owns the node's health applies it in order."""
+
+    type: Literal["io.gpucloud.node.release_requested.v1"] = "io.gpucloud.node.release_requested.v1"
+    node: str
+    requested_by: str
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.node
+
+
 NodeHealth = Literal["healthy", "degraded", "quarantined"]
 
 
@@ -305,6 +319,7 @@ Event = Annotated[
     | StorageUsageSampled
     | TelemetryBatch
     | NodeInventory
+    | NodeReleaseRequested
     | NodeHealthChanged
     | AlertStateChanged
     | UsageRecorded

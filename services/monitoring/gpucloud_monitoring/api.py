@@ -111,6 +111,7 @@ async def node_metrics(
 
 @router.post(
     "/nodes/{node}/release",
+    status_code=status.HTTP_202_ACCEPTED,
     tags=["fleet"],
     summary="Return a degraded or quarantined node to service (platform admin)",
 )

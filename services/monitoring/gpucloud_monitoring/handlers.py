@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpucloud_libs.events import CloudEvent, NodeInventory, TelemetryBatch
+from gpucloud_libs.events import CloudEvent, NodeInventory, NodeReleaseRequested, TelemetryBatch
 
 from .service import MonitoringService
 
@@ -15,9 +15,10 @@ class EventHandlers:
         """A batch of telemetry and inventory events; anything else is refused."""
         batches = [e.data for e in events if isinstance(e.data, TelemetryBatch)]
         inventories = [e.data for e in events if isinstance(e.data, NodeInventory)]
-        await self.service.ingest(batches, inventories)
+        releases = [e.data for e in events if isinstance(e.data, NodeReleaseRequested)]
+        await self.service.ingest(batches, inventories, releases)
         return [
             (event, f"{event.type} does not belong on the telemetry topic")
             for event in events
-            if not isinstance(event.data, TelemetryBatch | NodeInventory)
+            if not isinstance(event.data, TelemetryBatch | NodeInventory | NodeReleaseRequested)
         ]

@@ -9,10 +9,10 @@ a transition is marked published only after Kafka acknowledged it.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import secrets
-import socket
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,12 +22,18 @@ import httpx
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
-from gpucloud_libs.events import AlertStateChanged, NodeHealthChanged, NodeInventory, TelemetryBatch
+from gpucloud_libs.events import (
+    AlertStateChanged,
+    NodeHealthChanged,
+    NodeInventory,
+    NodeReleaseRequested,
+    TelemetryBatch,
+)
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.topics import ALERTS, NODE_HEALTH
+from gpucloud_libs.topics import ALERTS, NODE_HEALTH, TELEMETRY
 
 from .health import HealthChange, HealthTracker
 from .rollup import SERIES, Rollup
@@ -100,7 +106,12 @@ class MonitoringService:
 
     # --- ingestion ------------------------------------------------------------------
 
-    async def ingest(self, batches: list[TelemetryBatch], inventories: list[NodeInventory]) -> None:
+    async def ingest(
+        self,
+        batches: list[TelemetryBatch],
+        inventories: list[NodeInventory],
+        releases: list[NodeReleaseRequested] | None = None,
+    ) -> None:
         minute_docs: list[Document] = []
         hour_docs: list[Document] = []
         for batch in batches:
@@ -116,6 +127,10 @@ class MonitoringService:
         await self._write_rollups(minute_docs, hour_docs)
         for inventory in inventories:
             await self._inventory(inventory)
+        for release in releases or []:
+            change = self.health.release(release.node, release.at)
+            if change is not None:
+                await self._health_changed(change)
 
     async def flush_quiet(self) -> None:
         """Write the windows of GPUs that stopped reporting."""
@@ -281,7 +296,7 @@ class MonitoringService:
             attempts = delivery["attempts"] + 1
             error = None
             try:
-                self._check_webhook_url(delivery["url"])
+                await self._check_webhook_url(delivery["url"])
                 response = await self._http.post(
                     delivery["url"], json=delivery["payload"],
                     headers={"X-Gpucloud-Delivery": delivery["_id"]},
@@ -302,14 +317,16 @@ class MonitoringService:
                 fields["next_at"] = now() + timedelta(seconds=2 ** (attempts - 1))
             await self.store.update_delivery(delivery["_id"], fields)
 
-    def _check_webhook_url(self, url: str) -> None:
+    async def _check_webhook_url(self, url: str) -> None:
         parsed = urlparse(url)
         if parsed.scheme not in {"http", "https"} or not parsed.hostname:
             raise ValidationFailed("webhookURL must be an http(s) URL")
         if self.settings.webhook_allow_private_networks:
             return
         try:
-            addresses = {info[4][0] for info in socket.getaddrinfo(parsed.hostname, None)}
+            # Resolved off the event loop: a slow resolver must not stall ingestion.
+            found = await asyncio.get_running_loop().getaddrinfo(parsed.hostname, None)
+            addresses = {str(info[4][0]) for info in found}
         except OSError as error:
             raise ValidationFailed(f"webhookURL host does not resolve: {error}") from error
         for address in addresses:
@@ -347,7 +364,7 @@ class MonitoringService:
         if body.node is not None and not identity.is_platform_admin:
             raise Forbidden("node rules are fleet rules, for the platform admin")
         if body.webhook_url is not None:
-            self._check_webhook_url(body.webhook_url)
+            await self._check_webhook_url(body.webhook_url)
         doc: Document = {
             "_id": f"rule-{secrets.token_hex(6)}",
             "tenant_id": identity.tenant_id,  # None: fleet-wide
@@ -380,7 +397,7 @@ class MonitoringService:
         doc = await self._owned_rule(identity, rule_id)
         changes = body.model_dump(exclude_unset=True)
         if changes.get("webhook_url"):
-            self._check_webhook_url(changes["webhook_url"])
+            await self._check_webhook_url(changes["webhook_url"])
         doc.update(changes)
         await self.store.replace_rule(doc)
         await self.reload_rules()
@@ -591,13 +608,17 @@ class MonitoringService:
         return views
 
     async def release_node(self, identity: Identity, node: str) -> NodeView:
+        """Ask the consumer that owns the node's health to release it (it applies the
+        request in order with the node's telemetry); the node as it is now."""
         identity.require_role("platform-admin")
-        change = self.health.release(node, now())
-        if change is not None:
-            await self._health_changed(change)
         found = [view for view in await self.nodes(identity) if view.node == node]
         if not found:
             raise NotFound(f"node {node!r} not found")
+        await publish_event(
+            self.broker, TELEMETRY,
+            NodeReleaseRequested(node=node, requested_by=identity.subject, at=now()),
+            source=self.source,
+        )  # fmt: skip
         return found[0]
 
     async def fleet(self, identity: Identity) -> FleetSummary:
