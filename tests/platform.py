@@ -115,6 +115,20 @@ class Platform:
         assert response.status_code == 201, response.text
         return name
 
+    async def start_instance(self, account: TenantAccount, body: dict[str, Any]) -> httpx.Response:
+        """POST /v1/gpu-instances as the tenant's admin; a new tenant reaches the instances
+        service by event, a moment after its creation, so `tenant_not_ready` is retried."""
+
+        async def answered() -> httpx.Response | None:
+            response = await self.http.post(
+                "/v1/gpu-instances", json=body, headers=bearer(account.admin_key)
+            )
+            if response.status_code == 409 and response.json()["code"] == "tenant_not_ready":
+                return None
+            return response
+
+        return await eventually(answered, timeout=30)
+
     async def storage(
         self, account: TenantAccount, *, kind: str = "object", size_bytes: int = 64 * MIB
     ) -> dict[str, Any]:

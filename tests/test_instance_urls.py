@@ -100,11 +100,10 @@ async def running(
     account = await platform.tenant()
     spec = await platform.spec(gpu_type=loopback_node)
     port = random.randint(20_000, 40_000)
-    started = await platform.http.post(
-        "/v1/gpu-instances",
-        json={"image": "jupyter", "specName": spec, "template": {"ports": [{"port": port,
-              "isPublic": True}, {"port": port + 1, "isPublic": True}]}},
-        headers=bearer(account.admin_key),
+    started = await platform.start_instance(
+        account,
+        {"image": "jupyter", "specName": spec, "template": {"ports": [{"port": port,
+         "isPublic": True}, {"port": port + 1, "isPublic": True}]}},
     )  # fmt: skip
     assert started.status_code == 202, started.text
     instance_id = started.json()["instanceID"]
@@ -277,11 +276,10 @@ async def test_websocket_by_header_and_by_cookie(
 async def test_an_instance_not_yet_running_says_so(platform: Platform) -> None:
     account = await platform.tenant(max_gpus=64)
     spec = await platform.spec(gpus=16)  # no node has 16 GPUs: it stays pending
-    started = await platform.http.post(
-        "/v1/gpu-instances",
-        json={"image": "jupyter", "specName": spec, "template": {"ports": [{"port": 8888,
-              "isPublic": True}, {"port": 9000}]}},
-        headers=bearer(account.admin_key),
+    started = await platform.start_instance(
+        account,
+        {"image": "jupyter", "specName": spec, "template": {"ports": [{"port": 8888,
+         "isPublic": True}, {"port": 9000}]}},
     )  # fmt: skip
     assert started.status_code == 202, started.text
     host = started.json()["urls"][0].removeprefix("https://").split("/")[0]

@@ -188,6 +188,10 @@ def test_storage_is_billed_per_gb_hour_between_samples() -> None:
 # --- exactness over the real pipeline -----------------------------------------------------
 
 
+# Publishing, three kills and a broker restart take minutes on the 2-core machine,
+# shared with the whole stack, before the wait for exact totals even begins; the
+# catching up after the last kill has taken more than 240 s there.
+@pytest.mark.timeout(900)
 async def test_usage_is_exact_under_duplicates_reordering_kills_and_a_broker_restart(
     platform: Platform, broker: KafkaBroker
 ) -> None:
@@ -216,7 +220,7 @@ async def test_usage_is_exact_under_duplicates_reordering_kills_and_a_broker_res
         billed = await usage_by_instance(platform, tenant_id, *window)
         return billed if sum(billed.values()) == sum(truth.values()) else None
 
-    billed = await eventually(complete, timeout=240, interval=3)
+    billed = await eventually(complete, timeout=540, interval=3)
     expected = {instance: gpu_us for instance, gpu_us in truth.items() if gpu_us}
     assert {k: v for k, v in billed.items() if v} == expected
 

@@ -285,13 +285,9 @@ async def test_a_quarantined_node_is_excluded_from_placement(
         spec = await platform.spec(gpus=1, gpu_type=product)
         started = []
         for _ in range(2):
-            created = await platform.http.post(
-                "/v1/gpu-instances", json={"image": "trainer", "specName": spec},
-                headers=bearer(account.admin_key),
-            )  # fmt: skip
-            assert created.status_code in {202, 409}, created.text
-            if created.status_code == 202:
-                started.append(created.json()["instanceID"])
+            created = await platform.start_instance(account, {"image": "trainer", "specName": spec})
+            assert created.status_code == 202, created.text
+            started.append(created.json()["instanceID"])
 
         async def placed() -> list[str] | None:
             nodes = []
@@ -330,10 +326,8 @@ async def test_a_tenant_reads_only_its_own_gpu_metrics(
     node = await telemetry.node(product=product, gpus=1)
     mine, other = await platform.tenant(), await platform.tenant()
     spec = await platform.spec(gpus=1, gpu_type=product)
-    created = await platform.http.post(
-        "/v1/gpu-instances", json={"image": "trainer", "specName": spec},
-        headers=bearer(mine.admin_key),
-    )  # fmt: skip
+    created = await platform.start_instance(mine, {"image": "trainer", "specName": spec})
+    assert created.status_code == 202, created.text
     instance_id = created.json()["instanceID"]
     gpu = SimulatedFleet.uuid(node, 0)
     async with running(telemetry):

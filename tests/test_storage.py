@@ -454,10 +454,9 @@ async def test_storages_attached_to_an_instance(platform: Platform, kube: k8s.Ap
     }
 
     async def start(body: dict[str, Any]) -> httpx.Response:
-        return await platform.http.post(
-            "/v1/gpu-instances", json={"image": "trainer", "specName": spec, **body},
-            headers=headers,
-        )  # fmt: skip
+        return await platform.start_instance(
+            account, {"image": "trainer", "specName": spec, **body}
+        )
 
     unmounted = await start({"storageIDs": [volume["storageID"]]})
     assert_problem(unmounted, 422)

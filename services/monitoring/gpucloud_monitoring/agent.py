@@ -43,6 +43,9 @@ from .simulated import Fault, SimulatedFleet
 log = logging.getLogger("gpucloud.agent")
 SOURCE = "/gpucloud/agent"
 INVENTORY_EVERY_S = 600.0
+#: The simulator re-reads nodes and instance pods this often: listing every pod
+#: each second would load the API server more than the telemetry does.
+SYNC_EVERY_S = 10.0
 NVML_RETRY_S = 300.0
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -208,10 +211,12 @@ async def _simulate(
     broker: KafkaBroker, kube: KubeClient, fleet: SimulatedFleet, selector: str, interval_s: float
 ) -> None:
     loop = asyncio.get_running_loop()
-    inventory_due = 0.0
+    inventory_due = sync_due = 0.0
     while True:
         started = loop.time()
-        added = await sync_fleet(fleet, kube, selector)
+        added = []
+        if started >= sync_due:
+            added, sync_due = await sync_fleet(fleet, kube, selector), started + SYNC_EVERY_S
         if started >= inventory_due:
             added, inventory_due = list(fleet.nodes), started + INVENTORY_EVERY_S
         if added:
