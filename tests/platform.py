@@ -115,36 +115,29 @@ class Platform:
         assert response.status_code == 201, response.text
         return name
 
-    async def start_instance(self, account: TenantAccount, body: dict[str, Any]) -> httpx.Response:
-        """POST /v1/gpu-instances as the tenant's admin; a new tenant reaches the instances
-        service by event, a moment after its creation, so `tenant_not_ready` is retried."""
+    async def post_as_tenant(
+        self, account: TenantAccount, path: str, body: dict[str, Any]
+    ) -> httpx.Response:
+        """POST as the tenant's admin. A new tenant reaches the services by event, a moment
+        after its creation: `tenant_not_ready` is retried, as its `retry_after_s` asks."""
 
         async def answered() -> httpx.Response | None:
-            response = await self.http.post(
-                "/v1/gpu-instances", json=body, headers=bearer(account.admin_key)
-            )
+            response = await self.http.post(path, json=body, headers=bearer(account.admin_key))
             if response.status_code == 409 and response.json()["code"] == "tenant_not_ready":
                 return None
             return response
 
         return await eventually(answered, timeout=30)
 
+    async def start_instance(self, account: TenantAccount, body: dict[str, Any]) -> httpx.Response:
+        return await self.post_as_tenant(account, "/v1/gpu-instances", body)
+
     async def storage(
         self, account: TenantAccount, *, kind: str = "object", size_bytes: int = 64 * MIB
     ) -> dict[str, Any]:
         """A new storage of the tenant, once it is ready."""
         body = {"storageID": unique("st"), "kind": kind, "sizeBytes": size_bytes}
-
-        async def created() -> httpx.Response | None:
-            response = await self.http.post(
-                "/v1/storages", json=body, headers=bearer(account.admin_key)
-            )
-            # A new tenant reaches the storage service by event, a moment after.
-            if response.status_code == 409 and response.json()["code"] == "tenant_not_ready":
-                return None
-            return response
-
-        response = await eventually(created, timeout=30)
+        response = await self.post_as_tenant(account, "/v1/storages", body)
         assert response.status_code == 201, response.text
         storage: dict[str, Any] = response.json()
         path = f"/v1/storages/{storage['storageID']}"

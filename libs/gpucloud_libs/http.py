@@ -22,6 +22,18 @@ from .identity import IDENTITY_HEADER, Identity, verify_identity
 log = logging.getLogger(__name__)
 
 
+def encode_cursor(key: str) -> str:
+    """An opaque page cursor: the last key seen, hex-encoded (URL-safe as it is)."""
+    return key.encode().hex()
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        return bytes.fromhex(cursor).decode()
+    except ValueError as error:  # also a UnicodeDecodeError
+        raise ValidationFailed("invalid cursor") from error
+
+
 def _holds_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value

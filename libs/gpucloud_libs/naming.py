@@ -12,6 +12,17 @@ import hashlib
 
 NAMESPACE_PREFIX = "gpc-"
 
+#: Labels on the Kubernetes objects gpucloud makes; other services select by them
+#: (the GPU simulator and the node agent find instance pods by INSTANCE_LABEL).
+MANAGED_LABEL = "gpucloud.io/managed"
+TENANT_LABEL = "gpucloud.io/tenant"
+INSTANCE_LABEL = "gpucloud.io/instance"
+STORAGE_LABEL = "gpucloud.io/storage"
+#: What the NVIDIA GPU operator puts on nodes, read by placement and monitoring.
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
 
 def tenant_namespace(tenant_id: str) -> str:
     """DNS-1123 label: readable when the id allows it, hashed when it is long or odd."""

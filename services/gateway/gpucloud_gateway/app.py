@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-
 from fastapi import Request, Response
 
 from gpucloud_libs.runtime import ServiceRuntime
@@ -19,8 +15,6 @@ from .service import GatewayService
 from .settings import GatewaySettings
 from .store import INDEXES, ApiKeyStore, AuditStore, TenantStore, UserStore
 from .upstream import Upstream
-
-log = logging.getLogger(__name__)
 
 settings = GatewaySettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
@@ -43,38 +37,28 @@ instance_upstream = Upstream(
 )
 forwarder = Forwarder(settings, api_upstream)
 instance_proxy = InstanceProxy(settings, service, instance_upstream)
-_sweeper: list[asyncio.Task[None]] = []
 
 
 async def _sweep_outboxes() -> None:
     """Tenant and audit events that did not get out at write time go out here."""
-    while True:
-        await asyncio.sleep(settings.outbox_sweep_s)
-        try:
-            await service.republish_tenants()
-            await audit.republish()
-        except Exception:
-            log.warning("outbox sweep failed; retrying next round", exc_info=True)
+    await service.republish_tenants()
+    await audit.republish()
 
 
 async def _start() -> None:
     if settings.bootstrap_admin_key is not None:
         await service.install_bootstrap_admin(settings.bootstrap_admin_key.get_secret_value())
     await service.republish_tenants()
-    _sweeper.append(asyncio.get_running_loop().create_task(_sweep_outboxes()))
 
 
 async def _stop() -> None:
-    for task in _sweeper:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
     await api_upstream.close()
     await instance_upstream.close()
 
 
 runtime.on_start(_start)
 runtime.on_stop(_stop)
+runtime.every(settings.outbox_sweep_s, _sweep_outboxes, "outbox")
 
 app = runtime.create_app(
     title="gpucloud",

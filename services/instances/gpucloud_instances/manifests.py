@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpucloud_libs import naming
+
 from .schemas import InstanceTemplate
 
 Manifest = dict[str, Any]
 
-MANAGED = "gpucloud.io/managed"
-TENANT = "gpucloud.io/tenant"
-INSTANCE = "gpucloud.io/instance"
+MANAGED = naming.MANAGED_LABEL
+TENANT = naming.TENANT_LABEL
+INSTANCE = naming.INSTANCE_LABEL
 SPEC = "gpucloud.io/spec"
 STOCK = "gpucloud.io/stock"
 HEALTH = "gpucloud.io/health"
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-ZONE_LABEL = "topology.kubernetes.io/zone"
+GPU_RESOURCE = naming.GPU_RESOURCE
+GPU_PRODUCT_LABEL = naming.GPU_PRODUCT_LABEL
+ZONE_LABEL = naming.ZONE_LABEL
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 INSTANCE_PRIORITY_CLASS = "gpucloud-instance"

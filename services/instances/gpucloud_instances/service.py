@@ -23,6 +23,7 @@ from gpucloud_libs.errors import (
     ValidationFailed,
 )
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged, TenantUpserted
+from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import instance_host, tenant_namespace
@@ -392,7 +393,7 @@ class InstancesService:
         scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
         after = None
         if cursor:
-            after = _decode_cursor(cursor)
+            after = decode_cursor(cursor)
         docs = await self.instances.page(
             scope, states=states, spec_name=spec_name, after=after, limit=limit + 1
         )
@@ -400,7 +401,7 @@ class InstancesService:
         docs = docs[:limit]
         return InstancePage(
             items=[self.view(doc) for doc in docs if doc.get("admitted")],
-            next_cursor=_encode_cursor(docs[-1]["_id"]) if more and docs else None,
+            next_cursor=encode_cursor(docs[-1]["_id"]) if more and docs else None,
         )
 
     async def stop_instance(self, identity: Identity, instance_id: str) -> Instance:
@@ -498,17 +499,6 @@ def _instance_document(
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _encode_cursor(key: str) -> str:
-    return key.encode().hex()
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        return bytes.fromhex(cursor).decode()
-    except ValueError as error:
-        raise ValidationFailed("invalid cursor") from error
 
 
 def tenant_manifests(

@@ -34,6 +34,7 @@ from gpucloud_libs.http import ApiModel, install_error_handlers
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.logs import setup_logging
+from gpucloud_libs.naming import GPU_PRODUCT_LABEL, GPU_RESOURCE, INSTANCE_LABEL, TENANT_LABEL
 from gpucloud_libs.settings import ServiceSettings
 from gpucloud_libs.topics import TELEMETRY, ensure_topics
 
@@ -47,10 +48,6 @@ INVENTORY_EVERY_S = 600.0
 #: each second would load the API server more than the telemetry does.
 SYNC_EVERY_S = 10.0
 NVML_RETRY_S = 300.0
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-TENANT_LABEL = "gpucloud.io/tenant"
-INSTANCE_LABEL = "gpucloud.io/instance"
 
 
 class AgentSettings(ServiceSettings):

@@ -85,12 +85,10 @@ class RuleEngine:
         self.rules: dict[str, Rule] = {}
         self._watches: dict[tuple[str, str], _Watch] = {}
 
-    def set_rules(self, rules: list[Rule]) -> list[AlertTransition]:
-        """Replace the rule set; alerts of removed or changed rules are dropped silently
-        (the service resolves them from its own records)."""
+    def set_rules(self, rules: list[Rule]) -> None:
+        """Replace the rule set; the watches of removed rules are forgotten."""
         self.rules = {rule.rule_id: rule for rule in rules}
         self._watches = {key: watch for key, watch in self._watches.items() if key[0] in self.rules}
-        return []
 
     def restore_firing(self, rule_id: str, subject: str, alert_id: str, since: datetime) -> None:
         self._watches[(rule_id, subject)] = _Watch(since=since, firing_id=alert_id)

@@ -33,6 +33,7 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL
 from gpucloud_libs.topics import ALERTS, NODE_HEALTH, TELEMETRY
 
 from .health import HealthChange, HealthTracker
@@ -56,8 +57,6 @@ from .tiers import Capability, classify
 
 log = logging.getLogger(__name__)
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 #: Webhook retries: after 1, 2, 4 ... seconds, at most this many attempts.
 WEBHOOK_ATTEMPTS = 8
 WEBHOOK_TIMEOUT_S = 5.0
@@ -227,7 +226,7 @@ class MonitoringService:
             doc: Document = {
                 "_id": transition.alert_id,
                 "rule_id": rule.rule_id,
-                "tenant_id": rule.tenant_id if rule.tenant_id else None,
+                "tenant_id": rule.tenant_id,
                 "subject_tenant_id": transition.tenant_id,
                 "instance_id": transition.instance_id,
                 "state": "firing",
@@ -576,6 +575,11 @@ class MonitoringService:
 
     async def nodes(self, identity: Identity) -> list[NodeView]:
         identity.require_role("platform-admin")
+        views, _ = await self._node_views()
+        return views
+
+    async def _node_views(self) -> tuple[list[NodeView], list[Document]]:
+        """Every node's view, and the inventories they were built from."""
         inventories = {doc["_id"]: doc for doc in await self.store.inventories()}
         healths = {doc["_id"]: doc for doc in await self.store.healths()}
         statuses = {doc["_id"]: doc for doc in await self.store.node_statuses()}
@@ -605,7 +609,7 @@ class MonitoringService:
                     unavailable_reason=inventories.get(name, {}).get("unavailable_reason"),
                 )
             )
-        return views
+        return views, list(inventories.values())
 
     async def release_node(self, identity: Identity, node: str) -> NodeView:
         """Ask the consumer that owns the node's health to release it (it applies the
@@ -622,12 +626,13 @@ class MonitoringService:
         return found[0]
 
     async def fleet(self, identity: Identity) -> FleetSummary:
-        nodes = await self.nodes(identity)
+        identity.require_role("platform-admin")
+        nodes, inventories = await self._node_views()
         groups: dict[tuple[str, str], list[NodeView]] = defaultdict(list)
         for node in nodes:
             groups[(node.zone or "unknown", node.gpu_type or "unknown")].append(node)
         tiers: dict[str, int] = defaultdict(int)
-        for inventory in await self.store.inventories():
+        for inventory in inventories:
             for gpu in inventory["gpus"]:
                 tiers[gpu["tier"]] += 1
         health: dict[str, int] = defaultdict(int)

@@ -85,9 +85,6 @@ class MonitoringStore:
     async def inventories(self) -> list[Document]:
         return [doc async for doc in self.db[INVENTORY].find({})]
 
-    async def inventory(self, node: str) -> Document | None:
-        return await self.db[INVENTORY].find_one({"_id": node})
-
     async def put_health(self, node: str, doc: Document) -> None:
         await self.db[HEALTH].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
 
@@ -143,6 +140,3 @@ class MonitoringStore:
 
     async def update_delivery(self, delivery_id: str, fields: Document) -> None:
         await self.db[DELIVERIES].update_one({"_id": delivery_id}, {"$set": fields})
-
-    async def delivery(self, delivery_id: str) -> Document | None:
-        return await self.db[DELIVERIES].find_one({"_id": delivery_id})

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpucloud_libs.naming import storage_claim_name, storage_secret_name
+from gpucloud_libs.naming import (
+    INSTANCE_LABEL,
+    MANAGED_LABEL,
+    STORAGE_LABEL,
+    TENANT_LABEL,
+    storage_claim_name,
+    storage_secret_name,
+)
 
 Manifest = dict[str, Any]
-
-MANAGED = "gpucloud.io/managed"
-TENANT = "gpucloud.io/tenant"
-STORAGE = "gpucloud.io/storage"
-INSTANCE = "gpucloud.io/instance"
 
 
 def volume_claim(
@@ -29,7 +31,7 @@ def volume_claim(
         "metadata": {
             "name": storage_claim_name(storage_id),
             "namespace": namespace,
-            "labels": {MANAGED: "true", TENANT: tenant_id, STORAGE: storage_id},
+            "labels": {MANAGED_LABEL: "true", TENANT_LABEL: tenant_id, STORAGE_LABEL: storage_id},
         },
         "spec": {
             "accessModes": [access_mode],
@@ -55,10 +57,10 @@ def credentials_secret(
             "name": storage_secret_name(storage_id, instance_id),
             "namespace": namespace,
             "labels": {
-                MANAGED: "true",
-                TENANT: tenant_id,
-                STORAGE: storage_id,
-                INSTANCE: instance_id,
+                MANAGED_LABEL: "true",
+                TENANT_LABEL: tenant_id,
+                STORAGE_LABEL: storage_id,
+                INSTANCE_LABEL: instance_id,
             },
         },
         "stringData": variables,

@@ -28,6 +28,7 @@ from gpucloud_libs.errors import (
     ValidationFailed,
 )
 from gpucloud_libs.events import StorageUsageSampled, TenantUpserted
+from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient, KubeError, NotFoundError
@@ -120,17 +121,6 @@ class StorageNotEmpty(Conflict):
 def _access_key() -> str:
     """20 characters, like an AWS access key id; it doubles as the accessor's id."""
     return "GPC" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(17))
-
-
-def _encode_cursor(value: str) -> str:
-    return value.encode().hex()
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        return bytes.fromhex(cursor).decode()
-    except ValueError as error:
-        raise ValidationFailed("invalid cursor") from error
 
 
 def part_size(size_bytes: int, floor: int) -> int:
@@ -279,13 +269,13 @@ class StorageService:
         self, identity: Identity, cursor: str | None, limit: int
     ) -> StoragePage:
         tenant_id = identity.require_tenant()
-        after = _decode_cursor(cursor) if cursor else None
+        after = decode_cursor(cursor) if cursor else None
         docs = await self.storages.page(tenant_id, after=after, limit=limit + 1)
         more = len(docs) > limit
         docs = docs[:limit]
         return StoragePage(
             items=await self._views(docs),
-            next_cursor=_encode_cursor(docs[-1]["_id"]) if more else None,
+            next_cursor=encode_cursor(docs[-1]["_id"]) if more else None,
         )
 
     async def update_storage(
@@ -669,7 +659,7 @@ class StorageService:
         doc = await self._ready(identity, storage_id, kind="object")
         page = await self.backend.list_objects(
             doc["bucket"], prefix=prefix, delimiter=delimiter, limit=limit,
-            start_after=_decode_cursor(cursor) if cursor else None,
+            start_after=decode_cursor(cursor) if cursor else None,
         )  # fmt: skip
         return ObjectListing(
             objects=[
@@ -679,7 +669,7 @@ class StorageService:
                 for obj in page.objects
             ],
             prefixes=page.prefixes,
-            next_cursor=_encode_cursor(page.next_start_after) if page.next_start_after else None,
+            next_cursor=encode_cursor(page.next_start_after) if page.next_start_after else None,
         )
 
     # --- attachments (the instances service) ------------------------------------
