@@ -296,6 +296,7 @@ async def test_create_is_idempotent(api: Instances) -> None:
     one = await api.http.post("/gpu-instances", json=body, headers=headers)
     two = await api.http.post("/gpu-instances", json=body, headers=headers)
     assert (one.status_code, two.status_code) == (202, 200)
+    api.started.append((tenant, one.json()["instanceID"]))
     assert one.json()["instanceID"] == two.json()["instanceID"]
 
 
@@ -373,11 +374,14 @@ async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) ->
 
 @pytest.fixture
 async def lone_gpu_node(kube: k8s.ApiClient) -> AsyncIterator[tuple[str, str]]:
-    """A kwok node with a GPU product no other node has: (node name, product)."""
+    """A kwok node with 3 GPUs of a product no other node has: (node name, product).
+
+    Its capacity belongs to the test alone, whatever the rest of the suite left running.
+    """
     core = k8s.CoreV1Api(kube)
     name, product = unique("lone"), unique("TEST-GPU")
     node: Any = fleet.gpu_node(
-        name, product=product, gpus=2, zone="zone-a", cpu="32", memory="256Gi"
+        name, product=product, gpus=3, zone="zone-a", cpu="32", memory="256Gi"
     )
     await core.create_node(node)
     yield name, product
@@ -449,9 +453,10 @@ async def test_quarantined_node_gets_no_new_instances(
 
 
 async def test_killed_mid_create_converges_without_orphans_or_leaked_quota(
-    api: Instances, kube: k8s.ApiClient
+    api: Instances, kube: k8s.ApiClient, lone_gpu_node: tuple[str, str]
 ) -> None:
-    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    _, product = lone_gpu_node
+    spec = await api.spec(gpus=1, gpu_type=product)
     tenant = await api.tenant(max_gpus=3, max_instances=3)
     ids = [(await api.start(tenant, spec))["instanceID"] for _ in range(3)]
     os.kill(int(layout.pid_file("instances").read_text()), signal.SIGKILL)
