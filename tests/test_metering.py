@@ -19,9 +19,15 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faststream.kafka import KafkaBroker
 
-from gpucloud_libs.events import InstanceStateChanged
+from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged
 from gpucloud_libs.kafka import create_broker, publish_event
-from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, INSTANCE_LIFECYCLE, USAGE
+from gpucloud_libs.topics import (
+    BILLING_ALERTS,
+    INSTANCE_COMMANDS,
+    INSTANCE_LIFECYCLE,
+    NODE_HEALTH,
+    USAGE,
+)
 from gpucloud_metering import ledger
 from gpucloud_stack import layout
 
@@ -41,7 +47,13 @@ PATHS = [
 
 
 def lifecycle(
-    tenant_id: str, instance_id: str, spec: str, gpus: int, states: list[str], times: list[int]
+    tenant_id: str,
+    instance_id: str,
+    spec: str,
+    gpus: int,
+    states: list[str],
+    times: list[int],
+    node: str | None = None,
 ) -> list[InstanceStateChanged]:
     return [
         InstanceStateChanged(
@@ -51,6 +63,7 @@ def lifecycle(
             gpu_type="GT",
             gpu_count=gpus,
             zone="zone-a",
+            node=node if state != "pending" else None,
             state=state,
             previous_state=states[index - 1] if index else None,
             sequence=index + 1,
@@ -183,6 +196,36 @@ def test_storage_is_billed_per_gb_hour_between_samples() -> None:
     steps = ledger.storage_steps(samples, now_us=4 * hour)
     assert steps == [(0, hour, 2 * 10**9), (3 * hour, 4 * hour, 10**9)]
     assert sum(ledger.gb_hours((e - s) * b) for s, e, b in steps) == Decimal(3)
+
+
+def test_time_on_a_quarantined_node_is_credited_not_billed() -> None:
+    hour = ledger.US_PER_HOUR
+    transitions = [
+        ledger.Transition(1, "pending", 0),
+        ledger.Transition(2, "scheduled", hour, node="n1"),
+        ledger.Transition(3, "running", hour + 1, node="n1"),
+        ledger.Transition(4, "stopped", 5 * hour, node="n1"),
+    ]
+    [interval] = ledger.billable_intervals(transitions, gpus=2)
+    assert interval.node == "n1"
+    # Quarantined from 2h to 3h and again from 4.5h on; "degraded" is no fault.
+    changes = [
+        ledger.HealthChange(4 * hour + hour // 2, "quarantined"),
+        ledger.HealthChange(2 * hour, "quarantined"),
+        ledger.HealthChange(3 * hour, "degraded"),
+        ledger.HealthChange(3 * hour + 10, "healthy"),
+    ]
+    faults = ledger.fault_windows(changes)
+    assert faults == [(2 * hour, 3 * hour), (4 * hour + hour // 2, None)]
+    prices = [ledger.Price(0, Decimal("3.00"))]
+    uses = list(ledger.gpu_use(interval.start_us, 5 * hour, 2, prices, faults))
+    billed = sum(u.gpu_us for u in uses if not u.credited)
+    credited = sum(u.gpu_us for u in uses if u.credited)
+    assert (billed, credited) == (2 * 2 * hour + hour, 2 * hour + hour)  # 2.5 h and 1.5 h
+    assert billed + credited == 2 * 4 * hour  # every GPU-µs counted once
+    assert sum((u.amount for u in uses), Decimal(0)) == Decimal("15.00")
+    # Time outside the windows is billed in full.
+    assert all(not u.credited for u in ledger.gpu_use(hour, 2 * hour, 2, prices, faults))
 
 
 # --- exactness over the real pipeline -----------------------------------------------------
@@ -364,6 +407,72 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
         f"/v1/invoices/{first.json()['invoiceID']}", headers=platform.admin
     )
     assert stored.json() == first.json()
+
+
+async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_records(
+    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+) -> None:
+    spec, tenant_id = unique("faulty"), unique("credit")
+    faulty, sound = unique("node-faulty"), unique("node-sound")
+    # A price takes effect no earlier than now, so the usage is in a future month.
+    may = datetime(2032, 5, 1, tzinfo=UTC)
+    price = await platform.http.post(
+        "/v1/prices",
+        json={"meter": "gpu_hour", "specName": spec, "amount": "2.00", "effectiveFrom": may.isoformat()},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert price.status_code == 201, price.text
+    # Two instances of 2 GPUs for 3 hours, one on each node.
+    hour = ledger.US_PER_HOUR
+    start = ledger.to_us(may + timedelta(days=9))
+    states, times = (
+        ["pending", "scheduled", "running", "stopped"],
+        [start, start, start + 1, start + 3 * hour],
+    )
+    await publish_all(broker, lifecycle(tenant_id, "on-faulty", spec, 2, states, times, faulty)
+                      + lifecycle(tenant_id, "on-sound", spec, 2, states, times, sound))  # fmt: skip
+    # The faulty node is quarantined for the middle hour, as monitoring publishes it.
+    for health, at_us in [("quarantined", start + hour), ("healthy", start + 2 * hour)]:
+        await publish_event(
+            broker, NODE_HEALTH,
+            NodeHealthChanged(node=faulty, health=health, at=ledger.from_us(at_us)),
+            source="/test",
+        )  # fmt: skip
+
+    window = (may.isoformat(), (may + timedelta(days=31)).isoformat())
+
+    async def credited() -> list[dict[str, Any]] | None:
+        response = await platform.http.get(
+            "/v1/usage",
+            params={"tenantID": tenant_id, "start": window[0], "end": window[1], "groupBy": "instance"},
+            headers=platform.admin,
+        )  # fmt: skip
+        rows: list[dict[str, Any]] = response.json()["rows"]
+        return rows if len(rows) == 2 and rows[0]["creditedGpuMicroseconds"] else None
+
+    on_faulty, on_sound = await eventually(credited, timeout=60)
+    assert (on_faulty["key"], on_faulty["gpuMicroseconds"], on_faulty["creditedGpuMicroseconds"]) == (
+        "on-faulty", 2 * 2 * hour, 2 * hour)  # fmt: skip
+    assert (on_sound["key"], on_sound["gpuMicroseconds"], on_sound["creditedGpuMicroseconds"]) == (
+        "on-sound", 2 * 3 * hour, 0)  # fmt: skip
+    assert Decimal(on_faulty["amount"]) == Decimal("8.00")  # 4 GPU-hours at 2.00, not 6
+
+    draft = await platform.http.get(
+        "/v1/invoice-drafts/2032-05", params={"tenantID": tenant_id}, headers=platform.admin
+    )
+    [line] = draft.json()["lines"]
+    assert (line["quantity"], line["creditedQuantity"], line["amountCents"]) == ("10", "2", 2000)
+
+    async def records_out(kafka: str = kafka_bootstrap) -> dict[str, dict[str, Any]] | None:
+        records = await read_topic(kafka, USAGE.name, expect=1_000_000, timeout=2)
+        found = [json.loads(r.value) for r in records if r.key == tenant_id.encode()]
+        return {r["subject_id"]: r for r in found} if len(found) == 2 else None
+
+    records = await eventually(records_out, timeout=90, interval=3)
+    faulty_record, sound_record = records["on-faulty"], records["on-sound"]
+    assert (faulty_record["quantity"], faulty_record["credited_quantity"]) == (14_400, 7_200)
+    assert faulty_record["amount_cents"] == 800
+    assert (sound_record["quantity"], sound_record["credited_quantity"]) == (21_600, 0)
 
 
 async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(

@@ -260,6 +260,53 @@ async def test_an_injected_fault_fires_an_alert_and_it_resolves(
     assert sorted(call["state"] for call in hook.calls[:3]) == ["firing", "firing", "resolved"]
 
 
+async def test_deleting_or_disabling_a_rule_ends_its_firing_alert(
+    platform: Platform, telemetry: Telemetry, kafka_bootstrap: str
+) -> None:
+    node = await telemetry.node(product=unique("SIM-H100"))
+    rule_ids = []
+    for name in ["deleted", "disabled"]:
+        rule = await platform.http.post(
+            "/v1/alert-rules",
+            json={"name": name, "metric": "temperature_c", "comparison": ">", "threshold": 90,
+                  "durationS": 1, "severity": "warning", "node": node},
+            headers=platform.admin,
+        )  # fmt: skip
+        assert rule.status_code == 201, rule.text
+        rule_ids.append(rule.json()["ruleID"])
+
+    async def alerts(state: str) -> list[dict[str, Any]] | None:
+        found = await platform.http.get(
+            "/v1/alerts", params={"state": state}, headers=platform.admin
+        )
+        mine = sorted((a for a in found.json() if a["ruleID"] in rule_ids),
+                      key=lambda a: rule_ids.index(a["ruleID"]))  # fmt: skip
+        return mine if len(mine) == 2 else None
+
+    async with running(telemetry):
+        telemetry.fleet.inject(node, 0, "overheat")  # and it stays hot
+        firing = await eventually(lambda: alerts("firing"), timeout=30)
+        deleted = await platform.http.delete(
+            f"/v1/alert-rules/{rule_ids[0]}", headers=platform.admin
+        )
+        assert deleted.status_code == 204, deleted.text
+        disabled = await platform.http.patch(
+            f"/v1/alert-rules/{rule_ids[1]}", json={"enabled": False}, headers=platform.admin
+        )
+        assert disabled.status_code == 200, disabled.text
+        resolved = await eventually(lambda: alerts("resolved"), timeout=30)
+    assert [a["alertID"] for a in resolved] == [a["alertID"] for a in firing]
+    assert [a["resolution"] for a in resolved] == ["rule_deleted", "rule_disabled"]
+
+    events = await read_topic(kafka_bootstrap, ALERTS.name, expect=10**9, timeout=3)
+    ended = {
+        event["alert_id"]: event
+        for event in (json.loads(r.value) for r in events)
+        if event["rule_id"] in rule_ids and event["state"] == "resolved"
+    }
+    assert [ended[a["alertID"]]["resolution"] for a in firing] == ["rule_deleted", "rule_disabled"]
+
+
 async def test_a_quarantined_node_is_excluded_from_placement(
     platform: Platform, telemetry: Telemetry, kube: k8s.ApiClient
 ) -> None:
@@ -317,6 +364,57 @@ async def test_a_quarantined_node_is_excluded_from_placement(
             return not (await core.read_node(faulty)).spec.unschedulable
 
         await eventually(uncordoned, timeout=30)
+
+
+async def test_an_instance_is_not_billed_for_time_on_its_quarantined_node(
+    platform: Platform, telemetry: Telemetry
+) -> None:
+    product = unique("SIM-L40S")
+    node = await telemetry.node(product=product, gpus=1)
+    account = await platform.tenant()
+    owner = bearer(account.admin_key)
+    async with running(telemetry):
+        spec = await platform.spec(gpus=1, gpu_type=product)
+        created = await platform.start_instance(account, {"image": "trainer", "specName": spec})
+        assert created.status_code == 202, created.text
+        instance_id = created.json()["instanceID"]
+
+        async def in_state(state: str) -> dict[str, Any] | None:
+            found = await platform.http.get(f"/v1/gpu-instances/{instance_id}", headers=owner)
+            return found.json() if found.json()["state"] == state else None
+
+        assert (await eventually(lambda: in_state("running"), timeout=60))["node"] == node
+        await asyncio.sleep(2)
+        telemetry.fleet.inject(node, 0, "xid79")
+
+        async def quarantined() -> dict[str, Any] | None:
+            nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+            view = next((n for n in nodes if n["node"] == node), None)
+            return view if view and view["health"] == "quarantined" else None
+
+        since = datetime.fromisoformat((await eventually(quarantined, timeout=30))["healthSince"])
+        await asyncio.sleep(2)
+        stopping = await platform.http.delete(f"/v1/gpu-instances/{instance_id}", headers=owner)
+        assert stopping.status_code == 202, stopping.text
+        stopped = await eventually(lambda: in_state("stopped"), timeout=60)
+
+    at = {step["state"]: datetime.fromisoformat(step["at"]) for step in stopped["history"]}
+    held_us = (at["stopped"] - at["scheduled"]) // timedelta(microseconds=1)
+    lost_us = (at["stopped"] - since) // timedelta(microseconds=1)
+
+    async def usage() -> dict[str, Any] | None:
+        found = await platform.http.get(f"/v1/usage/instances/{instance_id}", headers=owner)
+        total: dict[str, Any] = found.json()["total"]
+        counted = total["gpuMicroseconds"] + total["creditedGpuMicroseconds"]
+        # Stored times are milliseconds: allow one either side.
+        return (
+            total if total["creditedGpuMicroseconds"] and abs(counted - held_us) <= 1000 else None
+        )
+
+    total = await eventually(usage, timeout=60)
+    assert abs(total["creditedGpuMicroseconds"] - lost_us) <= 1000
+    assert total["creditedGpuMicroseconds"] >= 2_000_000  # the 2 s after the fault, at least
+    assert total["gpuMicroseconds"] >= 2_000_000  # the 2 s before it, at least, are billed
 
 
 async def test_a_tenant_reads_only_its_own_gpu_metrics(

@@ -251,6 +251,8 @@ class AlertStateChanged(EventData):
     value: float
     threshold: float
     at: AwareDatetime
+    #: A resolution not by the metric recovering: `rule_deleted` or `rule_disabled`.
+    resolution: str | None = None
 
     @property
     def aggregate_id(self) -> str:
@@ -268,7 +270,10 @@ class UsageRecorded(EventData):
     tenant_id: str
     subject_id: str  # instance or storage id
     meter: Literal["gpu_seconds", "storage_gb_hours"]
+    #: Billed.
     quantity: float = Field(ge=0)
+    #: Of the slice, on a node quarantined for a hardware fault: not billed, not in `quantity`.
+    credited_quantity: float = Field(default=0, ge=0)
     start: AwareDatetime
     end: AwareDatetime
     amount_cents: float | None = None

@@ -25,7 +25,8 @@ INSTANCE_LIFECYCLE = TopicSpec("gpucloud.instances.lifecycle.v1", partitions=6, 
 INSTANCE_COMMANDS = TopicSpec("gpucloud.instances.commands.v1")
 STORAGE_USAGE = TopicSpec("gpucloud.storage.usage.v1", retention_ms=-1)
 TELEMETRY = TopicSpec("gpucloud.telemetry.v1", partitions=6, retention_ms=24 * 3600 * 1000)
-NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1")
+# Kept: metering credits the quarantines in it.
+NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1", retention_ms=-1)
 ALERTS = TopicSpec("gpucloud.alerts.v1")
 USAGE = TopicSpec("gpucloud.usage.v1", retention_ms=-1)
 BILLING_ALERTS = TopicSpec("gpucloud.billing.alerts.v1")

@@ -476,6 +476,7 @@ def service_env(ctx: Context) -> dict[str, str]:
 #: so the demo and the tests see results in seconds.
 _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
     "storage": {"GPUCLOUD_USAGE_INTERVAL_S": "5", "GPUCLOUD_SWEEP_INTERVAL_S": "5"},
+    "metering": {"GPUCLOUD_USAGE_SETTLE_S": "5"},
     # Webhook receivers of a local stack (and its tests) listen on loopback.
     "monitoring": {"GPUCLOUD_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"},
 }

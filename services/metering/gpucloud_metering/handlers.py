@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpucloud_libs.events import (
     CloudEvent,
     InstanceStateChanged,
+    NodeHealthChanged,
     StorageUsageSampled,
     TenantDeleted,
     TenantUpserted,
@@ -37,6 +38,11 @@ class EventHandlers:
         if not isinstance(event.data, StorageUsageSampled):
             raise PermanentEventError(f"{event.type} does not belong on the storage usage topic")
         await self.service.record_sample(event.data)
+
+    async def on_node_health(self, event: CloudEvent) -> None:
+        if not isinstance(event.data, NodeHealthChanged):
+            raise PermanentEventError(f"{event.type} does not belong on the node health topic")
+        await self.service.record_health(event.data)
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantUpserted | TenantDeleted):

@@ -12,6 +12,9 @@ Billing rules:
 - A price applies from its `effective_from` until the next price of the same
   meter and spec; an interval crossing a change is split, so a change never
   re-prices the past.
+- GPU time on a node while it is quarantined for a hardware fault (from the
+  health change that quarantined it until the one that released it) is
+  credited: counted and shown, never billed.
 - Storage is billed per GB-month of 730 hours (1 GB = 10⁹ bytes), each sample's
   size holding until the next sample.
 """
@@ -47,6 +50,8 @@ class Transition:
     sequence: int
     state: str
     at_us: int
+    #: The node the instance is on, once it is scheduled.
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class Interval:
     opened_by: int
     #: The sequence of the transition that closed it, if any.
     closed_by: int | None = None
+    #: The node its GPUs were on (unknown for facts recorded before nodes were).
+    node: str | None = None
 
     def clip(self, start_us: int, end_us: int, now_us: int) -> tuple[int, int] | None:
         stop = min(self.end_us if self.end_us is not None else now_us, end_us)
@@ -79,10 +86,60 @@ def billable_intervals(transitions: Iterable[Transition], gpus: int) -> list[Int
         closed_by = following.sequence if following is not None else None
         previous = intervals[-1] if intervals else None
         if previous is not None and previous.closed_by == transition.sequence:
-            intervals[-1] = Interval(previous.start_us, end, gpus, previous.opened_by, closed_by)
+            intervals[-1] = Interval(
+                previous.start_us, end, gpus, previous.opened_by, closed_by,
+                previous.node or transition.node,
+            )  # fmt: skip
         else:
-            intervals.append(Interval(transition.at_us, end, gpus, transition.sequence, closed_by))
+            intervals.append(
+                Interval(
+                    transition.at_us, end, gpus, transition.sequence, closed_by, transition.node
+                )
+            )
     return intervals
+
+
+@dataclass(frozen=True)
+class HealthChange:
+    at_us: int
+    health: str
+
+
+#: [start, end) in which a node was quarantined; end None while it still is.
+FaultWindow = tuple[int, int | None]
+
+
+def fault_windows(changes: Iterable[HealthChange]) -> list[FaultWindow]:
+    """A node's quarantines, in order, from its health changes."""
+    windows: list[FaultWindow] = []
+    opened: int | None = None
+    for change in sorted(changes, key=lambda c: c.at_us):
+        if change.health == "quarantined" and opened is None:
+            opened = change.at_us
+        elif change.health != "quarantined" and opened is not None:
+            windows.append((opened, change.at_us))
+            opened = None
+    if opened is not None:
+        windows.append((opened, None))
+    return windows
+
+
+def fault_pieces(
+    start_us: int, end_us: int, faults: list[FaultWindow]
+) -> Iterator[tuple[int, int, bool]]:
+    """[start, end) cut at the fault windows: (start, end, inside a fault window)."""
+    cursor = start_us
+    for window_start, window_end in faults:
+        begin = max(window_start, cursor)
+        stop = min(end_us if window_end is None else window_end, end_us)
+        if stop <= begin:
+            continue
+        if begin > cursor:
+            yield cursor, begin, False
+        yield begin, stop, True
+        cursor = stop
+    if cursor < end_us:
+        yield cursor, end_us, False
 
 
 def contiguous_through(sequences: Iterable[int]) -> int:
@@ -131,13 +188,26 @@ def priced_segments(
         cursor = next_change
 
 
-def priced_gpu_use(
-    start_us: int, end_us: int, gpus: int, prices: list[Price]
-) -> Iterator[tuple[int, Decimal | None, Decimal]]:
-    """(GPU-µs, price per GPU-hour, exact amount) for each price segment of [start, end)."""
-    for seg_start, seg_end, price in priced_segments(start_us, end_us, prices):
-        gpu_us = (seg_end - seg_start) * gpus
-        yield gpu_us, price, gpu_amount(gpu_us, price)
+@dataclass(frozen=True)
+class GpuUse:
+    gpu_us: int
+    #: Per GPU-hour; None before any price applied.
+    price: Decimal | None
+    #: Exact; 0 when credited.
+    amount: Decimal
+    #: On a quarantined node: counted, not billed.
+    credited: bool
+
+
+def gpu_use(
+    start_us: int, end_us: int, gpus: int, prices: list[Price], faults: list[FaultWindow]
+) -> Iterator[GpuUse]:
+    """[start, end) of `gpus` GPUs, cut at fault windows and price changes."""
+    for piece_start, piece_end, credited in fault_pieces(start_us, end_us, faults):
+        for seg_start, seg_end, price in priced_segments(piece_start, piece_end, prices):
+            gpu_us = (seg_end - seg_start) * gpus
+            amount = Decimal(0) if credited else gpu_amount(gpu_us, price)
+            yield GpuUse(gpu_us, price, amount, credited)
 
 
 def gpu_amount(gpu_us: int, price_per_gpu_hour: Decimal | None) -> Decimal:

@@ -36,8 +36,11 @@ class Price(ApiModel):
 class UsageRow(ApiModel):
     #: The group's value: an instance id, spec, user, day (YYYY-MM-DD), GPU type or zone.
     key: str
+    #: Billed GPU time.
     gpu_microseconds: int
     gpu_seconds: float
+    #: GPU time on nodes quarantined for a hardware fault: not billed, not in the above.
+    credited_gpu_microseconds: int = 0
     storage_gb_hours: Decimal
     #: Exact, before rounding.
     amount: Decimal
@@ -58,8 +61,10 @@ class InvoiceLine(ApiModel):
     description: str
     meter: Literal["gpu_hour", "storage_gb_month"]
     spec_name: str | None = None
-    #: GPU-hours or GB-months.
+    #: GPU-hours or GB-months billed.
     quantity: Decimal
+    #: GPU-hours at this price on nodes quarantined for a hardware fault: not billed.
+    credited_quantity: Decimal = Decimal(0)
     unit_price: Decimal | None
     amount_cents: int
 

@@ -18,6 +18,7 @@ from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.events import (
     BudgetThresholdCrossed,
     InstanceStateChanged,
+    NodeHealthChanged,
     StopTenantInstancesRequested,
     StorageUsageSampled,
     TenantDeleted,
@@ -31,7 +32,7 @@ from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, USAGE
 
 from . import ledger
-from .ledger import Interval, Price, Sample, Transition
+from .ledger import FaultWindow, HealthChange, Interval, Price, Sample, Transition
 from .schemas import (
     Budget,
     BudgetSet,
@@ -55,11 +56,13 @@ def now_utc() -> datetime:
 @dataclass
 class _Tally:
     gpu_us: int = 0
+    credited_gpu_us: int = 0
     byte_us: int = 0
     amount: Decimal = field(default_factory=Decimal)
 
     def add(self, other: _Tally) -> None:
         self.gpu_us += other.gpu_us
+        self.credited_gpu_us += other.credited_gpu_us
         self.byte_us += other.byte_us
         self.amount += other.amount
 
@@ -77,6 +80,8 @@ class InstanceFacts:
     intervals: list[Interval]
     #: Transitions 1..this are all recorded: intervals closed by then are final.
     settled_through: int
+    #: When metering recorded each transition (µs, its own clock), by sequence.
+    recorded_us: dict[int, int]
 
 
 def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
@@ -90,7 +95,8 @@ def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
             (d for d in sorted(docs, key=lambda d: -d["sequence"]) if d.get("zone")), first
         )
         intervals = ledger.billable_intervals(
-            (Transition(d["sequence"], d["state"], d["at_us"]) for d in docs), first["gpu_count"]
+            (Transition(d["sequence"], d["state"], d["at_us"], d.get("node")) for d in docs),
+            first["gpu_count"],
         )
         facts.append(
             InstanceFacts(
@@ -102,6 +108,7 @@ def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
                 first.get("user_id") or "-",
                 intervals,
                 ledger.contiguous_through(d["sequence"] for d in docs),
+                {d["sequence"]: d.get("recorded_us", 0) for d in docs},
             )
         )
     return facts
@@ -122,6 +129,19 @@ class PriceBook:
         return self._prices.get(("storage_gb_month", None), [])
 
 
+class FaultBook:
+    """Each node's quarantines, from the recorded health changes."""
+
+    def __init__(self, documents: list[Document]) -> None:
+        changes: dict[str, list[HealthChange]] = defaultdict(list)
+        for doc in documents:
+            changes[doc["node"]].append(HealthChange(doc["at_us"], doc["health"]))
+        self._windows = {node: ledger.fault_windows(found) for node, found in changes.items()}
+
+    def of(self, node: str | None) -> list[FaultWindow]:
+        return self._windows.get(node, []) if node is not None else []
+
+
 def _group_key(instance: InstanceFacts, group_by: GroupBy) -> str:
     return {
         "instance": instance.instance_id,
@@ -137,6 +157,7 @@ def tally(
     instances: list[InstanceFacts],
     samples: list[Document],
     prices: PriceBook,
+    faults: FaultBook,
     *,
     start_us: int,
     end_us: int,
@@ -156,11 +177,15 @@ def tally(
                 else [(_group_key(instance, group_by), *clipped)]
             )
             for key, piece_start, piece_end in pieces:
-                for gpu_us, _, amount in ledger.priced_gpu_use(
-                    piece_start, piece_end, interval.gpus, prices.gpu(instance.spec_name)
-                ):
-                    rows[key].gpu_us += gpu_us
-                    rows[key].amount += amount
+                for use in ledger.gpu_use(
+                    piece_start, piece_end, interval.gpus, prices.gpu(instance.spec_name),
+                    faults.of(interval.node),
+                ):  # fmt: skip
+                    if use.credited:
+                        rows[key].credited_gpu_us += use.gpu_us
+                    else:
+                        rows[key].gpu_us += use.gpu_us
+                        rows[key].amount += use.amount
     by_storage: dict[str, list[Sample]] = defaultdict(list)
     for doc in samples:
         by_storage[doc["storage_id"]].append(Sample(doc["at_us"], doc["bytes_used"]))
@@ -191,6 +216,7 @@ def _row(key: str, tallied: _Tally) -> UsageRow:
         key=key,
         gpu_microseconds=tallied.gpu_us,
         gpu_seconds=tallied.gpu_us / ledger.US_PER_S,
+        credited_gpu_microseconds=tallied.credited_gpu_us,
         storage_gb_hours=ledger.gb_hours(tallied.byte_us),
         amount=tallied.amount,
     )
@@ -207,6 +233,7 @@ class MeteringService:
         broker: KafkaBroker,
         *,
         source: str,
+        usage_settle_s: float = 30.0,
     ) -> None:
         self.facts = facts
         self.prices = prices
@@ -215,6 +242,7 @@ class MeteringService:
         self.invoices = invoices
         self.broker = broker
         self.source = source
+        self.usage_settle_us = int(usage_settle_s * ledger.US_PER_S)
         #: Instances with transitions recorded since the last usage-record pass;
         #: None until the first, full pass.
         self._dirty: set[tuple[str, str]] | None = None
@@ -237,7 +265,9 @@ class MeteringService:
             "gpu_type": data.gpu_type,
             "gpu_count": data.gpu_count,
             "zone": data.zone,
+            "node": data.node,
             "user_id": data.user_id,
+            "recorded_us": ledger.to_us(now_utc()),
         }
 
     async def record_transitions(self, events: list[tuple[str, InstanceStateChanged]]) -> None:
@@ -267,6 +297,14 @@ class MeteringService:
                 "at_us": at_us,
             }
         )
+
+    async def record_health(self, data: NodeHealthChanged) -> None:
+        """A node's health change: the quarantines in them are credited, not billed."""
+        at_us = ledger.to_us(data.at)
+        await self.facts.record_health(
+            {"_id": f"{data.node}@{at_us}:{data.health}", "node": data.node,
+             "health": data.health, "at_us": at_us}
+        )  # fmt: skip
 
     async def apply_tenant(self, data: TenantUpserted | TenantDeleted) -> None:
         cap = data.quota.monthly_spend_cap_cents if isinstance(data, TenantUpserted) else None
@@ -332,7 +370,7 @@ class MeteringService:
         samples = [] if instance_id is not None else await self.facts.samples(tenant_id)
         rows = tally(
             instances_from(transitions), samples, PriceBook(await self.prices.all()),
-            start_us=ledger.to_us(start), end_us=ledger.to_us(end), now_us=ledger.to_us(as_of),
+            FaultBook(await self.facts.health()), start_us=ledger.to_us(start), end_us=ledger.to_us(end), now_us=ledger.to_us(as_of),
             group_by=group_by,
         )  # fmt: skip
         total = _Tally()
@@ -348,12 +386,12 @@ class MeteringService:
     def as_csv(report: UsageReport) -> str:
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(
-            [report.group_by, "gpu_seconds", "gpu_microseconds", "storage_gb_hours", "amount"]
-        )
+        writer.writerow([report.group_by, "gpu_seconds", "gpu_microseconds",
+                         "credited_gpu_microseconds", "storage_gb_hours", "amount"])  # fmt: skip
         for row in [*report.rows, report.total]:
             writer.writerow([row.key, f"{row.gpu_microseconds / ledger.US_PER_S:.6f}",
-                             row.gpu_microseconds, row.storage_gb_hours, row.amount])  # fmt: skip
+                             row.gpu_microseconds, row.credited_gpu_microseconds,
+                             row.storage_gb_hours, row.amount])  # fmt: skip
         return out.getvalue()
 
     # --- invoices ------------------------------------------------------------------
@@ -362,20 +400,22 @@ class MeteringService:
         """The invoice of a month, computed from the facts: the same facts, the same invoice."""
         start_us, end_us = ledger.month_bounds(period)
         prices = PriceBook(await self.prices.all())
+        faults = FaultBook(await self.facts.health())
         lines: list[InvoiceLine] = []
         instances = instances_from(await self.facts.transitions(tenant_id))
         for spec_name in sorted({instance.spec_name for instance in instances}):
-            gpu_us_by_price: dict[Decimal | None, int] = defaultdict(int)
+            # price -> [billed, credited] GPU-µs
+            gpu_us_by_price: dict[Decimal | None, list[int]] = defaultdict(lambda: [0, 0])
             for instance in (i for i in instances if i.spec_name == spec_name):
                 for interval in instance.intervals:
                     clipped = interval.clip(start_us, end_us, end_us)
                     if clipped is None:
                         continue
-                    for gpu_us, price, _ in ledger.priced_gpu_use(
-                        *clipped, interval.gpus, prices.gpu(spec_name)
+                    for use in ledger.gpu_use(
+                        *clipped, interval.gpus, prices.gpu(spec_name), faults.of(interval.node)
                     ):
-                        gpu_us_by_price[price] += gpu_us
-            for price, gpu_us in sorted(
+                        gpu_us_by_price[use.price][1 if use.credited else 0] += use.gpu_us
+            for price, (billed, credited) in sorted(
                 gpu_us_by_price.items(), key=lambda kv: kv[0] or Decimal(0)
             ):
                 lines.append(
@@ -383,13 +423,14 @@ class MeteringService:
                         description=f"{spec_name}: GPU-hours",
                         meter="gpu_hour",
                         spec_name=spec_name,
-                        quantity=Decimal(gpu_us) / ledger.US_PER_HOUR,
+                        quantity=Decimal(billed) / ledger.US_PER_HOUR,
+                        credited_quantity=Decimal(credited) / ledger.US_PER_HOUR,
                         unit_price=price,
-                        amount_cents=ledger.cents(ledger.gpu_amount(gpu_us, price)),
+                        amount_cents=ledger.cents(ledger.gpu_amount(billed, price)),
                     )
                 )
-        storage = tally([], await self.facts.samples(tenant_id), prices, start_us=start_us,
-                        end_us=end_us, now_us=end_us, group_by="spec")  # fmt: skip
+        storage = tally([], await self.facts.samples(tenant_id), prices, faults,
+                        start_us=start_us, end_us=end_us, now_us=end_us, group_by="spec")  # fmt: skip
         if storage:
             byte_us = sum(t.byte_us for t in storage.values())
             lines.append(
@@ -446,11 +487,13 @@ class MeteringService:
         await self.budgets.put(tenant_id, body.model_dump())
         return await self.get_budget(tenant_id)
 
-    async def month_to_date_cents(self, tenant_id: str, at: datetime, prices: PriceBook) -> int:
+    async def month_to_date_cents(
+        self, tenant_id: str, at: datetime, prices: PriceBook, faults: FaultBook
+    ) -> int:
         start_us, end_us = ledger.month_bounds(ledger.period_of(at))
         rows = tally(
             instances_from(await self.facts.transitions(tenant_id)),
-            await self.facts.samples(tenant_id), prices,
+            await self.facts.samples(tenant_id), prices, faults,
             start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
         )  # fmt: skip
         return ledger.cents(sum((t.amount for t in rows.values()), Decimal(0)))
@@ -460,7 +503,9 @@ class MeteringService:
         if doc is None:
             raise NotFound("no budget is set for this tenant")
         at = now_utc()
-        spent = await self.month_to_date_cents(tenant_id, at, PriceBook(await self.prices.all()))
+        spent = await self.month_to_date_cents(
+            tenant_id, at, PriceBook(await self.prices.all()), FaultBook(await self.facts.health())
+        )
         return Budget(
             tenant_id=tenant_id, period=ledger.period_of(at), spent_cents=spent,
             monthly_budget_cents=doc["monthly_budget_cents"], thresholds=doc["thresholds"],
@@ -475,9 +520,11 @@ class MeteringService:
         period = ledger.period_of(at)
         caps = await self.budgets.caps()
         budgets = {doc["_id"]: doc for doc in await self.budgets.all()}
-        prices = PriceBook(await self.prices.all())  # once per round, not per tenant
+        # Once per round, not per tenant.
+        prices = PriceBook(await self.prices.all())
+        faults = FaultBook(await self.facts.health())
         for tenant_id in sorted(set(caps) | set(budgets)):
-            spent = await self.month_to_date_cents(tenant_id, at, prices)
+            spent = await self.month_to_date_cents(tenant_id, at, prices, faults)
             budget = budgets.get(tenant_id)
             stop_reason = None
             if budget is not None:
@@ -536,10 +583,12 @@ class MeteringService:
     async def publish_usage_records(self) -> int:
         """Every final GPU interval, priced, as a usage record; once each.
 
-        An interval is final once it is closed and every transition up to the
-        closing one is recorded (a late one could still move its end). The
+        An interval is final once it is closed, every transition up to the
+        closing one is recorded (a late one could still move its end), and the
+        closing one was recorded `usage_settle_s` ago (a node health change
+        published around the same moment could still credit part of it). The
         first pass looks at every instance; later passes only at instances
-        that got new transitions since.
+        that got new transitions since, or still had an interval settling.
         """
         full = self._dirty is None
         dirty, self._dirty = self._dirty or set(), set()  # from here on, changes are tracked
@@ -562,6 +611,8 @@ class MeteringService:
             ]
             known = None
         prices = PriceBook(await self.prices.all())
+        faults = FaultBook(await self.facts.health())
+        settled_before = ledger.to_us(now_utc()) - self.usage_settle_us
         published = 0
         for instance in instances_from(transitions):
             for interval in instance.intervals:
@@ -570,18 +621,22 @@ class MeteringService:
                 usage_id = f"{instance.tenant_id}/{instance.instance_id}#{interval.opened_by}"
                 if known is not None and usage_id in known:
                     continue
-                amount = sum(
-                    (amount for _, _, amount in ledger.priced_gpu_use(
-                        interval.start_us, interval.end_us, interval.gpus,
-                        prices.gpu(instance.spec_name))),
-                    Decimal(0),
-                )  # fmt: skip
+                assert interval.closed_by is not None
+                if instance.recorded_us[interval.closed_by] > settled_before:
+                    if self._dirty is not None:  # look again next round
+                        self._dirty.add((instance.tenant_id, instance.instance_id))
+                    continue
+                uses = list(ledger.gpu_use(
+                    interval.start_us, interval.end_us, interval.gpus,
+                    prices.gpu(instance.spec_name), faults.of(interval.node),
+                ))  # fmt: skip
                 record = {
                     "_id": usage_id, "tenant_id": instance.tenant_id,
                     "subject_id": instance.instance_id, "meter": "gpu_seconds",
-                    "quantity": (interval.end_us - interval.start_us) * interval.gpus / ledger.US_PER_S,
+                    "quantity": sum(u.gpu_us for u in uses if not u.credited) / ledger.US_PER_S,
+                    "credited_quantity": sum(u.gpu_us for u in uses if u.credited) / ledger.US_PER_S,
                     "start_us": interval.start_us, "end_us": interval.end_us,
-                    "amount_cents": float(amount * 100),
+                    "amount_cents": float(sum((u.amount for u in uses), Decimal(0)) * 100),
                 }  # fmt: skip
                 if await self.usage_records.claim(record):
                     await self._publish_usage(record)
@@ -602,6 +657,7 @@ class MeteringService:
             UsageRecorded(
                 usage_id=record["_id"], tenant_id=record["tenant_id"], subject_id=record["subject_id"],
                 meter=record["meter"], quantity=record["quantity"],
+                credited_quantity=record.get("credited_quantity", 0.0),
                 start=ledger.from_us(record["start_us"]), end=ledger.from_us(record["end_us"]),
                 amount_cents=record["amount_cents"],
             ),

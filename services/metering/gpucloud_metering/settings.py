@@ -10,3 +10,7 @@ class MeteringSettings(ServiceSettings):
     budget_interval_s: float = 5.0
     #: How often closed GPU intervals go out as usage records, and the outbox is swept.
     usage_interval_s: float = 15.0
+    #: A closed GPU interval goes out as a usage record once its closing transition has
+    #: been recorded this long, so that a node health change published around the same
+    #: moment can still credit it.
+    usage_settle_s: float = 30.0

@@ -1,6 +1,6 @@
 """All MongoDB access of the metering service.
 
-Facts (transitions, storage samples, prices) are insert-only documents whose
+Facts (transitions, storage samples, node health changes, prices) are insert-only documents whose
 `_id` is their natural key, so a replayed or duplicated event is a duplicate
 key, never a second count, and nothing is ever read-modified-written. Usage is
 derived from the facts when asked.
@@ -17,6 +17,7 @@ from gpucloud_libs.mongo import Database, Document, IndexPlan
 
 TRANSITIONS = "transitions"
 SAMPLES = "storage_samples"
+HEALTH = "node_health"
 PRICES = "prices"
 BUDGETS = "budgets"
 TENANT_CAPS = "tenant_caps"
@@ -46,6 +47,7 @@ class FactStore:
     def __init__(self, db: Database) -> None:
         self._transitions = db[TRANSITIONS]
         self._samples = db[SAMPLES]
+        self._health = db[HEALTH]
 
     async def record_transitions(
         self, documents: list[Document]
@@ -71,6 +73,13 @@ class FactStore:
 
     async def record_sample(self, document: Document) -> bool:
         return await _insert_new(self._samples, document)
+
+    async def record_health(self, document: Document) -> bool:
+        return await _insert_new(self._health, document)
+
+    async def health(self) -> list[Document]:
+        """Every node health change: a handful per node a year, read whole."""
+        return await self._health.find({}).to_list()
 
     async def transitions(self, tenant_id: str | None) -> list[Document]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}

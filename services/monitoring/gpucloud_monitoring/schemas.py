@@ -69,6 +69,8 @@ class Alert(ApiModel):
     value: float
     fired_at: datetime
     resolved_at: datetime | None = None
+    #: Why it resolved, when not by the metric recovering: `rule_deleted`, `rule_disabled`.
+    resolution: str | None = None
 
 
 class GpuView(ApiModel):

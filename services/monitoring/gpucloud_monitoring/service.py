@@ -89,6 +89,9 @@ class MonitoringService:
         self.rules = RuleEngine()
         self.node_labels: dict[str, dict[str, str]] = {}
         self._webhooks: dict[str, str] = {}  # rule id -> URL
+        #: Pending webhook deliveries of this process, by id: when each is due next.
+        #: None until the first round after a start has read the pending ones.
+        self._due_deliveries: dict[str, datetime] | None = None
         self._http = httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_S)
 
     async def start(self) -> None:
@@ -210,13 +213,24 @@ class MonitoringService:
         await self.store.put_health(node, {**doc, "published": True})
 
     async def republish(self) -> None:
-        """Publish what a failure left unpublished: health changes, alert transitions."""
+        """Publish what a failure left unpublished: health changes, alert transitions;
+        and end the alerts whose rule is gone or disabled (on any replica)."""
         for doc in await self.store.healths():
             if not doc.get("published"):
                 await self._publish_health(doc["_id"], {k: v for k, v in doc.items() if k != "_id"})
-        for alert in await self.store.firing():
+        open_alerts = await self.store.unfinished_alerts()
+        rules = (
+            {doc["_id"]: doc for doc in await self.store.rules(every=True)} if open_alerts else {}
+        )
+        for alert in open_alerts:
+            if alert["state"] == "resolved":  # resolved, its publish failed
+                await self._resolve(alert, alert["resolved_at"], alert["resolved_value"], None)
+                continue
             if not alert.get("published_firing"):
                 await self._publish_alert(alert, "firing")
+            rule = rules.get(alert["rule_id"])
+            if rule is None or not rule.get("enabled", True):
+                await self._resolve(alert, now(), alert["value"], _ended_by(rule))
 
     # --- alerts ---------------------------------------------------------------------
 
@@ -249,13 +263,21 @@ class MonitoringService:
                 await self._publish_alert(doc, "firing")
             return
         doc = await self.store.alert(transition.alert_id) or {}
-        if not doc or doc.get("published_resolved"):
+        if doc:
+            await self._resolve(doc, transition.at, transition.value, None)
+
+    async def _resolve(
+        self, doc: Document, at: datetime, value: float, resolution: str | None
+    ) -> None:
+        """Resolve a firing alert once: by its metric recovering (resolution None), or
+        because its rule was deleted or disabled."""
+        if doc.get("published_resolved"):
             return
-        await self.store.update_alert(
-            transition.alert_id,
-            {"state": "resolved", "resolved_at": transition.at, "resolved_value": transition.value},
-        )
-        doc.update(state="resolved", resolved_at=transition.at, resolved_value=transition.value)
+        if doc["state"] != "resolved":
+            fields = {"state": "resolved", "resolved_at": at, "resolved_value": value,
+                      "resolution": resolution}  # fmt: skip
+            await self.store.update_alert(doc["_id"], fields)
+            doc.update(fields)
         await self._publish_alert(doc, "resolved")
 
     async def _publish_alert(self, doc: Document, state: str) -> None:
@@ -266,6 +288,7 @@ class MonitoringService:
             severity=doc["severity"], subject=doc["subject"], metric=doc["metric"],
             value=doc["value"] if state == "firing" else doc.get("resolved_value", doc["value"]),
             threshold=doc["threshold"], at=at,
+            resolution=doc.get("resolution") if state == "resolved" else None,
         )  # fmt: skip
         await publish_event(
             self.broker, ALERTS, event, source=self.source, event_id=f"{doc['_id']}:{state}"
@@ -273,9 +296,10 @@ class MonitoringService:
         await self.store.update_alert(doc["_id"], {f"published_{state}": True})
         url = self._webhooks.get(doc["rule_id"])
         if url:
+            delivery_id = f"{doc['_id']}:{state}"
             await self.store.insert_delivery(
                 {
-                    "_id": f"{doc['_id']}:{state}",
+                    "_id": delivery_id,
                     "rule_id": doc["rule_id"],
                     "url": url,
                     "payload": event.model_dump(mode="json"),
@@ -285,36 +309,56 @@ class MonitoringService:
                     "last_error": None,
                 }
             )
+            if self._due_deliveries is not None:
+                self._due_deliveries[delivery_id] = now()
 
     async def deliver_webhooks(self) -> None:
-        """Send pending deliveries that are due; back off exponentially on failure."""
+        """Send pending deliveries that are due; back off exponentially on failure.
+
+        The store is scanned for pending deliveries once after a start (a crash
+        may have left some); afterwards only this process's own are looked up,
+        by id, so the cost does not grow with the history of deliveries.
+        """
         at = now()
-        for delivery in await self.store.pending_deliveries():
-            if _aware(delivery["next_at"]) > at:
+        if self._due_deliveries is None:
+            pending = await self.store.pending_deliveries()
+            self._due_deliveries = {d["_id"]: _aware(d["next_at"]) for d in pending}
+        due = sorted(key for key, next_at in self._due_deliveries.items() if next_at <= at)
+        for delivery_id in due:
+            delivery = await self.store.delivery(delivery_id)
+            if delivery is None or delivery["state"] != "pending":
+                self._due_deliveries.pop(delivery_id, None)
                 continue
-            attempts = delivery["attempts"] + 1
-            error = None
-            try:
-                await self._check_webhook_url(delivery["url"])
-                response = await self._http.post(
-                    delivery["url"], json=delivery["payload"],
-                    headers={"X-Gpucloud-Delivery": delivery["_id"]},
-                )  # fmt: skip
-                if response.is_success:
-                    await self.store.update_delivery(
-                        delivery["_id"],
-                        {"state": "delivered", "attempts": attempts, "delivered_at": now()},
-                    )
-                    continue
-                error = f"HTTP {response.status_code}"
-            except (httpx.HTTPError, ValidationFailed) as failure:
-                error = f"{type(failure).__name__}: {failure}"[:300]
-            fields: Document = {"attempts": attempts, "last_error": error}
-            if attempts >= WEBHOOK_ATTEMPTS:
-                fields["state"] = "failed"
-            else:
-                fields["next_at"] = now() + timedelta(seconds=2 ** (attempts - 1))
-            await self.store.update_delivery(delivery["_id"], fields)
+            await self._attempt_delivery(delivery)
+
+    async def _attempt_delivery(self, delivery: Document) -> None:
+        assert self._due_deliveries is not None
+        delivery_id, attempts = delivery["_id"], delivery["attempts"] + 1
+        error = None
+        try:
+            await self._check_webhook_url(delivery["url"])
+            response = await self._http.post(
+                delivery["url"],
+                json=delivery["payload"],
+                headers={"X-Gpucloud-Delivery": delivery_id},
+            )
+            if response.is_success:
+                await self.store.update_delivery(
+                    delivery_id, {"state": "delivered", "attempts": attempts, "delivered_at": now()}
+                )
+                self._due_deliveries.pop(delivery_id, None)
+                return
+            error = f"HTTP {response.status_code}"
+        except (httpx.HTTPError, ValidationFailed) as failure:
+            error = f"{type(failure).__name__}: {failure}"[:300]
+        fields: Document = {"attempts": attempts, "last_error": error}
+        if attempts >= WEBHOOK_ATTEMPTS:
+            fields["state"] = "failed"
+            self._due_deliveries.pop(delivery_id, None)
+        else:
+            fields["next_at"] = now() + timedelta(seconds=2 ** (attempts - 1))
+            self._due_deliveries[delivery_id] = fields["next_at"]
+        await self.store.update_delivery(delivery_id, fields)
 
     async def _check_webhook_url(self, url: str) -> None:
         parsed = urlparse(url)
@@ -400,12 +444,22 @@ class MonitoringService:
         doc.update(changes)
         await self.store.replace_rule(doc)
         await self.reload_rules()
+        if not doc.get("enabled", True):
+            await self._end_alerts_of(rule_id, _ended_by(doc))
         return self._rule_view(doc)
 
     async def delete_rule(self, identity: Identity, rule_id: str) -> None:
         await self._owned_rule(identity, rule_id)
         await self.store.delete_rule(rule_id)
         await self.reload_rules()
+        await self._end_alerts_of(rule_id, _ended_by(None))
+
+    async def _end_alerts_of(self, rule_id: str, resolution: str) -> None:
+        """A rule that is gone cannot see its alerts recover: they end now. (Replicas
+        that missed this see it in their republish sweep.)"""
+        for alert in await self.store.firing():
+            if alert["rule_id"] == rule_id:
+                await self._resolve(alert, now(), alert["value"], resolution)
 
     async def list_alerts(self, identity: Identity, state: str | None, limit: int) -> list[Alert]:
         query: Document = {}
@@ -430,6 +484,7 @@ class MonitoringService:
                 value=doc["value"],
                 fired_at=doc["fired_at"],
                 resolved_at=doc.get("resolved_at"),
+                resolution=doc.get("resolution"),
             )
             for doc in await self.store.alerts(query, limit)
         ]
@@ -662,6 +717,10 @@ class MonitoringService:
         at = now()
         await self.store.drop_older(MINUTES, at - timedelta(hours=self.settings.minute_retention_h))
         await self.store.drop_older(HOURS, at - timedelta(days=self.settings.hour_retention_days))
+
+
+def _ended_by(rule: Document | None) -> str:
+    return "rule_deleted" if rule is None else "rule_disabled"
 
 
 def _weighted(members: list[NodeView]) -> float | None:

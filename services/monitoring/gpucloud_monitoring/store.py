@@ -36,7 +36,10 @@ INDEXES: IndexPlan = {
         IndexModel([("gpu_uuid", ASCENDING), ("start", ASCENDING)], name="gpu_start"),
         IndexModel([("start", ASCENDING)], name="start"),
     ],
-    ALERTS: [IndexModel([("tenant_id", ASCENDING), ("fired_at", ASCENDING)], name="tenant_fired")],
+    ALERTS: [
+        IndexModel([("tenant_id", ASCENDING), ("fired_at", ASCENDING)], name="tenant_fired"),
+        IndexModel([("published_resolved", ASCENDING)], name="unfinished"),
+    ],
 }
 
 
@@ -129,6 +132,10 @@ class MonitoringStore:
     async def firing(self) -> list[Document]:
         return [doc async for doc in self.db[ALERTS].find({"state": "firing"})]
 
+    async def unfinished_alerts(self) -> list[Document]:
+        """Firing, or resolved with the resolution not yet published."""
+        return [doc async for doc in self.db[ALERTS].find({"published_resolved": False})]
+
     # --- webhook deliveries ---------------------------------------------------------
 
     async def insert_delivery(self, doc: Document) -> None:
@@ -137,6 +144,9 @@ class MonitoringStore:
 
     async def pending_deliveries(self) -> list[Document]:
         return [doc async for doc in self.db[DELIVERIES].find({"state": "pending"})]
+
+    async def delivery(self, delivery_id: str) -> Document | None:
+        return await self.db[DELIVERIES].find_one({"_id": delivery_id})
 
     async def update_delivery(self, delivery_id: str, fields: Document) -> None:
         await self.db[DELIVERIES].update_one({"_id": delivery_id}, {"$set": fields})
