@@ -19,13 +19,14 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faststream.kafka import KafkaBroker
 
-from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged
+from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged, StorageUsageSampled
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.topics import (
     BILLING_ALERTS,
     INSTANCE_COMMANDS,
     INSTANCE_LIFECYCLE,
     NODE_HEALTH,
+    STORAGE_USAGE,
     USAGE,
 )
 from gpucloud_metering import ledger
@@ -226,6 +227,22 @@ def test_time_on_a_quarantined_node_is_credited_not_billed() -> None:
     assert sum((u.amount for u in uses), Decimal(0)) == Decimal("15.00")
     # Time outside the windows is billed in full.
     assert all(not u.credited for u in ledger.gpu_use(hour, 2 * hour, 2, prices, faults))
+
+
+def test_storage_hours_go_out_once_a_later_sample_closes_them() -> None:
+    hour, gb = ledger.US_PER_HOUR, 10**9
+    samples = [
+        ledger.Sample(0, 2 * gb),
+        ledger.Sample(hour // 2, 4 * gb),
+        ledger.Sample(2 * hour + 5, 0),
+    ]
+    prices = [ledger.Price(0, Decimal("0.73"))]  # per GB-month of 730 h: 0.001 per GB-hour
+    closed = list(ledger.final_storage_hours(samples, prices))
+    assert [(h, ledger.gb_hours(b), a) for h, b, a in closed] == [
+        (0, Decimal(3), Decimal("0.003")),
+        (hour, Decimal(4), Decimal("0.004")),
+    ]  # the third hour holds 5 µs of 4 GB, but nothing closes it yet
+    assert list(ledger.final_storage_hours(samples[:2], prices)) == []
 
 
 # --- exactness over the real pipeline -----------------------------------------------------
@@ -448,7 +465,8 @@ async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_reco
             headers=platform.admin,
         )  # fmt: skip
         rows: list[dict[str, Any]] = response.json()["rows"]
-        return rows if len(rows) == 2 and rows[0]["creditedGpuMicroseconds"] else None
+        # Both health changes recorded: the credit is the middle hour, not up to the end.
+        return rows if len(rows) == 2 and rows[0]["creditedGpuMicroseconds"] == 2 * hour else None
 
     on_faulty, on_sound = await eventually(credited, timeout=60)
     assert (on_faulty["key"], on_faulty["gpuMicroseconds"], on_faulty["creditedGpuMicroseconds"]) == (
@@ -473,6 +491,43 @@ async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_reco
     assert (faulty_record["quantity"], faulty_record["credited_quantity"]) == (14_400, 7_200)
     assert faulty_record["amount_cents"] == 800
     assert (sound_record["quantity"], sound_record["credited_quantity"]) == (21_600, 0)
+
+
+async def test_storage_usage_goes_out_per_closed_hour(
+    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+) -> None:
+    tenant_id, storage_id = unique("stored"), unique("bucket")
+    # Storage has one price for everyone; a moment in April 2032 of its own per run.
+    effective = datetime(2032, 4, 1, tzinfo=UTC) + timedelta(seconds=random.randrange(2_000_000))
+    price = await platform.http.post(
+        "/v1/prices",
+        json={"meter": "storage_gb_month", "amount": "0.73", "effectiveFrom": effective.isoformat()},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert price.status_code == 201, price.text
+    start, hour, gb = datetime(2032, 5, 3, tzinfo=UTC), timedelta(hours=1), 10**9
+    for at, size in [(start, 2 * gb), (start + hour / 2, 4 * gb), (start + 2 * hour, 0)]:
+        await publish_event(
+            broker, STORAGE_USAGE,
+            StorageUsageSampled(storage_id=storage_id, tenant_id=tenant_id, kind="object", bytes_used=size, at=at),
+            source="/test",
+        )  # fmt: skip
+
+    async def records_out(kafka: str = kafka_bootstrap) -> list[dict[str, Any]] | None:
+        records = await read_topic(kafka, USAGE.name, expect=1_000_000, timeout=2)
+        found = [json.loads(r.value) for r in records if r.key == tenant_id.encode()]
+        return sorted(found, key=lambda r: r["start"]) if len(found) == 2 else None
+
+    first, second = await eventually(records_out, timeout=60, interval=3)
+    assert [(r["meter"], r["subject_id"]) for r in (first, second)] == [
+        ("storage_gb_hours", storage_id)
+    ] * 2
+    assert (datetime.fromisoformat(first["start"]), datetime.fromisoformat(first["end"])) == (
+        start,
+        start + hour,
+    )
+    assert (first["quantity"], second["quantity"]) == (3.0, 4.0)  # GB-hours
+    assert (first["amount_cents"], second["amount_cents"]) == (0.3, 0.4)
 
 
 async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(

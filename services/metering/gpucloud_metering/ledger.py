@@ -21,6 +21,7 @@ Billing rules:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -246,6 +247,32 @@ def storage_steps(samples: Iterable[Sample], now_us: int) -> list[tuple[int, int
         if end > sample.at_us and sample.bytes_used > 0:
             steps.append((sample.at_us, end, sample.bytes_used))
     return steps
+
+
+def final_storage_hours(
+    samples: Iterable[Sample], prices: list[Price]
+) -> Iterator[tuple[int, int, Decimal]]:
+    """(hour start, byte-µs, exact amount) of each UTC hour with bytes stored that a
+    sample at or after the hour's end has closed: no later sample can change it."""
+    ordered = sorted(samples, key=lambda s: s.at_us)
+    if not ordered:
+        return
+    closed_at = ordered[-1].at_us
+    byte_us_by_hour: dict[int, int] = defaultdict(int)
+    amount_by_hour: dict[int, Decimal] = defaultdict(Decimal)
+    for start, end, size in storage_steps(ordered, closed_at):
+        cursor = start
+        while cursor < end:
+            hour = cursor - cursor % US_PER_HOUR
+            stop = min(end, hour + US_PER_HOUR)
+            for seg_start, seg_end, price in priced_segments(cursor, stop, prices):
+                byte_us = (seg_end - seg_start) * size
+                byte_us_by_hour[hour] += byte_us
+                amount_by_hour[hour] += storage_amount(byte_us, price)
+            cursor = stop
+    for hour in sorted(byte_us_by_hour):
+        if hour + US_PER_HOUR <= closed_at:
+            yield hour, byte_us_by_hour[hour], amount_by_hour[hour]
 
 
 def crossed(spent_cents: int, budget_cents: int, thresholds: Iterable[int]) -> list[int]:

@@ -84,6 +84,30 @@ class InstanceFacts:
     recorded_us: dict[int, int]
 
 
+class ChangeSet:
+    """Keys (tenant, instance or storage) that got new facts since the last pass.
+    None until the first pass, which looks at everything."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[str, str]] | None = None
+
+    def add(self, *keys: tuple[str, str]) -> None:
+        if self._keys is not None:
+            self._keys.update(keys)
+
+    def take(self) -> set[tuple[str, str]] | None:
+        """The changes to look at now (None: everything); tracking starts afresh."""
+        taken, self._keys = self._keys, set()
+        return taken
+
+    def give_back(self, keys: set[tuple[str, str]] | None) -> None:
+        """A pass failed: look at its keys again next time (everything, if it was full)."""
+        if keys is None or self._keys is None:
+            self._keys = None
+        else:
+            self._keys |= keys
+
+
 def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
     grouped: dict[tuple[str, str], list[Document]] = defaultdict(list)
     for doc in transitions:
@@ -243,9 +267,11 @@ class MeteringService:
         self.broker = broker
         self.source = source
         self.usage_settle_us = int(usage_settle_s * ledger.US_PER_S)
-        #: Instances with transitions recorded since the last usage-record pass;
-        #: None until the first, full pass.
-        self._dirty: set[tuple[str, str]] | None = None
+        #: Instances and storages with facts recorded since the last usage-record pass.
+        self._changed_instances = ChangeSet()
+        self._changed_storages = ChangeSet()
+        #: Per storage: usage records are claimed for every hour before this (µs).
+        self._storage_hours_done: dict[tuple[str, str], int] = {}
         self._notice_retries = PublishRetries()
         self._usage_retries = PublishRetries()
 
@@ -273,8 +299,7 @@ class MeteringService:
     async def record_transitions(self, events: list[tuple[str, InstanceStateChanged]]) -> None:
         """Record lifecycle transitions (event id, data); a repeat is a no-op."""
         documents = [self.transition_document(event_id, data) for event_id, data in events]
-        if self._dirty is not None:
-            self._dirty.update((data.tenant_id, data.instance_id) for _, data in events)
+        self._changed_instances.add(*((data.tenant_id, data.instance_id) for _, data in events))
         for repeat, kept in await self.facts.record_transitions(documents):
             if (kept["state"], kept["at_us"]) != (repeat["state"], repeat["at_us"]):
                 # Same instance and sequence, a different fact: the first one stays billed.
@@ -286,6 +311,9 @@ class MeteringService:
 
     async def record_sample(self, data: StorageUsageSampled) -> None:
         at_us = ledger.to_us(data.at)
+        key = (data.tenant_id, data.storage_id)
+        if at_us - at_us % ledger.US_PER_HOUR > self._storage_hours_done.get(key, -1):
+            self._changed_storages.add(key)  # it may close an hour
         await self.facts.record_sample(
             {
                 # Storage ids are unique per tenant, like instance ids.
@@ -581,24 +609,29 @@ class MeteringService:
     # --- usage out -----------------------------------------------------------------
 
     async def publish_usage_records(self) -> int:
-        """Every final GPU interval, priced, as a usage record; once each.
+        """Every final GPU interval and storage hour, priced, as a usage record; once each.
 
-        An interval is final once it is closed, every transition up to the
-        closing one is recorded (a late one could still move its end), and the
-        closing one was recorded `usage_settle_s` ago (a node health change
-        published around the same moment could still credit part of it). The
-        first pass looks at every instance; later passes only at instances
-        that got new transitions since, or still had an interval settling.
+        The first pass after a start looks at every instance and storage; later
+        passes only at those with new facts since (or an interval still settling).
         """
-        full = self._dirty is None
-        dirty, self._dirty = self._dirty or set(), set()  # from here on, changes are tracked
+        instances, storages = self._changed_instances.take(), self._changed_storages.take()
         try:
-            return await self._publish_final_intervals(None if full else dirty)
+            published = await self._publish_final_intervals(instances)
         except Exception:
-            self._dirty |= dirty  # look at them again next round
+            self._changed_instances.give_back(instances)
+            self._changed_storages.give_back(storages)
+            raise
+        try:
+            return published + await self._publish_final_storage_hours(storages)
+        except Exception:
+            self._changed_storages.give_back(storages)
             raise
 
     async def _publish_final_intervals(self, only: set[tuple[str, str]] | None) -> int:
+        """An interval is final once it is closed, every transition up to the closing
+        one is recorded (a late one could still move its end), and the closing one
+        was recorded `usage_settle_s` ago (a node health change published around the
+        same moment could still credit part of it)."""
         if only is None:
             transitions = await self.facts.transitions(None)
             known: set[str] | None = await self.usage_records.known_ids()
@@ -623,8 +656,7 @@ class MeteringService:
                     continue
                 assert interval.closed_by is not None
                 if instance.recorded_us[interval.closed_by] > settled_before:
-                    if self._dirty is not None:  # look again next round
-                        self._dirty.add((instance.tenant_id, instance.instance_id))
+                    self._changed_instances.add((instance.tenant_id, instance.instance_id))
                     continue
                 uses = list(ledger.gpu_use(
                     interval.start_us, interval.end_us, interval.gpus,
@@ -641,6 +673,49 @@ class MeteringService:
                 if await self.usage_records.claim(record):
                     await self._publish_usage(record)
                     published += 1
+        return published
+
+    async def _publish_final_storage_hours(self, only: set[tuple[str, str]] | None) -> int:
+        """A storage's usage per UTC hour goes out once a sample at or after the hour's
+        end is recorded (the storage service samples every minute, and sends 0 when
+        a storage is deleted); hours with nothing stored send nothing."""
+        if only is None:
+            samples = await self.facts.samples(None)
+            known: set[str] | None = await self.usage_records.known_ids()
+        else:
+            samples = [
+                doc
+                for tenant_id in {tenant_id for tenant_id, _ in only}
+                for doc in await self.facts.samples(tenant_id)
+                if (doc["tenant_id"], doc["storage_id"]) in only
+            ]
+            known = None
+        by_storage: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+        for doc in samples:
+            by_storage[(doc["tenant_id"], doc["storage_id"])].append(
+                Sample(doc["at_us"], doc["bytes_used"])
+            )
+        prices = PriceBook(await self.prices.all()).storage()
+        published = 0
+        for (tenant_id, storage_id), found in by_storage.items():
+            done = self._storage_hours_done.get((tenant_id, storage_id), 0)
+            for hour, byte_us, amount in ledger.final_storage_hours(found, prices):
+                usage_id = f"{tenant_id}/{storage_id}@{hour}"
+                if hour < done or (known is not None and usage_id in known):
+                    continue
+                record = {
+                    "_id": usage_id, "tenant_id": tenant_id, "subject_id": storage_id,
+                    "meter": "storage_gb_hours", "quantity": float(ledger.gb_hours(byte_us)),
+                    "start_us": hour, "end_us": hour + ledger.US_PER_HOUR,
+                    "amount_cents": float(amount * 100),
+                }  # fmt: skip
+                if await self.usage_records.claim(record):
+                    await self._publish_usage(record)
+                    published += 1
+            closed_at = max(sample.at_us for sample in found)
+            self._storage_hours_done[(tenant_id, storage_id)] = (
+                closed_at - closed_at % ledger.US_PER_HOUR
+            )
         return published
 
     async def _publish_usage(self, record: Document) -> None:
