@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 from faststream.kafka import KafkaBroker
+from pymongo import AsyncMongoClient
 
 from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged, StorageUsageSampled
 from gpucloud_libs.kafka import create_broker, publish_event
@@ -29,7 +30,7 @@ from gpucloud_libs.topics import (
     STORAGE_USAGE,
     USAGE,
 )
-from gpucloud_metering import ledger
+from gpucloud_metering import ledger, store
 from gpucloud_stack import layout
 
 from .platform import Platform, assert_problem, bearer
@@ -243,6 +244,25 @@ def test_storage_hours_go_out_once_a_later_sample_closes_them() -> None:
         (hour, Decimal(4), Decimal("0.004")),
     ]  # the third hour holds 5 µs of 4 GB, but nothing closes it yet
     assert list(ledger.final_storage_hours(samples[:2], prices)) == []
+
+
+@pytest.mark.parametrize("asked", [3, store.FEW_INSTANCES + 2])
+async def test_an_instances_transitions_are_read_alone_and_only_in_its_tenant(
+    mongo: AsyncMongoClient[dict[str, Any]], asked: int
+) -> None:
+    facts = store.FactStore(mongo["gpucloud_tests"])
+    ours, theirs = unique("ours"), unique("theirs")
+    ids = [f"i{n}" for n in range(store.FEW_INSTANCES + 2)]
+    documents = [
+        {"_id": f"{tenant}/{instance_id}#{sequence}", "tenant_id": tenant,
+         "instance_id": instance_id, "sequence": sequence}
+        for tenant in (ours, theirs) for instance_id in ids for sequence in (1, 2)
+    ]  # fmt: skip
+    assert await facts.record_transitions(documents) == []
+    found = await facts.transitions_of(ours, set(ids[:asked]))
+    assert sorted(doc["_id"] for doc in found) == sorted(
+        f"{ours}/{instance_id}#{sequence}" for instance_id in ids[:asked] for sequence in (1, 2)
+    )  # the other tenant's instance of the same id is never read
 
 
 # --- exactness over the real pipeline -----------------------------------------------------

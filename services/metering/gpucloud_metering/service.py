@@ -390,9 +390,12 @@ class MeteringService:
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
         as_of = now_utc()
-        transitions = await self.facts.transitions(tenant_id)
-        if instance_id is not None:
-            transitions = [doc for doc in transitions if doc["instance_id"] == instance_id]
+        if instance_id is None:
+            transitions = await self.facts.transitions(tenant_id)
+        else:
+            if tenant_id is None:
+                raise ValidationFailed("an instance's usage is read within its tenant")
+            transitions = await self.facts.transitions_of(tenant_id, {instance_id})
             if not transitions:
                 raise NotFound(f"no usage for instance {instance_id!r}")
         samples = [] if instance_id is not None else await self.facts.samples(tenant_id)
@@ -636,11 +639,13 @@ class MeteringService:
             transitions = await self.facts.transitions(None)
             known: set[str] | None = await self.usage_records.known_ids()
         else:
+            by_tenant: dict[str, set[str]] = defaultdict(set)
+            for tenant_id, instance_id in only:
+                by_tenant[tenant_id].add(instance_id)
             transitions = [
                 doc
-                for tenant_id in {tenant_id for tenant_id, _ in only}
-                for doc in await self.facts.transitions(tenant_id)
-                if (doc["tenant_id"], doc["instance_id"]) in only
+                for tenant_id, instance_ids in by_tenant.items()
+                for doc in await self.facts.transitions_of(tenant_id, instance_ids)
             ]
             known = None
         prices = PriceBook(await self.prices.all())

@@ -25,8 +25,14 @@ NOTICES = "budget_notices"
 USAGE_RECORDS = "usage_records"
 INVOICES = "invoices"
 
+#: Up to this many instances of a tenant are read one by one (FactStore.transitions_of).
+FEW_INSTANCES = 8
+
 INDEXES: IndexPlan = {
-    TRANSITIONS: [IndexModel([("tenant_id", ASCENDING)])],
+    TRANSITIONS: [
+        IndexModel([("tenant_id", ASCENDING)]),
+        IndexModel([("instance_id", ASCENDING)]),
+    ],
     SAMPLES: [IndexModel([("tenant_id", ASCENDING)])],
     NOTICES: [IndexModel([("published", ASCENDING)])],
     USAGE_RECORDS: [IndexModel([("published", ASCENDING)])],
@@ -84,6 +90,22 @@ class FactStore:
     async def transitions(self, tenant_id: str | None) -> list[Document]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
         return await self._transitions.find(query).to_list()
+
+    async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[Document]:
+        """The transitions of a few instances of one tenant. One equality query per
+        instance: FerretDB hands equality filters to PostgreSQL, but filters `$in`
+        itself after reading every document; past a handful, one read of the tenant's
+        facts is cheaper."""
+        if len(instance_ids) > FEW_INSTANCES:
+            return [
+                doc for doc in await self.transitions(tenant_id)
+                if doc["instance_id"] in instance_ids
+            ]  # fmt: skip
+        found: list[Document] = []
+        for instance_id in sorted(instance_ids):
+            query = {"tenant_id": tenant_id, "instance_id": instance_id}
+            found += await self._transitions.find(query).to_list()
+        return found
 
     async def samples(self, tenant_id: str | None) -> list[Document]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
