@@ -8,7 +8,6 @@ import sys
 from . import (
     gateway_overhead,
     instance_start,
-    metering_reads,
     metering_throughput,
     monitoring_ingest,
     stack_startup,
@@ -20,7 +19,6 @@ BENCHMARKS = {
     "instances": instance_start.main,
     "gateway": gateway_overhead.main,
     "metering": metering_throughput.main,
-    "metering-reads": metering_reads.main,
     "storage": storage_transfer.main,
     "monitoring": monitoring_ingest.main,
 }

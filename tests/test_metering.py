@@ -22,7 +22,6 @@ from pymongo import AsyncMongoClient
 
 from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged, StorageUsageSampled
 from gpucloud_libs.kafka import create_broker, publish_event
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.topics import (
     BILLING_ALERTS,
     INSTANCE_COMMANDS,
@@ -264,68 +263,6 @@ async def test_an_instances_transitions_are_read_alone_and_only_in_its_tenant(
     assert sorted(doc["_id"] for doc in found) == sorted(
         f"{ours}/{instance_id}#{sequence}" for instance_id in ids[:asked] for sequence in (1, 2)
     )  # the other tenant's instance of the same id is never read
-
-
-async def test_a_time_range_reads_the_instances_of_its_months_and_those_still_billing(
-    mongo: AsyncMongoClient[dict[str, Any]],
-) -> None:
-    # A database of its own: the months noted in it are this test's only.
-    name = unique("spans")
-    facts = store.FactStore(mongo[name])
-    ours, theirs = unique("ours"), unique("theirs")
-
-    def transition(tenant: str, instance: str, sequence: int, state: str, at: str) -> Document:
-        return {"_id": f"{tenant}/{instance}#{sequence}", "tenant_id": tenant,
-                "instance_id": instance, "sequence": sequence, "state": state,
-                "at_us": ledger.to_us(datetime.fromisoformat(at))}  # fmt: skip
-
-    async def active(tenant: str | None, period: str) -> set[tuple[str, str]]:
-        found = await facts.transitions_active(tenant, *ledger.month_bounds(period))
-        return {(doc["tenant_id"], doc["instance_id"]) for doc in found}
-
-    try:
-        # Recorded before spans existed: built once, from the transitions.
-        before = [
-            transition(ours, "crossing", 1, "running", "2031-01-10T00:00:00+00:00"),
-            transition(ours, "crossing", 2, "stopped", "2031-03-05T00:00:00+00:00"),
-            transition(ours, "open", 1, "running", "2030-12-20T00:00:00+00:00"),
-            transition(theirs, "theirs", 1, "running", "2031-02-01T00:00:00+00:00"),
-            transition(theirs, "theirs", 2, "deleted", "2031-02-02T00:00:00+00:00"),
-        ]
-        assert await facts.record_transitions(before) == []
-        assert not await facts.spans_built()
-        assert await facts.build_spans() == len(before)
-        assert await facts.spans_built()
-        assert await facts.build_spans() == 0
-        # Recorded since: each batch extends its spans.
-        later = [transition(ours, "later", 1, "running", "2031-05-02T00:00:00+00:00"),
-                 transition(ours, "later", 2, "stopped", "2031-05-03T00:00:00+00:00")]  # fmt: skip
-        await facts.record_transitions(later)
-        await facts.extend_spans(later)
-
-        # February has no transition of "crossing" or "open", yet both held GPUs in it.
-        assert await active(ours, "2031-02") == {(ours, "crossing"), (ours, "open")}
-        assert await active(theirs, "2031-02") == {(theirs, "theirs")}
-        assert await active(None, "2031-02") == {
-            (ours, "crossing"),
-            (ours, "open"),
-            (theirs, "theirs"),
-        }
-        assert await active(ours, "2031-05") == {(ours, "open"), (ours, "later")}
-
-        # Stopping "open" in July: it still counts in April, and is no longer read in August.
-        stop = [transition(ours, "open", 2, "stopped", "2031-07-01T00:00:00+00:00")]
-        await facts.record_transitions(stop)
-        await facts.extend_spans(stop)
-        assert await active(ours, "2031-04") == {(ours, "open")}
-        assert await active(ours, "2031-08") == set()
-        april = await facts.transitions_active(ours, *ledger.month_bounds("2031-04"))
-        assert sorted((doc["sequence"], doc["state"]) for doc in april) == [
-            (1, "running"),
-            (2, "stopped"),
-        ]
-    finally:
-        await mongo.drop_database(name)
 
 
 # --- exactness over the real pipeline -----------------------------------------------------

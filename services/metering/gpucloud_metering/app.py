@@ -30,7 +30,6 @@ runtime.subscribe(STORAGE_USAGE, handlers.on_storage_usage)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
 
-runtime.every(settings.usage_interval_s, service.build_spans, "spans")
 runtime.every(settings.budget_interval_s, service.evaluate_budgets, "budgets")
 runtime.every(settings.usage_interval_s, service.publish_usage_records, "usage-records")
 runtime.every(settings.usage_interval_s, service.sweep_outbox, "outbox")

@@ -289,17 +289,4 @@ def month_bounds(period: str) -> tuple[int, int]:
 
 
 def period_of(at: datetime) -> str:
-    """The `YYYY-MM` period holding `at` (four-digit years, so periods sort as text)."""
-    at = at.astimezone(UTC)
-    return f"{at.year:04d}-{at.month:02d}"
-
-
-def months_between(first_us: int, last_us: int) -> list[str]:
-    """Every `YYYY-MM` period from the one holding `first_us` to the one holding `last_us`."""
-    first, last = from_us(first_us), from_us(last_us)
-    year, month = first.year, first.month
-    periods = []
-    while (year, month) <= (last.year, last.month):
-        periods.append(period_of(datetime(year, month, 1, tzinfo=UTC)))
-        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-    return periods
+    return at.astimezone(UTC).strftime("%Y-%m")

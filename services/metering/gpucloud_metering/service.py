@@ -300,9 +300,7 @@ class MeteringService:
         """Record lifecycle transitions (event id, data); a repeat is a no-op."""
         documents = [self.transition_document(event_id, data) for event_id, data in events]
         self._changed_instances.add(*((data.tenant_id, data.instance_id) for _, data in events))
-        recorded = {doc["_id"]: doc for doc in documents}
         for repeat, kept in await self.facts.record_transitions(documents):
-            recorded[repeat["_id"]] = kept
             if (kept["state"], kept["at_us"]) != (repeat["state"], repeat["at_us"]):
                 # Same instance and sequence, a different fact: the first one stays billed.
                 log.error(
@@ -310,8 +308,6 @@ class MeteringService:
                     extra={"transition": repeat["_id"], "kept_event": kept.get("event_id"),
                            "ignored_event": repeat["event_id"]},
                 )  # fmt: skip
-        # After the facts: a crash in between replays the batch, which extends them again.
-        await self.facts.extend_spans(list(recorded.values()))
 
     async def record_sample(self, data: StorageUsageSampled) -> None:
         at_us = ledger.to_us(data.at)
@@ -394,20 +390,19 @@ class MeteringService:
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
         as_of = now_utc()
-        start_us, end_us = ledger.to_us(start), ledger.to_us(end)
         if instance_id is None:
-            instances = await self.instances_in(tenant_id, start_us, end_us)
+            transitions = await self.facts.transitions(tenant_id)
         else:
             if tenant_id is None:
                 raise ValidationFailed("an instance's usage is read within its tenant")
-            instances = instances_from(await self.facts.transitions_of(tenant_id, {instance_id}))
-            if not instances:
+            transitions = await self.facts.transitions_of(tenant_id, {instance_id})
+            if not transitions:
                 raise NotFound(f"no usage for instance {instance_id!r}")
         samples = [] if instance_id is not None else await self.facts.samples(tenant_id)
         rows = tally(
-            instances, samples, PriceBook(await self.prices.all()),
-            FaultBook(await self.facts.health()), start_us=start_us, end_us=end_us,
-            now_us=ledger.to_us(as_of), group_by=group_by,
+            instances_from(transitions), samples, PriceBook(await self.prices.all()),
+            FaultBook(await self.facts.health()), start_us=ledger.to_us(start), end_us=ledger.to_us(end), now_us=ledger.to_us(as_of),
+            group_by=group_by,
         )  # fmt: skip
         total = _Tally()
         for tallied in rows.values():
@@ -417,20 +412,6 @@ class MeteringService:
             rows=[_row(key, rows[key]) for key in sorted(rows)], total=_row("total", total),
             as_of=as_of,
         )  # fmt: skip
-
-    async def instances_in(
-        self, tenant_id: str | None, start_us: int, end_us: int
-    ) -> list[InstanceFacts]:
-        """The instances that may have held GPUs in [start, end), of one tenant or all:
-        from their spans, or from every fact until the spans are built."""
-        if await self.facts.spans_built():
-            return instances_from(await self.facts.transitions_active(tenant_id, start_us, end_us))
-        return instances_from(await self.facts.transitions(tenant_id))
-
-    async def build_spans(self) -> None:
-        read = await self.facts.build_spans()
-        if read:
-            log.info("instance spans built from the recorded transitions", extra={"read": read})
 
     @staticmethod
     def as_csv(report: UsageReport) -> str:
@@ -452,7 +433,7 @@ class MeteringService:
         prices = PriceBook(await self.prices.all())
         faults = FaultBook(await self.facts.health())
         lines: list[InvoiceLine] = []
-        instances = await self.instances_in(tenant_id, start_us, end_us)
+        instances = instances_from(await self.facts.transitions(tenant_id))
         for spec_name in sorted({instance.spec_name for instance in instances}):
             # price -> [billed, credited] GPU-µs
             gpu_us_by_price: dict[Decimal | None, list[int]] = defaultdict(lambda: [0, 0])
@@ -542,7 +523,7 @@ class MeteringService:
     ) -> int:
         start_us, end_us = ledger.month_bounds(ledger.period_of(at))
         rows = tally(
-            await self.instances_in(tenant_id, start_us, end_us),
+            instances_from(await self.facts.transitions(tenant_id)),
             await self.facts.samples(tenant_id), prices, faults,
             start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
         )  # fmt: skip

@@ -2,29 +2,18 @@
 
 Facts (transitions, storage samples, node health changes, prices) are insert-only documents whose
 `_id` is their natural key, so a replayed or duplicated event is a duplicate
-key, never a second count. Usage is derived from the facts when asked.
-
-An instance span is the read model of one instance: its recorded transitions
-and every UTC month from its first to its last, and whether it is still
-billing. A read over a time range loads the spans of that range's months and
-the open ones, with equality queries only (FerretDB hands nothing else to
-PostgreSQL), instead of every fact ever recorded. Spans are derived from the
-transitions and written after them; every update merges, so a replayed batch
-or a rebuild running beside the consumer leaves the same span.
+key, never a second count, and nothing is ever read-modified-written. Usage is
+derived from the facts when asked.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from gpucloud_libs.mongo import Database, Document, IndexPlan
-
-from . import ledger
 
 TRANSITIONS = "transitions"
 SAMPLES = "storage_samples"
@@ -35,11 +24,6 @@ TENANT_CAPS = "tenant_caps"
 NOTICES = "budget_notices"
 USAGE_RECORDS = "usage_records"
 INVOICES = "invoices"
-SPANS = "instance_spans"
-SPAN_MONTHS = "span_months"
-META = "metering_meta"
-#: The META document that says every transition recorded so far is in a span.
-SPANS_BUILT = "instance_spans_built"
 
 #: Up to this many instances of a tenant are read one by one (FactStore.transitions_of).
 FEW_INSTANCES = 8
@@ -52,7 +36,6 @@ INDEXES: IndexPlan = {
     SAMPLES: [IndexModel([("tenant_id", ASCENDING)])],
     NOTICES: [IndexModel([("published", ASCENDING)])],
     USAGE_RECORDS: [IndexModel([("published", ASCENDING)])],
-    SPANS: [IndexModel([("months", ASCENDING)]), IndexModel([("open", ASCENDING)])],
     INVOICES: [IndexModel([("tenant_id", ASCENDING), ("period", ASCENDING)])],
 }
 
@@ -66,20 +49,11 @@ async def _insert_new(collection: Any, document: Document) -> bool:
     return True
 
 
-def _span_fact(transition: Document) -> Document:
-    return {key: value for key, value in transition.items() if key not in ("_id", "event_id")}
-
-
 class FactStore:
     def __init__(self, db: Database) -> None:
         self._transitions = db[TRANSITIONS]
         self._samples = db[SAMPLES]
         self._health = db[HEALTH]
-        self._spans = db[SPANS]
-        self._span_months = db[SPAN_MONTHS]
-        self._meta = db[META]
-        self._months_noted: set[str] = set()
-        self._spans_built = False
 
     async def record_transitions(
         self, documents: list[Document]
@@ -116,88 +90,6 @@ class FactStore:
     async def transitions(self, tenant_id: str | None) -> list[Document]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
         return await self._transitions.find(query).to_list()
-
-    async def extend_spans(self, transitions: list[Document], *, every_one: bool = False) -> None:
-        """Add recorded transitions to their instances' spans; `every_one` when they
-        are all the recorded transitions of their instances (the build).
-
-        One instance's transitions come from one partition, so one consumer at a
-        time extends its span; the read-then-write below relies on that only for
-        the months, which are added, never removed.
-        """
-        by_instance: dict[tuple[str, str], list[Document]] = defaultdict(list)
-        for transition in transitions:
-            by_instance[(transition["tenant_id"], transition["instance_id"])].append(transition)
-        for (tenant_id, instance_id), found in by_instance.items():
-            span_id = f"{tenant_id}/{instance_id}"
-            span = await self._spans.find_one({"_id": span_id}, {"facts": 1})
-            added = {f"s{t['sequence']}": _span_fact(t) for t in found}
-            facts = [*(span or {}).get("facts", {}).values(), *added.values()]
-            if span is None and not every_one and not await self.spans_built():
-                # Its earlier transitions may not be in a span yet; the build running
-                # meanwhile may have read them without this batch. Months must cover both.
-                facts += await self.transitions_of(tenant_id, {instance_id})
-            months = ledger.months_between(
-                min(f["at_us"] for f in facts), max(f["at_us"] for f in facts)
-            )
-            last = max(facts, key=lambda f: int(f["sequence"]))
-            await self._spans.update_one(
-                {"_id": span_id},
-                {
-                    "$set": {f"facts.{key}": fact for key, fact in added.items()},
-                    "$addToSet": {"months": {"$each": months}},
-                    "$max": {"last_sequence": last["sequence"]},
-                    "$setOnInsert": {"tenant_id": tenant_id, "instance_id": instance_id},
-                },
-                upsert=True,
-            )
-            # Open while its last transition (by sequence) is billable; a later
-            # sequence recorded meanwhile has set its own.
-            await self._spans.update_one(
-                {"_id": span_id, "last_sequence": last["sequence"]},
-                {"$set": {"open": last["state"] in ledger.BILLABLE_STATES}},
-            )
-            for month in set(months) - self._months_noted:
-                await self._span_months.replace_one({"_id": month}, {"_id": month}, upsert=True)
-                self._months_noted.add(month)
-
-    async def spans_built(self) -> bool:
-        if not self._spans_built:
-            self._spans_built = await self._meta.find_one({"_id": SPANS_BUILT}) is not None
-        return self._spans_built
-
-    async def build_spans(self) -> int:
-        """Put the transitions recorded before spans existed into spans: once per
-        database (the next ones extend spans as they are recorded). Returns how
-        many transitions it read."""
-        if await self.spans_built():
-            return 0
-        transitions = await self._transitions.find({}).to_list()
-        await self.extend_spans(transitions, every_one=True)
-        await self._meta.replace_one(
-            {"_id": SPANS_BUILT}, {"_id": SPANS_BUILT, "at": datetime.now(UTC)}, upsert=True
-        )
-        self._spans_built = True
-        return len(transitions)
-
-    async def transitions_active(
-        self, tenant_id: str | None, start_us: int, end_us: int
-    ) -> list[Document]:
-        """The transitions of every instance that may have held GPUs in [start, end):
-        those with a span in one of its months, and those still billing."""
-        first = ledger.period_of(ledger.from_us(start_us))
-        last = ledger.period_of(ledger.from_us(end_us - 1))
-        months = [
-            doc["_id"]
-            for doc in await self._span_months.find({}).to_list()
-            if first <= doc["_id"] <= last
-        ]
-        scope = {} if tenant_id is None else {"tenant_id": tenant_id}
-        spans: dict[str, Document] = {}
-        for query in [*({"months": month, **scope} for month in months), {"open": True, **scope}]:
-            for span in await self._spans.find(query, {"facts": 1}).to_list():
-                spans[span["_id"]] = span
-        return [fact for span in spans.values() for fact in span["facts"].values()]
 
     async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[Document]:
         """The transitions of a few instances of one tenant. One equality query per
