@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 
 #: Webhook retries: after 1, 2, 4 ... seconds, at most this many attempts.
 WEBHOOK_ATTEMPTS = 8
+#: An alert transition still unpublished after this is taken as failed and republished.
+REPUBLISH_AFTER = timedelta(seconds=30)
 WEBHOOK_TIMEOUT_S = 5.0
 
 
@@ -222,11 +224,15 @@ class MonitoringService:
         rules = (
             {doc["_id"]: doc for doc in await self.store.rules(every=True)} if open_alerts else {}
         )
+        # A transition younger than this may still be on its way out; publishing it
+        # here too would send it twice.
+        failed_before = now() - REPUBLISH_AFTER
         for alert in open_alerts:
-            if alert["state"] == "resolved":  # resolved, its publish failed
-                await self._resolve(alert, alert["resolved_at"], alert["resolved_value"], None)
+            if alert["state"] == "resolved":
+                if _aware(alert["resolved_at"]) <= failed_before:  # its publish failed
+                    await self._resolve(alert, alert["resolved_at"], alert["resolved_value"], None)
                 continue
-            if not alert.get("published_firing"):
+            if not alert.get("published_firing") and _aware(alert["fired_at"]) <= failed_before:
                 await self._publish_alert(alert, "firing")
             rule = rules.get(alert["rule_id"])
             if rule is None or not rule.get("enabled", True):
@@ -274,10 +280,10 @@ class MonitoringService:
         if doc.get("published_resolved"):
             return
         if doc["state"] != "resolved":
-            fields = {"state": "resolved", "resolved_at": at, "resolved_value": value,
-                      "resolution": resolution}  # fmt: skip
-            await self.store.update_alert(doc["_id"], fields)
-            doc.update(fields)
+            fields = {"resolved_at": at, "resolved_value": value, "resolution": resolution}
+            if not await self.store.resolve_alert(doc["_id"], fields):
+                return  # resolved meanwhile (its rule deleted, say): that path publishes it
+            doc.update(fields, state="resolved")
         await self._publish_alert(doc, "resolved")
 
     async def _publish_alert(self, doc: Document, state: str) -> None:

@@ -125,6 +125,13 @@ class MonitoringStore:
     async def update_alert(self, alert_id: str, fields: Document) -> None:
         await self.db[ALERTS].update_one({"_id": alert_id}, {"$set": fields})
 
+    async def resolve_alert(self, alert_id: str, fields: Document) -> bool:
+        """Resolve a firing alert; False if something else resolved it first."""
+        result = await self.db[ALERTS].update_one(
+            {"_id": alert_id, "state": "firing"}, {"$set": {**fields, "state": "resolved"}}
+        )
+        return result.modified_count == 1
+
     async def alerts(self, query: Document, limit: int) -> list[Document]:
         found = self.db[ALERTS].find(query).sort("fired_at", -1).limit(limit)
         return [doc async for doc in found]
