@@ -246,13 +246,13 @@ def test_storage_hours_go_out_once_a_later_sample_closes_them() -> None:
     assert list(ledger.final_storage_hours(samples[:2], prices)) == []
 
 
-@pytest.mark.parametrize("asked", [3, store.FEW_INSTANCES + 2])
+@pytest.mark.parametrize("asked", [3, store.FEW_SUBJECTS + 2])
 async def test_an_instances_transitions_are_read_alone_and_only_in_its_tenant(
     mongo: AsyncMongoClient[dict[str, Any]], asked: int
 ) -> None:
     facts = store.FactStore(mongo["gpucloud_tests"])
     ours, theirs = unique("ours"), unique("theirs")
-    ids = [f"i{n}" for n in range(store.FEW_INSTANCES + 2)]
+    ids = [f"i{n}" for n in range(store.FEW_SUBJECTS + 2)]
     documents = [
         {"_id": f"{tenant}/{instance_id}#{sequence}", "tenant_id": tenant,
          "instance_id": instance_id, "sequence": sequence}

@@ -249,6 +249,17 @@ def storage_steps(samples: Iterable[Sample], now_us: int) -> list[tuple[int, int
     return steps
 
 
+def storage_cost(start_us: int, end_us: int, size: int, prices: list[Price]) -> tuple[int, Decimal]:
+    """Byte-µs and exact amount of `size` bytes held over [start, end), each price
+    applied to its own part."""
+    byte_us_total, amount = 0, Decimal(0)
+    for seg_start, seg_end, price in priced_segments(start_us, end_us, prices):
+        byte_us = (seg_end - seg_start) * size
+        byte_us_total += byte_us
+        amount += storage_amount(byte_us, price)
+    return byte_us_total, amount
+
+
 def final_storage_hours(
     samples: Iterable[Sample], prices: list[Price]
 ) -> Iterator[tuple[int, int, Decimal]]:
@@ -265,10 +276,9 @@ def final_storage_hours(
         while cursor < end:
             hour = cursor - cursor % US_PER_HOUR
             stop = min(end, hour + US_PER_HOUR)
-            for seg_start, seg_end, price in priced_segments(cursor, stop, prices):
-                byte_us = (seg_end - seg_start) * size
-                byte_us_by_hour[hour] += byte_us
-                amount_by_hour[hour] += storage_amount(byte_us, price)
+            byte_us, amount = storage_cost(cursor, stop, size, prices)
+            byte_us_by_hour[hour] += byte_us
+            amount_by_hour[hour] += amount
             cursor = stop
     for hour in sorted(byte_us_by_hour):
         if hour + US_PER_HOUR <= closed_at:

@@ -108,6 +108,14 @@ class ChangeSet:
             self._keys |= keys
 
 
+def _by_tenant(keys: set[tuple[str, str]]) -> dict[str, set[str]]:
+    """(tenant, instance or storage) keys as each tenant's set of ids."""
+    grouped: dict[str, set[str]] = defaultdict(set)
+    for tenant_id, subject_id in keys:
+        grouped[tenant_id].add(subject_id)
+    return grouped
+
+
 def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
     grouped: dict[tuple[str, str], list[Document]] = defaultdict(list)
     for doc in transitions:
@@ -226,12 +234,11 @@ def tally(
                 ]
             )
             for key, piece_start, piece_end in pieces:
-                for seg_start, seg_end, price in ledger.priced_segments(
-                    piece_start, piece_end, prices.storage()
-                ):
-                    byte_us = (seg_end - seg_start) * size
-                    rows[key].byte_us += byte_us
-                    rows[key].amount += ledger.storage_amount(byte_us, price)
+                byte_us, amount = ledger.storage_cost(
+                    piece_start, piece_end, size, prices.storage()
+                )
+                rows[key].byte_us += byte_us
+                rows[key].amount += amount
     return rows
 
 
@@ -619,35 +626,38 @@ class MeteringService:
         """
         instances, storages = self._changed_instances.take(), self._changed_storages.take()
         try:
-            published = await self._publish_final_intervals(instances)
+            # A full pass skips what earlier runs of the service already claimed.
+            known = (
+                await self.usage_records.known_ids()
+                if instances is None or storages is None
+                else set()
+            )
+            published = await self._publish_final_intervals(instances, known)
         except Exception:
             self._changed_instances.give_back(instances)
             self._changed_storages.give_back(storages)
             raise
         try:
-            return published + await self._publish_final_storage_hours(storages)
+            return published + await self._publish_final_storage_hours(storages, known)
         except Exception:
             self._changed_storages.give_back(storages)
             raise
 
-    async def _publish_final_intervals(self, only: set[tuple[str, str]] | None) -> int:
+    async def _publish_final_intervals(
+        self, only: set[tuple[str, str]] | None, known: set[str]
+    ) -> int:
         """An interval is final once it is closed, every transition up to the closing
         one is recorded (a late one could still move its end), and the closing one
         was recorded `usage_settle_s` ago (a node health change published around the
         same moment could still credit part of it)."""
         if only is None:
             transitions = await self.facts.transitions(None)
-            known: set[str] | None = await self.usage_records.known_ids()
         else:
-            by_tenant: dict[str, set[str]] = defaultdict(set)
-            for tenant_id, instance_id in only:
-                by_tenant[tenant_id].add(instance_id)
             transitions = [
                 doc
-                for tenant_id, instance_ids in by_tenant.items()
+                for tenant_id, instance_ids in _by_tenant(only).items()
                 for doc in await self.facts.transitions_of(tenant_id, instance_ids)
             ]
-            known = None
         prices = PriceBook(await self.prices.all())
         faults = FaultBook(await self.facts.health())
         settled_before = ledger.to_us(now_utc()) - self.usage_settle_us
@@ -657,7 +667,7 @@ class MeteringService:
                 if interval.end_us is None or (interval.closed_by or 0) > instance.settled_through:
                     continue
                 usage_id = f"{instance.tenant_id}/{instance.instance_id}#{interval.opened_by}"
-                if known is not None and usage_id in known:
+                if usage_id in known:
                     continue
                 assert interval.closed_by is not None
                 if instance.recorded_us[interval.closed_by] > settled_before:
@@ -680,21 +690,20 @@ class MeteringService:
                     published += 1
         return published
 
-    async def _publish_final_storage_hours(self, only: set[tuple[str, str]] | None) -> int:
+    async def _publish_final_storage_hours(
+        self, only: set[tuple[str, str]] | None, known: set[str]
+    ) -> int:
         """A storage's usage per UTC hour goes out once a sample at or after the hour's
         end is recorded (the storage service samples every minute, and sends 0 when
         a storage is deleted); hours with nothing stored send nothing."""
         if only is None:
             samples = await self.facts.samples(None)
-            known: set[str] | None = await self.usage_records.known_ids()
         else:
             samples = [
                 doc
-                for tenant_id in {tenant_id for tenant_id, _ in only}
-                for doc in await self.facts.samples(tenant_id)
-                if (doc["tenant_id"], doc["storage_id"]) in only
+                for tenant_id, storage_ids in _by_tenant(only).items()
+                for doc in await self.facts.samples_of(tenant_id, storage_ids)
             ]
-            known = None
         by_storage: dict[tuple[str, str], list[Sample]] = defaultdict(list)
         for doc in samples:
             by_storage[(doc["tenant_id"], doc["storage_id"])].append(
@@ -706,7 +715,7 @@ class MeteringService:
             done = self._storage_hours_done.get((tenant_id, storage_id), 0)
             for hour, byte_us, amount in ledger.final_storage_hours(found, prices):
                 usage_id = f"{tenant_id}/{storage_id}@{hour}"
-                if hour < done or (known is not None and usage_id in known):
+                if hour < done or usage_id in known:
                     continue
                 record = {
                     "_id": usage_id, "tenant_id": tenant_id, "subject_id": storage_id,

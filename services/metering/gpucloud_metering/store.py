@@ -25,15 +25,15 @@ NOTICES = "budget_notices"
 USAGE_RECORDS = "usage_records"
 INVOICES = "invoices"
 
-#: Up to this many instances of a tenant are read one by one (FactStore.transitions_of).
-FEW_INSTANCES = 8
+#: Up to this many instances (or storages) of a tenant are read one by one (_facts_of).
+FEW_SUBJECTS = 8
 
 INDEXES: IndexPlan = {
     TRANSITIONS: [
         IndexModel([("tenant_id", ASCENDING)]),
         IndexModel([("instance_id", ASCENDING)]),
     ],
-    SAMPLES: [IndexModel([("tenant_id", ASCENDING)])],
+    SAMPLES: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("storage_id", ASCENDING)])],
     NOTICES: [IndexModel([("published", ASCENDING)])],
     USAGE_RECORDS: [IndexModel([("published", ASCENDING)])],
     INVOICES: [IndexModel([("tenant_id", ASCENDING), ("period", ASCENDING)])],
@@ -47,6 +47,20 @@ async def _insert_new(collection: Any, document: Document) -> bool:
     except DuplicateKeyError:
         return False
     return True
+
+
+async def _facts_of(collection: Any, tenant_id: str, field: str, ids: set[str]) -> list[Document]:
+    """The facts of a few instances or storages of one tenant. One equality query per
+    id: FerretDB hands equality filters to PostgreSQL, but filters `$in` itself
+    after reading every document; past a handful, one read of the tenant's facts
+    is cheaper."""
+    if len(ids) > FEW_SUBJECTS:
+        everything = await collection.find({"tenant_id": tenant_id}).to_list()
+        return [doc for doc in everything if doc[field] in ids]
+    found: list[Document] = []
+    for subject_id in sorted(ids):
+        found += await collection.find({"tenant_id": tenant_id, field: subject_id}).to_list()
+    return found
 
 
 class FactStore:
@@ -92,24 +106,14 @@ class FactStore:
         return await self._transitions.find(query).to_list()
 
     async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[Document]:
-        """The transitions of a few instances of one tenant. One equality query per
-        instance: FerretDB hands equality filters to PostgreSQL, but filters `$in`
-        itself after reading every document; past a handful, one read of the tenant's
-        facts is cheaper."""
-        if len(instance_ids) > FEW_INSTANCES:
-            return [
-                doc for doc in await self.transitions(tenant_id)
-                if doc["instance_id"] in instance_ids
-            ]  # fmt: skip
-        found: list[Document] = []
-        for instance_id in sorted(instance_ids):
-            query = {"tenant_id": tenant_id, "instance_id": instance_id}
-            found += await self._transitions.find(query).to_list()
-        return found
+        return await _facts_of(self._transitions, tenant_id, "instance_id", instance_ids)
 
     async def samples(self, tenant_id: str | None) -> list[Document]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
         return await self._samples.find(query).to_list()
+
+    async def samples_of(self, tenant_id: str, storage_ids: set[str]) -> list[Document]:
+        return await _facts_of(self._samples, tenant_id, "storage_id", storage_ids)
 
 
 class PriceStore:

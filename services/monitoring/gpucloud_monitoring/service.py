@@ -34,6 +34,7 @@ from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL
+from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import ALERTS, NODE_HEALTH, TELEMETRY
 
 from .health import HealthChange, HealthTracker
@@ -59,8 +60,6 @@ log = logging.getLogger(__name__)
 
 #: Webhook retries: after 1, 2, 4 ... seconds, at most this many attempts.
 WEBHOOK_ATTEMPTS = 8
-#: An alert transition still unpublished after this is taken as failed and republished.
-REPUBLISH_AFTER = timedelta(seconds=30)
 WEBHOOK_TIMEOUT_S = 5.0
 
 
@@ -95,6 +94,9 @@ class MonitoringService:
         #: None until the first round after a start has read the pending ones.
         self._due_deliveries: dict[str, datetime] | None = None
         self._http = httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_S)
+        #: Alerts whose transition failed to publish: the sweep retries only these
+        #: (after its first pass), never a publish still in flight.
+        self._alert_retries = PublishRetries()
 
     async def start(self) -> None:
         for doc in await self.store.healths():
@@ -220,20 +222,15 @@ class MonitoringService:
         for doc in await self.store.healths():
             if not doc.get("published"):
                 await self._publish_health(doc["_id"], {k: v for k, v in doc.items() if k != "_id"})
-        open_alerts = await self.store.unfinished_alerts()
+        await self._alert_retries.sweep(
+            all_unpublished=self.store.unfinished_alerts, get=self.store.alert,
+            publish=self._publish_pending,
+        )  # fmt: skip
+        open_alerts = await self.store.firing()
         rules = (
             {doc["_id"]: doc for doc in await self.store.rules(every=True)} if open_alerts else {}
         )
-        # A transition younger than this may still be on its way out; publishing it
-        # here too would send it twice.
-        failed_before = now() - REPUBLISH_AFTER
         for alert in open_alerts:
-            if alert["state"] == "resolved":
-                if _aware(alert["resolved_at"]) <= failed_before:  # its publish failed
-                    await self._resolve(alert, alert["resolved_at"], alert["resolved_value"], None)
-                continue
-            if not alert.get("published_firing") and _aware(alert["fired_at"]) <= failed_before:
-                await self._publish_alert(alert, "firing")
             rule = rules.get(alert["rule_id"])
             if rule is None or not rule.get("enabled", True):
                 await self._resolve(alert, now(), alert["value"], _ended_by(rule))
@@ -286,6 +283,13 @@ class MonitoringService:
             doc.update(fields, state="resolved")
         await self._publish_alert(doc, "resolved")
 
+    async def _publish_pending(self, doc: Document) -> None:
+        """Publish the transition of an alert that is not out yet, if any."""
+        if doc["state"] == "resolved":
+            await self._resolve(doc, doc["resolved_at"], doc["resolved_value"], None)
+        elif not doc.get("published_firing"):
+            await self._publish_alert(doc, "firing")
+
     async def _publish_alert(self, doc: Document, state: str) -> None:
         at = _aware(doc["fired_at"] if state == "firing" else doc["resolved_at"])
         event = AlertStateChanged(
@@ -296,9 +300,13 @@ class MonitoringService:
             threshold=doc["threshold"], at=at,
             resolution=doc.get("resolution") if state == "resolved" else None,
         )  # fmt: skip
-        await publish_event(
-            self.broker, ALERTS, event, source=self.source, event_id=f"{doc['_id']}:{state}"
-        )
+        try:
+            await publish_event(
+                self.broker, ALERTS, event, source=self.source, event_id=f"{doc['_id']}:{state}"
+            )
+        except Exception:
+            self._alert_retries.failed(doc["_id"])
+            raise
         await self.store.update_alert(doc["_id"], {f"published_{state}": True})
         url = self._webhooks.get(doc["rule_id"])
         if url:

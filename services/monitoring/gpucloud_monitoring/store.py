@@ -38,7 +38,8 @@ INDEXES: IndexPlan = {
     ],
     ALERTS: [
         IndexModel([("tenant_id", ASCENDING), ("fired_at", ASCENDING)], name="tenant_fired"),
-        IndexModel([("published_resolved", ASCENDING)], name="unfinished"),
+        # Every sweep ends the firing alerts of rules gone (service.republish).
+        IndexModel([("state", ASCENDING)], name="state"),
     ],
 }
 
