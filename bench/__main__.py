@@ -1,9 +1,14 @@
-"""Run every benchmark, or the ones named: `python -m bench [stack ...]`."""
+"""Run every benchmark, or one: `python -m bench [NAME [OPTIONS]]`; `--help` after a name
+lists its options. Arguments are parsed before anything runs, so `--help` only prints."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
+from collections.abc import Callable, Coroutine
+from types import ModuleType
+from typing import Any
 
 from . import (
     gateway_overhead,
@@ -14,24 +19,40 @@ from . import (
     storage_transfer,
 )
 
-BENCHMARKS = {
-    "stack": stack_startup.main,
-    "instances": instance_start.main,
-    "gateway": gateway_overhead.main,
-    "metering": metering_throughput.main,
-    "storage": storage_transfer.main,
-    "monitoring": monitoring_ingest.main,
+BENCHMARKS: dict[str, ModuleType] = {
+    "stack": stack_startup,
+    "instances": instance_start,
+    "gateway": gateway_overhead,
+    "metering": metering_throughput,
+    "storage": storage_transfer,
+    "monitoring": monitoring_ingest,
 }
 
 
-def main() -> None:
-    names = [arg for arg in sys.argv[1:2] if not arg.startswith("-")] or list(BENCHMARKS)
-    unknown = [name for name in names if name not in BENCHMARKS]
-    if unknown:
-        sys.exit(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
-    for name in names:
+def _usage() -> str:
+    lines = [__doc__ or "", "benchmarks:"]
+    for name, module in BENCHMARKS.items():
+        summary = (module.__doc__ or "").strip().splitlines()[0]
+        lines.append(f"  {name:<11} {summary}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] in ("-h", "--help"):
+        print(_usage())
+        return
+    if argv and argv[0] not in BENCHMARKS:
+        sys.exit(f"unknown benchmark {argv[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    chosen = [(argv[0], argv[1:])] if argv else [(name, []) for name in BENCHMARKS]
+    runs: list[
+        tuple[str, Callable[[argparse.Namespace], Coroutine[Any, Any, None]], argparse.Namespace]
+    ] = [
+        (name, BENCHMARKS[name].main, BENCHMARKS[name].parser().parse_args(rest))
+        for name, rest in chosen
+    ]
+    for name, run, args in runs:
         print(f"\n=== {name} ===", flush=True)
-        asyncio.run(BENCHMARKS[name]())
+        asyncio.run(run(args))
 
 
-main()
+main(sys.argv[1:])

@@ -144,11 +144,14 @@ async def setup(env: dict[str, str], admin: dict[str, str]) -> tuple[str, str, s
         return tenant_id, key, started.json()["instanceID"]
 
 
-async def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench gateway", description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=10.0)
-    args = parser.parse_args(argv if argv is not None else sys.argv[2:])
+    return parser
+
+
+async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {0})  # the load generator keeps to core 0
     env = stack_env()
     admin = {"Authorization": f"Bearer {env['GPUCLOUD_BOOTSTRAP_ADMIN_KEY']}"}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -167,8 +166,8 @@ async def timed(n: int, start: Callable[[int], Awaitable[float]]) -> list[float]
     return [await start(i) for i in range(n)]
 
 
-async def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench instances", description=__doc__)
     parser.add_argument("--starts", type=int, default=200)
     parser.add_argument(
         "--scale", action="store_true", help="also 1,000 nodes and 5,000 live instances"
@@ -177,7 +176,10 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--scale-instances", type=int, default=SCALE_INSTANCES, help="live instances for --scale"
     )
-    args = parser.parse_args(argv if argv is not None else sys.argv[2:])
+    return parser
+
+
+async def main(args: argparse.Namespace) -> None:
     env = stack_env()
     configuration = k8s.Configuration()
     await k8s_config.load_kube_config(

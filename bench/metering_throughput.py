@@ -23,7 +23,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -122,13 +121,16 @@ async def lag(env: dict[str, str], probes: int) -> list[float]:
     return seconds
 
 
-async def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench metering", description=__doc__)
     parser.add_argument(
         "--lifecycles", type=int, default=5000, help="4 events each, added to the topic"
     )
     parser.add_argument("--probes", type=int, default=50)
-    args = parser.parse_args(argv if argv is not None else sys.argv[2:])
+    return parser
+
+
+async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {0})
     env = stack_env()
     bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]

@@ -25,7 +25,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -34,10 +33,10 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pymongo import AsyncMongoClient
 
+from gpucloud_agent.simulated import SimulatedFleet
 from gpucloud_libs.events import CloudEvent, TelemetryBatch
 from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 from gpucloud_libs.topics import ALERTS, TELEMETRY
-from gpucloud_monitoring.simulated import SimulatedFleet
 from gpucloud_stack import layout
 
 from .common import end_offsets, percentile, run_raw, run_service_until_caught_up, stack_env
@@ -145,11 +144,14 @@ def _pause(component: str) -> int | None:
     return pid
 
 
-async def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench monitoring", description=__doc__)
     parser.add_argument("--seconds", type=int, default=30, help="seconds of fleet telemetry")
     parser.add_argument("--probes", type=int, default=50)
-    args = parser.parse_args(argv if argv is not None else sys.argv[2:])
+    return parser
+
+
+async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {0})
     env = stack_env()
     bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]

@@ -6,6 +6,7 @@ docs/local-stack.md. This one runs in about a minute.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import time
@@ -16,7 +17,11 @@ RUNS = 3
 IDLE_SETTLE_S = 20
 
 
-async def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="python -m bench stack", description=__doc__)
+
+
+async def main(_args: argparse.Namespace) -> None:
     timings = []
     for _ in range(RUNS):
         stack("down")

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import io
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from statistics import median
@@ -37,12 +36,11 @@ ROUNDS = 3
 PAGE_SAMPLES = 30
 
 
-def _args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench storage")
-    parser.add_argument("name")
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench storage", description=__doc__)
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--objects", type=int, default=100_000)
-    return parser.parse_args(sys.argv[1:])
+    return parser
 
 
 async def _tenant(http: httpx.AsyncClient, admin: dict[str, str]) -> tuple[str, dict[str, str]]:
@@ -146,8 +144,7 @@ def _seed(client: Minio, bucket: str, count: int) -> None:
         list(pool.map(put, range(count)))
 
 
-async def main() -> None:
-    args = _args()
+async def main(args: argparse.Namespace) -> None:
     env = stack_env()
     endpoint = urlparse(env["GPUCLOUD_S3_ENDPOINT"])
     direct = Minio(

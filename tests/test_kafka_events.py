@@ -13,8 +13,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 
-from gpucloud_libs.events import CloudEvent, TenantQuota, TenantUpserted
-from gpucloud_libs.kafka import PermanentEventError, create_broker, publish_event, subscribe_events
+from gpucloud_libs.events import CloudEvent, TenantDeleted, TenantQuota, TenantUpserted
+from gpucloud_libs.kafka import (
+    PermanentEventError,
+    create_broker,
+    publish_event,
+    subscribe_event_batches,
+    subscribe_events,
+)
 from gpucloud_libs.topics import TopicSpec, ensure_topics
 
 from .support import eventually, read_topic, unique
@@ -108,6 +114,42 @@ async def test_poison_message_is_dead_lettered_and_consumption_goes_on(
     assert headers["x-dlq-topic"] == topic.name
     assert headers["x-dlq-offset"] == "0"
     assert "ce_specversion" in headers["x-dlq-reason"]
+    assert await collection.count_documents({}) == 1
+
+
+@pytest.mark.parametrize("batches", [False, True], ids=["one-at-a-time", "batches"])
+async def test_an_event_of_a_type_the_topic_does_not_carry_is_dead_lettered(
+    kafka_bootstrap: str, collection: AsyncCollection[Doc], batches: bool
+) -> None:
+    """One rule for every consumer: the topic declares what it carries, and anything else
+    is parked before a handler sees it."""
+    topic = TopicSpec(unique("test.typed"), partitions=1, carries=(TenantUpserted,))
+    persist = persist_into(collection)
+    broker = create_broker(kafka_bootstrap, client_id=unique("test"))
+    if batches:
+
+        async def persist_all(events: list[CloudEvent]) -> None:
+            for event in events:
+                await persist(event)
+
+        dlq = subscribe_event_batches(broker, topic, group=unique("g"), handler=persist_all)
+    else:
+        dlq = subscribe_events(broker, topic, group=unique("g"), handler=persist)
+    await ensure_topics(kafka_bootstrap, [topic, dlq])
+    await broker.start()
+    try:
+        stray = await publish_event(broker, topic, TenantDeleted(tenant_id="t"), source="/tests")
+        good = await publish_event(broker, topic, tenant("belongs"), source="/tests")
+        await eventually(lambda: collection.find_one({"_id": good.id}))
+    finally:
+        await broker.stop()
+
+    [parked] = await read_topic(kafka_bootstrap, dlq.name, expect=1)
+    headers = {key: value.decode() for key, value in parked.headers}
+    assert headers["ce_id"] == stray.id
+    assert (
+        headers["x-dlq-reason"] == f"io.gpucloud.tenant.deleted.v1 does not belong on {topic.name}"
+    )
     assert await collection.count_documents({}) == 1
 
 

@@ -18,13 +18,13 @@ from aiohttp import web
 from aiokafka import AIOKafkaProducer
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_agent.simulated import SimulatedFleet
 from gpucloud_libs.events import GpuSample, NodeInventory, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.topics import ALERTS, TELEMETRY
 from gpucloud_monitoring.health import HealthTracker
 from gpucloud_monitoring.rollup import Rollup
 from gpucloud_monitoring.rules import Rule, RuleEngine
-from gpucloud_monitoring.simulated import SimulatedFleet
 from gpucloud_monitoring.tiers import Capability, classify
 from gpucloud_stack.fleet import gpu_node
 
@@ -100,7 +100,7 @@ def test_rollups_close_a_window_per_gpu_and_user() -> None:
 
 def test_the_agent_says_clearly_when_there_is_no_gpu() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gpucloud_monitoring.agent", "--once"],
+        [sys.executable, "-m", "gpucloud_agent", "--once"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 3, done.stderr

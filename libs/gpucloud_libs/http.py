@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +20,19 @@ from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFa
 from .identity import IDENTITY_HEADER, Identity, verify_identity
 
 log = logging.getLogger(__name__)
+
+PartT = TypeVar("PartT")
+
+
+def app_part(kind: type[PartT]) -> Any:
+    """A route dependency on the app's part of type `kind`, as given to
+    `ServiceRuntime.create_app(parts=...)`. Routes name what they use:
+    `Specs = Annotated[SpecCatalog, app_part(SpecCatalog)]`."""
+
+    def get(connection: HTTPConnection) -> PartT:
+        return cast(PartT, connection.app.state.parts[kind])
+
+    return Depends(get)
 
 
 def encode_cursor(key: str) -> str:

@@ -99,6 +99,22 @@ async def _dead_letter(broker: KafkaBroker, record: Any, dlq: TopicSpec, reason:
     )
 
 
+async def _decode(
+    broker: KafkaBroker, record: Any, topic: TopicSpec, dlq: TopicSpec
+) -> CloudEvent | None:
+    """The record's event, or None once it is dead-lettered: not a valid CloudEvent of a
+    known type, or a type that does not belong on `topic`. One rule for every consumer."""
+    try:
+        event = CloudEvent.from_kafka(record.value, _record_headers(record))
+    except MalformedEvent as error:
+        await _dead_letter(broker, record, dlq, str(error))
+        return None
+    if not topic.belongs(event.data):
+        await _dead_letter(broker, record, dlq, f"{event.type} does not belong on {topic.name}")
+        return None
+    return event
+
+
 def subscribe_events(
     broker: KafkaBroker, topic: TopicSpec, *, group: str, handler: EventHandler
 ) -> TopicSpec:
@@ -112,10 +128,8 @@ def subscribe_events(
 
     async def consume(message: KafkaMessage) -> None:
         record: Any = message.raw_message
-        try:
-            event = CloudEvent.from_kafka(record.value, _record_headers(record))
-        except MalformedEvent as error:
-            await _dead_letter(broker, record, dlq, str(error))
+        event = await _decode(broker, record, topic, dlq)
+        if event is None:
             await message.ack()
             return
         try:
@@ -135,7 +149,7 @@ def subscribe_events(
     return dlq
 
 
-BatchHandler = Callable[[list[CloudEvent]], Awaitable[list[tuple[CloudEvent, str]]]]
+BatchHandler = Callable[[list[CloudEvent]], Awaitable[None]]
 
 
 def subscribe_event_batches(
@@ -147,33 +161,26 @@ def subscribe_event_batches(
     max_records: int = 500,
 ) -> TopicSpec:
     """Like `subscribe_events`, a batch at a time, for consumers whose write is one
-    bulk insert. The handler returns the events it refuses for good, with why;
-    they are dead-lettered. Offsets are committed once the handler returned; if it
-    raised, the whole batch is read again (so the handler must be idempotent)."""
+    bulk insert. The handler gets the batch's events that belong on the topic.
+    Offsets are committed once the handler returned; if it raised, the whole
+    batch is read again (so the handler must be idempotent)."""
     dlq = dead_letter_topic(group)
 
     async def consume(message: KafkaMessage) -> None:
         raw: Any = message.raw_message
         records = raw if isinstance(raw, tuple) else (raw,)
         events: list[CloudEvent] = []
-        source: dict[str, Any] = {}
         for record in records:
-            try:
-                event = CloudEvent.from_kafka(record.value, _record_headers(record))
-            except MalformedEvent as error:
-                await _dead_letter(broker, record, dlq, str(error))
-                continue
-            events.append(event)
-            source[event.id] = record
+            event = await _decode(broker, record, topic, dlq)
+            if event is not None:
+                events.append(event)
         try:
-            refused = await handler(events)
+            await handler(events)
         except Exception:
             log.exception("batch handler failed; retrying", extra={"records": len(records)})
             await asyncio.sleep(RETRY_BACKOFF_S)
             await message.nack()
             return
-        for event, reason in refused:
-            await _dead_letter(broker, source[event.id], dlq, reason)
         await message.ack()
 
     broker.subscriber(

@@ -137,6 +137,10 @@ class KubeClient:
         info = await self._call(client.VersionApi(self.api).get_code)
         return str(info.git_version)
 
+    async def ping(self) -> None:
+        """A readiness check: the API server answers."""
+        await self.server_version()
+
     async def create(self, manifest: Manifest) -> Manifest:
         method, namespaced = self._method(manifest["kind"], "create")
         if namespaced:

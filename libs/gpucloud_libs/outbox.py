@@ -1,18 +1,34 @@
-"""Retrying publishes that failed after their write, without rescanning every document.
+"""The outbox: every service publishes an event only after the write it records.
 
-Services write a document first and publish its event after (the write is the
-truth, the event follows). When a publish fails, the document stays marked
-unpublished and the service's periodic sweep retries it. Scanning a growing
-collection for `published: false` on every sweep would cost more each day, so
-the sweep scans once after a start (a crash may have left anything behind) and
-afterwards retries only the ids whose publish failed in this process.
+A service writes the document first and publishes its event after (the write
+is the truth, the event follows), then marks it published. Two document shapes
+carry the pending event:
+
+- a document that *is* one event (an audit entry, an alert, a usage record)
+  holds `published: false` until the broker acknowledged it;
+- a document that records many events over its life (an instance's
+  transitions) holds them, encoded, in an `outbox` array written in the same
+  single-document update as the change (`outbox_entry`), published in order
+  (`publish_in_order`) and cleared after the acknowledgements.
+
+When a publish fails, the document stays pending and is retried. Scanning a
+growing collection for pending documents on every round would cost more each
+day, so `PublishRetries` scans once after a start (a crash may have left
+anything behind) and afterwards retries only the ids whose publish failed in
+this process.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
+from faststream.kafka import KafkaBroker
+
+from .events import CloudEvent
 from .mongo import Document
+from .topics import TopicSpec
 
 
 class PublishRetries:
@@ -44,3 +60,38 @@ class PublishRetries:
             except Exception:
                 self._failed.add(doc["_id"])
                 raise
+
+
+class OutboxEntry(TypedDict):
+    """One event as it goes to Kafka, stored in the document whose write it records."""
+
+    id: str
+    key: str
+    value: str
+    headers: dict[str, str]
+
+
+def outbox_entry(event: CloudEvent) -> OutboxEntry:
+    key, value, headers = event.to_kafka()
+    return {"id": event.id, "key": key.decode(), "value": value.decode(), "headers": headers}
+
+
+async def publish_in_order(
+    broker: KafkaBroker, topic: TopicSpec, entries: list[OutboxEntry]
+) -> None:
+    """Publish `entries` in their order; returns once the broker acknowledged every one.
+
+    Sent back to back on one producer (and one partition, since they share the
+    key), so they keep their order; then every acknowledgement is awaited at once.
+    """
+    acks = [
+        await broker.publish(
+            entry["value"].encode(),
+            topic.name,
+            key=entry["key"].encode(),
+            headers=dict(entry["headers"]),  # the publisher adds trace headers in place
+            no_confirm=True,
+        )
+        for entry in entries
+    ]
+    await asyncio.gather(*acks)

@@ -8,9 +8,10 @@ real dependencies and answers 503 with the failing ones.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -157,8 +158,17 @@ class ServiceRuntime:
             await self.mongo.close()
             self.telemetry.shutdown()
 
-    def create_app(self, *, title: str, description: str, routers: list[APIRouter]) -> FastAPI:
+    def create_app(
+        self,
+        *,
+        title: str,
+        description: str,
+        routers: list[APIRouter],
+        parts: Iterable[object] = (),
+    ) -> FastAPI:
+        """The service's app; `parts` are what its routes take through `http.app_part`."""
         app = FastAPI(title=title, description=description, version="0.1.0", lifespan=self.lifespan)
+        app.state.parts = {type(part): part for part in parts}
         install_error_handlers(app)
         app.state.identity_signing_key = self.settings.identity_signing_key.get_secret_value()
         app.add_middleware(RejectNulMiddleware)
@@ -186,7 +196,16 @@ class ServiceRuntime:
 
 
 def serve(app: FastAPI, settings: ServiceSettings) -> None:
-    """Run `app` under uvicorn; the entry point of each service's __main__."""
+    """Run `app` under uvicorn; the entry point of each service's __main__.
+
+    Settings come from the environment alone; the command line only answers --help.
+    """
+    argparse.ArgumentParser(
+        prog=f"python -m gpucloud_{settings.service_name}",
+        description=f"Runs the gpucloud {settings.service_name} service: {app.description}",
+        epilog=f"Configured by environment variables ({settings.model_config.get('env_prefix', '')}*); "
+        f"it listens on {settings.http_host}:{settings.http_port}.",
+    ).parse_args()
     uvicorn.run(
         app,
         host=settings.http_host,

@@ -9,6 +9,23 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from .events import (
+    AlertStateChanged,
+    AuditRecorded,
+    BudgetThresholdCrossed,
+    EventData,
+    InstanceStateChanged,
+    NodeHealthChanged,
+    NodeInventory,
+    NodeReleaseRequested,
+    StopTenantInstancesRequested,
+    StorageUsageSampled,
+    TelemetryBatch,
+    TenantDeleted,
+    TenantUpserted,
+    UsageRecorded,
+)
+
 log = logging.getLogger(__name__)
 
 
@@ -18,19 +35,39 @@ class TopicSpec:
     partitions: int = 3
     #: Milliseconds; -1 keeps records forever (billing inputs are replayable).
     retention_ms: int = 7 * 24 * 3600 * 1000
+    #: The event types that belong on the topic. Consumers dead-letter any other
+    #: (libs/kafka.py), so no handler checks; empty means any type.
+    carries: tuple[type[EventData], ...] = ()
+
+    def belongs(self, data: EventData) -> bool:
+        return not self.carries or isinstance(data, self.carries)
 
 
-TENANTS = TopicSpec("gpucloud.tenants.v1", retention_ms=-1)
-INSTANCE_LIFECYCLE = TopicSpec("gpucloud.instances.lifecycle.v1", partitions=6, retention_ms=-1)
-INSTANCE_COMMANDS = TopicSpec("gpucloud.instances.commands.v1")
-STORAGE_USAGE = TopicSpec("gpucloud.storage.usage.v1", retention_ms=-1)
-TELEMETRY = TopicSpec("gpucloud.telemetry.v1", partitions=6, retention_ms=24 * 3600 * 1000)
+TENANTS = TopicSpec("gpucloud.tenants.v1", retention_ms=-1, carries=(TenantUpserted, TenantDeleted))
+INSTANCE_LIFECYCLE = TopicSpec(
+    "gpucloud.instances.lifecycle.v1",
+    partitions=6,
+    retention_ms=-1,
+    carries=(InstanceStateChanged,),
+)
+INSTANCE_COMMANDS = TopicSpec(
+    "gpucloud.instances.commands.v1", carries=(StopTenantInstancesRequested,)
+)
+STORAGE_USAGE = TopicSpec(
+    "gpucloud.storage.usage.v1", retention_ms=-1, carries=(StorageUsageSampled,)
+)
+TELEMETRY = TopicSpec(
+    "gpucloud.telemetry.v1",
+    partitions=6,
+    retention_ms=24 * 3600 * 1000,
+    carries=(TelemetryBatch, NodeInventory, NodeReleaseRequested),
+)
 # Kept: metering credits the quarantines in it.
-NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1", retention_ms=-1)
-ALERTS = TopicSpec("gpucloud.alerts.v1")
-USAGE = TopicSpec("gpucloud.usage.v1", retention_ms=-1)
-BILLING_ALERTS = TopicSpec("gpucloud.billing.alerts.v1")
-AUDIT = TopicSpec("gpucloud.audit.v1", retention_ms=-1)
+NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1", retention_ms=-1, carries=(NodeHealthChanged,))
+ALERTS = TopicSpec("gpucloud.alerts.v1", carries=(AlertStateChanged,))
+USAGE = TopicSpec("gpucloud.usage.v1", retention_ms=-1, carries=(UsageRecorded,))
+BILLING_ALERTS = TopicSpec("gpucloud.billing.alerts.v1", carries=(BudgetThresholdCrossed,))
+AUDIT = TopicSpec("gpucloud.audit.v1", retention_ms=-1, carries=(AuditRecorded,))
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     TENANTS, INSTANCE_LIFECYCLE, INSTANCE_COMMANDS, STORAGE_USAGE, TELEMETRY,

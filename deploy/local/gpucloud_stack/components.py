@@ -513,7 +513,7 @@ GPU_SIMULATOR = Component(
     name="gpu-simulator",
     kind="service",
     argv=lambda _ctx: [
-        *(_venv_python(), "-m", "gpucloud_monitoring.agent", "--simulate"),
+        *(_venv_python(), "-m", "gpucloud_agent", "--simulate"),
         *("--selector", "gpucloud.io/node-pool"),
         *("--control-port", str(PORTS.gpu_simulator)),
     ],

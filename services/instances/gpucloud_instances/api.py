@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Header, Path, Query, Response, status
 
-from gpucloud_libs.http import CurrentIdentity
+from gpucloud_libs.http import CurrentIdentity, app_part
 
+from .instances import Instances
 from .lifecycle import State
 from .schemas import (
     Instance,
@@ -20,14 +21,14 @@ from .schemas import (
     StockChange,
     StockStatus,
 )
-from .service import InstancesService
+from .specs import Specs
+from .stock_targets import StockTargets
 
 router = APIRouter()
 
-
-def _service(request: Request) -> InstancesService:
-    service: InstancesService = request.app.state.service
-    return service
+SpecsPart = Annotated[Specs, app_part(Specs)]
+StocksPart = Annotated[StockTargets, app_part(StockTargets)]
+InstancesPart = Annotated[Instances, app_part(Instances)]
 
 
 @router.post(
@@ -36,19 +37,19 @@ def _service(request: Request) -> InstancesService:
     tags=["specs"],
     summary="Define an instance spec (platform admin)",
 )
-async def create_spec(body: SpecCreate, identity: CurrentIdentity, request: Request) -> Spec:
+async def create_spec(body: SpecCreate, identity: CurrentIdentity, specs: SpecsPart) -> Spec:
     identity.require_role("platform-admin")
-    return await _service(request).create_spec(body)
+    return await specs.create(body)
 
 
 @router.get("/specs", tags=["specs"], summary="List instance specs")
-async def list_specs(identity: CurrentIdentity, request: Request) -> list[Spec]:
-    return await _service(request).list_specs()
+async def list_specs(identity: CurrentIdentity, specs: SpecsPart) -> list[Spec]:
+    return await specs.list()
 
 
 @router.get("/specs/{name}", tags=["specs"], summary="One instance spec")
-async def get_spec(name: str, identity: CurrentIdentity, request: Request) -> Spec:
-    return await _service(request).get_spec(name)
+async def get_spec(name: str, identity: CurrentIdentity, specs: SpecsPart) -> Spec:
+    return await specs.get(name)
 
 
 @router.delete(
@@ -57,34 +58,36 @@ async def get_spec(name: str, identity: CurrentIdentity, request: Request) -> Sp
     tags=["specs"],
     summary="Delete a spec (platform admin)",
 )
-async def delete_spec(name: str, identity: CurrentIdentity, request: Request) -> Response:
+async def delete_spec(name: str, identity: CurrentIdentity, specs: SpecsPart) -> Response:
     identity.require_role("platform-admin")
-    await _service(request).delete_spec(name)
+    await specs.delete(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post(
     "/stocks", tags=["stocks"], summary="Add warm units of a spec (seed 004; platform admin)"
 )
-async def add_stock(body: StockChange, identity: CurrentIdentity, request: Request) -> StockStatus:
+async def add_stock(
+    body: StockChange, identity: CurrentIdentity, stocks: StocksPart
+) -> StockStatus:
     identity.require_role("platform-admin")
-    return await _service(request).change_stock(body, add=True)
+    return await stocks.change(body, add=True)
 
 
 @router.delete(
     "/stocks", tags=["stocks"], summary="Remove warm units of a spec (seed 004; platform admin)"
 )
 async def remove_stock(
-    body: StockChange, identity: CurrentIdentity, request: Request
+    body: StockChange, identity: CurrentIdentity, stocks: StocksPart
 ) -> StockStatus:
     identity.require_role("platform-admin")
-    return await _service(request).change_stock(body, add=False)
+    return await stocks.change(body, add=False)
 
 
 @router.get("/stocks", tags=["stocks"], summary="Warm stock per spec (platform admin)")
-async def list_stocks(identity: CurrentIdentity, request: Request) -> list[StockStatus]:
+async def list_stocks(identity: CurrentIdentity, stocks: StocksPart) -> list[StockStatus]:
     identity.require_role("platform-admin")
-    return await _service(request).stock_status()
+    return await stocks.status()
 
 
 @router.post(
@@ -97,11 +100,11 @@ async def list_stocks(identity: CurrentIdentity, request: Request) -> list[Stock
 async def create_instance(
     body: InstanceCreate,
     identity: CurrentIdentity,
-    request: Request,
+    instances: InstancesPart,
     response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
 ) -> Instance:
-    instance, created = await _service(request).create_instance(identity, body, idempotency_key)
+    instance, created = await instances.create(identity, body, idempotency_key)
     if not created:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/gpu-instances/{instance.instance_id}"
@@ -115,7 +118,7 @@ async def create_instance(
 )
 async def list_instances(
     identity: CurrentIdentity,
-    request: Request,
+    instances: InstancesPart,
     state: Annotated[
         list[State] | None, Query(description="Only these states; default: all but deleted")
     ] = None,
@@ -126,7 +129,7 @@ async def list_instances(
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> InstancePage:
-    return await _service(request).list_instances(
+    return await instances.list(
         identity, states=[s.value for s in state] if state else None, spec_name=spec_name,
         cursor=cursor, limit=limit, tenant_id=tenant_id,
     )  # fmt: skip
@@ -137,8 +140,10 @@ async def list_instances(
     tags=["instances"],
     summary="One instance, with its state history",
 )
-async def get_instance(instance_id: str, identity: CurrentIdentity, request: Request) -> Instance:
-    return await _service(request).get_instance(identity, instance_id)
+async def get_instance(
+    instance_id: str, identity: CurrentIdentity, instances: InstancesPart
+) -> Instance:
+    return await instances.get(identity, instance_id)
 
 
 @router.get(
@@ -151,9 +156,9 @@ async def get_endpoint(
     instance_id: str,
     port: Annotated[int, Path(ge=1, le=65535)],
     identity: CurrentIdentity,
-    request: Request,
+    instances: InstancesPart,
 ) -> InstanceEndpoint:
-    return await _service(request).endpoint(identity, instance_id, port)
+    return await instances.endpoint(identity, instance_id, port)
 
 
 @router.delete(
@@ -162,5 +167,7 @@ async def get_endpoint(
     tags=["instances"],
     summary="Stop an instance; on a stopped or failed one, delete its record",
 )
-async def stop_instance(instance_id: str, identity: CurrentIdentity, request: Request) -> Instance:
-    return await _service(request).stop_instance(identity, instance_id)
+async def stop_instance(
+    instance_id: str, identity: CurrentIdentity, instances: InstancesPart
+) -> Instance:
+    return await instances.stop(identity, instance_id)

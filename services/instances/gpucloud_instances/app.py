@@ -7,42 +7,42 @@ from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from .api import router
-from .controller import Controller
+from .controller import NodeCordons, build_controller
 from .handlers import EventHandlers
-from .service import InstancesService
+from .instances import Instances
 from .settings import InstancesSettings
+from .specs import Specs
+from .stock_targets import StockTargets
 from .storages import StorageClient
 from .store import INDEXES, InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
+from .tenancy import Tenancy
+from .wakeups import ControllerWakeups
 
 settings = InstancesSettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
 kube = KubeClient(settings.kubeconfig)
-specs, tenants = SpecStore(runtime.db), TenantStore(runtime.db)
-instances, stocks, requests = (
+specs, tenants, instances = (
+    SpecStore(runtime.db),
+    TenantStore(runtime.db),
     InstanceStore(runtime.db),
-    StockStore(runtime.db),
-    RequestStore(runtime.db),
 )
+stocks, requests = StockStore(runtime.db), RequestStore(runtime.db)
 storage = StorageClient(settings.storage_url, settings.identity_signing_key.get_secret_value())
-controller = Controller(
-    settings, kube, runtime.broker, specs, tenants, instances, stocks, requests, storage
-)
-service = InstancesService(
-    settings, specs, tenants, instances, stocks, requests, storage, wake=controller.wake
-)
-handlers = EventHandlers(service, controller)
-
-
-async def _kube_ready() -> None:
-    await kube.server_version()
-
+controller = build_controller(
+    settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances,
+    stocks=stocks, requests=requests, storage=storage,
+)  # fmt: skip
+wakeups = ControllerWakeups(requests, controller.wake)
+spec_catalog = Specs(specs, stocks)
+tenancy = Tenancy(settings, tenants, instances, requests, wakeups)
+handlers = EventHandlers(tenancy, NodeCordons(kube))
 
 runtime.on_start(kube.connect)
 runtime.on_start(controller.start)
 runtime.on_stop(controller.stop)
 runtime.on_stop(kube.close)
 runtime.on_stop(storage.close)
-runtime.add_readiness_check("kubernetes", _kube_ready)
+runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(INSTANCE_COMMANDS, handlers.on_command)
 runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
@@ -51,5 +51,9 @@ app = runtime.create_app(
     title="gpucloud instances",
     description="GPU instance specs, warm stocks and instance lifecycle on Kubernetes.",
     routers=[router],
+    parts=[
+        spec_catalog,
+        StockTargets(spec_catalog, stocks, wakeups),
+        Instances(settings, specs, tenants, instances, requests, storage, wakeups),
+    ],
 )
-app.state.service = service

@@ -1,4 +1,4 @@
-"""Kafka handlers of the instances service: thin, they call the service or controller."""
+"""Kafka handlers of the instances service: thin, they call the capability that owns the event."""
 
 from __future__ import annotations
 
@@ -10,25 +10,25 @@ from gpucloud_libs.events import (
     TenantUpserted,
 )
 
-from .controller import Controller
-from .service import InstancesService
+from .controller import NodeCordons
+from .tenancy import Tenancy
 
 
 class EventHandlers:
-    def __init__(self, service: InstancesService, controller: Controller) -> None:
-        self.service = service
-        self.controller = controller
+    def __init__(self, tenancy: Tenancy, cordons: NodeCordons) -> None:
+        self.tenancy = tenancy
+        self.cordons = cordons
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantUpserted):
-            await self.service.apply_tenant(event.data)
+            await self.tenancy.apply(event.data)
         elif isinstance(event.data, TenantDeleted):
-            await self.service.stop_tenant_instances(event.data.tenant_id)
+            await self.tenancy.stop_instances(event.data.tenant_id)
 
     async def on_command(self, event: CloudEvent) -> None:
         if isinstance(event.data, StopTenantInstancesRequested):
-            await self.service.stop_tenant_instances(event.data.tenant_id)
+            await self.tenancy.stop_instances(event.data.tenant_id)
 
     async def on_node_health(self, event: CloudEvent) -> None:
         if isinstance(event.data, NodeHealthChanged):
-            await self.controller.set_node_health(event.data.node, event.data.health)
+            await self.cordons.set_health(event.data.node, event.data.health)

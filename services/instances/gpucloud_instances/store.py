@@ -22,7 +22,9 @@ from datetime import UTC, datetime
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.outbox import OutboxEntry
 
 from .lifecycle import TERMINAL, State, Step
 
@@ -52,10 +54,6 @@ INDEXES: IndexPlan = {
     STOCKS: [IndexModel([("spec_name", ASCENDING), ("state", ASCENDING)], name="spec_state")],
     QUOTA_CLAIMS: [IndexModel([("tenant_id", ASCENDING)], name="tenant")],
 }
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 def instance_key(tenant_id: str, instance_id: str) -> str:
@@ -203,7 +201,7 @@ class InstanceStore:
         doc: Document,
         steps: Iterable[Step],
         *,
-        events: list[Document],
+        events: list[OutboxEntry],
         extra: Document | None = None,
     ) -> Document | None:
         """Apply transitions if nobody else did first; returns the new document or None."""
@@ -229,7 +227,7 @@ class InstanceStore:
             return_document=ReturnDocument.AFTER,
         )
 
-    async def admit(self, doc: Document, step: Step, event: Document) -> Document | None:
+    async def admit(self, doc: Document, step: Step, event: OutboxEntry) -> Document | None:
         """The API's one write after its insert, before the controller may act on it."""
         return await self.transition(doc, [step], events=[event], extra={"admitted": True})
 
@@ -255,9 +253,9 @@ class InstanceStore:
             doc["_id"] async for doc in cursor if doc["created_at"].replace(tzinfo=UTC) < older_than
         ]
 
-    async def keys_with_outbox(self, limit: int = 500) -> list[str]:
-        cursor = self._instances.find({"has_outbox": True}, {"_id": 1}).limit(limit)
-        return [doc["_id"] async for doc in cursor]
+    async def keys_with_outbox(self) -> list[str]:
+        """Instances with recorded but unpublished transitions (read once per leadership)."""
+        return [doc["_id"] async for doc in self._instances.find({"has_outbox": True}, {"_id": 1})]
 
     async def clear_outbox(self, key: str, sequence: int) -> None:
         """Drop the published events, unless a transition was recorded meanwhile.

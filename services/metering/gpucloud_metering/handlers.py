@@ -2,7 +2,8 @@
 
 Each handler returns only once its fact is written; the offset is committed
 after that (libs/kafka.py), so a crash replays the event and the replay is a
-duplicate key, not a second count.
+duplicate key, not a second count. Events of a type that does not belong on a
+topic never reach a handler: the consumer dead-letters them (libs/kafka.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from gpucloud_libs.events import (
     TenantDeleted,
     TenantUpserted,
 )
-from gpucloud_libs.kafka import PermanentEventError
 
 from .service import MeteringService
 
@@ -24,25 +24,18 @@ class EventHandlers:
     def __init__(self, service: MeteringService) -> None:
         self.service = service
 
-    async def on_lifecycle(self, events: list[CloudEvent]) -> list[tuple[CloudEvent, str]]:
-        """A batch: one bulk insert. Returns the events that do not belong here."""
+    async def on_lifecycle(self, events: list[CloudEvent]) -> None:
+        """A batch: one bulk insert."""
         transitions = [(e.id, e.data) for e in events if isinstance(e.data, InstanceStateChanged)]
         await self.service.record_transitions(transitions)
-        return [
-            (event, f"{event.type} does not belong on the lifecycle topic")
-            for event in events
-            if not isinstance(event.data, InstanceStateChanged)
-        ]
 
     async def on_storage_usage(self, event: CloudEvent) -> None:
-        if not isinstance(event.data, StorageUsageSampled):
-            raise PermanentEventError(f"{event.type} does not belong on the storage usage topic")
-        await self.service.record_sample(event.data)
+        if isinstance(event.data, StorageUsageSampled):
+            await self.service.record_sample(event.data)
 
     async def on_node_health(self, event: CloudEvent) -> None:
-        if not isinstance(event.data, NodeHealthChanged):
-            raise PermanentEventError(f"{event.type} does not belong on the node health topic")
-        await self.service.record_health(event.data)
+        if isinstance(event.data, NodeHealthChanged):
+            await self.service.record_health(event.data)
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantUpserted | TenantDeleted):

@@ -20,17 +20,12 @@ class EventHandlers:
         elif isinstance(event.data, TenantDeleted):
             await self.service.delete_tenant(event.data.tenant_id)
 
-    async def on_lifecycle(self, events: list[CloudEvent]) -> list[tuple[CloudEvent, str]]:
+    async def on_lifecycle(self, events: list[CloudEvent]) -> None:
         """A batch at a time: most instances use no storage, and one lookup per batch
-        finds those that did. Returns the events that do not belong on the topic."""
+        finds those that did."""
         ended = [
             (event.data.tenant_id, event.data.instance_id)
             for event in events
             if isinstance(event.data, InstanceStateChanged) and event.data.state in RELEASED_IN
         ]
         await self.service.release_ended(ended)
-        return [
-            (event, f"{event.type} does not belong on the lifecycle topic")
-            for event in events
-            if not isinstance(event.data, InstanceStateChanged)
-        ]

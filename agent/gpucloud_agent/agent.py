@@ -1,8 +1,8 @@
 """The node agent: reads GPUs (NVML, or the simulated fleet) and publishes telemetry.
 
-    python -m gpucloud_monitoring.agent --node "$NODE_NAME"      # on a GPU node (DaemonSet)
-    python -m gpucloud_monitoring.agent --once                    # print what NVML returns, publish nothing
-    python -m gpucloud_monitoring.agent --simulate --selector gpucloud.io/node-pool --control-port 8005
+    python -m gpucloud_agent --node "$NODE_NAME"      # on a GPU node (DaemonSet)
+    python -m gpucloud_agent --once                    # print what NVML returns, publish nothing
+    python -m gpucloud_agent --simulate --selector gpucloud.io/node-pool --control-port 8005
 
 Every interval it publishes one `telemetry.batch.v1` per node (all its GPUs),
 and a `node.inventory.v1` at start and every ten minutes. On a machine without
@@ -327,7 +327,7 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m gpucloud_monitoring.agent")
+    parser = argparse.ArgumentParser(prog="python -m gpucloud_agent", description=__doc__)
     parser.add_argument("--node", default=os.environ.get("NODE_NAME", socket.gethostname()))
     parser.add_argument("--once", action="store_true", help="print NVML's answers and exit")
     parser.add_argument("--simulate", action="store_true", help="simulate the kwok fleet's GPUs")
@@ -338,7 +338,3 @@ def main() -> None:
     if args.once:
         sys.exit(print_once())
     asyncio.run(_main(args))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,5 @@
+"""Run the node agent: `python -m gpucloud_agent [--simulate | --once]`."""
+
+from .agent import main
+
+main()

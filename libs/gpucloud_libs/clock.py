@@ -1,0 +1,19 @@
+"""Time as every service stores and shows it: aware UTC datetimes.
+
+PyMongo hands datetimes back naive (in UTC) unless the client is told
+otherwise, so anything read from a store goes through `aware` before it is
+compared with `now()` or shown in a response.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(value: datetime) -> datetime:
+    """`value` as an aware UTC datetime (a stored one comes back naive)."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

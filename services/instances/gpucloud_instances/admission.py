@@ -1,0 +1,99 @@
+"""The pure rules of admitting an instance: quota, zones, the stored document, replays."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
+
+from .lifecycle import State
+from .schemas import InstanceCreate
+
+
+def request_hash(body: InstanceCreate) -> str:
+    """What a replay (same instanceID or Idempotency-Key) must match."""
+    canonical = json.dumps(body.model_dump(mode="json", exclude={"instance_id"}), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_quota(tenant: Document, count: int, gpus: int, *, wanted: int) -> None:
+    """Would one more instance with `wanted` GPUs fit, given `count` instances and `gpus` held?"""
+    quota = tenant["quota"]
+    if count + 1 > quota["max_instances"]:
+        raise QuotaExceeded(
+            f"the tenant may run {quota['max_instances']} instances and has {count}",
+            limit="max_instances",
+            limit_value=quota["max_instances"],
+            in_use=count,
+            requested=1,
+        )
+    if gpus + wanted > quota["max_gpus"]:
+        raise QuotaExceeded(
+            f"the tenant may hold {quota['max_gpus']} GPUs, holds {gpus} and asked for {wanted}",
+            limit="max_gpus",
+            limit_value=quota["max_gpus"],
+            in_use=gpus,
+            requested=wanted,
+        )
+
+
+def allowed_zones(spec: Document, asked: str | None) -> list[str]:
+    """The zones the instance may land in: the spec's, narrowed to the one asked for."""
+    zones = list(spec.get("zones") or [])
+    if asked is None:
+        return zones
+    if zones and asked not in zones:
+        raise ValidationFailed(f"spec {spec['name']!r} is offered in {zones}, not {asked!r}")
+    return [asked]
+
+
+def instance_document(
+    key: str,
+    identity: Identity,
+    tenant: Document,
+    spec: Document,
+    body: InstanceCreate,
+    *,
+    instance_id: str,
+    idempotency_key: str | None,
+    request_hash: str,
+    zones: list[str],
+    storages: list[Document],
+    created: datetime,
+) -> Document:
+    """A new, not yet admitted instance as stored."""
+    return {
+        "_id": key,
+        "tenant_id": tenant["_id"],
+        "instance_id": instance_id,
+        "user_id": identity.subject,
+        "idempotency_key": idempotency_key,
+        "request_hash": request_hash,
+        "spec_name": spec["name"],
+        "gpu_type": spec["gpu_type"],
+        "gpu_count": spec["gpu_num"],
+        "cpu": spec["cpu"],
+        "memory": spec["memory"],
+        "zones": zones,
+        "image": body.image,
+        "template": body.template.model_dump(by_alias=True),
+        "storages": storages,
+        "namespace": tenant["namespace"],
+        "state": State.PENDING.value,
+        "reason": None,
+        "message": None,
+        "sequence": 0,
+        "history": [],
+        "outbox": [],
+        "has_outbox": False,
+        "admitted": False,
+        "node": None,
+        "zone": None,
+        "from_stock": False,
+        "created_at": created,
+        "updated_at": created,
+    }

@@ -1,0 +1,74 @@
+"""The reconcile loop: makes Kubernetes match the store, and records what it observes.
+
+Shared machinery, one job each: `lease` (one replica acts at a time), `cache`
+(list+watch of pods and nodes), `workqueue` (each item reconciled by one worker
+at a time). Reconcilers, one file each, get only what they use: `tenants`
+(namespaces), `instances` (pods and transitions), `stocks` (warm pools),
+`nodes` (cordons from node health) and `resync` (the periodic pass).
+`leader` runs them while the lease is held.
+"""
+
+from __future__ import annotations
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.kube import KubeClient
+
+from ..settings import InstancesSettings
+from ..storages import StorageClient
+from ..store import InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
+from .cache import ClusterCache
+from .instances import InstanceReconciler
+from .leader import Controller
+from .lease import Lease
+from .nodes import NodeCordons
+from .resync import Resync
+from .stocks import StockPool
+from .tenants import TenantReconciler
+from .workqueue import WorkQueue
+
+__all__ = ["Controller", "NodeCordons", "build_controller"]
+
+
+def build_controller(
+    settings: InstancesSettings,
+    kube: KubeClient,
+    broker: KafkaBroker,
+    *,
+    specs: SpecStore,
+    tenants: TenantStore,
+    instances: InstanceStore,
+    stocks: StockStore,
+    requests: RequestStore,
+    storage: StorageClient,
+) -> Controller:
+    queue = WorkQueue()
+    cache = ClusterCache(kube, wake=queue.wake, node_lost_grace_s=settings.node_lost_grace_s)
+    tenant_namespaces = TenantReconciler(
+        kube, tenants, gateway_namespace=settings.gateway_namespace
+    )
+    stock_pool = StockPool(
+        kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=queue.wake
+    )
+    instance_reconciler = InstanceReconciler(
+        kube, broker, cache, queue, instances, requests, tenants, tenant_namespaces, stock_pool,
+        storage, schedule_timeout_s=settings.schedule_timeout_s,
+    )  # fmt: skip
+    return Controller(
+        settings,
+        kube,
+        Lease(
+            kube,
+            namespace=settings.system_namespace,
+            holder=settings.replica_id,
+            duration_s=settings.lease_duration_s,
+        ),
+        queue,
+        cache,
+        instances,
+        requests,
+        tenant_namespaces,
+        instance_reconciler,
+        stock_pool,
+        Resync(cache, queue, instances, instance_reconciler, tenant_namespaces),
+    )

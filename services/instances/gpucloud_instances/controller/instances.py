@@ -1,0 +1,284 @@
+"""Instance reconcile: makes an instance's pod match what was asked, and records what it sees.
+
+Runs in the instance's worker, the document's only writer after admission.
+Decisions come from observed state (the cached pod and node, the store),
+never from remembered events, so a restart mid-operation converges:
+deterministic object names make creates idempotent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import datetime
+from typing import Any
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.outbox import publish_in_order
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE
+
+from .. import manifests
+from ..lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..schemas import InstanceTemplate
+from ..storages import StorageClient, StorageRefused
+from ..store import InstanceStore, RequestStore, TenantStore
+from ..transitions import transition_events
+from .cache import ClusterCache
+from .stocks import StockPool
+from .tenants import TenantReconciler
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 30
+QUOTA_RETRY_S = 2.0
+
+
+class InstanceReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        broker: KafkaBroker,
+        cache: ClusterCache,
+        queue: WorkQueue,
+        instances: InstanceStore,
+        requests: RequestStore,
+        tenants: TenantStore,
+        tenant_namespaces: TenantReconciler,
+        stocks: StockPool,
+        storage: StorageClient,
+        *,
+        schedule_timeout_s: float,
+    ) -> None:
+        self._kube = kube
+        self._broker = broker
+        self._cache = cache
+        self._queue = queue
+        self._instances = instances
+        self._requests = requests
+        self._tenants = tenants
+        self._tenant_namespaces = tenant_namespaces
+        self._stocks = stocks
+        self._storage = storage
+        self._schedule_timeout_s = schedule_timeout_s
+
+    async def reconcile(self, key: str) -> None:
+        doc = await self._instances.get(key)
+        if doc is None or not doc.get("admitted"):
+            return
+        if doc.get("outbox"):
+            await self._flush(doc)
+        requested = await self._requests.kinds(key)
+        state = State(doc["state"])
+        pod = self._cache.pods.get(key)
+        if state in TERMINAL:
+            await self._settle_terminal(doc, pod, deleted="delete" in requested)
+        elif requested & {"stop", "delete"}:
+            await self._stop(doc, pod)
+        elif pod is None:
+            await self._without_pod(doc)
+        else:
+            await self._follow_pod(doc, pod)
+
+    async def _settle_terminal(self, doc: Document, pod: Document | None, *, deleted: bool) -> None:
+        if pod is not None:
+            await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
+        if deleted and State(doc["state"]) != State.DELETED:
+            await self._transition(doc, [Step(State.DELETED, now())])
+
+    async def _stop(self, doc: Document, pod: Document | None) -> None:
+        namespace_name, name = doc["namespace"], manifests.pod_name(doc["instance_id"])
+        if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+            await self._kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
+        if pod is None:
+            await self.delete_workload(namespace_name, name)
+            await self._transition(doc, _to_stopped(State(doc["state"])))
+        elif State(doc["state"]) != State.STOPPING:
+            await self._transition(doc, [Step(State.STOPPING, now())])
+
+    async def _without_pod(self, doc: Document) -> None:
+        state = State(doc["state"])
+        if state == State.PENDING:
+            await self._create_workload(doc)
+            return
+        node = doc.get("node")
+        reason = (
+            FailureReason.NODE_LOST
+            if node and node not in self._cache.nodes
+            else FailureReason.POD_LOST
+        )
+        await self._fail(doc, reason, f"the pod disappeared while {state.value}", pod_exists=False)
+
+    async def _follow_pod(self, doc: Document, pod: Document) -> None:
+        state = State(doc["state"])
+        at = now()
+        observed = observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at)
+        if observed.state == State.FAILED:
+            assert observed.reason is not None
+            await self._fail(doc, observed.reason, observed.message, pod_exists=True)
+        elif observed.state == State.STOPPING:
+            return  # deleted by someone else: the DELETED event brings us back
+        elif observed.state == State.STOPPED:
+            await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
+            await self._transition(doc, _to_stopped(state, at), reason=None)
+        elif observed.state == State.PENDING:
+            await self._check_pending(doc, observed.unschedulable_message)
+        else:
+            steps = path(state, observed.state, observed.at)
+            if steps:
+                node = observed.node
+                zone = self._cache.zone_of(node)
+                doc = {**doc, "node": node, "zone": zone}  # events carry where it landed
+                await self._transition(doc, steps, node=node, zone=zone, pod_ip=observed.pod_ip)
+            elif observed.pod_ip and observed.pod_ip != doc.get("pod_ip"):
+                await self._instances.update_fields(doc["_id"], {"pod_ip": observed.pod_ip})
+
+    # --- transitions and their events ----------------------------------------------
+
+    async def _transition(self, doc: Document, steps: list[Step], **extra: Any) -> None:
+        done = await self._instances.transition(
+            doc, steps, events=transition_events(doc, steps), extra=extra
+        )
+        if done is None:
+            self._queue.wake(doc["_id"])  # the document moved under us; look again
+            return
+        await self._flush(done)
+        if State(done["state"]) in TERMINAL:
+            await self._instances.release_quota(done["_id"])
+
+    async def _flush(self, doc: Document) -> None:
+        """Publish an instance's recorded transitions in order, then drop them.
+
+        A crash between publish and drop republishes the same event ids, which
+        consumers dedupe; an event is never dropped before the broker acknowledged it.
+        """
+        if doc.get("outbox"):
+            await publish_in_order(self._broker, INSTANCE_LIFECYCLE, doc["outbox"])
+            await self._instances.clear_outbox(doc["_id"], doc["sequence"])
+
+    async def _fail(
+        self, doc: Document, reason: FailureReason, message: str | None, *, pod_exists: bool
+    ) -> None:
+        await self.delete_workload(
+            doc["namespace"], manifests.pod_name(doc["instance_id"]), pod=pod_exists
+        )
+        await self._transition(doc, [Step(State.FAILED, now(), reason.value)], message=message)
+        log.info("instance failed", extra={"instance": doc["_id"], "reason": reason.value})
+
+    # --- placement -------------------------------------------------------------------
+
+    async def _check_pending(self, doc: Document, unschedulable: str | None) -> None:
+        if unschedulable is None:
+            return
+        if not self._fits_fleet(doc):
+            await self._fail(
+                doc,
+                FailureReason.UNSCHEDULABLE,
+                f"no {doc['gpu_type']} node can hold {doc['gpu_count']} GPUs: {unschedulable}",
+                pod_exists=True,
+            )
+            return
+        if _waited_s(doc) > self._schedule_timeout_s:
+            await self._fail(doc, FailureReason.INSUFFICIENT_GPUS, unschedulable, pod_exists=True)
+        elif doc.get("message") != unschedulable:
+            await self._instances.update_fields(doc["_id"], {"message": unschedulable})
+
+    def _fits_fleet(self, doc: Document) -> bool:
+        """Whether any node of the fleet could ever hold the instance, busy or not."""
+        for node in self._cache.nodes.values():
+            labels = node["metadata"].get("labels", {})
+            if labels.get(manifests.GPU_PRODUCT_LABEL) != doc["gpu_type"]:
+                continue
+            if doc["zones"] and labels.get(manifests.ZONE_LABEL) not in doc["zones"]:
+                continue
+            allocatable = (
+                node.get("status", {}).get("allocatable", {}).get(manifests.GPU_RESOURCE, "0")
+            )
+            if int(allocatable) >= doc["gpu_count"]:
+                return True
+        return False
+
+    async def _create_workload(self, doc: Document) -> None:
+        tenant = await self._tenants.get(doc["tenant_id"])
+        if tenant is None:
+            return
+        if await self._tenants.applied_version(doc["tenant_id"]) != tenant["version"]:
+            await self._tenant_namespaces.reconcile(doc["tenant_id"])
+        storage_secrets = await self._attach_storages(doc)
+        if storage_secrets is None:
+            return
+        node = await self._stocks.claim(doc)
+        if node is not None:
+            await self._instances.update_fields(doc["_id"], {"from_stock": True})
+        template = InstanceTemplate.model_validate(doc["template"])
+        namespace_name, instance_id, tenant_id = (
+            doc["namespace"],
+            doc["instance_id"],
+            doc["tenant_id"],
+        )
+        service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
+        if service is not None:
+            with contextlib.suppress(ConflictError):
+                await self._kube.create(service)
+        # A warm unit's node is known: bind there directly, skipping the scheduler
+        # (that is what the stock paid for); otherwise the scheduler places it.
+        pod = manifests.instance_pod(
+            namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
+            spec_name=doc["spec_name"], image=doc["image"], template=template,
+            cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
+            zones=doc["zones"], node=node, storage_secrets=storage_secrets,
+        )  # fmt: skip
+        try:
+            created = await self._kube.create(pod)
+        except ConflictError:
+            return  # created by an earlier attempt; the watch brings it
+        except QuotaRejectedError as error:
+            await self._wait_for_quota(doc, error)
+            return
+        self._cache.pods.setdefault(doc["_id"], created)
+
+    async def _attach_storages(self, doc: Document) -> list[tuple[str, str]] | None:
+        """The (secret, env prefix) pairs of the instance's object storages; None when the
+        storage service refused them, which fails the instance."""
+        if not doc.get("storages"):
+            return []
+        try:
+            plan = await self._storage.attach(doc["tenant_id"], doc["instance_id"], doc["storages"])
+        except StorageRefused as error:
+            await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
+            return None
+        return [
+            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
+        ]
+
+    async def _wait_for_quota(self, doc: Document, error: QuotaRejectedError) -> None:
+        """The namespace quota is the backstop behind the API's own check; it also counts
+        pods still terminating or left orphaned, which free up soon."""
+        if _waited_s(doc) > self._schedule_timeout_s:
+            await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
+            return
+        await self._instances.update_fields(
+            doc["_id"], {"message": "waiting for the namespace quota to free up"}
+        )
+        self._queue.wake_later(QUOTA_RETRY_S, doc["_id"])
+
+    async def delete_workload(self, namespace_name: str, name: str, *, pod: bool = True) -> None:
+        if pod:
+            await self._kube.delete("Pod", namespace_name, name, grace_s=0)
+        await self._kube.delete("Service", namespace_name, name)
+
+
+def _to_stopped(state: State, at: datetime | None = None) -> list[Step]:
+    """The steps to `stopped`, through `stopping` unless already there."""
+    at = at or now()
+    if state == State.STOPPING:
+        return [Step(State.STOPPED, at)]
+    return [Step(State.STOPPING, at), Step(State.STOPPED, at)]
+
+
+def _waited_s(doc: Document) -> float:
+    return (now() - aware(doc["created_at"])).total_seconds()

@@ -1,0 +1,140 @@
+"""The controller: while this replica holds the lease, it runs the caches, the workers and
+the periodic passes, and routes each work item to its reconciler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
+
+from .. import manifests
+from ..settings import InstancesSettings
+from ..store import InstanceStore, RequestStore
+from ..wakeups import STOCKS, TENANT_PREFIX
+from .cache import ClusterCache
+from .instances import InstanceReconciler
+from .lease import Lease, LeaseLost
+from .resync import Resync
+from .stocks import StockPool
+from .tenants import TenantReconciler
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+WAKEUP_POLL_S = 0.2
+RETRY_LEAD_S = 2.0
+
+
+class Controller:
+    """Wired in app.py from the parts below; each part gets only what it uses."""
+
+    def __init__(
+        self,
+        settings: InstancesSettings,
+        kube: KubeClient,
+        lease: Lease,
+        queue: WorkQueue,
+        cache: ClusterCache,
+        instances: InstanceStore,
+        requests: RequestStore,
+        tenant_namespaces: TenantReconciler,
+        instance_reconciler: InstanceReconciler,
+        stocks: StockPool,
+        resync: Resync,
+    ) -> None:
+        self._settings = settings
+        self._kube = kube
+        self._lease = lease
+        self._queue = queue
+        self._cache = cache
+        self._instances = instances
+        self._requests = requests
+        self._tenant_namespaces = tenant_namespaces
+        self._instance_reconciler = instance_reconciler
+        self._stocks = stocks
+        self._resync = resync
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="instances-controller")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._lease.release()
+
+    def wake(self, item: str) -> None:
+        """Reconcile `item` soon (an instance key, `tenant:<id>` or `stocks`); only the
+        leader acts, and other replicas' API calls reach it through the store."""
+        self._queue.wake(item)
+
+    async def handle(self, item: str) -> None:
+        """Route one work item to its reconciler."""
+        if item == STOCKS:
+            await self._stocks.reconcile()
+        elif item.startswith(TENANT_PREFIX):
+            await self._tenant_namespaces.reconcile(item.removeprefix(TENANT_PREFIX))
+        else:
+            await self._instance_reconciler.reconcile(item)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if await self._lease.acquire():
+                    log.info(
+                        "became controller leader", extra={"replica": self._settings.replica_id}
+                    )
+                    self._queue.accepting = True
+                    await self._lead()
+            except LeaseLost:
+                log.warning("lost the controller lease")
+            except (KubeError, DependencyUnavailable) as error:
+                log.warning("controller interrupted; retrying", extra={"error": str(error)})
+            except Exception:
+                log.exception("controller crashed; restarting")
+            finally:
+                self._queue.accepting = False
+                self._cache.reset()
+            await asyncio.sleep(RETRY_LEAD_S)
+
+    async def _lead(self) -> None:
+        await self._ensure_cluster_objects()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._lease.renew_forever())
+            group.create_task(self._cache.watch_pods())
+            group.create_task(self._cache.watch_nodes())
+            await self._cache.synced.wait()
+            for index in range(self._settings.reconcile_workers):
+                group.create_task(self._queue.work(index, self.handle))
+            # Transitions publish inline; these are the ones a crash left unpublished.
+            for key in await self._instances.keys_with_outbox():
+                self._queue.wake(key)
+            group.create_task(_every(WAKEUP_POLL_S, self._poll_wakeups))
+            group.create_task(_every(self._settings.resync_interval_s, self._resync.run))
+
+    async def _poll_wakeups(self) -> None:
+        """Other replicas' API calls wake the leader through inserted documents."""
+        for item in await self._requests.take_wakeups():
+            self._queue.wake(item)
+
+    async def _ensure_cluster_objects(self) -> None:
+        for priority_class in manifests.priority_classes():
+            with contextlib.suppress(ConflictError):
+                await self._kube.create(priority_class)
+        await self._kube.ensure(manifests.namespace(self._settings.stock_namespace, {}))
+
+
+async def _every(interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
+    """Run `job` every `interval_s` for as long as this replica leads."""
+    while True:
+        try:
+            await job()
+        except (KubeError, DependencyUnavailable) as error:
+            log.warning("periodic job failed", extra={"job": job.__qualname__, "error": str(error)})
+        await asyncio.sleep(interval_s)

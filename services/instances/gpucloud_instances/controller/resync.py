@@ -1,0 +1,92 @@
+"""The periodic resync: every live instance, orphan pod, tenant and stock against the cluster.
+
+Watches can miss nothing that a relist would not bring back, but a crash can
+leave work half done between the store and the cluster; this pass finds it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from gpucloud_libs.clock import now
+
+from ..lifecycle import TERMINAL, State, observe_pod
+from ..store import InstanceStore
+from ..wakeups import STOCKS, tenant_item
+from .cache import ClusterCache
+from .instances import InstanceReconciler
+from .tenants import TenantReconciler
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+#: An instance the API inserted but never admitted (it crashed in between) is dropped.
+UNADMITTED_TTL = timedelta(minutes=2)
+
+
+class Resync:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        queue: WorkQueue,
+        instances: InstanceStore,
+        instance_reconciler: InstanceReconciler,
+        tenant_namespaces: TenantReconciler,
+    ) -> None:
+        self._cache = cache
+        self._queue = queue
+        self._instances = instances
+        self._instance_reconciler = instance_reconciler
+        self._tenant_namespaces = tenant_namespaces
+
+    async def run(self) -> None:
+        """One pass. The comparison runs on the caches: only instances whose pod says
+        something other than their stored state (or that have no pod, or still wait
+        for a node) are queued, so a resync of thousands of settled instances costs a
+        few queries, not thousands of reconciles."""
+        live = await self._release_finished_claims()
+        self._wake_drifted(live)
+        await self._delete_orphan_pods(live)
+        for tenant_id in await self._tenant_namespaces.stale():
+            self._queue.wake(tenant_item(tenant_id))
+        for key in await self._instances.stale_unadmitted(now() - UNADMITTED_TTL):
+            await self._instances.release_quota(key)  # a create that crashed before admission
+            await self._instances.remove(key)
+        self._queue.wake(STOCKS)
+
+    async def _release_finished_claims(self) -> dict[str, State]:
+        """Quota claims of instances that are no longer live; returns the live ones.
+
+        Claims are read first: a claim is always inserted after its instance, so any
+        claim seen here whose instance is not live belongs to a finished one."""
+        claims = await self._instances.claim_keys()
+        live = await self._instances.live_states()
+        for key in claims:
+            if key not in live:
+                await self._instances.release_quota(key)  # a crash between terminal and release
+        return live
+
+    def _wake_drifted(self, live: dict[str, State]) -> None:
+        at = now()
+        for key, state in live.items():
+            pod = self._cache.pods.get(key)
+            if (
+                pod is None
+                or state == State.PENDING
+                or observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at).state != state
+            ):
+                self._queue.wake(key)
+
+    async def _delete_orphan_pods(self, live: dict[str, State]) -> None:
+        for key, pod in list(self._cache.pods.items()):
+            if key in live or pod["metadata"].get("deletionTimestamp"):
+                continue
+            doc = await self._instances.get(key)
+            if doc is None or State(doc["state"]) in TERMINAL:
+                log.warning(
+                    "deleting orphan pod", extra={"pod": pod["metadata"]["name"], "instance": key}
+                )
+                await self._instance_reconciler.delete_workload(
+                    pod["metadata"]["namespace"], pod["metadata"]["name"]
+                )

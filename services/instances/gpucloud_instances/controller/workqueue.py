@@ -1,0 +1,88 @@
+"""The controller's work queue: each item is reconciled by one worker at a time.
+
+Items are named in ..wakeups. A wake-up for an item already queued is merged; one for an item a worker is
+busy with runs it once more when that worker is done, so the last change is
+always seen and an item never runs twice at once (the worker is the single
+writer of its documents).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from opentelemetry import metrics
+
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import KubeError
+
+from ..wakeups import STOCKS, TENANT_PREFIX
+
+log = logging.getLogger(__name__)
+
+SLOW_RECONCILE_S = 1.0
+#: A failure to reach a dependency retries soon; a crash waits longer.
+RETRY_TRANSIENT_S = 1.0
+RETRY_CRASH_S = 5.0
+
+
+class WorkQueue:
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._active: set[str] = set()  # items a worker is reconciling now
+        self._again: set[str] = set()  # woken while active: run once more after
+        self.accepting = False  # only the leader's queue takes work
+        self._seconds = metrics.get_meter("gpucloud.instances.controller").create_histogram(
+            "gpucloud.reconcile.duration", unit="s", description="Time to reconcile one item"
+        )
+
+    def wake(self, item: str) -> None:
+        """Reconcile `item` soon; ignored unless this replica leads."""
+        if not self.accepting:
+            return
+        if item in self._active:
+            self._again.add(item)
+        elif item not in self._queued:
+            self._queued.add(item)
+            self._queue.put_nowait(item)
+
+    def wake_later(self, delay_s: float, item: str) -> None:
+        asyncio.get_running_loop().call_later(delay_s, self.wake, item)
+
+    async def work(self, index: int, handle: Callable[[str], Awaitable[None]]) -> None:
+        """One worker: forever take an item and `handle` it."""
+        while True:
+            item = await self._queue.get()
+            self._queued.discard(item)
+            self._active.add(item)
+            started = time.perf_counter()
+            try:
+                await handle(item)
+            except (KubeError, DependencyUnavailable) as error:
+                log.warning(
+                    "reconcile failed; will retry", extra={"item": item, "error": str(error)}
+                )
+                self.wake_later(RETRY_TRANSIENT_S, item)
+            except Exception:
+                log.exception("reconcile crashed", extra={"item": item, "worker": index})
+                self.wake_later(RETRY_CRASH_S, item)
+            finally:
+                elapsed = time.perf_counter() - started
+                self._seconds.record(elapsed, {"kind": _kind(item)})
+                if elapsed > SLOW_RECONCILE_S:
+                    log.warning(
+                        "slow reconcile", extra={"item": item, "seconds": round(elapsed, 2)}
+                    )
+                self._active.discard(item)
+                if item in self._again:
+                    self._again.discard(item)
+                    self.wake(item)
+
+
+def _kind(item: str) -> str:
+    if item == STOCKS:
+        return STOCKS
+    return "tenant" if item.startswith(TENANT_PREFIX) else "instance"

@@ -1,0 +1,262 @@
+"""Instances as tenants ask for them: admission, reads, stops and where a port answers.
+
+This side records what was asked; the controller (controller/) makes the
+cluster match and records each observed transition. After admission the
+controller's worker is the instance document's only writer, so a stop is an
+inserted request, not an update.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    QuotaExceeded,
+    TenantNotReady,
+    ValidationFailed,
+)
+from gpucloud_libs.http import decode_cursor, encode_cursor
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import instance_host
+
+from .admission import allowed_zones, check_quota, instance_document, request_hash
+from .lifecycle import ACTIVE, TERMINAL, State, Step
+from .schemas import (
+    Instance,
+    InstanceCreate,
+    InstanceEndpoint,
+    InstancePage,
+    InstanceTemplate,
+    Transition,
+)
+from .settings import InstancesSettings
+from .storages import StorageClient
+from .store import (
+    DuplicateInstance,
+    InstanceStore,
+    RequestStore,
+    SpecStore,
+    TenantStore,
+    instance_key,
+)
+from .transitions import lifecycle_event
+from .wakeups import ControllerWakeups
+
+
+class InstanceNotRunning(Conflict):
+    code = "instance_not_running"
+    title = "The instance is not running"
+
+
+class Instances:
+    def __init__(
+        self,
+        settings: InstancesSettings,
+        specs: SpecStore,
+        tenants: TenantStore,
+        instances: InstanceStore,
+        requests: RequestStore,
+        storage: StorageClient,
+        wakeups: ControllerWakeups,
+    ) -> None:
+        self._settings = settings
+        self._specs = specs
+        self._tenants = tenants
+        self._instances = instances
+        self._requests = requests
+        self._storage = storage
+        self._wakeups = wakeups
+
+    async def create(
+        self, identity: Identity, body: InstanceCreate, idempotency_key: str | None
+    ) -> tuple[Instance, bool]:
+        """Record a new instance (202) or return the one this request already made (200)."""
+        identity.require_role("tenant-user", "tenant-admin")
+        tenant_id = identity.require_tenant()
+        hashed = request_hash(body)
+        existing = None
+        if body.instance_id is not None:
+            existing = await self._instances.get(instance_key(tenant_id, body.instance_id))
+        if existing is None and idempotency_key is not None:
+            existing = await self._instances.by_idempotency_key(tenant_id, idempotency_key)
+        if existing is not None:
+            return self._replay(existing, hashed), False
+
+        tenant = await self._tenants.get(tenant_id)
+        if tenant is None:
+            raise TenantNotReady(
+                "the tenant is not provisioned in the instances service yet; retry shortly",
+                retry_after_s=2,
+            )
+        if tenant.get("status") != "active":
+            raise Forbidden("the tenant is suspended")
+        spec = await self._spec(body.spec_name)
+        zones = allowed_zones(spec, body.zone)
+        check_quota(tenant, *await self._instances.usage(tenant_id), wanted=spec["gpu_num"])
+        storages = await self._storage.requested(identity, body)
+
+        instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
+        key = instance_key(tenant_id, instance_id)
+        if idempotency_key is not None and not await self._instances.record_idempotency_key(
+            tenant_id, idempotency_key, key
+        ):
+            # A concurrent request with the same key got there first.
+            again = await self._instances.by_idempotency_key(tenant_id, idempotency_key)
+            if again is None:
+                raise Conflict("a request with this Idempotency-Key is in progress; retry")
+            return self._replay(again, hashed), False
+        created = now()
+        doc = instance_document(
+            key, identity, tenant, spec, body,
+            instance_id=instance_id, idempotency_key=idempotency_key,
+            request_hash=hashed, zones=zones, storages=storages, created=created,
+        )  # fmt: skip
+        try:
+            await self._instances.insert(doc)
+        except DuplicateInstance:
+            # A concurrent request with the same instanceID won the insert.
+            if idempotency_key is not None:
+                await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
+            again = await self._instances.get(key)
+            if again is None:
+                raise Conflict("a concurrent request is creating this instance; retry") from None
+            return self._replay(again, hashed), False
+        # Claim, then count again with this claim included: two racing creates can
+        # both pass the first check, but not both this one. The loser is removed
+        # before anything was published or created in Kubernetes.
+        await self._instances.claim_quota(key, tenant_id, spec["gpu_num"])
+        count, gpus = await self._instances.usage(tenant_id)
+        try:
+            check_quota(tenant, count - 1, gpus - spec["gpu_num"], wanted=spec["gpu_num"])
+        except QuotaExceeded:
+            await self._instances.release_quota(key)
+            await self._instances.remove(key)
+            if idempotency_key is not None:
+                await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
+            raise
+        step = Step(State.PENDING, created)
+        admitted = await self._instances.admit(doc, step, lifecycle_event(doc, step, 1, None))
+        assert admitted is not None
+        await self._wakeups.wake(doc["_id"])
+        return self.view(admitted), True
+
+    def _replay(self, existing: Document, request_hash: str) -> Instance:
+        if existing.get("request_hash") != request_hash:
+            raise Conflict(
+                f"instance {existing['instance_id']!r} was already created with a different request",
+                instance_id=existing["instance_id"],
+            )
+        return self.view(existing)
+
+    async def _owned(self, identity: Identity, instance_id: str) -> Document:
+        tenant_id = identity.require_tenant()
+        doc = await self._instances.get(instance_key(tenant_id, instance_id))
+        if doc is None or not doc.get("admitted"):
+            # Another tenant's instance and a missing one look the same.
+            raise NotFound(f"instance {instance_id!r} does not exist")
+        return doc
+
+    async def get(self, identity: Identity, instance_id: str) -> Instance:
+        doc = await self._owned(identity, instance_id)
+        return self.view(doc, requested=await self._requests.kinds(doc["_id"]))
+
+    async def endpoint(self, identity: Identity, instance_id: str, port: int) -> InstanceEndpoint:
+        """Where the gateway reaches one public port of the caller's instance."""
+        doc = await self._owned(identity, instance_id)
+        template = InstanceTemplate.model_validate(doc["template"])
+        if not any(p.port == port and p.is_public and p.protocol == "TCP" for p in template.ports):
+            raise NotFound(f"instance {instance_id!r} has no public port {port}")
+        state = State(doc["state"])
+        if state != State.RUNNING or not doc.get("pod_ip"):
+            starting = state in ACTIVE and state != State.STOPPING
+            raise InstanceNotRunning(
+                f"instance {instance_id!r} is {state.value}"
+                + ("; it will answer once it is running" if starting else ""),
+                state=state.value,
+                **({"retry_after_s": 2} if starting else {}),
+            )
+        return InstanceEndpoint(instance_id=instance_id, port=port, address=doc["pod_ip"])
+
+    async def list(
+        self,
+        identity: Identity,
+        *,
+        states: list[str] | None,
+        spec_name: str | None,
+        cursor: str | None,
+        limit: int,
+        tenant_id: str | None = None,
+    ) -> InstancePage:
+        # A platform admin sees every tenant (or the one asked for); others their own.
+        scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
+        after = None
+        if cursor:
+            after = decode_cursor(cursor)
+        docs = await self._instances.page(
+            scope, states=states, spec_name=spec_name, after=after, limit=limit + 1
+        )
+        more = len(docs) > limit
+        docs = docs[:limit]
+        return InstancePage(
+            items=[self.view(doc) for doc in docs if doc.get("admitted")],
+            next_cursor=encode_cursor(docs[-1]["_id"]) if more and docs else None,
+        )
+
+    async def stop(self, identity: Identity, instance_id: str) -> Instance:
+        """Ask for a stop; on a stopped or failed instance, ask for its record's deletion.
+
+        The controller carries it out (it is the instance document's only writer);
+        the answer is the instance as it is now, with the request noted.
+        """
+        doc = await self._owned(identity, instance_id)
+        kind = "delete" if State(doc["state"]) in TERMINAL else "stop"
+        if State(doc["state"]) != State.DELETED:
+            await self._requests.request(doc["_id"], kind)
+            self._wakeups.wake_local(doc["_id"])
+        return self.view(doc, requested={kind})
+
+    def view(self, doc: Document, requested: set[str] | None = None) -> Instance:
+        template = InstanceTemplate.model_validate(doc["template"])
+        urls = [
+            f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"
+            for port in template.ports
+            if port.is_public
+        ]
+        return Instance(
+            instance_id=doc["instance_id"],
+            tenant_id=doc["tenant_id"],
+            state=doc["state"],
+            reason=doc.get("reason"),
+            message=doc.get("message"),
+            spec_name=doc["spec_name"],
+            gpu_type=doc["gpu_type"],
+            gpu_count=doc["gpu_count"],
+            image=doc["image"],
+            zone=doc.get("zone"),
+            node=doc.get("node"),
+            from_stock=bool(doc.get("from_stock")),
+            stop_requested=bool(requested) and State(doc["state"]) not in TERMINAL,
+            urls=urls,
+            created_at=aware(doc["created_at"]),
+            updated_at=aware(doc["updated_at"]),
+            history=[
+                Transition(state=h["state"], at=aware(h["at"]), reason=h.get("reason"))
+                for h in doc.get("history", [])
+            ],
+        )
+
+    async def _spec(self, name: str) -> Document:
+        spec = await self._specs.get(name)
+        if spec is None:
+            raise ValidationFailed(
+                f"unknown spec {name!r}",
+                errors=[
+                    {"loc": ["body", "specName"], "msg": "unknown spec", "type": "unknown_spec"}
+                ],
+            )
+        return spec

@@ -1,0 +1,44 @@
+"""Warm stock targets (seed 004; platform admin). The controller's stock pool fills them."""
+
+from __future__ import annotations
+
+from gpucloud_libs.mongo import Document
+
+from .schemas import StockChange, StockStatus
+from .specs import Specs
+from .store import StockStore
+from .wakeups import STOCKS, ControllerWakeups
+
+
+class StockTargets:
+    def __init__(self, specs: Specs, stocks: StockStore, wakeups: ControllerWakeups) -> None:
+        self._specs = specs
+        self._stocks = stocks
+        self._wakeups = wakeups
+
+    async def change(self, change: StockChange, *, add: bool) -> StockStatus:
+        await self._specs.get(change.spec_name)
+        delta = change.number if add else -change.number
+        await self._stocks.record_operation(change.spec_name, delta, change.operation_id)
+        await self._wakeups.wake(STOCKS)
+        [status] = [s for s in await self.status() if s.spec_name == change.spec_name]
+        return status
+
+    async def status(self) -> list[StockStatus]:
+        return stock_status(await self._stocks.targets(), await self._stocks.units())
+
+
+def stock_status(targets: dict[str, int], units: list[Document]) -> list[StockStatus]:
+    """Each stocked spec's target against its units, by spec name."""
+    result = []
+    for spec_name, target in targets.items():
+        mine = [unit for unit in units if unit["spec_name"] == spec_name]
+        result.append(
+            StockStatus(
+                spec_name=spec_name,
+                target=target,
+                available=sum(unit["state"] == "available" for unit in mine),
+                placing=sum(unit["state"] == "placing" for unit in mine),
+            )
+        )
+    return sorted(result, key=lambda status: status.spec_name)

@@ -1,0 +1,27 @@
+"""How the API's side wakes the controller after recording a request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .store import RequestStore
+
+#: The controller's work items: an instance key (`<tenant>/<instance>`), a tenant's
+#: namespace, or the stock pool.
+STOCKS = "stocks"
+TENANT_PREFIX = "tenant:"
+
+
+def tenant_item(tenant_id: str) -> str:
+    return f"{TENANT_PREFIX}{tenant_id}"
+
+
+class ControllerWakeups:
+    def __init__(self, requests: RequestStore, wake_local: Callable[[str], None]) -> None:
+        self._requests = requests
+        self.wake_local = wake_local
+
+    async def wake(self, item: str) -> None:
+        """At once when this replica leads, through the store for the leader otherwise."""
+        self.wake_local(item)
+        await self._requests.wake(item)

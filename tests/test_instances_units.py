@@ -1,0 +1,144 @@
+"""The pure parts of the instances service's capabilities and controller machinery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from gpucloud_instances.admission import allowed_zones, check_quota, request_hash
+from gpucloud_instances.controller.cache import ClusterCache
+from gpucloud_instances.controller.workqueue import WorkQueue
+from gpucloud_instances.lifecycle import State, Step
+from gpucloud_instances.schemas import InstanceCreate
+from gpucloud_instances.settings import InstancesSettings
+from gpucloud_instances.stock_targets import stock_status
+from gpucloud_instances.tenancy import tenant_fields
+from gpucloud_instances.transitions import transition_events
+from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
+from gpucloud_libs.events import TenantQuota, TenantUpserted
+from gpucloud_libs.kube import KubeClient
+
+AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+TENANT = {"_id": "acme", "quota": {"max_instances": 2, "max_gpus": 8}}
+
+
+def test_quota_admits_up_to_each_limit_and_names_the_one_exceeded() -> None:
+    check_quota(TENANT, count=1, gpus=4, wanted=4)
+    with pytest.raises(QuotaExceeded) as instances:
+        check_quota(TENANT, count=2, gpus=0, wanted=1)
+    assert instances.value.extensions["limit"] == "max_instances"
+    with pytest.raises(QuotaExceeded) as gpus:
+        check_quota(TENANT, count=0, gpus=5, wanted=4)
+    assert gpus.value.extensions == {
+        "limit": "max_gpus", "limit_value": 8, "in_use": 5, "requested": 4
+    }  # fmt: skip
+
+
+def test_zones_narrow_to_the_one_asked_for_within_the_spec() -> None:
+    spec = {"name": "h100-1", "zones": ["zone-a", "zone-b"]}
+    assert allowed_zones(spec, None) == ["zone-a", "zone-b"]
+    assert allowed_zones(spec, "zone-b") == ["zone-b"]
+    assert allowed_zones({"name": "any"}, "zone-c") == ["zone-c"]
+    with pytest.raises(ValidationFailed, match="offered in"):
+        allowed_zones(spec, "zone-c")
+
+
+def test_a_replay_matches_whatever_instance_id_it_carries() -> None:
+    body = {"image": "jupyter/base-notebook", "specName": "h100-1"}
+    first = InstanceCreate.model_validate({**body, "instanceID": "nb-1"})
+    again = InstanceCreate.model_validate(body)
+    other = InstanceCreate.model_validate({**body, "image": "pytorch/pytorch"})
+    assert request_hash(first) == request_hash(again) != request_hash(other)
+
+
+def test_stock_status_counts_each_specs_units_by_state() -> None:
+    units = [
+        {"spec_name": "a", "state": "available"},
+        {"spec_name": "a", "state": "placing"},
+        {"spec_name": "b", "state": "available"},
+    ]
+    [a, b] = stock_status({"b": 1, "a": 3}, units)
+    assert (a.spec_name, a.target, a.available, a.placing) == ("a", 3, 1, 1)
+    assert (b.spec_name, b.target, b.available, b.placing) == ("b", 1, 1, 0)
+
+
+def test_tenant_namespace_quota_follows_gpus_unless_set_and_versions_change_with_it() -> None:
+    settings = InstancesSettings(default_cpu_cores_per_gpu=4, default_memory_gib_per_gpu=32)
+    quota = TenantQuota(max_gpus=2, max_instances=1, max_storage_bytes=0)
+    derived = tenant_fields(
+        TenantUpserted(tenant_id="acme", name="Acme", status="active", quota=quota), settings
+    )
+    assert (derived["namespace_cpu"], derived["namespace_memory"]) == ("8", "64Gi")
+    pinned = tenant_fields(
+        TenantUpserted(
+            tenant_id="acme", name="Acme", status="active",
+            quota=quota.model_copy(update={"max_cpu_cores": 3}),
+        ),
+        settings,
+    )  # fmt: skip
+    assert pinned["namespace_cpu"] == "3"
+    assert pinned["version"] != derived["version"]
+
+
+def test_transition_events_number_on_from_the_document_and_chain_previous_states() -> None:
+    doc = {
+        "_id": "acme/i-1", "instance_id": "i-1", "tenant_id": "acme", "spec_name": "h100-1",
+        "gpu_type": "H100", "gpu_count": 1, "state": "scheduled", "sequence": 2,
+    }  # fmt: skip
+    events = transition_events(doc, [Step(State.READY, AT), Step(State.RUNNING, AT)])
+    assert [event["id"] for event in events] == ["acme/i-1#3", "acme/i-1#4"]
+    payloads = [json.loads(event["value"]) for event in events]
+    assert [(p["previous_state"], p["state"]) for p in payloads] == [
+        ("scheduled", "ready"),
+        ("ready", "running"),
+    ]
+    assert {event["key"] for event in events} == {"acme/i-1"}  # one partition, in order
+
+
+async def test_the_work_queue_merges_wakeups_and_reruns_an_item_woken_while_busy() -> None:
+    queue = WorkQueue()
+    queue.wake("ignored")  # not the leader yet
+    queue.accepting = True
+    seen: list[str] = []
+    release = asyncio.Event()
+
+    async def handle(item: str) -> None:
+        seen.append(item)
+        if len(seen) == 1:
+            queue.wake("a")  # a change while "a" is being reconciled
+            await release.wait()
+
+    queue.wake("a")
+    queue.wake("a")  # merged with the one queued
+    worker = asyncio.create_task(queue.work(0, handle))
+    await asyncio.sleep(0.05)
+    assert seen == ["a"]
+    release.set()
+    await asyncio.sleep(0.05)
+    worker.cancel()
+    assert seen == ["a", "a"]
+
+
+def node(ready: str, since: datetime) -> dict[str, Any]:
+    stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"name": "n1"},
+        "status": {"conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": stamp}]},
+    }
+
+
+def test_a_node_is_trusted_through_a_short_not_ready_blip_only() -> None:
+    cache = ClusterCache(KubeClient(None), wake=lambda _item: None, node_lost_grace_s=120)
+    now = datetime.now(UTC)
+    cache.nodes = {"n1": node("True", now)}
+    assert cache.node_ok("n1")
+    cache.nodes = {"n1": node("False", now - timedelta(seconds=30))}
+    assert cache.node_ok("n1")
+    cache.nodes = {"n1": node("False", now - timedelta(seconds=300))}
+    assert not cache.node_ok("n1")
+    assert not cache.node_ok("gone")
+    assert cache.node_ok(None)  # not placed yet
