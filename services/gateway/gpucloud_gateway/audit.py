@@ -19,6 +19,7 @@ from datetime import datetime
 from faststream.kafka import KafkaBroker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.errors import BadRequest
 from gpucloud_libs.events import AuditRecorded
 from gpucloud_libs.kafka import publish_event
@@ -27,7 +28,7 @@ from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import AUDIT
 
 from .schemas import AuditEntry, AuditPage, Principal
-from .store import AuditStore, now
+from .store import AuditStore
 
 log = logging.getLogger(__name__)
 

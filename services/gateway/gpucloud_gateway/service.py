@@ -18,6 +18,7 @@ from typing import Literal
 
 from faststream.kafka import KafkaBroker
 
+from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import (
     Conflict,
     Forbidden,
@@ -56,7 +57,7 @@ from .schemas import (
     UserUpdate,
 )
 from .settings import GatewaySettings
-from .store import AlreadyExists, ApiKeyStore, TenantStore, UserStore, now
+from .store import AlreadyExists, ApiKeyStore, TenantStore, UserStore
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class GatewayService:
         if doc.get("revoked_at") is not None:
             raise Unauthenticated("the API key has been revoked")
         expires_at = doc.get("expires_at")
-        if expires_at is not None and _aware(expires_at) <= now():
+        if expires_at is not None and aware(expires_at) <= now():
             raise Unauthenticated("the API key has expired")
         await self._check_tenant(doc.get("tenant_id"))
         self._touch(doc["_id"])
@@ -590,7 +591,3 @@ class GatewayService:
         assert doc is not None
         self._key_cache.forget(key_id)
         return self.key_view(doc)
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

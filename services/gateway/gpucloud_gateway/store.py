@@ -8,12 +8,13 @@ where the last writer wins as it would anyway.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
 TENANTS = "tenants"
@@ -29,10 +30,6 @@ INDEXES: IndexPlan = {
     KEYS: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("user_id", ASCENDING)])],
     AUDIT: [IndexModel([("tenant_id", ASCENDING), ("_id", DESCENDING)])],
 }
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 class AlreadyExists(Exception):

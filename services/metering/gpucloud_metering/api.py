@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
 from gpucloud_libs.errors import ValidationFailed
-from gpucloud_libs.http import CurrentIdentity
+from gpucloud_libs.http import CurrentIdentity, app_part
 
 from .schemas import (
     Budget,
@@ -33,9 +33,7 @@ Start = Annotated[datetime | None, Query(description="Default: the start of this
 End = Annotated[datetime | None, Query(description="Default: now")]
 
 
-def _service(request: Request) -> MeteringService:
-    service: MeteringService = request.app.state.service
-    return service
+MeteringServicePart = Annotated[MeteringService, app_part(MeteringService)]
 
 
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -53,26 +51,27 @@ def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, date
     tags=["prices"],
     summary="Set a price from a moment on (platform admin)",
 )
-async def add_price(body: PriceCreate, identity: CurrentIdentity, request: Request) -> Price:
+async def add_price(
+    body: PriceCreate, identity: CurrentIdentity, service: MeteringServicePart
+) -> Price:
     identity.require_role("platform-admin")
-    return await _service(request).add_price(body)
+    return await service.add_price(body)
 
 
 @router.get("/prices", tags=["prices"], summary="Every price, with when it takes effect")
-async def list_prices(identity: CurrentIdentity, request: Request) -> list[Price]:
-    return await _service(request).list_prices()
+async def list_prices(identity: CurrentIdentity, service: MeteringServicePart) -> list[Price]:
+    return await service.list_prices()
 
 
 async def _tenant_report(
     identity: CurrentIdentity,
-    request: Request,
+    service: MeteringServicePart,
     start: Start = None,
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
     tenant_id: TenantFilter = None,
 ) -> UsageReport:
     """The usage report both /usage routes serve, for the caller's scope."""
-    service = _service(request)
     return await service.report(service.scope(identity, tenant_id), *_range(start, end), group_by)
 
 
@@ -95,9 +94,9 @@ async def usage(report: TenantReport) -> UsageReport:
     response_class=Response,
     responses={200: {"content": {"text/csv": {}}}},
 )
-async def usage_csv(report: TenantReport, request: Request) -> Response:
+async def usage_csv(report: TenantReport, service: MeteringServicePart) -> Response:
     return Response(
-        _service(request).as_csv(report),
+        service.as_csv(report),
         media_type="text/csv",
         headers={"Content-Disposition": 'attachment; filename="usage.csv"'},
     )
@@ -111,15 +110,13 @@ async def usage_csv(report: TenantReport, request: Request) -> Response:
 async def instance_usage(
     instance_id: str,
     identity: CurrentIdentity,
-    request: Request,
+    service: MeteringServicePart,
     start: Start = None,
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
 ) -> UsageReport:
     tenant_id = identity.require_tenant()
-    return await _service(request).report(
-        tenant_id, *_range(start, end), group_by, instance_id=instance_id
-    )
+    return await service.report(tenant_id, *_range(start, end), group_by, instance_id=instance_id)
 
 
 @router.get(
@@ -129,13 +126,13 @@ async def instance_usage(
 )
 async def revenue(
     identity: CurrentIdentity,
-    request: Request,
+    service: MeteringServicePart,
     start: Start = None,
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "gpu_type",
 ) -> UsageReport:
     identity.require_role("platform-admin")
-    return await _service(request).report(None, *_range(start, end), group_by)
+    return await service.report(None, *_range(start, end), group_by)
 
 
 @router.post(
@@ -146,10 +143,10 @@ async def revenue(
     responses={200: {"description": "Already issued: the same invoice"}},
 )
 async def issue_invoice(
-    body: InvoiceCreate, identity: CurrentIdentity, request: Request, response: Response
+    body: InvoiceCreate, identity: CurrentIdentity, service: MeteringServicePart, response: Response
 ) -> Invoice:
     identity.require_role("platform-admin")
-    invoice, created = await _service(request).issue_invoice(body.tenant_id, body.period)
+    invoice, created = await service.issue_invoice(body.tenant_id, body.period)
     if not created:
         response.status_code = status.HTTP_200_OK
     return invoice
@@ -157,15 +154,15 @@ async def issue_invoice(
 
 @router.get("/invoices", tags=["invoices"], summary="Issued invoices")
 async def list_invoices(
-    identity: CurrentIdentity, request: Request, tenant_id: TenantFilter = None
+    identity: CurrentIdentity, service: MeteringServicePart, tenant_id: TenantFilter = None
 ) -> list[Invoice]:
-    service = _service(request)
     return await service.list_invoices(service.scope(identity, tenant_id))
 
 
 @router.get("/invoices/{invoice_id}", tags=["invoices"], summary="One issued invoice")
-async def get_invoice(invoice_id: str, identity: CurrentIdentity, request: Request) -> Invoice:
-    service = _service(request)
+async def get_invoice(
+    invoice_id: str, identity: CurrentIdentity, service: MeteringServicePart
+) -> Invoice:
     return await service.get_invoice(service.scope(identity, None), invoice_id)
 
 
@@ -175,9 +172,11 @@ async def get_invoice(invoice_id: str, identity: CurrentIdentity, request: Reque
     summary="What a month's invoice says so far (not issued)",
 )
 async def draft_invoice(
-    period: Period, identity: CurrentIdentity, request: Request, tenant_id: TenantFilter = None
+    period: Period,
+    identity: CurrentIdentity,
+    service: MeteringServicePart,
+    tenant_id: TenantFilter = None,
 ) -> Invoice:
-    service = _service(request)
     scope = service.scope(identity, tenant_id)
     if scope is None:
         raise ValidationFailed("name the tenant: tenantID")
@@ -185,12 +184,14 @@ async def draft_invoice(
 
 
 @router.put("/budget", tags=["budgets"], summary="Set your tenant's monthly budget and alerts")
-async def set_budget(body: BudgetSet, identity: CurrentIdentity, request: Request) -> Budget:
+async def set_budget(
+    body: BudgetSet, identity: CurrentIdentity, service: MeteringServicePart
+) -> Budget:
     identity.require_role("tenant-admin")
-    return await _service(request).set_budget(identity.require_tenant(), body)
+    return await service.set_budget(identity.require_tenant(), body)
 
 
 @router.get("/budget", tags=["budgets"], summary="Your tenant's budget and this month's spend")
-async def get_budget(identity: CurrentIdentity, request: Request) -> Budget:
+async def get_budget(identity: CurrentIdentity, service: MeteringServicePart) -> Budget:
     identity.require_role("tenant-admin")
-    return await _service(request).get_budget(identity.require_tenant())
+    return await service.get_budget(identity.require_tenant())

@@ -38,5 +38,5 @@ app = runtime.create_app(
     title="gpucloud metering",
     description="Exact usage from lifecycle and storage events, prices, invoices and budgets.",
     routers=[router],
+    parts=[service],
 )
-app.state.service = service

@@ -9,11 +9,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 from faststream.kafka import KafkaBroker
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.events import (
     BudgetThresholdCrossed,
@@ -47,10 +48,6 @@ from .schemas import Price as PriceView
 from .store import BudgetStore, FactStore, InvoiceStore, PriceStore, UsageRecordStore
 
 log = logging.getLogger(__name__)
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -300,7 +297,7 @@ class MeteringService:
             "zone": data.zone,
             "node": data.node,
             "user_id": data.user_id,
-            "recorded_us": ledger.to_us(now_utc()),
+            "recorded_us": ledger.to_us(now()),
         }
 
     async def record_transitions(self, events: list[tuple[str, InstanceStateChanged]]) -> None:
@@ -348,7 +345,7 @@ class MeteringService:
     # --- prices --------------------------------------------------------------------
 
     async def add_price(self, body: PriceCreate) -> PriceView:
-        at = now_utc()
+        at = now()
         effective = body.effective_from or at
         if effective < at.replace(microsecond=0):
             raise ValidationFailed(
@@ -396,7 +393,7 @@ class MeteringService:
     ) -> UsageReport:  # fmt: skip
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
-        as_of = now_utc()
+        as_of = now()
         if instance_id is None:
             transitions = await self.facts.transitions(tenant_id)
         else:
@@ -490,13 +487,13 @@ class MeteringService:
 
     async def issue_invoice(self, tenant_id: str, period: str) -> tuple[Invoice, bool]:
         _, end_us = ledger.month_bounds(period)
-        if ledger.to_us(now_utc()) < end_us:
+        if ledger.to_us(now()) < end_us:
             raise Conflict(f"{period} has not ended; an invoice is issued once its month is over")
         existing = await self.invoices.get(f"inv-{tenant_id}-{period}")
         if existing is not None:
             return Invoice.model_validate(existing["invoice"]), False
         draft = await self.draft_invoice(tenant_id, period)
-        issued = draft.model_copy(update={"status": "issued", "issued_at": now_utc()})
+        issued = draft.model_copy(update={"status": "issued", "issued_at": now()})
         document = {
             "_id": issued.invoice_id, "tenant_id": tenant_id, "period": period,
             "invoice": issued.model_dump(mode="json", by_alias=True),
@@ -540,7 +537,7 @@ class MeteringService:
         doc = await self.budgets.get(tenant_id)
         if doc is None:
             raise NotFound("no budget is set for this tenant")
-        at = now_utc()
+        at = now()
         spent = await self.month_to_date_cents(
             tenant_id, at, PriceBook(await self.prices.all()), FaultBook(await self.facts.health())
         )
@@ -554,7 +551,7 @@ class MeteringService:
     async def evaluate_budgets(self) -> None:
         """Publish each threshold crossed, once per tenant, period and threshold; and
         ask for a stop at a hard budget or at the tenant's spend cap."""
-        at = now_utc()
+        at = now()
         period = ledger.period_of(at)
         caps = await self.budgets.caps()
         budgets = {doc["_id"]: doc for doc in await self.budgets.all()}
@@ -660,7 +657,7 @@ class MeteringService:
             ]
         prices = PriceBook(await self.prices.all())
         faults = FaultBook(await self.facts.health())
-        settled_before = ledger.to_us(now_utc()) - self.usage_settle_us
+        settled_before = ledger.to_us(now()) - self.usage_settle_us
         published = 0
         for instance in instances_from(transitions):
             for interval in instance.intervals:

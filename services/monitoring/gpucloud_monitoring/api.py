@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Query, Response, status
 
-from gpucloud_libs.http import CurrentIdentity
+from gpucloud_libs.http import CurrentIdentity, app_part
 
 from .schemas import (
     Alert,
@@ -31,9 +31,7 @@ End = Annotated[datetime | None, Query(description="Default: now")]
 TenantParam = Annotated[str | None, Query(alias="tenantID", max_length=64)]
 
 
-def _service(request: Request) -> MonitoringService:
-    service: MonitoringService = request.app.state.service
-    return service
+MonitoringServicePart = Annotated[MonitoringService, app_part(MonitoringService)]
 
 
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -45,20 +43,20 @@ def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, date
 @router.get(
     "/gpus", tags=["gpus"], summary="GPU inventory: all (platform admin) or the tenant's in use"
 )
-async def list_gpus(identity: CurrentIdentity, request: Request) -> list[GpuView]:
-    return await _service(request).gpus(identity)
+async def list_gpus(identity: CurrentIdentity, service: MonitoringServicePart) -> list[GpuView]:
+    return await service.gpus(identity)
 
 
 @router.get("/gpus/{gpu_uuid}/metrics", tags=["gpus"], summary="One GPU's time series")
 async def gpu_metrics(
     gpu_uuid: str,
     identity: CurrentIdentity,
-    request: Request,
+    service: MonitoringServicePart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
-    return await _service(request).gpu_metrics(identity, gpu_uuid, *_range(start, end), resolution)
+    return await service.gpu_metrics(identity, gpu_uuid, *_range(start, end), resolution)
 
 
 @router.get(
@@ -67,13 +65,13 @@ async def gpu_metrics(
 async def instance_metrics(
     instance_id: str,
     identity: CurrentIdentity,
-    request: Request,
+    service: MonitoringServicePart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
     tenant_id: TenantParam = None,
 ) -> MetricSeries:
-    return await _service(request).instance_metrics(
+    return await service.instance_metrics(
         identity, instance_id, *_range(start, end), resolution, tenant_id
     )
 
@@ -81,32 +79,30 @@ async def instance_metrics(
 @router.get("/metrics/tenant", tags=["gpus"], summary="The tenant's GPUs in use over time")
 async def tenant_metrics(
     identity: CurrentIdentity,
-    request: Request,
+    service: MonitoringServicePart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
     tenant_id: TenantParam = None,
 ) -> MetricSeries:
-    return await _service(request).tenant_metrics(
-        identity, *_range(start, end), resolution, tenant_id
-    )
+    return await service.tenant_metrics(identity, *_range(start, end), resolution, tenant_id)
 
 
 @router.get("/nodes", tags=["fleet"], summary="Nodes: health, tiers, use (platform admin)")
-async def list_nodes(identity: CurrentIdentity, request: Request) -> list[NodeView]:
-    return await _service(request).nodes(identity)
+async def list_nodes(identity: CurrentIdentity, service: MonitoringServicePart) -> list[NodeView]:
+    return await service.nodes(identity)
 
 
 @router.get("/nodes/{node}/metrics", tags=["fleet"], summary="A node's GPUs over time")
 async def node_metrics(
     node: str,
     identity: CurrentIdentity,
-    request: Request,
+    service: MonitoringServicePart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
-    return await _service(request).node_metrics(identity, node, *_range(start, end), resolution)
+    return await service.node_metrics(identity, node, *_range(start, end), resolution)
 
 
 @router.post(
@@ -115,14 +111,16 @@ async def node_metrics(
     tags=["fleet"],
     summary="Return a degraded or quarantined node to service (platform admin)",
 )
-async def release_node(node: str, identity: CurrentIdentity, request: Request) -> NodeView:
-    return await _service(request).release_node(identity, node)
+async def release_node(
+    node: str, identity: CurrentIdentity, service: MonitoringServicePart
+) -> NodeView:
+    return await service.release_node(identity, node)
 
 
 @router.get("/fleet", tags=["fleet"], summary="Utilisation by zone and GPU type, tiers, health")
-async def fleet(identity: CurrentIdentity, request: Request) -> FleetSummary:
+async def fleet(identity: CurrentIdentity, service: MonitoringServicePart) -> FleetSummary:
     identity.require_role("platform-admin")
-    return await _service(request).fleet(identity)
+    return await service.fleet(identity)
 
 
 @router.post(
@@ -132,26 +130,28 @@ async def fleet(identity: CurrentIdentity, request: Request) -> FleetSummary:
     summary="A rule: fleet-wide (platform admin) or on the tenant's instances (tenant admin)",
 )
 async def create_rule(
-    body: AlertRuleCreate, identity: CurrentIdentity, request: Request
+    body: AlertRuleCreate, identity: CurrentIdentity, service: MonitoringServicePart
 ) -> AlertRule:
-    return await _service(request).create_rule(identity, body)
+    return await service.create_rule(identity, body)
 
 
 @router.get("/alert-rules", tags=["alerts"], summary="The caller's rules")
-async def list_rules(identity: CurrentIdentity, request: Request) -> list[AlertRule]:
-    return await _service(request).list_rules(identity)
+async def list_rules(identity: CurrentIdentity, service: MonitoringServicePart) -> list[AlertRule]:
+    return await service.list_rules(identity)
 
 
 @router.get("/alert-rules/{rule_id}", tags=["alerts"], summary="One rule")
-async def get_rule(rule_id: str, identity: CurrentIdentity, request: Request) -> AlertRule:
-    return await _service(request).get_rule(identity, rule_id)
+async def get_rule(
+    rule_id: str, identity: CurrentIdentity, service: MonitoringServicePart
+) -> AlertRule:
+    return await service.get_rule(identity, rule_id)
 
 
 @router.patch("/alert-rules/{rule_id}", tags=["alerts"], summary="Change a rule")
 async def update_rule(
-    rule_id: str, body: AlertRuleUpdate, identity: CurrentIdentity, request: Request
+    rule_id: str, body: AlertRuleUpdate, identity: CurrentIdentity, service: MonitoringServicePart
 ) -> AlertRule:
-    return await _service(request).update_rule(identity, rule_id, body)
+    return await service.update_rule(identity, rule_id, body)
 
 
 @router.delete(
@@ -160,16 +160,18 @@ async def update_rule(
     tags=["alerts"],
     summary="Delete a rule",
 )
-async def delete_rule(rule_id: str, identity: CurrentIdentity, request: Request) -> Response:
-    await _service(request).delete_rule(identity, rule_id)
+async def delete_rule(
+    rule_id: str, identity: CurrentIdentity, service: MonitoringServicePart
+) -> Response:
+    await service.delete_rule(identity, rule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/alerts", tags=["alerts"], summary="Alerts, newest first")
 async def list_alerts(
     identity: CurrentIdentity,
-    request: Request,
+    service: MonitoringServicePart,
     state: Annotated[str | None, Query(pattern="^(firing|resolved)$")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> list[Alert]:
-    return await _service(request).list_alerts(identity, state, limit)
+    return await service.list_alerts(identity, state, limit)

@@ -19,15 +19,11 @@ service = MonitoringService(settings, MonitoringStore(runtime.db), runtime.broke
 handlers = EventHandlers(service)
 
 
-async def _kube_ready() -> None:
-    await kube.server_version()
-
-
 runtime.on_start(kube.connect)
 runtime.on_start(service.start)
 runtime.on_stop(service.close)
 runtime.on_stop(kube.close)
-runtime.add_readiness_check("kubernetes", _kube_ready)
+runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
 runtime.every(1.0, service.deliver_webhooks, "webhooks")
 runtime.every(5.0, service.republish, "republish")
@@ -40,5 +36,5 @@ app = runtime.create_app(
     title="gpucloud monitoring",
     description="GPU telemetry ingestion, alert rules, inventory and node health.",
     routers=[router],
+    parts=[service],
 )
-app.state.service = service

@@ -14,13 +14,14 @@ import ipaddress
 import logging
 import secrets
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
 import httpx
 from faststream.kafka import KafkaBroker
 
+from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.events import (
     AlertStateChanged,
@@ -63,14 +64,6 @@ WEBHOOK_ATTEMPTS = 8
 WEBHOOK_TIMEOUT_S = 5.0
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 class MonitoringService:
     def __init__(
         self,
@@ -104,7 +97,7 @@ class MonitoringService:
         await self.reload_rules()
         for alert in await self.store.firing():
             self.rules.restore_firing(
-                alert["rule_id"], alert["subject"], alert["_id"], _aware(alert["since"])
+                alert["rule_id"], alert["subject"], alert["_id"], aware(alert["since"])
             )
 
     async def close(self) -> None:
@@ -210,9 +203,9 @@ class MonitoringService:
             self.broker, NODE_HEALTH,
             NodeHealthChanged(
                 node=node, health=doc["health"], previous_health=doc["previous"],
-                reasons=tuple(doc["reasons"]), at=_aware(doc["since"]),
+                reasons=tuple(doc["reasons"]), at=aware(doc["since"]),
             ),
-            source=self.source, event_id=f"{node}@{_aware(doc['since']).isoformat()}",
+            source=self.source, event_id=f"{node}@{aware(doc['since']).isoformat()}",
         )  # fmt: skip
         await self.store.put_health(node, {**doc, "published": True})
 
@@ -291,7 +284,7 @@ class MonitoringService:
             await self._publish_alert(doc, "firing")
 
     async def _publish_alert(self, doc: Document, state: str) -> None:
-        at = _aware(doc["fired_at"] if state == "firing" else doc["resolved_at"])
+        at = aware(doc["fired_at"] if state == "firing" else doc["resolved_at"])
         event = AlertStateChanged(
             alert_id=doc["_id"], rule_id=doc["rule_id"], tenant_id=doc.get("tenant_id"),
             state=state,
@@ -336,7 +329,7 @@ class MonitoringService:
         at = now()
         if self._due_deliveries is None:
             pending = await self.store.pending_deliveries()
-            self._due_deliveries = {d["_id"]: _aware(d["next_at"]) for d in pending}
+            self._due_deliveries = {d["_id"]: aware(d["next_at"]) for d in pending}
         due = sorted(key for key, next_at in self._due_deliveries.items() if next_at <= at)
         for delivery_id in due:
             delivery = await self.store.delivery(delivery_id)
@@ -619,7 +612,7 @@ class MonitoringService:
         """One point per window: GPUs averaged (a node's, a tenant's), maxima kept."""
         by_start: dict[datetime, list[Document]] = defaultdict(list)
         for doc in docs:
-            by_start[_aware(doc["start"])].append(doc)
+            by_start[aware(doc["start"])].append(doc)
         points = []
         for start, group in sorted(by_start.items()):
             averaged: dict[str, Any] = {

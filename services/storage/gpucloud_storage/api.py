@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from gpucloud_libs.http import CurrentIdentity
+from gpucloud_libs.http import CurrentIdentity, app_part
 from gpucloud_libs.identity import Role
 
+from .accessors import Accessors
+from .attachments import Attachments
 from .schemas import (
     AccessorCreate,
     AccessorCreated,
@@ -30,15 +32,17 @@ from .schemas import (
     UploadPlan,
     UploadRequest,
 )
-from .service import StorageService
+from .storages import Storages
+from .transfers import Transfers
 
 router = APIRouter()
 MEMBERS: tuple[Role, ...] = ("tenant-admin", "tenant-user")
 
 
-def _service(request: Request) -> StorageService:
-    service: StorageService = request.app.state.service
-    return service
+StoragesPart = Annotated[Storages, app_part(Storages)]
+AccessorsPart = Annotated[Accessors, app_part(Accessors)]
+TransfersPart = Annotated[Transfers, app_part(Transfers)]
+AttachmentsPart = Annotated[Attachments, app_part(Attachments)]
 
 
 @router.post(
@@ -48,25 +52,27 @@ def _service(request: Request) -> StorageService:
     summary="Create an object storage (bucket with a quota) or a volume storage (PVC)",
 )
 async def create_storage(
-    body: StorageCreate, identity: CurrentIdentity, request: Request
+    body: StorageCreate, identity: CurrentIdentity, storages: StoragesPart
 ) -> Storage:
     identity.require_role(*MEMBERS)
-    return await _service(request).create_storage(identity, body)
+    return await storages.create(identity, body)
 
 
 @router.get("/storages", tags=["storages"], summary="List the tenant's storages")
 async def list_storages(
     identity: CurrentIdentity,
-    request: Request,
+    storages: StoragesPart,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> StoragePage:
-    return await _service(request).list_storages(identity, cursor, limit)
+    return await storages.page(identity, cursor, limit)
 
 
 @router.get("/storages/{storage_id}", tags=["storages"], summary="One storage")
-async def get_storage(storage_id: str, identity: CurrentIdentity, request: Request) -> Storage:
-    return await _service(request).get_storage(identity, storage_id)
+async def get_storage(
+    storage_id: str, identity: CurrentIdentity, storages: StoragesPart
+) -> Storage:
+    return await storages.get(identity, storage_id)
 
 
 @router.patch(
@@ -75,10 +81,10 @@ async def get_storage(storage_id: str, identity: CurrentIdentity, request: Reque
     summary="Rename, change an object storage's quota, or grow a volume",
 )
 async def update_storage(
-    storage_id: str, body: StorageUpdate, identity: CurrentIdentity, request: Request
+    storage_id: str, body: StorageUpdate, identity: CurrentIdentity, storages: StoragesPart
 ) -> Storage:
     identity.require_role(*MEMBERS)
-    return await _service(request).update_storage(identity, storage_id, body)
+    return await storages.update(identity, storage_id, body)
 
 
 @router.delete(
@@ -94,11 +100,11 @@ async def update_storage(
 async def delete_storage(
     storage_id: str,
     identity: CurrentIdentity,
-    request: Request,
+    storages: StoragesPart,
     force: bool = False,
 ) -> Response:
     identity.require_role(*MEMBERS)
-    pending = await _service(request).delete_storage(identity, storage_id, force=force)
+    pending = await storages.delete(identity, storage_id, force=force)
     if pending is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return JSONResponse(
@@ -113,17 +119,17 @@ async def delete_storage(
     summary="Create S3 credentials for one storage; the secret is shown only here",
 )
 async def create_accessor(
-    storage_id: str, body: AccessorCreate, identity: CurrentIdentity, request: Request
+    storage_id: str, body: AccessorCreate, identity: CurrentIdentity, accessors: AccessorsPart
 ) -> AccessorCreated:
     identity.require_role(*MEMBERS)
-    return await _service(request).create_accessor(identity, storage_id, body)
+    return await accessors.create(identity, storage_id, body)
 
 
 @router.get("/storages/{storage_id}/accessors", tags=["accessors"], summary="A storage's accessors")
 async def list_accessors(
-    storage_id: str, identity: CurrentIdentity, request: Request
+    storage_id: str, identity: CurrentIdentity, accessors: AccessorsPart
 ) -> AccessorPage:
-    return AccessorPage(items=await _service(request).list_accessors(identity, storage_id))
+    return AccessorPage(items=await accessors.list(identity, storage_id))
 
 
 @router.delete(
@@ -133,10 +139,10 @@ async def list_accessors(
     summary="Revoke an accessor at once",
 )
 async def delete_accessor(
-    storage_id: str, accessor_id: str, identity: CurrentIdentity, request: Request
+    storage_id: str, accessor_id: str, identity: CurrentIdentity, accessors: AccessorsPart
 ) -> Response:
     identity.require_role(*MEMBERS)
-    await _service(request).delete_accessor(identity, storage_id, accessor_id)
+    await accessors.delete(identity, storage_id, accessor_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -148,13 +154,13 @@ async def delete_accessor(
 async def list_objects(
     storage_id: str,
     identity: CurrentIdentity,
-    request: Request,
+    transfers: TransfersPart,
     prefix: Annotated[str, Query(max_length=1024)] = "",
     delimiter: Annotated[str, Query(max_length=1)] = "",
     cursor: Annotated[str | None, Query(max_length=4200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
 ) -> ObjectListing:
-    return await _service(request).list_objects(
+    return await transfers.list_objects(
         identity, storage_id, prefix=prefix, delimiter=delimiter, cursor=cursor, limit=limit
     )
 
@@ -165,9 +171,9 @@ async def list_objects(
     summary="A presigned GET URL for one object",
 )
 async def presign_download(
-    storage_id: str, body: DownloadRequest, identity: CurrentIdentity, request: Request
+    storage_id: str, body: DownloadRequest, identity: CurrentIdentity, transfers: TransfersPart
 ) -> PresignedUrl:
-    return await _service(request).presign_download(identity, storage_id, body)
+    return await transfers.presign_download(identity, storage_id, body)
 
 
 @router.post(
@@ -176,10 +182,10 @@ async def presign_download(
     summary="Presigned PUT URL(s) for one object; multipart above one part's size",
 )
 async def plan_upload(
-    storage_id: str, body: UploadRequest, identity: CurrentIdentity, request: Request
+    storage_id: str, body: UploadRequest, identity: CurrentIdentity, transfers: TransfersPart
 ) -> UploadPlan:
     identity.require_role(*MEMBERS)
-    return await _service(request).plan_upload(identity, storage_id, body)
+    return await transfers.plan_upload(identity, storage_id, body)
 
 
 @router.post(
@@ -192,10 +198,10 @@ async def complete_upload(
     upload_id: str,
     body: UploadComplete,
     identity: CurrentIdentity,
-    request: Request,
+    transfers: TransfersPart,
 ) -> ObjectEntry:
     identity.require_role(*MEMBERS)
-    return await _service(request).complete_upload(identity, storage_id, upload_id, body)
+    return await transfers.complete_upload(identity, storage_id, upload_id, body)
 
 
 @router.delete(
@@ -205,10 +211,10 @@ async def complete_upload(
     summary="Abort a multipart upload and drop its parts",
 )
 async def abort_upload(
-    storage_id: str, upload_id: str, identity: CurrentIdentity, request: Request
+    storage_id: str, upload_id: str, identity: CurrentIdentity, transfers: TransfersPart
 ) -> Response:
     identity.require_role(*MEMBERS)
-    await _service(request).abort_upload(identity, storage_id, upload_id)
+    await transfers.abort_upload(identity, storage_id, upload_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -218,6 +224,9 @@ async def abort_upload(
     summary="What an instance mounts and loads (instances service only)",
 )
 async def attach(
-    instance_id: str, body: AttachmentRequest, identity: CurrentIdentity, request: Request
+    instance_id: str,
+    body: AttachmentRequest,
+    identity: CurrentIdentity,
+    attachments: AttachmentsPart,
 ) -> AttachmentPlan:
-    return await _service(request).attach(identity, instance_id, body)
+    return await attachments.attach(identity, instance_id, body)

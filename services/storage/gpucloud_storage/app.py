@@ -6,12 +6,18 @@ from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS
 
+from .accessors import Accessors
 from .api import router
+from .attachments import Attachments
 from .handlers import EventHandlers
 from .minio_backend import MinioBackend
-from .service import StorageService
+from .ownership import OwnedStorages
 from .settings import StorageSettings
+from .storages import Storages
 from .store import INDEXES, AccessorStore, AttachmentStore, StorageStore, TenantStore, UploadStore
+from .tenancy import Tenancy
+from .transfers import Transfers
+from .usage import UsagePublisher
 
 settings = StorageSettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
@@ -23,31 +29,36 @@ backend = MinioBackend(
     public_endpoint=settings.s3_public_endpoint,
 )
 kube = KubeClient(settings.kubeconfig)
-service = StorageService(
-    settings, backend, kube, runtime.broker,
-    TenantStore(runtime.db), StorageStore(runtime.db), AccessorStore(runtime.db),
-    UploadStore(runtime.db), AttachmentStore(runtime.db),
-)  # fmt: skip
-handlers = EventHandlers(service)
-
-
-async def _kube_ready() -> None:
-    await kube.server_version()
+tenants, storage_store = TenantStore(runtime.db), StorageStore(runtime.db)
+attachment_store = AttachmentStore(runtime.db)
+owned = OwnedStorages(storage_store)
+usage = UsagePublisher(backend, runtime.broker, storage_store)
+accessors = Accessors(backend, AccessorStore(runtime.db), owned)
+attachments = Attachments(backend, kube, storage_store, attachment_store, accessors, owned)
+storages = Storages(
+    settings, backend, kube, tenants, storage_store, attachment_store, accessors, usage, owned
+)
+handlers = EventHandlers(Tenancy(tenants, attachment_store, attachments, storages), attachments)
 
 
 runtime.on_start(kube.connect)
-runtime.on_stop(service.close)
+runtime.on_stop(storages.close)
 runtime.on_stop(kube.close)
 runtime.add_readiness_check("object_store", backend.ping)
-runtime.add_readiness_check("kubernetes", _kube_ready)
+runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
-runtime.every(settings.usage_interval_s, service.sample_usage, "usage")
-runtime.every(settings.sweep_interval_s, service.sweep, "sweep")
+runtime.every(settings.usage_interval_s, usage.sample, "usage")
+runtime.every(settings.sweep_interval_s, storages.sweep, "sweep")
 
 app = runtime.create_app(
     title="gpucloud storage",
     description="Object and volume storages, scoped accessors, presigned upload and download.",
     routers=[router],
+    parts=[
+        storages,
+        accessors,
+        Transfers(settings, backend, UploadStore(runtime.db), owned),
+        attachments,
+    ],
 )
-app.state.service = service

@@ -9,11 +9,12 @@ uploads and attachments are inserted and removed, never updated concurrently.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
 TENANTS = "tenants"
@@ -33,10 +34,6 @@ INDEXES: IndexPlan = {
     ],
     ATTACHMENTS: [IndexModel([("tenant_id", ASCENDING)], name="tenant")],
 }
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 def storage_key(tenant_id: str, storage_id: str) -> str:

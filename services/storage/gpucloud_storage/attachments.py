@@ -1,0 +1,182 @@
+"""Attachments: what the instances service's instances get of their tenant's storages.
+
+A volume mounts as its claim; an object storage arrives as an accessor of the
+instance's own, in a Secret loaded as environment variables. Made once per
+instance (a retry returns the same plan) and revoked when the instance ends.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Conflict, Forbidden
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.kube import KubeClient, NotFoundError
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import (
+    storage_claim_name,
+    storage_env_prefix,
+    storage_secret_name,
+    tenant_namespace,
+)
+
+from . import manifests
+from .accessors import Accessors
+from .backend import ObjectBackend
+from .ownership import OwnedStorages, StorageNotReady
+from .schemas import AttachedStorage, AttachmentPlan, AttachmentRequest
+from .store import AttachmentStore, StorageStore, storage_key
+
+log = logging.getLogger(__name__)
+
+#: The identity subject the instances service signs its attachment calls with.
+INSTANCES_SERVICE = "service:instances"
+
+
+def attachment_plan(attachment: Document) -> AttachmentPlan:
+    instance_id = attachment["instance_id"]
+    return AttachmentPlan(
+        instance_id=instance_id,
+        storages=[
+            AttachedStorage(
+                storage_id=item["storage_id"],
+                kind=item["kind"],
+                claim_name=storage_claim_name(item["storage_id"])
+                if item["kind"] == "volume"
+                else None,
+                secret_name=storage_secret_name(item["storage_id"], instance_id)
+                if item["kind"] == "object"
+                else None,
+                env_prefix=storage_env_prefix(item["storage_id"])
+                if item["kind"] == "object"
+                else None,
+            )
+            for item in attachment["items"]
+        ],
+    )
+
+
+class Attachments:
+    def __init__(
+        self,
+        backend: ObjectBackend,
+        kube: KubeClient,
+        storages: StorageStore,
+        attachments: AttachmentStore,
+        accessors: Accessors,
+        owned: OwnedStorages,
+    ) -> None:
+        self._backend = backend
+        self._kube = kube
+        self._storages = storages
+        self._attachments = attachments
+        self._accessors = accessors
+        self._owned = owned
+
+    async def attach(
+        self, identity: Identity, instance_id: str, body: AttachmentRequest
+    ) -> AttachmentPlan:
+        """What an instance mounts and loads, made once per instance (retries return it)."""
+        if identity.subject != INSTANCES_SERVICE:
+            raise Forbidden("attachments are made by the instances service")
+        tenant_id = identity.require_tenant()
+        key = storage_key(tenant_id, instance_id)
+        existing = await self._attachments.get(key)
+        if existing is not None:
+            if await self._secrets_present(existing):
+                return attachment_plan(existing)
+            # An earlier attempt died half-way: undo it and start over.
+            await self.release(tenant_id, instance_id)
+        wanted = {item.storage_id: item for item in body.storages}
+        storages = [await self._owned.ready(identity, storage_id) for storage_id in wanted]
+        attachment: Document = {
+            "_id": key,
+            "tenant_id": tenant_id,
+            "instance_id": instance_id,
+            "storage_ids": list(wanted),
+            "items": [
+                {
+                    "storage_id": doc["storage_id"],
+                    "kind": doc["kind"],
+                    "read_only": wanted[doc["storage_id"]].read_only,
+                }
+                for doc in storages
+            ],
+            "accessor_ids": [],
+            "created_at": now(),
+        }
+        if not await self._attachments.insert(attachment):
+            raise Conflict("a concurrent call is attaching this instance's storages; retry")
+        try:
+            for doc in storages:
+                # A delete that began after our check now sees this attachment; one
+                # that began before it shows here as `deleting`.
+                fresh = await self._storages.get(doc["_id"])
+                if fresh is None or fresh["state"] != "ready":
+                    raise StorageNotReady(f"storage {doc['storage_id']!r} is being deleted")
+                if doc["kind"] == "object":
+                    await self._grant_instance(
+                        doc, instance_id, wanted[doc["storage_id"]].read_only
+                    )
+        except BaseException:
+            await self.release(tenant_id, instance_id)
+            raise
+        return attachment_plan(attachment)
+
+    async def _grant_instance(self, storage: Document, instance_id: str, read_only: bool) -> None:
+        accessor, secret = await self._accessors.issue(
+            storage, "read-only" if read_only else "read-write", expires_at=None, name=None,
+            instance_id=instance_id, created_by=INSTANCES_SERVICE,
+        )  # fmt: skip
+        variables = {
+            "AWS_ACCESS_KEY_ID": accessor["_id"],
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_ENDPOINT_URL": self._backend.public_endpoint,
+            "AWS_REGION": self._backend.region,
+            "BUCKET": storage["bucket"],
+        }
+        await self._kube.ensure(
+            manifests.credentials_secret(
+                tenant_namespace(storage["tenant_id"]), storage["tenant_id"],
+                storage["storage_id"], instance_id, variables,
+            )
+        )  # fmt: skip
+
+    async def _secrets_present(self, attachment: Document) -> bool:
+        for item in attachment["items"]:
+            if item["kind"] != "object":
+                continue
+            try:
+                await self._kube.read(
+                    "Secret",
+                    tenant_namespace(attachment["tenant_id"]),
+                    storage_secret_name(item["storage_id"], attachment["instance_id"]),
+                )
+            except NotFoundError:
+                return False
+        return True
+
+    async def release_ended(self, instances: list[tuple[str, str]]) -> None:
+        """Release the storages of instances that ended (tenant, instance pairs)."""
+        keys = {
+            storage_key(tenant_id, instance_id): (tenant_id, instance_id)
+            for tenant_id, instance_id in instances
+        }
+        for key in await self._attachments.existing(list(keys)):
+            await self.release(*keys[key])
+
+    async def release(self, tenant_id: str, instance_id: str) -> None:
+        """Revoke what an instance was given and forget its attachment (idempotent)."""
+        key = storage_key(tenant_id, instance_id)
+        attachment = await self._attachments.get(key)
+        if attachment is None:
+            return
+        namespace = tenant_namespace(tenant_id)
+        for storage_id in attachment["storage_ids"]:
+            await self._accessors.revoke_all(tenant_id, storage_id, instance_id=instance_id)
+            await self._kube.delete(
+                "Secret", namespace, storage_secret_name(storage_id, instance_id)
+            )
+        await self._attachments.remove(key)
+        log.info("storages released", extra={"tenant": tenant_id, "instance": instance_id})

@@ -1,0 +1,368 @@
+"""Storages: object storages (a bucket with a hard quota) and volume storages (a PVC).
+
+A storage document is written before anything is made in the backend, so a
+crash leaves a record the sweep can finish (provisioning) or undo (deleting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import (
+    Conflict,
+    DependencyUnavailable,
+    Forbidden,
+    QuotaExceeded,
+    TenantNotReady,
+    ValidationFailed,
+)
+from gpucloud_libs.http import decode_cursor, encode_cursor
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.kube import KubeClient, KubeError, NotFoundError
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import storage_claim_name, tenant_namespace
+
+from . import manifests
+from .accessors import Accessors
+from .backend import BackendError, BucketNotEmpty, ObjectBackend
+from .ownership import OwnedStorages
+from .schemas import Storage, StorageCreate, StoragePage, StorageUpdate
+from .settings import StorageSettings
+from .store import AttachmentStore, StorageStore, TenantStore, storage_key
+from .usage import UsagePublisher
+
+log = logging.getLogger(__name__)
+
+#: A storage this long in provisioning or deleting was left by a crash.
+UNFINISHED_AFTER_S = 10.0
+
+
+class StorageAttached(Conflict):
+    code = "storage_attached"
+    title = "Storage attached to instances"
+
+
+class ResizeRefused(Conflict):
+    code = "resize_refused"
+    title = "Volume cannot be resized"
+
+
+class StorageNotEmpty(Conflict):
+    code = "storage_not_empty"
+    title = "Storage not empty"
+
+
+class Storages:
+    def __init__(
+        self,
+        settings: StorageSettings,
+        backend: ObjectBackend,
+        kube: KubeClient,
+        tenants: TenantStore,
+        storages: StorageStore,
+        attachments: AttachmentStore,
+        accessors: Accessors,
+        usage: UsagePublisher,
+        owned: OwnedStorages,
+    ) -> None:
+        self._settings = settings
+        self._backend = backend
+        self._kube = kube
+        self._tenants = tenants
+        self._storages = storages
+        self._attachments = attachments
+        self._accessors = accessors
+        self._usage = usage
+        self._owned = owned
+        self._background: set[asyncio.Task[bool]] = set()
+        self._deleting: set[str] = set()  # storage keys being deleted by this process
+
+    async def create(self, identity: Identity, body: StorageCreate) -> Storage:
+        tenant_id = identity.require_tenant()
+        tenant = await self._tenants.get(tenant_id)
+        if tenant is None:
+            raise TenantNotReady(
+                "the tenant is not provisioned in the storage service yet; retry shortly",
+                retry_after_s=2,
+            )
+        if tenant.get("status") != "active":
+            raise Forbidden("the tenant is suspended")
+        if body.kind == "object" and body.storage_class is not None:
+            raise ValidationFailed("storageClass applies to volume storages only")
+        storage_id = body.storage_id or f"s-{secrets.token_hex(6)}"
+        key = storage_key(tenant_id, storage_id)
+        created = now()
+        doc: Document = {
+            "_id": key,
+            "tenant_id": tenant_id,
+            "storage_id": storage_id,
+            "name": body.name,
+            "kind": body.kind,
+            "state": "provisioning",
+            "message": None,
+            "size_bytes": body.size_bytes,
+            "created_by": identity.subject,
+            "created_at": created,
+            "updated_at": created,
+        }
+        if body.kind == "object":
+            # Bucket names are global and at most 63 characters: not derived from ids.
+            doc["bucket"] = f"gpc-{secrets.token_hex(12)}"
+        else:
+            doc["storage_class"] = body.storage_class or self._settings.default_storage_class
+            doc["access_mode"] = body.access_mode
+        if not await self._storages.insert(doc):
+            raise Conflict(f"a storage with the id {storage_id!r} already exists")
+        # Counted with this one included: of two racing creates, not both pass.
+        try:
+            await self._check_tenant_quota(tenant, storage_id, body.size_bytes)
+        except QuotaExceeded:
+            await self._storages.remove(key)
+            raise
+        return self.view(await self._provision(doc))
+
+    async def _check_tenant_quota(self, tenant: Document, storage_id: str, size: int) -> None:
+        limit = tenant["max_storage_bytes"]
+        others = sum(
+            doc["size_bytes"]
+            for doc in await self._storages.of_tenant(tenant["_id"])
+            if doc["storage_id"] != storage_id
+        )
+        if others + size > limit:
+            raise QuotaExceeded(
+                f"the tenant's storage quota is {limit} bytes; {others} are allocated "
+                f"and this asks for {size}",
+                limit_bytes=limit,
+                allocated_bytes=others,
+            )
+
+    async def _provision(self, doc: Document) -> Document:
+        """Make the bucket or claim; on a transient failure the sweep tries again."""
+        try:
+            if doc["kind"] == "object":
+                await self._backend.create_bucket(doc["bucket"], doc["size_bytes"])
+            else:
+                await self._kube.ensure(self._claim(doc))
+        except NotFoundError:
+            message = "waiting for the tenant's namespace"
+        except (BackendError, KubeError, DependencyUnavailable) as error:
+            log.warning("provisioning failed", extra={"storage": doc["_id"], "error": str(error)})
+            message = f"provisioning failed, retrying: {error}"[:300]
+        else:
+            updated = await self._storages.update(doc["_id"], {"state": "ready", "message": None})
+            return updated or doc
+        return await self._storages.update(doc["_id"], {"message": message}) or doc
+
+    def _claim(self, doc: Document) -> Document:
+        return manifests.volume_claim(
+            tenant_namespace(doc["tenant_id"]), doc["tenant_id"], doc["storage_id"],
+            size_bytes=doc["size_bytes"], storage_class=doc["storage_class"],
+            access_mode=doc["access_mode"],
+        )  # fmt: skip
+
+    async def get(self, identity: Identity, storage_id: str) -> Storage:
+        doc = await self._owned.get(identity, storage_id)
+        return (await self._views([doc]))[0]
+
+    async def page(self, identity: Identity, cursor: str | None, limit: int) -> StoragePage:
+        tenant_id = identity.require_tenant()
+        after = decode_cursor(cursor) if cursor else None
+        docs = await self._storages.page(tenant_id, after=after, limit=limit + 1)
+        more = len(docs) > limit
+        docs = docs[:limit]
+        return StoragePage(
+            items=await self._views(docs),
+            next_cursor=encode_cursor(docs[-1]["_id"]) if more else None,
+        )
+
+    async def update(self, identity: Identity, storage_id: str, body: StorageUpdate) -> Storage:
+        doc = await self._owned.ready(identity, storage_id)
+        changes: Document = {}
+        if body.name is not None:
+            changes["name"] = body.name
+        size = body.size_bytes
+        if size is not None and size != doc["size_bytes"]:
+            if doc["kind"] == "volume" and size < doc["size_bytes"]:
+                raise ValidationFailed("a volume can only grow; create a smaller one and copy")
+            tenant = await self._tenants.get(doc["tenant_id"])
+            if tenant is None:
+                raise TenantNotReady("the tenant is not provisioned yet", retry_after_s=2)
+            await self._check_tenant_quota(tenant, storage_id, size)
+            if doc["kind"] == "object":
+                await self._backend.set_quota(doc["bucket"], size)
+            else:
+                await self._resize_claim(doc, size)
+            changes["size_bytes"] = size
+        if changes:
+            doc = await self._storages.update(doc["_id"], changes) or doc
+        return (await self._views([doc]))[0]
+
+    async def _resize_claim(self, doc: Document, size: int) -> None:
+        patch = {"spec": {"resources": {"requests": {"storage": str(size)}}}}
+        try:
+            await self._kube.patch(
+                "PersistentVolumeClaim",
+                tenant_namespace(doc["tenant_id"]),
+                storage_claim_name(doc["storage_id"]),
+                patch,
+            )
+        except KubeError as error:
+            if error.status in {403, 422}:
+                # Kubernetes resizes only bound claims of classes that allow expansion.
+                raise ResizeRefused(f"the volume cannot be resized now: {error}"[:500]) from error
+            raise DependencyUnavailable(f"Kubernetes refused the resize: {error}") from error
+
+    async def delete(self, identity: Identity, storage_id: str, *, force: bool) -> Storage | None:
+        """None when the storage is gone; the storage (deleting) when it finishes later."""
+        doc = await self._owned.get(identity, storage_id)
+        if doc["state"] == "deleting":
+            return self.view(doc)
+        await self._refuse_if_attached(doc)
+        if doc["kind"] == "object" and doc["state"] == "ready" and not force:
+            # Checked before anything changes, so a refusal leaves the storage as it was.
+            page = await self._backend.list_objects(
+                doc["bucket"], prefix="", start_after=None, limit=1, delimiter=""
+            )
+            if page.objects or page.prefixes:
+                raise StorageNotEmpty(
+                    f"storage {storage_id!r} holds objects; delete them, or pass force=true"
+                )
+        doc = await self._storages.update(doc["_id"], {"state": "deleting", "force": force}) or doc
+        try:
+            # An attachment that slipped in between the check and the state change
+            # saw `ready`; now that the state says deleting, no new one can.
+            await self._refuse_if_attached(doc)
+        except StorageAttached:
+            await self._storages.update(doc["_id"], {"state": "ready"})
+            raise
+        if force and doc["kind"] == "object":
+            # Emptying a bucket of 100,000 objects takes a while: finish in the background.
+            self._spawn_delete(doc)
+            return self.view(doc)
+        if await self.finish_delete(doc):
+            return None
+        return self.view(await self._storages.get(doc["_id"]) or doc)
+
+    async def _refuse_if_attached(self, doc: Document) -> None:
+        users = [
+            attachment["instance_id"]
+            for attachment in await self._attachments.of_tenant(doc["tenant_id"])
+            if doc["storage_id"] in attachment["storage_ids"]
+        ]
+        if users:
+            raise StorageAttached(
+                f"storage {doc['storage_id']!r} is attached to instances {', '.join(users)}; "
+                "stop them first",
+                instances=users,
+            )
+
+    async def finish_delete(self, doc: Document) -> bool:
+        """Remove the backend side, revoke accessors, publish the last sample, forget it.
+
+        False when something failed on the way: the storage stays `deleting` and
+        the sweep tries again (every step is idempotent).
+        """
+        try:
+            if doc["kind"] == "object":
+                await self._accessors.revoke_all(doc["tenant_id"], doc["storage_id"])
+                await self._backend.delete_bucket(doc["bucket"], force=bool(doc.get("force")))
+            else:
+                await self._kube.delete(
+                    "PersistentVolumeClaim",
+                    tenant_namespace(doc["tenant_id"]),
+                    storage_claim_name(doc["storage_id"]),
+                )
+            # Metering bills up to the last sample: a zero closes the storage's meter.
+            await self._usage.publish(doc, 0, now())
+        except BucketNotEmpty:
+            await self._storages.update(doc["_id"], {"state": "ready", "message": None})
+            raise StorageNotEmpty(
+                f"storage {doc['storage_id']!r} holds objects; delete them, or pass force=true"
+            ) from None
+        except Exception as error:  # Kafka's errors too: anything is retried by the sweep
+            log.warning("deletion failed", extra={"storage": doc["_id"], "error": str(error)})
+            await self._storages.update(
+                doc["_id"], {"message": f"deletion retrying: {error}"[:300]}
+            )
+            return False
+        await self._storages.remove(doc["_id"])
+        log.info("storage deleted", extra={"storage": doc["_id"]})
+        return True
+
+    def _spawn_delete(self, doc: Document) -> None:
+        """Finish a deletion in the background; the sweep leaves it alone meanwhile."""
+        if doc["_id"] in self._deleting:
+            return
+        self._deleting.add(doc["_id"])
+        task = asyncio.ensure_future(self.finish_delete(doc))
+        self._background.add(task)
+
+        def done(finished: asyncio.Task[bool]) -> None:
+            self._background.discard(finished)
+            self._deleting.discard(doc["_id"])
+
+        task.add_done_callback(done)
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+
+    async def _views(self, docs: list[Document]) -> list[Storage]:
+        if not docs:
+            return []
+        usage = await self._storages.usage([doc["_id"] for doc in docs])
+        attachments = await self._attachments.of_tenant(docs[0]["tenant_id"])
+        return [
+            self.view(
+                doc,
+                used_bytes=usage.get(doc["_id"]),
+                attached_to=[
+                    a["instance_id"] for a in attachments if doc["storage_id"] in a["storage_ids"]
+                ],
+            )
+            for doc in docs
+        ]
+
+    def view(
+        self, doc: Document, *, used_bytes: int | None = None, attached_to: list[str] | None = None
+    ) -> Storage:
+        is_object = doc["kind"] == "object"
+        return Storage(
+            storage_id=doc["storage_id"],
+            tenant_id=doc["tenant_id"],
+            name=doc.get("name"),
+            kind=doc["kind"],
+            state=doc["state"],
+            message=doc.get("message"),
+            size_bytes=doc["size_bytes"],
+            used_bytes=used_bytes if is_object else doc["size_bytes"],
+            bucket=doc.get("bucket"),
+            endpoint=self._backend.public_endpoint if is_object else None,
+            region=self._backend.region if is_object else None,
+            claim_name=None if is_object else storage_claim_name(doc["storage_id"]),
+            storage_class=doc.get("storage_class"),
+            access_mode=doc.get("access_mode"),
+            attached_to=attached_to or [],
+            created_at=doc["created_at"],
+            updated_at=doc["updated_at"],
+        )
+
+    async def sweep(self) -> None:
+        """Finish what a crash interrupted: creations and deletions."""
+        for doc in await self._storages.unfinished(UNFINISHED_AFTER_S):
+            if doc["state"] == "provisioning":
+                await self._provision(doc)
+            else:
+                self._spawn_delete(doc)
+
+    async def delete_all_of_tenant(self, tenant_id: str) -> None:
+        """A deleted tenant's storages go, objects included, in the background."""
+        for doc in await self._storages.of_tenant(tenant_id):
+            deleting = doc
+            if doc["state"] != "deleting":
+                changes = {"state": "deleting", "force": True}
+                deleting = await self._storages.update(doc["_id"], changes) or doc
+            self._spawn_delete(deleting)

@@ -1,0 +1,37 @@
+"""Tenants as the gateway publishes them: their storage quota, and their deletion."""
+
+from __future__ import annotations
+
+from gpucloud_libs.events import TenantUpserted
+
+from .attachments import Attachments
+from .storages import Storages
+from .store import AttachmentStore, TenantStore
+
+
+class Tenancy:
+    def __init__(
+        self,
+        tenants: TenantStore,
+        attachments: AttachmentStore,
+        attachment_grants: Attachments,
+        storages: Storages,
+    ) -> None:
+        self._tenants = tenants
+        self._attachments = attachments
+        self._attachment_grants = attachment_grants
+        self._storages = storages
+
+    async def apply(self, tenant: TenantUpserted) -> None:
+        await self._tenants.upsert(
+            tenant.tenant_id,
+            {"status": tenant.status, "max_storage_bytes": tenant.quota.max_storage_bytes},
+        )
+
+    async def delete(self, tenant_id: str) -> None:
+        """A deleted tenant's storages go with it, objects included (in the background:
+        emptying buckets must not hold up the tenant events behind this one)."""
+        for attachment in await self._attachments.of_tenant(tenant_id):
+            await self._attachment_grants.release(tenant_id, attachment["instance_id"])
+        await self._storages.delete_all_of_tenant(tenant_id)
+        await self._tenants.remove(tenant_id)
