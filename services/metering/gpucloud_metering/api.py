@@ -11,6 +11,10 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.http import CurrentIdentity, app_part
 
+from .budgets import Budgets
+from .invoices import Invoices
+from .prices import Prices
+from .reports import Reports, as_csv, scope
 from .schemas import (
     Budget,
     BudgetSet,
@@ -22,7 +26,6 @@ from .schemas import (
     PriceCreate,
     UsageReport,
 )
-from .service import MeteringService
 
 router = APIRouter()
 
@@ -33,7 +36,10 @@ Start = Annotated[datetime | None, Query(description="Default: the start of this
 End = Annotated[datetime | None, Query(description="Default: now")]
 
 
-MeteringServicePart = Annotated[MeteringService, app_part(MeteringService)]
+PricesPart = Annotated[Prices, app_part(Prices)]
+ReportsPart = Annotated[Reports, app_part(Reports)]
+InvoicesPart = Annotated[Invoices, app_part(Invoices)]
+BudgetsPart = Annotated[Budgets, app_part(Budgets)]
 
 
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -51,28 +57,26 @@ def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, date
     tags=["prices"],
     summary="Set a price from a moment on (platform admin)",
 )
-async def add_price(
-    body: PriceCreate, identity: CurrentIdentity, service: MeteringServicePart
-) -> Price:
+async def add_price(body: PriceCreate, identity: CurrentIdentity, prices: PricesPart) -> Price:
     identity.require_role("platform-admin")
-    return await service.add_price(body)
+    return await prices.add(body)
 
 
 @router.get("/prices", tags=["prices"], summary="Every price, with when it takes effect")
-async def list_prices(identity: CurrentIdentity, service: MeteringServicePart) -> list[Price]:
-    return await service.list_prices()
+async def list_prices(identity: CurrentIdentity, prices: PricesPart) -> list[Price]:
+    return await prices.list()
 
 
 async def _tenant_report(
     identity: CurrentIdentity,
-    service: MeteringServicePart,
+    reports: ReportsPart,
     start: Start = None,
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
     tenant_id: TenantFilter = None,
 ) -> UsageReport:
     """The usage report both /usage routes serve, for the caller's scope."""
-    return await service.report(service.scope(identity, tenant_id), *_range(start, end), group_by)
+    return await reports.report(scope(identity, tenant_id), *_range(start, end), group_by)
 
 
 TenantReport = Annotated[UsageReport, Depends(_tenant_report)]
@@ -94,9 +98,9 @@ async def usage(report: TenantReport) -> UsageReport:
     response_class=Response,
     responses={200: {"content": {"text/csv": {}}}},
 )
-async def usage_csv(report: TenantReport, service: MeteringServicePart) -> Response:
+async def usage_csv(report: TenantReport) -> Response:
     return Response(
-        service.as_csv(report),
+        as_csv(report),
         media_type="text/csv",
         headers={"Content-Disposition": 'attachment; filename="usage.csv"'},
     )
@@ -110,13 +114,13 @@ async def usage_csv(report: TenantReport, service: MeteringServicePart) -> Respo
 async def instance_usage(
     instance_id: str,
     identity: CurrentIdentity,
-    service: MeteringServicePart,
+    reports: ReportsPart,
     start: Start = None,
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
 ) -> UsageReport:
     tenant_id = identity.require_tenant()
-    return await service.report(tenant_id, *_range(start, end), group_by, instance_id=instance_id)
+    return await reports.report(tenant_id, *_range(start, end), group_by, instance_id=instance_id)
 
 
 @router.get(
@@ -126,13 +130,13 @@ async def instance_usage(
 )
 async def revenue(
     identity: CurrentIdentity,
-    service: MeteringServicePart,
+    reports: ReportsPart,
     start: Start = None,
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "gpu_type",
 ) -> UsageReport:
     identity.require_role("platform-admin")
-    return await service.report(None, *_range(start, end), group_by)
+    return await reports.report(None, *_range(start, end), group_by)
 
 
 @router.post(
@@ -143,10 +147,10 @@ async def revenue(
     responses={200: {"description": "Already issued: the same invoice"}},
 )
 async def issue_invoice(
-    body: InvoiceCreate, identity: CurrentIdentity, service: MeteringServicePart, response: Response
+    body: InvoiceCreate, identity: CurrentIdentity, invoices: InvoicesPart, response: Response
 ) -> Invoice:
     identity.require_role("platform-admin")
-    invoice, created = await service.issue_invoice(body.tenant_id, body.period)
+    invoice, created = await invoices.issue(body.tenant_id, body.period)
     if not created:
         response.status_code = status.HTTP_200_OK
     return invoice
@@ -154,16 +158,16 @@ async def issue_invoice(
 
 @router.get("/invoices", tags=["invoices"], summary="Issued invoices")
 async def list_invoices(
-    identity: CurrentIdentity, service: MeteringServicePart, tenant_id: TenantFilter = None
+    identity: CurrentIdentity, invoices: InvoicesPart, tenant_id: TenantFilter = None
 ) -> list[Invoice]:
-    return await service.list_invoices(service.scope(identity, tenant_id))
+    return await invoices.list(scope(identity, tenant_id))
 
 
 @router.get("/invoices/{invoice_id}", tags=["invoices"], summary="One issued invoice")
 async def get_invoice(
-    invoice_id: str, identity: CurrentIdentity, service: MeteringServicePart
+    invoice_id: str, identity: CurrentIdentity, invoices: InvoicesPart
 ) -> Invoice:
-    return await service.get_invoice(service.scope(identity, None), invoice_id)
+    return await invoices.get(scope(identity, None), invoice_id)
 
 
 @router.get(
@@ -174,24 +178,22 @@ async def get_invoice(
 async def draft_invoice(
     period: Period,
     identity: CurrentIdentity,
-    service: MeteringServicePart,
+    invoices: InvoicesPart,
     tenant_id: TenantFilter = None,
 ) -> Invoice:
-    scope = service.scope(identity, tenant_id)
-    if scope is None:
+    tenant = scope(identity, tenant_id)
+    if tenant is None:
         raise ValidationFailed("name the tenant: tenantID")
-    return await service.draft_invoice(scope, period)
+    return await invoices.draft(tenant, period)
 
 
 @router.put("/budget", tags=["budgets"], summary="Set your tenant's monthly budget and alerts")
-async def set_budget(
-    body: BudgetSet, identity: CurrentIdentity, service: MeteringServicePart
-) -> Budget:
+async def set_budget(body: BudgetSet, identity: CurrentIdentity, budgets: BudgetsPart) -> Budget:
     identity.require_role("tenant-admin")
-    return await service.set_budget(identity.require_tenant(), body)
+    return await budgets.set(identity.require_tenant(), body)
 
 
 @router.get("/budget", tags=["budgets"], summary="Your tenant's budget and this month's spend")
-async def get_budget(identity: CurrentIdentity, service: MeteringServicePart) -> Budget:
+async def get_budget(identity: CurrentIdentity, budgets: BudgetsPart) -> Budget:
     identity.require_role("tenant-admin")
-    return await service.get_budget(identity.require_tenant())
+    return await budgets.get(identity.require_tenant())

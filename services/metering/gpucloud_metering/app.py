@@ -7,36 +7,46 @@ from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, STORAGE_USAGE, TENANTS
 
 from .api import router
+from .budgets import Budgets
+from .changes import UsageChanges
+from .facts import FactRecorder
 from .handlers import EventHandlers
-from .service import MeteringService
+from .invoices import Invoices
+from .prices import Prices
+from .reports import Reports
 from .settings import MeteringSettings
 from .store import INDEXES, BudgetStore, FactStore, InvoiceStore, PriceStore, UsageRecordStore
+from .usage_records import UsageRecords
 
 settings = MeteringSettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
-service = MeteringService(
-    FactStore(runtime.db),
-    PriceStore(runtime.db),
-    BudgetStore(runtime.db),
-    UsageRecordStore(runtime.db),
-    InvoiceStore(runtime.db),
-    runtime.broker,
-    source=runtime.source,
-    usage_settle_s=settings.usage_settle_s,
-)
-handlers = EventHandlers(service)
+facts = FactStore(runtime.db)
+changes = UsageChanges()
+prices = Prices(PriceStore(runtime.db))
+budgets = Budgets(facts, prices, BudgetStore(runtime.db), runtime.broker, source=runtime.source)
+usage_records = UsageRecords(
+    facts, prices, UsageRecordStore(runtime.db), runtime.broker, changes,
+    source=runtime.source, settle_s=settings.usage_settle_s,
+)  # fmt: skip
+handlers = EventHandlers(FactRecorder(facts, changes), budgets)
 runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
 runtime.subscribe(STORAGE_USAGE, handlers.on_storage_usage)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
 
-runtime.every(settings.budget_interval_s, service.evaluate_budgets, "budgets")
-runtime.every(settings.usage_interval_s, service.publish_usage_records, "usage-records")
-runtime.every(settings.usage_interval_s, service.sweep_outbox, "outbox")
+runtime.every(settings.budget_interval_s, budgets.evaluate, "budgets")
+runtime.every(settings.usage_interval_s, usage_records.publish, "usage-records")
+runtime.every(settings.usage_interval_s, budgets.sweep, "budget-notices-outbox")
+runtime.every(settings.usage_interval_s, usage_records.sweep, "usage-records-outbox")
 
 app = runtime.create_app(
     title="gpucloud metering",
     description="Exact usage from lifecycle and storage events, prices, invoices and budgets.",
     routers=[router],
-    parts=[service],
+    parts=[
+        prices,
+        Reports(facts, prices),
+        Invoices(facts, prices, InvoiceStore(runtime.db)),
+        budgets,
+    ],
 )

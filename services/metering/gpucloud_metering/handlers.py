@@ -1,4 +1,4 @@
-"""Kafka handlers of the metering service: thin, they record facts through the service.
+"""Kafka handlers of the metering service: thin, they record facts through the fact recorder.
 
 Each handler returns only once its fact is written; the offset is committed
 after that (libs/kafka.py), so a crash replays the event and the replay is a
@@ -17,26 +17,28 @@ from gpucloud_libs.events import (
     TenantUpserted,
 )
 
-from .service import MeteringService
+from .budgets import Budgets
+from .facts import FactRecorder
 
 
 class EventHandlers:
-    def __init__(self, service: MeteringService) -> None:
-        self.service = service
+    def __init__(self, facts: FactRecorder, budgets: Budgets) -> None:
+        self.facts = facts
+        self.budgets = budgets
 
     async def on_lifecycle(self, events: list[CloudEvent]) -> None:
         """A batch: one bulk insert."""
         transitions = [(e.id, e.data) for e in events if isinstance(e.data, InstanceStateChanged)]
-        await self.service.record_transitions(transitions)
+        await self.facts.transitions(transitions)
 
     async def on_storage_usage(self, event: CloudEvent) -> None:
         if isinstance(event.data, StorageUsageSampled):
-            await self.service.record_sample(event.data)
+            await self.facts.sample(event.data)
 
     async def on_node_health(self, event: CloudEvent) -> None:
         if isinstance(event.data, NodeHealthChanged):
-            await self.service.record_health(event.data)
+            await self.facts.health(event.data)
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantUpserted | TenantDeleted):
-            await self.service.apply_tenant(event.data)
+            await self.budgets.apply_tenant(event.data)

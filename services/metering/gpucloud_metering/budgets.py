@@ -1,0 +1,157 @@
+"""Budgets: a monthly budget with thresholds, each published once per month; a hard stop,
+and the tenant's spend cap, ask the instances service to stop the tenant's instances.
+
+A notice is inserted first (the insert wins), then published; a failed publish
+is retried through libs' PublishRetries.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import NotFound
+from gpucloud_libs.events import (
+    BudgetThresholdCrossed,
+    StopTenantInstancesRequested,
+    TenantDeleted,
+    TenantUpserted,
+)
+from gpucloud_libs.kafka import publish_event
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.outbox import PublishRetries
+from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS
+
+from . import ledger
+from .prices import Prices
+from .schemas import Budget, BudgetSet
+from .store import BudgetStore, FactStore
+from .tally import FaultBook, PriceBook, instances_from, tally
+
+
+class Budgets:
+    def __init__(
+        self,
+        facts: FactStore,
+        prices: Prices,
+        budgets: BudgetStore,
+        broker: KafkaBroker,
+        *,
+        source: str,
+    ) -> None:
+        self._facts = facts
+        self._prices = prices
+        self._budgets = budgets
+        self._broker = broker
+        self._source = source
+        self._notice_retries = PublishRetries()
+
+    async def apply_tenant(self, data: TenantUpserted | TenantDeleted) -> None:
+        """The tenant's monthly spend cap, from the gateway's tenant events."""
+        cap = data.quota.monthly_spend_cap_cents if isinstance(data, TenantUpserted) else None
+        await self._budgets.set_cap(data.tenant_id, cap)
+
+    async def set(self, tenant_id: str, body: BudgetSet) -> Budget:
+        await self._budgets.put(tenant_id, body.model_dump())
+        return await self.get(tenant_id)
+
+    async def month_to_date_cents(
+        self, tenant_id: str, at: datetime, prices: PriceBook, faults: FaultBook
+    ) -> int:
+        start_us, end_us = ledger.month_bounds(ledger.period_of(at))
+        rows = tally(
+            instances_from(await self._facts.transitions(tenant_id)),
+            await self._facts.samples(tenant_id), prices, faults,
+            start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
+        )  # fmt: skip
+        return ledger.cents(sum((t.amount for t in rows.values()), Decimal(0)))
+
+    async def get(self, tenant_id: str) -> Budget:
+        doc = await self._budgets.get(tenant_id)
+        if doc is None:
+            raise NotFound("no budget is set for this tenant")
+        at = now()
+        spent = await self.month_to_date_cents(
+            tenant_id, at, await self._prices.book(), FaultBook(await self._facts.health())
+        )
+        return Budget(
+            tenant_id=tenant_id, period=ledger.period_of(at), spent_cents=spent,
+            monthly_budget_cents=doc["monthly_budget_cents"], thresholds=doc["thresholds"],
+            hard_stop=doc["hard_stop"],
+            crossed=ledger.crossed(spent, doc["monthly_budget_cents"], doc["thresholds"]),
+        )  # fmt: skip
+
+    async def evaluate(self) -> None:
+        """Publish each threshold crossed, once per tenant, period and threshold; and
+        ask for a stop at a hard budget or at the tenant's spend cap."""
+        at = now()
+        period = ledger.period_of(at)
+        caps = await self._budgets.caps()
+        budgets = {doc["_id"]: doc for doc in await self._budgets.all()}
+        # Once per round, not per tenant.
+        prices = await self._prices.book()
+        faults = FaultBook(await self._facts.health())
+        for tenant_id in sorted(set(caps) | set(budgets)):
+            spent = await self.month_to_date_cents(tenant_id, at, prices, faults)
+            budget = budgets.get(tenant_id)
+            stop_reason = None
+            if budget is not None:
+                limit = budget["monthly_budget_cents"]
+                for threshold in ledger.crossed(spent, limit, budget["thresholds"]):
+                    await self._notify(tenant_id, period, threshold, spent, limit)
+                if budget["hard_stop"] and spent >= limit:
+                    stop_reason = f"monthly budget of {limit} cents reached"
+            if tenant_id in caps and spent >= caps[tenant_id]:
+                stop_reason = f"monthly spend cap of {caps[tenant_id]} cents reached"
+            if stop_reason:
+                await self._stop(tenant_id, period, stop_reason)
+
+    async def _notify(
+        self, tenant_id: str, period: str, threshold: int, spent: int, limit: int
+    ) -> None:
+        notice = {"_id": f"{tenant_id}:{period}:{threshold}", "kind": "threshold", "tenant_id": tenant_id,
+                  "period": period, "threshold": threshold, "spent_cents": spent, "budget_cents": limit}  # fmt: skip
+        if await self._budgets.claim_notice(notice):
+            await self._publish_notice(notice)
+
+    async def _stop(self, tenant_id: str, period: str, reason: str) -> None:
+        notice = {"_id": f"{tenant_id}:{period}:stop", "kind": "stop", "tenant_id": tenant_id,
+                  "period": period, "reason": reason}  # fmt: skip
+        if await self._budgets.claim_notice(notice):
+            await self._publish_notice(notice)
+
+    async def _publish_notice(self, notice: Document) -> None:
+        try:
+            await self._send_notice(notice)
+        except Exception:
+            self._notice_retries.failed(notice["_id"])
+            raise
+        await self._budgets.mark_published(notice["_id"])
+
+    async def _send_notice(self, notice: Document) -> None:
+        if notice["kind"] == "threshold":
+            await publish_event(
+                self._broker, BILLING_ALERTS,
+                BudgetThresholdCrossed(
+                    tenant_id=notice["tenant_id"], period=notice["period"],
+                    threshold_pct=notice["threshold"], spent_cents=notice["spent_cents"],
+                    budget_cents=notice["budget_cents"],
+                ),
+                source=self._source, event_id=notice["_id"],
+            )  # fmt: skip
+        else:
+            await publish_event(
+                self._broker, INSTANCE_COMMANDS,
+                StopTenantInstancesRequested(tenant_id=notice["tenant_id"], reason=notice["reason"]),
+                source=self._source, event_id=notice["_id"],
+            )  # fmt: skip
+
+    async def sweep(self) -> None:
+        """Notices claimed but not yet published (Kafka was away)."""
+        await self._notice_retries.sweep(
+            all_unpublished=self._budgets.unpublished, get=self._budgets.notice,
+            publish=self._publish_notice,
+        )  # fmt: skip

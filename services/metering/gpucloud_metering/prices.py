@@ -1,0 +1,55 @@
+"""Prices (platform admin): per spec per GPU-hour and per storage GB-month, effective-dated."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Conflict, ValidationFailed
+from gpucloud_libs.mongo import Document
+
+from . import ledger
+from .schemas import Price as PriceView
+from .schemas import PriceCreate
+from .store import PriceStore
+from .tally import PriceBook
+
+
+def price_view(doc: Document) -> PriceView:
+    return PriceView(
+        meter=doc["meter"], spec_name=doc.get("spec_name"), amount=Decimal(doc["amount"]),
+        effective_from=ledger.from_us(doc["effective_from_us"]),
+    )  # fmt: skip
+
+
+class Prices:
+    def __init__(self, prices: PriceStore) -> None:
+        self._prices = prices
+
+    async def add(self, body: PriceCreate) -> PriceView:
+        at = now()
+        effective = body.effective_from or at
+        if effective < at.replace(microsecond=0):
+            raise ValidationFailed(
+                "effectiveFrom is in the past: a price never re-prices used time"
+            )
+        if (body.meter == "gpu_hour") != (body.spec_name is not None):
+            raise ValidationFailed("a gpu_hour price names its specName; a storage price does not")
+        effective_us = ledger.to_us(effective)
+        document = {
+            "_id": f"{body.meter}:{body.spec_name or '*'}@{effective_us}",
+            "meter": body.meter,
+            "spec_name": body.spec_name,
+            "amount": str(body.amount),
+            "effective_from": effective,
+            "effective_from_us": effective_us,
+        }
+        if not await self._prices.add(document):
+            raise Conflict("a price for this meter already takes effect at that moment")
+        return price_view(document)
+
+    async def list(self) -> list[PriceView]:
+        return [price_view(doc) for doc in await self._prices.all()]
+
+    async def book(self) -> PriceBook:
+        return PriceBook(await self._prices.all())

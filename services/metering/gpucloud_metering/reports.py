@@ -1,0 +1,74 @@
+"""Usage reports: per tenant or instance and time range, grouped; CSV; and revenue."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
+from gpucloud_libs.identity import Identity
+
+from . import ledger
+from .prices import Prices
+from .schemas import GroupBy, UsageReport
+from .store import FactStore
+from .tally import FaultBook, Tally, instances_from, tally, usage_row
+
+
+def scope(identity: Identity, tenant_id: str | None) -> str | None:
+    """The tenant a read covers: the caller's own, or any (or all) for a platform admin."""
+    if identity.is_platform_admin:
+        return tenant_id
+    if identity.role != "tenant-admin":
+        raise Forbidden("usage and billing are for tenant admins")
+    return identity.require_tenant()
+
+
+def as_csv(report: UsageReport) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([report.group_by, "gpu_seconds", "gpu_microseconds",
+                     "credited_gpu_microseconds", "storage_gb_hours", "amount"])  # fmt: skip
+    for row in [*report.rows, report.total]:
+        writer.writerow([row.key, f"{row.gpu_microseconds / ledger.US_PER_S:.6f}",
+                         row.gpu_microseconds, row.credited_gpu_microseconds,
+                         row.storage_gb_hours, row.amount])  # fmt: skip
+    return out.getvalue()
+
+
+class Reports:
+    def __init__(self, facts: FactStore, prices: Prices) -> None:
+        self._facts = facts
+        self._prices = prices
+
+    async def report(
+        self, tenant_id: str | None, start: datetime, end: datetime, group_by: GroupBy,
+        *, instance_id: str | None = None,
+    ) -> UsageReport:  # fmt: skip
+        if end <= start:
+            raise ValidationFailed("`end` must be after `start`")
+        as_of = now()
+        if instance_id is None:
+            transitions = await self._facts.transitions(tenant_id)
+        else:
+            if tenant_id is None:
+                raise ValidationFailed("an instance's usage is read within its tenant")
+            transitions = await self._facts.transitions_of(tenant_id, {instance_id})
+            if not transitions:
+                raise NotFound(f"no usage for instance {instance_id!r}")
+        samples = [] if instance_id is not None else await self._facts.samples(tenant_id)
+        rows = tally(
+            instances_from(transitions), samples, await self._prices.book(),
+            FaultBook(await self._facts.health()), start_us=ledger.to_us(start), end_us=ledger.to_us(end), now_us=ledger.to_us(as_of),
+            group_by=group_by,
+        )  # fmt: skip
+        total = Tally()
+        for tallied in rows.values():
+            total.add(tallied)
+        return UsageReport(
+            tenant_id=tenant_id, start=start, end=end, group_by=group_by,
+            rows=[usage_row(key, rows[key]) for key in sorted(rows)], total=usage_row("total", total),
+            as_of=as_of,
+        )  # fmt: skip
