@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import aiohttp
 
 from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, Identity, sign_identity
@@ -27,26 +27,42 @@ class StorageRefused(Exception):
     """The storage service answered no (gone, not ready, wrong kind): not worth retrying."""
 
 
+class StorageAnswer:
+    """The storage service's answer: its status and JSON body, read in full."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        self.status = status
+        self.body = body
+
+
 class StorageClient:
     def __init__(self, base_url: str, signing_key: str) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=TIMEOUT_S)
+        self._base_url = base_url.rstrip("/")
         self._key = signing_key
+        self._http: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.close()
+
+    def _session(self) -> aiohttp.ClientSession:
+        # Made on first use, inside the running loop (aiohttp binds a session to it).
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
+        return self._http
 
     async def _call(
         self, method: str, path: str, token: str, body: dict[str, Any] | None = None
-    ) -> httpx.Response:
+    ) -> StorageAnswer:
         try:
-            response = await self._http.request(
-                method, path, json=body, headers={IDENTITY_HEADER: token}
-            )
-        except httpx.HTTPError as error:
+            async with self._session().request(
+                method, f"{self._base_url}{path}", json=body, headers={IDENTITY_HEADER: token}
+            ) as response:
+                if response.status >= 500:
+                    raise DependencyUnavailable(f"storage service answered {response.status}")
+                return StorageAnswer(response.status, await response.json(content_type=None))
+        except (aiohttp.ClientError, TimeoutError) as error:
             raise DependencyUnavailable(f"storage service unreachable: {error}") from error
-        if response.status_code >= 500:
-            raise DependencyUnavailable(f"storage service answered {response.status_code}")
-        return response
 
     async def requested(self, identity: Identity, body: InstanceCreate) -> list[dict[str, Any]]:
         """Check the storages an instance names, as its caller; what to record for it."""
@@ -58,9 +74,9 @@ class StorageClient:
         chosen: list[dict[str, Any]] = []
         for storage_id in wanted:
             response = await self._call("GET", f"/storages/{storage_id}", token)
-            if response.status_code != 200:
-                raise ValidationFailed(f"storage {storage_id!r}: {response.json().get('detail')}")
-            kind = response.json()["kind"]
+            if response.status != 200:
+                raise ValidationFailed(f"storage {storage_id!r}: {response.body.get('detail')}")
+            kind = response.body["kind"]
             if kind == "volume" and storage_id not in mounted:
                 raise ValidationFailed(
                     f"volume storage {storage_id!r} needs a template volume that mounts it"
@@ -83,7 +99,7 @@ class StorageClient:
         response = await self._call(
             "PUT", f"/attachments/{instance_id}", token, {"storages": storages}
         )
-        if response.status_code != 200:
-            raise StorageRefused(str(response.json().get("detail")))
-        plan: list[dict[str, Any]] = response.json()["storages"]
+        if response.status != 200:
+            raise StorageRefused(str(response.body.get("detail")))
+        plan: list[dict[str, Any]] = response.body["storages"]
         return plan

@@ -11,6 +11,10 @@ from fastapi import APIRouter, Query, Response, status
 
 from gpucloud_libs.http import CurrentIdentity, app_part
 
+from .alert_rules import AlertRules
+from .alerts import Alerts
+from .fleet import Fleet
+from .metrics import Metrics
 from .schemas import (
     Alert,
     AlertRule,
@@ -22,7 +26,6 @@ from .schemas import (
     NodeView,
     Resolution,
 )
-from .service import MonitoringService
 
 router = APIRouter()
 
@@ -31,7 +34,10 @@ End = Annotated[datetime | None, Query(description="Default: now")]
 TenantParam = Annotated[str | None, Query(alias="tenantID", max_length=64)]
 
 
-MonitoringServicePart = Annotated[MonitoringService, app_part(MonitoringService)]
+MetricsPart = Annotated[Metrics, app_part(Metrics)]
+FleetPart = Annotated[Fleet, app_part(Fleet)]
+AlertRulesPart = Annotated[AlertRules, app_part(AlertRules)]
+AlertsPart = Annotated[Alerts, app_part(Alerts)]
 
 
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -43,20 +49,20 @@ def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, date
 @router.get(
     "/gpus", tags=["gpus"], summary="GPU inventory: all (platform admin) or the tenant's in use"
 )
-async def list_gpus(identity: CurrentIdentity, service: MonitoringServicePart) -> list[GpuView]:
-    return await service.gpus(identity)
+async def list_gpus(identity: CurrentIdentity, metrics: MetricsPart) -> list[GpuView]:
+    return await metrics.gpus(identity)
 
 
 @router.get("/gpus/{gpu_uuid}/metrics", tags=["gpus"], summary="One GPU's time series")
 async def gpu_metrics(
     gpu_uuid: str,
     identity: CurrentIdentity,
-    service: MonitoringServicePart,
+    metrics: MetricsPart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
-    return await service.gpu_metrics(identity, gpu_uuid, *_range(start, end), resolution)
+    return await metrics.gpu_metrics(identity, gpu_uuid, *_range(start, end), resolution)
 
 
 @router.get(
@@ -65,13 +71,13 @@ async def gpu_metrics(
 async def instance_metrics(
     instance_id: str,
     identity: CurrentIdentity,
-    service: MonitoringServicePart,
+    metrics: MetricsPart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
     tenant_id: TenantParam = None,
 ) -> MetricSeries:
-    return await service.instance_metrics(
+    return await metrics.instance_metrics(
         identity, instance_id, *_range(start, end), resolution, tenant_id
     )
 
@@ -79,30 +85,30 @@ async def instance_metrics(
 @router.get("/metrics/tenant", tags=["gpus"], summary="The tenant's GPUs in use over time")
 async def tenant_metrics(
     identity: CurrentIdentity,
-    service: MonitoringServicePart,
+    metrics: MetricsPart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
     tenant_id: TenantParam = None,
 ) -> MetricSeries:
-    return await service.tenant_metrics(identity, *_range(start, end), resolution, tenant_id)
+    return await metrics.tenant_metrics(identity, *_range(start, end), resolution, tenant_id)
 
 
 @router.get("/nodes", tags=["fleet"], summary="Nodes: health, tiers, use (platform admin)")
-async def list_nodes(identity: CurrentIdentity, service: MonitoringServicePart) -> list[NodeView]:
-    return await service.nodes(identity)
+async def list_nodes(identity: CurrentIdentity, fleet: FleetPart) -> list[NodeView]:
+    return await fleet.nodes(identity)
 
 
 @router.get("/nodes/{node}/metrics", tags=["fleet"], summary="A node's GPUs over time")
 async def node_metrics(
     node: str,
     identity: CurrentIdentity,
-    service: MonitoringServicePart,
+    metrics: MetricsPart,
     start: Start = None,
     end: End = None,
     resolution: Resolution = "1m",
 ) -> MetricSeries:
-    return await service.node_metrics(identity, node, *_range(start, end), resolution)
+    return await metrics.node_metrics(identity, node, *_range(start, end), resolution)
 
 
 @router.post(
@@ -111,16 +117,14 @@ async def node_metrics(
     tags=["fleet"],
     summary="Return a degraded or quarantined node to service (platform admin)",
 )
-async def release_node(
-    node: str, identity: CurrentIdentity, service: MonitoringServicePart
-) -> NodeView:
-    return await service.release_node(identity, node)
+async def release_node(node: str, identity: CurrentIdentity, fleet: FleetPart) -> NodeView:
+    return await fleet.release_node(identity, node)
 
 
 @router.get("/fleet", tags=["fleet"], summary="Utilisation by zone and GPU type, tiers, health")
-async def fleet(identity: CurrentIdentity, service: MonitoringServicePart) -> FleetSummary:
+async def fleet(identity: CurrentIdentity, fleet_part: FleetPart) -> FleetSummary:
     identity.require_role("platform-admin")
-    return await service.fleet(identity)
+    return await fleet_part.fleet(identity)
 
 
 @router.post(
@@ -130,28 +134,26 @@ async def fleet(identity: CurrentIdentity, service: MonitoringServicePart) -> Fl
     summary="A rule: fleet-wide (platform admin) or on the tenant's instances (tenant admin)",
 )
 async def create_rule(
-    body: AlertRuleCreate, identity: CurrentIdentity, service: MonitoringServicePart
+    body: AlertRuleCreate, identity: CurrentIdentity, rules: AlertRulesPart
 ) -> AlertRule:
-    return await service.create_rule(identity, body)
+    return await rules.create(identity, body)
 
 
 @router.get("/alert-rules", tags=["alerts"], summary="The caller's rules")
-async def list_rules(identity: CurrentIdentity, service: MonitoringServicePart) -> list[AlertRule]:
-    return await service.list_rules(identity)
+async def list_rules(identity: CurrentIdentity, rules: AlertRulesPart) -> list[AlertRule]:
+    return await rules.list(identity)
 
 
 @router.get("/alert-rules/{rule_id}", tags=["alerts"], summary="One rule")
-async def get_rule(
-    rule_id: str, identity: CurrentIdentity, service: MonitoringServicePart
-) -> AlertRule:
-    return await service.get_rule(identity, rule_id)
+async def get_rule(rule_id: str, identity: CurrentIdentity, rules: AlertRulesPart) -> AlertRule:
+    return await rules.get(identity, rule_id)
 
 
 @router.patch("/alert-rules/{rule_id}", tags=["alerts"], summary="Change a rule")
 async def update_rule(
-    rule_id: str, body: AlertRuleUpdate, identity: CurrentIdentity, service: MonitoringServicePart
+    rule_id: str, body: AlertRuleUpdate, identity: CurrentIdentity, rules: AlertRulesPart
 ) -> AlertRule:
-    return await service.update_rule(identity, rule_id, body)
+    return await rules.update(identity, rule_id, body)
 
 
 @router.delete(
@@ -160,18 +162,16 @@ async def update_rule(
     tags=["alerts"],
     summary="Delete a rule",
 )
-async def delete_rule(
-    rule_id: str, identity: CurrentIdentity, service: MonitoringServicePart
-) -> Response:
-    await service.delete_rule(identity, rule_id)
+async def delete_rule(rule_id: str, identity: CurrentIdentity, rules: AlertRulesPart) -> Response:
+    await rules.delete(identity, rule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/alerts", tags=["alerts"], summary="Alerts, newest first")
 async def list_alerts(
     identity: CurrentIdentity,
-    service: MonitoringServicePart,
+    alerts: AlertsPart,
     state: Annotated[str | None, Query(pattern="^(firing|resolved)$")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> list[Alert]:
-    return await service.list_alerts(identity, state, limit)
+    return await alerts.list(identity, state, limit)

@@ -6,35 +6,63 @@ from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import TELEMETRY
 
+from .alert_rules import AlertRules
+from .alerts import Alerts
 from .api import router
+from .fleet import Fleet
 from .handlers import EventHandlers
-from .service import MonitoringService
+from .health import HealthTracker
+from .ingest import Ingest
+from .metrics import Metrics
+from .node_health import NodeHealth
+from .rules import RuleEngine
 from .settings import MonitoringSettings
 from .store import INDEXES, MonitoringStore
+from .webhooks import WebhookGuard, Webhooks
 
 settings = MonitoringSettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
 kube = KubeClient(settings.kubeconfig)
-service = MonitoringService(settings, MonitoringStore(runtime.db), runtime.broker, kube)
-handlers = EventHandlers(service)
+store = MonitoringStore(runtime.db)
+engine, tracker = RuleEngine(), HealthTracker()
+guard = WebhookGuard(allow_private_networks=settings.webhook_allow_private_networks)
+webhooks = Webhooks(store, guard)
+alerts = Alerts(store, runtime.broker, engine, webhooks, source=runtime.source)
+rules = AlertRules(store, engine, alerts, webhooks, guard)
+node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
+ingest = Ingest(settings, store, engine, tracker, alerts, node_health)
+fleet = Fleet(store, kube, runtime.broker, source=runtime.source)
+handlers = EventHandlers(ingest)
+
+
+async def _restore() -> None:
+    """What the consumers keep in memory, from the store, before they consume."""
+    await node_health.restore()
+    await rules.reload()
+    await alerts.restore()
+
+
+async def _republish() -> None:
+    await node_health.republish()
+    await alerts.sweep()
 
 
 runtime.on_start(kube.connect)
-runtime.on_start(service.start)
-runtime.on_stop(service.close)
+runtime.on_start(_restore)
+runtime.on_stop(webhooks.close)
 runtime.on_stop(kube.close)
 runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
-runtime.every(1.0, service.deliver_webhooks, "webhooks")
-runtime.every(5.0, service.republish, "republish")
-runtime.every(5.0, service.reload_rules, "rules")
-runtime.every(30.0, service.flush_quiet, "flush-quiet")
-runtime.every(30.0, service.refresh_nodes, "nodes")
-runtime.every(3600.0, service.retention, "retention")
+runtime.every(1.0, webhooks.deliver, "webhooks")
+runtime.every(5.0, _republish, "republish")
+runtime.every(5.0, rules.reload, "rules")
+runtime.every(30.0, ingest.flush_quiet, "flush-quiet")
+runtime.every(30.0, fleet.refresh_nodes, "nodes")
+runtime.every(3600.0, ingest.retention, "retention")
 
 app = runtime.create_app(
     title="gpucloud monitoring",
     description="GPU telemetry ingestion, alert rules, inventory and node health.",
     routers=[router],
-    parts=[service],
+    parts=[Metrics(store), fleet, rules, alerts],
 )

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from gpucloud_libs.events import CloudEvent, NodeInventory, NodeReleaseRequested, TelemetryBatch
 
-from .service import MonitoringService
+from .ingest import Ingest
 
 
 class EventHandlers:
-    def __init__(self, service: MonitoringService) -> None:
-        self.service = service
+    def __init__(self, ingest: Ingest) -> None:
+        self.ingest = ingest
 
     async def on_telemetry(self, events: list[CloudEvent]) -> None:
         """A batch of telemetry, inventory and node-release events."""
         batches = [e.data for e in events if isinstance(e.data, TelemetryBatch)]
         inventories = [e.data for e in events if isinstance(e.data, NodeInventory)]
         releases = [e.data for e in events if isinstance(e.data, NodeReleaseRequested)]
-        await self.service.ingest(batches, inventories, releases)
+        await self.ingest.ingest(batches, inventories, releases)

@@ -1,0 +1,111 @@
+"""Alert rules: fleet rules (platform admin) and tenant rules, with optional webhooks.
+
+The engine evaluates the enabled rules in-stream; every replica reloads them
+from the store each few seconds, so a change on one reaches all.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Forbidden, NotFound
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
+
+from .alerts import Alerts, ended_by
+from .rules import Rule, RuleEngine
+from .schemas import AlertRule, AlertRuleCreate, AlertRuleUpdate
+from .store import MonitoringStore
+from .webhooks import WebhookGuard, Webhooks
+
+
+def rule_of(doc: Document) -> Rule:
+    return Rule(
+        rule_id=doc["_id"], metric=doc["metric"], comparison=doc["comparison"],
+        threshold=doc["threshold"], duration_s=doc["duration_s"], severity=doc["severity"],
+        tenant_id=doc.get("tenant_id"), node=doc.get("node"),
+    )  # fmt: skip
+
+
+def rule_view(doc: Document) -> AlertRule:
+    return AlertRule(
+        rule_id=doc["_id"], tenant_id=doc.get("tenant_id"), name=doc["name"],
+        metric=doc["metric"], comparison=doc["comparison"], threshold=doc["threshold"],
+        duration_s=doc["duration_s"], severity=doc["severity"], node=doc.get("node"),
+        webhook_url=doc.get("webhook_url"), enabled=doc.get("enabled", True),
+        created_at=doc["created_at"],
+    )  # fmt: skip
+
+
+class AlertRules:
+    def __init__(
+        self,
+        store: MonitoringStore,
+        engine: RuleEngine,
+        alerts: Alerts,
+        webhooks: Webhooks,
+        guard: WebhookGuard,
+    ) -> None:
+        self._store = store
+        self._engine = engine
+        self._alerts = alerts
+        self._webhooks = webhooks
+        self._guard = guard
+
+    async def reload(self) -> None:
+        docs = await self._store.rules(every=True)
+        self._engine.set_rules([rule_of(doc) for doc in docs if doc.get("enabled", True)])
+        self._webhooks.set_targets(
+            {doc["_id"]: doc["webhook_url"] for doc in docs if doc.get("webhook_url")}
+        )
+
+    async def create(self, identity: Identity, body: AlertRuleCreate) -> AlertRule:
+        identity.require_role("platform-admin", "tenant-admin")
+        if body.node is not None and not identity.is_platform_admin:
+            raise Forbidden("node rules are fleet rules, for the platform admin")
+        if body.webhook_url is not None:
+            await self._guard.check(body.webhook_url)
+        doc: Document = {
+            "_id": f"rule-{secrets.token_hex(6)}",
+            "tenant_id": identity.tenant_id,  # None: fleet-wide
+            **body.model_dump(),
+            "enabled": True,
+            "created_by": identity.subject,
+            "created_at": now(),
+        }
+        await self._store.insert_rule(doc)
+        await self.reload()
+        return rule_view(doc)
+
+    async def _owned(self, identity: Identity, rule_id: str) -> Document:
+        identity.require_role("platform-admin", "tenant-admin")
+        doc = await self._store.rule(rule_id)
+        if doc is None or doc.get("tenant_id") != identity.tenant_id:
+            raise NotFound(f"alert rule {rule_id!r} not found")
+        return doc
+
+    async def list(self, identity: Identity) -> list[AlertRule]:
+        identity.require_role("platform-admin", "tenant-admin")
+        return [rule_view(doc) for doc in await self._store.rules(identity.tenant_id)]
+
+    async def get(self, identity: Identity, rule_id: str) -> AlertRule:
+        return rule_view(await self._owned(identity, rule_id))
+
+    async def update(self, identity: Identity, rule_id: str, body: AlertRuleUpdate) -> AlertRule:
+        doc = await self._owned(identity, rule_id)
+        changes = body.model_dump(exclude_unset=True)
+        if changes.get("webhook_url"):
+            await self._guard.check(changes["webhook_url"])
+        doc.update(changes)
+        await self._store.replace_rule(doc)
+        await self.reload()
+        if not doc.get("enabled", True):
+            await self._alerts.end_alerts_of(rule_id, ended_by(doc))
+        return rule_view(doc)
+
+    async def delete(self, identity: Identity, rule_id: str) -> None:
+        await self._owned(identity, rule_id)
+        await self._store.delete_rule(rule_id)
+        await self.reload()
+        await self._alerts.end_alerts_of(rule_id, ended_by(None))

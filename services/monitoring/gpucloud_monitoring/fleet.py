@@ -1,0 +1,132 @@
+"""The fleet (platform admin): nodes by zone, GPU type, tier and health; and the release of a
+quarantined node, which goes to the consumer that owns the node's health."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import NotFound
+from gpucloud_libs.events import NodeReleaseRequested
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.kafka import publish_event
+from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL
+from gpucloud_libs.topics import TELEMETRY
+
+from .schemas import FleetGroup, FleetSummary, NodeView
+from .store import MonitoringStore
+
+
+class Fleet:
+    def __init__(
+        self, store: MonitoringStore, kube: KubeClient, broker: KafkaBroker, *, source: str
+    ) -> None:
+        self._store = store
+        self._kube = kube
+        self._broker = broker
+        self._source = source
+        self._node_labels: dict[str, dict[str, str]] = {}
+
+    async def refresh_nodes(self) -> None:
+        """Zone and GPU type per node, from the cluster's node labels."""
+        nodes, _ = await self._kube.list("Node")
+        self._node_labels = {
+            node["metadata"]["name"]: node["metadata"].get("labels", {}) for node in nodes
+        }
+
+    async def nodes(self, identity: Identity) -> list[NodeView]:
+        identity.require_role("platform-admin")
+        views, _ = await self._node_views()
+        return views
+
+    async def _node_views(self) -> tuple[list[NodeView], list[Document]]:
+        """Every node's view, and the inventories they were built from."""
+        inventories = {doc["_id"]: doc for doc in await self._store.inventories()}
+        healths = {doc["_id"]: doc for doc in await self._store.healths()}
+        statuses = {doc["_id"]: doc for doc in await self._store.node_statuses()}
+        names = sorted(set(inventories) | set(healths))
+        views = []
+        for name in names:
+            gpus = inventories.get(name, {}).get("gpus", [])
+            current = statuses.get(name, {}).get("gpus", {}).values()
+            labels = self._node_labels.get(name, {})
+            views.append(
+                NodeView(
+                    node=name,
+                    zone=labels.get(ZONE_LABEL),
+                    gpu_type=labels.get(GPU_PRODUCT_LABEL) or (gpus[0]["name"] if gpus else None),
+                    gpus=len(gpus),
+                    tiers=sorted({gpu["tier"] for gpu in gpus}),
+                    health=healths.get(name, {}).get("health", "healthy"),
+                    health_reasons=healths.get(name, {}).get("reasons", []),
+                    health_since=healths.get(name, {}).get("since"),
+                    gpus_in_use=sum(1 for gpu in current if gpu.get("instance_id")),
+                    utilization_gpu_pct=round(
+                        sum(g["utilization_gpu_pct_avg"] for g in current) / len(current), 1
+                    )
+                    if current
+                    else None,
+                    telemetry=inventories.get(name, {}).get("source"),
+                    unavailable_reason=inventories.get(name, {}).get("unavailable_reason"),
+                )
+            )
+        return views, list(inventories.values())
+
+    async def release_node(self, identity: Identity, node: str) -> NodeView:
+        """Ask the consumer that owns the node's health to release it (it applies the
+        request in order with the node's telemetry); the node as it is now."""
+        identity.require_role("platform-admin")
+        found = [view for view in await self.nodes(identity) if view.node == node]
+        if not found:
+            raise NotFound(f"node {node!r} not found")
+        await publish_event(
+            self._broker, TELEMETRY,
+            NodeReleaseRequested(node=node, requested_by=identity.subject, at=now()),
+            source=self._source,
+        )  # fmt: skip
+        return found[0]
+
+    async def fleet(self, identity: Identity) -> FleetSummary:
+        identity.require_role("platform-admin")
+        nodes, inventories = await self._node_views()
+        groups: dict[tuple[str, str], list[NodeView]] = defaultdict(list)
+        for node in nodes:
+            groups[(node.zone or "unknown", node.gpu_type or "unknown")].append(node)
+        tiers: dict[str, int] = defaultdict(int)
+        for inventory in inventories:
+            for gpu in inventory["gpus"]:
+                tiers[gpu["tier"]] += 1
+        health: dict[str, int] = defaultdict(int)
+        for node in nodes:
+            health[node.health] += 1
+        return FleetSummary(
+            nodes=len(nodes),
+            gpus=sum(node.gpus for node in nodes),
+            gpus_in_use=sum(node.gpus_in_use for node in nodes),
+            by_tier=dict(tiers),
+            by_health=dict(health),
+            groups=[
+                FleetGroup(
+                    zone=zone,
+                    gpu_type=gpu_type,
+                    nodes=len(members),
+                    gpus=sum(m.gpus for m in members),
+                    gpus_in_use=sum(m.gpus_in_use for m in members),
+                    utilization_gpu_pct=_weighted(members),
+                    quarantined_nodes=sum(1 for m in members if m.health == "quarantined"),
+                )
+                for (zone, gpu_type), members in sorted(groups.items())
+            ],
+        )
+
+
+def _weighted(members: list[NodeView]) -> float | None:
+    reporting = [m for m in members if m.utilization_gpu_pct is not None]
+    gpus = sum(m.gpus for m in reporting)
+    if not gpus:
+        return None
+    return round(sum((m.utilization_gpu_pct or 0) * m.gpus for m in reporting) / gpus, 1)

@@ -1,0 +1,155 @@
+"""Metric queries: GPUs and their series per GPU, instance, tenant and node.
+
+A tenant sees only the windows its own instances used a GPU (roll-ups are
+split by user), and never the GPU's hardware identity or who else used it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from gpucloud_libs.clock import aware
+from gpucloud_libs.errors import NotFound, ValidationFailed
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
+
+from .rollup import SERIES
+from .schemas import GpuView, MetricPoint, MetricSeries
+from .store import HOURS, MINUTES, MonitoringStore
+
+
+def points(subject: str, resolution: str, docs: list[Document]) -> MetricSeries:
+    """One point per window: GPUs averaged (a node's, a tenant's), maxima kept."""
+    by_start: dict[datetime, list[Document]] = defaultdict(list)
+    for doc in docs:
+        by_start[aware(doc["start"])].append(doc)
+    points = []
+    for start, group in sorted(by_start.items()):
+        averaged: dict[str, Any] = {
+            name: round(sum(d[f"{name}_avg"] for d in group) / len(group), 3) for name in SERIES
+        }
+        points.append(
+            MetricPoint(
+                start=start,
+                gpus=len({d["gpu_uuid"] for d in group}),
+                utilization_gpu_pct=averaged["utilization_gpu_pct"],
+                utilization_gpu_pct_max=max(d["utilization_gpu_pct_max"] for d in group),
+                utilization_memory_pct=averaged["utilization_memory_pct"],
+                memory_used_mib=averaged["memory_used_mib"],
+                temperature_c=averaged["temperature_c"],
+                temperature_c_max=max(d["temperature_c_max"] for d in group),
+                power_w=averaged["power_w"],
+                ecc_uncorrected=max(d["ecc_uncorrected"] for d in group),
+                xids=sorted({x for d in group for x in d["xids"]}),
+            )
+        )
+    return MetricSeries(subject=subject, resolution=resolution, points=points)
+
+
+class Metrics:
+    def __init__(self, store: MonitoringStore) -> None:
+        self._store = store
+
+    async def gpus(self, identity: Identity) -> list[GpuView]:
+        statuses = {doc["_id"]: doc for doc in await self._store.node_statuses()}
+        healths = {doc["_id"]: doc for doc in await self._store.healths()}
+        views = []
+        for inventory in await self._store.inventories():
+            node = inventory["_id"]
+            current = statuses.get(node, {}).get("gpus", {})
+            for gpu in inventory["gpus"]:
+                status = current.get(gpu["gpu_uuid"], {})
+                if not identity.is_platform_admin and status.get("tenant_id") != identity.tenant_id:
+                    continue
+                views.append(
+                    GpuView(
+                        gpu_uuid=gpu["gpu_uuid"],
+                        node=node,
+                        index=gpu["index"],
+                        name=gpu["name"],
+                        tier=gpu["tier"],
+                        tier_reasons=gpu["tier_reasons"],
+                        memory_total_mib=gpu["memory_total_mib"],
+                        health=healths.get(node, {}).get("health", "healthy"),
+                        instance_id=status.get("instance_id"),
+                        tenant_id=status.get("tenant_id") if identity.is_platform_admin else None,
+                        utilization_gpu_pct=status.get("utilization_gpu_pct_avg"),
+                        temperature_c=status.get("temperature_c_avg"),
+                        **(
+                            {
+                                k: gpu.get(k)
+                                for k in (
+                                    "serial",
+                                    "driver_version",
+                                    "cuda_version",
+                                    "pcie_gen_current",
+                                    "pcie_width_current",
+                                    "mig_mode",
+                                    "nvlink_links_active",
+                                )
+                            }
+                            if identity.is_platform_admin
+                            else {}
+                        ),
+                    )
+                )
+        return views
+
+    async def gpu_metrics(
+        self, identity: Identity, gpu_uuid: str, start: datetime, end: datetime, resolution: str
+    ) -> MetricSeries:
+        query: Document = {"gpu_uuid": gpu_uuid}
+        if not identity.is_platform_admin:
+            query["tenant_id"] = identity.require_tenant()
+        docs = await self._series(query, start, end, resolution)
+        if not docs and not identity.is_platform_admin:
+            raise NotFound(f"no metrics of GPU {gpu_uuid!r} for this tenant")
+        return points(gpu_uuid, resolution, docs)
+
+    async def instance_metrics(
+        self, identity: Identity, instance_id: str, start: datetime, end: datetime,
+        resolution: str, tenant_id: str | None,
+    ) -> MetricSeries:  # fmt: skip
+        if identity.is_platform_admin:
+            if tenant_id is None:
+                raise ValidationFailed("the platform admin names the instance's tenantID")
+        else:
+            tenant_id = identity.require_tenant()
+        docs = await self._series(
+            {"tenant_id": tenant_id, "instance_id": instance_id}, start, end, resolution
+        )
+        if not docs:
+            raise NotFound(f"no metrics of instance {instance_id!r}")
+        return points(instance_id, resolution, docs)
+
+    async def tenant_metrics(
+        self, identity: Identity, start: datetime, end: datetime, resolution: str,
+        tenant_id: str | None,
+    ) -> MetricSeries:  # fmt: skip
+        if not identity.is_platform_admin:
+            tenant_id = identity.require_tenant()
+        elif tenant_id is None:
+            raise ValidationFailed("the platform admin names the tenantID")
+        docs = await self._series({"tenant_id": tenant_id}, start, end, resolution)
+        return points(tenant_id or "", resolution, docs)
+
+    async def node_metrics(
+        self, identity: Identity, node: str, start: datetime, end: datetime, resolution: str
+    ) -> MetricSeries:
+        identity.require_role("platform-admin")
+        docs = await self._series({"node": node}, start, end, resolution)
+        if not docs:
+            raise NotFound(f"no metrics of node {node!r}")
+        return points(node, resolution, docs)
+
+    async def _series(
+        self, query: Document, start: datetime, end: datetime, resolution: str
+    ) -> list[Document]:
+        if end <= start:
+            raise ValidationFailed("end must be after start")
+        if resolution == "1m" and end - start > timedelta(days=2):
+            raise ValidationFailed("at 1m, ask for at most 2 days; use resolution=1h")
+        collection = MINUTES if resolution == "1m" else HOURS
+        return await self._store.series(collection, query, start, end, limit=50_000)
