@@ -14,11 +14,14 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpucloud_libs.errors import GpucloudError, NotFound
-from gpucloud_libs.http import problem_response
+from gpucloud_libs.http import app_part, problem_response
 from gpucloud_libs.identity import Role
 
 from . import routes
+from .api_keys import ApiKeys
 from .audit import MUTATING, AuditedCall, AuditLog
+from .authentication import Authenticator
+from .authorization import Authorizer
 from .forwarding import Forwarder
 from .instance_urls import InstanceProxy
 from .openapi import OpenApiAggregator
@@ -42,7 +45,9 @@ from .schemas import (
     UserCreate,
     UserUpdate,
 )
-from .service import GatewayService
+from .sessions import Sessions
+from .tenants import Tenants
+from .users import Users
 
 router = APIRouter(prefix="/v1")
 _bearer = HTTPBearer(
@@ -59,18 +64,24 @@ class MethodNotAllowed(GpucloudError):
     title = "Method not allowed"
 
 
-def _service(request: Request) -> GatewayService:
-    service: GatewayService = request.app.state.service
-    return service
+AuthenticatorPart = Annotated[Authenticator, app_part(Authenticator)]
+AuthorizerPart = Annotated[Authorizer, app_part(Authorizer)]
+SessionsPart = Annotated[Sessions, app_part(Sessions)]
+TenantsPart = Annotated[Tenants, app_part(Tenants)]
+UsersPart = Annotated[Users, app_part(Users)]
+ApiKeysPart = Annotated[ApiKeys, app_part(ApiKeys)]
+AuditPart = Annotated[AuditLog, app_part(AuditLog)]
+InstanceProxyPart = Annotated[InstanceProxy, app_part(InstanceProxy)]
+OpenApiPart = Annotated[OpenApiAggregator, app_part(OpenApiAggregator)]
+ForwarderPart = Annotated[Forwarder, app_part(Forwarder)]
 
 
 async def _authenticated(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    authenticator: AuthenticatorPart,
 ) -> Principal:
-    principal = await _service(request).authenticate(
-        credentials.credentials if credentials else None
-    )
+    principal = await authenticator.authenticate(credentials.credentials if credentials else None)
     request.state.principal = principal
     return principal
 
@@ -89,14 +100,15 @@ def require(roles: frozenset[Role], scope: Scope | None) -> Any:
     """A dependency: the caller, once authenticated, audited and allowed this route."""
 
     async def dependency(
-        request: Request, principal: Annotated[Principal, Depends(_authenticated)]
+        request: Request,
+        principal: Annotated[Principal, Depends(_authenticated)],
+        authorizer: AuthorizerPart,
     ) -> Principal:
         _audit_target(request, principal)
-        service = _service(request)
         if scope is None:
-            await service.rate_limit(principal)
+            await authorizer.rate_limit(principal)
         else:
-            await service.authorize(principal, roles=roles, scope=scope, method=request.method)
+            await authorizer.authorize(principal, roles=roles, scope=scope, method=request.method)
         return principal
 
     return Depends(dependency)
@@ -113,8 +125,9 @@ async def whoami(principal: Annotated[Principal, require(EVERYONE, None)]) -> Pr
 async def _maybe_authenticated(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    authenticator: AuthenticatorPart,
 ) -> Principal | None:
-    return await _authenticated(request, credentials) if credentials else None
+    return await _authenticated(request, credentials, authenticator) if credentials else None
 
 
 @router.post(
@@ -126,11 +139,12 @@ async def _maybe_authenticated(
 async def issue_token(
     body: TokenRequest,
     request: Request,
+    sessions: SessionsPart,
     principal: Annotated[Principal | None, Depends(_maybe_authenticated)],
 ) -> TokenIssued:
     if principal is not None:
         _audit_target(request, principal)
-    return await _service(request).issue_token(body, principal)
+    return await sessions.issue(body, principal)
 
 
 # --- tenants (platform admin) ---------------------------------------------------------
@@ -145,20 +159,21 @@ async def issue_token(
 async def create_tenant(
     body: TenantCreate,
     request: Request,
+    tenants: TenantsPart,
     principal: Annotated[Principal, require(PLATFORM_ADMIN, "admin:write")],
 ) -> TenantCreated:
     request.state.audit = AuditedCall(principal, body.tenant_id, "POST /v1/tenants", "/v1/tenants")
-    return await _service(request).create_tenant(body)
+    return await tenants.create(body)
 
 
 @router.get("/tenants", tags=["tenants"], summary="List tenants (platform admin)")
 async def list_tenants(
-    request: Request,
+    tenants: TenantsPart,
     _: Annotated[Principal, require(PLATFORM_ADMIN, "admin:read")],
     after: After = None,
     limit: Limit = 100,
 ) -> list[Tenant]:
-    return await _service(request).list_tenants(after=after, limit=limit)
+    return await tenants.list(after=after, limit=limit)
 
 
 TenantIdPath = Annotated[str, Path(max_length=64)]
@@ -167,10 +182,10 @@ TenantIdPath = Annotated[str, Path(max_length=64)]
 @router.get("/tenants/{tenant_id}", tags=["tenants"], summary="One tenant (platform admin)")
 async def get_tenant(
     tenant_id: TenantIdPath,
-    request: Request,
+    tenants: TenantsPart,
     _: Annotated[Principal, require(PLATFORM_ADMIN, "admin:read")],
 ) -> Tenant:
-    return await _service(request).get_tenant(tenant_id)
+    return await tenants.get(tenant_id)
 
 
 @router.patch(
@@ -181,10 +196,10 @@ async def get_tenant(
 async def update_tenant(
     tenant_id: TenantIdPath,
     body: TenantUpdate,
-    request: Request,
+    tenants: TenantsPart,
     _: Annotated[Principal, require(PLATFORM_ADMIN, "admin:write")],
 ) -> Tenant:
-    return await _service(request).update_tenant(tenant_id, body)
+    return await tenants.update(tenant_id, body)
 
 
 @router.delete(
@@ -195,10 +210,10 @@ async def update_tenant(
 )
 async def delete_tenant(
     tenant_id: TenantIdPath,
-    request: Request,
+    tenants: TenantsPart,
     _: Annotated[Principal, require(PLATFORM_ADMIN, "admin:write")],
 ) -> Response:
-    await _service(request).delete_tenant(tenant_id)
+    await tenants.delete(tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -207,10 +222,10 @@ async def delete_tenant(
 
 @router.get("/tenant", tags=["tenants"], summary="Your tenant, with its limits and quota")
 async def own_tenant(
-    request: Request, principal: Annotated[Principal, require(TENANT_MEMBERS, "admin:read")]
+    tenants: TenantsPart, principal: Annotated[Principal, require(TENANT_MEMBERS, "admin:read")]
 ) -> Tenant:
     assert principal.tenant_id is not None
-    return await _service(request).get_tenant(principal.tenant_id)
+    return await tenants.get(principal.tenant_id)
 
 
 @router.put(
@@ -220,11 +235,11 @@ async def own_tenant(
 )
 async def set_own_quota(
     body: SelfQuota,
-    request: Request,
+    tenants: TenantsPart,
     principal: Annotated[Principal, require(TENANT_ADMIN, "admin:write")],
 ) -> Tenant:
     assert principal.tenant_id is not None
-    return await _service(request).set_self_quota(principal.tenant_id, body)
+    return await tenants.set_self_quota(principal.tenant_id, body)
 
 
 # --- users ----------------------------------------------------------------------------
@@ -240,29 +255,29 @@ UserIdPath = Annotated[str, Path(max_length=64)]
 )
 async def create_user(
     body: UserCreate,
-    request: Request,
+    users: UsersPart,
     principal: Annotated[Principal, require(ADMINS, "admin:write")],
 ) -> User:
-    return await _service(request).create_user(principal, body)
+    return await users.create(principal, body)
 
 
 @router.get("/users", tags=["users"], summary="Users of your tenant (or the platform admins)")
 async def list_users(
-    request: Request,
+    users: UsersPart,
     principal: Annotated[Principal, require(ADMINS, "admin:read")],
     after: After = None,
     limit: Limit = 100,
 ) -> list[User]:
-    return await _service(request).list_users(principal, after=after, limit=limit)
+    return await users.list(principal, after=after, limit=limit)
 
 
 @router.get("/users/{user_id}", tags=["users"], summary="One user")
 async def get_user(
     user_id: UserIdPath,
-    request: Request,
+    users: UsersPart,
     principal: Annotated[Principal, require(ADMINS, "admin:read")],
 ) -> User:
-    return await _service(request).get_user(principal, user_id)
+    return await users.get(principal, user_id)
 
 
 @router.patch(
@@ -273,10 +288,10 @@ async def get_user(
 async def update_user(
     user_id: UserIdPath,
     body: UserUpdate,
-    request: Request,
+    users: UsersPart,
     principal: Annotated[Principal, require(ADMINS, "admin:write")],
 ) -> User:
-    return await _service(request).update_user(principal, user_id, body)
+    return await users.update(principal, user_id, body)
 
 
 @router.delete(
@@ -287,10 +302,10 @@ async def update_user(
 )
 async def delete_user(
     user_id: UserIdPath,
-    request: Request,
+    users: UsersPart,
     principal: Annotated[Principal, require(ADMINS, "admin:write")],
 ) -> Response:
-    await _service(request).delete_user(principal, user_id)
+    await users.delete(principal, user_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -307,10 +322,10 @@ KeyIdPath = Annotated[str, Path(max_length=64)]
 )
 async def create_key(
     body: ApiKeyCreate,
-    request: Request,
+    api_keys: ApiKeysPart,
     principal: Annotated[Principal, require(EVERYONE, "admin:write")],
 ) -> ApiKeyCreated:
-    return await _service(request).create_key(principal, body)
+    return await api_keys.create(principal, body)
 
 
 @router.get(
@@ -319,21 +334,21 @@ async def create_key(
     summary="Your keys; an admin sees every key of the tenant (or of the platform)",
 )
 async def list_keys(
-    request: Request,
+    api_keys: ApiKeysPart,
     principal: Annotated[Principal, require(EVERYONE, "admin:read")],
     after: After = None,
     limit: Limit = 100,
 ) -> list[ApiKey]:
-    return await _service(request).list_keys(principal, after=after, limit=limit)
+    return await api_keys.list(principal, after=after, limit=limit)
 
 
 @router.get("/api-keys/{key_id}", tags=["api-keys"], summary="One API key (never its secret)")
 async def get_key(
     key_id: KeyIdPath,
-    request: Request,
+    api_keys: ApiKeysPart,
     principal: Annotated[Principal, require(EVERYONE, "admin:read")],
 ) -> ApiKey:
-    return await _service(request).get_key(principal, key_id)
+    return await api_keys.get(principal, key_id)
 
 
 @router.delete(
@@ -341,10 +356,10 @@ async def get_key(
 )
 async def revoke_key(
     key_id: KeyIdPath,
-    request: Request,
+    api_keys: ApiKeysPart,
     principal: Annotated[Principal, require(EVERYONE, "admin:write")],
 ) -> ApiKey:
-    return await _service(request).revoke_key(principal, key_id)
+    return await api_keys.revoke(principal, key_id)
 
 
 # --- audit ----------------------------------------------------------------------------
@@ -356,7 +371,7 @@ async def revoke_key(
     summary="The audit log, newest first: your tenant's, or any tenant's for a platform admin",
 )
 async def audit_log(
-    request: Request,
+    audit: AuditPart,
     principal: Annotated[Principal, require(ADMINS, "admin:read")],
     tenant_id: Annotated[
         str | None, Query(alias="tenantID", max_length=64, description="Platform admin only")
@@ -365,7 +380,6 @@ async def audit_log(
     cursor: Annotated[str | None, Query(max_length=256)] = None,
     limit: Limit = 100,
 ) -> AuditPage:
-    audit: AuditLog = request.app.state.audit
     return await audit.page(principal, tenant_id=tenant_id, since=since, cursor=cursor, limit=limit)
 
 
@@ -380,10 +394,9 @@ async def audit_log(
 async def open_instance(
     instance_id: Annotated[str, Path(max_length=64)],
     port: Annotated[int, Path(ge=1, le=65535)],
-    request: Request,
+    proxy: InstanceProxyPart,
     principal: Annotated[Principal, require(TENANT_MEMBERS, "instances:connect")],
 ) -> InstanceSession:
-    proxy: InstanceProxy = request.app.state.instance_proxy
     return await proxy.open_session(principal, instance_id, port)
 
 
@@ -396,8 +409,7 @@ async def open_instance(
     summary="The OpenAPI document of the whole public API",
     response_model=None,
 )
-async def openapi(request: Request) -> dict[str, Any]:
-    aggregator: OpenApiAggregator = request.app.state.openapi
+async def openapi(request: Request, aggregator: OpenApiPart) -> dict[str, Any]:
     return await aggregator.document(request.app.openapi())
 
 
@@ -410,6 +422,9 @@ async def forward(
     path: str,
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    authenticator: AuthenticatorPart,
+    authorizer: AuthorizerPart,
+    forwarder: ForwarderPart,
 ) -> Response:
     found = routes.match(request.method, request.url.path)
     if found.route is None:
@@ -419,11 +434,10 @@ async def forward(
             response.headers["Allow"] = ", ".join(found.allowed)
             return response
         raise NotFound(f"no API route {request.url.path}")
-    principal = await _authenticated(request, credentials)
+    principal = await _authenticated(request, credentials, authenticator)
     route = found.route
     _audit_target(request, principal, route.path)
-    await _service(request).authorize(
+    await authorizer.authorize(
         principal, roles=route.roles, scope=route.scope, method=request.method
     )
-    forwarder: Forwarder = request.app.state.forwarder
     return await forwarder.forward(request, principal, route)

@@ -7,26 +7,42 @@ from fastapi import Request, Response
 from gpucloud_libs.runtime import ServiceRuntime
 
 from .api import router
+from .api_keys import ApiKeys
 from .audit import AuditLog, AuditMiddleware
+from .authentication import Authenticator
+from .authorization import Authorizer
+from .background import Background
 from .forwarding import Forwarder
+from .identity_cache import IdentityCache
 from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
 from .openapi import OpenApiAggregator
-from .service import GatewayService
+from .ratelimit import RateLimiter
+from .sessions import Sessions
 from .settings import GatewaySettings
 from .store import INDEXES, ApiKeyStore, AuditStore, TenantStore, UserStore
+from .tenants import Tenants
 from .upstream import Upstream
+from .users import Users
 
 settings = GatewaySettings()
 runtime = ServiceRuntime(settings, indexes=INDEXES)
-service = GatewayService(
-    settings,
+tenant_store, user_store, key_store = (
     TenantStore(runtime.db),
     UserStore(runtime.db),
     ApiKeyStore(runtime.db),
-    runtime.broker,
-    source=runtime.source,
 )
-audit = AuditLog(AuditStore(runtime.db), runtime.broker, source=runtime.source, spawn=service.spawn)
+background, limiter = Background(), RateLimiter()
+cache = IdentityCache(key_store, user_store, tenant_store, ttl_s=settings.auth_cache_ttl_s)
+authenticator = Authenticator(settings, key_store, cache, background)
+sessions = Sessions(settings, user_store, authenticator, limiter)
+api_keys = ApiKeys(key_store, cache)
+users = Users(user_store, cache, api_keys)
+tenants = Tenants(
+    settings, tenant_store, cache, users, api_keys, runtime.broker, source=runtime.source
+)
+audit = AuditLog(
+    AuditStore(runtime.db), runtime.broker, source=runtime.source, spawn=background.spawn
+)
 api_upstream = Upstream(
     connect_timeout_s=settings.upstream_connect_timeout_s,
     read_timeout_s=settings.upstream_read_timeout_s,
@@ -36,19 +52,19 @@ instance_upstream = Upstream(
     read_timeout_s=settings.instance_read_timeout_s,
 )
 forwarder = Forwarder(settings, api_upstream)
-instance_proxy = InstanceProxy(settings, service, instance_upstream)
+instance_proxy = InstanceProxy(settings, authenticator, sessions, instance_upstream)
 
 
 async def _sweep_outboxes() -> None:
     """Tenant and audit events that did not get out at write time go out here."""
-    await service.republish_tenants()
+    await tenants.republish()
     await audit.republish()
 
 
 async def _start() -> None:
     if settings.bootstrap_admin_key is not None:
-        await service.install_bootstrap_admin(settings.bootstrap_admin_key.get_secret_value())
-    await service.republish_tenants()
+        await authenticator.install_bootstrap_admin(settings.bootstrap_admin_key.get_secret_value())
+    await tenants.republish()
 
 
 async def _stop() -> None:
@@ -65,6 +81,18 @@ app = runtime.create_app(
     description="GPU cloud control plane: the public API. The whole platform's "
     "API is described at /v1/openapi.json.",
     routers=[router],
+    parts=[
+        authenticator,
+        Authorizer(settings, cache, limiter),
+        sessions,
+        tenants,
+        users,
+        api_keys,
+        audit,
+        instance_proxy,
+        OpenApiAggregator(api_upstream, forwarder.base_urls),
+        forwarder,
+    ],
 )
 
 
@@ -74,10 +102,5 @@ async def _relay_problem(_request: Request, problem: Exception) -> Response:
 
 
 app.add_exception_handler(RelayedProblem, _relay_problem)
-app.state.service = service
-app.state.audit = audit
-app.state.forwarder = forwarder
-app.state.instance_proxy = instance_proxy
-app.state.openapi = OpenApiAggregator(api_upstream, forwarder.base_urls)
 app.add_middleware(AuditMiddleware, audit=audit)
 app.add_middleware(InstanceHosts, proxy=instance_proxy)

@@ -30,11 +30,13 @@ from gpucloud_libs.errors import GpucloudError, NotFound, Unauthenticated
 from gpucloud_libs.http import problem_response
 from gpucloud_libs.naming import instance_host, parse_instance_host
 
+from .authentication import Authenticator
+from .authorization import InsufficientScope
 from .cache import TtlCache
 from .credentials import API_AUDIENCE
 from .forwarding import identity_headers, relay
 from .schemas import InstanceSession, Principal
-from .service import GatewayService, InsufficientScope
+from .sessions import Sessions
 from .settings import GatewaySettings
 from .upstream import Headers, Upstream, UpstreamSocket, UpstreamUnreachable, forwardable
 
@@ -67,10 +69,15 @@ class RelayedProblem(Exception):
 
 class InstanceProxy:
     def __init__(
-        self, settings: GatewaySettings, service: GatewayService, upstream: Upstream
+        self,
+        settings: GatewaySettings,
+        authenticator: Authenticator,
+        sessions: Sessions,
+        upstream: Upstream,
     ) -> None:
         self.settings = settings
-        self.service = service
+        self.authenticator = authenticator
+        self.sessions = sessions
         self.upstream = upstream
         self._domain_suffix = "." + settings.instance_domain
         self._addresses = TtlCache[tuple[str, str, int], str](
@@ -92,18 +99,18 @@ class InstanceProxy:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
         await self._instances_call(principal, f"/gpu-instances/{quote(instance_id)}")
         host = instance_host(instance_id, tenant_id, port, self.settings.instance_domain)
-        claims = self.service.session_claims(principal, audience=host, ttl_s=SESSION_LINK_TTL_S)
-        token = self.service.sign_session(claims)
+        claims = self.sessions.session_claims(principal, audience=host, ttl_s=SESSION_LINK_TTL_S)
+        token = self.sessions.sign_session(claims)
         return InstanceSession(
             url=f"{self.settings.instance_url_scheme}://{host}{SESSION_PATH}?token={token}",
             expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
         )
 
     async def _start_session(self, request: Request, host: str) -> Response:
-        principal = await self.service.authenticate(
+        principal = await self.authenticator.authenticate(
             request.query_params.get("token"), audience=host
         )
-        claims = self.service.session_claims(
+        claims = self.sessions.session_claims(
             principal, audience=host, ttl_s=self.settings.instance_session_ttl_s
         )
         target = request.query_params.get("next", "/")
@@ -112,7 +119,7 @@ class InstanceProxy:
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             self.settings.instance_cookie_name,
-            self.service.sign_session(claims),
+            self.sessions.sign_session(claims),
             max_age=self.settings.instance_session_ttl_s,
             path="/",
             secure=self.settings.instance_cookie_secure,
@@ -130,10 +137,10 @@ class InstanceProxy:
         authorization = headers.get("authorization", "")
         scheme, _, credential = authorization.partition(" ")
         if scheme.lower() == "bearer" and credential.startswith(("gpc_", "gpt_")):
-            return await self.service.authenticate(credential, audience=API_AUDIENCE), False
+            return await self.authenticator.authenticate(credential, audience=API_AUDIENCE), False
         cookie = cookies.get(self.settings.instance_cookie_name)
         if cookie:
-            return await self.service.authenticate(cookie, audience=host), True
+            return await self.authenticator.authenticate(cookie, audience=host), True
         raise Unauthenticated(
             "open this instance through its session link, or send `Authorization: Bearer <key>`"
         )

@@ -1,0 +1,102 @@
+"""API keys: `gpc_<key id>_<secret>`, the secret shown once and stored as its SHA-256.
+
+A key never carries more than its creator: no higher role, no extra scope.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
+from gpucloud_libs.identity import Role
+from gpucloud_libs.mongo import Document
+
+from . import credentials
+from .authorization import InsufficientScope
+from .identity_cache import IdentityCache
+from .schemas import ALL_SCOPES, ApiKey, ApiKeyCreate, ApiKeyCreated, Principal
+from .store import ApiKeyStore
+
+_ROLE_RANK: dict[Role, int] = {"tenant-user": 1, "tenant-admin": 2, "platform-admin": 3}
+DEFAULT_KEY_LIFETIME = timedelta(days=90)
+MAX_KEY_LIFETIME = timedelta(days=366)
+
+
+def key_view(doc: Document) -> ApiKey:
+    return ApiKey(
+        key_id=doc["_id"], name=doc["name"], user_id=doc.get("user_id"),
+        tenant_id=doc.get("tenant_id"), role=doc["role"],
+        scopes=doc.get("scopes") or list(ALL_SCOPES), created_at=doc["created_at"],
+        expires_at=doc.get("expires_at"), revoked_at=doc.get("revoked_at"),
+        last_used_at=doc.get("last_used_at"),
+    )  # fmt: skip
+
+
+class ApiKeys:
+    def __init__(self, keys: ApiKeyStore, cache: IdentityCache) -> None:
+        self._keys = keys
+        self._cache = cache
+
+    async def create(self, principal: Principal, body: ApiKeyCreate) -> ApiKeyCreated:
+        role = body.role or principal.role
+        if _ROLE_RANK[role] > _ROLE_RANK[principal.role] or (
+            (role == "platform-admin") != (principal.role == "platform-admin")
+        ):
+            raise Forbidden(f"a {principal.role} cannot create a {role} key")
+        scopes = body.scopes or list(principal.scopes)
+        if extra := sorted(set(scopes) - set(principal.scopes)):
+            raise InsufficientScope(f"your credential lacks the scopes {extra}", scopes=extra)
+        at = now()
+        expires_at = body.expires_at or at + DEFAULT_KEY_LIFETIME
+        if not at < expires_at <= at + MAX_KEY_LIFETIME:
+            raise ValidationFailed("expiresAt must be in the future and at most a year away")
+        key_id, secret = credentials.new_api_key()
+        doc: Document = {
+            "_id": key_id,
+            "secret_hash": credentials.hash_api_key(secret),
+            "name": body.name,
+            "user_id": principal.user_id,
+            "tenant_id": principal.tenant_id,
+            "role": role,
+            "scopes": sorted(set(scopes)),
+            "created_at": at,
+            "expires_at": expires_at,
+            "revoked_at": None,
+            "last_used_at": None,
+        }
+        await self._keys.insert(doc)
+        return ApiKeyCreated(**key_view(doc).model_dump(), secret=secret)
+
+    def _may_see_key(self, principal: Principal, doc: Document) -> bool:
+        if doc.get("tenant_id") != principal.tenant_id:
+            return False
+        # Admins see every key of their tenant (or of the platform); members their own.
+        return principal.role != "tenant-user" or doc.get("user_id") == principal.user_id
+
+    async def _key(self, principal: Principal, key_id: str) -> Document:
+        doc = await self._keys.get(key_id)
+        if doc is None or not self._may_see_key(principal, doc):
+            raise NotFound(f"API key {key_id!r} does not exist")
+        return doc
+
+    async def get(self, principal: Principal, key_id: str) -> ApiKey:
+        return key_view(await self._key(principal, key_id))
+
+    async def list(self, principal: Principal, *, after: str | None, limit: int) -> list[ApiKey]:
+        only_user = principal.user_id if principal.role == "tenant-user" else None
+        docs = await self._keys.page(
+            tenant_id=principal.tenant_id, user_id=only_user, after=after, limit=limit
+        )
+        return [key_view(doc) for doc in docs]
+
+    async def revoke(self, principal: Principal, key_id: str) -> ApiKey:
+        await self._key(principal, key_id)
+        doc = await self._keys.revoke(key_id)
+        assert doc is not None
+        self._cache.forget_keys(key_id)
+        return key_view(doc)
+
+    async def revoke_where(self, **match: str) -> None:
+        """Revoke every key matching (a tenant's, a user's), effective at once here."""
+        self._cache.forget_keys(*await self._keys.revoke_where(**match))

@@ -1,0 +1,120 @@
+"""Who is calling: an API key, or a session token meant for the audience at hand."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.errors import Unauthenticated
+
+from . import credentials
+from .background import Background
+from .credentials import API_AUDIENCE, BOOTSTRAP_KEY_ID, SessionToken
+from .identity_cache import IdentityCache
+from .schemas import ALL_SCOPES, Principal
+from .settings import GatewaySettings
+from .store import ApiKeyStore
+
+#: last_used_at is written at most this often per key: it is for humans, not billing.
+TOUCH_INTERVAL_S = 60.0
+
+
+class Authenticator:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        keys: ApiKeyStore,
+        cache: IdentityCache,
+        background: Background,
+    ) -> None:
+        self._keys = keys
+        self._cache = cache
+        self._background = background
+        self._signing_key = settings.identity_signing_key.get_secret_value()
+        self._touched: dict[str, float] = {}
+
+    async def install_bootstrap_admin(self, presented: str) -> None:
+        if credentials.parse_api_key(presented) != BOOTSTRAP_KEY_ID:
+            raise ValueError(
+                "GPUCLOUD_BOOTSTRAP_ADMIN_KEY must read gpc_bootstrap_<secret> (32+ random characters)"
+            )
+        await self._keys.upsert_bootstrap(BOOTSTRAP_KEY_ID, credentials.hash_api_key(presented))
+        self._cache.forget_keys(BOOTSTRAP_KEY_ID)
+
+    async def authenticate(
+        self, presented: str | None, *, audience: str = API_AUDIENCE
+    ) -> Principal:
+        """Who is calling, from an API key or a session token meant for `audience`."""
+        if not presented:
+            raise Unauthenticated(
+                "send an API key or a token as `Authorization: Bearer <credential>`"
+            )
+        if presented.startswith(credentials.KEY_PREFIX):
+            return await self._from_api_key(presented)  # good for the API and instance URLs
+        token = credentials.read_token(self._signing_key, presented, audience=audience)
+        if token is None:
+            raise Unauthenticated("the credential is not a valid, unexpired API key or token")
+        return await self._from_token(
+            token, via="token" if audience == API_AUDIENCE else "session_cookie"
+        )
+
+    async def _from_api_key(self, presented: str) -> Principal:
+        key_id = credentials.parse_api_key(presented)
+        doc = await self._cache.key(key_id) if key_id else None
+        if doc is None or not credentials.api_key_matches(presented, doc["secret_hash"]):
+            raise Unauthenticated("the API key is unknown")
+        if doc.get("revoked_at") is not None:
+            raise Unauthenticated("the API key has been revoked")
+        expires_at = doc.get("expires_at")
+        if expires_at is not None and aware(expires_at) <= now():
+            raise Unauthenticated("the API key has expired")
+        await self.check_tenant(doc.get("tenant_id"))
+        self._touch(doc["_id"])
+        return Principal(
+            subject=doc.get("user_id") or doc["_id"],
+            user_id=doc.get("user_id"),
+            key_id=doc["_id"],
+            role=doc["role"],
+            tenant_id=doc.get("tenant_id"),
+            scopes=doc.get("scopes") or list(ALL_SCOPES),
+            via="api_key",
+        )
+
+    async def _from_token(
+        self, token: SessionToken, *, via: Literal["token", "session_cookie"]
+    ) -> Principal:
+        if token.source == "key":
+            doc = await self._cache.key(token.source_id)
+            if doc is None or doc.get("revoked_at") is not None:
+                raise Unauthenticated("the API key this token came from has been revoked")
+            user_id, key_id = doc.get("user_id"), token.source_id
+        else:
+            user = await self._cache.user(token.source_id)
+            if user is None or user["status"] != "active":
+                raise Unauthenticated("the user this token belongs to is disabled or deleted")
+            user_id, key_id = token.source_id, None
+        await self.check_tenant(token.tenant_id)
+        return Principal(
+            subject=user_id or token.source_id,
+            user_id=user_id,
+            key_id=key_id,
+            role=token.role,
+            tenant_id=token.tenant_id,
+            scopes=token.scopes,
+            via=via,
+        )
+
+    async def check_tenant(self, tenant_id: str | None) -> None:
+        if tenant_id is None:
+            return
+        tenant = await self._cache.tenant(tenant_id)
+        if tenant is None or tenant["status"] == "deleted":
+            raise Unauthenticated("the tenant of this credential no longer exists")
+
+    def _touch(self, key_id: str) -> None:
+        last = self._touched.get(key_id, 0.0)
+        if time.monotonic() - last < TOUCH_INTERVAL_S:
+            return
+        self._touched[key_id] = time.monotonic()
+        self._background.spawn(self._keys.touch(key_id, now()))

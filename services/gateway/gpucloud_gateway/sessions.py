@@ -1,0 +1,81 @@
+"""Short-lived tokens: from a password sign-in or an API key, and instance session cookies.
+
+A token is HMAC-signed, bound to an audience, and dies with the key or user
+it was minted from.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from gpucloud_libs.errors import Unauthenticated
+
+from . import credentials
+from .authentication import Authenticator
+from .credentials import API_AUDIENCE, SessionToken
+from .ratelimit import RateLimiter
+from .schemas import ALL_SCOPES, Principal, TokenIssued, TokenRequest
+from .settings import GatewaySettings
+from .store import UserStore
+
+
+class Sessions:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        users: UserStore,
+        authenticator: Authenticator,
+        limiter: RateLimiter,
+    ) -> None:
+        self._users = users
+        self._authenticator = authenticator
+        self._limiter = limiter
+        self._signing_key = settings.identity_signing_key.get_secret_value()
+
+    async def issue(self, request: TokenRequest, principal: Principal | None) -> TokenIssued:
+        if request.email is not None and request.password is not None:
+            self._limiter.take(
+                f"login:{request.email}", rate=0.2, burst=10, what="signing in as this user"
+            )
+            user = await self._users.by_email(request.email)
+            stored = user.get("password_hash") if user else None
+            if (
+                user is None
+                or stored is None
+                or not credentials.password_matches(request.password.get_secret_value(), stored)
+            ):
+                raise Unauthenticated("the email or password is wrong")
+            if user["status"] != "active":
+                raise Unauthenticated("the user is disabled")
+            await self._authenticator.check_tenant(user["tenant_id"])
+            claims = SessionToken(
+                source="user", source_id=user["_id"], role=user["role"],
+                tenant_id=user["tenant_id"], scopes=list(ALL_SCOPES),
+                audience=API_AUDIENCE, expires_at=time.time() + request.ttl_s,
+            )  # fmt: skip
+        elif principal is not None and principal.via == "api_key" and principal.key_id:
+            claims = self.session_claims(principal, audience=API_AUDIENCE, ttl_s=request.ttl_s)
+        else:
+            raise Unauthenticated(
+                "send an email and password, or exchange an API key sent as a bearer"
+            )
+        return TokenIssued(
+            token=credentials.issue_token(self._signing_key, claims),
+            expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
+        )
+
+    def session_claims(self, principal: Principal, *, audience: str, ttl_s: float) -> SessionToken:
+        """A token acting as `principal`, tied to the credential it was minted from."""
+        source, source_id = (
+            ("key", principal.key_id) if principal.key_id else ("user", principal.user_id)
+        )
+        if source_id is None:
+            raise Unauthenticated("this credential cannot mint tokens")
+        return SessionToken(
+            source=source, source_id=source_id, role=principal.role, tenant_id=principal.tenant_id,
+            scopes=principal.scopes, audience=audience, expires_at=time.time() + ttl_s,
+        )  # fmt: skip
+
+    def sign_session(self, claims: SessionToken) -> str:
+        return credentials.issue_token(self._signing_key, claims)

@@ -1,0 +1,193 @@
+"""Tenants (platform admin) and their quotas: the platform's limits, the tenant admin's
+tighter self-quota, and the rate limit. Every change is published as a tenant event
+after its write, with a revision id; the sweep retries what did not get out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
+from gpucloud_libs.events import TenantDeleted, TenantQuota, TenantUpserted
+from gpucloud_libs.kafka import publish_event
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.topics import TENANTS
+
+from .api_keys import ApiKeys
+from .authorization import default_rate_limit
+from .identity_cache import IdentityCache
+from .schemas import (
+    ALL_SCOPES,
+    ApiKeyCreate,
+    Principal,
+    QuotaLimits,
+    RateLimit,
+    SelfQuota,
+    Tenant,
+    TenantCreate,
+    TenantCreated,
+    TenantUpdate,
+)
+from .settings import GatewaySettings
+from .store import AlreadyExists, TenantStore
+from .users import Users
+
+log = logging.getLogger(__name__)
+
+
+def effective_quota(limits: Document, self_quota: Document) -> Document:
+    """The tighter of the platform's limit and the tenant admin's own, field by field."""
+    tighter: Document = {}
+    for field, limit in limits.items():
+        own = self_quota.get(field)
+        tighter[field] = limit if own is None else own if limit is None else min(own, limit)
+    return tighter
+
+
+class Tenants:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        tenants: TenantStore,
+        cache: IdentityCache,
+        users: Users,
+        api_keys: ApiKeys,
+        broker: KafkaBroker,
+        *,
+        source: str,
+    ) -> None:
+        self._settings = settings
+        self._tenants = tenants
+        self._cache = cache
+        self._users = users
+        self._api_keys = api_keys
+        self._broker = broker
+        self._source = source
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def view(self, doc: Document) -> Tenant:
+        return Tenant(
+            tenant_id=doc["_id"],
+            name=doc["name"],
+            status=doc["status"],
+            limits=QuotaLimits.model_validate(doc["limits"]),
+            self_quota=SelfQuota.model_validate(doc.get("self_quota") or {}),
+            quota=QuotaLimits.model_validate(
+                effective_quota(doc["limits"], doc.get("self_quota") or {})
+            ),
+            rate_limit=RateLimit.model_validate(doc["rate_limit"])
+            if doc.get("rate_limit")
+            else default_rate_limit(self._settings),
+            created_at=doc["created_at"],
+            updated_at=doc["updated_at"],
+        )
+
+    async def create(self, body: TenantCreate) -> TenantCreated:
+        at = now()
+        doc: Document = {
+            "_id": body.tenant_id,
+            "name": body.name,
+            "status": "active",
+            "limits": body.limits.model_dump(),
+            "self_quota": {},
+            "rate_limit": body.rate_limit.model_dump() if body.rate_limit else None,
+            "created_at": at,
+            "updated_at": at,
+            "revision": time.time_ns(),
+        }
+        try:
+            await self._tenants.insert(doc)
+        except AlreadyExists as error:
+            raise Conflict(f"tenant {body.tenant_id!r} already exists") from error
+        try:
+            admin = await self._users.insert(body.admin, tenant_id=body.tenant_id)
+        except Conflict:
+            await self._tenants.remove_unpublished(body.tenant_id)  # the id stays free
+            raise
+        admin_principal = Principal(
+            subject=admin.user_id, user_id=admin.user_id, key_id=None, role="tenant-admin",
+            tenant_id=body.tenant_id, scopes=list(ALL_SCOPES), via="api_key",
+        )  # fmt: skip
+        key = await self._api_keys.create(
+            admin_principal, ApiKeyCreate(name=f"first key of {admin.email}")
+        )
+        await self.publish(doc)
+        return TenantCreated(tenant=self.view(doc), admin=admin, admin_key=key)
+
+    async def _existing(self, tenant_id: str) -> Document:
+        doc = await self._tenants.get(tenant_id)
+        if doc is None or doc["status"] == "deleted":
+            raise NotFound(f"tenant {tenant_id!r} does not exist")
+        return doc
+
+    async def get(self, tenant_id: str) -> Tenant:
+        return self.view(await self._existing(tenant_id))
+
+    async def list(self, *, after: str | None, limit: int) -> list[Tenant]:
+        return [self.view(doc) for doc in await self._tenants.page(after=after, limit=limit)]
+
+    async def update(self, tenant_id: str, body: TenantUpdate) -> Tenant:
+        fields = body.model_dump(exclude_unset=True)
+        if "rate_limit" in fields and body.rate_limit is None:
+            fields["rate_limit"] = None  # back to the platform default
+        return await self._change(tenant_id, fields)
+
+    async def set_self_quota(self, tenant_id: str, body: SelfQuota) -> Tenant:
+        doc = await self._existing(tenant_id)
+        limits = doc["limits"]
+        over = [
+            field
+            for field, value in body.model_dump().items()
+            if value is not None and limits.get(field) is not None and value > limits[field]
+        ]
+        if over:
+            raise ValidationFailed(
+                f"above the platform's limits: {', '.join(over)}",
+                limits=QuotaLimits.model_validate(limits).model_dump(by_alias=True),
+            )
+        return await self._change(tenant_id, {"self_quota": body.model_dump()})
+
+    async def _change(self, tenant_id: str, fields: Document) -> Tenant:
+        # One writer per tenant document on this replica: publish what was written.
+        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
+            await self._existing(tenant_id)
+            doc = await self._tenants.set_fields(tenant_id, fields, time.time_ns())
+            assert doc is not None
+            self._cache.forget_tenant(tenant_id)
+            await self.publish(doc)
+        return self.view(doc)
+
+    async def delete(self, tenant_id: str) -> None:
+        await self._change(tenant_id, {"status": "deleted"})
+        await self._api_keys.revoke_where(tenant_id=tenant_id)
+
+    async def publish(self, doc: Document) -> None:
+        """Tell the services; the sweep retries what did not get out."""
+        data: TenantUpserted | TenantDeleted
+        if doc["status"] == "deleted":
+            data = TenantDeleted(tenant_id=doc["_id"])
+        else:
+            quota = effective_quota(doc["limits"], doc.get("self_quota") or {})
+            data = TenantUpserted(
+                tenant_id=doc["_id"], name=doc["name"], status=doc["status"],
+                quota=TenantQuota.model_validate(quota),
+            )  # fmt: skip
+        try:
+            await publish_event(
+                self._broker, TENANTS, data, source=self._source,
+                event_id=f"tenant-{doc['_id']}-{doc['revision']}",
+            )  # fmt: skip
+        except Exception:
+            log.warning(
+                "tenant event not published yet", extra={"tenant_id": doc["_id"]}, exc_info=True
+            )
+            return
+        await self._tenants.mark_published(doc["_id"], doc["revision"])
+
+    async def republish(self) -> None:
+        for doc in await self._tenants.unpublished():
+            await self.publish(doc)

@@ -1,0 +1,102 @@
+"""Users: platform admins, and each tenant's admins and members, with optional passwords
+(scrypt hashes). Disabling a user or changing their role revokes their keys."""
+
+from __future__ import annotations
+
+import secrets
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from gpucloud_libs.identity import Role
+from gpucloud_libs.mongo import Document
+
+from . import credentials
+from .api_keys import ApiKeys
+from .identity_cache import IdentityCache
+from .schemas import Principal, User, UserCreate, UserUpdate
+from .store import AlreadyExists, UserStore
+
+
+def user_view(doc: Document) -> User:
+    return User(
+        user_id=doc["_id"], tenant_id=doc.get("tenant_id"), email=doc["email"],
+        name=doc["name"], role=doc["role"], status=doc["status"],
+        has_password=bool(doc.get("password_hash")), created_at=doc["created_at"],
+    )  # fmt: skip
+
+
+def check_assignable(principal: Principal, role: Role) -> None:
+    """Platform admins manage platform admins; tenant admins their tenant's members."""
+    allowed: set[Role] = (
+        {"platform-admin"} if principal.tenant_id is None else {"tenant-admin", "tenant-user"}
+    )
+    if role not in allowed:
+        raise Forbidden(f"you can give users the roles: {', '.join(sorted(allowed))}")
+
+
+class Users:
+    def __init__(self, users: UserStore, cache: IdentityCache, api_keys: ApiKeys) -> None:
+        self._users = users
+        self._cache = cache
+        self._api_keys = api_keys
+
+    async def insert(self, body: UserCreate, *, tenant_id: str | None) -> User:
+        doc: Document = {
+            "_id": f"u-{secrets.token_hex(8)}",
+            "tenant_id": tenant_id,
+            "email": body.email.lower(),
+            "name": body.name,
+            "role": body.role,
+            "status": "active",
+            "password_hash": credentials.hash_password(body.password.get_secret_value())
+            if body.password
+            else None,
+            "created_at": now(),
+        }
+        try:
+            await self._users.insert(doc)
+        except AlreadyExists as error:
+            raise Conflict(f"a user with the email {body.email!r} already exists") from error
+        return user_view(doc)
+
+    async def create(self, principal: Principal, body: UserCreate) -> User:
+        check_assignable(principal, body.role)
+        return await self.insert(body, tenant_id=principal.tenant_id)
+
+    async def _user(self, principal: Principal, user_id: str) -> Document:
+        doc = await self._users.get(user_id)
+        if doc is None or doc["status"] == "deleted" or doc.get("tenant_id") != principal.tenant_id:
+            raise NotFound(f"user {user_id!r} does not exist")
+        return doc
+
+    async def get(self, principal: Principal, user_id: str) -> User:
+        return user_view(await self._user(principal, user_id))
+
+    async def list(self, principal: Principal, *, after: str | None, limit: int) -> list[User]:
+        docs = await self._users.page(principal.tenant_id, after=after, limit=limit)
+        return [user_view(doc) for doc in docs]
+
+    async def update(self, principal: Principal, user_id: str, body: UserUpdate) -> User:
+        doc = await self._user(principal, user_id)
+        if user_id == principal.user_id and (body.role or body.status):
+            raise ValidationFailed("you cannot change your own role or status; ask another admin")
+        fields: Document = body.model_dump(exclude_unset=True, exclude={"password"})
+        if body.role is not None:
+            check_assignable(principal, body.role)
+        if body.password is not None:
+            fields["password_hash"] = credentials.hash_password(body.password.get_secret_value())
+        updated = await self._users.set_fields(doc["_id"], fields)
+        assert updated is not None
+        self._cache.forget_user(user_id)
+        if body.status == "disabled" or (body.role and body.role != doc["role"]):
+            # Keys carry the role they were minted with: a changed user starts afresh.
+            await self._api_keys.revoke_where(user_id=user_id)
+        return user_view(updated)
+
+    async def delete(self, principal: Principal, user_id: str) -> None:
+        await self._user(principal, user_id)
+        if user_id == principal.user_id:
+            raise ValidationFailed("you cannot delete yourself; ask another admin")
+        await self._users.delete(user_id)
+        self._cache.forget_user(user_id)
+        await self._api_keys.revoke_where(user_id=user_id)
