@@ -12,6 +12,7 @@ import pytest
 from gpucloud_instances.admission import allowed_zones, check_quota, request_hash
 from gpucloud_instances.controller.cache import ClusterCache
 from gpucloud_instances.controller.workqueue import WorkQueue
+from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc, StockUnitDoc
 from gpucloud_instances.lifecycle import State, Step
 from gpucloud_instances.schemas import InstanceCreate
 from gpucloud_instances.settings import InstancesSettings
@@ -23,28 +24,45 @@ from gpucloud_libs.events import TenantQuota, TenantUpserted
 from gpucloud_libs.kube import KubeClient
 
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-TENANT = {"_id": "acme", "quota": {"max_instances": 2, "max_gpus": 8}}
+QUOTA = QuotaDoc(
+    max_gpus=8, max_instances=2, max_storage_bytes=0, monthly_spend_cap_cents=None,
+    max_cpu_cores=None, max_memory_gib=None,
+)  # fmt: skip
+
+
+def spec(zones: list[str]) -> SpecDoc:
+    return SpecDoc(
+        _id="h100-1", name="h100-1", cpu="8", memory="64Gi", gpu_type="H100", gpu_num=1,
+        zones=zones, created_at=AT,
+    )  # fmt: skip
+
+
+def unit(spec_name: str, state: str) -> StockUnitDoc:
+    return StockUnitDoc(
+        _id=f"stock-{spec_name}-{state}", spec_name=spec_name, state=state, node=None, zone=None,
+        created_at=AT,
+    )  # fmt: skip
 
 
 def test_quota_admits_up_to_each_limit_and_names_the_one_exceeded() -> None:
-    check_quota(TENANT, count=1, gpus=4, wanted=4)
+    check_quota(QUOTA, count=1, gpus=4, wanted=4)
     with pytest.raises(QuotaExceeded) as instances:
-        check_quota(TENANT, count=2, gpus=0, wanted=1)
+        check_quota(QUOTA, count=2, gpus=0, wanted=1)
     assert instances.value.extensions["limit"] == "max_instances"
     with pytest.raises(QuotaExceeded) as gpus:
-        check_quota(TENANT, count=0, gpus=5, wanted=4)
+        check_quota(QUOTA, count=0, gpus=5, wanted=4)
     assert gpus.value.extensions == {
         "limit": "max_gpus", "limit_value": 8, "in_use": 5, "requested": 4
     }  # fmt: skip
 
 
 def test_zones_narrow_to_the_one_asked_for_within_the_spec() -> None:
-    spec = {"name": "h100-1", "zones": ["zone-a", "zone-b"]}
-    assert allowed_zones(spec, None) == ["zone-a", "zone-b"]
-    assert allowed_zones(spec, "zone-b") == ["zone-b"]
-    assert allowed_zones({"name": "any"}, "zone-c") == ["zone-c"]
+    offered = spec(["zone-a", "zone-b"])
+    assert allowed_zones(offered, None) == ["zone-a", "zone-b"]
+    assert allowed_zones(offered, "zone-b") == ["zone-b"]
+    assert allowed_zones(spec([]), "zone-c") == ["zone-c"]
     with pytest.raises(ValidationFailed, match="offered in"):
-        allowed_zones(spec, "zone-c")
+        allowed_zones(offered, "zone-c")
 
 
 def test_a_replay_matches_whatever_instance_id_it_carries() -> None:
@@ -56,11 +74,7 @@ def test_a_replay_matches_whatever_instance_id_it_carries() -> None:
 
 
 def test_stock_status_counts_each_specs_units_by_state() -> None:
-    units = [
-        {"spec_name": "a", "state": "available"},
-        {"spec_name": "a", "state": "placing"},
-        {"spec_name": "b", "state": "available"},
-    ]
+    units = [unit("a", "available"), unit("a", "placing"), unit("b", "available")]
     [a, b] = stock_status({"b": 1, "a": 3}, units)
     assert (a.spec_name, a.target, a.available, a.placing) == ("a", 3, 1, 1)
     assert (b.spec_name, b.target, b.available, b.placing) == ("b", 1, 1, 0)
@@ -85,10 +99,14 @@ def test_tenant_namespace_quota_follows_gpus_unless_set_and_versions_change_with
 
 
 def test_transition_events_number_on_from_the_document_and_chain_previous_states() -> None:
-    doc = {
-        "_id": "acme/i-1", "instance_id": "i-1", "tenant_id": "acme", "spec_name": "h100-1",
-        "gpu_type": "H100", "gpu_count": 1, "state": "scheduled", "sequence": 2,
-    }  # fmt: skip
+    doc = InstanceDoc(
+        _id="acme/i-1", tenant_id="acme", instance_id="i-1", user_id=None, idempotency_key=None,
+        request_hash="", spec_name="h100-1", gpu_type="H100", gpu_count=1, cpu="8",
+        memory="64Gi", zones=[], image="jupyter/base-notebook", template={}, storages=[],
+        namespace="t-acme", state="scheduled", reason=None, message=None, sequence=2,
+        history=[], has_outbox=False, admitted=True, node=None, zone=None, from_stock=False,
+        created_at=AT, updated_at=AT,
+    )  # fmt: skip
     events = transition_events(doc, [Step(State.READY, AT), Step(State.RUNNING, AT)])
     assert [event["id"] for event in events] == ["acme/i-1#3", "acme/i-1#4"]
     payloads = [json.loads(event["value"]) for event in events]

@@ -8,14 +8,23 @@ change streams, TTL or partial indexes, $lookup or $facet.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pymongo import AsyncMongoClient, IndexModel
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 Document = dict[str, Any]
 Database = AsyncDatabase[Document]
 IndexPlan = Mapping[str, Sequence[IndexModel]]
+Collection = AsyncCollection
+DocumentT = TypeVar("DocumentT", bound=Mapping[str, Any])
+
+
+def typed(database: Database, name: str, document: type[DocumentT]) -> Collection[DocumentT]:
+    """A collection whose documents are `document` (a TypedDict): what a store reads
+    and writes is checked field by field."""
+    return cast(Collection[DocumentT], database[name])
 
 
 def create_client(uri: str, *, app_name: str) -> AsyncMongoClient[Document]:

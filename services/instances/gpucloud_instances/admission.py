@@ -10,6 +10,7 @@ from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
+from .documents import InstanceDoc, QuotaDoc, SpecDoc, TenantDoc
 from .lifecycle import State
 from .schemas import InstanceCreate
 
@@ -20,9 +21,8 @@ def request_hash(body: InstanceCreate) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def check_quota(tenant: Document, count: int, gpus: int, *, wanted: int) -> None:
+def check_quota(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> None:
     """Would one more instance with `wanted` GPUs fit, given `count` instances and `gpus` held?"""
-    quota = tenant["quota"]
     if count + 1 > quota["max_instances"]:
         raise QuotaExceeded(
             f"the tenant may run {quota['max_instances']} instances and has {count}",
@@ -41,9 +41,9 @@ def check_quota(tenant: Document, count: int, gpus: int, *, wanted: int) -> None
         )
 
 
-def allowed_zones(spec: Document, asked: str | None) -> list[str]:
+def allowed_zones(spec: SpecDoc, asked: str | None) -> list[str]:
     """The zones the instance may land in: the spec's, narrowed to the one asked for."""
-    zones = list(spec.get("zones") or [])
+    zones = list(spec["zones"])
     if asked is None:
         return zones
     if zones and asked not in zones:
@@ -54,8 +54,8 @@ def allowed_zones(spec: Document, asked: str | None) -> list[str]:
 def instance_document(
     key: str,
     identity: Identity,
-    tenant: Document,
-    spec: Document,
+    tenant: TenantDoc,
+    spec: SpecDoc,
     body: InstanceCreate,
     *,
     instance_id: str,
@@ -64,7 +64,7 @@ def instance_document(
     zones: list[str],
     storages: list[Document],
     created: datetime,
-) -> Document:
+) -> InstanceDoc:
     """A new, not yet admitted instance as stored."""
     return {
         "_id": key,

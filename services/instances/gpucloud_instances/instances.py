@@ -21,10 +21,10 @@ from gpucloud_libs.errors import (
 )
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import instance_host
 
 from .admission import allowed_zones, check_quota, instance_document, request_hash
+from .documents import InstanceDoc, SpecDoc
 from .lifecycle import ACTIVE, TERMINAL, State, Step
 from .schemas import (
     Instance,
@@ -97,7 +97,9 @@ class Instances:
             raise Forbidden("the tenant is suspended")
         spec = await self._spec(body.spec_name)
         zones = allowed_zones(spec, body.zone)
-        check_quota(tenant, *await self._instances.usage(tenant_id), wanted=spec["gpu_num"])
+        check_quota(
+            tenant["quota"], *await self._instances.usage(tenant_id), wanted=spec["gpu_num"]
+        )
         storages = await self._storage.requested(identity, body)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
@@ -132,7 +134,7 @@ class Instances:
         await self._instances.claim_quota(key, tenant_id, spec["gpu_num"])
         count, gpus = await self._instances.usage(tenant_id)
         try:
-            check_quota(tenant, count - 1, gpus - spec["gpu_num"], wanted=spec["gpu_num"])
+            check_quota(tenant["quota"], count - 1, gpus - spec["gpu_num"], wanted=spec["gpu_num"])
         except QuotaExceeded:
             await self._instances.release_quota(key)
             await self._instances.remove(key)
@@ -145,7 +147,7 @@ class Instances:
         await self._wakeups.wake(doc["_id"])
         return self.view(admitted), True
 
-    def _replay(self, existing: Document, request_hash: str) -> Instance:
+    def _replay(self, existing: InstanceDoc, request_hash: str) -> Instance:
         if existing.get("request_hash") != request_hash:
             raise Conflict(
                 f"instance {existing['instance_id']!r} was already created with a different request",
@@ -153,7 +155,7 @@ class Instances:
             )
         return self.view(existing)
 
-    async def _owned(self, identity: Identity, instance_id: str) -> Document:
+    async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
         tenant_id = identity.require_tenant()
         doc = await self._instances.get(instance_key(tenant_id, instance_id))
         if doc is None or not doc.get("admitted"):
@@ -220,7 +222,7 @@ class Instances:
             self._wakeups.wake_local(doc["_id"])
         return self.view(doc, requested={kind})
 
-    def view(self, doc: Document, requested: set[str] | None = None) -> Instance:
+    def view(self, doc: InstanceDoc, requested: set[str] | None = None) -> Instance:
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"
@@ -250,7 +252,7 @@ class Instances:
             ],
         )
 
-    async def _spec(self, name: str) -> Document:
+    async def _spec(self, name: str) -> SpecDoc:
         spec = await self._specs.get(name)
         if spec is None:
             raise ValidationFailed(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from gpucloud_libs.mongo import Document
-
+from .documents import StockUnitDoc
 from .schemas import StockChange, StockStatus
 from .specs import Specs
 from .store import StockStore
@@ -28,7 +27,7 @@ class StockTargets:
         return stock_status(await self._stocks.targets(), await self._stocks.units())
 
 
-def stock_status(targets: dict[str, int], units: list[Document]) -> list[StockStatus]:
+def stock_status(targets: dict[str, int], units: list[StockUnitDoc]) -> list[StockStatus]:
     """Each stocked spec's target against its units, by spec name."""
     result = []
     for spec_name, target in targets.items():

@@ -23,9 +23,10 @@ from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 from gpucloud_libs.outbox import OutboxEntry
 
+from .documents import InstanceDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
 from .lifecycle import TERMINAL, State, Step
 
 SPECS = "specs"
@@ -66,20 +67,20 @@ class DuplicateInstance(Exception):
 
 class SpecStore:
     def __init__(self, db: Database) -> None:
-        self._specs = db[SPECS]
+        self._specs: Collection[SpecDoc] = typed(db, SPECS, SpecDoc)
 
-    async def insert(self, spec: Document) -> bool:
+    async def insert(self, spec: SpecDoc) -> bool:
         try:
-            await self._specs.insert_one({"_id": spec["name"], **spec})
+            await self._specs.insert_one(spec)
         except DuplicateKeyError:
             return False
         return True
 
-    async def get(self, name: str) -> Document | None:
-        return await self._specs.find_one({"_id": name}, {"_id": 0})
+    async def get(self, name: str) -> SpecDoc | None:
+        return await self._specs.find_one({"_id": name})
 
-    async def list(self) -> list[Document]:
-        return [spec async for spec in self._specs.find({}, {"_id": 0}).sort("_id", ASCENDING)]
+    async def list(self) -> list[SpecDoc]:
+        return [spec async for spec in self._specs.find({}).sort("_id", ASCENDING)]
 
     async def delete(self, name: str) -> bool:
         return (await self._specs.delete_one({"_id": name})).deleted_count == 1
@@ -89,16 +90,16 @@ class TenantStore:
     """`tenants` is written by the tenant-event handler; `tenant_namespaces` by the controller."""
 
     def __init__(self, db: Database) -> None:
-        self._tenants = db[TENANTS]
+        self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
         self._namespaces = db[TENANT_NAMESPACES]
 
-    async def upsert(self, tenant_id: str, fields: Document) -> None:
+    async def upsert(self, tenant_id: str, fields: TenantFields) -> None:
         await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
 
-    async def get(self, tenant_id: str) -> Document | None:
+    async def get(self, tenant_id: str) -> TenantDoc | None:
         return await self._tenants.find_one({"_id": tenant_id})
 
-    async def all(self) -> list[Document]:
+    async def all(self) -> list[TenantDoc]:
         return [tenant async for tenant in self._tenants.find({})]
 
     async def applied_version(self, tenant_id: str) -> str | None:
@@ -116,20 +117,20 @@ class TenantStore:
 
 class InstanceStore:
     def __init__(self, db: Database) -> None:
-        self._instances = db[INSTANCES]
+        self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
         self._claims = db[QUOTA_CLAIMS]
         self._idempotency = db[IDEMPOTENCY]
 
-    async def insert(self, document: Document) -> None:
+    async def insert(self, document: InstanceDoc) -> None:
         try:
             await self._instances.insert_one(document)
         except DuplicateKeyError as error:
             raise DuplicateInstance(str(error)) from error
 
-    async def get(self, key: str) -> Document | None:
+    async def get(self, key: str) -> InstanceDoc | None:
         return await self._instances.find_one({"_id": key})
 
-    async def by_idempotency_key(self, tenant_id: str, idempotency_key: str) -> Document | None:
+    async def by_idempotency_key(self, tenant_id: str, idempotency_key: str) -> InstanceDoc | None:
         mapping = await self._idempotency.find_one({"_id": f"{tenant_id}|{idempotency_key}"})
         return None if mapping is None else await self.get(mapping["instance"])
 
@@ -180,7 +181,7 @@ class InstanceStore:
         spec_name: str | None,
         after: str | None,
         limit: int,
-    ) -> list[Document]:
+    ) -> list[InstanceDoc]:
         query: Document = {}
         if tenant_id is not None:
             query["tenant_id"] = tenant_id
@@ -198,12 +199,12 @@ class InstanceStore:
 
     async def transition(
         self,
-        doc: Document,
+        doc: InstanceDoc,
         steps: Iterable[Step],
         *,
         events: list[OutboxEntry],
         extra: Document | None = None,
-    ) -> Document | None:
+    ) -> InstanceDoc | None:
         """Apply transitions if nobody else did first; returns the new document or None."""
         steps = list(steps)
         if not steps:
@@ -227,7 +228,7 @@ class InstanceStore:
             return_document=ReturnDocument.AFTER,
         )
 
-    async def admit(self, doc: Document, step: Step, event: OutboxEntry) -> Document | None:
+    async def admit(self, doc: InstanceDoc, step: Step, event: OutboxEntry) -> InstanceDoc | None:
         """The API's one write after its insert, before the controller may act on it."""
         return await self.transition(doc, [step], events=[event], extra={"admitted": True})
 
@@ -308,7 +309,7 @@ class StockStore:
 
     def __init__(self, db: Database) -> None:
         self._operations = db[STOCK_OPERATIONS]
-        self._stocks = db[STOCKS]
+        self._stocks: Collection[StockUnitDoc] = typed(db, STOCKS, StockUnitDoc)
 
     async def record_operation(self, spec_name: str, delta: int, operation_id: str) -> bool:
         """False when this operationID was applied before (seed 004's idempotency key)."""
@@ -327,7 +328,7 @@ class StockStore:
             totals[doc["spec_name"]] = totals.get(doc["spec_name"], 0) + int(doc["delta"])
         return {spec: max(total, 0) for spec, total in totals.items()}
 
-    async def units(self, spec_name: str | None = None) -> list[Document]:
+    async def units(self, spec_name: str | None = None) -> list[StockUnitDoc]:
         query = {} if spec_name is None else {"spec_name": spec_name}
         return [doc async for doc in self._stocks.find(query)]
 

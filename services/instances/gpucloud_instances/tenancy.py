@@ -7,9 +7,9 @@ import json
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.events import TenantUpserted
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import tenant_namespace
 
+from .documents import QuotaDoc, TenantFields
 from .lifecycle import ACTIVE
 from .settings import InstancesSettings
 from .store import InstanceStore, RequestStore, TenantStore
@@ -18,7 +18,7 @@ from .wakeups import ControllerWakeups, tenant_item
 STOP_PAGE = 200
 
 
-def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Document:
+def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> TenantFields:
     """The stored tenant, with the namespace quota its GPU quota implies and a version
     the controller compares with the one it applied."""
     quota = tenant.quota
@@ -32,21 +32,26 @@ def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Docume
         if quota.max_memory_gib is not None
         else quota.max_gpus * settings.default_memory_gib_per_gpu
     )
-    fields: Document = {
+    namespace_cpu, namespace_memory = str(max(cpu, 1)), f"{max(memory, 1)}Gi"
+    stored_quota = QuotaDoc(
+        max_gpus=quota.max_gpus, max_instances=quota.max_instances,
+        max_storage_bytes=quota.max_storage_bytes,
+        monthly_spend_cap_cents=quota.monthly_spend_cap_cents,
+        max_cpu_cores=quota.max_cpu_cores, max_memory_gib=quota.max_memory_gib,
+    )  # fmt: skip
+    version = hashlib.sha256(
+        json.dumps([stored_quota, namespace_cpu, namespace_memory], sort_keys=True).encode()
+    ).hexdigest()[:16]
+    return {
         "name": tenant.name,
         "status": tenant.status,
-        "quota": quota.model_dump(),
-        "namespace_cpu": str(max(cpu, 1)),
-        "namespace_memory": f"{max(memory, 1)}Gi",
+        "quota": stored_quota,
+        "namespace_cpu": namespace_cpu,
+        "namespace_memory": namespace_memory,
         "namespace": tenant_namespace(tenant.tenant_id),
         "updated_at": now(),
+        "version": version,
     }
-    fields["version"] = hashlib.sha256(
-        json.dumps(
-            [fields["quota"], fields["namespace_cpu"], fields["namespace_memory"]], sort_keys=True
-        ).encode()
-    ).hexdigest()[:16]
-    return fields
 
 
 class Tenancy:

@@ -10,16 +10,16 @@ is deduplicated downstream.
 from __future__ import annotations
 
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import OutboxEntry, outbox_entry
 
+from .documents import InstanceDoc
 from .lifecycle import State, Step
 
 EVENT_SOURCE = "/gpucloud/instances"
 
 
 def lifecycle_event(
-    doc: Document, step: Step, sequence: int, previous: State | None
+    doc: InstanceDoc, step: Step, sequence: int, previous: State | None
 ) -> OutboxEntry:
     """The outbox entry for one transition of the instance `doc`."""
     data = InstanceStateChanged(
@@ -42,7 +42,7 @@ def lifecycle_event(
     )
 
 
-def transition_events(doc: Document, steps: list[Step]) -> list[OutboxEntry]:
+def transition_events(doc: InstanceDoc, steps: list[Step]) -> list[OutboxEntry]:
     """One entry per step, numbered on from the document's sequence."""
     events: list[OutboxEntry] = []
     previous = State(doc["state"]) if doc.get("sequence") else None

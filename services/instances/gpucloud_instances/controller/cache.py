@@ -11,17 +11,15 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.kube import GoneError, KubeClient
+from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 
 from .. import manifests
 from ..wakeups import STOCKS
 
 log = logging.getLogger(__name__)
 
-Manifest = dict[str, Any]
 KINDS = ("Pod", "Node")
 
 

@@ -16,12 +16,12 @@ from typing import Any
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, now
-from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
-from gpucloud_libs.mongo import Document
+from gpucloud_libs.kube import ConflictError, KubeClient, Manifest, QuotaRejectedError
 from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
+from ..documents import InstanceDoc
 from ..lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..schemas import InstanceTemplate
 from ..storages import StorageClient, StorageRefused
@@ -84,13 +84,15 @@ class InstanceReconciler:
         else:
             await self._follow_pod(doc, pod)
 
-    async def _settle_terminal(self, doc: Document, pod: Document | None, *, deleted: bool) -> None:
+    async def _settle_terminal(
+        self, doc: InstanceDoc, pod: Manifest | None, *, deleted: bool
+    ) -> None:
         if pod is not None:
             await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
         if deleted and State(doc["state"]) != State.DELETED:
             await self._transition(doc, [Step(State.DELETED, now())])
 
-    async def _stop(self, doc: Document, pod: Document | None) -> None:
+    async def _stop(self, doc: InstanceDoc, pod: Manifest | None) -> None:
         namespace_name, name = doc["namespace"], manifests.pod_name(doc["instance_id"])
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
             await self._kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
@@ -100,7 +102,7 @@ class InstanceReconciler:
         elif State(doc["state"]) != State.STOPPING:
             await self._transition(doc, [Step(State.STOPPING, now())])
 
-    async def _without_pod(self, doc: Document) -> None:
+    async def _without_pod(self, doc: InstanceDoc) -> None:
         state = State(doc["state"])
         if state == State.PENDING:
             await self._create_workload(doc)
@@ -113,7 +115,7 @@ class InstanceReconciler:
         )
         await self._fail(doc, reason, f"the pod disappeared while {state.value}", pod_exists=False)
 
-    async def _follow_pod(self, doc: Document, pod: Document) -> None:
+    async def _follow_pod(self, doc: InstanceDoc, pod: Manifest) -> None:
         state = State(doc["state"])
         at = now()
         observed = observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at)
@@ -139,7 +141,7 @@ class InstanceReconciler:
 
     # --- transitions and their events ----------------------------------------------
 
-    async def _transition(self, doc: Document, steps: list[Step], **extra: Any) -> None:
+    async def _transition(self, doc: InstanceDoc, steps: list[Step], **extra: Any) -> None:
         done = await self._instances.transition(
             doc, steps, events=transition_events(doc, steps), extra=extra
         )
@@ -150,7 +152,7 @@ class InstanceReconciler:
         if State(done["state"]) in TERMINAL:
             await self._instances.release_quota(done["_id"])
 
-    async def _flush(self, doc: Document) -> None:
+    async def _flush(self, doc: InstanceDoc) -> None:
         """Publish an instance's recorded transitions in order, then drop them.
 
         A crash between publish and drop republishes the same event ids, which
@@ -161,7 +163,7 @@ class InstanceReconciler:
             await self._instances.clear_outbox(doc["_id"], doc["sequence"])
 
     async def _fail(
-        self, doc: Document, reason: FailureReason, message: str | None, *, pod_exists: bool
+        self, doc: InstanceDoc, reason: FailureReason, message: str | None, *, pod_exists: bool
     ) -> None:
         await self.delete_workload(
             doc["namespace"], manifests.pod_name(doc["instance_id"]), pod=pod_exists
@@ -171,7 +173,7 @@ class InstanceReconciler:
 
     # --- placement -------------------------------------------------------------------
 
-    async def _check_pending(self, doc: Document, unschedulable: str | None) -> None:
+    async def _check_pending(self, doc: InstanceDoc, unschedulable: str | None) -> None:
         if unschedulable is None:
             return
         if not self._fits_fleet(doc):
@@ -187,7 +189,7 @@ class InstanceReconciler:
         elif doc.get("message") != unschedulable:
             await self._instances.update_fields(doc["_id"], {"message": unschedulable})
 
-    def _fits_fleet(self, doc: Document) -> bool:
+    def _fits_fleet(self, doc: InstanceDoc) -> bool:
         """Whether any node of the fleet could ever hold the instance, busy or not."""
         for node in self._cache.nodes.values():
             labels = node["metadata"].get("labels", {})
@@ -202,7 +204,7 @@ class InstanceReconciler:
                 return True
         return False
 
-    async def _create_workload(self, doc: Document) -> None:
+    async def _create_workload(self, doc: InstanceDoc) -> None:
         tenant = await self._tenants.get(doc["tenant_id"])
         if tenant is None:
             return
@@ -241,7 +243,7 @@ class InstanceReconciler:
             return
         self._cache.pods.setdefault(doc["_id"], created)
 
-    async def _attach_storages(self, doc: Document) -> list[tuple[str, str]] | None:
+    async def _attach_storages(self, doc: InstanceDoc) -> list[tuple[str, str]] | None:
         """The (secret, env prefix) pairs of the instance's object storages; None when the
         storage service refused them, which fails the instance."""
         if not doc.get("storages"):
@@ -255,7 +257,7 @@ class InstanceReconciler:
             (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
         ]
 
-    async def _wait_for_quota(self, doc: Document, error: QuotaRejectedError) -> None:
+    async def _wait_for_quota(self, doc: InstanceDoc, error: QuotaRejectedError) -> None:
         """The namespace quota is the backstop behind the API's own check; it also counts
         pods still terminating or left orphaned, which free up soon."""
         if _waited_s(doc) > self._schedule_timeout_s:
@@ -280,5 +282,5 @@ def _to_stopped(state: State, at: datetime | None = None) -> list[Step]:
     return [Step(State.STOPPING, at), Step(State.STOPPED, at)]
 
 
-def _waited_s(doc: Document) -> float:
+def _waited_s(doc: InstanceDoc) -> float:
     return (now() - aware(doc["created_at"])).total_seconds()

@@ -16,9 +16,9 @@ from datetime import UTC, timedelta
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.kube import KubeClient, KubeError
-from gpucloud_libs.mongo import Document
 
 from .. import manifests
+from ..documents import InstanceDoc, SpecDoc, StockUnitDoc
 from ..store import SpecStore, StockStore
 from ..wakeups import STOCKS
 from .cache import ClusterCache
@@ -52,22 +52,22 @@ class StockPool:
         # skip the claim (and its lock) altogether.
         self._stocked_specs: set[str] = set()
 
-    async def claim(self, doc: Document) -> str | None:
+    async def claim(self, doc: InstanceDoc) -> str | None:
         """Take a warm unit of the instance's spec: its placeholder goes, and its node is
         where the instance is pinned. Returns None when the stock has none available."""
         if doc["spec_name"] not in self._stocked_specs:
             return None
         async with self._claim_lock:
             for unit in await self._stocks.units(doc["spec_name"]):
-                if unit["state"] != "available" or (
-                    doc["zones"] and unit.get("zone") not in doc["zones"]
-                ):
+                node = unit["node"]  # set once the placeholder runs
+                if unit["state"] != "available" or node is None:
+                    continue
+                if doc["zones"] and unit["zone"] not in doc["zones"]:
                     continue
                 await self._stocks.remove_unit(unit["_id"])
                 await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
                 await self._until_gone(unit["_id"])
                 self._wake(STOCKS)  # refill
-                node: str = unit["node"]
                 return node
         return None
 
@@ -101,7 +101,7 @@ class StockPool:
                 await self._stocks.remove_unit(unit["_id"])
                 await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
 
-    async def _observe_placeholders(self, units: dict[str, Document]) -> None:
+    async def _observe_placeholders(self, units: dict[str, StockUnitDoc]) -> None:
         """Running placeholders make their units available where they run; orphans go."""
         for name, pod in list(self._cache.stock_pods.items()):
             unit = units.get(name)
@@ -117,7 +117,7 @@ class StockPool:
                 await self._stocks.mark_available(name, node, self._cache.zone_of(node))
                 unit["state"] = "available"
 
-    async def _drop_vanished(self, units: dict[str, Document]) -> None:
+    async def _drop_vanished(self, units: dict[str, StockUnitDoc]) -> None:
         """Units whose placeholder vanished (preempted, node lost) are replaced."""
         grace = now() - PLACEHOLDER_GRACE
         for name, unit in list(units.items()):
@@ -128,7 +128,7 @@ class StockPool:
                 await self._stocks.remove_unit(name)
                 units.pop(name)
 
-    async def _fill(self, spec_name: str, spec: Document, missing: int) -> None:
+    async def _fill(self, spec_name: str, spec: SpecDoc, missing: int) -> None:
         for _ in range(missing):
             name = f"stock-{spec_name}-{secrets.token_hex(4)}"
             await self._stocks.add_unit(name, spec_name)

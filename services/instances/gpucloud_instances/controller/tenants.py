@@ -6,16 +6,16 @@ import logging
 from typing import Any
 
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.mongo import Document
 
 from .. import manifests
+from ..documents import TenantDoc
 from ..store import TenantStore
 
 log = logging.getLogger(__name__)
 
 
 def tenant_manifests(
-    tenant_id: str, tenant: Document, *, gateway_namespace: str
+    tenant_id: str, tenant: TenantDoc, *, gateway_namespace: str
 ) -> list[dict[str, Any]]:
     """Everything a tenant's namespace carries: the seeds' "Tenant VPC"."""
     namespace_name = tenant["namespace"]
