@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 
 from .backend import AccessMode, ObjectBackend
+from .documents import AccessorDoc, StorageDoc
 from .ownership import OwnedStorages
 from .schemas import Accessor, AccessorCreate, AccessorCreated
 from .store import AccessorStore
@@ -32,7 +32,7 @@ def access_key() -> str:
     return "GPC" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(17))
 
 
-def accessor_view(doc: Document) -> Accessor:
+def accessor_view(doc: AccessorDoc) -> Accessor:
     return Accessor(
         accessor_id=doc["_id"],
         storage_id=doc["storage_id"],
@@ -74,16 +74,16 @@ class Accessors:
 
     async def issue(
         self,
-        storage: Document,
+        storage: StorageDoc,
         mode: AccessMode,
         *,
         expires_at: datetime | None,
         name: str | None,
         instance_id: str | None,
         created_by: str,
-    ) -> tuple[Document, str]:
+    ) -> tuple[AccessorDoc, str]:
         key, secret = access_key(), secrets.token_urlsafe(30)
-        accessor: Document = {
+        accessor: AccessorDoc = {
             "_id": key,
             "tenant_id": storage["tenant_id"],
             "storage_id": storage["storage_id"],

@@ -13,7 +13,6 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, NotFoundError
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import (
     storage_claim_name,
     storage_env_prefix,
@@ -24,6 +23,7 @@ from gpucloud_libs.naming import (
 from . import manifests
 from .accessors import Accessors
 from .backend import ObjectBackend
+from .documents import AttachmentDoc, StorageDoc
 from .ownership import OwnedStorages, StorageNotReady
 from .schemas import AttachedStorage, AttachmentPlan, AttachmentRequest
 from .store import AttachmentStore, StorageStore, storage_key
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 INSTANCES_SERVICE = "service:instances"
 
 
-def attachment_plan(attachment: Document) -> AttachmentPlan:
+def attachment_plan(attachment: AttachmentDoc) -> AttachmentPlan:
     instance_id = attachment["instance_id"]
     return AttachmentPlan(
         instance_id=instance_id,
@@ -90,7 +90,7 @@ class Attachments:
             await self.release(tenant_id, instance_id)
         wanted = {item.storage_id: item for item in body.storages}
         storages = [await self._owned.ready(identity, storage_id) for storage_id in wanted]
-        attachment: Document = {
+        attachment: AttachmentDoc = {
             "_id": key,
             "tenant_id": tenant_id,
             "instance_id": instance_id,
@@ -124,7 +124,7 @@ class Attachments:
             raise
         return attachment_plan(attachment)
 
-    async def _grant_instance(self, storage: Document, instance_id: str, read_only: bool) -> None:
+    async def _grant_instance(self, storage: StorageDoc, instance_id: str, read_only: bool) -> None:
         accessor, secret = await self._accessors.issue(
             storage, "read-only" if read_only else "read-write", expires_at=None, name=None,
             instance_id=instance_id, created_by=INSTANCES_SERVICE,
@@ -143,7 +143,7 @@ class Attachments:
             )
         )  # fmt: skip
 
-    async def _secrets_present(self, attachment: Document) -> bool:
+    async def _secrets_present(self, attachment: AttachmentDoc) -> bool:
         for item in attachment["items"]:
             if item["kind"] != "object":
                 continue

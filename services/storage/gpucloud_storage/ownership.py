@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 
+from .documents import StorageDoc
 from .store import StorageStore, storage_key
 
 
@@ -21,13 +21,15 @@ class OwnedStorages:
     def __init__(self, storages: StorageStore) -> None:
         self._storages = storages
 
-    async def get(self, identity: Identity, storage_id: str) -> Document:
+    async def get(self, identity: Identity, storage_id: str) -> StorageDoc:
         doc = await self._storages.get(storage_key(identity.require_tenant(), storage_id))
         if doc is None:
             raise NotFound(f"storage {storage_id!r} not found")
         return doc
 
-    async def ready(self, identity: Identity, storage_id: str, kind: str | None = None) -> Document:
+    async def ready(
+        self, identity: Identity, storage_id: str, kind: str | None = None
+    ) -> StorageDoc:
         """The caller's storage, ready for use (and of `kind`, when given)."""
         doc = await self.get(identity, storage_id)
         if kind is not None and doc["kind"] != kind:

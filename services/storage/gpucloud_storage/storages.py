@@ -21,13 +21,14 @@ from gpucloud_libs.errors import (
 )
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient, KubeError, NotFoundError
+from gpucloud_libs.kube import KubeClient, KubeError, Manifest, NotFoundError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import storage_claim_name, tenant_namespace
 
 from . import manifests
 from .accessors import Accessors
 from .backend import BackendError, BucketNotEmpty, ObjectBackend
+from .documents import StorageDoc, TenantDoc
 from .ownership import OwnedStorages
 from .schemas import Storage, StorageCreate, StoragePage, StorageUpdate
 from .settings import StorageSettings
@@ -95,7 +96,7 @@ class Storages:
         storage_id = body.storage_id or f"s-{secrets.token_hex(6)}"
         key = storage_key(tenant_id, storage_id)
         created = now()
-        doc: Document = {
+        doc: StorageDoc = {
             "_id": key,
             "tenant_id": tenant_id,
             "storage_id": storage_id,
@@ -124,7 +125,7 @@ class Storages:
             raise
         return self.view(await self._provision(doc))
 
-    async def _check_tenant_quota(self, tenant: Document, storage_id: str, size: int) -> None:
+    async def _check_tenant_quota(self, tenant: TenantDoc, storage_id: str, size: int) -> None:
         limit = tenant["max_storage_bytes"]
         others = sum(
             doc["size_bytes"]
@@ -139,7 +140,7 @@ class Storages:
                 allocated_bytes=others,
             )
 
-    async def _provision(self, doc: Document) -> Document:
+    async def _provision(self, doc: StorageDoc) -> StorageDoc:
         """Make the bucket or claim; on a transient failure the sweep tries again."""
         try:
             if doc["kind"] == "object":
@@ -156,7 +157,7 @@ class Storages:
             return updated or doc
         return await self._storages.update(doc["_id"], {"message": message}) or doc
 
-    def _claim(self, doc: Document) -> Document:
+    def _claim(self, doc: StorageDoc) -> Manifest:
         return manifests.volume_claim(
             tenant_namespace(doc["tenant_id"]), doc["tenant_id"], doc["storage_id"],
             size_bytes=doc["size_bytes"], storage_class=doc["storage_class"],
@@ -200,7 +201,7 @@ class Storages:
             doc = await self._storages.update(doc["_id"], changes) or doc
         return (await self._views([doc]))[0]
 
-    async def _resize_claim(self, doc: Document, size: int) -> None:
+    async def _resize_claim(self, doc: StorageDoc, size: int) -> None:
         patch = {"spec": {"resources": {"requests": {"storage": str(size)}}}}
         try:
             await self._kube.patch(
@@ -246,7 +247,7 @@ class Storages:
             return None
         return self.view(await self._storages.get(doc["_id"]) or doc)
 
-    async def _refuse_if_attached(self, doc: Document) -> None:
+    async def _refuse_if_attached(self, doc: StorageDoc) -> None:
         users = [
             attachment["instance_id"]
             for attachment in await self._attachments.of_tenant(doc["tenant_id"])
@@ -259,7 +260,7 @@ class Storages:
                 instances=users,
             )
 
-    async def finish_delete(self, doc: Document) -> bool:
+    async def finish_delete(self, doc: StorageDoc) -> bool:
         """Remove the backend side, revoke accessors, publish the last sample, forget it.
 
         False when something failed on the way: the storage stays `deleting` and
@@ -292,7 +293,7 @@ class Storages:
         log.info("storage deleted", extra={"storage": doc["_id"]})
         return True
 
-    def _spawn_delete(self, doc: Document) -> None:
+    def _spawn_delete(self, doc: StorageDoc) -> None:
         """Finish a deletion in the background; the sweep leaves it alone meanwhile."""
         if doc["_id"] in self._deleting:
             return
@@ -310,7 +311,7 @@ class Storages:
         for task in list(self._background):
             task.cancel()
 
-    async def _views(self, docs: list[Document]) -> list[Storage]:
+    async def _views(self, docs: list[StorageDoc]) -> list[Storage]:
         if not docs:
             return []
         usage = await self._storages.usage([doc["_id"] for doc in docs])
@@ -327,7 +328,11 @@ class Storages:
         ]
 
     def view(
-        self, doc: Document, *, used_bytes: int | None = None, attached_to: list[str] | None = None
+        self,
+        doc: StorageDoc,
+        *,
+        used_bytes: int | None = None,
+        attached_to: list[str] | None = None,
     ) -> Storage:
         is_object = doc["kind"] == "object"
         return Storage(

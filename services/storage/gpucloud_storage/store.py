@@ -15,7 +15,9 @@ from pymongo import ASCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
+
+from .documents import AccessorDoc, AttachmentDoc, StorageDoc, TenantDoc, UploadDoc
 
 TENANTS = "tenants"
 STORAGES = "storages"
@@ -42,12 +44,12 @@ def storage_key(tenant_id: str, storage_id: str) -> str:
 
 class TenantStore:
     def __init__(self, db: Database) -> None:
-        self._tenants = db[TENANTS]
+        self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
 
     async def upsert(self, tenant_id: str, fields: Document) -> None:
         await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
 
-    async def get(self, tenant_id: str) -> Document | None:
+    async def get(self, tenant_id: str) -> TenantDoc | None:
         return await self._tenants.find_one({"_id": tenant_id})
 
     async def remove(self, tenant_id: str) -> None:
@@ -56,20 +58,20 @@ class TenantStore:
 
 class StorageStore:
     def __init__(self, db: Database) -> None:
-        self._storages = db[STORAGES]
+        self._storages: Collection[StorageDoc] = typed(db, STORAGES, StorageDoc)
         self._usage = db[USAGE]
 
-    async def insert(self, doc: Document) -> bool:
+    async def insert(self, doc: StorageDoc) -> bool:
         try:
             await self._storages.insert_one(doc)
         except DuplicateKeyError:
             return False
         return True
 
-    async def get(self, key: str) -> Document | None:
+    async def get(self, key: str) -> StorageDoc | None:
         return await self._storages.find_one({"_id": key})
 
-    async def update(self, key: str, fields: Document) -> Document | None:
+    async def update(self, key: str, fields: Document) -> StorageDoc | None:
         await self._storages.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
         return await self.get(key)
 
@@ -77,20 +79,20 @@ class StorageStore:
         await self._storages.delete_one({"_id": key})
         await self._usage.delete_one({"_id": key})
 
-    async def of_tenant(self, tenant_id: str) -> list[Document]:
+    async def of_tenant(self, tenant_id: str) -> list[StorageDoc]:
         return [doc async for doc in self._storages.find({"tenant_id": tenant_id})]
 
-    async def page(self, tenant_id: str, *, after: str | None, limit: int) -> list[Document]:
+    async def page(self, tenant_id: str, *, after: str | None, limit: int) -> list[StorageDoc]:
         query: Document = {"tenant_id": tenant_id}
         if after is not None:
             query["_id"] = {"$gt": after}
         cursor = self._storages.find(query).sort("_id", ASCENDING).limit(limit)
         return [doc async for doc in cursor]
 
-    async def in_state(self, state: str) -> list[Document]:
+    async def in_state(self, state: str) -> list[StorageDoc]:
         return [doc async for doc in self._storages.find({"state": state})]
 
-    async def unfinished(self, older_than_s: float) -> list[Document]:
+    async def unfinished(self, older_than_s: float) -> list[StorageDoc]:
         """Storages a crash may have left half-created or half-deleted."""
         cutoff = now() - timedelta(seconds=older_than_s)
         query = {"state": {"$in": ["provisioning", "deleting"]}, "updated_at": {"$lt": cutoff}}
@@ -110,15 +112,15 @@ class StorageStore:
 
 class AccessorStore:
     def __init__(self, db: Database) -> None:
-        self._accessors = db[ACCESSORS]
+        self._accessors: Collection[AccessorDoc] = typed(db, ACCESSORS, AccessorDoc)
 
-    async def insert(self, doc: Document) -> None:
+    async def insert(self, doc: AccessorDoc) -> None:
         await self._accessors.insert_one(doc)
 
-    async def get(self, accessor_id: str) -> Document | None:
+    async def get(self, accessor_id: str) -> AccessorDoc | None:
         return await self._accessors.find_one({"_id": accessor_id})
 
-    async def of_storage(self, tenant_id: str, storage_id: str) -> list[Document]:
+    async def of_storage(self, tenant_id: str, storage_id: str) -> list[AccessorDoc]:
         query = {"tenant_id": tenant_id, "storage_id": storage_id}
         return [doc async for doc in self._accessors.find(query).sort("created_at", ASCENDING)]
 
@@ -128,12 +130,12 @@ class AccessorStore:
 
 class UploadStore:
     def __init__(self, db: Database) -> None:
-        self._uploads = db[UPLOADS]
+        self._uploads: Collection[UploadDoc] = typed(db, UPLOADS, UploadDoc)
 
-    async def insert(self, doc: Document) -> None:
+    async def insert(self, doc: UploadDoc) -> None:
         await self._uploads.insert_one(doc)
 
-    async def get(self, upload_id: str) -> Document | None:
+    async def get(self, upload_id: str) -> UploadDoc | None:
         return await self._uploads.find_one({"_id": upload_id})
 
     async def remove(self, upload_id: str) -> None:
@@ -144,12 +146,12 @@ class AttachmentStore:
     """One document per instance: the storages it uses and what was made for it."""
 
     def __init__(self, db: Database) -> None:
-        self._attachments = db[ATTACHMENTS]
+        self._attachments: Collection[AttachmentDoc] = typed(db, ATTACHMENTS, AttachmentDoc)
 
-    async def get(self, key: str) -> Document | None:
+    async def get(self, key: str) -> AttachmentDoc | None:
         return await self._attachments.find_one({"_id": key})
 
-    async def insert(self, doc: Document) -> bool:
+    async def insert(self, doc: AttachmentDoc) -> bool:
         try:
             await self._attachments.insert_one(doc)
         except DuplicateKeyError:
@@ -159,7 +161,7 @@ class AttachmentStore:
     async def remove(self, key: str) -> None:
         await self._attachments.delete_one({"_id": key})
 
-    async def of_tenant(self, tenant_id: str) -> list[Document]:
+    async def of_tenant(self, tenant_id: str) -> list[AttachmentDoc]:
         return [doc async for doc in self._attachments.find({"tenant_id": tenant_id})]
 
     async def existing(self, keys: list[str]) -> list[str]:

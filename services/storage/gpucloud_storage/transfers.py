@@ -14,9 +14,9 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 
 from .backend import BackendError, InvalidPart, NoSuchUpload, ObjectBackend, UploadedPart
+from .documents import StorageDoc, UploadDoc
 from .ownership import OwnedStorages
 from .schemas import (
     DownloadRequest,
@@ -111,7 +111,7 @@ class Transfers:
 
     async def _upload(
         self, identity: Identity, storage_id: str, upload_id: str
-    ) -> tuple[Document, Document]:
+    ) -> tuple[StorageDoc, UploadDoc]:
         doc = await self._owned.ready(identity, storage_id, kind="object")
         upload = await self._uploads.get(upload_id)
         if (

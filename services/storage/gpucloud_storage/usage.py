@@ -9,10 +9,10 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import now
 from gpucloud_libs.events import StorageUsageSampled
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.topics import STORAGE_USAGE
 
 from .backend import ObjectBackend
+from .documents import StorageDoc
 from .store import StorageStore
 
 SOURCE = "/gpucloud/storage"
@@ -37,7 +37,7 @@ class UsagePublisher:
             sampled += 1
         return sampled
 
-    async def publish(self, doc: Document, used: int, at: datetime) -> None:
+    async def publish(self, doc: StorageDoc, used: int, at: datetime) -> None:
         await publish_event(
             self._broker, STORAGE_USAGE,
             StorageUsageSampled(

@@ -1,0 +1,73 @@
+"""The storage service's stored documents, typed at the store boundary.
+
+A misspelt field is a type error rather than a KeyError at run time. Fields
+only one kind of storage has, or that a step adds later, are NotRequired and
+read with `.get`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NotRequired, TypedDict
+
+
+class TenantDoc(TypedDict):
+    _id: str
+    status: str
+    max_storage_bytes: int
+
+
+class StorageDoc(TypedDict):
+    _id: str  # <tenant>/<storage>
+    tenant_id: str
+    storage_id: str
+    name: str | None
+    kind: str  # object | volume
+    state: str  # provisioning | ready | deleting
+    message: str | None
+    size_bytes: int
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    bucket: NotRequired[str]  # object storages
+    storage_class: NotRequired[str]  # volume storages
+    access_mode: NotRequired[str]  # volume storages
+    #: Set when a deletion starts: empty the bucket first.
+    force: NotRequired[bool]
+
+
+class AccessorDoc(TypedDict):
+    _id: str  # the access key id
+    tenant_id: str
+    storage_id: str
+    name: str | None
+    mode: str  # read-only | read-write
+    expires_at: datetime | None
+    #: Set for an instance's own accessor, revoked when the instance ends.
+    instance_id: str | None
+    created_by: str
+    created_at: datetime
+
+
+class UploadDoc(TypedDict):
+    _id: str  # the multipart upload id
+    tenant_id: str
+    storage_id: str
+    key: str
+    created_at: datetime
+
+
+class AttachedItem(TypedDict):
+    storage_id: str
+    kind: str
+    read_only: bool
+
+
+class AttachmentDoc(TypedDict):
+    _id: str  # <tenant>/<instance>
+    tenant_id: str
+    instance_id: str
+    storage_ids: list[str]
+    items: list[AttachedItem]
+    accessor_ids: list[str]
+    created_at: datetime
