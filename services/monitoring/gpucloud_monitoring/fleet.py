@@ -116,7 +116,7 @@ class Fleet:
                     nodes=len(members),
                     gpus=sum(m.gpus for m in members),
                     gpus_in_use=sum(m.gpus_in_use for m in members),
-                    utilization_gpu_pct=_weighted(members),
+                    utilization_gpu_pct=weighted_utilization(members),
                     quarantined_nodes=sum(1 for m in members if m.health == "quarantined"),
                 )
                 for (zone, gpu_type), members in sorted(groups.items())
@@ -124,7 +124,7 @@ class Fleet:
         )
 
 
-def _weighted(members: list[NodeView]) -> float | None:
+def weighted_utilization(members: list[NodeView]) -> float | None:
     reporting = [m for m in members if m.utilization_gpu_pct is not None]
     gpus = sum(m.gpus for m in reporting)
     if not gpus:
