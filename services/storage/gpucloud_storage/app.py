@@ -15,6 +15,7 @@ from .ownership import OwnedStorages
 from .settings import StorageSettings
 from .storages import Storages
 from .store import INDEXES, AccessorStore, AttachmentStore, StorageStore, TenantStore, UploadStore
+from .teardown import Teardown
 from .tenancy import Tenancy
 from .transfers import Transfers
 from .usage import UsagePublisher
@@ -35,14 +36,15 @@ owned = OwnedStorages(storage_store)
 usage = UsagePublisher(backend, runtime.broker, storage_store)
 accessors = Accessors(backend, AccessorStore(runtime.db), owned)
 attachments = Attachments(backend, kube, storage_store, attachment_store, accessors, owned)
+teardown = Teardown(backend, kube, storage_store, accessors, usage)
 storages = Storages(
-    settings, backend, kube, tenants, storage_store, attachment_store, accessors, usage, owned
+    settings, backend, kube, tenants, storage_store, attachment_store, owned, teardown
 )
-handlers = EventHandlers(Tenancy(tenants, attachment_store, attachments, storages), attachments)
+handlers = EventHandlers(Tenancy(tenants, attachment_store, attachments, teardown), attachments)
 
 
 runtime.on_start(kube.connect)
-runtime.on_stop(storages.close)
+runtime.on_stop(teardown.close)
 runtime.on_stop(kube.close)
 runtime.add_readiness_check("object_store", backend.ping)
 runtime.add_readiness_check("kubernetes", kube.ping)

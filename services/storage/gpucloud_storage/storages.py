@@ -6,7 +6,6 @@ crash leaves a record the sweep can finish (provisioning) or undo (deleting).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 
@@ -26,14 +25,13 @@ from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import storage_claim_name, tenant_namespace
 
 from . import manifests
-from .accessors import Accessors
-from .backend import BackendError, BucketNotEmpty, ObjectBackend
+from .backend import BackendError, ObjectBackend
 from .documents import StorageDoc, TenantDoc
 from .ownership import OwnedStorages
 from .schemas import Storage, StorageCreate, StoragePage, StorageUpdate
 from .settings import StorageSettings
 from .store import AttachmentStore, StorageStore, TenantStore, storage_key
-from .usage import UsagePublisher
+from .teardown import StorageNotEmpty, Teardown
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +49,6 @@ class ResizeRefused(Conflict):
     title = "Volume cannot be resized"
 
 
-class StorageNotEmpty(Conflict):
-    code = "storage_not_empty"
-    title = "Storage not empty"
-
-
 class Storages:
     def __init__(
         self,
@@ -65,9 +58,8 @@ class Storages:
         tenants: TenantStore,
         storages: StorageStore,
         attachments: AttachmentStore,
-        accessors: Accessors,
-        usage: UsagePublisher,
         owned: OwnedStorages,
+        teardown: Teardown,
     ) -> None:
         self._settings = settings
         self._backend = backend
@@ -75,11 +67,8 @@ class Storages:
         self._tenants = tenants
         self._storages = storages
         self._attachments = attachments
-        self._accessors = accessors
-        self._usage = usage
         self._owned = owned
-        self._background: set[asyncio.Task[bool]] = set()
-        self._deleting: set[str] = set()  # storage keys being deleted by this process
+        self._teardown = teardown
 
     async def create(self, identity: Identity, body: StorageCreate) -> Storage:
         tenant_id = identity.require_tenant()
@@ -241,9 +230,9 @@ class Storages:
             raise
         if force and doc["kind"] == "object":
             # Emptying a bucket of 100,000 objects takes a while: finish in the background.
-            self._spawn_delete(doc)
+            self._teardown.spawn(doc)
             return self.view(doc)
-        if await self.finish_delete(doc):
+        if await self._teardown.finish(doc):
             return None
         return self.view(await self._storages.get(doc["_id"]) or doc)
 
@@ -259,57 +248,6 @@ class Storages:
                 "stop them first",
                 instances=users,
             )
-
-    async def finish_delete(self, doc: StorageDoc) -> bool:
-        """Remove the backend side, revoke accessors, publish the last sample, forget it.
-
-        False when something failed on the way: the storage stays `deleting` and
-        the sweep tries again (every step is idempotent).
-        """
-        try:
-            if doc["kind"] == "object":
-                await self._accessors.revoke_all(doc["tenant_id"], doc["storage_id"])
-                await self._backend.delete_bucket(doc["bucket"], force=bool(doc.get("force")))
-            else:
-                await self._kube.delete(
-                    "PersistentVolumeClaim",
-                    tenant_namespace(doc["tenant_id"]),
-                    storage_claim_name(doc["storage_id"]),
-                )
-            # Metering bills up to the last sample: a zero closes the storage's meter.
-            await self._usage.publish(doc, 0, now())
-        except BucketNotEmpty:
-            await self._storages.update(doc["_id"], {"state": "ready", "message": None})
-            raise StorageNotEmpty(
-                f"storage {doc['storage_id']!r} holds objects; delete them, or pass force=true"
-            ) from None
-        except Exception as error:  # Kafka's errors too: anything is retried by the sweep
-            log.warning("deletion failed", extra={"storage": doc["_id"], "error": str(error)})
-            await self._storages.update(
-                doc["_id"], {"message": f"deletion retrying: {error}"[:300]}
-            )
-            return False
-        await self._storages.remove(doc["_id"])
-        log.info("storage deleted", extra={"storage": doc["_id"]})
-        return True
-
-    def _spawn_delete(self, doc: StorageDoc) -> None:
-        """Finish a deletion in the background; the sweep leaves it alone meanwhile."""
-        if doc["_id"] in self._deleting:
-            return
-        self._deleting.add(doc["_id"])
-        task = asyncio.ensure_future(self.finish_delete(doc))
-        self._background.add(task)
-
-        def done(finished: asyncio.Task[bool]) -> None:
-            self._background.discard(finished)
-            self._deleting.discard(doc["_id"])
-
-        task.add_done_callback(done)
-
-    async def close(self) -> None:
-        for task in list(self._background):
-            task.cancel()
 
     async def _views(self, docs: list[StorageDoc]) -> list[Storage]:
         if not docs:
@@ -361,13 +299,4 @@ class Storages:
             if doc["state"] == "provisioning":
                 await self._provision(doc)
             else:
-                self._spawn_delete(doc)
-
-    async def delete_all_of_tenant(self, tenant_id: str) -> None:
-        """A deleted tenant's storages go, objects included, in the background."""
-        for doc in await self._storages.of_tenant(tenant_id):
-            deleting = doc
-            if doc["state"] != "deleting":
-                changes = {"state": "deleting", "force": True}
-                deleting = await self._storages.update(doc["_id"], changes) or doc
-            self._spawn_delete(deleting)
+                self._teardown.spawn(doc)

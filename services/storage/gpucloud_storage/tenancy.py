@@ -5,8 +5,8 @@ from __future__ import annotations
 from gpucloud_libs.events import TenantUpserted
 
 from .attachments import Attachments
-from .storages import Storages
 from .store import AttachmentStore, TenantStore
+from .teardown import Teardown
 
 
 class Tenancy:
@@ -15,12 +15,12 @@ class Tenancy:
         tenants: TenantStore,
         attachments: AttachmentStore,
         attachment_grants: Attachments,
-        storages: Storages,
+        teardown: Teardown,
     ) -> None:
         self._tenants = tenants
         self._attachments = attachments
         self._attachment_grants = attachment_grants
-        self._storages = storages
+        self._teardown = teardown
 
     async def apply(self, tenant: TenantUpserted) -> None:
         await self._tenants.upsert(
@@ -33,5 +33,5 @@ class Tenancy:
         emptying buckets must not hold up the tenant events behind this one)."""
         for attachment in await self._attachments.of_tenant(tenant_id):
             await self._attachment_grants.release(tenant_id, attachment["instance_id"])
-        await self._storages.delete_all_of_tenant(tenant_id)
+        await self._teardown.delete_all_of_tenant(tenant_id)
         await self._tenants.remove(tenant_id)
