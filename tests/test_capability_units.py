@@ -199,7 +199,8 @@ def test_admins_assign_roles_only_within_their_own_kind() -> None:
 def test_a_key_view_never_shows_its_secret_hash_and_defaults_to_every_scope() -> None:
     view = key_view(
         {"_id": "k1", "secret_hash": "stored-hash-of-the-secret", "name": "ci", "user_id": "u-1", "tenant_id": "acme",
-         "role": "tenant-user", "scopes": [], "created_at": AT}
+         "role": "tenant-user", "scopes": [], "created_at": AT, "expires_at": None,
+         "revoked_at": None, "last_used_at": None}
     )  # fmt: skip
     assert "stored-hash-of-the-secret" not in view.model_dump_json()
     assert view.scopes == list(ALL_SCOPES)

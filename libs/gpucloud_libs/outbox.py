@@ -21,14 +21,15 @@ this process.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypedDict, TypeVar
 
 from faststream.kafka import KafkaBroker
 
 from .events import CloudEvent
-from .mongo import Document
 from .topics import TopicSpec
+
+PendingT = TypeVar("PendingT", bound=Mapping[str, Any])
 
 
 class PublishRetries:
@@ -42,9 +43,9 @@ class PublishRetries:
     async def sweep(
         self,
         *,
-        all_unpublished: Callable[[], Awaitable[list[Document]]],
-        get: Callable[[str], Awaitable[Document | None]],
-        publish: Callable[[Document], Awaitable[None]],
+        all_unpublished: Callable[[], Awaitable[Sequence[PendingT]]],
+        get: Callable[[str], Awaitable[PendingT | None]],
+        publish: Callable[[PendingT], Awaitable[None]],
     ) -> None:
         """Publish what is pending; anything failing again is kept for the next sweep."""
         if self._failed is None:

@@ -10,10 +10,10 @@ from datetime import timedelta
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.identity import Role
-from gpucloud_libs.mongo import Document
 
 from . import credentials
 from .authorization import InsufficientScope
+from .documents import ApiKeyDoc
 from .identity_cache import IdentityCache
 from .schemas import ALL_SCOPES, ApiKey, ApiKeyCreate, ApiKeyCreated, Principal
 from .store import ApiKeyStore
@@ -23,7 +23,7 @@ DEFAULT_KEY_LIFETIME = timedelta(days=90)
 MAX_KEY_LIFETIME = timedelta(days=366)
 
 
-def key_view(doc: Document) -> ApiKey:
+def key_view(doc: ApiKeyDoc) -> ApiKey:
     return ApiKey(
         key_id=doc["_id"], name=doc["name"], user_id=doc.get("user_id"),
         tenant_id=doc.get("tenant_id"), role=doc["role"],
@@ -52,7 +52,7 @@ class ApiKeys:
         if not at < expires_at <= at + MAX_KEY_LIFETIME:
             raise ValidationFailed("expiresAt must be in the future and at most a year away")
         key_id, secret = credentials.new_api_key()
-        doc: Document = {
+        doc: ApiKeyDoc = {
             "_id": key_id,
             "secret_hash": credentials.hash_api_key(secret),
             "name": body.name,
@@ -68,13 +68,13 @@ class ApiKeys:
         await self._keys.insert(doc)
         return ApiKeyCreated(**key_view(doc).model_dump(), secret=secret)
 
-    def _may_see_key(self, principal: Principal, doc: Document) -> bool:
+    def _may_see_key(self, principal: Principal, doc: ApiKeyDoc) -> bool:
         if doc.get("tenant_id") != principal.tenant_id:
             return False
         # Admins see every key of their tenant (or of the platform); members their own.
         return principal.role != "tenant-user" or doc.get("user_id") == principal.user_id
 
-    async def _key(self, principal: Principal, key_id: str) -> Document:
+    async def _key(self, principal: Principal, key_id: str) -> ApiKeyDoc:
         doc = await self._keys.get(key_id)
         if doc is None or not self._may_see_key(principal, doc):
             raise NotFound(f"API key {key_id!r} does not exist")

@@ -23,10 +23,10 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import BadRequest
 from gpucloud_libs.events import AuditRecorded
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import AUDIT
 
+from .documents import AuditDoc
 from .schemas import AuditEntry, AuditPage, Principal
 from .store import AuditStore
 
@@ -62,7 +62,7 @@ class AuditLog:
     async def record(self, call: AuditedCall, result: int) -> None:
         # Ids sort by time, so the newest-first listing is an _id order.
         audit_id = f"{time.time_ns():020d}-{secrets.token_hex(4)}"
-        doc: Document = {
+        doc: AuditDoc = {
             "_id": audit_id,
             "tenant_id": call.tenant_id,
             "actor": call.principal.subject,
@@ -76,7 +76,7 @@ class AuditLog:
         await self.store.insert(doc)
         self._spawn(self._publish(doc))
 
-    async def _publish(self, doc: Document) -> None:
+    async def _publish(self, doc: AuditDoc) -> None:
         event = AuditRecorded(
             audit_id=doc["_id"], tenant_id=doc["tenant_id"], actor=doc["actor"],
             action=doc["action"], resource=doc["resource"], result=doc["result"], at=doc["at"],
@@ -114,7 +114,7 @@ class AuditLog:
         return AuditPage(items=items, next_cursor=next_cursor)
 
 
-def _entry(doc: Document) -> AuditEntry:
+def _entry(doc: AuditDoc) -> AuditEntry:
     return AuditEntry(
         audit_id=doc["_id"], tenant_id=doc["tenant_id"], actor=doc["actor"], role=doc["role"],
         action=doc["action"], resource=doc["resource"], result=doc["result"], at=doc["at"],

@@ -7,9 +7,8 @@ once; another replica notices within `auth_cache_ttl_s`.
 
 from __future__ import annotations
 
-from gpucloud_libs.mongo import Document
-
 from .cache import TtlCache
+from .documents import ApiKeyDoc, TenantDoc, UserDoc
 from .store import ApiKeyStore, TenantStore, UserStore
 
 
@@ -18,17 +17,17 @@ class IdentityCache:
         self, keys: ApiKeyStore, users: UserStore, tenants: TenantStore, *, ttl_s: float
     ) -> None:
         self._keys, self._users, self._tenants = keys, users, tenants
-        self._key_cache = TtlCache[str, Document | None](ttl_s)
-        self._user_cache = TtlCache[str, Document | None](ttl_s)
-        self._tenant_cache = TtlCache[str, Document | None](ttl_s)
+        self._key_cache = TtlCache[str, ApiKeyDoc | None](ttl_s)
+        self._user_cache = TtlCache[str, UserDoc | None](ttl_s)
+        self._tenant_cache = TtlCache[str, TenantDoc | None](ttl_s)
 
-    async def key(self, key_id: str) -> Document | None:
+    async def key(self, key_id: str) -> ApiKeyDoc | None:
         return await self._key_cache.get(key_id, self._keys.get)
 
-    async def user(self, user_id: str) -> Document | None:
+    async def user(self, user_id: str) -> UserDoc | None:
         return await self._user_cache.get(user_id, self._users.get)
 
-    async def tenant(self, tenant_id: str) -> Document | None:
+    async def tenant(self, tenant_id: str) -> TenantDoc | None:
         return await self._tenant_cache.get(tenant_id, self._tenants.get)
 
     def forget_keys(self, *key_ids: str) -> None:

@@ -15,7 +15,9 @@ from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
+
+from .documents import ApiKeyDoc, AuditDoc, TenantDoc, UserDoc
 
 TENANTS = "tenants"
 USERS = "users"
@@ -38,28 +40,28 @@ class AlreadyExists(Exception):
 
 class TenantStore:
     def __init__(self, db: Database) -> None:
-        self._tenants = db[TENANTS]
+        self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
 
-    async def insert(self, document: Document) -> None:
+    async def insert(self, document: TenantDoc) -> None:
         try:
             await self._tenants.insert_one(document)
         except DuplicateKeyError as error:
             raise AlreadyExists(document["_id"]) from error
 
-    async def get(self, tenant_id: str) -> Document | None:
+    async def get(self, tenant_id: str) -> TenantDoc | None:
         return await self._tenants.find_one({"_id": tenant_id})
 
     async def remove_unpublished(self, tenant_id: str) -> None:
         """Undo a creation that failed before anyone was told of the tenant."""
         await self._tenants.delete_one({"_id": tenant_id, "published_revision": None})
 
-    async def page(self, *, after: str | None, limit: int) -> list[Document]:
+    async def page(self, *, after: str | None, limit: int) -> list[TenantDoc]:
         query: dict[str, Any] = {"status": {"$ne": "deleted"}}
         if after:
             query["_id"] = {"$gt": after}
         return await self._tenants.find(query).sort("_id", ASCENDING).limit(limit).to_list()
 
-    async def set_fields(self, tenant_id: str, fields: Document, revision: int) -> Document | None:
+    async def set_fields(self, tenant_id: str, fields: Document, revision: int) -> TenantDoc | None:
         """Change fields and move the tenant to a new revision, which is then published."""
         await self._tenants.update_one(
             {"_id": tenant_id}, {"$set": {**fields, "revision": revision, "updated_at": now()}}
@@ -71,7 +73,7 @@ class TenantStore:
             {"_id": tenant_id, "revision": revision}, {"$set": {"published_revision": revision}}
         )
 
-    async def unpublished(self) -> list[Document]:
+    async def unpublished(self) -> list[TenantDoc]:
         # Tenants are few (hundreds), and FerretDB cannot compare two fields in a filter.
         everything = await self._tenants.find({}).to_list()
         return [doc for doc in everything if doc.get("published_revision") != doc["revision"]]
@@ -79,27 +81,27 @@ class TenantStore:
 
 class UserStore:
     def __init__(self, db: Database) -> None:
-        self._users = db[USERS]
+        self._users: Collection[UserDoc] = typed(db, USERS, UserDoc)
 
-    async def insert(self, document: Document) -> None:
+    async def insert(self, document: UserDoc) -> None:
         try:
             await self._users.insert_one(document)
         except DuplicateKeyError as error:
             raise AlreadyExists(document["email"]) from error
 
-    async def get(self, user_id: str) -> Document | None:
+    async def get(self, user_id: str) -> UserDoc | None:
         return await self._users.find_one({"_id": user_id})
 
-    async def by_email(self, email: str) -> Document | None:
+    async def by_email(self, email: str) -> UserDoc | None:
         return await self._users.find_one({"email": email})
 
-    async def page(self, tenant_id: str | None, *, after: str | None, limit: int) -> list[Document]:
+    async def page(self, tenant_id: str | None, *, after: str | None, limit: int) -> list[UserDoc]:
         query: dict[str, Any] = {"tenant_id": tenant_id, "status": {"$ne": "deleted"}}
         if after:
             query["_id"] = {"$gt": after}
         return await self._users.find(query).sort("_id", ASCENDING).limit(limit).to_list()
 
-    async def set_fields(self, user_id: str, fields: Document) -> Document | None:
+    async def set_fields(self, user_id: str, fields: Document) -> UserDoc | None:
         await self._users.update_one({"_id": user_id}, {"$set": fields})
         return await self.get(user_id)
 
@@ -113,17 +115,17 @@ class UserStore:
 
 class ApiKeyStore:
     def __init__(self, db: Database) -> None:
-        self._keys = db[KEYS]
+        self._keys: Collection[ApiKeyDoc] = typed(db, KEYS, ApiKeyDoc)
 
-    async def insert(self, document: Document) -> None:
+    async def insert(self, document: ApiKeyDoc) -> None:
         await self._keys.insert_one(document)
 
-    async def get(self, key_id: str) -> Document | None:
+    async def get(self, key_id: str) -> ApiKeyDoc | None:
         return await self._keys.find_one({"_id": key_id})
 
     async def page(
         self, *, tenant_id: str | None, user_id: str | None, after: str | None, limit: int
-    ) -> list[Document]:
+    ) -> list[ApiKeyDoc]:
         query: dict[str, Any] = {"tenant_id": tenant_id}
         if user_id is not None:
             query["user_id"] = user_id
@@ -131,7 +133,7 @@ class ApiKeyStore:
             query["_id"] = {"$gt": after}
         return await self._keys.find(query).sort("_id", ASCENDING).limit(limit).to_list()
 
-    async def revoke(self, key_id: str) -> Document | None:
+    async def revoke(self, key_id: str) -> ApiKeyDoc | None:
         await self._keys.update_one(
             {"_id": key_id, "revoked_at": None}, {"$set": {"revoked_at": now()}}
         )
@@ -173,18 +175,18 @@ class ApiKeyStore:
 
 class AuditStore:
     def __init__(self, db: Database) -> None:
-        self._audit = db[AUDIT]
+        self._audit: Collection[AuditDoc] = typed(db, AUDIT, AuditDoc)
 
-    async def insert(self, document: Document) -> None:
+    async def insert(self, document: AuditDoc) -> None:
         await self._audit.insert_one(document)
 
-    async def get(self, audit_id: str) -> Document | None:
+    async def get(self, audit_id: str) -> AuditDoc | None:
         return await self._audit.find_one({"_id": audit_id})
 
     async def mark_published(self, audit_id: str) -> None:
         await self._audit.update_one({"_id": audit_id}, {"$set": {"published": True}})
 
-    async def unpublished(self, limit: int = 500) -> list[Document]:
+    async def unpublished(self, limit: int = 500) -> list[AuditDoc]:
         return await self._audit.find({"published": False}).limit(limit).to_list()
 
     async def page(
@@ -195,7 +197,7 @@ class AuditStore:
         before: str | None,
         since: datetime | None,
         limit: int,
-    ) -> list[Document]:
+    ) -> list[AuditDoc]:
         query: dict[str, Any] = {} if all_tenants else {"tenant_id": tenant_id}
         if before:
             query["_id"] = {"$lt": before}

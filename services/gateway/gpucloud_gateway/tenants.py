@@ -19,6 +19,7 @@ from gpucloud_libs.topics import TENANTS
 
 from .api_keys import ApiKeys
 from .authorization import default_rate_limit
+from .documents import TenantDoc
 from .identity_cache import IdentityCache
 from .schemas import (
     ALL_SCOPES,
@@ -69,7 +70,7 @@ class Tenants:
         self._source = source
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def view(self, doc: Document) -> Tenant:
+    def view(self, doc: TenantDoc) -> Tenant:
         return Tenant(
             tenant_id=doc["_id"],
             name=doc["name"],
@@ -88,7 +89,7 @@ class Tenants:
 
     async def create(self, body: TenantCreate) -> TenantCreated:
         at = now()
-        doc: Document = {
+        doc: TenantDoc = {
             "_id": body.tenant_id,
             "name": body.name,
             "status": "active",
@@ -118,7 +119,7 @@ class Tenants:
         await self.publish(doc)
         return TenantCreated(tenant=self.view(doc), admin=admin, admin_key=key)
 
-    async def _existing(self, tenant_id: str) -> Document:
+    async def _existing(self, tenant_id: str) -> TenantDoc:
         doc = await self._tenants.get(tenant_id)
         if doc is None or doc["status"] == "deleted":
             raise NotFound(f"tenant {tenant_id!r} does not exist")
@@ -165,7 +166,7 @@ class Tenants:
         await self._change(tenant_id, {"status": "deleted"})
         await self._api_keys.revoke_where(tenant_id=tenant_id)
 
-    async def publish(self, doc: Document) -> None:
+    async def publish(self, doc: TenantDoc) -> None:
         """Tell the services; the sweep retries what did not get out."""
         data: TenantUpserted | TenantDeleted
         if doc["status"] == "deleted":

@@ -12,12 +12,13 @@ from gpucloud_libs.mongo import Document
 
 from . import credentials
 from .api_keys import ApiKeys
+from .documents import UserDoc
 from .identity_cache import IdentityCache
 from .schemas import Principal, User, UserCreate, UserUpdate
 from .store import AlreadyExists, UserStore
 
 
-def user_view(doc: Document) -> User:
+def user_view(doc: UserDoc) -> User:
     return User(
         user_id=doc["_id"], tenant_id=doc.get("tenant_id"), email=doc["email"],
         name=doc["name"], role=doc["role"], status=doc["status"],
@@ -41,7 +42,7 @@ class Users:
         self._api_keys = api_keys
 
     async def insert(self, body: UserCreate, *, tenant_id: str | None) -> User:
-        doc: Document = {
+        doc: UserDoc = {
             "_id": f"u-{secrets.token_hex(8)}",
             "tenant_id": tenant_id,
             "email": body.email.lower(),
@@ -63,7 +64,7 @@ class Users:
         check_assignable(principal, body.role)
         return await self.insert(body, tenant_id=principal.tenant_id)
 
-    async def _user(self, principal: Principal, user_id: str) -> Document:
+    async def _user(self, principal: Principal, user_id: str) -> UserDoc:
         doc = await self._users.get(user_id)
         if doc is None or doc["status"] == "deleted" or doc.get("tenant_id") != principal.tenant_id:
             raise NotFound(f"user {user_id!r} does not exist")

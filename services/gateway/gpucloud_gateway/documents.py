@@ -1,0 +1,63 @@
+"""The gateway's stored documents, typed at the store boundary.
+
+A misspelt field is a type error rather than a KeyError at run time. Fields
+that older documents may lack, or that a later write adds, are NotRequired
+and read with `.get`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict
+
+
+class TenantDoc(TypedDict):
+    _id: str
+    name: str
+    status: str  # active | suspended | deleted
+    #: The platform admin's limits and the tenant admin's own, field by field.
+    limits: dict[str, Any]
+    self_quota: dict[str, Any]
+    rate_limit: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    #: Every change moves the tenant to a new revision, published as its event id.
+    revision: int
+    published_revision: NotRequired[int | None]
+
+
+class UserDoc(TypedDict):
+    _id: str
+    tenant_id: str | None  # None: a platform admin
+    email: str
+    name: str
+    role: str
+    status: str  # active | disabled | deleted
+    password_hash: str | None
+    created_at: datetime
+
+
+class ApiKeyDoc(TypedDict):
+    _id: str  # the key id, the middle of gpc_<key id>_<secret>
+    secret_hash: str
+    name: str
+    user_id: str | None
+    tenant_id: str | None
+    role: str
+    scopes: list[str] | None  # None: every scope (the bootstrap key)
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+class AuditDoc(TypedDict):
+    _id: str  # sorts by time
+    tenant_id: str | None
+    actor: str
+    role: str
+    action: str
+    resource: str
+    result: int
+    at: datetime
+    published: bool
