@@ -13,15 +13,14 @@ import secrets
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import (
     Conflict,
-    Forbidden,
     NotFound,
     QuotaExceeded,
-    TenantNotReady,
     ValidationFailed,
 )
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import instance_host
+from gpucloud_libs.tenants import require_active
 
 from .admission import allowed_zones, check_quota, instance_document, request_hash
 from .documents import InstanceDoc, SpecDoc
@@ -87,14 +86,7 @@ class Instances:
         if existing is not None:
             return self._replay(existing, hashed), False
 
-        tenant = await self._tenants.get(tenant_id)
-        if tenant is None:
-            raise TenantNotReady(
-                "the tenant is not provisioned in the instances service yet; retry shortly",
-                retry_after_s=2,
-            )
-        if tenant.get("status") != "active":
-            raise Forbidden("the tenant is suspended")
+        tenant = require_active(await self._tenants.get(tenant_id), service="instances")
         spec = await self._spec(body.spec_name)
         zones = allowed_zones(spec, body.zone)
         check_quota(

@@ -13,7 +13,6 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import (
     Conflict,
     DependencyUnavailable,
-    Forbidden,
     QuotaExceeded,
     TenantNotReady,
     ValidationFailed,
@@ -23,6 +22,7 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, KubeError, Manifest, NotFoundError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import storage_claim_name, tenant_namespace
+from gpucloud_libs.tenants import require_active
 
 from . import manifests
 from .backend import BackendError, ObjectBackend
@@ -72,14 +72,7 @@ class Storages:
 
     async def create(self, identity: Identity, body: StorageCreate) -> Storage:
         tenant_id = identity.require_tenant()
-        tenant = await self._tenants.get(tenant_id)
-        if tenant is None:
-            raise TenantNotReady(
-                "the tenant is not provisioned in the storage service yet; retry shortly",
-                retry_after_s=2,
-            )
-        if tenant.get("status") != "active":
-            raise Forbidden("the tenant is suspended")
+        tenant = require_active(await self._tenants.get(tenant_id), service="storage")
         if body.kind == "object" and body.storage_class is not None:
             raise ValidationFailed("storageClass applies to volume storages only")
         storage_id = body.storage_id or f"s-{secrets.token_hex(6)}"
