@@ -18,6 +18,7 @@ from gpucloud_metering import ledger
 from gpucloud_metering.changes import ChangeSet, by_tenant
 from gpucloud_metering.tally import FaultBook, PriceBook, instances_from, tally
 from gpucloud_monitoring.alerts import ended_by
+from gpucloud_monitoring.documents import RollupDoc, RuleDoc
 from gpucloud_monitoring.fleet import weighted_utilization
 from gpucloud_monitoring.metrics import points
 from gpucloud_monitoring.schemas import NodeView
@@ -121,21 +122,17 @@ def test_a_change_set_looks_at_everything_first_and_again_after_a_failed_pass() 
 # --- monitoring ------------------------------------------------------------------------
 
 
-def window(gpu: str, utilization: float, temperature_max: float) -> dict[str, Any]:
-    averages = {
-        f"{name}_avg": utilization
-        for name in (
-            "utilization_gpu_pct",
-            "utilization_memory_pct",
-            "memory_used_mib",
-            "temperature_c",
-            "power_w",
-        )
-    }
-    return {
-        "start": AT, "gpu_uuid": gpu, **averages, "utilization_gpu_pct_max": utilization,
-        "temperature_c_max": temperature_max, "ecc_uncorrected": 0, "xids": [79] if gpu == "b" else [],
-    }  # fmt: skip
+def window(gpu: str, utilization: float, temperature_max: float) -> RollupDoc:
+    return RollupDoc(
+        _id=f"{gpu}@0", gpu_uuid=gpu, node="node-1", tenant_id=None, instance_id=None, start=AT,
+        width_s=60, samples=60, memory_total_mib=81559.0, ecc_corrected=0, ecc_uncorrected=0,
+        xids=[79] if gpu == "b" else [],
+        utilization_gpu_pct_avg=utilization, utilization_gpu_pct_max=utilization,
+        utilization_memory_pct_avg=utilization, utilization_memory_pct_max=utilization,
+        memory_used_mib_avg=utilization, memory_used_mib_max=utilization,
+        temperature_c_avg=utilization, temperature_c_max=temperature_max,
+        power_w_avg=utilization, power_w_max=utilization,
+    )  # fmt: skip
 
 
 def test_a_series_averages_gpus_per_window_and_keeps_the_maxima() -> None:
@@ -155,7 +152,12 @@ def test_fleet_utilisation_is_weighted_by_gpus_of_reporting_nodes() -> None:
 
     assert weighted_utilization([node(8, 50.0), node(2, 100.0), node(4, None)]) == 60.0
     assert weighted_utilization([node(4, None)]) is None
-    assert (ended_by(None), ended_by({"_id": "rule-1"})) == ("rule_deleted", "rule_disabled")
+    rule = RuleDoc(
+        _id="rule-1", tenant_id=None, name="hot", metric="temperature_c", comparison=">",
+        threshold=90, duration_s=10, severity="critical", node=None, webhook_url=None,
+        enabled=False, created_by="u-1", created_at=AT,
+    )  # fmt: skip
+    assert (ended_by(None), ended_by(rule)) == ("rule_deleted", "rule_disabled")
 
 
 @pytest.mark.parametrize(

@@ -11,16 +11,16 @@ import secrets
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Forbidden, NotFound
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 
 from .alerts import Alerts, ended_by
+from .documents import RuleDoc
 from .rules import Rule, RuleEngine
 from .schemas import AlertRule, AlertRuleCreate, AlertRuleUpdate
 from .store import MonitoringStore
 from .webhooks import WebhookGuard, Webhooks
 
 
-def rule_of(doc: Document) -> Rule:
+def rule_of(doc: RuleDoc) -> Rule:
     return Rule(
         rule_id=doc["_id"], metric=doc["metric"], comparison=doc["comparison"],
         threshold=doc["threshold"], duration_s=doc["duration_s"], severity=doc["severity"],
@@ -28,7 +28,7 @@ def rule_of(doc: Document) -> Rule:
     )  # fmt: skip
 
 
-def rule_view(doc: Document) -> AlertRule:
+def rule_view(doc: RuleDoc) -> AlertRule:
     return AlertRule(
         rule_id=doc["_id"], tenant_id=doc.get("tenant_id"), name=doc["name"],
         metric=doc["metric"], comparison=doc["comparison"], threshold=doc["threshold"],
@@ -56,9 +56,7 @@ class AlertRules:
     async def reload(self) -> None:
         docs = await self._store.rules(every=True)
         self._engine.set_rules([rule_of(doc) for doc in docs if doc.get("enabled", True)])
-        self._webhooks.set_targets(
-            {doc["_id"]: doc["webhook_url"] for doc in docs if doc.get("webhook_url")}
-        )
+        self._webhooks.set_targets({doc["_id"]: url for doc in docs if (url := doc["webhook_url"])})
 
     async def create(self, identity: Identity, body: AlertRuleCreate) -> AlertRule:
         identity.require_role("platform-admin", "tenant-admin")
@@ -66,10 +64,17 @@ class AlertRules:
             raise Forbidden("node rules are fleet rules, for the platform admin")
         if body.webhook_url is not None:
             await self._guard.check(body.webhook_url)
-        doc: Document = {
+        doc: RuleDoc = {
             "_id": f"rule-{secrets.token_hex(6)}",
             "tenant_id": identity.tenant_id,  # None: fleet-wide
-            **body.model_dump(),
+            "name": body.name,
+            "metric": body.metric,
+            "comparison": body.comparison,
+            "threshold": body.threshold,
+            "duration_s": body.duration_s,
+            "severity": body.severity,
+            "node": body.node,
+            "webhook_url": body.webhook_url,
             "enabled": True,
             "created_by": identity.subject,
             "created_at": now(),
@@ -78,7 +83,7 @@ class AlertRules:
         await self.reload()
         return rule_view(doc)
 
-    async def _owned(self, identity: Identity, rule_id: str) -> Document:
+    async def _owned(self, identity: Identity, rule_id: str) -> RuleDoc:
         identity.require_role("platform-admin", "tenant-admin")
         doc = await self._store.rule(rule_id)
         if doc is None or doc.get("tenant_id") != identity.tenant_id:
@@ -94,10 +99,20 @@ class AlertRules:
 
     async def update(self, identity: Identity, rule_id: str, body: AlertRuleUpdate) -> AlertRule:
         doc = await self._owned(identity, rule_id)
-        changes = body.model_dump(exclude_unset=True)
-        if changes.get("webhook_url"):
-            await self._guard.check(changes["webhook_url"])
-        doc.update(changes)
+        if "webhook_url" in body.model_fields_set:
+            if body.webhook_url:
+                await self._guard.check(body.webhook_url)
+            doc["webhook_url"] = body.webhook_url  # None removes the webhook
+        if body.name is not None:
+            doc["name"] = body.name
+        if body.threshold is not None:
+            doc["threshold"] = body.threshold
+        if body.duration_s is not None:
+            doc["duration_s"] = body.duration_s
+        if body.severity is not None:
+            doc["severity"] = body.severity
+        if body.enabled is not None:
+            doc["enabled"] = body.enabled
         await self._store.replace_rule(doc)
         await self.reload()
         if not doc.get("enabled", True):

@@ -19,13 +19,14 @@ from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import ALERTS
 
+from .documents import AlertDoc, RuleDoc
 from .rules import AlertTransition, RuleEngine
 from .schemas import Alert
 from .store import MonitoringStore
 from .webhooks import Webhooks
 
 
-def ended_by(rule: Document | None) -> str:
+def ended_by(rule: RuleDoc | None) -> str:
     """The resolution of an alert whose rule is gone (None) or disabled."""
     return "rule_deleted" if rule is None else "rule_disabled"
 
@@ -59,7 +60,7 @@ class Alerts:
     async def observe(self, transition: AlertTransition) -> None:
         rule = transition.rule
         if transition.state == "firing":
-            doc: Document = {
+            doc: AlertDoc = {
                 "_id": transition.alert_id,
                 "rule_id": rule.rule_id,
                 "tenant_id": rule.tenant_id,
@@ -84,12 +85,12 @@ class Alerts:
             if not doc.get("published_firing"):
                 await self._publish_alert(doc, "firing")
             return
-        doc = await self._store.alert(transition.alert_id) or {}
-        if doc:
-            await self.resolve(doc, transition.at, transition.value, None)
+        found = await self._store.alert(transition.alert_id)
+        if found is not None:
+            await self.resolve(found, transition.at, transition.value, None)
 
     async def resolve(
-        self, doc: Document, at: datetime, value: float, resolution: str | None
+        self, doc: AlertDoc, at: datetime, value: float, resolution: str | None
     ) -> None:
         """Resolve a firing alert once: by its metric recovering (resolution None), or
         because its rule was deleted or disabled."""
@@ -99,18 +100,23 @@ class Alerts:
             fields = {"resolved_at": at, "resolved_value": value, "resolution": resolution}
             if not await self._store.resolve_alert(doc["_id"], fields):
                 return  # resolved meanwhile (its rule deleted, say): that path publishes it
-            doc.update(fields, state="resolved")
+            doc["state"], doc["resolved_at"] = "resolved", at
+            doc["resolved_value"], doc["resolution"] = value, resolution
         await self._publish_alert(doc, "resolved")
 
-    async def _publish_pending(self, doc: Document) -> None:
+    async def _publish_pending(self, doc: AlertDoc) -> None:
         """Publish the transition of an alert that is not out yet, if any."""
         if doc["state"] == "resolved":
-            await self.resolve(doc, doc["resolved_at"], doc["resolved_value"], None)
+            # Stored resolved, so resolved_at and resolved_value are set.
+            resolved_at = doc["resolved_at"] or doc["fired_at"]
+            await self.resolve(doc, resolved_at, doc.get("resolved_value", doc["value"]), None)
         elif not doc.get("published_firing"):
             await self._publish_alert(doc, "firing")
 
-    async def _publish_alert(self, doc: Document, state: str) -> None:
-        at = aware(doc["fired_at"] if state == "firing" else doc["resolved_at"])
+    async def _publish_alert(self, doc: AlertDoc, state: str) -> None:
+        at = aware(
+            doc["resolved_at"] or doc["fired_at"] if state == "resolved" else doc["fired_at"]
+        )
         event = AlertStateChanged(
             alert_id=doc["_id"], rule_id=doc["rule_id"], tenant_id=doc.get("tenant_id"),
             state=state,

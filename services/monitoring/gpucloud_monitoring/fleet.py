@@ -13,10 +13,10 @@ from gpucloud_libs.events import NodeReleaseRequested
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL
 from gpucloud_libs.topics import TELEMETRY
 
+from .documents import HealthDoc, InventoryDoc, NodeStatusDoc
 from .schemas import FleetGroup, FleetSummary, NodeView
 from .store import MonitoringStore
 
@@ -43,38 +43,45 @@ class Fleet:
         views, _ = await self._node_views()
         return views
 
-    async def _node_views(self) -> tuple[list[NodeView], list[Document]]:
+    async def _node_views(self) -> tuple[list[NodeView], list[InventoryDoc]]:
         """Every node's view, and the inventories they were built from."""
-        inventories = {doc["_id"]: doc for doc in await self._store.inventories()}
-        healths = {doc["_id"]: doc for doc in await self._store.healths()}
-        statuses = {doc["_id"]: doc for doc in await self._store.node_statuses()}
-        names = sorted(set(inventories) | set(healths))
-        views = []
-        for name in names:
-            gpus = inventories.get(name, {}).get("gpus", [])
-            current = statuses.get(name, {}).get("gpus", {}).values()
-            labels = self._node_labels.get(name, {})
-            views.append(
-                NodeView(
-                    node=name,
-                    zone=labels.get(ZONE_LABEL),
-                    gpu_type=labels.get(GPU_PRODUCT_LABEL) or (gpus[0]["name"] if gpus else None),
-                    gpus=len(gpus),
-                    tiers=sorted({gpu["tier"] for gpu in gpus}),
-                    health=healths.get(name, {}).get("health", "healthy"),
-                    health_reasons=healths.get(name, {}).get("reasons", []),
-                    health_since=healths.get(name, {}).get("since"),
-                    gpus_in_use=sum(1 for gpu in current if gpu.get("instance_id")),
-                    utilization_gpu_pct=round(
-                        sum(g["utilization_gpu_pct_avg"] for g in current) / len(current), 1
-                    )
-                    if current
-                    else None,
-                    telemetry=inventories.get(name, {}).get("source"),
-                    unavailable_reason=inventories.get(name, {}).get("unavailable_reason"),
-                )
-            )
+        inventories = await self._store.inventories()
+        healths = await self._store.healths()
+        statuses = await self._store.node_statuses()
+        views = [
+            self._view(name, inventories.get(name), healths.get(name), statuses.get(name))
+            for name in sorted(set(inventories) | set(healths))
+        ]
         return views, list(inventories.values())
+
+    def _view(
+        self,
+        name: str,
+        inventory: InventoryDoc | None,
+        health: HealthDoc | None,
+        status: NodeStatusDoc | None,
+    ) -> NodeView:
+        gpus = inventory["gpus"] if inventory else []
+        current = list(status["gpus"].values()) if status else []
+        labels = self._node_labels.get(name, {})
+        return NodeView(
+            node=name,
+            zone=labels.get(ZONE_LABEL),
+            gpu_type=labels.get(GPU_PRODUCT_LABEL) or (gpus[0]["name"] if gpus else None),
+            gpus=len(gpus),
+            tiers=sorted({gpu["tier"] for gpu in gpus}),
+            health=health["health"] if health else "healthy",
+            health_reasons=health["reasons"] if health else [],
+            health_since=health["since"] if health else None,
+            gpus_in_use=sum(1 for gpu in current if gpu["instance_id"]),
+            utilization_gpu_pct=round(
+                sum(g["utilization_gpu_pct_avg"] for g in current) / len(current), 1
+            )
+            if current
+            else None,
+            telemetry=inventory["source"] if inventory else None,
+            unavailable_reason=inventory["unavailable_reason"] if inventory else None,
+        )
 
     async def release_node(self, identity: Identity, node: str) -> NodeView:
         """Ask the consumer that owns the node's health to release it (it applies the

@@ -13,9 +13,9 @@ from datetime import timedelta
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.events import NodeInventory, NodeReleaseRequested, TelemetryBatch
-from gpucloud_libs.mongo import Document
 
 from .alerts import Alerts
+from .documents import GpuStatus, RollupDoc
 from .health import HealthTracker
 from .node_health import NodeHealth
 from .rollup import Rollup
@@ -50,8 +50,8 @@ class Ingest:
         inventories: list[NodeInventory],
         releases: list[NodeReleaseRequested] | None = None,
     ) -> None:
-        minute_docs: list[Document] = []
-        hour_docs: list[Document] = []
+        minute_docs: list[RollupDoc] = []
+        hour_docs: list[RollupDoc] = []
         for batch in batches:
             for sample in batch.samples:
                 minute_docs += self._minutes.add(batch.node, sample)
@@ -75,26 +75,25 @@ class Ingest:
         at = now()
         await self._write_rollups(self._minutes.flush_before(at), self._hours.flush_before(at))
 
-    async def _write_rollups(self, minute_docs: list[Document], hour_docs: list[Document]) -> None:
+    async def _write_rollups(
+        self, minute_docs: list[RollupDoc], hour_docs: list[RollupDoc]
+    ) -> None:
         await self._store.insert_rollups(MINUTES, minute_docs)
         await self._store.insert_rollups(HOURS, hour_docs)
-        by_node: dict[str, list[Document]] = defaultdict(list)
+        by_node: dict[str, list[RollupDoc]] = defaultdict(list)
         for doc in minute_docs:
             by_node[doc["node"]].append(doc)
         for node, docs in by_node.items():
             newest = max(doc["start"] for doc in docs)
-            gpus = {
+            gpus: dict[str, GpuStatus] = {
                 doc["gpu_uuid"]: {
-                    key: doc[key]
-                    for key in (
-                        "tenant_id",
-                        "instance_id",
-                        "utilization_gpu_pct_avg",
-                        "memory_used_mib_avg",
-                        "memory_total_mib",
-                        "temperature_c_avg",
-                        "power_w_avg",
-                    )
+                    "tenant_id": doc["tenant_id"],
+                    "instance_id": doc["instance_id"],
+                    "utilization_gpu_pct_avg": doc["utilization_gpu_pct_avg"],
+                    "memory_used_mib_avg": doc["memory_used_mib_avg"],
+                    "memory_total_mib": doc["memory_total_mib"],
+                    "temperature_c_avg": doc["temperature_c_avg"],
+                    "power_w_avg": doc["power_w_avg"],
                 }
                 for doc in docs
                 if doc["start"] == newest

@@ -8,39 +8,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
 
 from gpucloud_libs.clock import aware
 from gpucloud_libs.errors import NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
-from .rollup import SERIES
+from .documents import RollupDoc
 from .schemas import GpuView, MetricPoint, MetricSeries
 from .store import HOURS, MINUTES, MonitoringStore
 
 
-def points(subject: str, resolution: str, docs: list[Document]) -> MetricSeries:
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 3)
+
+
+def points(subject: str, resolution: str, docs: list[RollupDoc]) -> MetricSeries:
     """One point per window: GPUs averaged (a node's, a tenant's), maxima kept."""
-    by_start: dict[datetime, list[Document]] = defaultdict(list)
+    by_start: dict[datetime, list[RollupDoc]] = defaultdict(list)
     for doc in docs:
         by_start[aware(doc["start"])].append(doc)
     points = []
     for start, group in sorted(by_start.items()):
-        averaged: dict[str, Any] = {
-            name: round(sum(d[f"{name}_avg"] for d in group) / len(group), 3) for name in SERIES
-        }
         points.append(
             MetricPoint(
                 start=start,
                 gpus=len({d["gpu_uuid"] for d in group}),
-                utilization_gpu_pct=averaged["utilization_gpu_pct"],
+                utilization_gpu_pct=_mean([d["utilization_gpu_pct_avg"] for d in group]),
                 utilization_gpu_pct_max=max(d["utilization_gpu_pct_max"] for d in group),
-                utilization_memory_pct=averaged["utilization_memory_pct"],
-                memory_used_mib=averaged["memory_used_mib"],
-                temperature_c=averaged["temperature_c"],
+                utilization_memory_pct=_mean([d["utilization_memory_pct_avg"] for d in group]),
+                memory_used_mib=_mean([d["memory_used_mib_avg"] for d in group]),
+                temperature_c=_mean([d["temperature_c_avg"] for d in group]),
                 temperature_c_max=max(d["temperature_c_max"] for d in group),
-                power_w=averaged["power_w"],
+                power_w=_mean([d["power_w_avg"] for d in group]),
                 ecc_uncorrected=max(d["ecc_uncorrected"] for d in group),
                 xids=sorted({x for d in group for x in d["xids"]}),
             )
@@ -53,15 +53,16 @@ class Metrics:
         self._store = store
 
     async def gpus(self, identity: Identity) -> list[GpuView]:
-        statuses = {doc["_id"]: doc for doc in await self._store.node_statuses()}
-        healths = {doc["_id"]: doc for doc in await self._store.healths()}
+        statuses = await self._store.node_statuses()
+        healths = await self._store.healths()
         views = []
-        for inventory in await self._store.inventories():
-            node = inventory["_id"]
-            current = statuses.get(node, {}).get("gpus", {})
+        for node, inventory in (await self._store.inventories()).items():
+            current = statuses[node]["gpus"] if node in statuses else {}
+            health = healths[node]["health"] if node in healths else "healthy"
             for gpu in inventory["gpus"]:
-                status = current.get(gpu["gpu_uuid"], {})
-                if not identity.is_platform_admin and status.get("tenant_id") != identity.tenant_id:
+                status = current.get(gpu["gpu_uuid"])
+                owner = status["tenant_id"] if status else None
+                if not identity.is_platform_admin and owner != identity.tenant_id:
                     continue
                 views.append(
                     GpuView(
@@ -72,11 +73,11 @@ class Metrics:
                         tier=gpu["tier"],
                         tier_reasons=gpu["tier_reasons"],
                         memory_total_mib=gpu["memory_total_mib"],
-                        health=healths.get(node, {}).get("health", "healthy"),
-                        instance_id=status.get("instance_id"),
-                        tenant_id=status.get("tenant_id") if identity.is_platform_admin else None,
-                        utilization_gpu_pct=status.get("utilization_gpu_pct_avg"),
-                        temperature_c=status.get("temperature_c_avg"),
+                        health=health,
+                        instance_id=status["instance_id"] if status else None,
+                        tenant_id=owner if identity.is_platform_admin else None,
+                        utilization_gpu_pct=status["utilization_gpu_pct_avg"] if status else None,
+                        temperature_c=status["temperature_c_avg"] if status else None,
                         **(
                             {
                                 k: gpu.get(k)
@@ -146,7 +147,7 @@ class Metrics:
 
     async def _series(
         self, query: Document, start: datetime, end: datetime, resolution: str
-    ) -> list[Document]:
+    ) -> list[RollupDoc]:
         if end <= start:
             raise ValidationFailed("end must be after start")
         if resolution == "1m" and end - start > timedelta(days=2):

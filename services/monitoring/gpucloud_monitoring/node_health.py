@@ -13,9 +13,9 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import aware
 from gpucloud_libs.events import NodeHealthChanged
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.topics import NODE_HEALTH
 
+from .documents import HealthFields
 from .health import HealthChange, HealthTracker
 from .store import MonitoringStore
 
@@ -33,11 +33,11 @@ class NodeHealth:
 
     async def restore(self) -> None:
         """The tracker's state after a start, from the stored healths."""
-        for doc in await self._store.healths():
-            self._tracker.restore(doc["_id"], doc["health"], tuple(doc.get("reasons", ())))
+        for node, doc in (await self._store.healths()).items():
+            self._tracker.restore(node, doc["health"], tuple(doc["reasons"]))
 
     async def changed(self, change: HealthChange) -> None:
-        doc = {
+        doc: HealthFields = {
             "health": change.health,
             "previous": change.previous,
             "reasons": list(change.reasons),
@@ -51,7 +51,7 @@ class NodeHealth:
         )
         await self._publish(change.node, doc)
 
-    async def _publish(self, node: str, doc: Document) -> None:
+    async def _publish(self, node: str, doc: HealthFields) -> None:
         await publish_event(
             self._broker, NODE_HEALTH,
             NodeHealthChanged(
@@ -64,6 +64,10 @@ class NodeHealth:
 
     async def republish(self) -> None:
         """Publish the changes a failure left unpublished."""
-        for doc in await self._store.healths():
-            if not doc.get("published"):
-                await self._publish(doc["_id"], {k: v for k, v in doc.items() if k != "_id"})
+        for node, doc in (await self._store.healths()).items():
+            if not doc["published"]:
+                await self._publish(
+                    node,
+                    {"health": doc["health"], "previous": doc["previous"],
+                     "reasons": doc["reasons"], "since": doc["since"], "published": False},
+                )  # fmt: skip

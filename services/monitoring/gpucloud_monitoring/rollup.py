@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from gpucloud_libs.events import GpuSample
-from gpucloud_libs.mongo import Document
+
+from .documents import RollupDoc
 
 #: Sample fields averaged and maximised in a window.
 SERIES = (
@@ -54,9 +55,12 @@ class _Window:
         self.ecc_uncorrected = max(self.ecc_uncorrected, sample.ecc_uncorrected)
         self.xids.extend(sample.xid_errors)
 
-    def document(self, gpu_uuid: str, width_s: int) -> Document:
+    def _average(self, name: str) -> float:
+        return round(self.sums[name] / self.samples, 3)
+
+    def document(self, gpu_uuid: str, width_s: int) -> RollupDoc:
         owner = f"{self.tenant_id or '-'}/{self.instance_id or '-'}"
-        doc: Document = {
+        return {
             "_id": f"{gpu_uuid}@{int(self.start.timestamp())}#{owner}",
             "gpu_uuid": gpu_uuid,
             "node": self.node,
@@ -69,11 +73,17 @@ class _Window:
             "ecc_corrected": self.ecc_corrected,
             "ecc_uncorrected": self.ecc_uncorrected,
             "xids": self.xids,
+            "utilization_gpu_pct_avg": self._average("utilization_gpu_pct"),
+            "utilization_gpu_pct_max": self.maxima["utilization_gpu_pct"],
+            "utilization_memory_pct_avg": self._average("utilization_memory_pct"),
+            "utilization_memory_pct_max": self.maxima["utilization_memory_pct"],
+            "memory_used_mib_avg": self._average("memory_used_mib"),
+            "memory_used_mib_max": self.maxima["memory_used_mib"],
+            "temperature_c_avg": self._average("temperature_c"),
+            "temperature_c_max": self.maxima["temperature_c"],
+            "power_w_avg": self._average("power_w"),
+            "power_w_max": self.maxima["power_w"],
         }
-        for name in SERIES:
-            doc[f"{name}_avg"] = round(self.sums[name] / self.samples, 3)
-            doc[f"{name}_max"] = self.maxima[name]
-        return doc
 
 
 Owner = tuple[str | None, str | None]  # (tenant, instance)
@@ -86,7 +96,7 @@ class Rollup:
         self.width_s = width_s
         self._open: dict[str, dict[Owner, _Window]] = {}
 
-    def add(self, node: str, sample: GpuSample) -> list[Document]:
+    def add(self, node: str, sample: GpuSample) -> list[RollupDoc]:
         start = window_start(sample.at, self.width_s)
         windows = self._open.setdefault(sample.gpu_uuid, {})
         closed = []
@@ -102,7 +112,7 @@ class Rollup:
         window.add(sample)
         return closed
 
-    def flush_before(self, now: datetime) -> list[Document]:
+    def flush_before(self, now: datetime) -> list[RollupDoc]:
         """Close windows of GPUs that went quiet (no sample for a whole window)."""
         cutoff = window_start(now, self.width_s) - timedelta(seconds=self.width_s)
         closed = []

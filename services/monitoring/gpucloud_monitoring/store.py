@@ -14,7 +14,20 @@ from datetime import datetime
 from pymongo import ASCENDING, IndexModel
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
+
+from .documents import (
+    AlertDoc,
+    DeliveryDoc,
+    HealthDoc,
+    HealthFields,
+    InventoryDoc,
+    InventoryFields,
+    NodeStatusDoc,
+    NodeStatusFields,
+    RollupDoc,
+    RuleDoc,
+)
 
 MINUTES = "rollups_minute"
 HOURS = "rollups_hour"
@@ -46,16 +59,24 @@ INDEXES: IndexPlan = {
 
 class MonitoringStore:
     def __init__(self, db: Database) -> None:
-        self.db = db
+        self._rollups: dict[str, Collection[RollupDoc]] = {
+            name: typed(db, name, RollupDoc) for name in (MINUTES, HOURS)
+        }
+        self._nodes = typed(db, NODES, NodeStatusDoc)
+        self._inventory = typed(db, INVENTORY, InventoryDoc)
+        self._health = typed(db, HEALTH, HealthDoc)
+        self._rules = typed(db, RULES, RuleDoc)
+        self._alerts = typed(db, ALERTS, AlertDoc)
+        self._deliveries = typed(db, DELIVERIES, DeliveryDoc)
 
     # --- roll-ups -------------------------------------------------------------------
 
-    async def insert_rollups(self, collection: str, docs: list[Document]) -> None:
+    async def insert_rollups(self, collection: str, docs: list[RollupDoc]) -> None:
         """Insert closed windows; a replayed window is a duplicate key, kept as first written."""
         if not docs:
             return
         try:
-            await self.db[collection].insert_many(docs, ordered=False)
+            await self._rollups[collection].insert_many(docs, ordered=False)
         except BulkWriteError as error:
             if any(e.get("code") != 11000 for e in error.details.get("writeErrors", [])):
                 raise
@@ -67,94 +88,97 @@ class MonitoringStore:
         start: datetime,
         end: datetime,
         limit: int,
-    ) -> list[Document]:
-        found = self.db[collection].find({**query, "start": {"$gte": start, "$lt": end}})
+    ) -> list[RollupDoc]:
+        found = self._rollups[collection].find({**query, "start": {"$gte": start, "$lt": end}})
         return [doc async for doc in found.sort("start", ASCENDING).limit(limit)]
 
     async def drop_older(self, collection: str, cutoff: datetime) -> int:
-        result = await self.db[collection].delete_many({"start": {"$lt": cutoff}})
+        result = await self._rollups[collection].delete_many({"start": {"$lt": cutoff}})
         return result.deleted_count
 
     # --- nodes: status, inventory, health -------------------------------------------
 
-    async def put_node_status(self, node: str, doc: Document) -> None:
-        await self.db[NODES].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
+    async def put_node_status(self, node: str, fields: NodeStatusFields) -> None:
+        doc: NodeStatusDoc = {"_id": node, **fields}
+        await self._nodes.replace_one({"_id": node}, doc, upsert=True)
 
-    async def node_statuses(self) -> list[Document]:
-        return [doc async for doc in self.db[NODES].find({})]
+    async def node_statuses(self) -> dict[str, NodeStatusDoc]:
+        return {doc["_id"]: doc async for doc in self._nodes.find({})}
 
-    async def put_inventory(self, node: str, doc: Document) -> None:
-        await self.db[INVENTORY].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
+    async def put_inventory(self, node: str, fields: InventoryFields) -> None:
+        doc: InventoryDoc = {"_id": node, **fields}
+        await self._inventory.replace_one({"_id": node}, doc, upsert=True)
 
-    async def inventories(self) -> list[Document]:
-        return [doc async for doc in self.db[INVENTORY].find({})]
+    async def inventories(self) -> dict[str, InventoryDoc]:
+        return {doc["_id"]: doc async for doc in self._inventory.find({})}
 
-    async def put_health(self, node: str, doc: Document) -> None:
-        await self.db[HEALTH].replace_one({"_id": node}, {"_id": node, **doc}, upsert=True)
+    async def put_health(self, node: str, fields: HealthFields) -> None:
+        doc: HealthDoc = {"_id": node, **fields}
+        await self._health.replace_one({"_id": node}, doc, upsert=True)
 
-    async def healths(self) -> list[Document]:
-        return [doc async for doc in self.db[HEALTH].find({})]
+    async def healths(self) -> dict[str, HealthDoc]:
+        return {doc["_id"]: doc async for doc in self._health.find({})}
 
     # --- alert rules and alerts -----------------------------------------------------
 
-    async def insert_rule(self, doc: Document) -> None:
-        await self.db[RULES].insert_one(doc)
+    async def insert_rule(self, doc: RuleDoc) -> None:
+        await self._rules.insert_one(doc)
 
-    async def rule(self, rule_id: str) -> Document | None:
-        return await self.db[RULES].find_one({"_id": rule_id})
+    async def rule(self, rule_id: str) -> RuleDoc | None:
+        return await self._rules.find_one({"_id": rule_id})
 
-    async def rules(self, tenant_id: str | None = None, *, every: bool = False) -> list[Document]:
+    async def rules(self, tenant_id: str | None = None, *, every: bool = False) -> list[RuleDoc]:
         query: Document = {} if every else {"tenant_id": tenant_id}
-        return [doc async for doc in self.db[RULES].find(query).sort("_id", ASCENDING)]
+        return [doc async for doc in self._rules.find(query).sort("_id", ASCENDING)]
 
-    async def replace_rule(self, doc: Document) -> None:
-        await self.db[RULES].replace_one({"_id": doc["_id"]}, doc)
+    async def replace_rule(self, doc: RuleDoc) -> None:
+        await self._rules.replace_one({"_id": doc["_id"]}, doc)
 
     async def delete_rule(self, rule_id: str) -> None:
-        await self.db[RULES].delete_one({"_id": rule_id})
+        await self._rules.delete_one({"_id": rule_id})
 
-    async def insert_alert(self, doc: Document) -> bool:
+    async def insert_alert(self, doc: AlertDoc) -> bool:
         try:
-            await self.db[ALERTS].insert_one(doc)
+            await self._alerts.insert_one(doc)
         except DuplicateKeyError:
             return False
         return True
 
-    async def alert(self, alert_id: str) -> Document | None:
-        return await self.db[ALERTS].find_one({"_id": alert_id})
+    async def alert(self, alert_id: str) -> AlertDoc | None:
+        return await self._alerts.find_one({"_id": alert_id})
 
     async def update_alert(self, alert_id: str, fields: Document) -> None:
-        await self.db[ALERTS].update_one({"_id": alert_id}, {"$set": fields})
+        await self._alerts.update_one({"_id": alert_id}, {"$set": fields})
 
     async def resolve_alert(self, alert_id: str, fields: Document) -> bool:
         """Resolve a firing alert; False if something else resolved it first."""
-        result = await self.db[ALERTS].update_one(
+        result = await self._alerts.update_one(
             {"_id": alert_id, "state": "firing"}, {"$set": {**fields, "state": "resolved"}}
         )
         return result.modified_count == 1
 
-    async def alerts(self, query: Document, limit: int) -> list[Document]:
-        found = self.db[ALERTS].find(query).sort("fired_at", -1).limit(limit)
+    async def alerts(self, query: Document, limit: int) -> list[AlertDoc]:
+        found = self._alerts.find(query).sort("fired_at", -1).limit(limit)
         return [doc async for doc in found]
 
-    async def firing(self) -> list[Document]:
-        return [doc async for doc in self.db[ALERTS].find({"state": "firing"})]
+    async def firing(self) -> list[AlertDoc]:
+        return [doc async for doc in self._alerts.find({"state": "firing"})]
 
-    async def unfinished_alerts(self) -> list[Document]:
+    async def unfinished_alerts(self) -> list[AlertDoc]:
         """Firing, or resolved with the resolution not yet published."""
-        return [doc async for doc in self.db[ALERTS].find({"published_resolved": False})]
+        return [doc async for doc in self._alerts.find({"published_resolved": False})]
 
     # --- webhook deliveries ---------------------------------------------------------
 
-    async def insert_delivery(self, doc: Document) -> None:
+    async def insert_delivery(self, doc: DeliveryDoc) -> None:
         with contextlib.suppress(DuplicateKeyError):  # a replay: the first record stands
-            await self.db[DELIVERIES].insert_one(doc)
+            await self._deliveries.insert_one(doc)
 
-    async def pending_deliveries(self) -> list[Document]:
-        return [doc async for doc in self.db[DELIVERIES].find({"state": "pending"})]
+    async def pending_deliveries(self) -> list[DeliveryDoc]:
+        return [doc async for doc in self._deliveries.find({"state": "pending"})]
 
-    async def delivery(self, delivery_id: str) -> Document | None:
-        return await self.db[DELIVERIES].find_one({"_id": delivery_id})
+    async def delivery(self, delivery_id: str) -> DeliveryDoc | None:
+        return await self._deliveries.find_one({"_id": delivery_id})
 
     async def update_delivery(self, delivery_id: str, fields: Document) -> None:
-        await self.db[DELIVERIES].update_one({"_id": delivery_id}, {"$set": fields})
+        await self._deliveries.update_one({"_id": delivery_id}, {"$set": fields})

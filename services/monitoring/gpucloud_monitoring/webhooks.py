@@ -19,6 +19,7 @@ from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.mongo import Document
 
+from .documents import DeliveryDoc
 from .store import MonitoringStore
 
 #: Webhook retries: after 1, 2, 4 ... seconds, at most this many attempts.
@@ -98,7 +99,7 @@ class Webhooks:
                 continue
             await self._attempt(delivery)
 
-    async def _attempt(self, delivery: Document) -> None:
+    async def _attempt(self, delivery: DeliveryDoc) -> None:
         assert self._due is not None
         delivery_id, attempts = delivery["_id"], delivery["attempts"] + 1
         error = None
