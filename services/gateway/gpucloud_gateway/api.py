@@ -1,39 +1,25 @@
-"""Public HTTP routes of the gateway: its own (identity, tenants, audit) and the
-forwarding of every other /v1 route to the service that owns it.
-
-Each route states the roles and the scope it needs through `require(...)`;
-the tenant always comes from the caller's credential, never from the body.
-"""
+"""The gateway's own public routes: identity, tenants, users, API keys and the audit log.
+Every other /v1 route is forwarded (forward_api.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from gpucloud_libs.errors import GpucloudError, NotFound
-from gpucloud_libs.http import app_part, problem_response
-from gpucloud_libs.identity import Role
+from gpucloud_libs.http import app_part
 
-from . import routes
+from .access import audit_target, maybe_authenticated, require
 from .api_keys import ApiKeys
-from .audit import MUTATING, AuditedCall, AuditLog
-from .authentication import Authenticator
-from .authorization import Authorizer
-from .forwarding import Forwarder
-from .instance_urls import InstanceProxy
-from .openapi import OpenApiAggregator
+from .audit import AuditedCall, AuditLog
 from .routes import ADMINS, EVERYONE, PLATFORM_ADMIN, TENANT_ADMIN, TENANT_MEMBERS
 from .schemas import (
     ApiKey,
     ApiKeyCreate,
     ApiKeyCreated,
     AuditPage,
-    InstanceSession,
     Principal,
-    Scope,
     SelfQuota,
     Tenant,
     TenantCreate,
@@ -50,68 +36,15 @@ from .tenants import Tenants
 from .users import Users
 
 router = APIRouter(prefix="/v1")
-_bearer = HTTPBearer(
-    auto_error=False,
-    description="An API key (`gpc_...`) or a token from POST /v1/tokens (`gpt_...`).",
-)
 Limit = Annotated[int, Query(ge=1, le=500)]
 After = Annotated[str | None, Query(max_length=128, description="The last id of the previous page")]
 
 
-class MethodNotAllowed(GpucloudError):
-    status = 405
-    code = "method_not_allowed"
-    title = "Method not allowed"
-
-
-AuthenticatorPart = Annotated[Authenticator, app_part(Authenticator)]
-AuthorizerPart = Annotated[Authorizer, app_part(Authorizer)]
 SessionsPart = Annotated[Sessions, app_part(Sessions)]
 TenantsPart = Annotated[Tenants, app_part(Tenants)]
 UsersPart = Annotated[Users, app_part(Users)]
 ApiKeysPart = Annotated[ApiKeys, app_part(ApiKeys)]
 AuditPart = Annotated[AuditLog, app_part(AuditLog)]
-InstanceProxyPart = Annotated[InstanceProxy, app_part(InstanceProxy)]
-OpenApiPart = Annotated[OpenApiAggregator, app_part(OpenApiAggregator)]
-ForwarderPart = Annotated[Forwarder, app_part(Forwarder)]
-
-
-async def _authenticated(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    authenticator: AuthenticatorPart,
-) -> Principal:
-    principal = await authenticator.authenticate(credentials.credentials if credentials else None)
-    request.state.principal = principal
-    return principal
-
-
-def _audit_target(request: Request, principal: Principal, template: str | None = None) -> None:
-    """Mark a mutating call for the audit log; recorded with its result status."""
-    if request.method in MUTATING:
-        template = template or getattr(request.scope.get("route"), "path", request.url.path)
-        tenant_id = principal.tenant_id or request.path_params.get("tenant_id")
-        request.state.audit = AuditedCall(
-            principal, tenant_id, f"{request.method} {template}", request.url.path
-        )
-
-
-def require(roles: frozenset[Role], scope: Scope | None) -> Any:
-    """A dependency: the caller, once authenticated, audited and allowed this route."""
-
-    async def dependency(
-        request: Request,
-        principal: Annotated[Principal, Depends(_authenticated)],
-        authorizer: AuthorizerPart,
-    ) -> Principal:
-        _audit_target(request, principal)
-        if scope is None:
-            await authorizer.rate_limit(principal)
-        else:
-            await authorizer.authorize(principal, roles=roles, scope=scope, method=request.method)
-        return principal
-
-    return Depends(dependency)
 
 
 # --- identity -------------------------------------------------------------------------
@@ -120,14 +53,6 @@ def require(roles: frozenset[Role], scope: Scope | None) -> Any:
 @router.get("/whoami", tags=["identity"], summary="The identity behind the presented credential")
 async def whoami(principal: Annotated[Principal, require(EVERYONE, None)]) -> Principal:
     return principal
-
-
-async def _maybe_authenticated(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    authenticator: AuthenticatorPart,
-) -> Principal | None:
-    return await _authenticated(request, credentials, authenticator) if credentials else None
 
 
 @router.post(
@@ -140,10 +65,10 @@ async def issue_token(
     body: TokenRequest,
     request: Request,
     sessions: SessionsPart,
-    principal: Annotated[Principal | None, Depends(_maybe_authenticated)],
+    principal: Annotated[Principal | None, Depends(maybe_authenticated)],
 ) -> TokenIssued:
     if principal is not None:
-        _audit_target(request, principal)
+        audit_target(request, principal)
     return await sessions.issue(body, principal)
 
 
@@ -381,63 +306,3 @@ async def audit_log(
     limit: Limit = 100,
 ) -> AuditPage:
     return await audit.page(principal, tenant_id=tenant_id, since=since, cursor=cursor, limit=limit)
-
-
-# --- instance URLs --------------------------------------------------------------------
-
-
-@router.post(
-    "/gpu-instances/{instance_id}/ports/{port}/session",
-    tags=["instances"],
-    summary="A one-minute link that opens an instance URL in a browser (sets its cookie)",
-)
-async def open_instance(
-    instance_id: Annotated[str, Path(max_length=64)],
-    port: Annotated[int, Path(ge=1, le=65535)],
-    proxy: InstanceProxyPart,
-    principal: Annotated[Principal, require(TENANT_MEMBERS, "instances:connect")],
-) -> InstanceSession:
-    return await proxy.open_session(principal, instance_id, port)
-
-
-# --- the aggregated API description and forwarding ------------------------------------
-
-
-@router.get(
-    "/openapi.json",
-    tags=["meta"],
-    summary="The OpenAPI document of the whole public API",
-    response_model=None,
-)
-async def openapi(request: Request, aggregator: OpenApiPart) -> dict[str, Any]:
-    return await aggregator.document(request.app.openapi())
-
-
-@router.api_route(
-    "/{path:path}",
-    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-    include_in_schema=False,
-)
-async def forward(
-    path: str,
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    authenticator: AuthenticatorPart,
-    authorizer: AuthorizerPart,
-    forwarder: ForwarderPart,
-) -> Response:
-    found = routes.match(request.method, request.url.path)
-    if found.route is None:
-        if found.allowed:
-            problem = MethodNotAllowed(f"{request.url.path} allows {', '.join(found.allowed)}")
-            response = problem_response(problem, request)
-            response.headers["Allow"] = ", ".join(found.allowed)
-            return response
-        raise NotFound(f"no API route {request.url.path}")
-    principal = await _authenticated(request, credentials, authenticator)
-    route = found.route
-    _audit_target(request, principal, route.path)
-    await authorizer.authorize(
-        principal, roles=route.roles, scope=route.scope, method=request.method
-    )
-    return await forwarder.forward(request, principal, route)

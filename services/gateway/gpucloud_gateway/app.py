@@ -12,6 +12,7 @@ from .audit import AuditLog, AuditMiddleware
 from .authentication import Authenticator
 from .authorization import Authorizer
 from .background import Background
+from .forward_api import router as forward_router
 from .forwarding import Forwarder
 from .identity_cache import IdentityCache
 from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
@@ -80,7 +81,7 @@ app = runtime.create_app(
     title="gpucloud",
     description="GPU cloud control plane: the public API. The whole platform's "
     "API is described at /v1/openapi.json.",
-    routers=[router],
+    routers=[router, forward_router],
     parts=[
         authenticator,
         Authorizer(settings, cache, limiter),
