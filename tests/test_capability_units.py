@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from gpucloud_libs.errors import Forbidden, ValidationFailed
 from gpucloud_libs.naming import storage_claim_name, storage_env_prefix, storage_secret_name
 from gpucloud_metering import ledger
 from gpucloud_metering.changes import ChangeSet, by_tenant
+from gpucloud_metering.documents import HealthChangeDoc, PriceDoc, TransitionDoc
 from gpucloud_metering.tally import FaultBook, PriceBook, instances_from, tally
 from gpucloud_monitoring.alerts import ended_by
 from gpucloud_monitoring.documents import RollupDoc, RuleDoc
@@ -71,12 +71,13 @@ def test_an_attachment_plan_mounts_volumes_and_loads_object_credentials() -> Non
 # --- metering --------------------------------------------------------------------------
 
 
-def transition(instance: str, sequence: int, state: str, hour: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "tenant_id": "acme", "instance_id": instance, "sequence": sequence, "state": state,
-        "at_us": hour * HOUR, "spec_name": "h100-1", "gpu_type": "H100", "gpu_count": 2,
-        "zone": "zone-a", "node": "n1", "user_id": "u-1", **extra,
-    }  # fmt: skip
+def transition(instance: str, sequence: int, state: str, hour: int) -> TransitionDoc:
+    return TransitionDoc(
+        _id=f"acme/{instance}#{sequence}", event_id=f"e{sequence}", tenant_id="acme",
+        instance_id=instance, sequence=sequence, state=state, at_us=hour * HOUR,
+        spec_name="h100-1", gpu_type="H100", gpu_count=2, zone="zone-a", node="n1",
+        user_id="u-1",
+    )  # fmt: skip
 
 
 def test_tally_prices_each_group_and_credits_quarantined_time() -> None:
@@ -88,12 +89,17 @@ def test_tally_prices_each_group_and_credits_quarantined_time() -> None:
         ]
     )
     prices = PriceBook(
-        [{"meter": "gpu_hour", "spec_name": "h100-1", "effective_from_us": 0, "amount": "2.5"}]
-    )
+        [
+            PriceDoc(
+                _id="gpu_hour:h100-1@0", meter="gpu_hour", spec_name="h100-1", amount="2.5",
+                effective_from=ledger.from_us(0), effective_from_us=0,
+            )
+        ]
+    )  # fmt: skip
     faults = FaultBook(
         [
-            {"node": "n1", "at_us": 2 * HOUR, "health": "quarantined"},
-            {"node": "n1", "at_us": 3 * HOUR, "health": "healthy"},
+            HealthChangeDoc(_id="q", node="n1", at_us=2 * HOUR, health="quarantined"),
+            HealthChangeDoc(_id="h", node="n1", at_us=3 * HOUR, health="healthy"),
         ]
     )
     rows = tally(

@@ -31,6 +31,7 @@ from gpucloud_libs.topics import (
     USAGE,
 )
 from gpucloud_metering import ledger, store
+from gpucloud_metering.documents import TransitionDoc
 from gpucloud_stack import layout
 
 from .platform import Platform, assert_problem, bearer
@@ -254,8 +255,12 @@ async def test_an_instances_transitions_are_read_alone_and_only_in_its_tenant(
     ours, theirs = unique("ours"), unique("theirs")
     ids = [f"i{n}" for n in range(store.FEW_SUBJECTS + 2)]
     documents = [
-        {"_id": f"{tenant}/{instance_id}#{sequence}", "tenant_id": tenant,
-         "instance_id": instance_id, "sequence": sequence}
+        TransitionDoc(
+            _id=f"{tenant}/{instance_id}#{sequence}", event_id=f"e-{tenant}-{instance_id}-{sequence}",
+            tenant_id=tenant, instance_id=instance_id, sequence=sequence, state="pending",
+            at_us=sequence, spec_name="h100-1", gpu_type="H100", gpu_count=1, zone=None,
+            user_id=None,
+        )
         for tenant in (ours, theirs) for instance_id in ids for sequence in (1, 2)
     ]  # fmt: skip
     assert await facts.record_transitions(documents) == []

@@ -21,11 +21,11 @@ from gpucloud_libs.events import (
     TenantUpserted,
 )
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS
 
 from . import ledger
+from .documents import NoticeDoc
 from .prices import Prices
 from .schemas import Budget, BudgetSet
 from .store import BudgetStore, FactStore
@@ -55,7 +55,14 @@ class Budgets:
         await self._budgets.set_cap(data.tenant_id, cap)
 
     async def set(self, tenant_id: str, body: BudgetSet) -> Budget:
-        await self._budgets.put(tenant_id, body.model_dump())
+        await self._budgets.put(
+            tenant_id,
+            {
+                "monthly_budget_cents": body.monthly_budget_cents,
+                "thresholds": body.thresholds,
+                "hard_stop": body.hard_stop,
+            },
+        )
         return await self.get(tenant_id)
 
     async def month_to_date_cents(
@@ -112,18 +119,18 @@ class Budgets:
     async def _notify(
         self, tenant_id: str, period: str, threshold: int, spent: int, limit: int
     ) -> None:
-        notice = {"_id": f"{tenant_id}:{period}:{threshold}", "kind": "threshold", "tenant_id": tenant_id,
+        notice: NoticeDoc = {"_id": f"{tenant_id}:{period}:{threshold}", "kind": "threshold", "tenant_id": tenant_id,
                   "period": period, "threshold": threshold, "spent_cents": spent, "budget_cents": limit}  # fmt: skip
         if await self._budgets.claim_notice(notice):
             await self._publish_notice(notice)
 
     async def _stop(self, tenant_id: str, period: str, reason: str) -> None:
-        notice = {"_id": f"{tenant_id}:{period}:stop", "kind": "stop", "tenant_id": tenant_id,
+        notice: NoticeDoc = {"_id": f"{tenant_id}:{period}:stop", "kind": "stop", "tenant_id": tenant_id,
                   "period": period, "reason": reason}  # fmt: skip
         if await self._budgets.claim_notice(notice):
             await self._publish_notice(notice)
 
-    async def _publish_notice(self, notice: Document) -> None:
+    async def _publish_notice(self, notice: NoticeDoc) -> None:
         try:
             await self._send_notice(notice)
         except Exception:
@@ -131,7 +138,7 @@ class Budgets:
             raise
         await self._budgets.mark_published(notice["_id"])
 
-    async def _send_notice(self, notice: Document) -> None:
+    async def _send_notice(self, notice: NoticeDoc) -> None:
         if notice["kind"] == "threshold":
             await publish_event(
                 self._broker, BILLING_ALERTS,

@@ -10,10 +10,10 @@ import logging
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged, StorageUsageSampled
-from gpucloud_libs.mongo import Document
 
 from . import ledger
 from .changes import UsageChanges
+from .documents import TransitionDoc
 from .store import FactStore
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ class FactRecorder:
         self._changes = changes
 
     @staticmethod
-    def transition_document(event_id: str, data: InstanceStateChanged) -> Document:
+    def transition_document(event_id: str, data: InstanceStateChanged) -> TransitionDoc:
         return {
             "_id": f"{data.tenant_id}/{data.instance_id}#{data.sequence}",
             "event_id": event_id,

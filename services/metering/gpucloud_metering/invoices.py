@@ -9,6 +9,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound
 
 from . import ledger
+from .documents import InvoiceDoc
 from .prices import Prices
 from .schemas import Invoice, InvoiceLine
 from .store import FactStore, InvoiceStore
@@ -84,7 +85,7 @@ class Invoices:
             return Invoice.model_validate(existing["invoice"]), False
         draft = await self.draft(tenant_id, period)
         issued = draft.model_copy(update={"status": "issued", "issued_at": now()})
-        document = {
+        document: InvoiceDoc = {
             "_id": issued.invoice_id, "tenant_id": tenant_id, "period": period,
             "invoice": issued.model_dump(mode="json", by_alias=True),
         }  # fmt: skip

@@ -6,16 +6,16 @@ from decimal import Decimal
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, ValidationFailed
-from gpucloud_libs.mongo import Document
 
 from . import ledger
+from .documents import PriceDoc
 from .schemas import Price as PriceView
 from .schemas import PriceCreate
 from .store import PriceStore
 from .tally import PriceBook
 
 
-def price_view(doc: Document) -> PriceView:
+def price_view(doc: PriceDoc) -> PriceView:
     return PriceView(
         meter=doc["meter"], spec_name=doc.get("spec_name"), amount=Decimal(doc["amount"]),
         effective_from=ledger.from_us(doc["effective_from_us"]),
@@ -36,7 +36,7 @@ class Prices:
         if (body.meter == "gpu_hour") != (body.spec_name is not None):
             raise ValidationFailed("a gpu_hour price names its specName; a storage price does not")
         effective_us = ledger.to_us(effective)
-        document = {
+        document: PriceDoc = {
             "_id": f"{body.meter}:{body.spec_name or '*'}@{effective_us}",
             "meter": body.meter,
             "spec_name": body.spec_name,

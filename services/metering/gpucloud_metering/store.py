@@ -8,12 +8,25 @@ derived from the facts when asked.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.mongo import Collection, Database, IndexPlan, typed
+
+from .documents import (
+    BudgetDoc,
+    BudgetFields,
+    HealthChangeDoc,
+    InvoiceDoc,
+    NoticeDoc,
+    PriceDoc,
+    SampleDoc,
+    TransitionDoc,
+    UsageRecordDoc,
+)
 
 TRANSITIONS = "transitions"
 SAMPLES = "storage_samples"
@@ -28,6 +41,8 @@ INVOICES = "invoices"
 #: Up to this many instances (or storages) of a tenant are read one by one (_facts_of).
 FEW_SUBJECTS = 8
 
+FactT = TypeVar("FactT", bound=Mapping[str, Any])
+
 INDEXES: IndexPlan = {
     TRANSITIONS: [
         IndexModel([("tenant_id", ASCENDING)]),
@@ -40,7 +55,7 @@ INDEXES: IndexPlan = {
 }
 
 
-async def _insert_new(collection: Any, document: Document) -> bool:
+async def _insert_new(collection: Collection[FactT], document: FactT) -> bool:
     """Insert; False if a document with that `_id` is already there."""
     try:
         await collection.insert_one(document)
@@ -49,7 +64,9 @@ async def _insert_new(collection: Any, document: Document) -> bool:
     return True
 
 
-async def _facts_of(collection: Any, tenant_id: str, field: str, ids: set[str]) -> list[Document]:
+async def _facts_of(
+    collection: Collection[FactT], tenant_id: str, field: str, ids: set[str]
+) -> list[FactT]:
     """The facts of a few instances or storages of one tenant. One equality query per
     id: FerretDB hands equality filters to PostgreSQL, but filters `$in` itself
     after reading every document; past a handful, one read of the tenant's facts
@@ -57,7 +74,7 @@ async def _facts_of(collection: Any, tenant_id: str, field: str, ids: set[str]) 
     if len(ids) > FEW_SUBJECTS:
         everything = await collection.find({"tenant_id": tenant_id}).to_list()
         return [doc for doc in everything if doc[field] in ids]
-    found: list[Document] = []
+    found: list[FactT] = []
     for subject_id in sorted(ids):
         found += await collection.find({"tenant_id": tenant_id, field: subject_id}).to_list()
     return found
@@ -65,13 +82,13 @@ async def _facts_of(collection: Any, tenant_id: str, field: str, ids: set[str]) 
 
 class FactStore:
     def __init__(self, db: Database) -> None:
-        self._transitions = db[TRANSITIONS]
-        self._samples = db[SAMPLES]
-        self._health = db[HEALTH]
+        self._transitions = typed(db, TRANSITIONS, TransitionDoc)
+        self._samples = typed(db, SAMPLES, SampleDoc)
+        self._health = typed(db, HEALTH, HealthChangeDoc)
 
     async def record_transitions(
-        self, documents: list[Document]
-    ) -> list[tuple[Document, Document]]:
+        self, documents: list[TransitionDoc]
+    ) -> list[tuple[TransitionDoc, TransitionDoc]]:
         """Record many at once; repeats are skipped and returned as (repeat, kept) pairs."""
         if not documents:
             return []
@@ -91,57 +108,56 @@ class FactStore:
             return [(repeat, kept[repeat["_id"]]) for repeat in repeats if repeat["_id"] in kept]
         return []
 
-    async def record_sample(self, document: Document) -> bool:
+    async def record_sample(self, document: SampleDoc) -> bool:
         return await _insert_new(self._samples, document)
 
-    async def record_health(self, document: Document) -> bool:
+    async def record_health(self, document: HealthChangeDoc) -> bool:
         return await _insert_new(self._health, document)
 
-    async def health(self) -> list[Document]:
+    async def health(self) -> list[HealthChangeDoc]:
         """Every node health change: a handful per node a year, read whole."""
         return await self._health.find({}).to_list()
 
-    async def transitions(self, tenant_id: str | None) -> list[Document]:
+    async def transitions(self, tenant_id: str | None) -> list[TransitionDoc]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
         return await self._transitions.find(query).to_list()
 
-    async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[Document]:
+    async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[TransitionDoc]:
         return await _facts_of(self._transitions, tenant_id, "instance_id", instance_ids)
 
-    async def samples(self, tenant_id: str | None) -> list[Document]:
+    async def samples(self, tenant_id: str | None) -> list[SampleDoc]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
         return await self._samples.find(query).to_list()
 
-    async def samples_of(self, tenant_id: str, storage_ids: set[str]) -> list[Document]:
+    async def samples_of(self, tenant_id: str, storage_ids: set[str]) -> list[SampleDoc]:
         return await _facts_of(self._samples, tenant_id, "storage_id", storage_ids)
 
 
 class PriceStore:
     def __init__(self, db: Database) -> None:
-        self._prices = db[PRICES]
+        self._prices = typed(db, PRICES, PriceDoc)
 
-    async def add(self, document: Document) -> bool:
+    async def add(self, document: PriceDoc) -> bool:
         return await _insert_new(self._prices, document)
 
-    async def all(self) -> list[Document]:
+    async def all(self) -> list[PriceDoc]:
         return await self._prices.find({}).sort("effective_from_us", ASCENDING).to_list()
 
 
 class BudgetStore:
     def __init__(self, db: Database) -> None:
-        self._budgets = db[BUDGETS]
+        self._budgets = typed(db, BUDGETS, BudgetDoc)
         self._caps = db[TENANT_CAPS]
-        self._notices = db[NOTICES]
+        self._notices = typed(db, NOTICES, NoticeDoc)
 
-    async def put(self, tenant_id: str, fields: Document) -> None:
-        await self._budgets.replace_one(
-            {"_id": tenant_id}, {"_id": tenant_id, **fields}, upsert=True
-        )
+    async def put(self, tenant_id: str, fields: BudgetFields) -> None:
+        doc: BudgetDoc = {"_id": tenant_id, **fields}
+        await self._budgets.replace_one({"_id": tenant_id}, doc, upsert=True)
 
-    async def get(self, tenant_id: str) -> Document | None:
+    async def get(self, tenant_id: str) -> BudgetDoc | None:
         return await self._budgets.find_one({"_id": tenant_id})
 
-    async def all(self) -> list[Document]:
+    async def all(self) -> list[BudgetDoc]:
         return await self._budgets.find({}).to_list()
 
     async def set_cap(self, tenant_id: str, cap_cents: int | None) -> None:
@@ -153,26 +169,28 @@ class BudgetStore:
         docs = await self._caps.find({"spend_cap_cents": {"$ne": None}}).to_list()
         return {doc["_id"]: int(doc["spend_cap_cents"]) for doc in docs}
 
-    async def claim_notice(self, document: Document) -> bool:
+    async def claim_notice(self, document: NoticeDoc) -> bool:
         """The first claim of a notice (threshold or stop, per period) wins; later ones see False."""
-        return await _insert_new(self._notices, {**document, "published": False})
+        claimed: NoticeDoc = {**document, "published": False}
+        return await _insert_new(self._notices, claimed)
 
     async def mark_published(self, notice_id: str) -> None:
         await self._notices.update_one({"_id": notice_id}, {"$set": {"published": True}})
 
-    async def unpublished(self) -> list[Document]:
+    async def unpublished(self) -> list[NoticeDoc]:
         return await self._notices.find({"published": False}).to_list()
 
-    async def notice(self, notice_id: str) -> Document | None:
+    async def notice(self, notice_id: str) -> NoticeDoc | None:
         return await self._notices.find_one({"_id": notice_id})
 
 
 class UsageRecordStore:
     def __init__(self, db: Database) -> None:
-        self._records = db[USAGE_RECORDS]
+        self._records = typed(db, USAGE_RECORDS, UsageRecordDoc)
 
-    async def claim(self, document: Document) -> bool:
-        return await _insert_new(self._records, {**document, "published": False})
+    async def claim(self, document: UsageRecordDoc) -> bool:
+        claimed: UsageRecordDoc = {**document, "published": False}
+        return await _insert_new(self._records, claimed)
 
     async def known_ids(self) -> set[str]:
         return {doc["_id"] for doc in await self._records.find({}, {"_id": 1}).to_list()}
@@ -180,24 +198,24 @@ class UsageRecordStore:
     async def mark_published(self, usage_id: str) -> None:
         await self._records.update_one({"_id": usage_id}, {"$set": {"published": True}})
 
-    async def unpublished(self) -> list[Document]:
+    async def unpublished(self) -> list[UsageRecordDoc]:
         return await self._records.find({"published": False}).to_list()
 
-    async def get(self, usage_id: str) -> Document | None:
+    async def get(self, usage_id: str) -> UsageRecordDoc | None:
         return await self._records.find_one({"_id": usage_id})
 
 
 class InvoiceStore:
     def __init__(self, db: Database) -> None:
-        self._invoices = db[INVOICES]
+        self._invoices = typed(db, INVOICES, InvoiceDoc)
 
-    async def issue(self, document: Document) -> bool:
+    async def issue(self, document: InvoiceDoc) -> bool:
         """Issued once: a second issue of the same tenant and period keeps the first."""
         return await _insert_new(self._invoices, document)
 
-    async def get(self, invoice_id: str) -> Document | None:
+    async def get(self, invoice_id: str) -> InvoiceDoc | None:
         return await self._invoices.find_one({"_id": invoice_id})
 
-    async def of_tenant(self, tenant_id: str | None) -> list[Document]:
+    async def of_tenant(self, tenant_id: str | None) -> list[InvoiceDoc]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}
         return await self._invoices.find(query).sort("_id", ASCENDING).to_list()

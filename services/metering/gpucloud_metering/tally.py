@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gpucloud_libs.mongo import Document
-
 from . import ledger
+from .documents import HealthChangeDoc, PriceDoc, SampleDoc, TransitionDoc
 from .ledger import FaultWindow, HealthChange, Interval, Price, Sample, Transition
 from .schemas import GroupBy, UsageRow
 
@@ -51,8 +50,8 @@ class InstanceFacts:
     recorded_us: dict[int, int]
 
 
-def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
-    grouped: dict[tuple[str, str], list[Document]] = defaultdict(list)
+def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
+    grouped: dict[tuple[str, str], list[TransitionDoc]] = defaultdict(list)
     for doc in transitions:
         grouped[(doc["tenant_id"], doc["instance_id"])].append(doc)
     facts = []
@@ -82,7 +81,7 @@ def instances_from(transitions: Iterable[Document]) -> list[InstanceFacts]:
 
 
 class PriceBook:
-    def __init__(self, documents: list[Document]) -> None:
+    def __init__(self, documents: list[PriceDoc]) -> None:
         self._prices: dict[tuple[str, str | None], list[Price]] = defaultdict(list)
         for doc in documents:
             self._prices[(doc["meter"], doc.get("spec_name"))].append(
@@ -99,7 +98,7 @@ class PriceBook:
 class FaultBook:
     """Each node's quarantines, from the recorded health changes."""
 
-    def __init__(self, documents: list[Document]) -> None:
+    def __init__(self, documents: list[HealthChangeDoc]) -> None:
         changes: dict[str, list[HealthChange]] = defaultdict(list)
         for doc in documents:
             changes[doc["node"]].append(HealthChange(doc["at_us"], doc["health"]))
@@ -122,7 +121,7 @@ def _group_key(instance: InstanceFacts, group_by: GroupBy) -> str:
 
 def tally(
     instances: list[InstanceFacts],
-    samples: list[Document],
+    samples: list[SampleDoc],
     prices: PriceBook,
     faults: FaultBook,
     *,

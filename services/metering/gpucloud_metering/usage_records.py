@@ -11,12 +11,12 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import now
 from gpucloud_libs.events import UsageRecorded
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import USAGE
 
 from . import ledger
 from .changes import UsageChanges, by_tenant
+from .documents import UsageRecordDoc
 from .ledger import Sample
 from .prices import Prices
 from .store import FactStore, UsageRecordStore
@@ -101,7 +101,7 @@ class UsageRecords:
                     interval.start_us, interval.end_us, interval.gpus,
                     prices.gpu(instance.spec_name), faults.of(interval.node),
                 ))  # fmt: skip
-                record = {
+                record: UsageRecordDoc = {
                     "_id": usage_id, "tenant_id": instance.tenant_id,
                     "subject_id": instance.instance_id, "meter": "gpu_seconds",
                     "quantity": sum(u.gpu_us for u in uses if not u.credited) / ledger.US_PER_S,
@@ -141,7 +141,7 @@ class UsageRecords:
                 usage_id = f"{tenant_id}/{storage_id}@{hour}"
                 if hour < done or usage_id in known:
                     continue
-                record = {
+                record: UsageRecordDoc = {
                     "_id": usage_id, "tenant_id": tenant_id, "subject_id": storage_id,
                     "meter": "storage_gb_hours", "quantity": float(ledger.gb_hours(byte_us)),
                     "start_us": hour, "end_us": hour + ledger.US_PER_HOUR,
@@ -156,7 +156,7 @@ class UsageRecords:
             )
         return published
 
-    async def _publish_usage(self, record: Document) -> None:
+    async def _publish_usage(self, record: UsageRecordDoc) -> None:
         try:
             await self._send_usage(record)
         except Exception:
@@ -164,7 +164,7 @@ class UsageRecords:
             raise
         await self._records.mark_published(record["_id"])
 
-    async def _send_usage(self, record: Document) -> None:
+    async def _send_usage(self, record: UsageRecordDoc) -> None:
         await publish_event(
             self._broker, USAGE,
             UsageRecorded(

@@ -1,0 +1,98 @@
+"""The metering service's stored documents, typed at the store boundary.
+
+Facts are insert-only and keyed by their natural id, so a replay is a
+duplicate key. A misspelt field is a type error rather than a KeyError at
+run time; fields older facts may lack are NotRequired and read with `.get`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict
+
+
+class TransitionDoc(TypedDict):
+    _id: str  # <tenant>/<instance>#<sequence>
+    event_id: str
+    tenant_id: str
+    instance_id: str
+    sequence: int
+    state: str
+    at_us: int
+    spec_name: str
+    gpu_type: str
+    gpu_count: int
+    zone: str | None
+    node: NotRequired[str | None]  # facts recorded before nodes were lack it
+    user_id: str | None
+    #: When metering recorded it, on its own clock: usage records wait for it to settle.
+    recorded_us: NotRequired[int]
+
+
+class SampleDoc(TypedDict):
+    _id: str  # <tenant>/<storage>@<µs>
+    tenant_id: str
+    storage_id: str
+    kind: str
+    bytes_used: int
+    at_us: int
+
+
+class HealthChangeDoc(TypedDict):
+    _id: str  # <node>@<µs>:<health>
+    node: str
+    health: str
+    at_us: int
+
+
+class PriceDoc(TypedDict):
+    _id: str  # <meter>:<spec or *>@<µs>
+    meter: str  # gpu_hour | storage_gb_month
+    spec_name: str | None
+    amount: str  # an exact decimal
+    effective_from: datetime
+    effective_from_us: int
+
+
+class BudgetFields(TypedDict):
+    monthly_budget_cents: int
+    thresholds: list[int]
+    hard_stop: bool
+
+
+class BudgetDoc(BudgetFields):
+    _id: str  # the tenant
+
+
+class NoticeDoc(TypedDict):
+    """A budget threshold crossed, or a stop asked for: once per tenant and month."""
+
+    _id: str  # <tenant>:<period>:<threshold or stop>
+    kind: str  # threshold | stop
+    tenant_id: str
+    period: str
+    threshold: NotRequired[int]
+    spent_cents: NotRequired[int]
+    budget_cents: NotRequired[int]
+    reason: NotRequired[str]
+    published: NotRequired[bool]  # set by the store when the notice is claimed
+
+
+class UsageRecordDoc(TypedDict):
+    _id: str  # <tenant>/<instance>#<opening sequence> or <tenant>/<storage>@<hour>
+    tenant_id: str
+    subject_id: str
+    meter: str  # gpu_seconds | storage_gb_hours
+    quantity: float
+    credited_quantity: NotRequired[float]
+    start_us: int
+    end_us: int
+    amount_cents: float
+    published: NotRequired[bool]  # set by the store when the record is claimed
+
+
+class InvoiceDoc(TypedDict):
+    _id: str  # inv-<tenant>-<period>
+    tenant_id: str
+    period: str
+    invoice: dict[str, Any]  # the issued Invoice, as it was served
