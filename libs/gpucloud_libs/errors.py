@@ -87,6 +87,12 @@ class QuotaExceeded(GpucloudError):
     title = "Quota exceeded"
 
 
+class PayloadTooLarge(GpucloudError):
+    status = 413
+    code = "payload_too_large"
+    title = "Request body too large"
+
+
 class RateLimited(GpucloudError):
     status = 429
     code = "rate_limited"

@@ -14,9 +14,15 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import PROBLEM_JSON, PROBLEM_TYPE_BASE, GpucloudError, ValidationFailed
+from .errors import (
+    PROBLEM_JSON,
+    PROBLEM_TYPE_BASE,
+    GpucloudError,
+    PayloadTooLarge,
+    ValidationFailed,
+)
 from .identity import IDENTITY_HEADER, Identity, verify_identity
 
 log = logging.getLogger(__name__)
@@ -96,6 +102,48 @@ class RejectNulMiddleware:
                     await send({"type": "websocket.close", "code": 1008})
                 return
         await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """413 for a request body over `max_bytes`, before it is read: at once when its
+    Content-Length says so, and as soon as a streamed (chunked) body passes it.
+
+    Every app has it, so no route, however it reads its body, holds more than the
+    limit in memory. Routes that are not JSON API calls (the gateway's instance
+    URLs) are served by middleware outside this one.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(
+            f"request bodies are limited to {self.max_bytes} bytes; upload data to a "
+            "storage with a presigned URL instead",
+            max_bytes=self.max_bytes,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await problem_response(self._too_large(), HTTPConnection(scope))(scope, receive, send)
+            return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise self._too_large()  # rendered as a 413 problem by the app
+            return message
+
+        await self.app(scope, counted, send)
 
 
 def problem_response(error: GpucloudError, request: HTTPConnection) -> JSONResponse:

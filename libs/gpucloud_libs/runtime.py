@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
-from .http import RejectNulMiddleware, install_error_handlers
+from .http import BodyLimitMiddleware, RejectNulMiddleware, install_error_handlers
 from .kafka import (
     BatchHandler,
     EventHandler,
@@ -171,6 +171,7 @@ class ServiceRuntime:
         app.state.parts = {type(part): part for part in parts}
         install_error_handlers(app)
         app.state.identity_signing_key = self.settings.identity_signing_key.get_secret_value()
+        app.add_middleware(BodyLimitMiddleware, max_bytes=self.settings.max_body_bytes)
         app.add_middleware(RejectNulMiddleware)
         app.add_middleware(TracingMiddleware, service=self.name)
 

@@ -24,6 +24,10 @@ class ServiceSettings(BaseSettings):
     #: OTLP/HTTP collector base URL, e.g. http://127.0.0.1:4318. Unset: no export.
     otlp_endpoint: str | None = None
 
+    #: Request bodies above this are refused with a 413 before they are read. The
+    #: API's bodies are small JSON; data goes to storage through presigned URLs.
+    max_body_bytes: int = Field(default=2**20, ge=1024)
+
     #: HMAC key the gateway signs forwarded identities with; services verify it.
     identity_signing_key: SecretStr = Field(default=SecretStr(""))
 

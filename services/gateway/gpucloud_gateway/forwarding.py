@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import Request, Response
 from opentelemetry.propagate import inject
 
-from gpucloud_libs.errors import DependencyUnavailable, GpucloudError
+from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
 
 from .routes import ForwardedRoute, ServiceName
@@ -16,12 +16,6 @@ from .upstream import Headers, Upstream, UpstreamUnreachable, forwardable
 #: Credentials meant for the gateway never travel further; nor does a caller's own
 #: attempt at an identity header.
 GATEWAY_ONLY_HEADERS = frozenset({"authorization", "cookie", IDENTITY_HEADER.lower()})
-
-
-class PayloadTooLarge(GpucloudError):
-    status = 413
-    code = "payload_too_large"
-    title = "Request body too large"
 
 
 def identity_headers(settings: GatewaySettings, principal: Principal) -> Headers:
@@ -78,21 +72,5 @@ class Forwarder:
         return relay(response.status, response.headers, response.body)
 
     async def _read_body(self, request: Request) -> bytes:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.settings.max_api_body_bytes:
-            raise self._too_large()
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.settings.max_api_body_bytes:
-                raise self._too_large()
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _too_large(self) -> PayloadTooLarge:
-        return PayloadTooLarge(
-            f"API request bodies are limited to {self.settings.max_api_body_bytes} bytes; "
-            "upload data to a storage with a presigned URL instead",
-            max_bytes=self.settings.max_api_body_bytes,
-        )
+        # Bounded by the app's BodyLimitMiddleware (libs http), like every app's.
+        return await request.body()

@@ -40,7 +40,5 @@ class GatewaySettings(ServiceSettings):
     upstream_read_timeout_s: float = 60.0
     #: Instance workloads may stream for long (notebooks, logs, SSE).
     instance_read_timeout_s: float = 3600.0
-    #: Largest API request body forwarded; uploads go to storage by presigned URL.
-    max_api_body_bytes: int = 8 * 2**20
     #: Background republishing of tenant and audit events that did not get out.
     outbox_sweep_s: float = 15.0

@@ -6,6 +6,7 @@ or restarted reconcile finds what an earlier attempt created.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from gpucloud_libs import naming
@@ -106,33 +107,53 @@ def limit_range(namespace_name: str) -> Manifest:
     }
 
 
-def network_policy(namespace_name: str, *, gateway_namespace: str) -> Manifest:
-    """Default deny for inbound traffic, except the gateway and the tenant itself.
+def network_policy(
+    namespace_name: str, *, gateway_namespace: str, dns_namespace: str, denied_cidrs: list[str]
+) -> Manifest:
+    """Default deny both ways for every pod of a tenant.
 
-    Instance URLs are served by the gateway, which authenticates the caller, so
-    no ingress controller needs to reach tenant pods directly.
+    In: only the gateway (which serves instance URLs after authenticating the
+    caller) and the tenant's own pods. Out: the tenant's own pods, the cluster's
+    DNS, and addresses outside `denied_cidrs`, which hold the private, loopback,
+    link-local (cloud metadata) and shared ranges, plus the cluster's own ranges
+    the operator lists. So a tenant's workload reaches the internet, and nothing
+    of the platform: not Kafka, the database, the object store's admin API, the
+    services, the Kubernetes API, the metadata address or another tenant.
     """
 
-    def from_namespace(name: str) -> dict[str, Any]:
+    def namespace(name: str) -> dict[str, Any]:
         return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
 
+    dns = {**namespace(dns_namespace), "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": "gpucloud-tenant-isolation", "namespace": namespace_name},
         "spec": {
             "podSelector": {},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [
-                        from_namespace(gateway_namespace),
-                        {"podSelector": {}},
-                    ]
-                }
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [namespace(gateway_namespace), {"podSelector": {}}]}],
+            "egress": [
+                {"to": [{"podSelector": {}}]},
+                {"to": [dns], "ports": [{"protocol": p, "port": 53} for p in ("UDP", "TCP")]},
+                {"to": _public_blocks(denied_cidrs)},
             ],
         },
     }
+
+
+def _public_blocks(denied_cidrs: list[str]) -> list[dict[str, Any]]:
+    """Everything, per address family, except the denied ranges of that family."""
+    networks = [ipaddress.ip_network(cidr) for cidr in denied_cidrs]
+    return [
+        {
+            "ipBlock": {
+                "cidr": everything,
+                "except": [str(net) for net in networks if net.version == version],
+            }
+        }
+        for version, everything in ((4, "0.0.0.0/0"), (6, "::/0"))
+    ]
 
 
 def _placement(gpu_type: str, zones: list[str], node: str | None) -> dict[str, Any]:

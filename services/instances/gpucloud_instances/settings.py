@@ -3,9 +3,15 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field
+from pydantic import Field, IPvAnyNetwork
 
 from gpucloud_libs.settings import ServiceSettings
+
+DENIED_BY_DEFAULT = (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3",
+    "::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+)  # fmt: skip
 
 
 class InstancesSettings(ServiceSettings):
@@ -19,6 +25,14 @@ class InstancesSettings(ServiceSettings):
     #: The namespace allowed to reach tenant pods (the default-deny NetworkPolicy):
     #: the gateway serves instance URLs.
     gateway_namespace: str = "gpucloud-system"
+    #: Where the cluster DNS runs (pods labelled k8s-app=kube-dns): the one cluster
+    #: destination a tenant pod may reach.
+    dns_namespace: str = "kube-system"
+    #: Addresses a tenant pod may never reach besides the built-in private,
+    #: loopback, link-local (cloud metadata), shared (CGNAT) and reserved ranges:
+    #: the cluster's pod, service and node ranges where they are public addresses
+    #: (GPUCLOUD_TENANT_EGRESS_EXTRA_DENIED_CIDRS, a JSON list).
+    tenant_egress_extra_denied_cidrs: list[IPvAnyNetwork] = Field(default_factory=list)
     #: Instance URLs are <instance>-<port>-<tenant>.<instance_domain>; the wildcard
     #: DNS name points at the gateway (the gateway's setting must match).
     instance_domain: str = "instances.gpucloud.local"
@@ -39,3 +53,8 @@ class InstancesSettings(ServiceSettings):
     #: Namespace quota for CPU and memory when a tenant's quota does not say.
     default_cpu_cores_per_gpu: int = 32
     default_memory_gib_per_gpu: int = 256
+
+    @property
+    def tenant_egress_denied_cidrs(self) -> list[str]:
+        extra = [str(network) for network in self.tenant_egress_extra_denied_cidrs]
+        return [*DENIED_BY_DEFAULT, *extra]

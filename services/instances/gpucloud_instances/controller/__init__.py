@@ -44,9 +44,7 @@ def build_controller(
 ) -> Controller:
     queue = WorkQueue()
     cache = ClusterCache(kube, wake=queue.wake, node_lost_grace_s=settings.node_lost_grace_s)
-    tenant_namespaces = TenantReconciler(
-        kube, tenants, gateway_namespace=settings.gateway_namespace
-    )
+    tenant_namespaces = TenantReconciler(kube, tenants, settings)
     stock_pool = StockPool(
         kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=queue.wake
     )

@@ -208,7 +208,7 @@ class InstanceReconciler:
         tenant = await self._tenants.get(doc["tenant_id"])
         if tenant is None:
             return
-        if await self._tenants.applied_version(doc["tenant_id"]) != tenant["version"]:
+        if not await self._tenant_namespaces.applied(tenant):
             await self._tenant_namespaces.reconcile(doc["tenant_id"])
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
@@ -9,13 +11,14 @@ from gpucloud_libs.kube import KubeClient
 
 from .. import manifests
 from ..documents import TenantDoc
+from ..settings import InstancesSettings
 from ..store import TenantStore
 
 log = logging.getLogger(__name__)
 
 
 def tenant_manifests(
-    tenant_id: str, tenant: TenantDoc, *, gateway_namespace: str
+    tenant_id: str, tenant: TenantDoc, settings: InstancesSettings
 ) -> list[dict[str, Any]]:
     """Everything a tenant's namespace carries: the seeds' "Tenant VPC"."""
     namespace_name = tenant["namespace"]
@@ -27,27 +30,49 @@ def tenant_manifests(
             cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
         ),
         manifests.limit_range(namespace_name),
-        manifests.network_policy(namespace_name, gateway_namespace=gateway_namespace),
+        manifests.network_policy(
+            namespace_name, gateway_namespace=settings.gateway_namespace,
+            dns_namespace=settings.dns_namespace,
+            denied_cidrs=settings.tenant_egress_denied_cidrs,
+        ),
     ]  # fmt: skip
 
 
-class TenantReconciler:
-    """Applies a tenant's recorded version to its namespace, once per version."""
+#: Bump when what tenant_manifests builds changes, so every namespace is applied again.
+LAYOUT_REVISION = 2
 
-    def __init__(self, kube: KubeClient, tenants: TenantStore, *, gateway_namespace: str) -> None:
+
+def layout_digest(settings: InstancesSettings) -> str:
+    """What, besides the tenant's own version, a namespace's objects depend on."""
+    inputs = [
+        LAYOUT_REVISION, settings.gateway_namespace, settings.dns_namespace,
+        settings.tenant_egress_denied_cidrs,
+    ]  # fmt: skip
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
+
+
+class TenantReconciler:
+    """Applies a tenant's recorded version to its namespace, once per version and layout."""
+
+    def __init__(self, kube: KubeClient, tenants: TenantStore, settings: InstancesSettings) -> None:
         self._kube = kube
         self._tenants = tenants
-        self._gateway_namespace = gateway_namespace
+        self._settings = settings
+        self._layout = layout_digest(settings)
+
+    def _wanted(self, tenant: TenantDoc) -> str:
+        return f"{tenant['version']}+{self._layout}"
+
+    async def applied(self, tenant: TenantDoc) -> bool:
+        return await self._tenants.applied_version(tenant["_id"]) == self._wanted(tenant)
 
     async def reconcile(self, tenant_id: str) -> None:
         tenant = await self._tenants.get(tenant_id)
-        if tenant is None or await self._tenants.applied_version(tenant_id) == tenant["version"]:
+        if tenant is None or await self.applied(tenant):
             return
-        for manifest in tenant_manifests(
-            tenant_id, tenant, gateway_namespace=self._gateway_namespace
-        ):
+        for manifest in tenant_manifests(tenant_id, tenant, self._settings):
             await self._kube.ensure(manifest)
-        await self._tenants.mark_applied(tenant_id, tenant["version"])
+        await self._tenants.mark_applied(tenant_id, self._wanted(tenant))
         log.info(
             "tenant namespace applied",
             extra={"tenant": tenant_id, "namespace": tenant["namespace"]},
@@ -59,5 +84,5 @@ class TenantReconciler:
         return [
             tenant["_id"]
             for tenant in await self._tenants.all()
-            if applied.get(tenant["_id"]) != tenant["version"]
+            if applied.get(tenant["_id"]) != self._wanted(tenant)
         ]
