@@ -52,7 +52,9 @@ class Forwarder:
         self, request: Request, principal: Principal, route: ForwardedRoute
     ) -> Response:
         body = await self._read_body(request)
-        path = request.url.path.removeprefix("/v1")
+        # The path as it came, still encoded: the service decodes it once, as the
+        # gateway did to match the route, so `%252F` can never become a `/` there.
+        path = request.scope["raw_path"].decode("latin-1").removeprefix("/v1")
         query = f"?{request.url.query}" if request.url.query else ""
         headers = forwardable(request.headers.items(), drop=GATEWAY_ONLY_HEADERS)
         headers += identity_headers(self.settings, principal)

@@ -6,6 +6,7 @@ it was minted from.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 
@@ -39,12 +40,12 @@ class Sessions:
                 f"login:{request.email}", rate=0.2, burst=10, what="signing in as this user"
             )
             user = await self._users.by_email(request.email)
-            stored = user.get("password_hash") if user else None
-            if (
-                user is None
-                or stored is None
-                or not credentials.password_matches(request.password.get_secret_value(), stored)
-            ):
+            matched = await asyncio.to_thread(
+                credentials.sign_in_matches,
+                request.password.get_secret_value(),
+                user["password_hash"] if user else None,
+            )
+            if user is None or not matched:
                 raise Unauthenticated("the email or password is wrong")
             if user["status"] != "active":
                 raise Unauthenticated("the user is disabled")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 from gpucloud_libs.clock import now
@@ -35,6 +36,11 @@ def check_assignable(principal: Principal, role: Role) -> None:
         raise Forbidden(f"you can give users the roles: {', '.join(sorted(allowed))}")
 
 
+async def _hashed(password: str) -> str:
+    """scrypt, off the event loop: it takes tens of milliseconds on purpose."""
+    return await asyncio.to_thread(credentials.hash_password, password)
+
+
 class Users:
     def __init__(self, users: UserStore, cache: IdentityCache, api_keys: ApiKeys) -> None:
         self._users = users
@@ -49,7 +55,7 @@ class Users:
             "name": body.name,
             "role": body.role,
             "status": "active",
-            "password_hash": credentials.hash_password(body.password.get_secret_value())
+            "password_hash": await _hashed(body.password.get_secret_value())
             if body.password
             else None,
             "created_at": now(),
@@ -85,7 +91,7 @@ class Users:
         if body.role is not None:
             check_assignable(principal, body.role)
         if body.password is not None:
-            fields["password_hash"] = credentials.hash_password(body.password.get_secret_value())
+            fields["password_hash"] = await _hashed(body.password.get_secret_value())
         updated = await self._users.set_fields(doc["_id"], fields)
         assert updated is not None
         self._cache.forget_user(user_id)
