@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from gpucloud_gateway import credentials
 
 from .platform import Platform, assert_problem, bearer
+from .support import eventually, unique
 
 
 async def test_a_double_encoded_slash_stays_inside_its_path_segment(platform: Platform) -> None:
@@ -40,3 +42,57 @@ def test_an_unknown_email_costs_the_same_scrypt_as_a_known_one(
     assert not credentials.sign_in_matches("wrong", stored)
     assert not credentials.sign_in_matches("correct horse battery", None)
     assert len(calls) == 3  # one each: a miss does the work a hit does
+
+
+async def _token(platform: Platform, **body: Any) -> dict[str, str]:
+    headers = body.pop("headers", {})
+    response = await platform.http.post("/v1/tokens", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    return bearer(response.json()["token"])
+
+
+async def test_a_token_acts_as_its_user_is_now_not_as_it_was_when_minted(
+    platform: Platform,
+) -> None:
+    account = await platform.tenant()
+    admin = bearer(account.admin_key)
+    email, password = f"{unique('lead')}@{account.tenant_id}.test", "correct horse battery"
+    created = await platform.http.post(
+        "/v1/users",
+        json={"email": email, "name": "Lead", "role": "tenant-admin", "password": password},
+        headers=admin,
+    )
+    assert created.status_code == 201, created.text
+    token = await _token(platform, email=email, password=password)
+    assert (await platform.http.get("/v1/whoami", headers=token)).json()["role"] == "tenant-admin"
+
+    demoted = await platform.http.patch(
+        f"/v1/users/{created.json()['userID']}", json={"role": "tenant-user"}, headers=admin
+    )
+    assert demoted.status_code == 200, demoted.text
+
+    async def demoted_role() -> bool:
+        me = await platform.http.get("/v1/whoami", headers=token)
+        return bool(me.json()["role"] == "tenant-user")
+
+    await eventually(demoted_role, timeout=10)  # the gateway caches users for 2 s
+    new_user = {"email": f"x@{account.tenant_id}.test", "name": "X", "role": "tenant-user"}
+    assert_problem(await platform.http.post("/v1/users", json=new_user, headers=token), 403)
+
+
+async def test_a_token_minted_from_a_key_dies_when_the_key_expires(platform: Platform) -> None:
+    account = await platform.tenant()
+    soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+    key = await platform.http.post(
+        "/v1/api-keys", json={"name": "short", "expiresAt": soon}, headers=bearer(account.admin_key)
+    )
+    assert key.status_code == 201, key.text
+    token = await _token(platform, headers=bearer(key.json()["secret"]))
+    assert (await platform.http.get("/v1/whoami", headers=token)).status_code == 200
+
+    async def refused() -> dict[str, Any] | None:
+        response = await platform.http.get("/v1/whoami", headers=token)
+        return response.json() if response.status_code == 401 else None
+
+    body = await eventually(refused, timeout=15)
+    assert "expired" in body["detail"]

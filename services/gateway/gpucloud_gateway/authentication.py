@@ -11,6 +11,7 @@ from gpucloud_libs.errors import Unauthenticated
 from . import credentials
 from .background import Background
 from .credentials import API_AUDIENCE, BOOTSTRAP_KEY_ID, SessionToken
+from .documents import ApiKeyDoc
 from .identity_cache import IdentityCache
 from .schemas import ALL_SCOPES, Principal
 from .settings import GatewaySettings
@@ -18,6 +19,14 @@ from .store import ApiKeyStore
 
 #: last_used_at is written at most this often per key: it is for humans, not billing.
 TOUCH_INTERVAL_S = 60.0
+
+
+def _check_live(key: ApiKeyDoc, what: str) -> None:
+    if key["revoked_at"] is not None:
+        raise Unauthenticated(f"{what} has been revoked")
+    expires_at = key["expires_at"]
+    if expires_at is not None and aware(expires_at) <= now():
+        raise Unauthenticated(f"{what} has expired")
 
 
 class Authenticator:
@@ -64,11 +73,7 @@ class Authenticator:
         doc = await self._cache.key(key_id) if key_id else None
         if doc is None or not credentials.api_key_matches(presented, doc["secret_hash"]):
             raise Unauthenticated("the API key is unknown")
-        if doc.get("revoked_at") is not None:
-            raise Unauthenticated("the API key has been revoked")
-        expires_at = doc.get("expires_at")
-        if expires_at is not None and aware(expires_at) <= now():
-            raise Unauthenticated("the API key has expired")
+        _check_live(doc, "the API key")
         await self.check_tenant(doc.get("tenant_id"))
         self._touch(doc["_id"])
         return Principal(
@@ -84,24 +89,31 @@ class Authenticator:
     async def _from_token(
         self, token: SessionToken, *, via: Literal["token", "session_cookie"]
     ) -> Principal:
+        """A token acts as what its source key or user is now, read back (a few seconds'
+        cache): revocation, expiry and a changed role take effect on tokens too."""
         if token.source == "key":
-            doc = await self._cache.key(token.source_id)
-            if doc is None or doc.get("revoked_at") is not None:
-                raise Unauthenticated("the API key this token came from has been revoked")
-            user_id, key_id = doc.get("user_id"), token.source_id
+            key = await self._cache.key(token.source_id)
+            if key is None:
+                raise Unauthenticated("the API key this token came from no longer exists")
+            _check_live(key, "the API key this token came from")
+            allowed = key["scopes"] or list(ALL_SCOPES)
+            user_id, key_id = key["user_id"], key["_id"]
+            role, tenant_id = key["role"], key["tenant_id"]
+            scopes = [scope for scope in token.scopes if scope in allowed]
         else:
             user = await self._cache.user(token.source_id)
             if user is None or user["status"] != "active":
                 raise Unauthenticated("the user this token belongs to is disabled or deleted")
-            user_id, key_id = token.source_id, None
-        await self.check_tenant(token.tenant_id)
+            user_id, key_id = user["_id"], None
+            role, tenant_id, scopes = user["role"], user["tenant_id"], list(token.scopes)
+        await self.check_tenant(tenant_id)
         return Principal(
             subject=user_id or token.source_id,
             user_id=user_id,
             key_id=key_id,
-            role=token.role,
-            tenant_id=token.tenant_id,
-            scopes=token.scopes,
+            role=role,
+            tenant_id=tenant_id,
+            scopes=scopes,
             via=via,
         )
 
