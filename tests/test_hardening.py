@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -96,3 +99,23 @@ async def test_a_token_minted_from_a_key_dies_when_the_key_expires(platform: Pla
 
     body = await eventually(refused, timeout=15)
     assert "expired" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("change-me", "is a placeholder"),
+        ("a" * 64, "is a placeholder"),
+        ("Sh0rt-but-random", "is 16 characters, too short"),
+        ("", "is not set"),
+    ],
+)
+def test_a_service_will_not_start_with_a_guessable_signing_key(key: str, says: str) -> None:
+    """It stops before connecting anywhere (no stack needed), naming the setting."""
+    env = {**os.environ, "GPUCLOUD_IDENTITY_SIGNING_KEY": key, "GPUCLOUD_HTTP_PORT": "18999"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpucloud_metering"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert f"GPUCLOUD_IDENTITY_SIGNING_KEY {says}" in done.stdout + done.stderr

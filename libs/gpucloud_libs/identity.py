@@ -26,6 +26,26 @@ DEFAULT_TTL_S = 60
 Role = Literal["platform-admin", "tenant-admin", "tenant-user"]
 
 
+#: A signing key shorter than this (or a well-known placeholder) stops a service at start.
+MIN_KEY_LENGTH = 32
+PLACEHOLDER_KEYS = frozenset({"change-me", "changeme", "secret", "password", "test", "dev"})
+
+
+class WeakKey(RuntimeError):
+    """A configured key that anyone could guess: the service refuses to start with it."""
+
+
+def require_strong_key(key: str, *, setting: str) -> None:
+    """Refuse an unset, short, placeholder or single-character key, naming the setting."""
+    fix = f"set {setting} to 32+ random characters, e.g. `openssl rand -base64 48`"
+    if not key:
+        raise WeakKey(f"{setting} is not set: {fix}")
+    if key.lower() in PLACEHOLDER_KEYS or len(set(key)) < 8:
+        raise WeakKey(f"{setting} is a placeholder, not a key: {fix}")
+    if len(key) < MIN_KEY_LENGTH:
+        raise WeakKey(f"{setting} is {len(key)} characters, too short to be safe: {fix}")
+
+
 class Identity(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

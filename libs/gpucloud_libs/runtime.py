@@ -22,6 +22,7 @@ from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from .http import BodyLimitMiddleware, RejectNulMiddleware, install_error_handlers
+from .identity import require_strong_key
 from .kafka import (
     BatchHandler,
     EventHandler,
@@ -141,6 +142,11 @@ class ServiceRuntime:
 
     @asynccontextmanager
     async def lifespan(self, _app: FastAPI) -> AsyncIterator[None]:
+        # First, before connecting anywhere: a guessable key would let anyone act as anyone.
+        require_strong_key(
+            self.settings.identity_signing_key.get_secret_value(),
+            setting="GPUCLOUD_IDENTITY_SIGNING_KEY",
+        )
         await ensure_topics(self.settings.kafka_bootstrap, self._topics)
         await ensure_indexes(self.db, self._indexes)
         await self.broker.start()
