@@ -168,7 +168,14 @@ def test_fleet_utilisation_is_weighted_by_gpus_of_reporting_nodes() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:9000/", "http://10.0.0.5/", "http://169.254.169.254/latest", "ftp://x/"],
+    [
+        "http://127.0.0.1:9000/",
+        "http://10.0.0.5/",
+        "http://169.254.169.254/latest",
+        "http://100.64.0.7/",
+        "http://[fd00::1]/",
+        "ftp://x/",
+    ],
 )
 async def test_webhooks_may_not_point_into_private_networks(url: str) -> None:
     with pytest.raises(ValidationFailed):

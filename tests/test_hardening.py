@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import subprocess
@@ -119,3 +120,25 @@ def test_a_service_will_not_start_with_a_guessable_signing_key(key: str, says: s
     )  # fmt: skip
     assert done.returncode != 0
     assert f"GPUCLOUD_IDENTITY_SIGNING_KEY {says}" in done.stdout + done.stderr
+
+
+async def test_a_tenant_holds_at_most_100_alert_rules(platform: Platform) -> None:
+    account = await platform.tenant()
+    admin = bearer(account.admin_key)
+    rule = {"name": "never", "metric": "temperature_c", "threshold": 10_000, "durationS": 60}
+
+    async def create() -> Any:
+        while True:  # the key's rate limit (bursts of 100) may ask to wait a moment
+            response = await platform.http.post("/v1/alert-rules", json=rule, headers=admin)
+            if response.status_code != 429:
+                return response
+            await asyncio.sleep(float(response.headers["Retry-After"]))
+
+    for _ in range(100):
+        assert (await create()).status_code == 201
+    body = assert_problem(await create(), 422, "quota_exceeded")
+    assert (body["limit"], body["limit_value"], body["in_use"]) == (
+        "max_rules_per_tenant",
+        100,
+        100,
+    )

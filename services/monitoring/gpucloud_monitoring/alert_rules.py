@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Forbidden, NotFound
+from gpucloud_libs.errors import Forbidden, NotFound, QuotaExceeded
 from gpucloud_libs.identity import Identity
 
 from .alerts import Alerts, ended_by
@@ -46,12 +46,15 @@ class AlertRules:
         alerts: Alerts,
         webhooks: Webhooks,
         guard: WebhookGuard,
+        *,
+        max_per_tenant: int,
     ) -> None:
         self._store = store
         self._engine = engine
         self._alerts = alerts
         self._webhooks = webhooks
         self._guard = guard
+        self._max_per_tenant = max_per_tenant
 
     async def reload(self) -> None:
         docs = await self._store.rules(every=True)
@@ -64,6 +67,12 @@ class AlertRules:
             raise Forbidden("node rules are fleet rules, for the platform admin")
         if body.webhook_url is not None:
             await self._guard.check(body.webhook_url)
+        held = len(await self._store.rules(identity.tenant_id))
+        if identity.tenant_id is not None and held >= self._max_per_tenant:
+            raise QuotaExceeded(
+                f"a tenant may hold {self._max_per_tenant} alert rules; delete one first",
+                limit="max_rules_per_tenant", limit_value=self._max_per_tenant, in_use=held,
+            )  # fmt: skip
         doc: RuleDoc = {
             "_id": f"rule-{secrets.token_hex(6)}",
             "tenant_id": identity.tenant_id,  # None: fleet-wide

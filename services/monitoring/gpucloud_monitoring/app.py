@@ -28,7 +28,9 @@ engine, tracker = RuleEngine(), HealthTracker()
 guard = WebhookGuard(allow_private_networks=settings.webhook_allow_private_networks)
 webhooks = Webhooks(store, guard)
 alerts = Alerts(store, runtime.broker, engine, webhooks, source=runtime.source)
-rules = AlertRules(store, engine, alerts, webhooks, guard)
+rules = AlertRules(
+    store, engine, alerts, webhooks, guard, max_per_tenant=settings.max_rules_per_tenant
+)
 node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
 ingest = Ingest(settings, store, engine, tracker, alerts, node_health)
 fleet = Fleet(store, kube, runtime.broker, source=runtime.source)

@@ -14,3 +14,5 @@ class MonitoringSettings(ServiceSettings):
     #: Webhooks may target private and loopback addresses (a lab or a local
     #: stack); off in production, where a rule's URL must not reach inside.
     webhook_allow_private_networks: bool = False
+    #: Alert rules a tenant may hold: each one is evaluated on every sample of its GPUs.
+    max_rules_per_tenant: int = 100

@@ -46,8 +46,9 @@ class WebhookGuard:
         except OSError as error:
             raise ValidationFailed(f"webhookURL host does not resolve: {error}") from error
         for address in addresses:
-            ip = ipaddress.ip_address(address)
-            if ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved:
+            # Only globally routable addresses: not private, loopback, link-local
+            # (cloud metadata), shared (CGNAT), multicast or reserved.
+            if not ipaddress.ip_address(address).is_global:
                 raise ValidationFailed("webhookURL must not point into a private network")
 
 
