@@ -104,6 +104,15 @@ class RejectNulMiddleware:
         await self.app(scope, receive, send)
 
 
+class CarriedError(StarletteHTTPException):
+    """One of our errors, raised where the framework lets only an HTTPException through:
+    FastAPI turns anything else raised while it reads a body into a 400."""
+
+    def __init__(self, error: GpucloudError) -> None:
+        super().__init__(error.status, error.detail)
+        self.error = error
+
+
 class BodyLimitMiddleware:
     """413 for a request body over `max_bytes`, before it is read: at once when its
     Content-Length says so, and as soon as a streamed (chunked) body passes it.
@@ -140,7 +149,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise self._too_large()  # rendered as a 413 problem by the app
+                    raise CarriedError(self._too_large())  # a 413 problem, from the app
             return message
 
         await self.app(scope, counted, send)
@@ -195,6 +204,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if isinstance(error, CarriedError):
+            return problem_response(error.error, request)
         return _http_problem(error.status_code, str(error.detail), request)
 
     @app.exception_handler(Exception)

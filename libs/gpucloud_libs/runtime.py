@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
@@ -42,6 +42,8 @@ ReadinessCheck = Callable[[], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
 
 READINESS_TIMEOUT_S = 3.0
+#: Headers a reverse proxy (the ingress, the gateway) adds to what it forwards.
+PROXIED_BY = frozenset({"x-forwarded-for", "forwarded", "x-real-ip"})
 
 
 class ServiceRuntime:
@@ -191,10 +193,15 @@ class ServiceRuntime:
             summary="Readiness: every dependency answers",
             responses={503: {"description": "At least one dependency failed"}},
         )
-        async def readyz() -> JSONResponse:
+        async def readyz(request: Request) -> JSONResponse:
             checks = await self.readiness()
             ready = all(result == "ok" for result in checks.values())
-            body: dict[str, Any] = {"status": "ready" if ready else "not_ready", "checks": checks}
+            body: dict[str, Any] = {"status": "ready" if ready else "not_ready"}
+            # Which dependency failed, and how, names internal hosts: it is for the
+            # probes and operators that call the app directly, never through a proxy
+            # (which adds a forwarding header the caller cannot strip).
+            if not PROXIED_BY.intersection(request.headers.keys()):
+                body["checks"] = checks
             return JSONResponse(body, status_code=200 if ready else 503)
 
         for router in routers:
