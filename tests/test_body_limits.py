@@ -80,6 +80,10 @@ async def test_a_streamed_body_is_cut_off_at_the_limit(
 
 async def test_a_body_under_the_limit_still_reaches_the_route(stack_env: dict[str, str]) -> None:
     async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_GATEWAY_URL"]) as http:
-        response = await http.post("/v1/tokens", content=b"{" + b" " * 500_000 + b"}")
+        response = await http.post(
+            "/v1/tokens",
+            content=b"{" + b" " * 500_000 + b"}",
+            headers={"content-type": "application/json"},
+        )
     # Read and validated: the token request names no credential.
     assert_problem(response, 401)
