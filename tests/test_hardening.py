@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 
 from gpucloud_gateway import credentials
@@ -148,3 +149,17 @@ async def test_a_tenant_holds_at_most_100_alert_rules(platform: Platform) -> Non
         # Every rule is evaluated on every sample: leave none behind.
         for rule_id in created:
             await platform.http.delete(f"/v1/alert-rules/{rule_id}", headers=admin)
+
+
+@pytest.mark.parametrize("service", ["GATEWAY", "INSTANCES", "STORAGE", "METERING", "MONITORING"])
+async def test_readiness_details_are_for_direct_callers_only(
+    stack_env: dict[str, str], service: str
+) -> None:
+    """Through a proxy (the ingress adds X-Forwarded-For), /readyz says ready or not, and
+    nothing about internal hosts; the probes, calling directly, still get the checks."""
+    async with httpx.AsyncClient(base_url=stack_env[f"GPUCLOUD_{service}_URL"]) as http:
+        direct = (await http.get("/readyz")).json()
+        proxied = (await http.get("/readyz", headers={"X-Forwarded-For": "203.0.113.9"})).json()
+    assert direct["status"] == "ready"
+    assert "mongodb" in direct["checks"]
+    assert proxied == {"status": "ready"}
