@@ -67,12 +67,8 @@ class AlertRules:
             raise Forbidden("node rules are fleet rules, for the platform admin")
         if body.webhook_url is not None:
             await self._guard.check(body.webhook_url)
-        held = len(await self._store.rules(identity.tenant_id))
-        if identity.tenant_id is not None and held >= self._max_per_tenant:
-            raise QuotaExceeded(
-                f"a tenant may hold {self._max_per_tenant} alert rules; delete one first",
-                limit="max_rules_per_tenant", limit_value=self._max_per_tenant, in_use=held,
-            )  # fmt: skip
+        if identity.tenant_id is not None:  # fleet rules are the operator's, uncapped
+            await self._check_room(identity.tenant_id)
         doc: RuleDoc = {
             "_id": f"rule-{secrets.token_hex(6)}",
             "tenant_id": identity.tenant_id,  # None: fleet-wide
@@ -91,6 +87,14 @@ class AlertRules:
         await self._store.insert_rule(doc)
         await self.reload()
         return rule_view(doc)
+
+    async def _check_room(self, tenant_id: str) -> None:
+        held = len(await self._store.rules(tenant_id))
+        if held >= self._max_per_tenant:
+            raise QuotaExceeded(
+                f"a tenant may hold {self._max_per_tenant} alert rules; delete one first",
+                limit="max_rules_per_tenant", limit_value=self._max_per_tenant, in_use=held,
+            )  # fmt: skip
 
     async def _owned(self, identity: Identity, rule_id: str) -> RuleDoc:
         identity.require_role("platform-admin", "tenant-admin")
