@@ -28,6 +28,7 @@ from kubernetes_asyncio import watch
 from gpucloud_libs.events import TenantQuota, TenantUpserted
 from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
 from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TENANTS
 from gpucloud_stack import fleet
 
@@ -82,7 +83,7 @@ class Bench:
     async def provision(
         self, max_gpus: int, max_instances: int, tenants: list[str] | None = None
     ) -> None:
-        broker = create_broker(self.env["GPUCLOUD_KAFKA_BOOTSTRAP"], client_id="bench")
+        broker = create_broker(KafkaConnection.from_env(self.env), client_id="bench")
         await broker.start()
         quota = TenantQuota(max_gpus=max_gpus, max_instances=max_instances, max_storage_bytes=0)
         for tenant in tenants or [self.tenant]:

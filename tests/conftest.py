@@ -17,6 +17,8 @@ from kubernetes_asyncio import config as k8s_config
 from minio import Minio
 from pymongo import AsyncMongoClient
 
+from gpucloud_libs.kafka_connection import KafkaConnection
+
 from .platform import Platform
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +38,9 @@ def stack_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(stack_env: dict[str, str]) -> str:
-    return stack_env["GPUCLOUD_KAFKA_BOOTSTRAP"]
+def kafka(stack_env: dict[str, str]) -> KafkaConnection:
+    """Kafka as the operator's admin principal, which may read and write every topic."""
+    return KafkaConnection.from_env(stack_env)
 
 
 @pytest.fixture(scope="session")

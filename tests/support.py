@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from aiokafka import AIOKafkaConsumer
 
 from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
+from gpucloud_libs.kafka_connection import KafkaConnection
 
 T = TypeVar("T")
 
@@ -34,13 +35,13 @@ def unique(prefix: str) -> str:
 
 
 async def read_topic(
-    bootstrap: str, topic: str, *, expect: int, timeout: float = 20.0
+    kafka: KafkaConnection, topic: str, *, expect: int, timeout: float = 20.0
 ) -> list[Any]:
     """Read every partition of a topic from the beginning, without a consumer group,
     until `expect` records arrived or `timeout` passed."""
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
+        **kafka.client_options(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

@@ -14,6 +14,7 @@ from kubernetes_asyncio import client as k8s
 from pymongo import AsyncMongoClient
 
 from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import tenant_namespace
 from gpucloud_libs.topics import AUDIT, TENANTS
 
@@ -33,7 +34,7 @@ def _events_of(records: list[Any], key: str) -> list[dict[str, Any]]:
 
 
 async def test_tenant_changes_are_published_and_enforced(
-    platform: Platform, kafka_bootstrap: str, kube: k8s.ApiClient
+    platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient
 ) -> None:
     account = await platform.tenant(max_gpus=16, max_instances=4)
     tenant = bearer(account.admin_key)
@@ -55,7 +56,7 @@ async def test_tenant_changes_are_published_and_enforced(
     assert changed.status_code == 200, changed.text
     assert changed.json()["quota"]["maxGpus"] == 4
 
-    records = await read_topic(kafka_bootstrap, TENANTS.name, expect=10_000, timeout=3)
+    records = await read_topic(kafka, TENANTS.name, expect=10_000, timeout=3)
     events = _events_of(records, account.tenant_id)
     assert [event["quota"]["max_gpus"] for event in events] == [16, 8, 4]
     assert {event["type"] for event in events} == {"io.gpucloud.tenant.upserted.v1"}
@@ -76,7 +77,7 @@ async def test_tenant_changes_are_published_and_enforced(
     deleted = await platform.http.delete(f"/v1/tenants/{account.tenant_id}", headers=platform.admin)
     assert deleted.status_code == 204
     assert_problem(await platform.http.get("/v1/whoami", headers=tenant), 401, "unauthenticated")
-    records = await read_topic(kafka_bootstrap, TENANTS.name, expect=10_000, timeout=3)
+    records = await read_topic(kafka, TENANTS.name, expect=10_000, timeout=3)
     assert _events_of(records, account.tenant_id)[-1]["type"] == "io.gpucloud.tenant.deleted.v1"
 
 
@@ -266,7 +267,7 @@ async def test_rate_limits_per_tenant_and_per_key(platform: Platform) -> None:
 
 
 async def test_mutating_calls_are_audited_and_published(
-    platform: Platform, kafka_bootstrap: str
+    platform: Platform, kafka: KafkaConnection
 ) -> None:
     first, second = await platform.tenant(), await platform.tenant()
     headers = bearer(first.admin_key)
@@ -316,7 +317,7 @@ async def test_mutating_calls_are_audited_and_published(
     )
 
     async def published() -> list[dict[str, Any]]:
-        records = await read_topic(kafka_bootstrap, AUDIT.name, expect=100_000, timeout=2)
+        records = await read_topic(kafka, AUDIT.name, expect=100_000, timeout=2)
         return [e for e in _events_of(records, first.tenant_id) if e["resource"] == "/v1/specs"]
 
     [event] = await eventually(published, timeout=20)

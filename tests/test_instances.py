@@ -21,6 +21,7 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
 from gpucloud_libs.identity import Role
 from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import parse_instance_host
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, TENANTS
 from gpucloud_stack import fleet, layout
@@ -37,7 +38,7 @@ class Instances:
 
     http: httpx.AsyncClient
     signing_key: str
-    kafka: str
+    kafka: KafkaConnection
     started: list[tuple[str, str]] = field(default_factory=list)
 
     def as_(self, role: Role, tenant_id: str | None) -> dict[str, str]:
@@ -132,11 +133,9 @@ class Instances:
 
 
 @pytest.fixture(scope="module")
-async def api(stack_env: dict[str, str]) -> AsyncIterator[Instances]:
+async def api(stack_env: dict[str, str], kafka: KafkaConnection) -> AsyncIterator[Instances]:
     async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_INSTANCES_URL"], timeout=30) as http:
-        yield Instances(
-            http, stack_env["GPUCLOUD_IDENTITY_SIGNING_KEY"], stack_env["GPUCLOUD_KAFKA_BOOTSTRAP"]
-        )
+        yield Instances(http, stack_env["GPUCLOUD_IDENTITY_SIGNING_KEY"], kafka)
 
 
 @pytest.fixture(autouse=True)
@@ -145,7 +144,9 @@ async def stop_what_the_test_started(api: Instances) -> AsyncIterator[None]:
     await api.stop_started()
 
 
-async def lifecycle_events(kafka: str, tenant_id: str, instance_id: str) -> list[dict[str, Any]]:
+async def lifecycle_events(
+    kafka: KafkaConnection, tenant_id: str, instance_id: str
+) -> list[dict[str, Any]]:
     records = await read_topic(kafka, INSTANCE_LIFECYCLE.name, expect=10**9, timeout=3)
     events = []
     for record in records:

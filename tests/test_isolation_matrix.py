@@ -18,6 +18,7 @@ import pytest
 
 from gpucloud_libs.events import GpuSample, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TELEMETRY
 
 from .platform import MIB, Platform, TenantAccount, assert_problem, bearer
@@ -691,7 +692,7 @@ async def _openapi(world: World) -> None:
 
 
 @pytest.fixture
-async def world(platform: Platform, kafka_bootstrap: str) -> World:
+async def world(platform: Platform, kafka: KafkaConnection) -> World:
     a = await platform.tenant(max_gpus=32)  # room for two pending 16-GPU instances
     b = await platform.tenant(max_gpus=16)
     spec = await platform.spec(gpus=1)
@@ -734,7 +735,7 @@ async def world(platform: Platform, kafka_bootstrap: str) -> World:
     )  # fmt: skip
     assert upload.json()["uploadID"], upload.text
     a_gpu, a_node, a_rule, a_alert = await _a_gpu_history(
-        platform, a, started.json()["instanceID"], kafka_bootstrap
+        platform, a, started.json()["instanceID"], kafka
     )
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
@@ -745,7 +746,7 @@ async def world(platform: Platform, kafka_bootstrap: str) -> World:
 
 
 async def _a_gpu_history(
-    platform: Platform, a: TenantAccount, instance_id: str, kafka_bootstrap: str
+    platform: Platform, a: TenantAccount, instance_id: str, kafka: KafkaConnection
 ) -> tuple[str, str, str, str]:
     """Telemetry of a GPU that ran A's instance over the last minutes (back-dated, so
     its first minute is closed and stored), and an alert of A's own rule about it."""
@@ -757,7 +758,7 @@ async def _a_gpu_history(
     assert rule.status_code == 201, rule.text
     node, gpu = unique("iso-node"), unique("GPU-iso")
     now = datetime.now(UTC)
-    broker = create_broker(kafka_bootstrap, client_id=unique("test-agent"))
+    broker = create_broker(kafka, client_id=unique("test-agent"))
     await broker.start()
     try:
         for seconds_ago in (150, 90, 30):

@@ -21,6 +21,7 @@ from gpucloud_libs.kafka import (
     subscribe_event_batches,
     subscribe_events,
 )
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TopicSpec, ensure_topics
 
 from .support import eventually, read_topic, unique
@@ -58,20 +59,20 @@ def persist_into(coll: AsyncCollection[Doc]) -> Handler:
 
 
 async def start_consumer(
-    bootstrap: str, topic: TopicSpec, group: str, handler: Handler, **broker_args: object
+    kafka: KafkaConnection, topic: TopicSpec, group: str, handler: Handler, **broker_args: object
 ) -> tuple[KafkaBroker, TopicSpec]:
-    broker = create_broker(bootstrap, client_id=unique("test"), **broker_args)  # type: ignore[arg-type]
+    broker = create_broker(kafka, client_id=unique("test"), **broker_args)  # type: ignore[arg-type]
     dlq = subscribe_events(broker, topic, group=group, handler=handler)
-    await ensure_topics(bootstrap, [topic, dlq])
+    await ensure_topics(kafka, [topic, dlq])
     await broker.start()
     return broker, dlq
 
 
 async def test_cloudevent_is_consumed_and_written_to_ferretdb(
-    kafka_bootstrap: str, collection: AsyncCollection[Doc]
+    kafka: KafkaConnection, collection: AsyncCollection[Doc]
 ) -> None:
     topic = TopicSpec(unique("test.tenants"), partitions=1)
-    broker, _ = await start_consumer(kafka_bootstrap, topic, unique("g"), persist_into(collection))
+    broker, _ = await start_consumer(kafka, topic, unique("g"), persist_into(collection))
     try:
         data = tenant("acme")
         published = await publish_event(broker, topic, data, source="/tests")
@@ -83,7 +84,7 @@ async def test_cloudevent_is_consumed_and_written_to_ferretdb(
         await broker.stop()
 
     # On the wire: CloudEvents binary mode, keyed by the aggregate id.
-    [record] = await read_topic(kafka_bootstrap, topic.name, expect=1)
+    [record] = await read_topic(kafka, topic.name, expect=1)
     headers = {key: value.decode() for key, value in record.headers}
     assert record.key == data.tenant_id.encode()
     assert headers["ce_specversion"] == "1.0"
@@ -93,12 +94,10 @@ async def test_cloudevent_is_consumed_and_written_to_ferretdb(
 
 
 async def test_poison_message_is_dead_lettered_and_consumption_goes_on(
-    kafka_bootstrap: str, collection: AsyncCollection[Doc]
+    kafka: KafkaConnection, collection: AsyncCollection[Doc]
 ) -> None:
     topic = TopicSpec(unique("test.poison"), partitions=1)
-    broker, dlq = await start_consumer(
-        kafka_bootstrap, topic, unique("g"), persist_into(collection)
-    )
+    broker, dlq = await start_consumer(kafka, topic, unique("g"), persist_into(collection))
     try:
         await broker.publish(b"{not json", topic.name, key=b"k")
         good = await publish_event(broker, topic, tenant("after-poison"), source="/tests")
@@ -108,7 +107,7 @@ async def test_poison_message_is_dead_lettered_and_consumption_goes_on(
     finally:
         await broker.stop()
 
-    [parked] = await read_topic(kafka_bootstrap, dlq.name, expect=1)
+    [parked] = await read_topic(kafka, dlq.name, expect=1)
     headers = {key: value.decode() for key, value in parked.headers}
     assert parked.value == b"{not json"
     assert headers["x-dlq-topic"] == topic.name
@@ -119,13 +118,13 @@ async def test_poison_message_is_dead_lettered_and_consumption_goes_on(
 
 @pytest.mark.parametrize("batches", [False, True], ids=["one-at-a-time", "batches"])
 async def test_an_event_of_a_type_the_topic_does_not_carry_is_dead_lettered(
-    kafka_bootstrap: str, collection: AsyncCollection[Doc], batches: bool
+    kafka: KafkaConnection, collection: AsyncCollection[Doc], batches: bool
 ) -> None:
     """One rule for every consumer: the topic declares what it carries, and anything else
     is parked before a handler sees it."""
     topic = TopicSpec(unique("test.typed"), partitions=1, carries=(TenantUpserted,))
     persist = persist_into(collection)
-    broker = create_broker(kafka_bootstrap, client_id=unique("test"))
+    broker = create_broker(kafka, client_id=unique("test"))
     if batches:
 
         async def persist_all(events: list[CloudEvent]) -> None:
@@ -135,7 +134,7 @@ async def test_an_event_of_a_type_the_topic_does_not_carry_is_dead_lettered(
         dlq = subscribe_event_batches(broker, topic, group=unique("g"), handler=persist_all)
     else:
         dlq = subscribe_events(broker, topic, group=unique("g"), handler=persist)
-    await ensure_topics(kafka_bootstrap, [topic, dlq])
+    await ensure_topics(kafka, [topic, dlq])
     await broker.start()
     try:
         stray = await publish_event(broker, topic, TenantDeleted(tenant_id="t"), source="/tests")
@@ -144,7 +143,7 @@ async def test_an_event_of_a_type_the_topic_does_not_carry_is_dead_lettered(
     finally:
         await broker.stop()
 
-    [parked] = await read_topic(kafka_bootstrap, dlq.name, expect=1)
+    [parked] = await read_topic(kafka, dlq.name, expect=1)
     headers = {key: value.decode() for key, value in parked.headers}
     assert headers["ce_id"] == stray.id
     assert (
@@ -154,7 +153,7 @@ async def test_an_event_of_a_type_the_topic_does_not_carry_is_dead_lettered(
 
 
 async def test_handler_rejection_is_dead_lettered(
-    kafka_bootstrap: str, collection: AsyncCollection[Doc]
+    kafka: KafkaConnection, collection: AsyncCollection[Doc]
 ) -> None:
     topic = TopicSpec(unique("test.rejected"), partitions=1)
     rejected_name = "cannot-process"
@@ -166,7 +165,7 @@ async def test_handler_rejection_is_dead_lettered(
             raise PermanentEventError("tenant name is reserved")
         await persist(event)
 
-    broker, dlq = await start_consumer(kafka_bootstrap, topic, unique("g"), handle)
+    broker, dlq = await start_consumer(kafka, topic, unique("g"), handle)
     try:
         await publish_event(broker, topic, tenant(rejected_name), source="/tests")
         good = await publish_event(broker, topic, tenant("fine"), source="/tests")
@@ -174,14 +173,14 @@ async def test_handler_rejection_is_dead_lettered(
     finally:
         await broker.stop()
 
-    [parked] = await read_topic(kafka_bootstrap, dlq.name, expect=1)
+    [parked] = await read_topic(kafka, dlq.name, expect=1)
     headers = {key: value.decode() for key, value in parked.headers}
     assert "tenant name is reserved" in headers["x-dlq-reason"]
     assert headers["ce_type"] == "io.gpucloud.tenant.upserted.v1"
 
 
 async def test_transient_failure_is_retried_not_lost(
-    kafka_bootstrap: str, collection: AsyncCollection[Doc]
+    kafka: KafkaConnection, collection: AsyncCollection[Doc]
 ) -> None:
     topic = TopicSpec(unique("test.retry"), partitions=1)
     persist = persist_into(collection)
@@ -194,18 +193,18 @@ async def test_transient_failure_is_retried_not_lost(
             raise ConnectionError("database briefly unavailable")
         await persist(event)
 
-    broker, dlq = await start_consumer(kafka_bootstrap, topic, unique("g"), flaky)
+    broker, dlq = await start_consumer(kafka, topic, unique("g"), flaky)
     try:
         published = await publish_event(broker, topic, tenant("retried"), source="/tests")
         await eventually(lambda: collection.find_one({"_id": published.id}))
     finally:
         await broker.stop()
     assert attempts == 2
-    assert await read_topic(kafka_bootstrap, dlq.name, expect=1, timeout=2) == []
+    assert await read_topic(kafka, dlq.name, expect=1, timeout=2) == []
 
 
 async def test_offsets_are_committed_only_for_processed_events(
-    kafka_bootstrap: str, collection: AsyncCollection[Doc]
+    kafka: KafkaConnection, collection: AsyncCollection[Doc]
 ) -> None:
     """A restarted consumer group resumes after the last processed event, without replaying it."""
     topic = TopicSpec(unique("test.commit"), partitions=1)
@@ -217,12 +216,12 @@ async def test_offsets_are_committed_only_for_processed_events(
         await persist(event)
         seen.append(event.id)
 
-    broker, _ = await start_consumer(kafka_bootstrap, topic, group, record)
+    broker, _ = await start_consumer(kafka, topic, group, record)
     first = [await publish_event(broker, topic, tenant(f"t{i}"), source="/tests") for i in range(3)]
     await eventually(lambda: _async_len(seen, 3))
     await broker.stop()
 
-    publisher = create_broker(kafka_bootstrap, client_id=unique("test"))
+    publisher = create_broker(kafka, client_id=unique("test"))
     await publisher.start()
     later = [
         await publish_event(publisher, topic, tenant(f"u{i}"), source="/tests") for i in range(2)
@@ -230,7 +229,7 @@ async def test_offsets_are_committed_only_for_processed_events(
     await publisher.stop()
 
     seen.clear()
-    broker, _ = await start_consumer(kafka_bootstrap, topic, group, record)
+    broker, _ = await start_consumer(kafka, topic, group, record)
     try:
         await eventually(lambda: _async_len(seen, 2))
     finally:
@@ -243,7 +242,7 @@ async def _async_len(items: Sized, size: int) -> bool:
     return len(items) >= size
 
 
-async def test_trace_context_crosses_a_kafka_hop(kafka_bootstrap: str) -> None:
+async def test_trace_context_crosses_a_kafka_hop(kafka: KafkaConnection) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -254,9 +253,7 @@ async def test_trace_context_crosses_a_kafka_hop(kafka_bootstrap: str) -> None:
     async def capture(event: CloudEvent) -> None:
         consumer_trace_ids.append(trace.get_current_span().get_span_context().trace_id)
 
-    broker, _ = await start_consumer(
-        kafka_bootstrap, topic, unique("g"), capture, tracer_provider=provider
-    )
+    broker, _ = await start_consumer(kafka, topic, unique("g"), capture, tracer_provider=provider)
     try:
         with tracer.start_as_current_span("api-request") as span:
             await publish_event(broker, topic, tenant("traced"), source="/tests")
@@ -266,5 +263,5 @@ async def test_trace_context_crosses_a_kafka_hop(kafka_bootstrap: str) -> None:
         await broker.stop()
 
     assert consumer_trace_ids == [origin]
-    [record] = await read_topic(kafka_bootstrap, topic.name, expect=1)
+    [record] = await read_topic(kafka, topic.name, expect=1)
     assert any(key == "traceparent" for key, _ in record.headers)

@@ -130,3 +130,17 @@ def test_compose_matches_the_native_stack() -> None:
     compose = yaml.safe_load((root / "docker-compose.yml").read_text())
     assert compose["services"]["kafka"]["image"] == f"apache/kafka:{layout.KAFKA_VERSION}"
     assert set(compose["services"]) >= {"gateway", "instances", "storage", "metering", "monitoring"}
+    # Kafka authenticates there too: each service as its own principal, after the access step.
+    kafka_env = compose["services"]["kafka"]["environment"]
+    assert kafka_env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].count("SASL_PLAINTEXT") == 3
+    assert kafka_env["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+    access = compose["services"]["kafka-access"]
+    assert access["command"] == ["python", "-m", "gpucloud_libs.kafka_access"]
+    for name in ("gateway", "instances", "storage", "metering", "monitoring"):
+        service = compose["services"][name]
+        assert service["environment"]["GPUCLOUD_KAFKA_USERNAME"] == f"gpucloud-{name}"
+        assert f"KAFKA_PASSWORD_{name.upper()}" in service["environment"]["GPUCLOUD_KAFKA_PASSWORD"]
+        assert f"GPUCLOUD_KAFKA_PASSWORD_{name.upper()}" in access["environment"]
+        assert (
+            service["depends_on"]["kafka-access"]["condition"] == "service_completed_successfully"
+        )

@@ -22,6 +22,7 @@ from pymongo import AsyncMongoClient
 
 from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged, StorageUsageSampled
 from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import (
     BILLING_ALERTS,
     INSTANCE_COMMANDS,
@@ -99,8 +100,8 @@ def script(
 
 
 @pytest.fixture
-async def broker(kafka_bootstrap: str) -> AsyncIterator[KafkaBroker]:
-    test_broker = create_broker(kafka_bootstrap, client_id=unique("test-metering"))
+async def broker(kafka: KafkaConnection) -> AsyncIterator[KafkaBroker]:
+    test_broker = create_broker(kafka, client_id=unique("test-metering"))
     await test_broker.start()
     yield test_broker
     await test_broker.stop()
@@ -311,11 +312,11 @@ async def test_usage_is_exact_under_duplicates_reordering_kills_and_a_broker_res
 
 
 async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
-    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+    platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
     tenant_id = unique("bad")
     marker = unique("poison")
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    producer = AIOKafkaProducer(**kafka.client_options())
     await producer.start()
     try:
         await producer.send_and_wait(INSTANCE_LIFECYCLE.name, b"{not json", key=marker.encode())
@@ -334,9 +335,7 @@ async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
         return billed == {"ok": 5_000_000}
 
     await eventually(counted, timeout=60)
-    parked = await read_topic(
-        kafka_bootstrap, "gpucloud.dlq.gpucloud-metering", expect=100_000, timeout=3
-    )
+    parked = await read_topic(kafka, "gpucloud.dlq.gpucloud-metering", expect=100_000, timeout=3)
     assert marker.encode() in {record.key for record in parked}
 
 
@@ -344,7 +343,7 @@ async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
 
 
 async def test_price_changes_mid_month_invoices_and_usage_out(
-    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+    platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
     spec, tenant_id = unique("priced"), unique("inv")
     march = datetime(2031, 3, 1, tzinfo=UTC)
@@ -385,7 +384,7 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
 
     draft = await eventually(drafted, timeout=60)
 
-    async def usage_out(kafka: str = kafka_bootstrap) -> list[dict[str, Any]]:
+    async def usage_out(kafka: KafkaConnection = kafka) -> list[dict[str, Any]]:
         records = await read_topic(kafka, USAGE.name, expect=1_000_000, timeout=2)
         return [json.loads(r.value) for r in records if r.key == tenant_id.encode()]
 
@@ -452,7 +451,7 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
 
 
 async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_records(
-    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+    platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
     spec, tenant_id = unique("faulty"), unique("credit")
     faulty, sound = unique("node-faulty"), unique("node-sound")
@@ -506,7 +505,7 @@ async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_reco
     [line] = draft.json()["lines"]
     assert (line["quantity"], line["creditedQuantity"], line["amountCents"]) == ("10", "2", 2000)
 
-    async def records_out(kafka: str = kafka_bootstrap) -> dict[str, dict[str, Any]] | None:
+    async def records_out(kafka: KafkaConnection = kafka) -> dict[str, dict[str, Any]] | None:
         records = await read_topic(kafka, USAGE.name, expect=1_000_000, timeout=2)
         found = [json.loads(r.value) for r in records if r.key == tenant_id.encode()]
         return {r["subject_id"]: r for r in found} if len(found) == 2 else None
@@ -519,7 +518,7 @@ async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_reco
 
 
 async def test_storage_usage_goes_out_per_closed_hour(
-    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+    platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
     tenant_id, storage_id = unique("stored"), unique("bucket")
     # Storage has one price for everyone; a moment in April 2032 of its own per run.
@@ -538,7 +537,7 @@ async def test_storage_usage_goes_out_per_closed_hour(
             source="/test",
         )  # fmt: skip
 
-    async def records_out(kafka: str = kafka_bootstrap) -> list[dict[str, Any]] | None:
+    async def records_out(kafka: KafkaConnection = kafka) -> list[dict[str, Any]] | None:
         records = await read_topic(kafka, USAGE.name, expect=1_000_000, timeout=2)
         found = [json.loads(r.value) for r in records if r.key == tenant_id.encode()]
         return sorted(found, key=lambda r: r["start"]) if len(found) == 2 else None
@@ -556,7 +555,7 @@ async def test_storage_usage_goes_out_per_closed_hour(
 
 
 async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
-    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+    platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
     account = await platform.tenant()
     admin = bearer(account.admin_key)
@@ -612,17 +611,17 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
     await eventually(stopped, timeout=60)
     await asyncio.sleep(12)  # more rounds: nothing fires twice
 
-    alerts = await read_topic(kafka_bootstrap, BILLING_ALERTS.name, expect=100_000, timeout=3)
+    alerts = await read_topic(kafka, BILLING_ALERTS.name, expect=100_000, timeout=3)
     mine = [json.loads(r.value) for r in alerts if r.key == account.tenant_id.encode()]
     assert sorted(alert["threshold_pct"] for alert in mine) == [50, 80, 100]
-    commands = await read_topic(kafka_bootstrap, INSTANCE_COMMANDS.name, expect=100_000, timeout=3)
+    commands = await read_topic(kafka, INSTANCE_COMMANDS.name, expect=100_000, timeout=3)
     assert len([r for r in commands if r.key == account.tenant_id.encode()]) == 1
     shown = (await platform.http.get("/v1/budget", headers=admin)).json()
     assert shown["crossed"] == [50, 80, 100]
 
 
 async def test_the_tenant_spend_cap_asks_for_a_stop_once(
-    platform: Platform, broker: KafkaBroker, kafka_bootstrap: str
+    platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
     account = await platform.tenant()
     capped = await platform.http.patch(
@@ -649,9 +648,7 @@ async def test_the_tenant_spend_cap_asks_for_a_stop_once(
     )
 
     async def stop_requested() -> list[Any]:
-        commands = await read_topic(
-            kafka_bootstrap, INSTANCE_COMMANDS.name, expect=100_000, timeout=2
-        )
+        commands = await read_topic(kafka, INSTANCE_COMMANDS.name, expect=100_000, timeout=2)
         return [r for r in commands if r.key == account.tenant_id.encode()]
 
     [command] = await eventually(stop_requested, timeout=40, interval=2)

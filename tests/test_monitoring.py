@@ -21,6 +21,7 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_agent.simulated import SimulatedFleet
 from gpucloud_libs.events import GpuSample, NodeInventory, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import ALERTS, TELEMETRY
 from gpucloud_monitoring.health import HealthTracker
 from gpucloud_monitoring.rollup import Rollup
@@ -115,8 +116,8 @@ def test_the_agent_says_clearly_when_there_is_no_gpu() -> None:
 class Telemetry:
     """A simulated source for test-owned nodes, publishing every second like an agent."""
 
-    def __init__(self, bootstrap: str, kube: k8s.ApiClient) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: KafkaConnection, kube: k8s.ApiClient) -> None:
+        self.kafka = kafka
         self.kube = kube
         self.fleet = SimulatedFleet(seed=11)
         self.placements: dict[str, list[tuple[str, str, int]]] = {}
@@ -129,7 +130,7 @@ class Telemetry:
         return name
 
     async def run(self) -> None:
-        broker = create_broker(self.bootstrap, client_id=unique("test-agent"))
+        broker = create_broker(self.kafka, client_id=unique("test-agent"))
         await broker.start()
         try:
             for name in list(self.fleet.nodes):
@@ -168,8 +169,8 @@ class Telemetry:
 
 
 @pytest.fixture
-async def telemetry(kafka_bootstrap: str, kube: k8s.ApiClient) -> AsyncIterator[Telemetry]:
-    source = Telemetry(kafka_bootstrap, kube)
+async def telemetry(kafka: KafkaConnection, kube: k8s.ApiClient) -> AsyncIterator[Telemetry]:
+    source = Telemetry(kafka, kube)
     yield source
     for name in list(source.fleet.nodes):
         with contextlib.suppress(Exception):
@@ -213,7 +214,7 @@ async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
 
 
 async def test_an_injected_fault_fires_an_alert_and_it_resolves(
-    platform: Platform, telemetry: Telemetry, receiver: tuple[Receiver, str], kafka_bootstrap: str
+    platform: Platform, telemetry: Telemetry, receiver: tuple[Receiver, str], kafka: KafkaConnection
 ) -> None:
     hook, url = receiver
     node = await telemetry.node(product=unique("SIM-H100"))
@@ -247,7 +248,7 @@ async def test_an_injected_fault_fires_an_alert_and_it_resolves(
         resolved = await eventually(lambda: alert("resolved"), timeout=30)
     assert resolved["alertID"] == firing["alertID"]
 
-    events = await read_topic(kafka_bootstrap, ALERTS.name, expect=10**9, timeout=3)
+    events = await read_topic(kafka, ALERTS.name, expect=10**9, timeout=3)
     mine = [
         json.loads(r.value) for r in events if json.loads(r.value)["alert_id"] == firing["alertID"]
     ]
@@ -261,7 +262,7 @@ async def test_an_injected_fault_fires_an_alert_and_it_resolves(
 
 
 async def test_deleting_or_disabling_a_rule_ends_its_firing_alert(
-    platform: Platform, telemetry: Telemetry, kafka_bootstrap: str
+    platform: Platform, telemetry: Telemetry, kafka: KafkaConnection
 ) -> None:
     node = await telemetry.node(product=unique("SIM-H100"))
     rule_ids = []
@@ -298,7 +299,7 @@ async def test_deleting_or_disabling_a_rule_ends_its_firing_alert(
     assert [a["alertID"] for a in resolved] == [a["alertID"] for a in firing]
     assert [a["resolution"] for a in resolved] == ["rule_deleted", "rule_disabled"]
 
-    events = await read_topic(kafka_bootstrap, ALERTS.name, expect=10**9, timeout=3)
+    events = await read_topic(kafka, ALERTS.name, expect=10**9, timeout=3)
     ended = {
         event["alert_id"]: event
         for event in (json.loads(r.value) for r in events)
@@ -461,17 +462,17 @@ async def test_a_tenant_reads_only_its_own_gpu_metrics(
 
 
 async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
-    platform: Platform, kafka_bootstrap: str
+    platform: Platform, kafka: KafkaConnection
 ) -> None:
     marker = unique("garbage")
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    producer = AIOKafkaProducer(**kafka.client_options())
     await producer.start()
     try:
         await producer.send_and_wait(TELEMETRY.name, json.dumps({"not": marker}).encode(), key=b"x")
     finally:
         await producer.stop()
     node = unique("inventory-only")
-    broker = create_broker(kafka_bootstrap, client_id=unique("test-agent"))
+    broker = create_broker(kafka, client_id=unique("test-agent"))
     await broker.start()
     try:
         await publish_event(
@@ -484,7 +485,7 @@ async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
 
     async def parked() -> bool:
         records = await read_topic(
-            kafka_bootstrap, "gpucloud.dlq.gpucloud-monitoring", expect=10**9, timeout=3
+            kafka, "gpucloud.dlq.gpucloud-monitoring", expect=10**9, timeout=3
         )
         return any(marker.encode() in record.value for record in records)
 

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client as k8s
 from minio import Minio
 from minio.error import S3Error
 
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import storage_claim_name, tenant_namespace
 from gpucloud_libs.topics import STORAGE_USAGE
 
@@ -343,7 +344,7 @@ async def test_a_bucket_holding_objects_needs_force(platform: Platform, s3_admin
 
 
 async def test_usage_is_sampled_and_published(
-    platform: Platform, s3_admin: Minio, kafka_bootstrap: str
+    platform: Platform, s3_admin: Minio, kafka: KafkaConnection
 ) -> None:
     account = await platform.tenant()
     headers = bearer(account.admin_key)
@@ -360,7 +361,7 @@ async def test_usage_is_sampled_and_published(
     assert deleted.status_code in {202, 204}
 
     async def closing_sample() -> list[dict[str, Any]] | None:
-        records = await read_topic(kafka_bootstrap, STORAGE_USAGE.name, expect=10**9, timeout=3)
+        records = await read_topic(kafka, STORAGE_USAGE.name, expect=10**9, timeout=3)
         payloads = [json.loads(record.value) for record in records]  # binary mode: the data
         samples = [
             data

@@ -36,7 +36,7 @@ from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.logs import setup_logging
 from gpucloud_libs.naming import GPU_PRODUCT_LABEL, GPU_RESOURCE, INSTANCE_LABEL, TENANT_LABEL
 from gpucloud_libs.settings import ServiceSettings
-from gpucloud_libs.topics import TELEMETRY, ensure_topics
+from gpucloud_libs.topics import TELEMETRY, require_topics
 
 from .nvml import NvmlSource, NvmlUnavailable, pod_uid_of
 from .simulated import Fault, SimulatedFleet
@@ -300,8 +300,8 @@ def print_once() -> int:
 async def _main(args: argparse.Namespace) -> None:
     settings = AgentSettings()
     setup_logging("agent", settings.log_level)
-    await ensure_topics(settings.kafka_bootstrap, [TELEMETRY])
-    broker = create_broker(settings.kafka_bootstrap, client_id="gpucloud-agent")
+    await require_topics(settings.kafka, [TELEMETRY])
+    broker = create_broker(settings.kafka, client_id="gpucloud-agent")
     await broker.start()
     kube: KubeClient | None = None
     if args.simulate or settings.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):

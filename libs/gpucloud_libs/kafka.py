@@ -19,6 +19,7 @@ from faststream.kafka.opentelemetry import KafkaTelemetryMiddleware
 from opentelemetry.trace import TracerProvider
 
 from .events import CloudEvent, EventData, MalformedEvent
+from .kafka_connection import KafkaConnection
 from .topics import TopicSpec, dead_letter_topic
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,11 @@ class PermanentEventError(Exception):
 
 
 def create_broker(
-    bootstrap: str, *, client_id: str, tracer_provider: TracerProvider | None = None
+    kafka: KafkaConnection, *, client_id: str, tracer_provider: TracerProvider | None = None
 ) -> KafkaBroker:
     return KafkaBroker(
-        bootstrap,
+        kafka.bootstrap,
+        security=kafka.security(),
         client_id=client_id,
         acks="all",
         enable_idempotence=True,

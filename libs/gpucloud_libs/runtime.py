@@ -30,11 +30,12 @@ from .kafka import (
     subscribe_event_batches,
     subscribe_events,
 )
+from .kafka_access import ACCESS
 from .logs import setup_logging
 from .mongo import Database, Document, IndexPlan, create_client, ensure_indexes, ping
 from .settings import ServiceSettings
 from .telemetry import Telemetry, TracingMiddleware, setup_telemetry
-from .topics import ALL_TOPICS, TopicSpec, ensure_topics
+from .topics import TopicSpec, require_topics
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class ServiceRuntime:
         setup_logging(self.name, settings.log_level)
         self.telemetry: Telemetry = setup_telemetry(self.name, settings.otlp_endpoint)
         self.broker: KafkaBroker = create_broker(
-            settings.kafka_bootstrap,
+            settings.kafka,
             client_id=f"gpucloud-{self.name}",
             tracer_provider=self.telemetry.tracer_provider,
         )
@@ -63,7 +64,7 @@ class ServiceRuntime:
         )
         self.db: Database = self.mongo[settings.database_name]
         self._indexes = indexes or {}
-        self._topics: list[TopicSpec] = list(ALL_TOPICS)
+        self.kafka_access = ACCESS[self.name]
         self._checks: dict[str, ReadinessCheck] = {
             "mongodb": lambda: ping(self.db),
             "kafka": self._kafka_ready,
@@ -77,23 +78,21 @@ class ServiceRuntime:
         if not await self.broker.ping(timeout=READINESS_TIMEOUT_S):
             raise ConnectionError("broker did not answer")
 
-    def subscribe(
-        self, topic: TopicSpec, handler: EventHandler, *, group: str | None = None
-    ) -> None:
-        """Consume `topic` with `handler`; the group defaults to this service's name."""
-        dlq = subscribe_events(
-            self.broker, topic, group=group or f"gpucloud-{self.name}", handler=handler
-        )
-        if dlq not in self._topics:  # one dead-letter topic per group, however many topics
-            self._topics.append(dlq)
+    def _consumable(self, topic: TopicSpec) -> str:
+        """The service's consumer group, once `topic` is one its principal may read."""
+        if topic not in self.kafka_access.consumes:
+            raise ValueError(
+                f"{self.name} may not consume {topic.name}: add it to its entry in kafka_access"
+            )
+        return self.kafka_access.group
+
+    def subscribe(self, topic: TopicSpec, handler: EventHandler) -> None:
+        """Consume `topic` with `handler`, as the service's consumer group."""
+        subscribe_events(self.broker, topic, group=self._consumable(topic), handler=handler)
 
     def subscribe_batches(self, topic: TopicSpec, handler: BatchHandler) -> None:
         """Consume `topic` a batch at a time (see `subscribe_event_batches`)."""
-        dlq = subscribe_event_batches(
-            self.broker, topic, group=f"gpucloud-{self.name}", handler=handler
-        )
-        if dlq not in self._topics:
-            self._topics.append(dlq)
+        subscribe_event_batches(self.broker, topic, group=self._consumable(topic), handler=handler)
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self._checks[name] = check
@@ -149,7 +148,7 @@ class ServiceRuntime:
             self.settings.identity_signing_key.get_secret_value(),
             setting="GPUCLOUD_IDENTITY_SIGNING_KEY",
         )
-        await ensure_topics(self.settings.kafka_bootstrap, self._topics)
+        await require_topics(self.settings.kafka, self.kafka_access.topics())
         await ensure_indexes(self.db, self._indexes)
         await self.broker.start()
         for hook in self._on_start:

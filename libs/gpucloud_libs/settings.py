@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .kafka_connection import KafkaConnection, SaslMechanism
+
 
 class ServiceSettings(BaseSettings):
     """What every service needs: its listener, Kafka, MongoDB, telemetry and identity."""
@@ -17,6 +19,10 @@ class ServiceSettings(BaseSettings):
     log_level: str = "INFO"
 
     kafka_bootstrap: str = "127.0.0.1:9092"
+    #: The service's own Kafka principal (docs/kafka.md); unset: no authentication.
+    kafka_username: str | None = None
+    kafka_password: SecretStr = Field(default=SecretStr(""))
+    kafka_sasl_mechanism: SaslMechanism = "SCRAM-SHA-256"
     mongodb_uri: str = "mongodb://127.0.0.1:27017/"
     #: Database name; defaults to `gpucloud_<service>` so services never share one.
     mongodb_database: str | None = None
@@ -30,6 +36,15 @@ class ServiceSettings(BaseSettings):
 
     #: HMAC key the gateway signs forwarded identities with; services verify it.
     identity_signing_key: SecretStr = Field(default=SecretStr(""))
+
+    @property
+    def kafka(self) -> KafkaConnection:
+        return KafkaConnection(
+            self.kafka_bootstrap,
+            username=self.kafka_username,
+            password=self.kafka_password.get_secret_value(),
+            mechanism=self.kafka_sasl_mechanism,
+        )
 
     @property
     def database_name(self) -> str:

@@ -25,6 +25,7 @@ from .events import (
     TenantUpserted,
     UsageRecorded,
 )
+from .kafka_connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +82,14 @@ def dead_letter_topic(consumer_group: str) -> TopicSpec:
 
 
 async def ensure_topics(
-    bootstrap: str,
+    kafka: KafkaConnection,
     specs: tuple[TopicSpec, ...] | list[TopicSpec],
     *,
     replication_factor: int = 1,
 ) -> None:
-    """Create the topics that do not exist yet. Safe to call from every service at start."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="gpucloud-topics")
+    """Create the topics that do not exist yet: the operator's step, as the admin
+    principal (services may not create topics; see `require_topics`)."""
+    admin = AIOKafkaAdminClient(client_id="gpucloud-topics", **kafka.client_options())
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -110,3 +112,27 @@ async def ensure_topics(
         log.info("created topics", extra={"topics": [spec.name for spec in missing]})
     finally:
         await admin.close()
+
+
+class MissingTopics(RuntimeError):
+    """Topics a service uses do not exist (or its principal may not see them)."""
+
+
+async def require_topics(
+    kafka: KafkaConnection, specs: tuple[TopicSpec, ...] | list[TopicSpec]
+) -> None:
+    """Fail with the names of the missing topics. Services may not create topics: the
+    operator's Kafka access step creates them with the ACLs (`gpucloud_libs.kafka_access`)."""
+    admin = AIOKafkaAdminClient(client_id="gpucloud-topics", **kafka.client_options())
+    await admin.start()
+    try:
+        # A principal sees only the topics it may describe, so this also catches missing ACLs.
+        visible = set(await admin.list_topics())
+    finally:
+        await admin.close()
+    missing = sorted({spec.name for spec in specs} - visible)
+    if missing:
+        raise MissingTopics(
+            f"Kafka topics missing or not visible to {kafka.username or 'this client'}: "
+            f"{', '.join(missing)}; run the Kafka access step (python -m gpucloud_libs.kafka_access)"
+        )

@@ -39,6 +39,8 @@ def _bring_up(group: tuple[Component, ...], ctx: components.Context) -> None:
             if created:
                 _say(f"  registered {created} fake GPU nodes from {fleet.FLEET_FILE.name}")
         _say(f"  {component.name:<24} healthy")
+        if component is components.KAFKA:
+            _say(f"    {components.apply_kafka_access(ctx)}")
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -100,7 +102,10 @@ def cmd_reset(_args: argparse.Namespace) -> None:
 
 
 def cmd_env(args: argparse.Namespace) -> None:
-    env = components.service_env(components.context())
+    ctx = components.context()
+    env = (
+        components.principal_env(ctx, args.service) if args.service else components.service_env(ctx)
+    )
     if args.json:
         _say(json.dumps(env, indent=2))
     else:
@@ -131,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("reset", help="stop everything and wipe the data directory")
     env = sub.add_parser("env", help="connection settings for the stack, as shell exports")
     env.add_argument("--json", action="store_true")
+    env.add_argument(
+        "--service",
+        choices=[*components.SERVICE_NAMES, "agent"],
+        help="the settings that service runs with (its own Kafka principal)",
+    )
     sub.add_parser("fleet", help="print the fake GPU nodes of fleet.toml as a Kubernetes List")
     args = parser.parse_args(argv)
     handlers = {

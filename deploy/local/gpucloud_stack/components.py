@@ -71,6 +71,10 @@ current-context: gpucloud-local
 # --- Kafka -------------------------------------------------------------------
 
 
+#: The broker's super user: the broker itself and the operator's access step.
+KAFKA_ADMIN = "gpucloud-admin"
+
+
 def _kafka_config_dir() -> Path:
     return layout.etc_dir() / "kafka"
 
@@ -90,15 +94,35 @@ def _kafka_prepare(ctx: Context) -> None:
     config = _kafka_config_dir()
     config.mkdir(parents=True, exist_ok=True)
     data = layout.data_dir("kafka")
-    (config / "server.properties").write_text(
+    # Every listener authenticates (docs/kafka.md): services with SCRAM as their own
+    # principal, the broker itself and the operator's access step as the PLAIN super
+    # user, whose password lives only in this 0600 file and the stack's secrets.
+    admin = ctx.secrets.kafka_admin_password
+    plain = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{KAFKA_ADMIN}" password="{admin}" user_{KAFKA_ADMIN}="{admin}";'
+    )
+    properties = config / "server.properties"
+    properties.touch(mode=0o600)
+    properties.write_text(
         f"""process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers={HOST}:{PORTS.kafka_controller}
-listeners=PLAINTEXT://{HOST}:{PORTS.kafka},CONTROLLER://{HOST}:{PORTS.kafka_controller}
-advertised.listeners=PLAINTEXT://{HOST}:{PORTS.kafka}
+listeners=SASL_PLAINTEXT://{HOST}:{PORTS.kafka},CONTROLLER://{HOST}:{PORTS.kafka_controller}
+advertised.listeners=SASL_PLAINTEXT://{HOST}:{PORTS.kafka}
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config={plain}
+listener.name.sasl_plaintext.plain.sasl.jaas.config={plain}
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:{KAFKA_ADMIN}
+allow.everyone.if.no.acl.found=false
 log.dirs={data}
 num.partitions=3
 default.replication.factor=1
@@ -461,6 +485,10 @@ def service_env(ctx: Context) -> dict[str, str]:
     }
     return {
         "GPUCLOUD_KAFKA_BOOTSTRAP": f"{HOST}:{PORTS.kafka}",
+        # The operator's principal; each service gets its own in `principal_env`.
+        "GPUCLOUD_KAFKA_USERNAME": KAFKA_ADMIN,
+        "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_admin_password,
+        "GPUCLOUD_KAFKA_SASL_MECHANISM": "PLAIN",
         "GPUCLOUD_MONGODB_URI": f"mongodb://{HOST}:{PORTS.ferretdb}/",
         "GPUCLOUD_KUBECONFIG": str(ctx.kubeconfig),
         "GPUCLOUD_S3_ENDPOINT": f"http://{HOST}:{PORTS.minio}",
@@ -470,6 +498,35 @@ def service_env(ctx: Context) -> dict[str, str]:
         "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
         **urls,
     }
+
+
+def principal_env(ctx: Context, service: str) -> dict[str, str]:
+    """`service_env` as `service` runs with it: signed in to Kafka as its own principal."""
+    return {
+        **service_env(ctx),
+        "GPUCLOUD_KAFKA_USERNAME": f"gpucloud-{service}",
+        "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_passwords[service],
+        "GPUCLOUD_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+    }
+
+
+def apply_kafka_access(ctx: Context) -> str:
+    """Set the services' Kafka passwords, create the topics and grant the ACLs, as the
+    admin principal (gpucloud_libs.kafka_access); idempotent, run at every `up`."""
+    passwords = {
+        f"GPUCLOUD_KAFKA_PASSWORD_{service.upper()}": password
+        for service, password in ctx.secrets.kafka_passwords.items()
+    }
+    done = subprocess.run(
+        [_venv_python(), "-m", "gpucloud_libs.kafka_access"],
+        env={**os.environ, **service_env(ctx), **passwords},
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise StackError(
+            "kafka", f"the access step failed: {(done.stderr or done.stdout).strip()[-800:]}"
+        )
+    return done.stdout.strip()
 
 
 #: Local-stack settings of single services: quicker rounds than production defaults,
@@ -494,7 +551,7 @@ def _service(name: str) -> Component:
         kind="service",
         argv=lambda _ctx: [_venv_python(), "-m", f"gpucloud_{name}"],
         env=lambda ctx: {
-            **service_env(ctx),
+            **principal_env(ctx, name),
             **_SERVICE_SETTINGS.get(name, {}),
             "GPUCLOUD_HTTP_HOST": HOST,
             "GPUCLOUD_HTTP_PORT": str(port),
@@ -517,7 +574,7 @@ GPU_SIMULATOR = Component(
         *("--selector", "gpucloud.io/node-pool"),
         *("--control-port", str(PORTS.gpu_simulator)),
     ],
-    env=service_env,
+    env=lambda ctx: principal_env(ctx, "agent"),
     healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.gpu_simulator}/healthz"),
     ports=(PORTS.gpu_simulator,),
 )

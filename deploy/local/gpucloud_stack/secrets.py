@@ -10,20 +10,34 @@ import json
 import os
 import secrets
 import subprocess
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from . import layout
 
+#: The Kafka principals with a SCRAM password of their own (gpucloud_libs.kafka_access).
+KAFKA_SERVICES = ("gateway", "instances", "storage", "metering", "monitoring", "agent")
+
+
+def _token(size: int = 32) -> str:
+    return secrets.token_urlsafe(size)
+
 
 @dataclass(frozen=True)
 class Secrets:
-    kube_admin_token: str
-    minio_root_user: str
-    minio_root_password: str
-    postgres_password: str
-    identity_signing_key: str
-    bootstrap_admin_key: str
+    # Every field has a generator, so a data directory from an older version gets
+    # the secrets that were added since, and keeps the ones it had.
+    kube_admin_token: str = field(default_factory=_token)
+    minio_root_user: str = "gpucloud-root"
+    minio_root_password: str = field(default_factory=_token)
+    postgres_password: str = field(default_factory=_token)
+    identity_signing_key: str = field(default_factory=lambda: _token(48))
+    bootstrap_admin_key: str = field(default_factory=lambda: BOOTSTRAP_KEY_PREFIX + _token())
+    #: The broker's super user, for the operator's Kafka access step only.
+    kafka_admin_password: str = field(default_factory=_token)
+    kafka_passwords: dict[str, str] = field(
+        default_factory=lambda: {service: _token() for service in KAFKA_SERVICES}
+    )
 
 
 def _path() -> Path:
@@ -44,22 +58,21 @@ def _write(path: Path, values: Secrets, *, exclusive: bool) -> None:
 def load_or_create() -> Secrets:
     path = _path()
     if path.exists():
-        loaded = Secrets(**json.loads(path.read_text()))
+        stored = json.loads(path.read_text())
+        known = {f.name for f in fields(Secrets)}
+        loaded = Secrets(**{key: value for key, value in stored.items() if key in known})
         if not loaded.bootstrap_admin_key.startswith(BOOTSTRAP_KEY_PREFIX):
             # A data directory from before key ids: issue a key in today's format.
+            loaded = replace(loaded, bootstrap_admin_key=BOOTSTRAP_KEY_PREFIX + _token())
+        missing = set(KAFKA_SERVICES) - set(loaded.kafka_passwords)
+        if missing:
             loaded = replace(
-                loaded, bootstrap_admin_key=BOOTSTRAP_KEY_PREFIX + secrets.token_urlsafe(32)
+                loaded, kafka_passwords={**loaded.kafka_passwords, **{m: _token() for m in missing}}
             )
+        if asdict(loaded) != stored:
             _write(path, loaded, exclusive=False)
         return loaded
-    created = Secrets(
-        kube_admin_token=secrets.token_urlsafe(32),
-        minio_root_user="gpucloud-root",
-        minio_root_password=secrets.token_urlsafe(32),
-        postgres_password=secrets.token_urlsafe(32),
-        identity_signing_key=secrets.token_urlsafe(48),
-        bootstrap_admin_key=BOOTSTRAP_KEY_PREFIX + secrets.token_urlsafe(32),
-    )
+    created = Secrets()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.parent.chmod(0o700)
     _write(path, created, exclusive=True)

@@ -7,3 +7,18 @@ app.kubernetes.io/part-of: gpucloud
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
+
+
+{{- /* The services with a Kafka principal of their own (gpucloud_libs.kafka_access). */ -}}
+{{- define "gpucloud.kafkaPrincipals" -}}
+gateway instances storage metering monitoring agent
+{{- end -}}
+
+{{- /* The Kafka settings of one service: its own SCRAM principal. */ -}}
+{{- define "gpucloud.kafkaEnv" -}}
+- {name: GPUCLOUD_KAFKA_BOOTSTRAP, value: {{ .root.Values.kafka.bootstrap | quote }}}
+- {name: GPUCLOUD_KAFKA_USERNAME, value: gpucloud-{{ .service }}}
+- {name: GPUCLOUD_KAFKA_SASL_MECHANISM, value: SCRAM-SHA-256}
+- name: GPUCLOUD_KAFKA_PASSWORD
+  valueFrom: {secretKeyRef: {name: {{ include "gpucloud.secretName" .root }}, key: kafka-password-{{ .service }}}}
+{{- end -}}

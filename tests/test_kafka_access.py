@@ -1,0 +1,136 @@
+"""Kafka below the API: every client authenticates, and each service's principal may
+produce only the topics it owns and read only as its own consumer group."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import AsyncIterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import (
+    GroupAuthorizationFailedError,
+    KafkaConnectionError,
+    TopicAuthorizationFailedError,
+)
+
+from gpucloud_libs.events import CloudEvent, TenantDeleted
+from gpucloud_libs.kafka_access import ACCESS, Operation, ResourceType, acl_bindings
+from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS, USAGE
+
+from .conftest import STACK
+
+
+def principal(service: str) -> KafkaConnection:
+    """The Kafka connection `service` runs with, as the local stack gives it."""
+    env = json.loads(
+        subprocess.run(
+            [*STACK, "env", "--json", "--service", service],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    return KafkaConnection(
+        env["GPUCLOUD_KAFKA_BOOTSTRAP"],
+        username=env["GPUCLOUD_KAFKA_USERNAME"],
+        password=env["GPUCLOUD_KAFKA_PASSWORD"],
+    )
+
+
+@pytest.fixture
+async def metering_producer(stack_env: dict[str, str]) -> AsyncIterator[AIOKafkaProducer]:
+    producer = AIOKafkaProducer(**principal("metering").client_options())
+    await producer.start()
+    yield producer
+    await producer.stop()
+
+
+async def start_and_fetch(consumer: AIOKafkaConsumer) -> None:
+    """Join (or not) and fetch once: a refusal surfaces at one of the two."""
+    await consumer.start()
+    await consumer.getmany(timeout_ms=3000)
+
+
+def forged_tenant_deletion() -> tuple[bytes, list[tuple[str, bytes]]]:
+    _key, value, headers = CloudEvent.new(
+        TenantDeleted(tenant_id="someone-else"), source="/forged"
+    ).to_kafka()
+    return value, [(name, header.encode()) for name, header in headers.items()]
+
+
+async def test_an_unauthenticated_client_is_refused(kafka: KafkaConnection) -> None:
+    anonymous = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, request_timeout_ms=5000)
+    with pytest.raises(KafkaConnectionError):
+        await anonymous.start()
+    await anonymous.stop()
+
+
+async def test_a_wrong_password_is_refused(stack_env: dict[str, str]) -> None:
+    real = principal("metering")
+    guessed = KafkaConnection(real.bootstrap, username=real.username, password="guessed")
+    producer = AIOKafkaProducer(**guessed.client_options(), request_timeout_ms=5000)
+    with pytest.raises(KafkaConnectionError):
+        await producer.start()
+    await producer.stop()
+
+
+async def test_a_service_cannot_produce_to_a_topic_it_does_not_own(
+    metering_producer: AIOKafkaProducer,
+) -> None:
+    value, headers = forged_tenant_deletion()
+    with pytest.raises(TopicAuthorizationFailedError):
+        await metering_producer.send_and_wait(TENANTS.name, value, headers=headers)
+
+
+async def test_a_service_reads_what_it_consumes_but_not_what_it_does_not(
+    stack_env: dict[str, str],
+) -> None:
+    storage = principal("storage")
+    allowed = AIOKafkaConsumer(TENANTS.name, group_id=None, **storage.client_options())
+    await allowed.start()
+    try:
+        assert allowed.partitions_for_topic(TENANTS.name)  # storage consumes tenants
+    finally:
+        await allowed.stop()
+    denied = AIOKafkaConsumer(USAGE.name, group_id=None, **storage.client_options())
+    with pytest.raises(TopicAuthorizationFailedError):
+        await start_and_fetch(denied)
+    await denied.stop()
+
+
+async def test_a_service_cannot_join_another_services_consumer_group(
+    stack_env: dict[str, str],
+) -> None:
+    """Joining would take partitions from the instances service and commit its offsets."""
+    metering = principal("metering")
+    thief = AIOKafkaConsumer(
+        INSTANCE_LIFECYCLE.name, group_id="gpucloud-instances", **metering.client_options()
+    )
+    with pytest.raises(GroupAuthorizationFailedError):
+        await start_and_fetch(thief)
+    await thief.stop()
+
+
+def test_only_the_gateway_may_write_the_tenants_topic() -> None:
+    writers = {
+        access.service
+        for access in ACCESS.values()
+        for binding in acl_bindings(access)
+        if binding.resource_type is ResourceType.TOPIC
+        and binding.resource_name == TENANTS.name
+        and binding.operation is Operation.WRITE
+    }
+    assert writers == {"gateway"}
+
+
+def test_no_principal_may_write_what_it_only_consumes() -> None:
+    for access in ACCESS.values():
+        written = {
+            binding.resource_name
+            for binding in acl_bindings(access)
+            if binding.operation is Operation.WRITE
+        }
+        owned = {topic.name for topic in access.produces}
+        dead_letters = {access.dead_letters.name} if access.dead_letters else set()
+        assert written == owned | dead_letters, access.service
