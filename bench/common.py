@@ -1,7 +1,7 @@
 """What every benchmark needs: the stack's command line and settings, core pinning,
 percentiles, and the raw aiokafka consume loop the services are measured against.
 
-`python -m bench.common --raw-loop BOOTSTRAP TOPIC GROUP TARGETS` is that loop's
+`python -m bench.common --raw-loop TOPIC GROUP TARGETS` is that loop's
 child process (pinned to a core by `run_raw`)."""
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from gpucloud_libs.identity import IdentitySigner
+from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.topics import dead_letter_topic, ensure_topics
+
 STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
 #: Pins a child process to a core, so "per core" figures mean one core.
 TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
@@ -29,10 +33,19 @@ def stack(*args: str) -> str:
     return subprocess.run([*STACK, *args], capture_output=True, text=True, check=True).stdout
 
 
-def stack_env() -> dict[str, str]:
-    """The running stack's GPUCLOUD_* settings (`stack env --json`)."""
-    env: dict[str, str] = json.loads(stack("env", "--json"))
+def stack_env(service: str | None = None) -> dict[str, str]:
+    """The running stack's GPUCLOUD_* settings (`stack env --json`): the operator's, or
+    those `service` runs with (its own Kafka principal and keys)."""
+    env: dict[str, str] = json.loads(
+        stack("env", "--json", *(["--service", service] if service else []))
+    )
     return env
+
+
+def gateway_signer() -> IdentitySigner:
+    """Signs identities as the gateway does, for calls straight to a service."""
+    key = stack_env("gateway")["GPUCLOUD_IDENTITY_PRIVATE_KEY"]
+    return IdentitySigner("gateway", key, setting="GPUCLOUD_IDENTITY_PRIVATE_KEY")
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -41,9 +54,9 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[index]
 
 
-async def end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+async def end_offsets(kafka: KafkaConnection, topic: str) -> dict[TopicPartition, int]:
     """The end offset of each partition of `topic` that holds records."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(**kafka.client_options())
     await consumer.start()
     try:
         await consumer._client.force_metadata_update()
@@ -55,8 +68,8 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
         await consumer.stop()
 
 
-async def committed(bootstrap: str, group: str, topic: str) -> dict[TopicPartition, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+async def committed(kafka: KafkaConnection, group: str, topic: str) -> dict[TopicPartition, int]:
+    admin = AIOKafkaAdminClient(**kafka.client_options())
     await admin.start()
     try:
         offsets = await admin.list_consumer_group_offsets(group)
@@ -65,10 +78,12 @@ async def committed(bootstrap: str, group: str, topic: str) -> dict[TopicPartiti
         await admin.close()
 
 
-async def raw_loop(bootstrap: str, topic: str, group: str, targets: dict[str, int]) -> None:
-    """Child process: consume and commit up to the targets; print how long it took."""
+async def raw_loop(topic: str, group: str, targets: dict[str, int]) -> None:
+    """Child process: consume and commit up to the targets; print how long it took.
+    It signs in as its parent tells it (GPUCLOUD_KAFKA_* in its environment)."""
     consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        topic, **KafkaConnection.from_env(os.environ).client_options(), group_id=group,
+        enable_auto_commit=False,
         auto_offset_reset="earliest", isolation_level="read_committed", max_poll_records=500,
     )  # fmt: skip
     await consumer.start()
@@ -85,13 +100,14 @@ async def raw_loop(bootstrap: str, topic: str, group: str, targets: dict[str, in
 
 
 async def run_raw(
-    bootstrap: str, topic: str, targets: dict[TopicPartition, int]
+    env: dict[str, str], topic: str, targets: dict[TopicPartition, int]
 ) -> tuple[int, float]:
     """The raw loop over `topic` up to `targets`, pinned to core 1: (records, seconds)."""
     arg = json.dumps({str(tp.partition): offset for tp, offset in targets.items()})
     process = await asyncio.create_subprocess_exec(
         TASKSET, "-c", "1", sys.executable, "-m", "bench.common", "--raw-loop",
-        bootstrap, topic, f"bench-raw-{uuid.uuid4().hex[:8]}", arg, stdout=asyncio.subprocess.PIPE,
+        topic, f"bench-raw-{uuid.uuid4().hex[:8]}", arg, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
     )  # fmt: skip
     out, _ = await process.communicate()
     result = json.loads(out.decode().strip().splitlines()[-1])
@@ -117,6 +133,9 @@ async def run_service_until_caught_up(
         **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name, "GPUCLOUD_HTTP_PORT": str(port),
         "GPUCLOUD_LOG_LEVEL": "WARNING", **(settings or {}),
     }  # fmt: skip
+    kafka = KafkaConnection.from_env(env)
+    # Services never create topics: the operator (this benchmark) makes the copy's own.
+    await ensure_topics(kafka, [dead_letter_topic(f"gpucloud-{name}")])
     log = Path(tempfile.gettempdir()) / f"gpucloud-bench-{service}.log"
     with log.open("w") as out:
         process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched below
@@ -125,7 +144,7 @@ async def run_service_until_caught_up(
         )  # fmt: skip
     started = time.perf_counter()
     while True:
-        done = await committed(env["GPUCLOUD_KAFKA_BOOTSTRAP"], f"gpucloud-{name}", topic)
+        done = await committed(kafka, f"gpucloud-{name}", topic)
         if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
             return time.perf_counter() - started, process
         if process.poll() is not None:
@@ -134,4 +153,4 @@ async def run_service_until_caught_up(
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--raw-loop":
-    asyncio.run(raw_loop(sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])))
+    asyncio.run(raw_loop(sys.argv[2], sys.argv[3], json.loads(sys.argv[4])))

@@ -26,13 +26,13 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio import watch
 
 from gpucloud_libs.events import TenantQuota, TenantUpserted
-from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
+from gpucloud_libs.identity import Role, SignedAs
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TENANTS
 from gpucloud_stack import fleet
 
-from .common import percentile, stack_env
+from .common import gateway_signer, percentile, stack_env
 
 PRODUCT = "BENCH-GPU"
 BENCH_LABEL = {"gpucloud.io/bench": "true"}
@@ -52,16 +52,14 @@ def summary(name: str, seconds: list[float]) -> str:
 class Bench:
     def __init__(self, env: dict[str, str], kube: k8s.ApiClient, http: httpx.AsyncClient) -> None:
         self.env = env
+        self.signer = gateway_signer()
         self.core = k8s.CoreV1Api(kube)
         self.http = http
         self.tenant = f"bench-{uuid.uuid4().hex[:8]}"
 
-    def headers(self, role: Role = "tenant-user", tenant_id: str | None = None) -> dict[str, str]:
+    def auth(self, role: Role = "tenant-user", tenant_id: str | None = None) -> SignedAs:
         tenant = None if role == "platform-admin" else (tenant_id or self.tenant)
-        token = sign_identity(
-            self.env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="bench", role=role, tenant_id=tenant
-        )
-        return {IDENTITY_HEADER: token}
+        return SignedAs(self.signer, role=role, tenant_id=tenant, subject="bench")
 
     async def add_nodes(self, prefix: str, count: int, product: str) -> None:
         async def one(index: int) -> None:
@@ -97,14 +95,14 @@ class Bench:
 
     async def spec(self, name: str, product: str) -> None:
         body = {"name": name, "cpu": "4", "memory": "16Gi", "gpuType": product, "gpuNum": 1}
-        response = await self.http.post("/specs", json=body, headers=self.headers("platform-admin"))
+        response = await self.http.post("/specs", json=body, auth=self.auth("platform-admin"))
         assert response.status_code in (201, 409), response.text
 
     async def wait_tenant(self, spec: str) -> None:
         """Untimed: the first start waits for the tenant event to reach the service."""
         while True:
             response = await self.http.post(
-                "/gpu-instances", json={"image": "pause", "specName": spec}, headers=self.headers()
+                "/gpu-instances", json={"image": "pause", "specName": spec}, auth=self.auth()
             )
             if response.status_code != 409:
                 break
@@ -118,13 +116,13 @@ class Bench:
         response = await self.http.post(
             "/gpu-instances",
             json={"instanceID": instance_id, "image": "pause", "specName": spec},
-            headers=self.headers(),
+            auth=self.auth(),
         )
         assert response.status_code in (200, 202), response.text
         while True:  # poll every POLL_S: the figure is at most that much late
-            state = (
-                await self.http.get(f"/gpu-instances/{instance_id}", headers=self.headers())
-            ).json()["state"]
+            state = (await self.http.get(f"/gpu-instances/{instance_id}", auth=self.auth())).json()[
+                "state"
+            ]
             if state == "running":
                 return time.perf_counter() - started, response.json()
             if state == "failed" or time.perf_counter() - started > 60:
@@ -132,7 +130,7 @@ class Bench:
             await asyncio.sleep(POLL_S)
 
     async def stop_instance(self, instance_id: str) -> None:
-        await self.http.delete(f"/gpu-instances/{instance_id}", headers=self.headers())
+        await self.http.delete(f"/gpu-instances/{instance_id}", auth=self.auth())
 
     async def bare_pod(self, namespace: str, index: int) -> float:
         name = f"bare-{index}"
@@ -214,7 +212,7 @@ async def main(args: argparse.Namespace) -> None:
                         elapsed, created = await bench.start_instance(spec_name)
                         state = (
                             await http.get(
-                                f"/gpu-instances/{created['instanceID']}", headers=bench.headers()
+                                f"/gpu-instances/{created['instanceID']}", auth=bench.auth()
                             )
                         ).json()
                         if args.verbose and elapsed > 1:
@@ -234,11 +232,9 @@ async def main(args: argparse.Namespace) -> None:
                     "operationID": f"bench-{uuid.uuid4().hex}",
                     "specName": stock_spec,
                 }
-                await http.post("/stocks", json=operation, headers=bench.headers("platform-admin"))
+                await http.post("/stocks", json=operation, auth=bench.auth("platform-admin"))
                 for _ in range(120):
-                    rows = (
-                        await http.get("/stocks", headers=bench.headers("platform-admin"))
-                    ).json()
+                    rows = (await http.get("/stocks", auth=bench.auth("platform-admin"))).json()
                     if any(r["specName"] == stock_spec and r["available"] >= 50 for r in rows):
                         break
                     await asyncio.sleep(0.5)
@@ -252,7 +248,7 @@ async def main(args: argparse.Namespace) -> None:
                     "specName": stock_spec,
                 }
                 await http.request(
-                    "DELETE", "/stocks", json=removal, headers=bench.headers("platform-admin")
+                    "DELETE", "/stocks", json=removal, auth=bench.auth("platform-admin")
                 )
 
                 print(
@@ -287,9 +283,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
     await bench.provision(max_gpus=1000, max_instances=1000, tenants=tenants)
     for tenant in tenants:  # untimed: each tenant's event reaches the service
         while (
-            await http.get(
-                "/gpu-instances", params={"limit": 1}, headers=bench.headers(tenant_id=tenant)
-            )
+            await http.get("/gpu-instances", params={"limit": 1}, auth=bench.auth(tenant_id=tenant))
         ).status_code != 200:
             await asyncio.sleep(0.2)
     per_tenant = instances // SCALE_TENANTS
@@ -302,7 +296,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
                 response = await http.post(
                     "/gpu-instances",
                     json={"image": "pause", "specName": spec},
-                    headers=bench.headers(tenant_id=tenant),
+                    auth=bench.auth(tenant_id=tenant),
                 )
                 if response.status_code != 409:  # tenant_not_ready
                     break
@@ -320,7 +314,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
             page = await http.get(
                 "/gpu-instances",
                 params={"state": state, "limit": 1},
-                headers=bench.headers("platform-admin"),
+                auth=bench.auth("platform-admin"),
             )
             if page.json()["items"]:
                 return True
@@ -337,14 +331,14 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
         response = await http.get(
             "/gpu-instances",
             params={"limit": 100},
-            headers=bench.headers(tenant_id=tenants[index % len(tenants)]),
+            auth=bench.auth(tenant_id=tenants[index % len(tenants)]),
         )
         tenant_lists.append(time.perf_counter() - t)
         assert len(response.json()["items"]) == per_tenant
     for _ in range(20):
         t = time.perf_counter()
         response = await http.get(
-            "/gpu-instances", params={"limit": 100}, headers=bench.headers("platform-admin")
+            "/gpu-instances", params={"limit": 100}, auth=bench.auth("platform-admin")
         )
         admin_lists.append(time.perf_counter() - t)
         assert len(response.json()["items"]) == 100, response.text
@@ -359,8 +353,6 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
 
     async def stop(tenant: str, instance_id: str) -> None:
         async with semaphore:
-            await http.delete(
-                f"/gpu-instances/{instance_id}", headers=bench.headers(tenant_id=tenant)
-            )
+            await http.delete(f"/gpu-instances/{instance_id}", auth=bench.auth(tenant_id=tenant))
 
     await asyncio.gather(*(stop(tenant, instance_id) for tenant, instance_id in ids))

@@ -32,11 +32,19 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from pymongo import AsyncMongoClient
 
 from gpucloud_libs.events import CloudEvent, InstanceStateChanged
-from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+from gpucloud_libs.identity import SignedAs
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from gpucloud_stack import layout
 
-from .common import end_offsets, percentile, run_raw, run_service_until_caught_up, stack_env
+from .common import (
+    end_offsets,
+    gateway_signer,
+    percentile,
+    run_raw,
+    run_service_until_caught_up,
+    stack_env,
+)
 
 BENCH_PORT = 8103
 TOPIC = INSTANCE_LIFECYCLE.name
@@ -64,9 +72,9 @@ def _events(tenant_id: str, instance_id: str, start: datetime, seconds: float) -
     ]
 
 
-async def publish(bootstrap: str, events: list[CloudEvent]) -> None:
+async def publish(kafka: KafkaConnection, events: list[CloudEvent]) -> None:
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5
+        **kafka.client_options(), acks="all", enable_idempotence=True, linger_ms=5
     )
     await producer.start()
     try:
@@ -96,20 +104,20 @@ async def run_metering(
 
 async def lag(env: dict[str, str], probes: int) -> list[float]:
     tenant_id = f"bench-lag-{uuid.uuid4().hex[:8]}"
-    token = sign_identity(env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="bench", role="tenant-admin",
-                          tenant_id=tenant_id, ttl_s=3600)  # fmt: skip
+    auth = SignedAs(gateway_signer(), role="tenant-admin", tenant_id=tenant_id, subject="bench")
     seconds = []
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30) as http:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30, auth=auth
+    ) as http:
         for index in range(probes):
             instance_id = f"probe-{index}"
             events = _events(tenant_id, instance_id, datetime(2026, 10, 1, tzinfo=UTC), 1.0)
             started = time.perf_counter()
-            await publish(env["GPUCLOUD_KAFKA_BOOTSTRAP"], events)
+            await publish(KafkaConnection.from_env(env), events)
             while True:
                 response = await http.get(
                     f"/usage/instances/{instance_id}",
                     params={"start": "2026-10-01T00:00:00Z", "end": "2026-10-02T00:00:00Z"},
-                    headers={IDENTITY_HEADER: token},
                 )
                 if (
                     response.status_code == 200
@@ -133,14 +141,14 @@ def parser() -> argparse.ArgumentParser:
 async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {0})
     env = stack_env()
-    bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]
+    kafka = KafkaConnection.from_env(env)
     tenant_id = f"bench-m-{uuid.uuid4().hex[:8]}"
     start = datetime(2026, 10, 1, tzinfo=UTC)
     events = [e for i in range(args.lifecycles) for e in _events(tenant_id, f"i{i}", start, 60.0)]
-    await publish(bootstrap, events)
-    targets = await end_offsets(bootstrap, TOPIC)
+    await publish(kafka, events)
+    targets = await end_offsets(kafka, TOPIC)
 
-    raw_records, raw_s = await run_raw(bootstrap, TOPIC, targets)
+    raw_records, raw_s = await run_raw(env, TOPIC, targets)
     # A fresh consumer group and database each run, dropped afterwards.
     name = f"meteringbench{uuid.uuid4().hex[:8]}"
     # The stack's own metering would ingest the same new events into the same

@@ -35,18 +35,26 @@ from pymongo import AsyncMongoClient
 
 from gpucloud_agent.simulated import SimulatedFleet
 from gpucloud_libs.events import CloudEvent, TelemetryBatch
-from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+from gpucloud_libs.identity import SignedAs
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import ALERTS, TELEMETRY
 from gpucloud_stack import layout
 
-from .common import end_offsets, percentile, run_raw, run_service_until_caught_up, stack_env
+from .common import (
+    end_offsets,
+    gateway_signer,
+    percentile,
+    run_raw,
+    run_service_until_caught_up,
+    stack_env,
+)
 
 BENCH_PORT = 8104
 NODES, GPUS_PER_NODE = 1000, 8
 
 
-async def _producer(bootstrap: str) -> AIOKafkaProducer:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+async def _producer(kafka: KafkaConnection) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(**kafka.client_options(), acks="all", linger_ms=5)
     await producer.start()
     return producer
 
@@ -59,14 +67,14 @@ async def _send(producer: AIOKafkaProducer, batch: TelemetryBatch) -> asyncio.Fu
     return future
 
 
-async def publish_fleet(bootstrap: str, seconds: int, run: str) -> int:
+async def publish_fleet(kafka: KafkaConnection, seconds: int, run: str) -> int:
     """`seconds` of telemetry of the whole fleet, back-dated to end now; returns samples."""
     fleet = SimulatedFleet(seed=3)
     names = [f"bench-{run}-{index}" for index in range(NODES)]
     for name in names:
         fleet.set_node(name, "NVIDIA-H100-80GB-HBM3", GPUS_PER_NODE)
         fleet.place(name, [("bench", f"i-{name}-{gpu}", 1) for gpu in range(GPUS_PER_NODE // 2)])
-    producer = await _producer(bootstrap)
+    producer = await _producer(kafka)
     start = datetime.now(UTC) - timedelta(seconds=seconds)
     try:
         for second in range(seconds):
@@ -87,23 +95,23 @@ async def publish_fleet(bootstrap: str, seconds: int, run: str) -> int:
 
 
 async def alert_latency(env: dict[str, str], probes: int, run: str) -> list[float]:
-    bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]
-    token = sign_identity(env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="bench",
-                          role="platform-admin", tenant_id=None, ttl_s=3600)  # fmt: skip
+    kafka = KafkaConnection.from_env(env)
+    auth = SignedAs(gateway_signer(), role="platform-admin", tenant_id=None, subject="bench")
     node = f"bench-{run}-probe"
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30) as http:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30, auth=auth
+    ) as http:
         while (await http.get("/healthz")).status_code != 200:
             await asyncio.sleep(0.1)
         rule = await http.post(
             "/alert-rules",
             json={"name": "bench", "metric": "temperature_c", "threshold": 90, "durationS": 0,
                   "node": node, "severity": "critical"},
-            headers={IDENTITY_HEADER: token},
         )  # fmt: skip
         rule.raise_for_status()
-    alerts = AIOKafkaConsumer(ALERTS.name, bootstrap_servers=bootstrap, auto_offset_reset="latest")
+    alerts = AIOKafkaConsumer(ALERTS.name, **kafka.client_options(), auto_offset_reset="latest")
     await alerts.start()
-    producer = await _producer(bootstrap)
+    producer = await _producer(kafka)
     fleet = SimulatedFleet(seed=5)
     fleet.set_node(node, "NVIDIA-H100-80GB-HBM3", 1)
     fleet.inject(node, 0, "overheat")
@@ -154,18 +162,18 @@ def parser() -> argparse.ArgumentParser:
 async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {0})
     env = stack_env()
-    bootstrap = env["GPUCLOUD_KAFKA_BOOTSTRAP"]
+    kafka = KafkaConnection.from_env(env)
     run = uuid.uuid4().hex[:6]
     paused = [pid for pid in (_pause("monitoring"), _pause("gpu-simulator")) if pid]
     name = f"monitoringbench{run}"
     started: list[subprocess.Popen[bytes]] = []
     try:
         published = time.perf_counter()
-        samples = await publish_fleet(bootstrap, args.seconds, run)
+        samples = await publish_fleet(kafka, args.seconds, run)
         publish_s = time.perf_counter() - published
-        targets = await end_offsets(bootstrap, TELEMETRY.name)
+        targets = await end_offsets(kafka, TELEMETRY.name)
         records = sum(targets.values())  # the topic from its start, old records included
-        raw_records, raw_s = await run_raw(bootstrap, TELEMETRY.name, targets)
+        raw_records, raw_s = await run_raw(env, TELEMETRY.name, targets)
         monitoring_s, process = await run_service_until_caught_up(
             "monitoring", env, name=name, port=BENCH_PORT, topic=TELEMETRY.name, targets=targets
         )

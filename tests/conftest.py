@@ -17,6 +17,7 @@ from kubernetes_asyncio import config as k8s_config
 from minio import Minio
 from pymongo import AsyncMongoClient
 
+from gpucloud_libs.identity import IdentitySigner
 from gpucloud_libs.kafka_connection import KafkaConnection
 
 from .platform import Platform
@@ -35,6 +36,22 @@ def stack_env() -> dict[str, str]:
     settings: dict[str, str] = json.loads(env.stdout)
     os.environ.update(settings)
     return settings
+
+
+def stack_service_env(service: str) -> dict[str, str]:
+    """The settings `service` runs with in the local stack (its own keys and principal)."""
+    done = subprocess.run(
+        [*STACK, "env", "--json", "--service", service], capture_output=True, text=True, check=True
+    )
+    env: dict[str, str] = json.loads(done.stdout)
+    return env
+
+
+@pytest.fixture(scope="session")
+def gateway_signer(stack_env: dict[str, str]) -> IdentitySigner:
+    """Signs identities as the gateway does: for tests that call a service directly."""
+    private_key = stack_service_env("gateway")["GPUCLOUD_IDENTITY_PRIVATE_KEY"]
+    return IdentitySigner("gateway", private_key, setting="GPUCLOUD_IDENTITY_PRIVATE_KEY")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 
-from gpucloud_libs.identity import IDENTITY_HEADER, Role, sign_identity
 from gpucloud_libs.kafka_connection import KafkaConnection
 
 T = TypeVar("T")
@@ -57,11 +56,3 @@ async def read_topic(
         return records
     finally:
         await consumer.stop()
-
-
-def identity_headers(
-    signing_key: str, *, role: Role, tenant_id: str | None, subject: str = "tester"
-) -> dict[str, str]:
-    """What the gateway adds to a forwarded request."""
-    token = sign_identity(signing_key, subject=subject, role=role, tenant_id=tenant_id)
-    return {IDENTITY_HEADER: token}

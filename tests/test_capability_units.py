@@ -22,7 +22,7 @@ from gpucloud_monitoring.documents import RollupDoc, RuleDoc
 from gpucloud_monitoring.fleet import weighted_utilization
 from gpucloud_monitoring.metrics import points
 from gpucloud_monitoring.schemas import NodeView
-from gpucloud_monitoring.webhooks import WebhookGuard
+from gpucloud_monitoring.webhook_guard import WebhookGuard
 from gpucloud_storage.accessors import access_key
 from gpucloud_storage.attachments import attachment_plan
 from gpucloud_storage.documents import AttachmentDoc

@@ -13,7 +13,7 @@ import httpx
 from kubernetes_asyncio import client as k8s
 from pymongo import AsyncMongoClient
 
-from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner, generate_key_pair
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import tenant_namespace
 from gpucloud_libs.topics import AUDIT, TENANTS
@@ -326,21 +326,22 @@ async def test_mutating_calls_are_audited_and_published(
 
 
 async def test_forwarded_calls_carry_the_gateways_identity_only(
-    platform: Platform, stack_env: dict[str, str]
+    platform: Platform, stack_env: dict[str, str], gateway_signer: IdentitySigner
 ) -> None:
     victim, attacker = await platform.tenant(), await platform.tenant()
     # A caller's own identity header is dropped: the service sees who the gateway says.
-    forged = sign_identity(
-        "not-the-key", subject="x", role="tenant-admin", tenant_id=victim.tenant_id
-    )
+    forged = IdentitySigner("gateway", generate_key_pair()[0], setting="-").sign(
+        subject="x", role="tenant-admin", tenant_id=victim.tenant_id,
+        method="GET", path="/gpu-instances",
+    )  # fmt: skip
     listed = await platform.http.get(
         "/v1/gpu-instances", headers={**bearer(attacker.admin_key), IDENTITY_HEADER: forged}
     )
     assert listed.status_code == 200
     # Forged with the real key, it is still dropped.
-    real = sign_identity(
-        stack_env["GPUCLOUD_IDENTITY_SIGNING_KEY"], subject="x", role="tenant-admin",
-        tenant_id=victim.tenant_id,
+    real = gateway_signer.sign(
+        subject="x", role="tenant-admin", tenant_id=victim.tenant_id,
+        method="POST", path="/gpu-instances",
     )  # fmt: skip
     spec = await platform.spec()
     started = await platform.http.post(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +16,9 @@ import httpx
 import pytest
 
 from gpucloud_gateway import credentials
+from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner, b64, generate_key_pair
 
+from .conftest import stack_service_env
 from .platform import Platform, assert_problem, bearer
 from .support import eventually, unique
 
@@ -103,24 +107,36 @@ async def test_a_token_minted_from_a_key_dies_when_the_key_expires(platform: Pla
     assert "expired" in body["detail"]
 
 
+_PRIVATE, _PUBLIC = generate_key_pair()
+_GOOD = {
+    "GPUCLOUD_IDENTITY_PUBLIC_KEYS": json.dumps({"gateway": _PUBLIC}),
+    "GPUCLOUD_IDENTITY_PRIVATE_KEY": _PRIVATE,
+    "GPUCLOUD_SESSION_SECRET": "Kq3v9ZrT1mXwYb7LpN2sHd8FjC4gAe6U",
+}
+
+
 @pytest.mark.parametrize(
-    ("key", "says"),
+    ("service", "setting", "value", "says"),
     [
-        ("change-me", "is a placeholder"),
-        ("a" * 64, "is a placeholder"),
-        ("Sh0rt-but-random", "is 16 characters, too short"),
-        ("", "is not set"),
+        ("metering", "GPUCLOUD_IDENTITY_PUBLIC_KEYS", "{}", "has no key for 'gateway'"),
+        ("metering", "GPUCLOUD_IDENTITY_PUBLIC_KEYS", '{"gateway": "change-me"}', "is not a base64url Ed25519 key"),
+        ("gateway", "GPUCLOUD_IDENTITY_PRIVATE_KEY", "", "is not set"),
+        ("gateway", "GPUCLOUD_SESSION_SECRET", "change-me", "is a placeholder"),
+        ("gateway", "GPUCLOUD_SESSION_SECRET", "a" * 64, "is a placeholder"),
+        ("gateway", "GPUCLOUD_SESSION_SECRET", "Sh0rt-but-random", "is 16 characters, too short"),
     ],
-)
-def test_a_service_will_not_start_with_a_guessable_signing_key(key: str, says: str) -> None:
+)  # fmt: skip
+def test_a_service_will_not_start_with_an_unusable_key(
+    service: str, setting: str, value: str, says: str
+) -> None:
     """It stops before connecting anywhere (no stack needed), naming the setting."""
-    env = {**os.environ, "GPUCLOUD_IDENTITY_SIGNING_KEY": key, "GPUCLOUD_HTTP_PORT": "18999"}
+    env = {**os.environ, **_GOOD, setting: value, "GPUCLOUD_HTTP_PORT": "18999"}
     done = subprocess.run(
-        [sys.executable, "-m", "gpucloud_metering"],
+        [sys.executable, "-m", f"gpucloud_{service}"],
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode != 0
-    assert f"GPUCLOUD_IDENTITY_SIGNING_KEY {says}" in done.stdout + done.stderr
+    assert f"{setting} {says}" in done.stdout + done.stderr
 
 
 async def test_a_tenant_holds_at_most_100_alert_rules(platform: Platform) -> None:
@@ -163,3 +179,41 @@ async def test_readiness_details_are_for_direct_callers_only(
     assert direct["status"] == "ready"
     assert "mongodb" in direct["checks"]
     assert proxied == {"status": "ready"}
+
+
+async def test_a_service_takes_only_identities_the_gateway_signed_for_that_request(
+    stack_env: dict[str, str], gateway_signer: IdentitySigner
+) -> None:
+    """Calls that skip the gateway: the old shared-key format, a token replayed on
+    another route, and a platform admin signed by a service are all refused."""
+    instances_key = stack_service_env("instances")["GPUCLOUD_IDENTITY_PRIVATE_KEY"]
+    instances_signer = IdentitySigner("instances", instances_key, setting="-")
+    claims = {"subject": "x", "role": "platform-admin", "tenant_id": None, "expires_at": 4e9}
+    payload = b64(json.dumps(claims).encode())
+    shared_key = b64(hmac.new(b"k" * 48, payload.encode(), hashlib.sha256).digest())
+    listing = gateway_signer.sign(
+        subject="x", role="platform-admin", tenant_id=None, method="GET", path="/specs"
+    )
+    refused = {
+        "old shared-key token": f"{payload}.{shared_key}",
+        "replayed on another path": listing,
+        "platform admin from a service": instances_signer.sign(
+            subject="x", role="platform-admin", tenant_id=None, method="POST", path="/specs"
+        ),
+    }
+    async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_INSTANCES_URL"]) as direct:
+        assert (await direct.get("/specs", headers={IDENTITY_HEADER: listing})).status_code == 200
+        for why, token in refused.items():
+            response = await direct.post(
+                "/specs",
+                json={
+                    "name": unique("s"),
+                    "cpu": "1",
+                    "memory": "1Gi",
+                    "gpuType": "x",
+                    "gpuNum": 1,
+                },
+                headers={IDENTITY_HEADER: token},
+            )
+            assert response.status_code == 401, why
+            assert_problem(response, 401, "unauthenticated")

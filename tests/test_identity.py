@@ -1,22 +1,74 @@
-"""The signed identity the gateway forwards and every service verifies."""
+"""The signed identity the gateway forwards and every service verifies (Ed25519)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import time
 
 import pytest
 
 from gpucloud_libs.errors import Forbidden, Unauthenticated
-from gpucloud_libs.identity import sign_identity, verify_identity
+from gpucloud_libs.identity import (
+    IdentitySigner,
+    IdentityVerifier,
+    Role,
+    WeakKey,
+    generate_key_pair,
+)
 
-KEY = "k" * 48
+GATEWAY_PRIVATE, GATEWAY_PUBLIC = generate_key_pair()
+INSTANCES_PRIVATE, INSTANCES_PUBLIC = generate_key_pair()
+GATEWAY = IdentitySigner("gateway", GATEWAY_PRIVATE, setting="TEST")
+INSTANCES = IdentitySigner("instances", INSTANCES_PRIVATE, setting="TEST")
+VERIFIER = IdentityVerifier(
+    {"gateway": GATEWAY_PUBLIC, "instances": INSTANCES_PUBLIC}, setting="TEST"
+)
+PATH = "/gpu-instances/nb-1"
 
 
-def test_a_signed_identity_verifies_with_the_same_key() -> None:
-    token = sign_identity(KEY, subject="u-1", role="tenant-user", tenant_id="t-1")
-    identity = verify_identity(KEY, token)
+def signed(
+    signer: IdentitySigner = GATEWAY,
+    *,
+    role: Role = "tenant-user",
+    tenant_id: str | None = "t-1",
+    method: str = "GET",
+    path: str = PATH,
+    ttl_s: float = 60,
+) -> str:
+    return signer.sign(
+        subject="u-1", role=role, tenant_id=tenant_id, method=method, path=path, ttl_s=ttl_s
+    )
+
+
+def old_shared_key_token(key: str) -> str:
+    """What the gateway forwarded before Ed25519: an HMAC-SHA256 over the identity."""
+    claims = {
+        "subject": "u-1",
+        "role": "platform-admin",
+        "tenant_id": None,
+        "expires_at": time.time() + 60,
+    }
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    mac = hmac.new(key.encode(), payload.encode(), hashlib.sha256).digest()
+    return f"{payload}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+def test_a_signed_identity_verifies_for_the_request_it_was_made_for() -> None:
+    identity = VERIFIER.verify(signed(), method="GET", path=PATH)
     assert (identity.subject, identity.role, identity.tenant_id) == ("u-1", "tenant-user", "t-1")
+    assert identity.issuer == "gateway"
     assert identity.require_tenant() == "t-1"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("DELETE", PATH), ("GET", "/gpu-instances/nb-2"), ("GET", "/specs")]
+)
+def test_a_token_does_not_travel_to_another_method_or_path(method: str, path: str) -> None:
+    with pytest.raises(Unauthenticated, match="another request"):
+        VERIFIER.verify(signed(), method=method, path=path)
 
 
 @pytest.mark.parametrize(
@@ -24,38 +76,64 @@ def test_a_signed_identity_verifies_with_the_same_key() -> None:
     [
         (None, "missing"),
         ("", "missing"),
-        ("garbage", "signature"),
-        (
-            sign_identity("other-key", subject="u", role="platform-admin", tenant_id=None),
-            "signature",
-        ),
+        ("garbage", "malformed"),
+        (old_shared_key_token("k" * 48), "signer is not trusted"),
+        (signed(IdentitySigner("gateway", generate_key_pair()[0], setting="T")), "signature"),
+        (signed(IdentitySigner("intruder", generate_key_pair()[0], setting="T")), "not trusted"),
     ],
 )
-def test_missing_or_forged_tokens_are_rejected(token: str | None, reason: str) -> None:
+def test_missing_forged_and_old_format_tokens_are_rejected(token: str | None, reason: str) -> None:
     with pytest.raises(Unauthenticated, match=reason):
-        verify_identity(KEY, token)
+        VERIFIER.verify(token, method="GET", path=PATH)
 
 
 def test_a_tampered_payload_breaks_the_signature() -> None:
-    token = sign_identity(KEY, subject="u-1", role="tenant-user", tenant_id="t-1")
-    forged = sign_identity(KEY, subject="u-1", role="tenant-user", tenant_id="t-2")
+    token = signed(tenant_id="t-1")
+    forged = signed(tenant_id="t-2")
     spliced = forged.split(".")[0] + "." + token.split(".")[1]
     with pytest.raises(Unauthenticated, match="signature"):
-        verify_identity(KEY, spliced)
+        VERIFIER.verify(spliced, method="GET", path=PATH)
 
 
 def test_an_expired_token_is_rejected() -> None:
-    token = sign_identity(KEY, subject="u-1", role="tenant-user", tenant_id="t-1", ttl_s=30)
     with pytest.raises(Unauthenticated, match="expired"):
-        verify_identity(KEY, token, now=time.time() + 31)
+        VERIFIER.verify(signed(ttl_s=30), method="GET", path=PATH, now=time.time() + 31)
+
+
+def test_only_the_gateway_signs_for_a_platform_admin() -> None:
+    admin = VERIFIER.verify(signed(role="platform-admin", tenant_id=None), method="GET", path=PATH)
+    assert admin.is_platform_admin
+    with pytest.raises(Unauthenticated, match="only the gateway"):
+        VERIFIER.verify(
+            signed(INSTANCES, role="platform-admin", tenant_id=None), method="GET", path=PATH
+        )
+    tenant_call = VERIFIER.verify(signed(INSTANCES, role="tenant-admin"), method="GET", path=PATH)
+    assert (tenant_call.issuer, tenant_call.tenant_id) == ("instances", "t-1")
 
 
 def test_roles_are_enforced() -> None:
-    user = verify_identity(KEY, sign_identity(KEY, subject="u", role="tenant-user", tenant_id="t"))
+    user = VERIFIER.verify(signed(), method="GET", path=PATH)
     with pytest.raises(Forbidden):
         user.require_role("tenant-admin", "platform-admin")
-    admin = verify_identity(
-        KEY, sign_identity(KEY, subject="a", role="platform-admin", tenant_id=None)
-    )
+    admin = VERIFIER.verify(signed(role="platform-admin", tenant_id=None), method="GET", path=PATH)
     with pytest.raises(Forbidden):
         admin.require_tenant()
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ({}, "no key for 'gateway'"),
+        ({"gateway": "change-me"}, "not a base64url Ed25519 key"),
+        ({"gateway": GATEWAY_PUBLIC, "instances": "QUJD"}, "not a base64url Ed25519 key"),
+    ],
+)
+def test_unusable_public_keys_are_refused_at_the_check(keys: dict[str, str], says: str) -> None:
+    with pytest.raises(WeakKey, match=says):
+        IdentityVerifier(keys, setting="GPUCLOUD_IDENTITY_PUBLIC_KEYS").check()
+
+
+@pytest.mark.parametrize(("key", "says"), [("", "is not set"), ("change-me", "is not a base64url")])
+def test_an_unusable_private_key_is_refused_at_the_check(key: str, says: str) -> None:
+    with pytest.raises(WeakKey, match=f"GPUCLOUD_IDENTITY_PRIVATE_KEY {says}"):
+        IdentitySigner("gateway", key, setting="GPUCLOUD_IDENTITY_PRIVATE_KEY").check()

@@ -21,7 +21,8 @@ from gpucloud_stack import fleet
 from .platform import Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
 
-COOKIE = "gpucloud_session"
+#: Secure, host-only and Path=/: no other instance host can set or shadow it.
+COOKIE = "__Host-gpucloud_session"
 
 
 async def _workload(address: str, port: int) -> web.AppRunner:
@@ -46,6 +47,15 @@ async def _workload(address: str, port: int) -> web.AppRunner:
         await response.write_eof()
         return response
 
+    async def cookies(request: web.Request) -> web.Response:
+        """A workload that tries to set cookies for the whole domain, and the gateway's."""
+        response = web.Response(text="set")
+        response.headers.add("Set-Cookie", "theme=dark; Path=/")
+        response.headers.add("Set-Cookie", "everywhere=1; Domain=instances.gpucloud.local; Path=/")
+        response.headers.add("Set-Cookie", f"{COOKIE}=fixed; Path=/; Secure")
+        response.headers.add("Set-Cookie", "gpucloud_session=fixed; Path=/")
+        return response
+
     async def socket(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(protocols=["jupyter"])
         await ws.prepare(request)
@@ -61,7 +71,7 @@ async def _workload(address: str, port: int) -> web.AppRunner:
     app = web.Application(client_max_size=64 * 2**20)
     app.add_routes(
         [web.get("/echo", echo), web.post("/upload", upload), web.get("/download", download),
-         web.get("/ws", socket)]
+         web.get("/ws", socket), web.get("/cookies", cookies), web.post("/echo", echo)]
     )  # fmt: skip
     runner = web.AppRunner(app)
     await runner.setup()
@@ -190,8 +200,10 @@ async def test_session_link_sets_a_cookie_for_that_host_only(
     assert opened.status_code == 303
     assert opened.headers["location"] == "/echo"
     cookie = opened.headers["set-cookie"]
-    assert "HttpOnly" in cookie
-    assert "Secure" in cookie
+    assert cookie.startswith(f"{COOKIE}=")
+    attributes = {part.strip().partition("=")[0].lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "secure", "path"} <= attributes
+    assert "domain" not in attributes  # host-only
     session = cookie.split(";")[0].removeprefix(f"{COOKIE}=")
 
     with_cookie = {"Host": running.host, "Cookie": f"{COOKIE}={session}; _xsrf=abc"}
@@ -201,7 +213,7 @@ async def test_session_link_sets_a_cookie_for_that_host_only(
     assert forwarded["cookie"] == "_xsrf=abc"  # the session cookie is the gateway's
 
     # The cookie opens neither the instance's other port nor the API.
-    other_port = running.host.replace(f"-{running.port}-", f"-{running.port + 1}-")
+    other_port = running.host.replace(f"--{running.port}--", f"--{running.port + 1}--")
     assert_problem(
         await platform.http.get("/echo", headers={**with_cookie, "Host": other_port}), 401
     )
@@ -209,6 +221,61 @@ async def test_session_link_sets_a_cookie_for_that_host_only(
     # An open redirect is not on offer.
     again = await platform.http.get(path + "&next=//evil.test/", headers={"Host": running.host})
     assert again.headers["location"] == "/"
+
+    # Only a one-minute link opens a session: not the cookie itself (which would renew
+    # forever), not an API key, and a link token is no cookie.
+    host = {"Host": running.host}
+    for token in (session, running.account.admin_key):
+        renewed = await platform.http.get(f"/_gpucloud/session?token={token}", headers=host)
+        assert_problem(renewed, 401)
+    link_token = path.partition("token=")[2]
+    as_cookie = await platform.http.get(
+        "/echo", headers={**host, "Cookie": f"{COOKIE}={link_token}"}
+    )
+    assert_problem(as_cookie, 401)
+
+
+async def test_a_cookie_cannot_be_ridden_from_another_site(
+    platform: Platform, running: RunningInstance
+) -> None:
+    link = await platform.http.post(
+        f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
+        headers=bearer(running.account.admin_key),
+    )
+    opened = await platform.http.get(
+        link.json()["url"].removeprefix(f"https://{running.host}"), headers={"Host": running.host}
+    )
+    with_cookie = {"Host": running.host, "Cookie": opened.headers["set-cookie"].split(";")[0]}
+    own_pages = [{"Origin": f"https://{running.host}"}, {"Sec-Fetch-Site": "same-origin"}, {}]
+    for headers in own_pages:
+        answer = await platform.http.post("/echo", headers={**with_cookie, **headers})
+        assert answer.status_code == 200, (headers, answer.text)
+    elsewhere = [
+        {"Origin": "https://evil.test"},
+        {"Sec-Fetch-Site": "cross-site", "Origin": f"https://{running.host}"},
+        {"Sec-Fetch-Site": "same-site"},  # another tenant's instance is same-site
+    ]
+    for headers in elsewhere:
+        refused = await platform.http.post("/echo", headers={**with_cookie, **headers})
+        assert_problem(refused, 403)
+    # Reading is not a change; a bearer credential is not ambient, so any origin may send it.
+    read = await platform.http.get("/echo", headers={**with_cookie, "Origin": "https://evil.test"})
+    assert read.status_code == 200
+    keyed = {
+        **bearer(running.account.admin_key),
+        "Host": running.host,
+        "Origin": "https://evil.test",
+    }
+    assert (await platform.http.post("/echo", headers=keyed)).status_code == 200
+
+
+async def test_a_workload_cannot_set_cookies_beyond_its_host(
+    platform: Platform, running: RunningInstance
+) -> None:
+    owner = {**bearer(running.account.admin_key), "Host": running.host}
+    answer = await platform.http.get("/cookies", headers=owner)
+    assert answer.status_code == 200
+    assert answer.headers.get_list("set-cookie") == ["theme=dark; Path=/"]
 
 
 async def test_bodies_stream_both_ways(platform: Platform, running: RunningInstance) -> None:
@@ -288,5 +355,5 @@ async def test_an_instance_not_yet_running_says_so(platform: Platform) -> None:
     body = assert_problem(waiting, 409, "instance_not_running")
     assert body["state"] == "pending"
     assert waiting.headers["Retry-After"] == "2"
-    private = host.replace("-8888-", "-9000-")
+    private = host.replace("--8888--", "--9000--")
     assert_problem(await platform.http.get("/", headers={**owner, "Host": private}), 404)

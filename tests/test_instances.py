@@ -19,14 +19,14 @@ import pytest
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
-from gpucloud_libs.identity import Role
+from gpucloud_libs.identity import IdentitySigner, Role, SignedAs
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import parse_instance_host
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, TENANTS
 from gpucloud_stack import fleet, layout
 
-from .support import eventually, identity_headers, read_topic, unique
+from .support import eventually, read_topic, unique
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 STACK = layout.LOCAL_DIR / "stack.py"
@@ -37,15 +37,15 @@ class Instances:
     """A client of the instances service that signs identities like the gateway does."""
 
     http: httpx.AsyncClient
-    signing_key: str
+    signer: IdentitySigner
     kafka: KafkaConnection
     started: list[tuple[str, str]] = field(default_factory=list)
 
-    def as_(self, role: Role, tenant_id: str | None) -> dict[str, str]:
-        return identity_headers(self.signing_key, role=role, tenant_id=tenant_id)
+    def as_(self, role: Role, tenant_id: str | None) -> SignedAs:
+        return SignedAs(self.signer, role=role, tenant_id=tenant_id)
 
     @property
-    def admin(self) -> dict[str, str]:
+    def admin(self) -> SignedAs:
         return self.as_("platform-admin", None)
 
     async def spec(
@@ -60,7 +60,7 @@ class Instances:
             "gpuNum": gpus,
             "zones": zones or [],
         }
-        response = await self.http.post("/specs", json=body, headers=self.admin)
+        response = await self.http.post("/specs", json=body, auth=self.admin)
         assert response.status_code == 201, response.text
         return name
 
@@ -90,7 +90,7 @@ class Instances:
 
         async def attempt() -> httpx.Response | None:
             response = await self.http.post(
-                "/gpu-instances", json=body, headers=self.as_("tenant-user", tenant_id)
+                "/gpu-instances", json=body, auth=self.as_("tenant-user", tenant_id)
             )
             # 409 tenant_not_ready: the tenant event is still on its way
             return (
@@ -110,13 +110,13 @@ class Instances:
         """Give the fleet's GPUs back: the data directory outlives test runs."""
         for tenant_id, instance_id in self.started:
             await self.http.delete(
-                f"/gpu-instances/{instance_id}", headers=self.as_("tenant-user", tenant_id)
+                f"/gpu-instances/{instance_id}", auth=self.as_("tenant-user", tenant_id)
             )
         self.started.clear()
 
     async def get(self, tenant_id: str, instance_id: str) -> dict[str, Any]:
         response = await self.http.get(
-            f"/gpu-instances/{instance_id}", headers=self.as_("tenant-user", tenant_id)
+            f"/gpu-instances/{instance_id}", auth=self.as_("tenant-user", tenant_id)
         )
         assert response.status_code == 200, response.text
         result: dict[str, Any] = response.json()
@@ -133,9 +133,11 @@ class Instances:
 
 
 @pytest.fixture(scope="module")
-async def api(stack_env: dict[str, str], kafka: KafkaConnection) -> AsyncIterator[Instances]:
+async def api(
+    stack_env: dict[str, str], kafka: KafkaConnection, gateway_signer: IdentitySigner
+) -> AsyncIterator[Instances]:
     async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_INSTANCES_URL"], timeout=30) as http:
-        yield Instances(http, stack_env["GPUCLOUD_IDENTITY_SIGNING_KEY"], kafka)
+        yield Instances(http, gateway_signer, kafka)
 
 
 @pytest.fixture(autouse=True)
@@ -206,7 +208,7 @@ async def test_instance_starts_runs_and_stops(api: Instances, kube: k8s.ApiClien
     await core.read_namespaced_service(f"inst-{instance_id}", ns)
 
     response = await api.http.delete(
-        f"/gpu-instances/{instance_id}", headers=api.as_("tenant-user", tenant)
+        f"/gpu-instances/{instance_id}", auth=api.as_("tenant-user", tenant)
     )
     assert response.status_code == 202
     stopped = await api.wait_state(tenant, instance_id, "stopped")
@@ -268,14 +270,12 @@ async def test_another_tenant_gets_404_and_sees_nothing(api: Instances) -> None:
     owner, intruder = await api.tenant(), await api.tenant()
     instance_id = (await api.start(owner, spec))["instanceID"]
     for role in ("tenant-user", "tenant-admin"):
-        headers = api.as_(role, intruder)
+        auth = api.as_(role, intruder)
         for method in ("GET", "DELETE"):
-            response = await api.http.request(
-                method, f"/gpu-instances/{instance_id}", headers=headers
-            )
+            response = await api.http.request(method, f"/gpu-instances/{instance_id}", auth=auth)
             assert response.status_code == 404, (role, method)
             assert response.json()["code"] == "not_found"
-        listing = await api.http.get("/gpu-instances", headers=headers)
+        listing = await api.http.get("/gpu-instances", auth=auth)
         assert listing.json()["items"] == []
     # the owner still has it, untouched
     assert (await api.get(owner, instance_id))["state"] != "stopping"
@@ -292,10 +292,10 @@ async def test_create_is_idempotent(api: Instances) -> None:
     assert conflict["code"] == "conflict"
 
     key = {"Idempotency-Key": unique("key")}
-    headers = {**api.as_("tenant-user", tenant), **key}
+    auth = api.as_("tenant-user", tenant)
     body = {"image": "pytorch:2", "specName": spec}
-    one = await api.http.post("/gpu-instances", json=body, headers=headers)
-    two = await api.http.post("/gpu-instances", json=body, headers=headers)
+    one = await api.http.post("/gpu-instances", json=body, headers=key, auth=auth)
+    two = await api.http.post("/gpu-instances", json=body, headers=key, auth=auth)
     assert (one.status_code, two.status_code) == (202, 200)
     api.started.append((tenant, one.json()["instanceID"]))
     assert one.json()["instanceID"] == two.json()["instanceID"]
@@ -311,17 +311,17 @@ async def test_bad_requests_get_clear_4xx(api: Instances) -> None:
         ({"image": "x", "specName": spec, "template": duplicate_ports}, user, 422),
         ({"image": "x", "specName": "no-such-spec"}, user, 422),
         ({"image": "has space", "specName": spec}, user, 422),
-        ({"image": "x", "specName": spec}, {}, 401),
+        ({"image": "x", "specName": spec}, httpx.Auth(), 401),  # no identity
         ({"image": "x", "specName": spec}, api.admin, 403),
     ]
-    for body, headers, status in cases:
-        response = await api.http.post("/gpu-instances", json=body, headers=headers)
+    for body, auth, status in cases:
+        response = await api.http.post("/gpu-instances", json=body, auth=auth)
         assert response.status_code == status, (body, response.text)
         assert response.headers["content-type"] == "application/problem+json"
     forbidden = await api.http.post(
         "/specs",
         json={"name": "x", "cpu": "1", "memory": "1Gi", "gpuType": H100, "gpuNum": 1},
-        headers=user,
+        auth=user,
     )
     assert forbidden.status_code == 403
 
@@ -335,9 +335,7 @@ async def test_cursor_pagination_walks_every_instance(api: Instances) -> None:
     while True:
         params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
         page = (
-            await api.http.get(
-                "/gpu-instances", params=params, headers=api.as_("tenant-user", tenant)
-            )
+            await api.http.get("/gpu-instances", params=params, auth=api.as_("tenant-user", tenant))
         ).json()
         seen.extend(item["instanceID"] for item in page["items"])
         cursor = page["nextCursor"]
@@ -350,12 +348,12 @@ async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) ->
     spec = await api.spec(gpus=4, gpu_type="NVIDIA-A100-SXM4-40GB")
     change = {"number": 1, "operationID": unique("op"), "specName": spec}
     for _ in range(2):  # a replayed operationID changes nothing
-        response = await api.http.post("/stocks", json=change, headers=api.admin)
+        response = await api.http.post("/stocks", json=change, auth=api.admin)
         assert response.status_code == 200, response.text
         assert response.json()["target"] == 1
 
     async def stock(available: int) -> dict[str, Any] | None:
-        rows = (await api.http.get("/stocks", headers=api.admin)).json()
+        rows = (await api.http.get("/stocks", auth=api.admin)).json()
         [row] = [r for r in rows if r["specName"] == spec]
         return row if row["available"] == available else None
 
@@ -368,7 +366,7 @@ async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) ->
         assert running["fromStock"] is True
         await eventually(lambda: stock(1), timeout=30)  # a new placeholder took the unit's place
     finally:
-        response = await api.http.request("DELETE", "/stocks", json=removal, headers=api.admin)
+        response = await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
         assert response.json()["target"] == 0
     await eventually(lambda: stock(0), timeout=30)
 

@@ -665,6 +665,12 @@ async def _update_rule(world: World) -> None:
     assert mine.json()["threshold"] == 10
 
 
+@row("POST", "/v1/alert-rules/{rule_id}/webhook-secret")
+async def _rotate_webhook_secret(world: World) -> None:
+    path = f"/v1/alert-rules/{world.a_rule}/webhook-secret"
+    await _everyone_refused(world, "POST", path, lower_too=True)
+
+
 @row("DELETE", "/v1/alert-rules/{rule_id}")
 async def _delete_rule(world: World) -> None:
     await _everyone_refused(world, "DELETE", f"/v1/alert-rules/{world.a_rule}", lower_too=True)

@@ -3,8 +3,6 @@ produce only the topics it owns and read only as its own consumer group."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
@@ -20,22 +18,12 @@ from gpucloud_libs.kafka_access import ACCESS, Operation, ResourceType, acl_bind
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS, USAGE
 
-from .conftest import STACK
+from .conftest import stack_service_env
 
 
 def principal(service: str) -> KafkaConnection:
     """The Kafka connection `service` runs with, as the local stack gives it."""
-    env = json.loads(
-        subprocess.run(
-            [*STACK, "env", "--json", "--service", service],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )  # fmt: skip
-    return KafkaConnection(
-        env["GPUCLOUD_KAFKA_BOOTSTRAP"],
-        username=env["GPUCLOUD_KAFKA_USERNAME"],
-        password=env["GPUCLOUD_KAFKA_PASSWORD"],
-    )
+    return KafkaConnection.from_env(stack_service_env(service))
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ instance_type = "gpu-8xb200"
 @pytest.fixture
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Context:
     monkeypatch.setenv("GPUCLOUD_HOME", str(tmp_path))
-    secrets = Secrets("t", "u", "p", "pg", "k", "b")
+    secrets = Secrets()
     return Context(secrets=secrets, pki=tmp_path)
 
 

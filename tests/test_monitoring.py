@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import json
 import subprocess
 import sys
@@ -193,10 +195,22 @@ class Receiver:
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.signed: list[tuple[str, bytes]] = []  # (signature header, body) of each call
 
     async def handle(self, request: web.Request) -> web.Response:
-        self.calls.append(await request.json())
+        body = await request.read()
+        self.calls.append(json.loads(body))
+        self.signed.append((request.headers.get("X-Gpucloud-Signature", ""), body))
         return web.Response(status=500 if len(self.calls) == 1 else 204)
+
+    def verifies(self, secret: str) -> bool:
+        """Whether every call was signed with `secret`, as a receiver checks it."""
+        for header, body in self.signed:
+            fields = dict(part.split("=", 1) for part in header.split(","))
+            mac = hmac.new(secret.encode(), f"{fields['t']}.".encode() + body, hashlib.sha256)
+            if not hmac.compare_digest(mac.hexdigest(), fields["v1"]):
+                return False
+        return bool(self.signed)
 
 
 @pytest.fixture
@@ -225,7 +239,10 @@ async def test_an_injected_fault_fires_an_alert_and_it_resolves(
         headers=platform.admin,
     )  # fmt: skip
     assert rule.status_code == 201, rule.text
-    rule_id = rule.json()["ruleID"]
+    rule_id, secret = rule.json()["ruleID"], rule.json()["webhookSecret"]
+    assert secret.startswith("whsec_")
+    shown = await platform.http.get(f"/v1/alert-rules/{rule_id}", headers=platform.admin)
+    assert shown.json()["webhookSecret"] is None  # shown once, when made
     async with running(telemetry):
         await asyncio.sleep(2)
         telemetry.fleet.inject(node, 0, "overheat")
@@ -259,6 +276,8 @@ async def test_an_injected_fault_fires_an_alert_and_it_resolves(
 
     await eventually(delivered, timeout=30)
     assert sorted(call["state"] for call in hook.calls[:3]) == ["firing", "firing", "resolved"]
+    assert hook.verifies(secret)
+    assert not hook.verifies("whsec_" + "x" * 43)
 
 
 async def test_deleting_or_disabling_a_rule_ends_its_firing_alert(

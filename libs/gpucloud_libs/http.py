@@ -23,7 +23,7 @@ from .errors import (
     PayloadTooLarge,
     ValidationFailed,
 )
-from .identity import IDENTITY_HEADER, Identity, verify_identity
+from .identity import IDENTITY_HEADER, Identity, IdentityVerifier
 
 log = logging.getLogger(__name__)
 
@@ -224,8 +224,10 @@ _identity_header = APIKeyHeader(
 async def current_identity(
     request: Request, token: Annotated[str | None, Depends(_identity_header)]
 ) -> Identity:
-    key: str = request.app.state.identity_signing_key
-    return verify_identity(key, token)
+    verifier: IdentityVerifier = request.app.state.identity_verifier
+    # The path as sent, still encoded: what the signer signed.
+    path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+    return verifier.verify(token, method=request.method, path=path)
 
 
 CurrentIdentity = Annotated[Identity, Depends(current_identity)]

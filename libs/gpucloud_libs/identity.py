@@ -1,42 +1,56 @@
 """Signed caller identity, minted by the gateway and verified by every service.
 
 The gateway authenticates the caller (API key or token), then forwards the
-request with `X-Gpucloud-Identity: <token>`: a compact HMAC-SHA256 token over
-the principal and a short expiry. Services trust only what this token says,
-never the network or the request body, for who is calling and for which
-tenant.
+request with `X-Gpucloud-Identity: <token>`: the caller (subject, role, tenant),
+the request it is good for (method and path) and a short expiry, signed with
+Ed25519. Only a signer holds its private key; services hold the public keys,
+so a service's environment, or a copy of its settings, cannot mint an identity.
+Services trust only what this token says, never the network or the request
+body, for who is calling and for which tenant.
+
+A signer other than the gateway (the instances service, asking storage for an
+attachment) may act for a tenant, never as a platform admin.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
+import binascii
+import functools
 import json
+import secrets
+import sys
 import time
+from collections.abc import Generator, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+import httpx
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import Forbidden, Unauthenticated
 
 IDENTITY_HEADER = "X-Gpucloud-Identity"
 DEFAULT_TTL_S = 60
+#: The one signer whose identities may say platform-admin.
+GATEWAY = "gateway"
 
 Role = Literal["platform-admin", "tenant-admin", "tenant-user"]
 
 
-#: A signing key shorter than this (or a well-known placeholder) stops a service at start.
+#: A secret shorter than this (or a well-known placeholder) stops a service at start.
 MIN_KEY_LENGTH = 32
 PLACEHOLDER_KEYS = frozenset({"change-me", "changeme", "secret", "password", "test", "dev"})
 
 
 class WeakKey(RuntimeError):
-    """A configured key that anyone could guess: the service refuses to start with it."""
+    """A configured key that anyone could guess, or none at all: the service refuses to start."""
 
 
 def require_strong_key(key: str, *, setting: str) -> None:
-    """Refuse an unset, short, placeholder or single-character key, naming the setting."""
+    """Refuse an unset, short, placeholder or single-character secret, naming the setting."""
     fix = f"set {setting} to 32+ random characters, e.g. `openssl rand -base64 48`"
     if not key:
         raise WeakKey(f"{setting} is not set: {fix}")
@@ -53,6 +67,8 @@ class Identity(BaseModel):
     role: Role
     tenant_id: str | None  # None only for platform admins
     expires_at: float
+    #: Who signed it: the gateway for callers from outside, a service for its own calls.
+    issuer: str = GATEWAY
 
     @property
     def is_platform_admin(self) -> bool:
@@ -69,58 +85,176 @@ class Identity(BaseModel):
         return self.tenant_id
 
 
-def _b64(data: bytes) -> str:
+class IdentityClaims(BaseModel):
+    """What an identity token says, signed: who, for which request, until when."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    issuer: str = Field(alias="iss")
+    subject: str = Field(alias="sub")
+    role: Role
+    tenant_id: str | None = Field(alias="tenant")
+    method: str
+    path: str
+    expires_at: float = Field(alias="exp")
+
+
+def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _unb64(text: str) -> bytes:
+def unb64(text: str) -> bytes:
+    """Raises ValueError (binascii.Error) on text that is not base64url."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _mac(key: str, payload: str) -> str:
-    return _b64(hmac.new(key.encode(), payload.encode(), hashlib.sha256).digest())
+_KEYGEN_HINT = "generate a pair with `python -m gpucloud_libs.identity keygen`"
 
 
-def seal(key: str, payload: bytes) -> str:
-    """`<payload>.<HMAC-SHA256>`, both base64url: tamper-evident, not secret."""
-    if not key:
-        raise ValueError("a signing key is required")
-    encoded = _b64(payload)
-    return f"{encoded}.{_mac(key, encoded)}"
-
-
-def unseal(key: str, token: str) -> bytes | None:
-    """The payload of a token `seal` made with `key`; None if the signature fails."""
-    encoded, _, signature = token.partition(".")
-    if not key or not hmac.compare_digest(signature, _mac(key, encoded)):
-        return None
+def _raw_key(text: str, *, setting: str) -> bytes:
     try:
-        return _unb64(encoded)
-    except ValueError:
-        return None
+        raw = unb64(text.strip())
+    except (ValueError, binascii.Error):
+        raw = b""
+    if len(raw) != 32:
+        raise WeakKey(f"{setting} is not a base64url Ed25519 key of 32 bytes: {_KEYGEN_HINT}")
+    return raw
 
 
-def sign_identity(
-    key: str, *, subject: str, role: Role, tenant_id: str | None, ttl_s: float = DEFAULT_TTL_S
-) -> str:
-    identity = Identity(
-        subject=subject, role=role, tenant_id=tenant_id, expires_at=time.time() + ttl_s
-    )
-    return seal(key, identity.model_dump_json().encode())
+def generate_key_pair() -> tuple[str, str]:
+    """A fresh (private key, public key), each the base64url of its 32 raw bytes."""
+    seed = secrets.token_bytes(32)
+    public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
+    return b64(seed), b64(public.public_bytes(Encoding.Raw, PublicFormat.Raw))
 
 
-def verify_identity(key: str, token: str | None, *, now: float | None = None) -> Identity:
-    if not token:
-        raise Unauthenticated(f"missing {IDENTITY_HEADER}; call this service through the gateway")
-    payload = unseal(key, token)
-    if payload is None:
-        raise Unauthenticated("the identity token's signature is invalid")
-    try:
-        identity = Identity.model_validate_json(payload)
-    except (ValidationError, ValueError, json.JSONDecodeError) as error:
-        raise Unauthenticated("the identity token is malformed") from error
-    if identity.expires_at < (time.time() if now is None else now):
-        raise Unauthenticated("the identity token has expired")
-    if identity.role != "platform-admin" and identity.tenant_id is None:
-        raise Unauthenticated("a tenant role without a tenant")
-    return identity
+class IdentitySigner:
+    """Mints identity tokens as `issuer`, with the issuer's own private key."""
+
+    def __init__(self, issuer: str, private_key: str, *, setting: str) -> None:
+        # Parsed on first use or by `check`, which the runtime calls before serving,
+        # so that a bad key stops the service with a message, not an import error.
+        self.issuer = issuer
+        self._text = private_key
+        self._setting = setting
+
+    @functools.cached_property
+    def _key(self) -> Ed25519PrivateKey:
+        if not self._text:
+            raise WeakKey(f"{self._setting} is not set: {_KEYGEN_HINT}")
+        return Ed25519PrivateKey.from_private_bytes(_raw_key(self._text, setting=self._setting))
+
+    def check(self) -> None:
+        """Raise WeakKey unless the private key is usable."""
+        _ = self._key
+
+    def sign(
+        self,
+        *,
+        subject: str,
+        role: Role,
+        tenant_id: str | None,
+        method: str,
+        path: str,
+        ttl_s: float = DEFAULT_TTL_S,
+    ) -> str:
+        """A token good for one method on one path (as sent, still encoded) for `ttl_s`."""
+        claims = IdentityClaims(
+            iss=self.issuer, sub=subject, role=role, tenant=tenant_id,
+            method=method.upper(), path=path, exp=time.time() + ttl_s,
+        )  # fmt: skip
+        payload = b64(claims.model_dump_json(by_alias=True).encode())
+        return f"{payload}.{b64(self._key.sign(payload.encode()))}"
+
+
+class IdentityVerifier:
+    """Checks identity tokens against the public keys of the trusted signers."""
+
+    def __init__(self, public_keys: Mapping[str, str], *, setting: str) -> None:
+        self._texts = dict(public_keys)
+        self._setting = setting
+
+    @functools.cached_property
+    def _keys(self) -> dict[str, Ed25519PublicKey]:
+        if GATEWAY not in self._texts:
+            raise WeakKey(f"{self._setting} has no key for {GATEWAY!r}: {_KEYGEN_HINT}")
+        return {
+            issuer: Ed25519PublicKey.from_public_bytes(_raw_key(key, setting=self._setting))
+            for issuer, key in self._texts.items()
+        }
+
+    def check(self) -> None:
+        """Raise WeakKey unless every public key is usable."""
+        _ = self._keys
+
+    def verify(
+        self, token: str | None, *, method: str, path: str, now: float | None = None
+    ) -> Identity:
+        """The caller, if `token` is genuine, unexpired and minted for this very request."""
+        if not token:
+            raise Unauthenticated(
+                f"missing {IDENTITY_HEADER}; call this service through the gateway"
+            )
+        claims = self._claims(token)
+        if claims.expires_at < (time.time() if now is None else now):
+            raise Unauthenticated("the identity token has expired")
+        if claims.method != method.upper() or claims.path != path:
+            raise Unauthenticated("the identity token was minted for another request")
+        if claims.role == "platform-admin" and claims.issuer != GATEWAY:
+            raise Unauthenticated(f"only the {GATEWAY} may sign for a platform admin")
+        if claims.role != "platform-admin" and claims.tenant_id is None:
+            raise Unauthenticated("a tenant role without a tenant")
+        return Identity(
+            subject=claims.subject,
+            role=claims.role,
+            tenant_id=claims.tenant_id,
+            expires_at=claims.expires_at,
+            issuer=claims.issuer,
+        )
+
+    def _claims(self, token: str) -> IdentityClaims:
+        payload, _, signature = token.partition(".")
+        try:
+            raw = unb64(payload)
+            issuer = json.loads(raw).get("iss")
+            key = self._keys.get(issuer) if isinstance(issuer, str) else None
+            if key is None:
+                raise Unauthenticated("the identity token's signer is not trusted")
+            key.verify(unb64(signature), payload.encode())
+            return IdentityClaims.model_validate_json(raw)
+        except InvalidSignature as error:
+            raise Unauthenticated("the identity token's signature is invalid") from error
+        except (ValidationError, ValueError, AttributeError, binascii.Error) as error:
+            raise Unauthenticated("the identity token is malformed") from error
+
+
+class SignedAs(httpx.Auth):
+    """An httpx client's requests, each signed for its method and path as `signer` signs
+    them: how a caller with a signer's key (a benchmark, a test) calls a service directly."""
+
+    def __init__(
+        self, signer: IdentitySigner, *, role: Role, tenant_id: str | None, subject: str = "tester"
+    ) -> None:
+        self.signer, self.role, self.tenant_id, self.subject = signer, role, tenant_id, subject
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        path = request.url.raw_path.split(b"?", 1)[0].decode("latin-1")
+        request.headers[IDENTITY_HEADER] = self.signer.sign(
+            subject=self.subject, role=self.role, tenant_id=self.tenant_id,
+            method=request.method, path=path,
+        )  # fmt: skip
+        yield request
+
+
+def main() -> None:
+    """`keygen`: print a fresh key pair as settings (the private one is for the signer alone)."""
+    if sys.argv[1:] != ["keygen"]:
+        print("usage: python -m gpucloud_libs.identity keygen", file=sys.stderr)
+        sys.exit(2)
+    private, public = generate_key_pair()
+    print(f"GPUCLOUD_IDENTITY_PRIVATE_KEY={private}")
+    print(f"public key: {public}  (in GPUCLOUD_IDENTITY_PUBLIC_KEYS of every service)")
+
+
+if __name__ == "__main__":
+    main()

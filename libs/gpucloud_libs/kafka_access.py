@@ -83,11 +83,6 @@ class ServiceAccess:
     def dead_letters(self) -> TopicSpec | None:
         return dead_letter_topic(self.group) if self.consumes else None
 
-    def topics(self) -> tuple[TopicSpec, ...]:
-        """Every topic the service touches: what it must find at start."""
-        extra = (self.dead_letters,) if self.dead_letters else ()
-        return (*self.produces, *self.consumes, *extra)
-
 
 ACCESS: dict[str, ServiceAccess] = {
     access.service: access

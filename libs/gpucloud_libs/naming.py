@@ -38,23 +38,34 @@ def _tenant_label(tenant_id: str) -> str:
     return tenant_namespace(tenant_id).removeprefix(NAMESPACE_PREFIX)
 
 
+#: Between the fields of an instance host. No id may hold it (`ID_PATTERN`), so a
+#: host reads exactly one way.
+HOST_SEPARATOR = "--"
+#: Instance and tenant ids: lowercase DNS words joined by single dashes.
+ID_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+
+
 def instance_host(instance_id: str, tenant_id: str, port: int, domain: str) -> str:
-    """`<instance>-<port>-<tenant>.<domain>`: one host per public port of an instance."""
-    return f"{instance_id}-{port}-{_tenant_label(tenant_id)}.{domain}"
+    """`<instance>--<port>--<tenant>.<domain>`: one host per public port of an instance."""
+    return HOST_SEPARATOR.join((instance_id, str(port), _tenant_label(tenant_id))) + f".{domain}"
 
 
 def parse_instance_host(host: str, tenant_id: str, domain: str) -> tuple[str, int] | None:
     """The (instance id, port) a host names, if it is one of `tenant_id`'s hosts.
 
-    Instance and tenant ids may both hold dashes, so the host is only
-    unambiguous given the tenant: the caller's, from its credentials.
+    Ids never hold the separator, so a host splits into its three fields one way
+    only: no tenant can make a host that reads as another tenant's.
     """
     label, dot, rest = host.partition(".")
-    suffix = f"-{_tenant_label(tenant_id)}"
-    if not dot or rest != domain or not label.endswith(suffix):
+    if not dot or rest != domain:
         return None
-    instance_id, _, port = label.removesuffix(suffix).rpartition("-")
-    if not instance_id or not port.isdigit() or not 0 < int(port) < 65536:
+    fields = label.split(HOST_SEPARATOR)
+    if len(fields) != 3:
+        return None
+    instance_id, port, tenant_label = fields
+    if tenant_label != _tenant_label(tenant_id) or not instance_id:
+        return None
+    if not port.isdigit() or not 0 < int(port) < 65536:
         return None
     return instance_id, int(port)
 

@@ -22,7 +22,7 @@ from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from .http import BodyLimitMiddleware, RejectNulMiddleware, install_error_handlers
-from .identity import require_strong_key
+from .identity import IdentitySigner, IdentityVerifier
 from .kafka import (
     BatchHandler,
     EventHandler,
@@ -30,12 +30,12 @@ from .kafka import (
     subscribe_event_batches,
     subscribe_events,
 )
-from .kafka_access import ACCESS
+from .kafka_access import ServiceAccess
 from .logs import setup_logging
 from .mongo import Database, Document, IndexPlan, create_client, ensure_indexes, ping
 from .settings import ServiceSettings
 from .telemetry import Telemetry, TracingMiddleware, setup_telemetry
-from .topics import TopicSpec, require_topics
+from .topics import TopicSpec, dead_letter_topic, require_topics
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,19 @@ PROXIED_BY = frozenset({"x-forwarded-for", "forwarded", "x-real-ip"})
 
 
 class ServiceRuntime:
-    def __init__(self, settings: ServiceSettings, *, indexes: IndexPlan | None = None) -> None:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        *,
+        kafka_access: ServiceAccess,
+        indexes: IndexPlan | None = None,
+    ) -> None:
         self.settings = settings
+        self.identity_verifier = IdentityVerifier(
+            settings.identity_public_keys, setting="GPUCLOUD_IDENTITY_PUBLIC_KEYS"
+        )
+        #: Checked first at start, before connecting anywhere: keys and secrets.
+        self._key_checks: list[Callable[[], None]] = [self.identity_verifier.check]
         self.name = settings.service_name
         self.source = f"/gpucloud/{self.name}"
         setup_logging(self.name, settings.log_level)
@@ -64,7 +75,10 @@ class ServiceRuntime:
         )
         self.db: Database = self.mongo[settings.database_name]
         self._indexes = indexes or {}
-        self.kafka_access = ACCESS[self.name]
+        #: What the service's Kafka principal may touch (gpucloud_libs.kafka_access).
+        self.kafka_access = kafka_access
+        #: `gpucloud-<service>`; a renamed copy (a benchmark's) gets a group of its own.
+        self.consumer_group = f"gpucloud-{self.name}"
         self._checks: dict[str, ReadinessCheck] = {
             "mongodb": lambda: ping(self.db),
             "kafka": self._kafka_ready,
@@ -84,7 +98,13 @@ class ServiceRuntime:
             raise ValueError(
                 f"{self.name} may not consume {topic.name}: add it to its entry in kafka_access"
             )
-        return self.kafka_access.group
+        return self.consumer_group
+
+    def _kafka_topics(self) -> list[TopicSpec]:
+        dead_letters = (
+            [dead_letter_topic(self.consumer_group)] if self.kafka_access.consumes else []
+        )
+        return [*self.kafka_access.produces, *self.kafka_access.consumes, *dead_letters]
 
     def subscribe(self, topic: TopicSpec, handler: EventHandler) -> None:
         """Consume `topic` with `handler`, as the service's consumer group."""
@@ -93,6 +113,21 @@ class ServiceRuntime:
     def subscribe_batches(self, topic: TopicSpec, handler: BatchHandler) -> None:
         """Consume `topic` a batch at a time (see `subscribe_event_batches`)."""
         subscribe_event_batches(self.broker, topic, group=self._consumable(topic), handler=handler)
+
+    def identity_signer(self) -> IdentitySigner:
+        """This service's signer, for the calls it makes to other services as a caller;
+        its key is checked at start like the others."""
+        signer = IdentitySigner(
+            self.kafka_access.service,
+            self.settings.identity_private_key.get_secret_value(),
+            setting="GPUCLOUD_IDENTITY_PRIVATE_KEY",
+        )
+        self.check_key_at_start(signer.check)
+        return signer
+
+    def check_key_at_start(self, check: Callable[[], None]) -> None:
+        """`check` runs before anything connects; a WeakKey from it stops the service."""
+        self._key_checks.append(check)
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self._checks[name] = check
@@ -144,11 +179,9 @@ class ServiceRuntime:
     @asynccontextmanager
     async def lifespan(self, _app: FastAPI) -> AsyncIterator[None]:
         # First, before connecting anywhere: a guessable key would let anyone act as anyone.
-        require_strong_key(
-            self.settings.identity_signing_key.get_secret_value(),
-            setting="GPUCLOUD_IDENTITY_SIGNING_KEY",
-        )
-        await require_topics(self.settings.kafka, self.kafka_access.topics())
+        for check in self._key_checks:
+            check()
+        await require_topics(self.settings.kafka, self._kafka_topics())
         await ensure_indexes(self.db, self._indexes)
         await self.broker.start()
         for hook in self._on_start:
@@ -177,7 +210,7 @@ class ServiceRuntime:
         app = FastAPI(title=title, description=description, version="0.1.0", lifespan=self.lifespan)
         app.state.parts = {type(part): part for part in parts}
         install_error_handlers(app)
-        app.state.identity_signing_key = self.settings.identity_signing_key.get_secret_value()
+        app.state.identity_verifier = self.identity_verifier
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.settings.max_body_bytes)
         app.add_middleware(RejectNulMiddleware)
         app.add_middleware(TracingMiddleware, service=self.name)

@@ -34,8 +34,12 @@ class ServiceSettings(BaseSettings):
     #: API's bodies are small JSON; data goes to storage through presigned URLs.
     max_body_bytes: int = Field(default=2**20, ge=1024)
 
-    #: HMAC key the gateway signs forwarded identities with; services verify it.
-    identity_signing_key: SecretStr = Field(default=SecretStr(""))
+    #: The Ed25519 public keys of the signers this service trusts, by signer:
+    #: JSON such as {"gateway": "<base64url>", "instances": "<base64url>"}.
+    identity_public_keys: dict[str, str] = Field(default_factory=dict)
+    #: This service's own Ed25519 private key; only signers (the gateway, and the
+    #: instances service for its calls to storage) have one.
+    identity_private_key: SecretStr = Field(default=SecretStr(""))
 
     @property
     def kafka(self) -> KafkaConnection:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -494,19 +495,31 @@ def service_env(ctx: Context) -> dict[str, str]:
         "GPUCLOUD_S3_ENDPOINT": f"http://{HOST}:{PORTS.minio}",
         "GPUCLOUD_S3_ACCESS_KEY": ctx.secrets.minio_root_user,
         "GPUCLOUD_S3_SECRET_KEY": ctx.secrets.minio_root_password,
-        "GPUCLOUD_IDENTITY_SIGNING_KEY": ctx.secrets.identity_signing_key,
+        # Every service verifies identities; only signers hold a private key (`principal_env`).
+        "GPUCLOUD_IDENTITY_PUBLIC_KEYS": json.dumps(
+            {signer: pair["public"] for signer, pair in ctx.secrets.identity_keys.items()}
+        ),
         "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
         **urls,
     }
 
 
 def principal_env(ctx: Context, service: str) -> dict[str, str]:
-    """`service_env` as `service` runs with it: signed in to Kafka as its own principal."""
+    """`service_env` as `service` runs with it: signed in to Kafka as its own principal,
+    with the keys that are its alone (identity, session, webhook secrets)."""
+    own: dict[str, str] = {}
+    if service in ctx.secrets.identity_keys:
+        own["GPUCLOUD_IDENTITY_PRIVATE_KEY"] = ctx.secrets.identity_keys[service]["private"]
+    if service == "gateway":
+        own["GPUCLOUD_SESSION_SECRET"] = ctx.secrets.session_secret
+    if service == "monitoring":
+        own["GPUCLOUD_WEBHOOK_SECRETS_KEY"] = ctx.secrets.webhook_secrets_key
     return {
         **service_env(ctx),
         "GPUCLOUD_KAFKA_USERNAME": f"gpucloud-{service}",
         "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_passwords[service],
         "GPUCLOUD_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+        **own,
     }
 
 

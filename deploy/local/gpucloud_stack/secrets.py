@@ -6,6 +6,7 @@ and `reset` throws them away with the data.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -23,6 +24,28 @@ def _token(size: int = 32) -> str:
     return secrets.token_urlsafe(size)
 
 
+#: The services that sign identities (gpucloud_libs.identity): each has an Ed25519 pair.
+IDENTITY_SIGNERS = ("gateway", "instances")
+
+
+def _ed25519_pair() -> dict[str, str]:
+    """{"private", "public"}: each the base64url of its 32 raw bytes, made by openssl
+    (the stack needs no Python packages)."""
+
+    def openssl(*args: str, given: bytes = b"") -> bytes:
+        return subprocess.run(
+            ["openssl", *args], input=given, capture_output=True, check=True
+        ).stdout
+
+    pkcs8 = openssl("genpkey", "-algorithm", "ed25519", "-outform", "DER")
+    spki = openssl("pkey", "-inform", "DER", "-pubout", "-outform", "DER", given=pkcs8)
+
+    def raw(der: bytes) -> str:  # both DER forms end with the 32 key bytes
+        return base64.urlsafe_b64encode(der[-32:]).rstrip(b"=").decode()
+
+    return {"private": raw(pkcs8), "public": raw(spki)}
+
+
 @dataclass(frozen=True)
 class Secrets:
     # Every field has a generator, so a data directory from an older version gets
@@ -31,8 +54,16 @@ class Secrets:
     minio_root_user: str = "gpucloud-root"
     minio_root_password: str = field(default_factory=_token)
     postgres_password: str = field(default_factory=_token)
-    identity_signing_key: str = field(default_factory=lambda: _token(48))
+    #: The gateway's session-token key: the gateway's alone.
+    session_secret: str = field(default_factory=lambda: _token(48))
+    identity_keys: dict[str, dict[str, str]] = field(
+        default_factory=lambda: {signer: _ed25519_pair() for signer in IDENTITY_SIGNERS}
+    )
     bootstrap_admin_key: str = field(default_factory=lambda: BOOTSTRAP_KEY_PREFIX + _token())
+    #: Seals webhook signing secrets at rest (a Fernet key): the monitoring service's.
+    webhook_secrets_key: str = field(
+        default_factory=lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    )
     #: The broker's super user, for the operator's Kafka access step only.
     kafka_admin_password: str = field(default_factory=_token)
     kafka_passwords: dict[str, str] = field(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from gpucloud_libs.identity import require_strong_key
+from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
 
 from .api import router
@@ -26,7 +28,13 @@ from .upstream import Upstream
 from .users import Users
 
 settings = GatewaySettings()
-runtime = ServiceRuntime(settings, indexes=INDEXES)
+runtime = ServiceRuntime(settings, kafka_access=ACCESS["gateway"], indexes=INDEXES)
+signer = runtime.identity_signer()
+runtime.check_key_at_start(
+    lambda: require_strong_key(
+        settings.session_secret.get_secret_value(), setting="GPUCLOUD_SESSION_SECRET"
+    )
+)
 tenant_store, user_store, key_store = (
     TenantStore(runtime.db),
     UserStore(runtime.db),
@@ -52,8 +60,8 @@ instance_upstream = Upstream(
     connect_timeout_s=settings.upstream_connect_timeout_s,
     read_timeout_s=settings.instance_read_timeout_s,
 )
-forwarder = Forwarder(settings, api_upstream)
-instance_proxy = InstanceProxy(settings, authenticator, sessions, instance_upstream)
+forwarder = Forwarder(settings, api_upstream, signer)
+instance_proxy = InstanceProxy(settings, authenticator, sessions, instance_upstream, signer)
 
 
 async def _sweep_outboxes() -> None:

@@ -40,7 +40,7 @@ class Authenticator:
         self._keys = keys
         self._cache = cache
         self._background = background
-        self._signing_key = settings.identity_signing_key.get_secret_value()
+        self._session_secret = settings.session_secret.get_secret_value()
         self._touched: dict[str, float] = {}
 
     async def install_bootstrap_admin(self, presented: str) -> None:
@@ -61,12 +61,19 @@ class Authenticator:
             )
         if presented.startswith(credentials.KEY_PREFIX):
             return await self._from_api_key(presented)  # good for the API and instance URLs
-        token = credentials.read_token(self._signing_key, presented, audience=audience)
+        token = credentials.read_token(self._session_secret, presented, audience=audience)
         if token is None:
             raise Unauthenticated("the credential is not a valid, unexpired API key or token")
         return await self._from_token(
             token, via="token" if audience == API_AUDIENCE else "session_cookie"
         )
+
+    async def authenticate_token(self, presented: str | None, *, audience: str) -> Principal:
+        """Like `authenticate`, for a session token alone: where a browser carries the
+        credential (a link, a cookie), an API key has no business."""
+        if presented and presented.startswith(credentials.KEY_PREFIX):
+            raise Unauthenticated("an API key goes in the Authorization header, not here")
+        return await self.authenticate(presented, audience=audience)
 
     async def _from_api_key(self, presented: str) -> Principal:
         key_id = credentials.parse_api_key(presented)

@@ -6,8 +6,8 @@
 - Passwords are stored as scrypt hashes with a per-user salt.
 - A session token reads `gpt_<payload>.<mac>`: HMAC-signed, short-lived, and
   bound to an audience (the API, or one instance host). Its key is derived
-  from the identity signing key, so a session token can never pass as a
-  forwarded identity or the reverse.
+  from the session secret, which only the gateway holds; services verify
+  forwarded identities with Ed25519 public keys, so neither can pass as the other.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpucloud_libs.identity import Role, seal, unseal
+from gpucloud_libs.identity import Role, b64, unb64
 
 from .schemas import Scope
 
@@ -103,19 +103,40 @@ class SessionToken(BaseModel):
     expires_at: float
 
 
-def _token_key(signing_key: str) -> str:
-    return hmac.new(signing_key.encode(), b"gpucloud session token v1", hashlib.sha256).hexdigest()
+def _token_key(session_secret: str) -> bytes:
+    return hmac.new(session_secret.encode(), b"gpucloud session token v1", hashlib.sha256).digest()
 
 
-def issue_token(signing_key: str, token: SessionToken) -> str:
-    return TOKEN_PREFIX + seal(_token_key(signing_key), token.model_dump_json().encode())
+def _mac(key: bytes, payload: str) -> str:
+    return b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
 
 
-def read_token(signing_key: str, presented: str, *, audience: str) -> SessionToken | None:
+def seal(key: bytes, payload: bytes) -> str:
+    """`<payload>.<HMAC-SHA256>`, both base64url: tamper-evident, not secret."""
+    encoded = b64(payload)
+    return f"{encoded}.{_mac(key, encoded)}"
+
+
+def unseal(key: bytes, token: str) -> bytes | None:
+    """The payload of a token `seal` made with `key`; None if the signature fails."""
+    encoded, _, signature = token.partition(".")
+    if not hmac.compare_digest(signature, _mac(key, encoded)):
+        return None
+    try:
+        return unb64(encoded)
+    except ValueError:
+        return None
+
+
+def issue_token(session_secret: str, token: SessionToken) -> str:
+    return TOKEN_PREFIX + seal(_token_key(session_secret), token.model_dump_json().encode())
+
+
+def read_token(session_secret: str, presented: str, *, audience: str) -> SessionToken | None:
     """The token's claims if it is genuine, unexpired and meant for `audience`."""
     if not presented.startswith(TOKEN_PREFIX):
         return None
-    payload = unseal(_token_key(signing_key), presented.removeprefix(TOKEN_PREFIX))
+    payload = unseal(_token_key(session_secret), presented.removeprefix(TOKEN_PREFIX))
     if payload is None:
         return None
     try:

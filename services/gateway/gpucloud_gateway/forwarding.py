@@ -6,7 +6,7 @@ from fastapi import Request, Response
 from opentelemetry.propagate import inject
 
 from gpucloud_libs.errors import DependencyUnavailable
-from gpucloud_libs.identity import IDENTITY_HEADER, sign_identity
+from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner
 
 from .routes import ForwardedRoute, ServiceName
 from .schemas import Principal
@@ -18,12 +18,17 @@ from .upstream import Headers, Upstream, UpstreamUnreachable, forwardable
 GATEWAY_ONLY_HEADERS = frozenset({"authorization", "cookie", IDENTITY_HEADER.lower()})
 
 
-def identity_headers(settings: GatewaySettings, principal: Principal) -> Headers:
-    token = sign_identity(
-        settings.identity_signing_key.get_secret_value(),
+def identity_headers(
+    signer: IdentitySigner, principal: Principal, *, method: str, path: str
+) -> Headers:
+    """The caller's identity for one request to a service (`path` as sent, without the
+    query), and the trace context."""
+    token = signer.sign(
         subject=principal.subject,
         role=principal.role,
         tenant_id=principal.tenant_id,
+        method=method,
+        path=path,
     )
     carrier: dict[str, str] = {}
     inject(carrier)  # the caller's trace continues in the service
@@ -38,9 +43,12 @@ def relay(status: int, headers: Headers, body: bytes) -> Response:
 
 
 class Forwarder:
-    def __init__(self, settings: GatewaySettings, upstream: Upstream) -> None:
+    def __init__(
+        self, settings: GatewaySettings, upstream: Upstream, signer: IdentitySigner
+    ) -> None:
         self.settings = settings
         self.upstream = upstream
+        self.signer = signer
         self.base_urls: dict[ServiceName, str] = {
             "instances": settings.instances_url,
             "storage": settings.storage_url,
@@ -57,7 +65,7 @@ class Forwarder:
         path = request.scope["raw_path"].decode("latin-1").removeprefix("/v1")
         query = f"?{request.url.query}" if request.url.query else ""
         headers = forwardable(request.headers.items(), drop=GATEWAY_ONLY_HEADERS)
-        headers += identity_headers(self.settings, principal)
+        headers += identity_headers(self.signer, principal, method=request.method, path=path)
         try:
             response = await self.upstream.call(
                 request.method,

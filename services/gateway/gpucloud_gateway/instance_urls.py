@@ -1,6 +1,6 @@
 """Instance URLs: the reverse proxy to the public ports of running instances.
 
-Every `<instance>-<port>-<tenant>.<instance_domain>` host reaches the gateway
+Every `<instance>--<port>--<tenant>.<instance_domain>` host reaches the gateway
 (a wildcard DNS record). The gateway authenticates the caller by an
 `Authorization` header or by the session cookie, lets only members of the
 owning tenant through, asks the instances service where the port is, and
@@ -9,7 +9,8 @@ proxies HTTP (streamed both ways) and WebSocket.
 A browser gets its cookie from a one-minute link made by
 `POST /v1/gpu-instances/{id}/ports/{port}/session`: the link's
 `/_gpucloud/session` path swaps its token for a cookie bound to that one host,
-so a cookie for one instance opens no other instance and not the API.
+so a cookie for one instance opens no other instance and not the API
+(instance_cookies.py keeps the cookie to its host).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gpucloud_libs.errors import GpucloudError, NotFound, Unauthenticated
 from gpucloud_libs.http import problem_response
+from gpucloud_libs.identity import IdentitySigner
 from gpucloud_libs.naming import instance_host, parse_instance_host
 
 from .authentication import Authenticator
@@ -35,10 +37,25 @@ from .authorization import InsufficientScope
 from .cache import TtlCache
 from .credentials import API_AUDIENCE
 from .forwarding import identity_headers, relay
+from .instance_cookies import (
+    is_cross_site,
+    link_audience,
+    require_same_site_for_changes,
+    session_cookie_name,
+    without_session_cookie,
+    workload_cookies,
+)
 from .schemas import InstanceSession, Principal
 from .sessions import Sessions
 from .settings import GatewaySettings
-from .upstream import Headers, Upstream, UpstreamSocket, UpstreamUnreachable, forwardable
+from .upstream import (
+    Headers,
+    StreamedResponse,
+    Upstream,
+    UpstreamSocket,
+    UpstreamUnreachable,
+    forwardable,
+)
 
 SESSION_PATH = "/_gpucloud/session"
 #: The link that sets the cookie is good for this long.
@@ -74,12 +91,15 @@ class InstanceProxy:
         authenticator: Authenticator,
         sessions: Sessions,
         upstream: Upstream,
+        signer: IdentitySigner,
     ) -> None:
         self.settings = settings
         self.authenticator = authenticator
         self.sessions = sessions
         self.upstream = upstream
+        self.signer = signer
         self._domain_suffix = "." + settings.instance_domain
+        self.cookie_name = session_cookie_name(settings)
         self._addresses = TtlCache[tuple[str, str, int], str](
             settings.endpoint_cache_ttl_s, max_entries=10_000
         )
@@ -99,7 +119,9 @@ class InstanceProxy:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
         await self._instances_call(principal, f"/gpu-instances/{quote(instance_id)}")
         host = instance_host(instance_id, tenant_id, port, self.settings.instance_domain)
-        claims = self.sessions.session_claims(principal, audience=host, ttl_s=SESSION_LINK_TTL_S)
+        claims = self.sessions.session_claims(
+            principal, audience=link_audience(host), ttl_s=SESSION_LINK_TTL_S
+        )
         token = self.sessions.sign_session(claims)
         return InstanceSession(
             url=f"{self.settings.instance_url_scheme}://{host}{SESSION_PATH}?token={token}",
@@ -107,8 +129,8 @@ class InstanceProxy:
         )
 
     async def _start_session(self, request: Request, host: str) -> Response:
-        principal = await self.authenticator.authenticate(
-            request.query_params.get("token"), audience=host
+        principal = await self.authenticator.authenticate_token(
+            request.query_params.get("token"), audience=link_audience(host)
         )
         claims = self.sessions.session_claims(
             principal, audience=host, ttl_s=self.settings.instance_session_ttl_s
@@ -118,7 +140,7 @@ class InstanceProxy:
             target = "/"  # never an open redirect
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
-            self.settings.instance_cookie_name,
+            self.cookie_name,
             self.sessions.sign_session(claims),
             max_age=self.settings.instance_session_ttl_s,
             path="/",
@@ -138,9 +160,9 @@ class InstanceProxy:
         scheme, _, credential = authorization.partition(" ")
         if scheme.lower() == "bearer" and credential.startswith(("gpc_", "gpt_")):
             return await self.authenticator.authenticate(credential, audience=API_AUDIENCE), False
-        cookie = cookies.get(self.settings.instance_cookie_name)
+        cookie = cookies.get(self.cookie_name)
         if cookie:
-            return await self.authenticator.authenticate(cookie, audience=host), True
+            return await self.authenticator.authenticate_token(cookie, audience=host), True
         raise Unauthenticated(
             "open this instance through its session link, or send `Authorization: Bearer <key>`"
         )
@@ -170,7 +192,7 @@ class InstanceProxy:
             response = await self.upstream.call(
                 "GET",
                 f"{self.settings.instances_url}{path}",
-                headers=identity_headers(self.settings, principal),
+                headers=identity_headers(self.signer, principal, method="GET", path=path),
             )
         except UpstreamUnreachable as error:
             raise InstanceUnreachable("the instances service did not answer; try again") from error
@@ -196,7 +218,7 @@ class InstanceProxy:
             if lower == "authorization" and value.partition(" ")[2].startswith(("gpc_", "gpt_")):
                 continue  # ours, not the workload's
             if lower == "cookie":
-                others = self._without_session_cookie(value)
+                others = without_session_cookie(value, self.cookie_name)
                 if others:
                     headers.append((name, others))
                 continue
@@ -209,14 +231,6 @@ class InstanceProxy:
         ]
         return headers
 
-    def _without_session_cookie(self, header: str) -> str:
-        kept = [
-            part
-            for part in header.split(";")
-            if part.strip().partition("=")[0] != self.settings.instance_cookie_name
-        ]
-        return ";".join(kept).strip()
-
     # --- HTTP ----------------------------------------------------------------------
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -226,7 +240,11 @@ class InstanceProxy:
             if request.url.path == SESSION_PATH:
                 await (await self._start_session(request, host))(scope, receive, send)
                 return
-            principal, _ = await self._caller(dict(request.headers), dict(request.cookies), host)
+            principal, via_cookie = await self._caller(
+                dict(request.headers), dict(request.cookies), host
+            )
+            if via_cookie:
+                require_same_site_for_changes(request.method, request.headers, host)
             _, port, address = await self._target(principal, host)
             await self._proxy_http(request, host, address, port, scope, receive, send)
         except GpucloudError as error:
@@ -258,7 +276,9 @@ class InstanceProxy:
             async with self.upstream.stream(
                 request.method, url, headers=headers, body=body
             ) as answer:
-                response = _StreamedResponse(answer.status, answer.headers, answer.chunks)
+                response = StreamedResponse(
+                    answer.status, workload_cookies(answer.headers, self.cookie_name), answer.chunks
+                )
                 await response(scope, receive, send)
         except UpstreamUnreachable:
             problem = InstanceUnreachable(
@@ -276,8 +296,7 @@ class InstanceProxy:
             principal, via_cookie = await self._caller(
                 dict(socket.headers), dict(socket.cookies), host
             )
-            origin = socket.headers.get("origin")
-            if via_cookie and origin is not None and _host(origin.partition("://")[2]) != host:
+            if via_cookie and is_cross_site(socket.headers, host):
                 # A cookie rides along with any page's WebSocket: only the instance's own pages.
                 raise Unauthenticated(
                     "a cookie-authenticated WebSocket must come from the instance's own origin"
@@ -349,24 +368,6 @@ async def _deny(socket: WebSocket, response: Response) -> None:
         await socket.send_denial_response(response)
     except RuntimeError:
         await socket.close(code=1008)
-
-
-class _StreamedResponse:
-    """The upstream's status, headers and body, streamed as they arrive."""
-
-    def __init__(self, status: int, headers: Headers, chunks: AsyncIterator[bytes]) -> None:
-        self.status_code = status
-        self.raw_headers = [(name.lower().encode(), value.encode()) for name, value in headers]
-        self._chunks = chunks
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        async for chunk in self._chunks:
-            if chunk:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _host(value: str) -> str:

@@ -112,6 +112,9 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/alert-rules/{rule_id}", "monitoring", ADMINS, "monitoring:read"),
     ForwardedRoute("PATCH", "/v1/alert-rules/{rule_id}", "monitoring", ADMINS, "monitoring:write"),
     ForwardedRoute("DELETE", "/v1/alert-rules/{rule_id}", "monitoring", ADMINS, "monitoring:write"),
+    ForwardedRoute(
+        "POST", "/v1/alert-rules/{rule_id}/webhook-secret", "monitoring", ADMINS, "monitoring:write"
+    ),
     ForwardedRoute("GET", "/v1/alerts", "monitoring", EVERYONE, "monitoring:read"),
     ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
     ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),

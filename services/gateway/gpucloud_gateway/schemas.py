@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, Field, SecretStr, model_validator
 
 from gpucloud_libs.http import ApiModel
 from gpucloud_libs.identity import Role
+from gpucloud_libs.naming import ID_PATTERN
 
 #: What an API key or token may do, on top of what its role allows.
 Scope = Literal[
@@ -28,7 +29,8 @@ Scope = Literal[
 ALL_SCOPES: tuple[Scope, ...] = Scope.__args__  # type: ignore[attr-defined]
 
 #: Tenant ids name Kubernetes namespaces and instance hosts, so they are DNS labels.
-TenantId = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
+#: A tenant id is a field of its instances' hosts (libs naming): no `--` in it.
+TenantId = Annotated[str, Field(pattern=ID_PATTERN, max_length=32)]
 Email = Annotated[str, Field(pattern=r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{1,63}$", max_length=254)]
 Password = Annotated[SecretStr, Field(min_length=12, max_length=256)]
 Name = Annotated[str, Field(min_length=1, max_length=128)]

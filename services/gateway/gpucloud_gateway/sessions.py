@@ -32,7 +32,7 @@ class Sessions:
         self._users = users
         self._authenticator = authenticator
         self._limiter = limiter
-        self._signing_key = settings.identity_signing_key.get_secret_value()
+        self._session_secret = settings.session_secret.get_secret_value()
 
     async def issue(self, request: TokenRequest, principal: Principal | None) -> TokenIssued:
         if request.email is not None and request.password is not None:
@@ -62,7 +62,7 @@ class Sessions:
                 "send an email and password, or exchange an API key sent as a bearer"
             )
         return TokenIssued(
-            token=credentials.issue_token(self._signing_key, claims),
+            token=credentials.issue_token(self._session_secret, claims),
             expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
         )
 
@@ -79,4 +79,4 @@ class Sessions:
         )  # fmt: skip
 
     def sign_session(self, claims: SessionToken) -> str:
-        return credentials.issue_token(self._signing_key, claims)
+        return credentials.issue_token(self._session_secret, claims)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from starlette.types import Receive, Scope, Send
 
 #: Connection-level headers (RFC 9110 §7.6.1) are never forwarded.
 HOP_BY_HOP = frozenset(
@@ -176,3 +177,21 @@ class Upstream:
             yield UpstreamSocket(socket)
         finally:
             await socket.close()
+
+
+class StreamedResponse:
+    """The upstream's status, headers and body, streamed as they arrive."""
+
+    def __init__(self, status: int, headers: Headers, chunks: AsyncIterator[bytes]) -> None:
+        self.status_code = status
+        self.raw_headers = [(name.lower().encode(), value.encode()) for name, value in headers]
+        self._chunks = chunks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        async for chunk in self._chunks:
+            if chunk:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
@@ -19,7 +20,7 @@ from .tenancy import Tenancy
 from .wakeups import ControllerWakeups
 
 settings = InstancesSettings()
-runtime = ServiceRuntime(settings, indexes=INDEXES)
+runtime = ServiceRuntime(settings, kafka_access=ACCESS["instances"], indexes=INDEXES)
 kube = KubeClient(settings.kubeconfig)
 specs, tenants, instances = (
     SpecStore(runtime.db),
@@ -27,7 +28,7 @@ specs, tenants, instances = (
     InstanceStore(runtime.db),
 )
 stocks, requests = StockStore(runtime.db), RequestStore(runtime.db)
-storage = StorageClient(settings.storage_url, settings.identity_signing_key.get_secret_value())
+storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances,
     stocks=stocks, requests=requests, storage=storage,

@@ -8,9 +8,11 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from gpucloud_libs.http import ApiModel
-from gpucloud_libs.naming import storage_claim_name
+from gpucloud_libs.naming import ID_PATTERN, storage_claim_name
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+#: An instance id is a field of its hosts (libs naming): no `--` in it.
+InstanceId = Annotated[str, Field(pattern=ID_PATTERN, max_length=40)]
 #: Values that end up as Kubernetes label values (GPU product, zone).
 LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 StorageId = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
@@ -69,7 +71,7 @@ class InstanceTemplate(ApiModel):
 
 class InstanceCreate(ApiModel):
     #: Client-chosen id, unique within the tenant; retrying with it is idempotent.
-    instance_id: DnsLabel | None = Field(default=None, alias="instanceID")
+    instance_id: InstanceId | None = Field(default=None, alias="instanceID")
     image: str = Field(min_length=1, max_length=512, pattern=r"^\S+$")
     spec_name: DnsLabel
     zone: LabelValue | None = None

@@ -10,11 +10,12 @@ environment variables, so it is listed in `storageIDs` and never mounted.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
 from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
-from gpucloud_libs.identity import IDENTITY_HEADER, Identity, sign_identity
+from gpucloud_libs.identity import IDENTITY_HEADER, Identity, IdentitySigner
 
 from .schemas import InstanceCreate
 
@@ -36,9 +37,9 @@ class StorageAnswer:
 
 
 class StorageClient:
-    def __init__(self, base_url: str, signing_key: str) -> None:
+    def __init__(self, base_url: str, signer: IdentitySigner) -> None:
         self._base_url = base_url.rstrip("/")
-        self._key = signing_key
+        self._signer = signer
         self._http: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -52,8 +53,21 @@ class StorageClient:
         return self._http
 
     async def _call(
-        self, method: str, path: str, token: str, body: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        caller: Identity,
+        body: dict[str, Any] | None = None,
     ) -> StorageAnswer:
+        # Signed by this service for this one request; the storage service trusts it
+        # for tenant roles only (never a platform admin).
+        token = self._signer.sign(
+            subject=caller.subject,
+            role=caller.role,
+            tenant_id=caller.tenant_id,
+            method=method,
+            path=path,
+        )
         try:
             async with self._session().request(
                 method, f"{self._base_url}{path}", json=body, headers={IDENTITY_HEADER: token}
@@ -68,12 +82,9 @@ class StorageClient:
         """Check the storages an instance names, as its caller; what to record for it."""
         mounted = {v.storage_id: v.read_only for v in body.template.volumes if v.storage_id}
         wanted = list(dict.fromkeys([*body.storage_ids, *mounted]))
-        token = sign_identity(
-            self._key, subject=identity.subject, role=identity.role, tenant_id=identity.tenant_id
-        )
         chosen: list[dict[str, Any]] = []
         for storage_id in wanted:
-            response = await self._call("GET", f"/storages/{storage_id}", token)
+            response = await self._call("GET", f"/storages/{quote(storage_id, safe='')}", identity)
             if response.status != 200:
                 raise ValidationFailed(f"storage {storage_id!r}: {response.body.get('detail')}")
             kind = response.body["kind"]
@@ -93,11 +104,11 @@ class StorageClient:
         self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Have the storage service make what the instance needs; its mount plan."""
-        token = sign_identity(
-            self._key, subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id
+        service = Identity(
+            subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )
         response = await self._call(
-            "PUT", f"/attachments/{instance_id}", token, {"storages": storages}
+            "PUT", f"/attachments/{quote(instance_id, safe='')}", service, {"storages": storages}
         )
         if response.status != 200:
             raise StorageRefused(str(response.body.get("detail")))

@@ -3,6 +3,7 @@ invoices, budgets and FinOps alerts."""
 
 from __future__ import annotations
 
+from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, STORAGE_USAGE, TENANTS
 
@@ -19,7 +20,7 @@ from .store import INDEXES, BudgetStore, FactStore, InvoiceStore, PriceStore, Us
 from .usage_records import UsageRecords
 
 settings = MeteringSettings()
-runtime = ServiceRuntime(settings, indexes=INDEXES)
+runtime = ServiceRuntime(settings, kafka_access=ACCESS["metering"], indexes=INDEXES)
 facts = FactStore(runtime.db)
 changes = UsageChanges()
 prices = Prices(PriceStore(runtime.db))

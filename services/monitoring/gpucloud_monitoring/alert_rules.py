@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Forbidden, NotFound, QuotaExceeded
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 from gpucloud_libs.identity import Identity
 
 from .alerts import Alerts, ended_by
@@ -17,7 +17,9 @@ from .documents import RuleDoc
 from .rules import Rule, RuleEngine
 from .schemas import AlertRule, AlertRuleCreate, AlertRuleUpdate
 from .store import MonitoringStore
-from .webhooks import WebhookGuard, Webhooks
+from .webhook_guard import WebhookGuard
+from .webhook_secrets import WebhookSecrets
+from .webhooks import Webhooks
 
 
 def rule_of(doc: RuleDoc) -> Rule:
@@ -28,13 +30,13 @@ def rule_of(doc: RuleDoc) -> Rule:
     )  # fmt: skip
 
 
-def rule_view(doc: RuleDoc) -> AlertRule:
+def rule_view(doc: RuleDoc, *, new_secret: str | None = None) -> AlertRule:
     return AlertRule(
         rule_id=doc["_id"], tenant_id=doc.get("tenant_id"), name=doc["name"],
         metric=doc["metric"], comparison=doc["comparison"], threshold=doc["threshold"],
         duration_s=doc["duration_s"], severity=doc["severity"], node=doc.get("node"),
-        webhook_url=doc.get("webhook_url"), enabled=doc.get("enabled", True),
-        created_at=doc["created_at"],
+        webhook_url=doc.get("webhook_url"), webhook_secret=new_secret,
+        enabled=doc.get("enabled", True), created_at=doc["created_at"],
     )  # fmt: skip
 
 
@@ -46,6 +48,7 @@ class AlertRules:
         alerts: Alerts,
         webhooks: Webhooks,
         guard: WebhookGuard,
+        webhook_secrets: WebhookSecrets,
         *,
         max_per_tenant: int,
     ) -> None:
@@ -54,12 +57,19 @@ class AlertRules:
         self._alerts = alerts
         self._webhooks = webhooks
         self._guard = guard
+        self._secrets = webhook_secrets
         self._max_per_tenant = max_per_tenant
 
     async def reload(self) -> None:
         docs = await self._store.rules(every=True)
         self._engine.set_rules([rule_of(doc) for doc in docs if doc.get("enabled", True)])
-        self._webhooks.set_targets({doc["_id"]: url for doc in docs if (url := doc["webhook_url"])})
+        self._webhooks.set_targets(
+            {
+                doc["_id"]: (url, doc.get("webhook_secret"))
+                for doc in docs
+                if (url := doc["webhook_url"])
+            }
+        )
 
     async def create(self, identity: Identity, body: AlertRuleCreate) -> AlertRule:
         identity.require_role("platform-admin", "tenant-admin")
@@ -84,9 +94,25 @@ class AlertRules:
             "created_by": identity.subject,
             "created_at": now(),
         }
+        secret = self._give_secret(doc) if body.webhook_url else None
         await self._store.insert_rule(doc)
         await self.reload()
-        return rule_view(doc)
+        return rule_view(doc, new_secret=secret)
+
+    def _give_secret(self, doc: RuleDoc) -> str:
+        """A new signing secret for the rule's webhook: sealed on `doc`, returned in clear."""
+        secret, doc["webhook_secret"] = self._secrets.new()
+        return secret
+
+    async def rotate_secret(self, identity: Identity, rule_id: str) -> AlertRule:
+        """A new signing secret, in force for every delivery enqueued from now on."""
+        doc = await self._owned(identity, rule_id)
+        if not doc["webhook_url"]:
+            raise Conflict(f"alert rule {rule_id!r} has no webhook to sign for")
+        secret = self._give_secret(doc)
+        await self._store.replace_rule(doc)
+        await self.reload()
+        return rule_view(doc, new_secret=secret)
 
     async def _check_room(self, tenant_id: str) -> None:
         held = len(await self._store.rules(tenant_id))
@@ -112,10 +138,15 @@ class AlertRules:
 
     async def update(self, identity: Identity, rule_id: str, body: AlertRuleUpdate) -> AlertRule:
         doc = await self._owned(identity, rule_id)
+        secret = None
         if "webhook_url" in body.model_fields_set:
             if body.webhook_url:
                 await self._guard.check(body.webhook_url)
             doc["webhook_url"] = body.webhook_url  # None removes the webhook
+            if not body.webhook_url:
+                doc["webhook_secret"] = None
+            elif not doc.get("webhook_secret"):  # a receiver keeps its secret across URLs
+                secret = self._give_secret(doc)
         if body.name is not None:
             doc["name"] = body.name
         if body.threshold is not None:
@@ -130,7 +161,7 @@ class AlertRules:
         await self.reload()
         if not doc.get("enabled", True):
             await self._alerts.end_alerts_of(rule_id, ended_by(doc))
-        return rule_view(doc)
+        return rule_view(doc, new_secret=secret)
 
     async def delete(self, identity: Identity, rule_id: str) -> None:
         await self._owned(identity, rule_id)

@@ -156,6 +156,18 @@ async def update_rule(
     return await rules.update(identity, rule_id, body)
 
 
+@router.post(
+    "/alert-rules/{rule_id}/webhook-secret",
+    tags=["alerts"],
+    summary="A new signing secret for the rule's webhook, shown once",
+    responses={409: {"description": "The rule has no webhook"}},
+)
+async def rotate_webhook_secret(
+    rule_id: str, identity: CurrentIdentity, rules: AlertRulesPart
+) -> AlertRule:
+    return await rules.rotate_secret(identity, rule_id)
+
+
 @router.delete(
     "/alert-rules/{rule_id}",
     status_code=status.HTTP_204_NO_CONTENT,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import TELEMETRY
@@ -18,18 +19,31 @@ from .node_health import NodeHealth
 from .rules import RuleEngine
 from .settings import MonitoringSettings
 from .store import INDEXES, MonitoringStore
-from .webhooks import WebhookGuard, Webhooks
+from .webhook_guard import WebhookGuard
+from .webhook_secrets import WebhookSecrets
+from .webhooks import Webhooks
 
 settings = MonitoringSettings()
-runtime = ServiceRuntime(settings, indexes=INDEXES)
+runtime = ServiceRuntime(settings, kafka_access=ACCESS["monitoring"], indexes=INDEXES)
 kube = KubeClient(settings.kubeconfig)
 store = MonitoringStore(runtime.db)
 engine, tracker = RuleEngine(), HealthTracker()
-guard = WebhookGuard(allow_private_networks=settings.webhook_allow_private_networks)
-webhooks = Webhooks(store, guard)
+guard = WebhookGuard(
+    allow_private_networks=settings.webhook_allow_private_networks,
+    nameservers=settings.webhook_nameservers,
+)
+webhook_secrets = WebhookSecrets(settings.webhook_secrets_key.get_secret_value())
+runtime.check_key_at_start(webhook_secrets.check)
+webhooks = Webhooks(store, guard, webhook_secrets)
 alerts = Alerts(store, runtime.broker, engine, webhooks, source=runtime.source)
 rules = AlertRules(
-    store, engine, alerts, webhooks, guard, max_per_tenant=settings.max_rules_per_tenant
+    store,
+    engine,
+    alerts,
+    webhooks,
+    guard,
+    webhook_secrets,
+    max_per_tenant=settings.max_rules_per_tenant,
 )
 node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
 ingest = Ingest(settings, store, engine, tracker, alerts, node_health)

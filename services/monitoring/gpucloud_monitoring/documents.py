@@ -93,6 +93,8 @@ class RuleDoc(TypedDict):
     severity: str
     node: str | None
     webhook_url: str | None
+    #: Sealed (webhook_secrets.py); shown to the tenant only when it is made.
+    webhook_secret: NotRequired[str | None]
     enabled: bool
     created_by: str
     created_at: datetime
@@ -125,6 +127,8 @@ class DeliveryDoc(TypedDict):
     _id: str  # <alert>:<state>
     rule_id: str
     url: str
+    #: The rule's webhook secret when it was enqueued, sealed; None: sent unsigned.
+    secret: NotRequired[str | None]
     payload: dict[str, Any]
     state: str  # pending | delivered | failed
     attempts: int

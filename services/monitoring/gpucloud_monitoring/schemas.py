@@ -50,6 +50,9 @@ class AlertRule(ApiModel):
     severity: str
     node: str | None = None
     webhook_url: str | None = Field(default=None, alias="webhookURL")
+    #: The webhook's signing secret: only in the answer that made it (a new webhook,
+    #: or a rotation); keep it, it is not shown again.
+    webhook_secret: str | None = Field(default=None, alias="webhookSecret")
     enabled: bool
     created_at: datetime
 

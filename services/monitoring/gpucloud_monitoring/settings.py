@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pydantic import Field, SecretStr
+
 from gpucloud_libs.settings import ServiceSettings
 
 
@@ -14,5 +16,9 @@ class MonitoringSettings(ServiceSettings):
     #: Webhooks may target private and loopback addresses (a lab or a local
     #: stack); off in production, where a rule's URL must not reach inside.
     webhook_allow_private_networks: bool = False
+    #: DNS servers for webhook hosts (`ip` or `ip:port`); unset: the system's resolver.
+    webhook_nameservers: list[str] = Field(default_factory=list)
+    #: Fernet key that seals webhook signing secrets at rest (webhook_secrets.py).
+    webhook_secrets_key: SecretStr = SecretStr("")
     #: Alert rules a tenant may hold: each one is evaluated on every sample of its GPUs.
     max_rules_per_tenant: int = 100

@@ -1,17 +1,17 @@
-"""Webhooks of alert rules: the address guard, and deliveries with retries and backoff.
+"""Webhook deliveries of alert rules, signed, with retries and backoff.
 
 Deliveries are stored first (keyed by alert transition, so a replay finds the
 same one), then sent; the store is scanned once after a start and afterwards
-only this process's own deliveries are looked up, by id.
+only this process's own deliveries are looked up, by id. Where a webhook may
+point is webhook_guard.py's; how deliveries are signed, webhook_secrets.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
+import json
+import time
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlparse
 
 import aiohttp
 
@@ -21,61 +21,47 @@ from gpucloud_libs.mongo import Document
 
 from .documents import DeliveryDoc
 from .store import MonitoringStore
+from .webhook_guard import WebhookGuard
+from .webhook_secrets import SIGNATURE_HEADER, WebhookSecrets, signature
 
 #: Webhook retries: after 1, 2, 4 ... seconds, at most this many attempts.
 WEBHOOK_ATTEMPTS = 8
 WEBHOOK_TIMEOUT_S = 5.0
 
 
-class WebhookGuard:
-    """A tenant's rule must not make the control plane call its own internals."""
-
-    def __init__(self, *, allow_private_networks: bool) -> None:
-        self._allow_private_networks = allow_private_networks
-
-    async def check(self, url: str) -> None:
-        parsed = urlparse(url)
-        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-            raise ValidationFailed("webhookURL must be an http(s) URL")
-        if self._allow_private_networks:
-            return
-        try:
-            # Resolved off the event loop: a slow resolver must not stall ingestion.
-            found = await asyncio.get_running_loop().getaddrinfo(parsed.hostname, None)
-            addresses = {str(info[4][0]) for info in found}
-        except OSError as error:
-            raise ValidationFailed(f"webhookURL host does not resolve: {error}") from error
-        for address in addresses:
-            # Only globally routable addresses: not private, loopback, link-local
-            # (cloud metadata), shared (CGNAT), multicast or reserved.
-            if not ipaddress.ip_address(address).is_global:
-                raise ValidationFailed("webhookURL must not point into a private network")
+#: A rule's webhook: its URL and its sealed secret (None for a rule from before signing).
+Target = tuple[str, str | None]
 
 
 class Webhooks:
-    def __init__(self, store: MonitoringStore, guard: WebhookGuard) -> None:
+    def __init__(
+        self, store: MonitoringStore, guard: WebhookGuard, secrets: WebhookSecrets
+    ) -> None:
         self._store = store
         self._guard = guard
-        self._targets: dict[str, str] = {}  # rule id -> URL
+        self._secrets = secrets
+        self._targets: dict[str, Target] = {}  # rule id -> its webhook
         #: Pending deliveries of this process, by id: when each is due next.
         #: None until the first round after a start has read the pending ones.
         self._due: dict[str, datetime] | None = None
         self._http: aiohttp.ClientSession | None = None
 
-    def set_targets(self, targets: dict[str, str]) -> None:
-        """The webhook URL of each rule that has one (from the rule catalogue)."""
+    def set_targets(self, targets: dict[str, Target]) -> None:
+        """The webhook of each rule that has one (from the rule catalogue)."""
         self._targets = targets
 
     async def enqueue(self, rule_id: str, delivery_id: str, payload: dict[str, Any]) -> None:
         """Record a delivery of `payload` to the rule's webhook, if it has one."""
-        url = self._targets.get(rule_id)
-        if not url:
+        target = self._targets.get(rule_id)
+        if target is None:
             return
+        url, sealed_secret = target
         await self._store.insert_delivery(
             {
                 "_id": delivery_id,
                 "rule_id": rule_id,
                 "url": url,
+                "secret": sealed_secret,
                 "payload": payload,
                 "state": "pending",
                 "attempts": 0,
@@ -105,11 +91,11 @@ class Webhooks:
         delivery_id, attempts = delivery["_id"], delivery["attempts"] + 1
         error = None
         try:
-            await self._guard.check(delivery["url"])
+            # Names are checked by the session's resolver, on the connection itself.
+            self._guard.check_shape(delivery["url"])
+            body = json.dumps(delivery["payload"], separators=(",", ":")).encode()
             async with self._session().post(
-                delivery["url"],
-                json=delivery["payload"],
-                headers={"X-Gpucloud-Delivery": delivery_id},
+                delivery["url"], data=body, headers=self._headers(delivery, body)
             ) as response:
                 if response.ok:
                     await self._store.update_delivery(
@@ -130,12 +116,18 @@ class Webhooks:
             self._due[delivery_id] = fields["next_at"]
         await self._store.update_delivery(delivery_id, fields)
 
+    def _headers(self, delivery: DeliveryDoc, body: bytes) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "X-Gpucloud-Delivery": delivery["_id"]}
+        sealed = delivery.get("secret")
+        secret = self._secrets.open(sealed) if sealed else None
+        if secret is not None:
+            headers[SIGNATURE_HEADER] = signature(secret, body, int(time.time()))
+        return headers
+
     def _session(self) -> aiohttp.ClientSession:
         # Made on first use, inside the running loop (aiohttp binds a session to it).
         if self._http is None:
-            self._http = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=WEBHOOK_TIMEOUT_S)
-            )
+            self._http = self._guard.session(WEBHOOK_TIMEOUT_S)
         return self._http
 
     async def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS
@@ -21,7 +22,7 @@ from .transfers import Transfers
 from .usage import UsagePublisher
 
 settings = StorageSettings()
-runtime = ServiceRuntime(settings, indexes=INDEXES)
+runtime = ServiceRuntime(settings, kafka_access=ACCESS["storage"], indexes=INDEXES)
 backend = MinioBackend(
     settings.s3_endpoint,
     settings.s3_access_key,

@@ -30,8 +30,10 @@ from .store import AttachmentStore, StorageStore, storage_key
 
 log = logging.getLogger(__name__)
 
-#: The identity subject the instances service signs its attachment calls with.
+#: Who made an instance's accessors (recorded on them).
 INSTANCES_SERVICE = "service:instances"
+#: The signer whose identities may make attachments: the instances service itself.
+INSTANCES_SIGNER = "instances"
 
 
 def attachment_plan(attachment: AttachmentDoc) -> AttachmentPlan:
@@ -78,7 +80,7 @@ class Attachments:
         self, identity: Identity, instance_id: str, body: AttachmentRequest
     ) -> AttachmentPlan:
         """What an instance mounts and loads, made once per instance (retries return it)."""
-        if identity.subject != INSTANCES_SERVICE:
+        if identity.issuer != INSTANCES_SIGNER:
             raise Forbidden("attachments are made by the instances service")
         tenant_id = identity.require_tenant()
         key = storage_key(tenant_id, instance_id)

@@ -22,3 +22,11 @@ gateway instances storage metering monitoring agent
 - name: GPUCLOUD_KAFKA_PASSWORD
   valueFrom: {secretKeyRef: {name: {{ include "gpucloud.secretName" .root }}, key: kafka-password-{{ .service }}}}
 {{- end -}}
+
+{{- /* The signers' public keys, as every service reads them (JSON). */ -}}
+{{- define "gpucloud.identityPublicKeys" -}}
+{{- $keys := .Values.identity.publicKeys -}}
+{{- $_ := required "identity.publicKeys.gateway: the gateway's Ed25519 public key (keygen)" $keys.gateway -}}
+{{- $__ := required "identity.publicKeys.instances: the instances service's Ed25519 public key (keygen)" $keys.instances -}}
+{{- toJson $keys -}}
+{{- end -}}
