@@ -563,6 +563,11 @@ async def _complete_upload(world: World) -> None:
         await _outsiders_get_404(world, "POST", path, body)
 
 
+@row("POST", "/v1/storages/{storage_id}/revoke-urls")
+async def _revoke_urls(world: World) -> None:
+    await _outsiders_get_404(world, "POST", f"/v1/storages/{world.a_storage}/revoke-urls")
+
+
 @row("DELETE", "/v1/storages/{storage_id}/uploads/{upload_id}")
 async def _abort_upload(world: World) -> None:
     for storage in (world.a_storage, world.b_storage):

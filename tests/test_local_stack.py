@@ -144,3 +144,9 @@ def test_compose_matches_the_native_stack() -> None:
         assert (
             service["depends_on"]["kafka-access"]["condition"] == "service_completed_successfully"
         )
+    # MinIO's root credentials go to the minio-access step alone; storage has its own user.
+    assert compose["services"]["minio-access"]["command"][-1] == "gpucloud_storage.minio_access"
+    for name in ("gateway", "instances", "metering", "monitoring"):
+        assert "GPUCLOUD_S3_SECRET_KEY" not in compose["services"][name]["environment"], name
+    storage_env = compose["services"]["storage"]["environment"]
+    assert storage_env["GPUCLOUD_S3_ACCESS_KEY"] == "gpucloud-storage"

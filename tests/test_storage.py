@@ -10,7 +10,7 @@ import io
 import json
 import os
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
@@ -22,6 +22,7 @@ from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import storage_claim_name, tenant_namespace
 from gpucloud_libs.topics import STORAGE_USAGE
 
+from .conftest import stack_service_env
 from .platform import MIB, Platform, assert_problem, bearer
 from .support import eventually, read_topic, unique
 
@@ -529,3 +530,87 @@ async def test_storages_attached_to_an_instance(platform: Platform, kube: k8s.Ap
         f"/v1/storages/{bucket['storageID']}", params={"force": "true"}, headers=headers
     )
     assert deleted.status_code in {202, 204}, deleted.text
+
+
+async def test_concurrent_resizes_cannot_pass_the_quota(platform: Platform) -> None:
+    """Each resize alone fits the tenant's 1 TB; all of them at once do not. However
+    they interleave, the sizes the tenant ends up with stay within the quota."""
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storages = [await platform.storage(account, size_bytes=MIB) for _ in range(6)]
+    asked = 10**12 // 3
+
+    async def resize(storage: dict[str, Any]) -> int:
+        path = f"/v1/storages/{storage['storageID']}"
+        response = await platform.http.patch(path, json={"sizeBytes": asked}, headers=headers)
+        assert response.status_code in {200, 422}, response.text
+        return response.status_code
+
+    answers = await asyncio.gather(*(resize(storage) for storage in storages))
+    listed = await platform.http.get("/v1/storages", params={"limit": 100}, headers=headers)
+    total = sum(item["sizeBytes"] for item in listed.json()["items"])
+    assert total <= 10**12, answers
+    assert answers.count(200) >= 1  # the quota is kept by refusing, not by refusing everyone
+    assert answers.count(200) <= 3
+
+
+def _signed_by(url: str) -> str:
+    """The access key id a presigned URL names (X-Amz-Credential=<key>/<scope>)."""
+    credential = parse_qs(urlparse(url).query)["X-Amz-Credential"][0]
+    return credential.split("/")[0]
+
+
+async def test_presigned_urls_are_signed_per_storage_and_can_be_revoked(
+    platform: Platform, s3_admin: Minio, stack_env: dict[str, str]
+) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    first, second = await platform.storage(account), await platform.storage(account)
+    await asyncio.to_thread(put, s3_admin, first["bucket"], "notes.txt", b"hello")
+
+    async def link(storage: dict[str, Any]) -> str:
+        made = await platform.http.post(
+            f"/v1/storages/{storage['storageID']}/downloads",
+            json={"key": "notes.txt", "expiresInS": 3600},
+            headers=headers,
+        )
+        assert made.status_code == 200, made.text
+        url: str = made.json()["url"]
+        return url
+
+    url = await link(first)
+    signer = _signed_by(url)
+    service_key = stack_service_env("storage")["GPUCLOUD_S3_ACCESS_KEY"]
+    assert signer not in {
+        stack_env["GPUCLOUD_S3_ACCESS_KEY"],
+        service_key,
+    }  # neither root nor the service's
+    assert _signed_by(await link(first)) == signer  # one key per storage...
+    assert _signed_by(await link(second)) != signer  # ...and another for another storage
+    assert (await platform.http.get(url)).status_code == 200
+
+    revoked = await platform.http.post(
+        f"/v1/storages/{first['storageID']}/revoke-urls", headers=headers
+    )
+    assert revoked.status_code == 204, revoked.text
+    refused = await platform.http.get(url)  # valid for another hour, void now
+    assert refused.status_code == 403, refused.text
+    fresh = await link(first)
+    assert _signed_by(fresh) != signer
+    assert (await platform.http.get(fresh)).content == b"hello"
+
+
+async def test_the_storage_service_is_no_minio_root(stack_env: dict[str, str]) -> None:
+    """Its own user reaches the platform's buckets and nothing else."""
+    own = stack_service_env("storage")
+    assert own["GPUCLOUD_S3_ACCESS_KEY"] != stack_env["GPUCLOUD_S3_ACCESS_KEY"]
+    for name in ("instances", "metering", "monitoring", "gateway"):
+        assert "GPUCLOUD_S3_SECRET_KEY" not in stack_service_env(name), name
+    client = Minio(
+        urlparse(own["GPUCLOUD_S3_ENDPOINT"]).netloc, access_key=own["GPUCLOUD_S3_ACCESS_KEY"],
+        secret_key=own["GPUCLOUD_S3_SECRET_KEY"], secure=False,
+    )  # fmt: skip
+    bucket = unique("outside").lower()
+    with pytest.raises(S3Error) as denied:
+        await asyncio.to_thread(client.make_bucket, bucket)
+    assert denied.value.code == "AccessDenied"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import json
 import logging
 import os
@@ -22,15 +23,17 @@ import socket
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Annotated
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Header
 from faststream.kafka import KafkaBroker
-from pydantic import Field
+from pydantic import Field, SecretStr
 
-from gpucloud_libs.errors import NotFound
+from gpucloud_libs.errors import NotFound, Unauthenticated
 from gpucloud_libs.events import NodeInventory, TelemetryBatch
 from gpucloud_libs.http import ApiModel, install_error_handlers
+from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.logs import setup_logging
@@ -54,6 +57,8 @@ class AgentSettings(ServiceSettings):
     service_name: str = "agent"
     kubeconfig: str | None = None
     telemetry_interval_s: float = 1.0
+    #: The simulator's fault API takes this bearer token (required with --control-port).
+    simulator_token: SecretStr = SecretStr("")
 
 
 def _now() -> datetime:
@@ -158,21 +163,28 @@ class FaultRequest(ApiModel):
     fault: Fault
 
 
-def control_app(fleet: SimulatedFleet) -> FastAPI:
-    """The simulator's own small API: inject and clear faults (demo, tests, chaos drills)."""
+def control_app(fleet: SimulatedFleet, token: str) -> FastAPI:
+    """The simulator's own small API: inject and clear faults (demo, tests, chaos drills).
+    A fault looks like a broken GPU to the whole platform (alerts, quarantine, refunds),
+    so changing one takes the operator's `GPUCLOUD_SIMULATOR_TOKEN` as a bearer token."""
     app = FastAPI(title="gpucloud GPU simulator")
+
+    def operator(authorization: Annotated[str, Header()] = "") -> None:
+        scheme, _, presented = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented, token):
+            raise Unauthenticated("send the simulator token as `Authorization: Bearer <token>`")
 
     @app.get("/healthz")
     async def healthz() -> dict[str, object]:
         return {"status": "ok", "nodes": len(fleet.nodes)}
 
-    @app.post("/faults", status_code=204)
+    @app.post("/faults", status_code=204, dependencies=[Depends(operator)])
     async def inject(body: FaultRequest) -> None:
         if body.node not in fleet.nodes or body.gpu >= fleet.nodes[body.node].gpu_count:
             raise NotFound(f"no simulated GPU {body.gpu} on node {body.node!r}")
         fleet.inject(body.node, body.gpu, body.fault)
 
-    @app.delete("/faults/{node}", status_code=204)
+    @app.delete("/faults/{node}", status_code=204, dependencies=[Depends(operator)])
     async def clear(node: str) -> None:
         fleet.clear(node)
 
@@ -188,13 +200,19 @@ async def run_simulated(
     seed: int,
     control_port: int | None = None,
     fleet: SimulatedFleet | None = None,
+    control_token: str = "",
 ) -> None:
     """Telemetry for every node matching `selector`, load following their instances."""
     fleet = fleet or SimulatedFleet(seed)
     control: asyncio.Task[None] | None = None
     if control_port:
         server = uvicorn.Server(
-            uvicorn.Config(control_app(fleet), host="127.0.0.1", port=control_port, log_config=None)
+            uvicorn.Config(
+                control_app(fleet, control_token),
+                host="127.0.0.1",
+                port=control_port,
+                log_config=None,
+            )
         )
         control = asyncio.create_task(server.serve())
     try:
@@ -300,6 +318,10 @@ def print_once() -> int:
 async def _main(args: argparse.Namespace) -> None:
     settings = AgentSettings()
     setup_logging("agent", settings.log_level)
+    if args.simulate and args.control_port:
+        require_strong_key(
+            settings.simulator_token.get_secret_value(), setting="GPUCLOUD_SIMULATOR_TOKEN"
+        )
     await require_topics(settings.kafka, [TELEMETRY])
     broker = create_broker(settings.kafka, client_id="gpucloud-agent")
     await broker.start()
@@ -317,6 +339,7 @@ async def _main(args: argparse.Namespace) -> None:
                 settings.telemetry_interval_s,
                 args.seed,
                 control_port=args.control_port,
+                control_token=settings.simulator_token.get_secret_value(),
             )
         else:
             await run_nvml(broker, args.node, settings.telemetry_interval_s, kube)

@@ -41,6 +41,8 @@ def _bring_up(group: tuple[Component, ...], ctx: components.Context) -> None:
         _say(f"  {component.name:<24} healthy")
         if component is components.KAFKA:
             _say(f"    {components.apply_kafka_access(ctx)}")
+        if component is components.MINIO:
+            _say(f"    {components.apply_minio_access(ctx)}")
 
 
 def cmd_up(args: argparse.Namespace) -> None:

@@ -74,6 +74,8 @@ current-context: gpucloud-local
 
 #: The broker's super user: the broker itself and the operator's access step.
 KAFKA_ADMIN = "gpucloud-admin"
+#: The storage service's MinIO user: not root (gpucloud_storage.minio_access).
+MINIO_STORAGE_USER = "gpucloud-storage"
 
 
 def _kafka_config_dir() -> Path:
@@ -478,49 +480,86 @@ def service_port(name: str) -> int:
     return int(getattr(PORTS, name))
 
 
-def service_env(ctx: Context) -> dict[str, str]:
-    """What every gpucloud service (and the test suite) needs to reach the stack."""
+def _common_env(ctx: Context) -> dict[str, str]:
+    """What every service, and the operator, needs to reach the stack: no credentials."""
     urls = {
         f"GPUCLOUD_{name.upper()}_URL": f"http://{HOST}:{service_port(name)}"
         for name in SERVICE_NAMES
     }
     return {
         "GPUCLOUD_KAFKA_BOOTSTRAP": f"{HOST}:{PORTS.kafka}",
-        # The operator's principal; each service gets its own in `principal_env`.
-        "GPUCLOUD_KAFKA_USERNAME": KAFKA_ADMIN,
-        "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_admin_password,
-        "GPUCLOUD_KAFKA_SASL_MECHANISM": "PLAIN",
         "GPUCLOUD_MONGODB_URI": f"mongodb://{HOST}:{PORTS.ferretdb}/",
         "GPUCLOUD_KUBECONFIG": str(ctx.kubeconfig),
         "GPUCLOUD_S3_ENDPOINT": f"http://{HOST}:{PORTS.minio}",
-        "GPUCLOUD_S3_ACCESS_KEY": ctx.secrets.minio_root_user,
-        "GPUCLOUD_S3_SECRET_KEY": ctx.secrets.minio_root_password,
-        # Every service verifies identities; only signers hold a private key (`principal_env`).
+        # Every service verifies identities; only signers hold a private key.
         "GPUCLOUD_IDENTITY_PUBLIC_KEYS": json.dumps(
             {signer: pair["public"] for signer, pair in ctx.secrets.identity_keys.items()}
         ),
-        "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
         **urls,
     }
 
 
+def service_env(ctx: Context) -> dict[str, str]:
+    """The operator's settings (`make env`, the tests, the benchmarks, the access steps):
+    the Kafka and MinIO super users, the bootstrap admin key, the simulator token."""
+    return {
+        **_common_env(ctx),
+        "GPUCLOUD_KAFKA_USERNAME": KAFKA_ADMIN,
+        "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_admin_password,
+        "GPUCLOUD_KAFKA_SASL_MECHANISM": "PLAIN",
+        "GPUCLOUD_S3_ACCESS_KEY": ctx.secrets.minio_root_user,
+        "GPUCLOUD_S3_SECRET_KEY": ctx.secrets.minio_root_password,
+        "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
+        "GPUCLOUD_SIMULATOR_TOKEN": ctx.secrets.simulator_token,
+    }
+
+
 def principal_env(ctx: Context, service: str) -> dict[str, str]:
-    """`service_env` as `service` runs with it: signed in to Kafka as its own principal,
-    with the keys that are its alone (identity, session, webhook secrets)."""
+    """The settings `service` runs with: its own Kafka principal, and only the secrets
+    that are its alone (docs/security.md)."""
     own: dict[str, str] = {}
     if service in ctx.secrets.identity_keys:
         own["GPUCLOUD_IDENTITY_PRIVATE_KEY"] = ctx.secrets.identity_keys[service]["private"]
     if service == "gateway":
         own["GPUCLOUD_SESSION_SECRET"] = ctx.secrets.session_secret
+        own["GPUCLOUD_BOOTSTRAP_ADMIN_KEY"] = ctx.secrets.bootstrap_admin_key
+    if service == "storage":
+        own["GPUCLOUD_S3_ACCESS_KEY"] = MINIO_STORAGE_USER
+        own["GPUCLOUD_S3_SECRET_KEY"] = ctx.secrets.minio_storage_password
+        own["GPUCLOUD_STORAGE_SECRETS_KEY"] = ctx.secrets.storage_secrets_key
     if service == "monitoring":
         own["GPUCLOUD_WEBHOOK_SECRETS_KEY"] = ctx.secrets.webhook_secrets_key
+    if service == "agent":
+        own["GPUCLOUD_SIMULATOR_TOKEN"] = ctx.secrets.simulator_token
     return {
-        **service_env(ctx),
+        **_common_env(ctx),
         "GPUCLOUD_KAFKA_USERNAME": f"gpucloud-{service}",
         "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_passwords[service],
         "GPUCLOUD_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
         **own,
     }
+
+
+def _run_access_step(ctx: Context, component: str, module: str, extra: dict[str, str]) -> str:
+    """An operator's idempotent step (Kafka, MinIO), run with the venv's Python."""
+    done = subprocess.run(
+        [_venv_python(), "-m", module],
+        env={**os.environ, **service_env(ctx), **extra},
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip()[-800:]
+        raise StackError(component, f"the access step failed: {detail}")
+    return done.stdout.strip()
+
+
+def apply_minio_access(ctx: Context) -> str:
+    """The storage service's own MinIO user and policy, as root (gpucloud_storage.minio_access)."""
+    return _run_access_step(
+        ctx, "minio", "gpucloud_storage.minio_access",
+        {"GPUCLOUD_MINIO_STORAGE_USER": MINIO_STORAGE_USER,
+         "GPUCLOUD_MINIO_STORAGE_PASSWORD": ctx.secrets.minio_storage_password},
+    )  # fmt: skip
 
 
 def apply_kafka_access(ctx: Context) -> str:
@@ -530,16 +569,7 @@ def apply_kafka_access(ctx: Context) -> str:
         f"GPUCLOUD_KAFKA_PASSWORD_{service.upper()}": password
         for service, password in ctx.secrets.kafka_passwords.items()
     }
-    done = subprocess.run(
-        [_venv_python(), "-m", "gpucloud_libs.kafka_access"],
-        env={**os.environ, **service_env(ctx), **passwords},
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise StackError(
-            "kafka", f"the access step failed: {(done.stderr or done.stdout).strip()[-800:]}"
-        )
-    return done.stdout.strip()
+    return _run_access_step(ctx, "kafka", "gpucloud_libs.kafka_access", passwords)
 
 
 #: Local-stack settings of single services: quicker rounds than production defaults,

@@ -24,6 +24,10 @@ def _token(size: int = 32) -> str:
     return secrets.token_urlsafe(size)
 
 
+def _fernet_key() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
 #: The services that sign identities (gpucloud_libs.identity): each has an Ed25519 pair.
 IDENTITY_SIGNERS = ("gateway", "instances")
 
@@ -53,6 +57,9 @@ class Secrets:
     kube_admin_token: str = field(default_factory=_token)
     minio_root_user: str = "gpucloud-root"
     minio_root_password: str = field(default_factory=_token)
+    minio_storage_password: str = field(default_factory=_token)
+    #: Seals the storage service's per-storage presigning secrets at rest (Fernet).
+    storage_secrets_key: str = field(default_factory=_fernet_key)
     postgres_password: str = field(default_factory=_token)
     #: The gateway's session-token key: the gateway's alone.
     session_secret: str = field(default_factory=lambda: _token(48))
@@ -61,9 +68,9 @@ class Secrets:
     )
     bootstrap_admin_key: str = field(default_factory=lambda: BOOTSTRAP_KEY_PREFIX + _token())
     #: Seals webhook signing secrets at rest (a Fernet key): the monitoring service's.
-    webhook_secrets_key: str = field(
-        default_factory=lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
-    )
+    webhook_secrets_key: str = field(default_factory=_fernet_key)
+    #: Bearer token of the GPU simulator's fault API (the operator's).
+    simulator_token: str = field(default_factory=_token)
     #: The broker's super user, for the operator's Kafka access step only.
     kafka_admin_password: str = field(default_factory=_token)
     kafka_passwords: dict[str, str] = field(

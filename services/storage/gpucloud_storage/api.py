@@ -166,6 +166,20 @@ async def list_objects(
 
 
 @router.post(
+    "/storages/{storage_id}/revoke-urls",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["objects"],
+    summary="Void every presigned URL of the storage made so far",
+)
+async def revoke_urls(
+    storage_id: str, identity: CurrentIdentity, transfers: TransfersPart
+) -> Response:
+    identity.require_role(*MEMBERS)
+    await transfers.revoke_urls(identity, storage_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
     "/storages/{storage_id}/downloads",
     tags=["objects"],
     summary="A presigned GET URL for one object",

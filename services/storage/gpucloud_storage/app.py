@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
+from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS
 
 from .accessors import Accessors
@@ -13,6 +14,7 @@ from .attachments import Attachments
 from .handlers import EventHandlers
 from .minio_backend import MinioBackend
 from .ownership import OwnedStorages
+from .presigners import Presigners
 from .settings import StorageSettings
 from .storages import Storages
 from .store import INDEXES, AccessorStore, AttachmentStore, StorageStore, TenantStore, UploadStore
@@ -37,7 +39,12 @@ owned = OwnedStorages(storage_store)
 usage = UsagePublisher(backend, runtime.broker, storage_store)
 accessors = Accessors(backend, AccessorStore(runtime.db), owned)
 attachments = Attachments(backend, kube, storage_store, attachment_store, accessors, owned)
-teardown = Teardown(backend, kube, storage_store, accessors, usage)
+sealed_keys = SecretBox(
+    settings.storage_secrets_key.get_secret_value(), setting="GPUCLOUD_STORAGE_SECRETS_KEY"
+)
+runtime.check_key_at_start(sealed_keys.check)
+presigners = Presigners(backend, storage_store, sealed_keys)
+teardown = Teardown(backend, kube, storage_store, accessors, usage, presigners)
 storages = Storages(
     settings, backend, kube, tenants, storage_store, attachment_store, owned, teardown
 )
@@ -61,7 +68,7 @@ app = runtime.create_app(
     parts=[
         storages,
         accessors,
-        Transfers(settings, backend, UploadStore(runtime.db), owned),
+        Transfers(settings, backend, UploadStore(runtime.db), owned, presigners),
         attachments,
     ],
 )

@@ -11,7 +11,7 @@ Every method is async; implementations keep blocking clients off the event loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -61,6 +61,12 @@ class UploadedPart:
     etag: str
 
 
+@dataclass(frozen=True)
+class Credential:
+    access_key: str
+    secret_key: str = field(repr=False)
+
+
 class ObjectBackend(Protocol):
     #: The S3 endpoint clients (and instances) use for presigned URLs and credentials.
     public_endpoint: str
@@ -94,12 +100,20 @@ class ObjectBackend(Protocol):
     async def revoke_credential(self, access_key: str) -> None:
         """Remove the key pair now (idempotent): its next request is refused."""
 
-    def presign_get(self, bucket: str, key: str, expires_s: int) -> str: ...
+    # Presigned URLs are signed with `signer`, a key pair of the storage's own
+    # (presigners.py): never the service's key, and revocable with the storage.
+    def presign_get(self, signer: Credential, bucket: str, key: str, expires_s: int) -> str: ...
 
-    def presign_put(self, bucket: str, key: str, expires_s: int) -> str: ...
+    def presign_put(self, signer: Credential, bucket: str, key: str, expires_s: int) -> str: ...
 
     def presign_part(
-        self, bucket: str, key: str, upload_id: str, part_number: int, expires_s: int
+        self,
+        signer: Credential,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires_s: int,
     ) -> str: ...
 
     async def start_multipart(self, bucket: str, key: str) -> str:

@@ -17,6 +17,11 @@ class TenantDoc(TypedDict):
     max_storage_bytes: int
 
 
+class PresignerDoc(TypedDict):
+    access_key: str
+    secret: str  # sealed
+
+
 class StorageDoc(TypedDict):
     _id: str  # <tenant>/<storage>
     tenant_id: str
@@ -34,6 +39,11 @@ class StorageDoc(TypedDict):
     access_mode: NotRequired[str]  # volume storages
     #: Set when a deletion starts: empty the bucket first.
     force: NotRequired[bool]
+    #: Resizes in flight, by request: each holds its bytes against the tenant's quota
+    #: until it is applied or refused (storages.py).
+    reservations: NotRequired[dict[str, int]]
+    #: The object storage's presigning key pair, its secret sealed (presigners.py).
+    presigner: NotRequired[PresignerDoc | None]
 
 
 class AccessorDoc(TypedDict):

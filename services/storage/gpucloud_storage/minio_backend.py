@@ -2,10 +2,10 @@
 
 minio-py is synchronous, so every network call runs in a worker thread and the
 event loop never blocks. Presigning needs no network (the region is set), so
-it stays synchronous. Accessors are MinIO service accounts of the root user,
-each with an inline policy naming one bucket: MinIO intersects it with the
-parent's rights, enforces the expiry, and forgets the key the moment it is
-deleted.
+it stays synchronous. Accessors and presigners are MinIO service accounts of
+the storage service's own user (never root; minio_access.py), each with an
+inline policy naming one bucket: MinIO intersects it with the parent's rights,
+enforces the expiry, and forgets the key the moment it is deleted.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from .backend import (
     AccessMode,
     BackendError,
     BucketNotEmpty,
+    Credential,
     InvalidPart,
     NoSuchUpload,
     ObjectInfo,
@@ -86,14 +87,8 @@ class MinioBackend:
             secure=url.scheme == "https",
             region=region,
         )
-        # Presigned URLs carry the host they were signed for: the one clients reach.
-        self._signer = Minio(
-            public.netloc,
-            access_key=access_key,
-            secret_key=secret_key,
-            secure=public.scheme == "https",
-            region=region,
-        )
+        self._public = public
+        self._signers: dict[Credential, Minio] = {}
         self._admin = MinioAdmin(
             endpoint=url.netloc,
             credentials=StaticProvider(access_key, secret_key),
@@ -192,16 +187,40 @@ class MinioBackend:
             if "not exist" not in str(error).lower() and "not found" not in str(error).lower():
                 raise
 
-    def presign_get(self, bucket: str, key: str, expires_s: int) -> str:
-        return self._signer.get_presigned_url("GET", bucket, key, timedelta(seconds=expires_s))
+    def _signer(self, credential: Credential) -> Minio:
+        # Presigned URLs carry the host they were signed for: the one clients reach.
+        if credential not in self._signers:
+            if len(self._signers) > 1024:
+                self._signers.clear()
+            self._signers[credential] = Minio(
+                self._public.netloc,
+                access_key=credential.access_key,
+                secret_key=credential.secret_key,
+                secure=self._public.scheme == "https",
+                region=self.region,
+            )
+        return self._signers[credential]
 
-    def presign_put(self, bucket: str, key: str, expires_s: int) -> str:
-        return self._signer.get_presigned_url("PUT", bucket, key, timedelta(seconds=expires_s))
+    def presign_get(self, signer: Credential, bucket: str, key: str, expires_s: int) -> str:
+        return self._signer(signer).get_presigned_url(
+            "GET", bucket, key, timedelta(seconds=expires_s)
+        )
+
+    def presign_put(self, signer: Credential, bucket: str, key: str, expires_s: int) -> str:
+        return self._signer(signer).get_presigned_url(
+            "PUT", bucket, key, timedelta(seconds=expires_s)
+        )
 
     def presign_part(
-        self, bucket: str, key: str, upload_id: str, part_number: int, expires_s: int
+        self,
+        signer: Credential,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires_s: int,
     ) -> str:
-        return self._signer.get_presigned_url(
+        return self._signer(signer).get_presigned_url(
             "PUT",
             bucket,
             key,

@@ -15,6 +15,8 @@ class StorageSettings(ServiceSettings):
     s3_access_key: str = ""
     s3_secret_key: SecretStr = SecretStr("")
     s3_region: str = "us-east-1"
+    #: Seals each storage's presigning key at rest (presigners.py).
+    storage_secrets_key: SecretStr = SecretStr("")
     #: Path to a kubeconfig; unset means in-cluster configuration.
     kubeconfig: str | None = None
     #: Storage class of a volume storage that does not name one.

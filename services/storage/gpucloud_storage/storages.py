@@ -49,6 +49,12 @@ class ResizeRefused(Conflict):
     title = "Volume cannot be resized"
 
 
+def held_bytes(doc: StorageDoc) -> int:
+    """What a storage holds of its tenant's quota: its size, or more while a larger
+    resize of it is in flight."""
+    return max([doc["size_bytes"], *doc.get("reservations", {}).values()])
+
+
 class Storages:
     def __init__(
         self,
@@ -108,9 +114,12 @@ class Storages:
         return self.view(await self._provision(doc))
 
     async def _check_tenant_quota(self, tenant: TenantDoc, storage_id: str, size: int) -> None:
+        """Refuse `size` for `storage_id` unless it fits beside what every other storage
+        holds. The caller has already recorded its own claim (an inserted storage, a
+        reservation), so of two racing requests, each sees the other: not both pass."""
         limit = tenant["max_storage_bytes"]
         others = sum(
-            doc["size_bytes"]
+            held_bytes(doc)
             for doc in await self._storages.of_tenant(tenant["_id"])
             if doc["storage_id"] != storage_id
         )
@@ -173,15 +182,30 @@ class Storages:
             tenant = await self._tenants.get(doc["tenant_id"])
             if tenant is None:
                 raise TenantNotReady("the tenant is not provisioned yet", retry_after_s=2)
-            await self._check_tenant_quota(tenant, storage_id, size)
+            await self._resize(tenant, doc, size, changes)
+        elif changes:
+            await self._storages.update(doc["_id"], changes)
+        return (await self._views([await self._storages.get(doc["_id"]) or doc]))[0]
+
+    async def _resize(
+        self, tenant: TenantDoc, doc: StorageDoc, size: int, changes: Document
+    ) -> None:
+        """Reserve, check, apply, then record: the reservation counts against the quota
+        from before the check until the new size is written, so concurrent resizes of
+        a tenant's storages cannot pass the quota together."""
+        request_id = secrets.token_hex(8)
+        await self._storages.reserve(doc["_id"], request_id, size)
+        applied = False
+        try:
+            await self._check_tenant_quota(tenant, doc["storage_id"], size)
             if doc["kind"] == "object":
                 await self._backend.set_quota(doc["bucket"], size)
             else:
                 await self._resize_claim(doc, size)
-            changes["size_bytes"] = size
-        if changes:
-            doc = await self._storages.update(doc["_id"], changes) or doc
-        return (await self._views([doc]))[0]
+            applied = True
+        finally:
+            fields = {**changes, "size_bytes": size} if applied else None
+            await self._storages.unreserve(doc["_id"], request_id, fields)
 
     async def _resize_claim(self, doc: StorageDoc, size: int) -> None:
         patch = {"spec": {"resources": {"requests": {"storage": str(size)}}}}

@@ -17,7 +17,7 @@ from pymongo.errors import DuplicateKeyError
 from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 
-from .documents import AccessorDoc, AttachmentDoc, StorageDoc, TenantDoc, UploadDoc
+from .documents import AccessorDoc, AttachmentDoc, PresignerDoc, StorageDoc, TenantDoc, UploadDoc
 
 TENANTS = "tenants"
 STORAGES = "storages"
@@ -74,6 +74,29 @@ class StorageStore:
     async def update(self, key: str, fields: Document) -> StorageDoc | None:
         await self._storages.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
         return await self.get(key)
+
+    async def set_presigner(
+        self, key: str, *, expected: PresignerDoc | None, presigner: PresignerDoc | None
+    ) -> bool:
+        """Replace the storage's presigner if it is still `expected`; False if another
+        request changed it first."""
+        result = await self._storages.update_one(
+            {"_id": key, "presigner": expected}, {"$set": {"presigner": presigner}}
+        )
+        return result.modified_count == 1
+
+    async def reserve(self, key: str, request_id: str, size_bytes: int) -> None:
+        """Hold `size_bytes` for one resize of storage `key` (see `held_bytes`)."""
+        await self._storages.update_one(
+            {"_id": key}, {"$set": {f"reservations.{request_id}": size_bytes}}
+        )
+
+    async def unreserve(self, key: str, request_id: str, fields: Document | None = None) -> None:
+        """Drop one resize's hold, with what it changed (if it went through) in one write."""
+        update: Document = {"$unset": {f"reservations.{request_id}": ""}}
+        if fields:
+            update["$set"] = {**fields, "updated_at": now()}
+        await self._storages.update_one({"_id": key}, update)
 
     async def remove(self, key: str) -> None:
         await self._storages.delete_one({"_id": key})

@@ -16,6 +16,7 @@ from gpucloud_libs.naming import storage_claim_name, tenant_namespace
 from .accessors import Accessors
 from .backend import BucketNotEmpty, ObjectBackend
 from .documents import StorageDoc
+from .presigners import Presigners
 from .store import StorageStore
 from .usage import UsagePublisher
 
@@ -35,8 +36,10 @@ class Teardown:
         storages: StorageStore,
         accessors: Accessors,
         usage: UsagePublisher,
+        presigners: Presigners,
     ) -> None:
         self._backend = backend
+        self._presigners = presigners
         self._kube = kube
         self._storages = storages
         self._accessors = accessors
@@ -53,6 +56,7 @@ class Teardown:
         try:
             if doc["kind"] == "object":
                 await self._accessors.revoke_all(doc["tenant_id"], doc["storage_id"])
+                await self._presigners.revoke(doc)
                 await self._backend.delete_bucket(doc["bucket"], force=bool(doc.get("force")))
             else:
                 await self._kube.delete(

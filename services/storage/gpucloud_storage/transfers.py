@@ -18,6 +18,7 @@ from gpucloud_libs.identity import Identity
 from .backend import BackendError, InvalidPart, NoSuchUpload, ObjectBackend, UploadedPart
 from .documents import StorageDoc, UploadDoc
 from .ownership import OwnedStorages
+from .presigners import Presigners
 from .schemas import (
     DownloadRequest,
     ObjectEntry,
@@ -51,11 +52,13 @@ class Transfers:
         backend: ObjectBackend,
         uploads: UploadStore,
         owned: OwnedStorages,
+        presigners: Presigners,
     ) -> None:
         self._settings = settings
         self._backend = backend
         self._uploads = uploads
         self._owned = owned
+        self._presigners = presigners
 
     async def presign_download(
         self, identity: Identity, storage_id: str, body: DownloadRequest
@@ -63,7 +66,9 @@ class Transfers:
         doc = await self._owned.ready(identity, storage_id, kind="object")
         return PresignedUrl(
             method="GET",
-            url=self._backend.presign_get(doc["bucket"], body.key, body.expires_in_s),
+            url=self._backend.presign_get(
+                await self._presigners.signer(doc), doc["bucket"], body.key, body.expires_in_s
+            ),
             expires_at=now() + timedelta(seconds=body.expires_in_s),
         )
 
@@ -78,8 +83,9 @@ class Transfers:
             )
         expires_at = now() + timedelta(seconds=body.expires_in_s)
         floor = self._settings.multipart_part_bytes
+        signer = await self._presigners.signer(doc)
         if body.size_bytes is None or body.size_bytes <= floor:
-            url = self._backend.presign_put(doc["bucket"], body.key, body.expires_in_s)
+            url = self._backend.presign_put(signer, doc["bucket"], body.key, body.expires_in_s)
             return UploadPlan(key=body.key, expires_at=expires_at, url=url)
         size = part_size(body.size_bytes, floor)
         if size > MAX_PART_BYTES:
@@ -99,7 +105,7 @@ class Transfers:
             PartUrl(
                 part_number=number,
                 url=self._backend.presign_part(
-                    doc["bucket"], body.key, upload_id, number, body.expires_in_s
+                    signer, doc["bucket"], body.key, upload_id, number, body.expires_in_s
                 ),
             )
             for number in range(1, count + 1)
@@ -121,6 +127,11 @@ class Transfers:
         ):
             raise NotFound(f"upload {upload_id!r} not found")
         return doc, upload
+
+    async def revoke_urls(self, identity: Identity, storage_id: str) -> None:
+        """Void every presigned URL of the storage made so far."""
+        doc = await self._owned.ready(identity, storage_id, kind="object")
+        await self._presigners.revoke(doc)
 
     async def complete_upload(
         self, identity: Identity, storage_id: str, upload_id: str, body: UploadComplete
