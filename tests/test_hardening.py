@@ -17,6 +17,7 @@ import pytest
 
 from gpucloud_gateway import credentials
 from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner, b64, generate_key_pair
+from gpucloud_stack import layout
 
 from .conftest import stack_service_env
 from .platform import Platform, assert_problem, bearer
@@ -217,3 +218,21 @@ async def test_a_service_takes_only_identities_the_gateway_signed_for_that_reque
             )
             assert response.status_code == 401, why
             assert_problem(response, 401, "unauthenticated")
+
+
+async def test_the_simulators_fault_api_takes_the_operators_token(
+    stack_env: dict[str, str],
+) -> None:
+    """A fault looks like a broken GPU to the whole platform: not for anyone to inject."""
+    token = {"Authorization": f"Bearer {stack_env['GPUCLOUD_SIMULATOR_TOKEN']}"}
+    fault = {"node": unique("no-such-node"), "gpu": 0, "fault": "overheat"}
+    simulator_url = f"http://{layout.HOST}:{layout.PORTS.gpu_simulator}"
+    async with httpx.AsyncClient(base_url=simulator_url) as simulator:
+        for headers in ({}, {"Authorization": "Bearer guessed"}):
+            assert_problem(await simulator.post("/faults", json=fault, headers=headers), 401)
+            assert_problem(await simulator.delete("/faults/h100-zone-a-0", headers=headers), 401)
+        # With the token: past authentication (an unknown node is a 404; clearing is a no-op).
+        assert_problem(await simulator.post("/faults", json=fault, headers=token), 404)
+        assert (
+            await simulator.delete(f"/faults/{fault['node']}", headers=token)
+        ).status_code == 204

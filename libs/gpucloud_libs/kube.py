@@ -73,6 +73,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Ingress": ("NetworkingV1Api", "ingress", True),
     "PriorityClass": ("SchedulingV1Api", "priority_class", False),
     "Lease": ("CoordinationV1Api", "lease", True),
+    "RoleBinding": ("RbacAuthorizationV1Api", "role_binding", True),
     "PersistentVolumeClaim": ("CoreV1Api", "persistent_volume_claim", True),
     "PersistentVolume": ("CoreV1Api", "persistent_volume", False),
     "Secret": ("CoreV1Api", "secret", True),

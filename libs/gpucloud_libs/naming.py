@@ -18,6 +18,9 @@ MANAGED_LABEL = "gpucloud.io/managed"
 TENANT_LABEL = "gpucloud.io/tenant"
 INSTANCE_LABEL = "gpucloud.io/instance"
 STORAGE_LABEL = "gpucloud.io/storage"
+#: The ClusterRole the storage service holds in each tenant namespace, and nowhere
+#: else (its claims and credential Secrets): bound there by the instances service.
+TENANT_STORAGE_ROLE = "gpucloud-tenant-storage"
 #: What the NVIDIA GPU operator puts on nodes, read by placement and monitoring.
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -39,6 +39,8 @@ def _bring_up(group: tuple[Component, ...], ctx: components.Context) -> None:
             if created:
                 _say(f"  registered {created} fake GPU nodes from {fleet.FLEET_FILE.name}")
         _say(f"  {component.name:<24} healthy")
+        if component is components.KUBE_APISERVER:
+            _say(f"    {components.apply_kube_access(ctx)}")
         if component is components.KAFKA:
             _say(f"    {components.apply_kafka_access(ctx)}")
         if component is components.MINIO:

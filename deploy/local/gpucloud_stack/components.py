@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from . import layout, probes, provision
+from . import kube_access, layout, probes, provision
 from .errors import StackError
 from .layout import HOST, PORTS
 from .secrets import Secrets, ensure_kube_pki, load_or_create
@@ -48,25 +48,9 @@ def context() -> Context:
 
 
 def _write_kubeconfig(ctx: Context) -> None:
-    ctx.kubeconfig.write_text(
-        f"""apiVersion: v1
-kind: Config
-clusters:
-- name: gpucloud-local
-  cluster:
-    server: https://{HOST}:{PORTS.kube_apiserver}
-    certificate-authority: {ctx.pki / "ca.crt"}
-users:
-- name: gpucloud-admin
-  user:
-    token: {ctx.secrets.kube_admin_token}
-contexts:
-- name: gpucloud-local
-  context: {{cluster: gpucloud-local, user: gpucloud-admin}}
-current-context: gpucloud-local
-"""
+    kube_access.write_kubeconfig(
+        ctx.kubeconfig, "gpucloud-admin", ctx.secrets.kube_admin_token, ctx.pki / "ca.crt"
     )
-    ctx.kubeconfig.chmod(0o600)
 
 
 # --- Kafka -------------------------------------------------------------------
@@ -354,8 +338,13 @@ ETCD = Component(
 
 def _token_file(ctx: Context) -> Path:
     path = layout.etc_dir() / "kube-tokens.csv"
+    services = "".join(
+        f"{token},{kube_access.user(service)},{kube_access.user(service)}\n"
+        for service, token in ctx.secrets.kube_tokens.items()
+    )
     path.write_text(
         f'{ctx.secrets.kube_admin_token},gpucloud-admin,gpucloud-admin,"system:masters"\n'
+        + services
     )
     path.chmod(0o600)
     return path
@@ -523,6 +512,9 @@ def principal_env(ctx: Context, service: str) -> dict[str, str]:
     if service == "gateway":
         own["GPUCLOUD_SESSION_SECRET"] = ctx.secrets.session_secret
         own["GPUCLOUD_BOOTSTRAP_ADMIN_KEY"] = ctx.secrets.bootstrap_admin_key
+    if service in ctx.secrets.kube_tokens:
+        token = ctx.secrets.kube_tokens[service]
+        own["GPUCLOUD_KUBECONFIG"] = str(kube_access.kubeconfig(service, token, ctx.pki / "ca.crt"))
     if service == "storage":
         own["GPUCLOUD_S3_ACCESS_KEY"] = MINIO_STORAGE_USER
         own["GPUCLOUD_S3_SECRET_KEY"] = ctx.secrets.minio_storage_password
@@ -562,6 +554,12 @@ def apply_minio_access(ctx: Context) -> str:
     )  # fmt: skip
 
 
+def apply_kube_access(ctx: Context) -> str:
+    """The services' Kubernetes roles and the admission policy (kube_access.py)."""
+    applied = kube_access.apply(ctx.pki / "ca.crt", ctx.secrets.kube_admin_token)
+    return f"kube access: {applied} roles, bindings and policies for {len(ctx.secrets.kube_tokens)} users"
+
+
 def apply_kafka_access(ctx: Context) -> str:
     """Set the services' Kafka passwords, create the topics and grant the ACLs, as the
     admin principal (gpucloud_libs.kafka_access); idempotent, run at every `up`."""
@@ -579,6 +577,8 @@ _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
     "metering": {"GPUCLOUD_USAGE_SETTLE_S": "5"},
     # Webhook receivers of a local stack (and its tests) listen on loopback.
     "monitoring": {"GPUCLOUD_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"},
+    # The storage service's rights in each tenant namespace (kube_access.py).
+    "instances": {"GPUCLOUD_TENANT_STORAGE_SUBJECT": "User:gpucloud-storage"},
 }
 
 

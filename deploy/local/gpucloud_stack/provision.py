@@ -88,8 +88,11 @@ MINIO = Artifact(
     "minio", layout.MINIO_VERSION, GO_DIR / "minio", ("github.com/minio/minio",), binary="minio"
 )
 KAFKA = Artifact("kafka", layout.KAFKA_VERSION, layout.LOCAL_DIR / "kafka")
+HELM = Artifact(
+    "helm", layout.HELM_VERSION, GO_DIR / "helm", ("helm.sh/helm/v3/cmd/helm",), binary="helm"
+)
 
-ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, MINIO)
+ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, MINIO, HELM)
 
 
 def _build_log(artifact: Artifact) -> Path:

@@ -28,6 +28,10 @@ def _fernet_key() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
 
 
+#: The services that talk to the Kubernetes API (kube_access.KUBE_SERVICES).
+KUBE_SERVICES = ("instances", "storage", "monitoring", "agent")
+
+
 #: The services that sign identities (gpucloud_libs.identity): each has an Ed25519 pair.
 IDENTITY_SIGNERS = ("gateway", "instances")
 
@@ -55,6 +59,10 @@ class Secrets:
     # Every field has a generator, so a data directory from an older version gets
     # the secrets that were added since, and keeps the ones it had.
     kube_admin_token: str = field(default_factory=_token)
+    #: A Kubernetes token per service (kube_access.py): none of them is the admin.
+    kube_tokens: dict[str, str] = field(
+        default_factory=lambda: {service: _token() for service in KUBE_SERVICES}
+    )
     minio_root_user: str = "gpucloud-root"
     minio_root_password: str = field(default_factory=_token)
     minio_storage_password: str = field(default_factory=_token)

@@ -71,6 +71,24 @@ def namespace(name: str, labels: dict[str, str]) -> Manifest:
     }
 
 
+def role_binding(namespace_name: str, role: str, subject: str) -> Manifest:
+    """Grant ClusterRole `role` in this namespace only to `subject`, written
+    `User:<name>` or `ServiceAccount:<namespace>:<name>`."""
+    kind, _, rest = subject.partition(":")
+    if kind == "ServiceAccount":
+        account_namespace, _, name = rest.partition(":")
+        who = {"kind": kind, "name": name, "namespace": account_namespace}
+    else:
+        who = {"kind": kind, "name": rest, "apiGroup": "rbac.authorization.k8s.io"}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": role, "namespace": namespace_name, "labels": {MANAGED: "true"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [who],
+    }
+
+
 def resource_quota(
     namespace_name: str, *, gpus: int, instances: int, cpu: str, memory: str
 ) -> Manifest:

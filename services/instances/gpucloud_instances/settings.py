@@ -22,6 +22,13 @@ class InstancesSettings(ServiceSettings):
     #: Where the controller's lease and the warm-stock placeholders live.
     system_namespace: str = "gpucloud-system"
     stock_namespace: str = "gpucloud-stocks"
+    #: Who may manage claims and Secrets in tenant namespaces, and only there: the
+    #: storage service's Kubernetes identity, `User:<name>` or
+    #: `ServiceAccount:<namespace>:<name>`. Each tenant namespace gets a RoleBinding
+    #: for it (docs/security.md). Unset: the storage service's rights are the cluster's.
+    tenant_storage_subject: str | None = Field(
+        default=None, pattern=r"^(User:[^:]+|ServiceAccount:[^:]+:[^:]+)$"
+    )
     #: The namespace allowed to reach tenant pods (the default-deny NetworkPolicy):
     #: the gateway serves instance URLs.
     gateway_namespace: str = "gpucloud-system"

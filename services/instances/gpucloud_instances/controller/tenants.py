@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.naming import TENANT_STORAGE_ROLE
 
 from .. import manifests
 from ..documents import TenantDoc
@@ -23,8 +24,14 @@ def tenant_manifests(
     """Everything a tenant's namespace carries: the seeds' "Tenant VPC"."""
     namespace_name = tenant["namespace"]
     quota = tenant["quota"]
+    storage_access = (
+        [manifests.role_binding(namespace_name, TENANT_STORAGE_ROLE, subject)]
+        if (subject := settings.tenant_storage_subject)
+        else []
+    )
     return [
         manifests.namespace(namespace_name, {manifests.TENANT: tenant_id}),
+        *storage_access,
         manifests.resource_quota(
             namespace_name, gpus=quota["max_gpus"], instances=quota["max_instances"],
             cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
@@ -39,14 +46,14 @@ def tenant_manifests(
 
 
 #: Bump when what tenant_manifests builds changes, so every namespace is applied again.
-LAYOUT_REVISION = 2
+LAYOUT_REVISION = 3
 
 
 def layout_digest(settings: InstancesSettings) -> str:
     """What, besides the tenant's own version, a namespace's objects depend on."""
     inputs = [
         LAYOUT_REVISION, settings.gateway_namespace, settings.dns_namespace,
-        settings.tenant_egress_denied_cidrs,
+        settings.tenant_egress_denied_cidrs, settings.tenant_storage_subject,
     ]  # fmt: skip
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
 

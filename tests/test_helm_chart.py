@@ -1,0 +1,154 @@
+"""The Helm chart, rendered by Helm itself (built by the stack's provisioning): what
+it grants each service, and the network and ingress limits it sets.
+
+No cluster runs the chart here, so what it would enforce is read from its
+objects: who may connect into the platform's namespace, which service gets
+which secret, which writes the admission policy lets through.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from gpucloud_stack import layout, provision
+
+CHART = layout.REPO_ROOT / "deploy" / "helm" / "gpucloud"
+RELEASE, NAMESPACE = "gc", "gpucloud-system"
+SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    helm = provision.ensure(provision.HELM, say=False) / "helm"
+    values = [
+        "identity.existingSecret=identity-keys",
+        "identity.publicKeys.gateway=gateway-public-key",
+        "identity.publicKeys.instances=instances-public-key",
+        "kafka.admin.existingSecret=kafka-admin",
+        "s3.rootSecret=minio-root",
+    ]
+    done = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+         *(arg for value in values for arg in ("--set", value))],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def _one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [found] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
+def _env(docs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
+    kind = "DaemonSet" if workload == "agent" else "Deployment"
+    [container] = _one(docs, kind, f"{RELEASE}-{workload}")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+
+
+def _admits(policy: dict[str, Any], namespace: str | None, pod_labels: dict[str, str]) -> bool:
+    """Whether an ingress rule of `policy` admits a source (namespace None: outside the
+    cluster), with the NetworkPolicy semantics of matchLabels selectors."""
+    own = policy["metadata"].get("namespace", NAMESPACE)
+    for rule in policy["spec"].get("ingress", []):
+        for peer in rule.get("from", []):
+            if namespace is None:
+                continue
+            if "namespaceSelector" in peer:
+                wanted = peer["namespaceSelector"].get("matchLabels", {})
+                if wanted.get("kubernetes.io/metadata.name", namespace) != namespace:
+                    continue
+            elif namespace != own:
+                continue
+            wanted_pods = peer.get("podSelector", {}).get("matchLabels", {})
+            if all(pod_labels.get(k) == v for k, v in wanted_pods.items()):
+                return True
+    return False
+
+
+def test_only_the_ingress_and_the_platform_reach_the_platform(
+    rendered: list[dict[str, Any]],
+) -> None:
+    policy = _one(rendered, "NetworkPolicy", f"{RELEASE}-platform")
+    assert policy["spec"]["podSelector"] == {}  # every pod of the namespace
+    sources = [
+        ("the ingress controller", "ingress-nginx", {"app": "ingress-nginx"}, True),
+        ("another platform pod", NAMESPACE, {"app.kubernetes.io/name": "instances"}, True),
+        ("a tenant's pod", "gpc-acme", {"gpucloud.io/instance": "nb"}, False),
+        ("a pod of kube-system", "kube-system", {}, False),
+        ("outside the cluster", None, {}, False),
+    ]
+    for why, namespace, labels, admitted in sources:
+        assert _admits(policy, namespace, labels) is admitted, why
+
+
+def test_each_service_gets_only_its_own_secrets(rendered: list[dict[str, Any]]) -> None:
+    envs = {name: _env(rendered, name) for name in (*SERVICES, "agent")}
+    for name, env in envs.items():
+        assert env["GPUCLOUD_KAFKA_USERNAME"] == f"gpucloud-{name}", name
+        key = env["GPUCLOUD_KAFKA_PASSWORD"]["secretKeyRef"]["key"]
+        assert key == f"kafka-password-{name}", name
+        signs = name in {"gateway", "instances"}
+        assert ("GPUCLOUD_IDENTITY_PRIVATE_KEY" in env) is signs, name
+        assert ("GPUCLOUD_S3_SECRET_KEY" in env) is (name == "storage"), name
+        assert ("GPUCLOUD_SESSION_SECRET" in env) is (name == "gateway"), name
+        assert ("GPUCLOUD_WEBHOOK_SECRETS_KEY" in env) is (name == "monitoring"), name
+        assert "GPUCLOUD_IDENTITY_SIGNING_KEY" not in env, name
+    instances = envs["instances"]
+    assert (
+        instances["GPUCLOUD_TENANT_STORAGE_SUBJECT"]
+        == f"ServiceAccount:{NAMESPACE}:{RELEASE}-storage"
+    )
+
+
+def test_storage_has_no_cluster_wide_rights(rendered: list[dict[str, Any]]) -> None:
+    bound = {
+        subject["name"]
+        for doc in rendered
+        if doc["kind"] == "ClusterRoleBinding"
+        for subject in doc["subjects"]
+    }
+    assert f"{RELEASE}-storage" not in bound
+    instances = _one(rendered, "ClusterRole", f"{RELEASE}-instances")
+    binds = [rule for rule in instances["rules"] if "bind" in rule["verbs"]]
+    assert binds == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "verbs": ["bind"], "resourceNames": ["gpucloud-tenant-storage"]}
+    ]  # fmt: skip
+    secrets = _one(rendered, "ClusterRole", "gpucloud-tenant-storage")["rules"]
+    assert secrets[0]["resources"] == ["persistentvolumeclaims", "secrets"]
+
+
+def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[str, Any]]) -> None:
+    policy = _one(rendered, "ValidatingAdmissionPolicy", f"{RELEASE}-service-namespaces")
+    [condition] = policy["spec"]["matchConditions"]
+    for name in ("instances", "storage"):
+        assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-{name}" in condition["expression"]
+    [validation] = policy["spec"]["validations"]
+    assert "startsWith('gpc-')" in validation["expression"]
+    binding = _one(rendered, "ValidatingAdmissionPolicyBinding", f"{RELEASE}-service-namespaces")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_the_api_ingress_caps_bodies_and_instances_stream(rendered: list[dict[str, Any]]) -> None:
+    api = _one(rendered, "Ingress", f"{RELEASE}-api")["metadata"]["annotations"]
+    instances = _one(rendered, "Ingress", f"{RELEASE}-instances")["metadata"]["annotations"]
+    assert api["nginx.ingress.kubernetes.io/proxy-body-size"] == "1m"
+    assert instances["nginx.ingress.kubernetes.io/proxy-body-size"] == "0"
+    [rule] = _one(rendered, "Ingress", f"{RELEASE}-instances")["spec"]["rules"]
+    assert rule["host"] == "*.gpucloud-instances.example"  # a registrable domain of its own
+
+
+def test_the_chart_refuses_to_render_without_identity_keys() -> None:
+    helm = provision.ensure(provision.HELM, say=False) / "helm"
+    done = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode != 0
+    assert "identity.publicKeys.gateway" in done.stderr
