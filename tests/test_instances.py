@@ -521,3 +521,24 @@ async def test_killed_mid_create_converges_without_orphans_or_leaked_quota(
         await api.wait_state(tenant, instance_id, "stopped")
     again = [await api.start(tenant, spec) for _ in range(3)]
     assert len({instance["instanceID"] for instance in again}) == 3
+
+
+async def test_concurrent_starts_admit_exactly_the_quota(api: Instances) -> None:
+    """Fifty starts at once against a quota of ten: ten admitted, forty refused."""
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenant = await api.tenant(max_gpus=64, max_instances=10)
+    await api.start(tenant, spec)  # the tenant is provisioned from here on
+    body = {"image": "jupyter/base-notebook:latest", "specName": spec}
+    auth = api.as_("tenant-user", tenant)
+
+    async def start() -> int:
+        response = await api.http.post("/gpu-instances", json=body, auth=auth)
+        if response.status_code == 202:
+            api.started.append((tenant, response.json()["instanceID"]))
+        return response.status_code
+
+    answers = await asyncio.gather(*(start() for _ in range(50)))
+    assert sorted(set(answers)) == [202, 422]
+    assert answers.count(202) == 9  # with the first one: exactly ten
+    listed = await api.http.get("/gpu-instances", params={"limit": 100}, auth=auth)
+    assert len(listed.json()["items"]) == 10

@@ -296,10 +296,14 @@ async def apply(admin: KafkaConnection, passwords: dict[str, str]) -> dict[str, 
     client = AIOKafkaAdminClient(client_id="gpucloud-kafka-access", **admin.client_options())
     await client.start()
     try:
+        unknown = set(passwords) - {access.principal for access in ACCESS.values()}
+        if unknown:
+            raise KafkaAccessError(f"no such service principal: {', '.join(sorted(unknown))}")
+        if admin.username is not None and admin.mechanism == "PLAIN":
+            # The super user signs in with PLAIN only to get here: from now on the
+            # operator's clients use SCRAM too, and its password stops crossing the wire.
+            passwords = {**passwords, admin.username: admin.password}
         if passwords:
-            unknown = set(passwords) - {access.principal for access in ACCESS.values()}
-            if unknown:
-                raise KafkaAccessError(f"no such service principal: {', '.join(sorted(unknown))}")
             # Private aiokafka call: the public admin client has no method for this request.
             scram = await client._send_request(AlterUserScramCredentials(passwords))
             refused = [

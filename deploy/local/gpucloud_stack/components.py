@@ -495,7 +495,8 @@ def service_env(ctx: Context) -> dict[str, str]:
         **_common_env(ctx),
         "GPUCLOUD_KAFKA_USERNAME": KAFKA_ADMIN,
         "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_admin_password,
-        "GPUCLOUD_KAFKA_SASL_MECHANISM": "PLAIN",
+        # SCRAM: the access step gives the super user a SCRAM credential too.
+        "GPUCLOUD_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
         "GPUCLOUD_S3_ACCESS_KEY": ctx.secrets.minio_root_user,
         "GPUCLOUD_S3_SECRET_KEY": ctx.secrets.minio_root_password,
         "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
@@ -567,7 +568,10 @@ def apply_kafka_access(ctx: Context) -> str:
         f"GPUCLOUD_KAFKA_PASSWORD_{service.upper()}": password
         for service, password in ctx.secrets.kafka_passwords.items()
     }
-    return _run_access_step(ctx, "kafka", "gpucloud_libs.kafka_access", passwords)
+    # PLAIN: the broker's static super user, the one login that works before any
+    # SCRAM credential exists.
+    plain = {"GPUCLOUD_KAFKA_SASL_MECHANISM": "PLAIN"}
+    return _run_access_step(ctx, "kafka", "gpucloud_libs.kafka_access", {**passwords, **plain})
 
 
 #: Local-stack settings of single services: quicker rounds than production defaults,

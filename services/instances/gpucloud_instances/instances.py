@@ -120,19 +120,20 @@ class Instances:
             if again is None:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
             return self._replay(again, hashed), False
-        # Claim, then count again with this claim included: two racing creates can
-        # both pass the first check, but not both this one. The loser is removed
-        # before anything was published or created in Kubernetes.
-        await self._instances.claim_quota(key, tenant_id, spec["gpu_num"])
-        count, gpus = await self._instances.usage(tenant_id)
-        try:
-            check_quota(tenant["quota"], count - 1, gpus - spec["gpu_num"], wanted=spec["gpu_num"])
-        except QuotaExceeded:
-            await self._instances.release_quota(key)
+        # One conditional write: of concurrent starts, exactly as many as fit pass.
+        # The instance is recorded first (resync releases a claim whose instance is
+        # not live); a refused one is removed before anything was published or made.
+        if not await self._instances.claim_quota(key, spec["gpu_num"], tenant["quota"]):
             await self._instances.remove(key)
             if idempotency_key is not None:
                 await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
-            raise
+            count, gpus = await self._instances.usage(tenant_id)
+            check_quota(tenant["quota"], count, gpus, wanted=spec["gpu_num"])
+            raise QuotaExceeded(
+                "concurrent starts took the room this one needed; try again",
+                limit="max_instances", limit_value=tenant["quota"]["max_instances"],
+                in_use=count, requested=1,
+            )  # fmt: skip
         step = Step(State.PENDING, created)
         admitted = await self._instances.admit(doc, step, lifecycle_event(doc, step, 1, None))
         assert admitted is not None

@@ -15,18 +15,23 @@ Two rules keep this correct on FerretDB as well as MongoDB:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterable
-from datetime import UTC, datetime
+import random
+import secrets
+import time
+from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime, timedelta
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from gpucloud_libs.clock import now
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from .documents import InstanceDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
+from .documents import InstanceDoc, QuotaDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
 from .lifecycle import TERMINAL, State, Step
 
 SPECS = "specs"
@@ -34,7 +39,13 @@ TENANTS = "tenants"
 INSTANCES = "instances"
 TENANT_NAMESPACES = "tenant_namespaces"
 REQUESTS = "instance_requests"
-QUOTA_CLAIMS = "quota_claims"
+QUOTA_CLAIMS = "quota_claims"  # before per-tenant documents; read once per tenant, then emptied
+QUOTA_USAGE = "quota_usage"
+QUOTA_LOCKS = "quota_locks"
+#: A quota lock older than this belongs to a holder that died; the next start takes it.
+QUOTA_LOCK_TTL = timedelta(seconds=5)
+#: How long a start waits for its tenant's quota lock before answering 503.
+QUOTA_LOCK_WAIT_S = 10.0
 IDEMPOTENCY = "idempotency_keys"
 WAKEUPS = "wakeups"
 STOCK_OPERATIONS = "stock_operations"
@@ -119,6 +130,8 @@ class InstanceStore:
     def __init__(self, db: Database) -> None:
         self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
         self._claims = db[QUOTA_CLAIMS]
+        self._usage = db[QUOTA_USAGE]
+        self._locks = db[QUOTA_LOCKS]
         self._idempotency = db[IDEMPOTENCY]
 
     async def insert(self, document: InstanceDoc) -> None:
@@ -150,28 +163,110 @@ class InstanceStore:
     async def remove(self, key: str) -> None:
         await self._instances.delete_one({"_id": key})
 
-    # Quota claims: one small document per admitted, not yet terminal instance,
-    # inserted by the API and deleted by the controller. Counting them scans a
-    # collection of tiny documents instead of the instances themselves.
+    # Quota: one document per tenant, {count, gpus, claims: {instance id: gpus}},
+    # holding every admitted, not yet terminal instance. Every change to it is made
+    # under the tenant's quota lock (below): FerretDB applies an update as a read,
+    # then a write, so two unlocked updates of one document can both pass a filter
+    # or lose each other's $inc. Under the lock, concurrent starts are admitted
+    # exactly up to the quota, on every replica, and the counters never drift from
+    # the claims they count.
+
+    @contextlib.asynccontextmanager
+    async def _quota_lock(self, tenant_id: str) -> AsyncIterator[None]:
+        """A per-tenant mutex across replicas, from the one write every MongoDB-wire
+        store makes atomic: inserting a unique `_id`. A holder that died is taken
+        over once its lock is QUOTA_LOCK_TTL old (a holder keeps it milliseconds)."""
+        lock_id, token = f"lock:{tenant_id}", secrets.token_hex(8)
+        deadline = time.monotonic() + QUOTA_LOCK_WAIT_S
+        while True:
+            try:
+                await self._locks.insert_one({"_id": lock_id, "token": token, "at": now()})
+                break
+            except DuplicateKeyError:
+                held = await self._locks.find_one({"_id": lock_id})
+                if held is not None and aware(held["at"]) < now() - QUOTA_LOCK_TTL:
+                    await self._locks.delete_one({"_id": lock_id, "token": held["token"]})
+                if time.monotonic() > deadline:
+                    raise DependencyUnavailable(
+                        "the tenant's quota is busy with other starts; retry", retry_after_s=1
+                    ) from None
+                await asyncio.sleep(random.uniform(0.002, 0.01))
+        try:
+            yield
+        finally:
+            await self._locks.delete_one({"_id": lock_id, "token": token})
+
+    async def _quota_document(self, tenant_id: str) -> Document:
+        doc = await self._usage.find_one({"_id": tenant_id})
+        if doc is not None:
+            return doc
+        # First use, or a data directory from before: seed from the old claim documents.
+        claims = {
+            claim["_id"].partition("/")[2]: int(claim["gpus"])
+            async for claim in self._claims.find({"tenant_id": tenant_id})
+        }
+        seed = {
+            "_id": tenant_id,
+            "count": len(claims),
+            "gpus": sum(claims.values()),
+            "claims": claims,
+        }
+        async with self._quota_lock(tenant_id):
+            if await self._usage.find_one({"_id": tenant_id}) is None:
+                await self._usage.insert_one(seed)
+                await self._claims.delete_many({"tenant_id": tenant_id})
+        return await self._usage.find_one({"_id": tenant_id}) or seed
 
     async def usage(self, tenant_id: str) -> tuple[int, int]:
         """(instances, GPUs) the tenant holds or is being admitted for."""
-        count, gpus = 0, 0
-        async for claim in self._claims.find({"tenant_id": tenant_id}, {"gpus": 1}):
-            count += 1
-            gpus += int(claim["gpus"])
-        return count, gpus
+        doc = await self._quota_document(tenant_id)
+        return int(doc["count"]), int(doc["gpus"])
 
-    async def claim_quota(self, key: str, tenant_id: str, gpus: int) -> None:
-        await self._claims.insert_one(
-            {"_id": key, "tenant_id": tenant_id, "gpus": gpus, "at": now()}
-        )
+    async def claim_quota(self, key: str, gpus: int, quota: QuotaDoc) -> bool:
+        """Claim `gpus` and one instance for `key` if they fit the quota; False if not."""
+        tenant_id, _, instance_id = key.partition("/")
+        await self._quota_document(tenant_id)
+        async with self._quota_lock(tenant_id):
+            doc = await self._usage.find_one({"_id": tenant_id})
+            assert doc is not None
+            claims: dict[str, int] = doc.get("claims") or {}
+            if instance_id in claims:
+                return True  # a retry of a claim that went through
+            if (
+                len(claims) + 1 > quota["max_instances"]
+                or sum(claims.values()) + gpus > quota["max_gpus"]
+            ):
+                return False
+            claims[instance_id] = gpus
+            await self._usage.update_one(
+                {"_id": tenant_id},
+                {"$set": {"claims": claims, "count": len(claims), "gpus": sum(claims.values())}},
+            )
+        return True
 
     async def release_quota(self, key: str) -> None:
-        await self._claims.delete_one({"_id": key})
+        tenant_id, _, instance_id = key.partition("/")
+        await self._claims.delete_one({"_id": key})  # an old-style claim, if any
+        doc = await self._usage.find_one({"_id": tenant_id}, {f"claims.{instance_id}": 1})
+        if instance_id not in ((doc or {}).get("claims") or {}):
+            return
+        async with self._quota_lock(tenant_id):
+            doc = await self._usage.find_one({"_id": tenant_id})
+            claims: dict[str, int] = (doc or {}).get("claims") or {}
+            if claims.pop(instance_id, None) is None:
+                return
+            await self._usage.update_one(
+                {"_id": tenant_id},
+                {"$set": {"claims": claims, "count": len(claims), "gpus": sum(claims.values())}},
+            )
 
     async def claim_keys(self) -> list[str]:
-        return [claim["_id"] async for claim in self._claims.find({}, {"_id": 1})]
+        keys = [claim["_id"] async for claim in self._claims.find({}, {"_id": 1})]
+        async for doc in self._usage.find({}, {"claims": 1}):
+            keys += [
+                instance_key(doc["_id"], instance_id) for instance_id in doc.get("claims") or {}
+            ]
+        return keys
 
     async def page(
         self,
