@@ -173,6 +173,10 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--verbose", action="store_true", help="print every stocked start")
     parser.add_argument(
+        "--concurrent", type=int, default=200, help="starts in the concurrent run (0: none)"
+    )
+    parser.add_argument("--clients", type=int, default=32, help="in flight in the concurrent run")
+    parser.add_argument(
         "--scale-instances", type=int, default=SCALE_INSTANCES, help="live instances for --scale"
     )
     return parser
@@ -262,10 +266,66 @@ async def main(args: argparse.Namespace) -> None:
                 )
                 print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
                       f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
+            if args.concurrent:
+                await concurrent(bench, http, spec, args.concurrent, args.clients)
             if args.scale:
                 await scale(bench, http, args.scale_instances)
         finally:
             await bench.remove_nodes()
+
+
+async def concurrent(
+    bench: Bench, http: httpx.AsyncClient, spec: str, count: int, clients: int
+) -> None:
+    """Admission throughput: `count` starts through the API with `clients` in flight,
+    against `count` bare pod creations at the same concurrency. A start counts when
+    its POST answers 202 (admitted, recorded, the controller woken); a bare pod when
+    the API server answers its create."""
+    namespace = f"bench-conc-{uuid.uuid4().hex[:6]}"
+    await bench.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+    await asyncio.sleep(1)  # the namespace's default service account
+    pod: Any = {
+        "apiVersion": "v1", "kind": "Pod",
+        "spec": {"containers": [{"name": "c", "image": "pause"}], "tolerations": [GPU_TOLERATION]},
+    }  # fmt: skip
+
+    async def in_flight(call: Callable[[int], Awaitable[None]]) -> tuple[float, list[float]]:
+        gate, latencies = asyncio.Semaphore(clients), []
+
+        async def one(index: int) -> None:
+            async with gate:
+                t = time.perf_counter()
+                await call(index)
+                latencies.append(time.perf_counter() - t)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(count)))
+        return time.perf_counter() - started, latencies
+
+    async def bare(index: int) -> None:
+        named: Any = {**pod, "metadata": {"name": f"conc-{index}"}}
+        await bench.core.create_namespaced_pod(namespace, named)
+
+    started_ids: list[str] = []
+
+    async def admitted(_: int) -> None:
+        response = await http.post(
+            "/gpu-instances", json={"image": "pause", "specName": spec}, auth=bench.auth()
+        )
+        assert response.status_code == 202, response.text
+        started_ids.append(response.json()["instanceID"])
+
+    try:
+        bare_s, bare_ms = await in_flight(bare)
+        api_s, api_ms = await in_flight(admitted)
+    finally:
+        await bench.core.delete_namespace(namespace)
+        await asyncio.gather(*(bench.stop_instance(i) for i in started_ids))
+    bare_rate, api_rate = count / bare_s, count / api_s
+    print(f"\nconcurrent starts, {count} each, {clients} in flight:")
+    print(f"  bare pod create   {bare_rate:6.0f}/s  p99 {percentile(bare_ms, 99) * 1000:7.1f} ms")
+    print(f"  api admission     {api_rate:6.0f}/s  p99 {percentile(api_ms, 99) * 1000:7.1f} ms")
+    print(f"  api / bare throughput: x{api_rate / bare_rate:.2f}")
 
 
 async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_INSTANCES) -> None:
