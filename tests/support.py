@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from aiohttp import web
 from aiokafka import AIOKafkaConsumer
 
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -56,3 +58,16 @@ async def read_topic(
         return records
     finally:
         await consumer.stop()
+
+
+@contextlib.asynccontextmanager
+async def loopback_server(app: web.Application) -> AsyncIterator[int]:
+    """Serve `app` on 127.0.0.1 at a free port, which it yields, until the block ends."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()

@@ -32,7 +32,7 @@ from gpucloud_monitoring.tiers import Capability, classify
 from gpucloud_stack.fleet import gpu_node
 
 from .platform import Platform, assert_problem, bearer
-from .support import eventually, read_topic, unique
+from .support import eventually, loopback_server, read_topic, unique
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -218,13 +218,8 @@ async def receiver() -> AsyncIterator[tuple[Receiver, str]]:
     hook = Receiver()
     app = web.Application()
     app.router.add_post("/hook", hook.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield hook, f"http://127.0.0.1:{port}/hook"
-    await runner.cleanup()
+    async with loopback_server(app) as port:
+        yield hook, f"http://127.0.0.1:{port}/hook"
 
 
 async def test_an_injected_fault_fires_an_alert_and_it_resolves(

@@ -19,7 +19,7 @@ from gpucloud_monitoring.webhook_secrets import SIGNATURE_HEADER, WebhookSecrets
 from gpucloud_monitoring.webhooks import Webhooks
 
 from .dns_server import dns_server
-from .support import unique
+from .support import loopback_server, unique
 
 NAME = "hook.rebind.test"
 PUBLIC = "93.184.216.34"  # answered at save time; never dialled by this test
@@ -40,12 +40,8 @@ async def receiver() -> AsyncIterator[tuple[Hits, int]]:
     hits = Hits()
     app = web.Application()
     app.router.add_post("/hook", hits.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield hits, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    await runner.cleanup()
+    async with loopback_server(app) as port:
+        yield hits, port
 
 
 @pytest.fixture
