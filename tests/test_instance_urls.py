@@ -140,6 +140,19 @@ async def running(
         )
 
 
+async def session_cookie(platform: Platform, running: RunningInstance) -> str:
+    """`<name>=<value>` of the cookie the owner's session link sets."""
+    link = await platform.http.post(
+        f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
+        headers=bearer(running.account.admin_key),
+    )
+    opened = await platform.http.get(
+        link.json()["url"].removeprefix(f"https://{running.host}"), headers={"Host": running.host}
+    )
+    cookie: str = opened.headers["set-cookie"].split(";")[0]
+    return cookie
+
+
 async def test_owner_reaches_the_instance_and_nobody_else_does(
     platform: Platform, running: RunningInstance
 ) -> None:
@@ -238,14 +251,7 @@ async def test_session_link_sets_a_cookie_for_that_host_only(
 async def test_a_cookie_cannot_be_ridden_from_another_site(
     platform: Platform, running: RunningInstance
 ) -> None:
-    link = await platform.http.post(
-        f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
-        headers=bearer(running.account.admin_key),
-    )
-    opened = await platform.http.get(
-        link.json()["url"].removeprefix(f"https://{running.host}"), headers={"Host": running.host}
-    )
-    with_cookie = {"Host": running.host, "Cookie": opened.headers["set-cookie"].split(";")[0]}
+    with_cookie = {"Host": running.host, "Cookie": await session_cookie(platform, running)}
     own_pages = [{"Origin": f"https://{running.host}"}, {"Sec-Fetch-Site": "same-origin"}, {}]
     for headers in own_pages:
         answer = await platform.http.post("/echo", headers={**with_cookie, **headers})
@@ -315,15 +321,7 @@ async def test_websocket_by_header_and_by_cookie(
             assert closing.type == aiohttp.WSMsgType.CLOSE
             assert ws.close_code == 4001  # the workload's close code reaches the client
 
-        link = await platform.http.post(
-            f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
-            headers=bearer(running.account.admin_key),
-        )
-        opened = await platform.http.get(
-            link.json()["url"].removeprefix(f"https://{running.host}"),
-            headers={"Host": running.host},
-        )
-        cookie = opened.headers["set-cookie"].split(";")[0]
+        cookie = await session_cookie(platform, running)
         same_origin = {"Host": running.host, "Cookie": cookie, "Origin": f"https://{running.host}"}
         async with session.ws_connect(url, headers=same_origin) as ws:
             await ws.send_str("via cookie")

@@ -183,9 +183,10 @@ class Storages:
             if tenant is None:
                 raise TenantNotReady("the tenant is not provisioned yet", retry_after_s=2)
             await self._resize(tenant, doc, size, changes)
+            doc = await self._storages.get(doc["_id"]) or doc
         elif changes:
-            await self._storages.update(doc["_id"], changes)
-        return (await self._views([await self._storages.get(doc["_id"]) or doc]))[0]
+            doc = await self._storages.update(doc["_id"], changes) or doc
+        return (await self._views([doc]))[0]
 
     async def _resize(
         self, tenant: TenantDoc, doc: StorageDoc, size: int, changes: Document
