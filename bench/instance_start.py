@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 import uuid
@@ -25,6 +26,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio import watch
 
+from gpucloud_libs import naming
 from gpucloud_libs.events import TenantQuota, TenantUpserted
 from gpucloud_libs.identity import Role, SignedAs
 from gpucloud_libs.kafka import create_broker, publish_event
@@ -110,7 +112,11 @@ class Bench:
         assert response.status_code == 202, response.text
         await self.stop_instance(response.json()["instanceID"])
 
-    async def start_instance(self, spec: str) -> tuple[float, dict[str, Any]]:
+    async def start_instance(
+        self, spec: str, marks: dict[str, float] | None = None
+    ) -> tuple[float, dict[str, Any]]:
+        """Start one instance and poll until it runs; `marks` gets when the POST was
+        sent (`sent`), answered (`admitted`) and when `running` was seen (`running`)."""
         instance_id = f"b-{uuid.uuid4().hex[:12]}"
         started = time.perf_counter()
         response = await self.http.post(
@@ -118,13 +124,17 @@ class Bench:
             json={"instanceID": instance_id, "image": "pause", "specName": spec},
             auth=self.auth(),
         )
+        admitted = time.perf_counter()
         assert response.status_code in (200, 202), response.text
         while True:  # poll every POLL_S: the figure is at most that much late
             state = (await self.http.get(f"/gpu-instances/{instance_id}", auth=self.auth())).json()[
                 "state"
             ]
             if state == "running":
-                return time.perf_counter() - started, response.json()
+                seen = time.perf_counter()
+                if marks is not None:
+                    marks.update(sent=started, admitted=admitted, running=seen)
+                return seen - started, response.json()
             if state == "failed" or time.perf_counter() - started > 60:
                 raise RuntimeError(f"instance {instance_id} did not reach running: {state}")
             await asyncio.sleep(POLL_S)
@@ -159,6 +169,62 @@ class Bench:
         await stream.close()
         await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         return elapsed
+
+
+class PodTimeline:
+    """When the bench tenant's instance pods appear and turn Ready, from a pod watch:
+    splits an API start into its stages with the same clock as the client."""
+
+    def __init__(self, core: k8s.CoreV1Api, tenant: str) -> None:
+        self._core, self._tenant = core, tenant
+        self.added: dict[str, float] = {}
+        self.ready: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> PodTimeline:
+        self._task = asyncio.create_task(self._watch())
+        await asyncio.sleep(0.5)  # the watch is established
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _watch(self) -> None:
+        while True:
+            stream = watch.Watch()
+            async for event in stream.stream(
+                self._core.list_pod_for_all_namespaces,
+                label_selector=f"{naming.TENANT_LABEL}={self._tenant}",
+                timeout_seconds=300,
+            ):
+                seen = time.perf_counter()
+                pod = event["object"]
+                instance = (pod.metadata.labels or {}).get(naming.INSTANCE_LABEL)
+                if instance is None:
+                    continue
+                self.added.setdefault(instance, seen)
+                conditions = {c.type: c.status for c in pod.status.conditions or []}
+                if conditions.get("Ready") == "True":
+                    self.ready.setdefault(instance, seen)
+
+    def stages(self, instance_id: str, marks: dict[str, float]) -> dict[str, float]:
+        added, ready = self.added[instance_id], self.ready[instance_id]
+        return {
+            "admission (POST)": marks["admitted"] - marks["sent"],
+            "to the pod (controller)": added - marks["admitted"],
+            "pod to Ready (cluster)": ready - added,
+            "Ready to `running` (record + poll)": marks["running"] - ready,
+        }
+
+
+def print_stages(name: str, stages: list[dict[str, float]]) -> None:
+    print(f"  where the time goes, {name} (p50 / p99 per stage):")
+    for stage in stages[0]:
+        values = [row[stage] * 1000 for row in stages]
+        print(f"    {stage:<36} {percentile(values, 50):7.1f} / {percentile(values, 99):7.1f} ms")
 
 
 async def timed(n: int, start: Callable[[int], Awaitable[float]]) -> list[float]:
@@ -209,11 +275,13 @@ async def main(args: argparse.Namespace) -> None:
                 await bench.core.delete_namespace(namespace)
 
                 async def via_api(
-                    spec_name: str, record: list[bool]
+                    spec_name: str, record: list[bool], stages: list[dict[str, float]]
                 ) -> Callable[[int], Awaitable[float]]:
                     async def start(_: int) -> float:
                         wall = time.time()
-                        elapsed, created = await bench.start_instance(spec_name)
+                        marks: dict[str, float] = {}
+                        elapsed, created = await bench.start_instance(spec_name, marks)
+                        stages.append(timeline.stages(created["instanceID"], marks))
                         state = (
                             await http.get(
                                 f"/gpu-instances/{created['instanceID']}", auth=bench.auth()
@@ -228,8 +296,10 @@ async def main(args: argparse.Namespace) -> None:
 
                     return start
 
+                timeline = await PodTimeline(bench.core, bench.tenant).__aenter__()
                 cold_flags: list[bool] = []
-                api = await timed(args.starts, await via_api(spec, cold_flags))
+                cold_stages: list[dict[str, float]] = []
+                api = await timed(args.starts, await via_api(spec, cold_flags, cold_stages))
 
                 operation = {
                     "number": 50,
@@ -243,7 +313,11 @@ async def main(args: argparse.Namespace) -> None:
                         break
                     await asyncio.sleep(0.5)
                 stock_flags: list[bool] = []
-                stocked = await timed(args.starts, await via_api(stock_spec, stock_flags))
+                stock_stages: list[dict[str, float]] = []
+                stocked = await timed(
+                    args.starts, await via_api(stock_spec, stock_flags, stock_stages)
+                )
+                await timeline.__aexit__()
                 if args.verbose:
                     print("api+stock each start (ms):", [round(x * 1000) for x in stocked])
                 removal = {
@@ -266,6 +340,8 @@ async def main(args: argparse.Namespace) -> None:
                 )
                 print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
                       f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
+                print_stages("api", cold_stages)
+                print_stages("api+stock", stock_stages)
             if args.concurrent:
                 await concurrent(bench, http, spec, args.concurrent, args.clients)
             if args.scale:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpucloud_instances.admission import allowed_zones, check_quota, request_hash
+from gpucloud_instances.admission import allowed_zones, quota_refusal, request_hash
 from gpucloud_instances.controller.cache import ClusterCache
 from gpucloud_instances.controller.workqueue import WorkQueue
 from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc, StockUnitDoc
@@ -45,13 +45,13 @@ def unit(spec_name: str, state: str) -> StockUnitDoc:
 
 
 def test_quota_admits_up_to_each_limit_and_names_the_one_exceeded() -> None:
-    check_quota(QUOTA, count=1, gpus=4, wanted=4)
-    with pytest.raises(QuotaExceeded) as instances:
-        check_quota(QUOTA, count=2, gpus=0, wanted=1)
-    assert instances.value.extensions["limit"] == "max_instances"
-    with pytest.raises(QuotaExceeded) as gpus:
-        check_quota(QUOTA, count=0, gpus=5, wanted=4)
-    assert gpus.value.extensions == {
+    assert quota_refusal(QUOTA, count=1, gpus=4, wanted=4) is None
+    instances = quota_refusal(QUOTA, count=2, gpus=0, wanted=1)
+    assert isinstance(instances, QuotaExceeded)
+    assert instances.extensions["limit"] == "max_instances"
+    gpus = quota_refusal(QUOTA, count=0, gpus=5, wanted=4)
+    assert isinstance(gpus, QuotaExceeded)
+    assert gpus.extensions == {
         "limit": "max_gpus", "limit_value": 8, "in_use": 5, "requested": 4
     }  # fmt: skip
 

@@ -47,6 +47,15 @@ class GoneError(KubeError):
     """A watch's resourceVersion is too old: relist, then watch again."""
 
 
+class _RawWatch(watch.Watch):
+    """A watch that leaves each object as the API server's JSON: callers read
+    `raw_object` only, and building the library's model for every event (each node
+    heartbeat of a large fleet included) is most of a watch's CPU."""
+
+    def get_return_type(self, func: object) -> str:
+        return ""
+
+
 def _error(error: ApiException) -> KubeError:
     message = f"{error.status} {error.reason}: {getattr(error, 'body', '')}"[:1000]
     if error.status == 404:
@@ -207,7 +216,7 @@ class KubeClient:
     ) -> AsyncIterator[tuple[str, Manifest]]:
         """Yield (event type, object) from `resource_version` on; GoneError when it expired."""
         method, _ = self._method(kind, "list")
-        stream = watch.Watch()
+        stream = _RawWatch()
         try:
             async for event in stream.stream(
                 method,

@@ -11,8 +11,9 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
 from .documents import InstanceDoc, QuotaDoc, SpecDoc, TenantDoc
-from .lifecycle import State
+from .lifecycle import State, Step
 from .schemas import InstanceCreate
+from .transitions import transition_events
 
 
 def request_hash(body: InstanceCreate) -> str:
@@ -21,10 +22,11 @@ def request_hash(body: InstanceCreate) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def check_quota(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> None:
-    """Would one more instance with `wanted` GPUs fit, given `count` instances and `gpus` held?"""
+def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> QuotaExceeded | None:
+    """Why one more instance with `wanted` GPUs does not fit, given `count` instances
+    and `gpus` held; None when it fits. The one rule every quota check applies."""
     if count + 1 > quota["max_instances"]:
-        raise QuotaExceeded(
+        return QuotaExceeded(
             f"the tenant may run {quota['max_instances']} instances and has {count}",
             limit="max_instances",
             limit_value=quota["max_instances"],
@@ -32,13 +34,14 @@ def check_quota(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> None:
             requested=1,
         )
     if gpus + wanted > quota["max_gpus"]:
-        raise QuotaExceeded(
+        return QuotaExceeded(
             f"the tenant may hold {quota['max_gpus']} GPUs, holds {gpus} and asked for {wanted}",
             limit="max_gpus",
             limit_value=quota["max_gpus"],
             in_use=gpus,
             requested=wanted,
         )
+    return None
 
 
 def allowed_zones(spec: SpecDoc, asked: str | None) -> list[str]:
@@ -65,8 +68,9 @@ def instance_document(
     storages: list[Document],
     created: datetime,
 ) -> InstanceDoc:
-    """A new, not yet admitted instance as stored."""
-    return {
+    """A newly admitted instance as stored: `pending`, with that first transition in
+    its history and its lifecycle event in the outbox for the controller to publish."""
+    doc: InstanceDoc = {
         "_id": key,
         "tenant_id": tenant["_id"],
         "instance_id": instance_id,
@@ -90,10 +94,15 @@ def instance_document(
         "history": [],
         "outbox": [],
         "has_outbox": False,
-        "admitted": False,
+        "admitted": True,
         "node": None,
         "zone": None,
         "from_stock": False,
         "created_at": created,
         "updated_at": created,
     }
+    step = Step(State.PENDING, created)
+    doc["outbox"] = transition_events(doc, [step])
+    doc["sequence"], doc["has_outbox"] = 1, True
+    doc["history"] = [{"state": step.state.value, "at": step.at, "reason": step.reason}]
+    return doc

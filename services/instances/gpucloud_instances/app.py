@@ -11,6 +11,7 @@ from .api import router
 from .controller import NodeCordons, build_controller
 from .handlers import EventHandlers
 from .instances import Instances
+from .quota_ledger import QuotaLedger
 from .settings import InstancesSettings
 from .specs import Specs
 from .stock_targets import StockTargets
@@ -27,11 +28,11 @@ specs, tenants, instances = (
     TenantStore(runtime.db),
     InstanceStore(runtime.db),
 )
-stocks, requests = StockStore(runtime.db), RequestStore(runtime.db)
+stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
 storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances,
-    stocks=stocks, requests=requests, storage=storage,
+    stocks=stocks, requests=requests, quota=quota, storage=storage,
 )  # fmt: skip
 wakeups = ControllerWakeups(requests, controller.wake)
 spec_catalog = Specs(specs, stocks)
@@ -41,6 +42,7 @@ handlers = EventHandlers(tenancy, NodeCordons(kube))
 runtime.on_start(kube.connect)
 runtime.on_start(controller.start)
 runtime.on_stop(controller.stop)
+runtime.on_stop(quota.close)
 runtime.on_stop(kube.close)
 runtime.on_stop(storage.close)
 runtime.add_readiness_check("kubernetes", kube.ping)
@@ -55,6 +57,6 @@ app = runtime.create_app(
     parts=[
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
-        Instances(settings, specs, tenants, instances, requests, storage, wakeups),
+        Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups),
     ],
 )

@@ -8,23 +8,20 @@ inserted request, not an update.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 from gpucloud_libs.clock import aware, now
-from gpucloud_libs.errors import (
-    Conflict,
-    NotFound,
-    QuotaExceeded,
-    ValidationFailed,
-)
+from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import instance_host
 from gpucloud_libs.tenants import require_active
 
-from .admission import allowed_zones, check_quota, instance_document, request_hash
+from .admission import allowed_zones, instance_document, quota_refusal, request_hash
 from .documents import InstanceDoc, SpecDoc
-from .lifecycle import ACTIVE, TERMINAL, State, Step
+from .lifecycle import ACTIVE, TERMINAL, State
+from .quota_ledger import QuotaLedger
 from .schemas import (
     Instance,
     InstanceCreate,
@@ -38,12 +35,12 @@ from .storages import StorageClient
 from .store import (
     DuplicateInstance,
     InstanceStore,
+    RequestKind,
     RequestStore,
     SpecStore,
     TenantStore,
     instance_key,
 )
-from .transitions import lifecycle_event
 from .wakeups import ControllerWakeups
 
 
@@ -60,6 +57,7 @@ class Instances:
         tenants: TenantStore,
         instances: InstanceStore,
         requests: RequestStore,
+        quota: QuotaLedger,
         storage: StorageClient,
         wakeups: ControllerWakeups,
     ) -> None:
@@ -68,30 +66,32 @@ class Instances:
         self._tenants = tenants
         self._instances = instances
         self._requests = requests
+        self._quota = quota
         self._storage = storage
         self._wakeups = wakeups
 
     async def create(
         self, identity: Identity, body: InstanceCreate, idempotency_key: str | None
     ) -> tuple[Instance, bool]:
-        """Record a new instance (202) or return the one this request already made (200)."""
+        """Record a new instance (202) or return the one this request already made (200).
+
+        Four steps on the critical path of every start: the reads (at once), the
+        quota claim, the insert of the admitted instance, and a wake-up of the
+        controller (in memory when this replica leads).
+        """
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
         hashed = request_hash(body)
-        existing = None
-        if body.instance_id is not None:
-            existing = await self._instances.get(instance_key(tenant_id, body.instance_id))
-        if existing is None and idempotency_key is not None:
-            existing = await self._instances.by_idempotency_key(tenant_id, idempotency_key)
+        existing, tenant, spec = await asyncio.gather(
+            self._earlier(tenant_id, body.instance_id, idempotency_key),
+            self._tenants.get(tenant_id),
+            self._specs.get(body.spec_name),
+        )
         if existing is not None:
             return self._replay(existing, hashed), False
-
-        tenant = require_active(await self._tenants.get(tenant_id), service="instances")
-        spec = await self._spec(body.spec_name)
+        tenant = require_active(tenant, service="instances")
+        spec = _known(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        check_quota(
-            tenant["quota"], *await self._instances.usage(tenant_id), wanted=spec["gpu_num"]
-        )
         storages = await self._storage.requested(identity, body)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
@@ -104,41 +104,49 @@ class Instances:
             if again is None:
                 raise Conflict("a request with this Idempotency-Key is in progress; retry")
             return self._replay(again, hashed), False
-        created = now()
+        # The claim comes first and is keyed by the instance: of concurrent starts,
+        # exactly as many as fit pass, and a retry of this one counts once. A claim
+        # whose instance never gets recorded (a crash right here) is released by the
+        # resync, which waits a full pass before it trusts that.
+        claim = await self._quota.claim(tenant_id, instance_id, spec["gpu_num"], tenant["quota"])
+        if not claim.admitted:
+            if idempotency_key is not None:
+                await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
+            # The claim was refused by this same rule, on these same figures.
+            refusal = quota_refusal(
+                tenant["quota"], claim.instances, claim.gpus, wanted=spec["gpu_num"]
+            )
+            raise refusal or QuotaExceeded("the quota has no room for this instance")
         doc = instance_document(
             key, identity, tenant, spec, body,
             instance_id=instance_id, idempotency_key=idempotency_key,
-            request_hash=hashed, zones=zones, storages=storages, created=created,
+            request_hash=hashed, zones=zones, storages=storages, created=now(),
         )  # fmt: skip
         try:
             await self._instances.insert(doc)
         except DuplicateInstance:
-            # A concurrent request with the same instanceID won the insert.
+            # A concurrent request with the same instanceID won the insert (the claim
+            # it shares with this one is its claim now).
             if idempotency_key is not None:
                 await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
             again = await self._instances.get(key)
             if again is None:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
             return self._replay(again, hashed), False
-        # One conditional write: of concurrent starts, exactly as many as fit pass.
-        # The instance is recorded first (resync releases a claim whose instance is
-        # not live); a refused one is removed before anything was published or made.
-        if not await self._instances.claim_quota(key, spec["gpu_num"], tenant["quota"]):
-            await self._instances.remove(key)
-            if idempotency_key is not None:
-                await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
-            count, gpus = await self._instances.usage(tenant_id)
-            check_quota(tenant["quota"], count, gpus, wanted=spec["gpu_num"])
-            raise QuotaExceeded(
-                "concurrent starts took the room this one needed; try again",
-                limit="max_instances", limit_value=tenant["quota"]["max_instances"],
-                in_use=count, requested=1,
-            )  # fmt: skip
-        step = Step(State.PENDING, created)
-        admitted = await self._instances.admit(doc, step, lifecycle_event(doc, step, 1, None))
-        assert admitted is not None
-        await self._wakeups.wake(doc["_id"])
-        return self.view(admitted), True
+        await self._wakeups.wake(key)
+        return self.view(doc), True
+
+    async def _earlier(
+        self, tenant_id: str, instance_id: str | None, idempotency_key: str | None
+    ) -> InstanceDoc | None:
+        """The instance an earlier request with this instanceID or key created, if any."""
+        if instance_id is not None:
+            found = await self._instances.get(instance_key(tenant_id, instance_id))
+            if found is not None:
+                return found
+        if idempotency_key is not None:
+            return await self._instances.by_idempotency_key(tenant_id, idempotency_key)
+        return None
 
     def _replay(self, existing: InstanceDoc, request_hash: str) -> Instance:
         if existing.get("request_hash") != request_hash:
@@ -157,8 +165,12 @@ class Instances:
         return doc
 
     async def get(self, identity: Identity, instance_id: str) -> Instance:
-        doc = await self._owned(identity, instance_id)
-        return self.view(doc, requested=await self._requests.kinds(doc["_id"]))
+        key = instance_key(identity.require_tenant(), instance_id)
+        # Both by `_id`, at once; a stop request only shows while the instance is live.
+        (doc, stop_requested) = await asyncio.gather(
+            self._owned(identity, instance_id), self._requests.requested(key, "stop")
+        )
+        return self.view(doc, stop_requested=stop_requested)
 
     async def endpoint(self, identity: Identity, instance_id: str, port: int) -> InstanceEndpoint:
         """Where the gateway reaches one public port of the caller's instance."""
@@ -209,13 +221,13 @@ class Instances:
         the answer is the instance as it is now, with the request noted.
         """
         doc = await self._owned(identity, instance_id)
-        kind = "delete" if State(doc["state"]) in TERMINAL else "stop"
+        kind: RequestKind = "delete" if State(doc["state"]) in TERMINAL else "stop"
         if State(doc["state"]) != State.DELETED:
             await self._requests.request(doc["_id"], kind)
-            self._wakeups.wake_local(doc["_id"])
-        return self.view(doc, requested={kind})
+            await self._wakeups.wake(doc["_id"])
+        return self.view(doc, stop_requested=kind == "stop")
 
-    def view(self, doc: InstanceDoc, requested: set[str] | None = None) -> Instance:
+    def view(self, doc: InstanceDoc, *, stop_requested: bool = False) -> Instance:
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"
@@ -235,7 +247,7 @@ class Instances:
             zone=doc.get("zone"),
             node=doc.get("node"),
             from_stock=bool(doc.get("from_stock")),
-            stop_requested=bool(requested) and State(doc["state"]) not in TERMINAL,
+            stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
             urls=urls,
             created_at=aware(doc["created_at"]),
             updated_at=aware(doc["updated_at"]),
@@ -245,13 +257,11 @@ class Instances:
             ],
         )
 
-    async def _spec(self, name: str) -> SpecDoc:
-        spec = await self._specs.get(name)
-        if spec is None:
-            raise ValidationFailed(
-                f"unknown spec {name!r}",
-                errors=[
-                    {"loc": ["body", "specName"], "msg": "unknown spec", "type": "unknown_spec"}
-                ],
-            )
-        return spec
+
+def _known(name: str, spec: SpecDoc | None) -> SpecDoc:
+    if spec is None:
+        raise ValidationFailed(
+            f"unknown spec {name!r}",
+            errors=[{"loc": ["body", "specName"], "msg": "unknown spec", "type": "unknown_spec"}],
+        )
+    return spec

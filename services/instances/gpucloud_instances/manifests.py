@@ -20,6 +20,8 @@ TENANT = naming.TENANT_LABEL
 INSTANCE = naming.INSTANCE_LABEL
 SPEC = "gpucloud.io/spec"
 STOCK = "gpucloud.io/stock"
+#: On an instance pod bound to the node of the warm unit it claimed.
+FROM_STOCK = "gpucloud.io/from-stock"
 HEALTH = "gpucloud.io/health"
 
 GPU_RESOURCE = naming.GPU_RESOURCE
@@ -268,7 +270,13 @@ def instance_pod(
         "metadata": {
             "name": pod_name(instance_id),
             "namespace": namespace_name,
-            "labels": {MANAGED: "true", TENANT: tenant_id, INSTANCE: instance_id, SPEC: spec_name},
+            "labels": {
+                MANAGED: "true",
+                TENANT: tenant_id,
+                INSTANCE: instance_id,
+                SPEC: spec_name,
+                **({FROM_STOCK: "true"} if node else {}),
+            },
         },
         "spec": {
             "priorityClassName": INSTANCE_PRIORITY_CLASS,

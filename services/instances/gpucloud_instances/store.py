@@ -15,38 +15,27 @@ Two rules keep this correct on FerretDB as well as MongoDB:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import random
-import secrets
-import time
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Literal
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from gpucloud_libs.clock import aware, now
-from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from .documents import InstanceDoc, QuotaDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
+from .documents import InstanceDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
 from .lifecycle import TERMINAL, State, Step
+from .quota_ledger import QUOTA_CLAIMS
 
 SPECS = "specs"
 TENANTS = "tenants"
 INSTANCES = "instances"
 TENANT_NAMESPACES = "tenant_namespaces"
 REQUESTS = "instance_requests"
-QUOTA_CLAIMS = "quota_claims"  # before per-tenant documents; read once per tenant, then emptied
-QUOTA_USAGE = "quota_usage"
-QUOTA_LOCKS = "quota_locks"
-#: A quota lock older than this belongs to a holder that died; the next start takes it.
-QUOTA_LOCK_TTL = timedelta(seconds=5)
-#: How long a start waits for its tenant's quota lock before answering 503.
-QUOTA_LOCK_WAIT_S = 10.0
 IDEMPOTENCY = "idempotency_keys"
 WAKEUPS = "wakeups"
 STOCK_OPERATIONS = "stock_operations"
@@ -69,30 +58,11 @@ INDEXES: IndexPlan = {
 }
 
 
+RequestKind = Literal["stop", "delete"]
+
+
 def instance_key(tenant_id: str, instance_id: str) -> str:
     return f"{tenant_id}/{instance_id}"
-
-
-@dataclass(frozen=True)
-class _QuotaChange:
-    """A claim (with the quota it must fit) or, with no quota, a release."""
-
-    instance_id: str
-    gpus: int
-    quota: QuotaDoc | None
-
-    def apply(self, claims: dict[str, int]) -> bool:
-        if self.quota is None:
-            return claims.pop(self.instance_id, None) is not None
-        if self.instance_id in claims:
-            return True  # a retried claim that went through
-        if (
-            len(claims) + 1 > self.quota["max_instances"]
-            or sum(claims.values()) + self.gpus > self.quota["max_gpus"]
-        ):
-            return False
-        claims[self.instance_id] = self.gpus
-        return True
 
 
 class DuplicateInstance(Exception):
@@ -152,12 +122,6 @@ class TenantStore:
 class InstanceStore:
     def __init__(self, db: Database) -> None:
         self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
-        self._claims = db[QUOTA_CLAIMS]
-        self._usage = db[QUOTA_USAGE]
-        self._locks = db[QUOTA_LOCKS]
-        self._quota_pending: dict[str, list[tuple[_QuotaChange, asyncio.Future[bool]]]] = {}
-        self._quota_draining: set[str] = set()
-        self._quota_tasks: set[asyncio.Task[None]] = set()
         self._idempotency = db[IDEMPOTENCY]
 
     async def insert(self, document: InstanceDoc) -> None:
@@ -188,117 +152,6 @@ class InstanceStore:
 
     async def remove(self, key: str) -> None:
         await self._instances.delete_one({"_id": key})
-
-    # Quota: one document per tenant, {count, gpus, claims: {instance id: gpus}},
-    # holding every admitted, not yet terminal instance. Every change to it is made
-    # under the tenant's database lock (below): FerretDB applies an update as a
-    # read, then a write, so two unlocked updates of one document can both pass a
-    # filter or lose each other's counts. Concurrent claims and releases of a
-    # tenant are applied in batches, one lock, one read and one write per batch
-    # (a group commit), so admission stays exact and still takes dozens of starts
-    # a second for one tenant.
-
-    async def _seeded(self, tenant_id: str) -> Document:
-        doc = await self._usage.find_one({"_id": tenant_id})
-        if doc is not None:
-            return doc
-        # First use, or a data directory from before: seed from the old claim documents.
-        claims = {
-            claim["_id"].partition("/")[2]: int(claim["gpus"])
-            async for claim in self._claims.find({"tenant_id": tenant_id})
-        }
-        seed: Document = {"_id": tenant_id, "count": len(claims), "gpus": sum(claims.values()),
-                          "claims": claims}  # fmt: skip
-        await self._usage.insert_one(seed)
-        await self._claims.delete_many({"tenant_id": tenant_id})
-        return seed
-
-    async def usage(self, tenant_id: str) -> tuple[int, int]:
-        """(instances, GPUs) the tenant holds or is being admitted for."""
-        doc = await self._usage.find_one({"_id": tenant_id})
-        if doc is None:
-            claims = [c async for c in self._claims.find({"tenant_id": tenant_id}, {"gpus": 1})]
-            return len(claims), sum(int(c["gpus"]) for c in claims)
-        return int(doc["count"]), int(doc["gpus"])
-
-    async def claim_quota(self, key: str, gpus: int, quota: QuotaDoc) -> bool:
-        """Claim `gpus` and one instance for `key` if they fit the quota; False if not."""
-        tenant_id, _, instance_id = key.partition("/")
-        return await self._quota_change(tenant_id, _QuotaChange(instance_id, gpus, quota))
-
-    async def release_quota(self, key: str) -> None:
-        tenant_id, _, instance_id = key.partition("/")
-        await self._claims.delete_one({"_id": key})  # an old-style claim, if any
-        doc = await self._usage.find_one({"_id": tenant_id}, {f"claims.{instance_id}": 1})
-        if instance_id in ((doc or {}).get("claims") or {}):
-            await self._quota_change(tenant_id, _QuotaChange(instance_id, 0, None))
-
-    async def _quota_change(self, tenant_id: str, change: _QuotaChange) -> bool:
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._quota_pending.setdefault(tenant_id, []).append((change, done))
-        if tenant_id not in self._quota_draining:
-            self._quota_draining.add(tenant_id)
-            task = asyncio.create_task(self._drain_quota(tenant_id))
-            self._quota_tasks.add(task)
-            task.add_done_callback(self._quota_tasks.discard)
-        return await done
-
-    async def _drain_quota(self, tenant_id: str) -> None:
-        """Apply the tenant's waiting changes, in arrival order, a batch at a time."""
-        try:
-            while batch := self._quota_pending.pop(tenant_id, []):
-                try:
-                    async with self._database_lock(tenant_id):
-                        doc = await self._seeded(tenant_id)
-                        claims: dict[str, int] = dict(doc.get("claims") or {})
-                        results = [change.apply(claims) for change, _ in batch]
-                        await self._usage.update_one(
-                            {"_id": tenant_id},
-                            {"$set": {"claims": claims, "count": len(claims),
-                                      "gpus": sum(claims.values())}},
-                        )  # fmt: skip
-                except Exception as error:  # every waiter of the batch gets it
-                    for _, done in batch:
-                        done.set_exception(error)
-                    continue
-                for (_, done), result in zip(batch, results, strict=True):
-                    done.set_result(result)
-        finally:
-            # No await since the last empty pop: nothing can have been queued unseen.
-            self._quota_draining.discard(tenant_id)
-
-    @contextlib.asynccontextmanager
-    async def _database_lock(self, tenant_id: str) -> AsyncIterator[None]:
-        """A per-tenant mutex across replicas, from the one write every MongoDB-wire
-        store makes atomic: inserting a unique `_id`. A holder that died is taken
-        over once its lock is QUOTA_LOCK_TTL old (a holder keeps it milliseconds)."""
-        lock_id, token = f"lock:{tenant_id}", secrets.token_hex(8)
-        deadline = time.monotonic() + QUOTA_LOCK_WAIT_S
-        while True:
-            try:
-                await self._locks.insert_one({"_id": lock_id, "token": token, "at": now()})
-                break
-            except DuplicateKeyError:
-                held = await self._locks.find_one({"_id": lock_id})
-                if held is not None and aware(held["at"]) < now() - QUOTA_LOCK_TTL:
-                    await self._locks.delete_one({"_id": lock_id, "token": held["token"]})
-                if time.monotonic() > deadline:
-                    raise DependencyUnavailable(
-                        "the tenant's quota is busy with other starts; retry", retry_after_s=1
-                    ) from None
-                await asyncio.sleep(random.uniform(0.002, 0.01))
-        try:
-            yield
-        finally:
-            await self._locks.delete_one({"_id": lock_id, "token": token})
-
-    async def claim_keys(self) -> list[str]:
-        keys = [claim["_id"] async for claim in self._claims.find({}, {"_id": 1})]
-        async for doc in self._usage.find({}, {"claims": 1}):
-            keys += [
-                instance_key(doc["_id"], instance_id) for instance_id in doc.get("claims") or {}
-            ]
-        return keys
 
     async def page(
         self,
@@ -355,10 +208,6 @@ class InstanceStore:
             return_document=ReturnDocument.AFTER,
         )
 
-    async def admit(self, doc: InstanceDoc, step: Step, event: OutboxEntry) -> InstanceDoc | None:
-        """The API's one write after its insert, before the controller may act on it."""
-        return await self.transition(doc, [step], events=[event], extra={"admitted": True})
-
     async def update_fields(self, key: str, fields: Document) -> None:
         await self._instances.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
 
@@ -404,21 +253,18 @@ class RequestStore:
         self._requests = db[REQUESTS]
         self._wakeups = db[WAKEUPS]
 
-    async def request(self, key: str, kind: str) -> None:
-        """Record a `stop` or `delete` request once; repeating it changes nothing."""
+    async def request(self, key: str, kind: RequestKind) -> None:
+        """Record a `stop` or `delete` request once; repeating it changes nothing. The
+        caller wakes the controller."""
         with contextlib.suppress(DuplicateKeyError):
             await self._requests.insert_one(
                 {"_id": f"{key}|{kind}", "key": key, "kind": kind, "at": now()}
             )
-        await self.wake(key)
 
-    async def kinds(self, key: str) -> set[str]:
-        """The requests recorded for an instance, by `_id` (constant time on FerretDB)."""
-        kinds = set()
-        for kind in ("stop", "delete"):
-            if await self._requests.find_one({"_id": f"{key}|{kind}"}, {"_id": 1}):
-                kinds.add(kind)
-        return kinds
+    async def requested(self, key: str, kind: RequestKind) -> bool:
+        """Whether a `kind` request was recorded for the instance (one lookup by `_id`).
+        A stop matters while the instance is live, a delete once it is terminal."""
+        return await self._requests.find_one({"_id": f"{key}|{kind}"}, {"_id": 1}) is not None
 
     async def wake(self, key: str) -> None:
         await self._wakeups.insert_one({"key": key, "at": now()})

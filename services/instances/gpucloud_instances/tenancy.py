@@ -84,7 +84,7 @@ class Tenancy:
             )  # fmt: skip
             for doc in page:
                 await self._requests.request(doc["_id"], "stop")
-                self._wakeups.wake_local(doc["_id"])
+                await self._wakeups.wake(doc["_id"])
                 stopped += 1
             if len(page) < STOP_PAGE:
                 return stopped

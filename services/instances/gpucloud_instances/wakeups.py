@@ -17,11 +17,13 @@ def tenant_item(tenant_id: str) -> str:
 
 
 class ControllerWakeups:
-    def __init__(self, requests: RequestStore, wake_local: Callable[[str], None]) -> None:
+    def __init__(self, requests: RequestStore, wake_local: Callable[[str], bool]) -> None:
         self._requests = requests
-        self.wake_local = wake_local
+        self._wake_local = wake_local
 
     async def wake(self, item: str) -> None:
-        """At once when this replica leads, through the store for the leader otherwise."""
-        self.wake_local(item)
-        await self._requests.wake(item)
+        """At once when this replica leads, through the store for the leader otherwise.
+        A leader that dies before it acted leaves the item to its successor's first
+        resync, which queues every instance not yet settled."""
+        if not self._wake_local(item):
+            await self._requests.wake(item)

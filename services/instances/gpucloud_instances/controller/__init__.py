@@ -14,6 +14,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
 
+from ..quota_ledger import QuotaLedger
 from ..settings import InstancesSettings
 from ..storages import StorageClient
 from ..store import InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
@@ -40,6 +41,7 @@ def build_controller(
     instances: InstanceStore,
     stocks: StockStore,
     requests: RequestStore,
+    quota: QuotaLedger,
     storage: StorageClient,
 ) -> Controller:
     queue = WorkQueue()
@@ -49,7 +51,7 @@ def build_controller(
         kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=queue.wake
     )
     instance_reconciler = InstanceReconciler(
-        kube, broker, cache, queue, instances, requests, tenants, tenant_namespaces, stock_pool,
+        kube, broker, cache, queue, instances, requests, quota, tenant_namespaces, stock_pool,
         storage, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
     return Controller(
@@ -68,5 +70,5 @@ def build_controller(
         tenant_namespaces,
         instance_reconciler,
         stock_pool,
-        Resync(cache, queue, instances, instance_reconciler, tenant_namespaces),
+        Resync(cache, queue, instances, quota, instance_reconciler, tenant_namespaces),
     )

@@ -25,7 +25,7 @@ KINDS = ("Pod", "Node")
 
 class ClusterCache:
     def __init__(
-        self, kube: KubeClient, *, wake: Callable[[str], None], node_lost_grace_s: float
+        self, kube: KubeClient, *, wake: Callable[[str], object], node_lost_grace_s: float
     ) -> None:
         self._kube = kube
         self._wake = wake

@@ -8,6 +8,7 @@ deterministic object names make creates idempotent.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from datetime import datetime
@@ -23,9 +24,10 @@ from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from .. import manifests
 from ..documents import InstanceDoc
 from ..lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
 from ..storages import StorageClient, StorageRefused
-from ..store import InstanceStore, RequestStore, TenantStore
+from ..store import InstanceStore, RequestStore
 from ..transitions import transition_events
 from .cache import ClusterCache
 from .stocks import StockPool
@@ -47,7 +49,7 @@ class InstanceReconciler:
         queue: WorkQueue,
         instances: InstanceStore,
         requests: RequestStore,
-        tenants: TenantStore,
+        quota: QuotaLedger,
         tenant_namespaces: TenantReconciler,
         stocks: StockPool,
         storage: StorageClient,
@@ -60,24 +62,30 @@ class InstanceReconciler:
         self._queue = queue
         self._instances = instances
         self._requests = requests
-        self._tenants = tenants
+        self._quota = quota
         self._tenant_namespaces = tenant_namespaces
         self._stocks = stocks
         self._storage = storage
         self._schedule_timeout_s = schedule_timeout_s
 
     async def reconcile(self, key: str) -> None:
-        doc = await self._instances.get(key)
+        doc, stop_requested = await asyncio.gather(
+            self._instances.get(key), self._requests.requested(key, "stop")
+        )
         if doc is None or not doc.get("admitted"):
             return
-        if doc.get("outbox"):
-            await self._flush(doc)
-        requested = await self._requests.kinds(key)
         state = State(doc["state"])
         pod = self._cache.pods.get(key)
+        if state == State.PENDING and pod is None and not stop_requested:
+            # The pod first: the admission's event is published right after.
+            await self._create_workload(doc)
+            await self._flush(doc)
+            return
+        await self._flush(doc)
         if state in TERMINAL:
-            await self._settle_terminal(doc, pod, deleted="delete" in requested)
-        elif requested & {"stop", "delete"}:
+            deleted = await self._requests.requested(key, "delete")
+            await self._settle_terminal(doc, pod, deleted=deleted)
+        elif stop_requested:
             await self._stop(doc, pod)
         elif pod is None:
             await self._without_pod(doc)
@@ -104,9 +112,6 @@ class InstanceReconciler:
 
     async def _without_pod(self, doc: InstanceDoc) -> None:
         state = State(doc["state"])
-        if state == State.PENDING:
-            await self._create_workload(doc)
-            return
         node = doc.get("node")
         reason = (
             FailureReason.NODE_LOST
@@ -135,7 +140,10 @@ class InstanceReconciler:
                 node = observed.node
                 zone = self._cache.zone_of(node)
                 doc = {**doc, "node": node, "zone": zone}  # events carry where it landed
-                await self._transition(doc, steps, node=node, zone=zone, pod_ip=observed.pod_ip)
+                from_stock = manifests.FROM_STOCK in pod["metadata"].get("labels", {})
+                await self._transition(
+                    doc, steps, node=node, zone=zone, pod_ip=observed.pod_ip, from_stock=from_stock
+                )
             elif observed.pod_ip and observed.pod_ip != doc.get("pod_ip"):
                 await self._instances.update_fields(doc["_id"], {"pod_ip": observed.pod_ip})
 
@@ -150,7 +158,7 @@ class InstanceReconciler:
             return
         await self._flush(done)
         if State(done["state"]) in TERMINAL:
-            await self._instances.release_quota(done["_id"])
+            await self._quota.release(done["tenant_id"], done["instance_id"])
 
     async def _flush(self, doc: InstanceDoc) -> None:
         """Publish an instance's recorded transitions in order, then drop them.
@@ -205,17 +213,12 @@ class InstanceReconciler:
         return False
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
-        tenant = await self._tenants.get(doc["tenant_id"])
-        if tenant is None:
+        if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
             return
-        if not await self._tenant_namespaces.applied(tenant):
-            await self._tenant_namespaces.reconcile(doc["tenant_id"])
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:
             return
         node = await self._stocks.claim(doc)
-        if node is not None:
-            await self._instances.update_fields(doc["_id"], {"from_stock": True})
         template = InstanceTemplate.model_validate(doc["template"])
         namespace_name, instance_id, tenant_id = (
             doc["namespace"],

@@ -69,10 +69,11 @@ class Controller:
                 await self._task
         await self._lease.release()
 
-    def wake(self, item: str) -> None:
+    def wake(self, item: str) -> bool:
         """Reconcile `item` soon (an instance key, `tenant:<id>` or `stocks`); only the
-        leader acts, and other replicas' API calls reach it through the store."""
-        self._queue.wake(item)
+        leader acts (False elsewhere), and other replicas' API calls reach it through
+        the store."""
+        return self._queue.wake(item)
 
     async def handle(self, item: str) -> None:
         """Route one work item to its reconciler."""

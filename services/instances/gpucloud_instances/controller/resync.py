@@ -12,7 +12,8 @@ from datetime import timedelta
 from gpucloud_libs.clock import now
 
 from ..lifecycle import TERMINAL, State, observe_pod
-from ..store import InstanceStore
+from ..quota_ledger import QuotaLedger
+from ..store import InstanceStore, instance_key
 from ..wakeups import STOCKS, tenant_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
@@ -31,14 +32,18 @@ class Resync:
         cache: ClusterCache,
         queue: WorkQueue,
         instances: InstanceStore,
+        quota: QuotaLedger,
         instance_reconciler: InstanceReconciler,
         tenant_namespaces: TenantReconciler,
     ) -> None:
         self._cache = cache
         self._queue = queue
         self._instances = instances
+        self._quota = quota
         self._instance_reconciler = instance_reconciler
         self._tenant_namespaces = tenant_namespaces
+        # Claims without a live instance at the last pass (see _release_finished_claims).
+        self._orphan_claims: set[str] = set()
 
     async def run(self) -> None:
         """One pass. The comparison runs on the caches: only instances whose pod says
@@ -51,20 +56,26 @@ class Resync:
         for tenant_id in await self._tenant_namespaces.stale():
             self._queue.wake(tenant_item(tenant_id))
         for key in await self._instances.stale_unadmitted(now() - UNADMITTED_TTL):
-            await self._instances.release_quota(key)  # a create that crashed before admission
+            # Recorded before admission by an older version, which crashed in between.
+            tenant_id, _, instance_id = key.partition("/")
+            await self._quota.release(tenant_id, instance_id)
             await self._instances.remove(key)
         self._queue.wake(STOCKS)
 
     async def _release_finished_claims(self) -> dict[str, State]:
         """Quota claims of instances that are no longer live; returns the live ones.
 
-        Claims are read first: a claim is always inserted after its instance, so any
-        claim seen here whose instance is not live belongs to a finished one."""
-        claims = await self._instances.claim_keys()
+        Admission claims before it inserts the instance, so a claim without a live
+        instance may be one a start is about to record. It is released only when a
+        second pass still finds it so: by then its start has recorded the instance
+        or died (a crash between terminal and release leaves such claims too)."""
+        claims = [instance_key(*claim) for claim in await self._quota.claimed()]
         live = await self._instances.live_states()
-        for key in claims:
-            if key not in live:
-                await self._instances.release_quota(key)  # a crash between terminal and release
+        orphans = {key for key in claims if key not in live}
+        for key in orphans & self._orphan_claims:
+            tenant_id, _, instance_id = key.partition("/")
+            await self._quota.release(tenant_id, instance_id)
+        self._orphan_claims = orphans - self._orphan_claims
         return live
 
     def _wake_drifted(self, live: dict[str, State]) -> None:

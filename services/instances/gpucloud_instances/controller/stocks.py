@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from datetime import UTC, timedelta
 
@@ -38,7 +37,7 @@ class StockPool:
         stocks: StockStore,
         *,
         namespace: str,
-        wake: Callable[[str], None],
+        wake: Callable[[str], object],
     ) -> None:
         self._kube = kube
         self._cache = cache
@@ -46,43 +45,55 @@ class StockPool:
         self._stocks = stocks
         self._namespace = namespace
         self._wake = wake
-        # Serialises claims, so two starts never take the same warm unit.
-        self._claim_lock = asyncio.Lock()
+        # Available units by name, as of the last pass. A claim takes one from here
+        # without awaiting in between, so two starts never take the same unit; a
+        # claimed unit stays out of the pool until the store no longer lists it.
+        self._available: dict[str, StockUnitDoc] = {}
+        self._claimed: set[str] = set()
         # Specs with a stock target, as of the last pass: starts of other specs
-        # skip the claim (and its lock) altogether.
+        # skip the claim altogether.
         self._stocked_specs: set[str] = set()
 
     async def claim(self, doc: InstanceDoc) -> str | None:
-        """Take a warm unit of the instance's spec: its placeholder goes, and its node is
-        where the instance is pinned. Returns None when the stock has none available."""
+        """Take a warm unit of the instance's spec and return its node, where the
+        instance is bound at once; None when the stock has none available.
+
+        The placeholder is deleted with no grace period, which removes it from the
+        API server before the instance pod is created on its node. Nothing waits
+        for the watch to report it: on kwok that wait cost more than the scheduler
+        the claim saves, and on a real node the kubelet sees the deletion first, on
+        the same watch, and frees the placeholder's GPUs before it admits the pod.
+        """
         if doc["spec_name"] not in self._stocked_specs:
             return None
-        async with self._claim_lock:
-            for unit in await self._stocks.units(doc["spec_name"]):
-                node = unit["node"]  # set once the placeholder runs
-                if unit["state"] != "available" or node is None:
-                    continue
-                if doc["zones"] and unit["zone"] not in doc["zones"]:
-                    continue
-                await self._stocks.remove_unit(unit["_id"])
-                await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
-                await self._until_gone(unit["_id"])
-                self._wake(STOCKS)  # refill
-                return node
-        return None
-
-    async def _until_gone(self, placeholder: str, timeout_s: float = 5.0) -> None:
-        """Wait until the watch saw the placeholder deleted, so its GPUs are free when
-        the instance pod arrives on the same node."""
-        deadline = time.monotonic() + timeout_s
-        while placeholder in self._cache.stock_pods and time.monotonic() < deadline:  # noqa: ASYNC110 - the watch updates the cache
-            await asyncio.sleep(0.005)
+        unit = next(
+            (
+                unit
+                for unit in self._available.values()
+                if unit["spec_name"] == doc["spec_name"]
+                and (not doc["zones"] or unit["zone"] in doc["zones"])
+            ),
+            None,
+        )
+        if unit is None:
+            return None
+        name = unit["_id"]
+        del self._available[name]
+        self._claimed.add(name)
+        await asyncio.gather(
+            self._stocks.remove_unit(name),
+            self._kube.delete("Pod", self._namespace, name, grace_s=0),
+        )
+        self._wake(STOCKS)  # refill
+        return unit["node"]
 
     async def reconcile(self) -> None:
         """Keep each spec's units at its target; never under the claim lock, so a
         refill (Kubernetes calls) does not hold up starts. A stale view here only
         over- or under-fills by a unit until the next pass."""
-        units = {unit["_id"]: unit for unit in await self._stocks.units()}
+        listed = await self._stocks.units()
+        self._claimed &= {unit["_id"] for unit in listed}  # the store dropped the rest
+        units = {unit["_id"]: unit for unit in listed if unit["_id"] not in self._claimed}
         await self._observe_placeholders(units)
         await self._drop_vanished(units)
         targets = await self._stocks.targets()
@@ -100,12 +111,20 @@ class StockPool:
             for unit in surplus:
                 await self._stocks.remove_unit(unit["_id"])
                 await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
+                units.pop(unit["_id"])
+        self._available = {
+            name: unit
+            for name, unit in units.items()
+            if unit["state"] == "available" and unit["node"] and name not in self._claimed
+        }
 
     async def _observe_placeholders(self, units: dict[str, StockUnitDoc]) -> None:
         """Running placeholders make their units available where they run; orphans go."""
         for name, pod in list(self._cache.stock_pods.items()):
             unit = units.get(name)
             node = pod.get("spec", {}).get("nodeName")
+            if name in self._claimed:
+                continue  # deleted by its claim; the watch has not caught up
             if unit is None:
                 if not pod["metadata"].get("deletionTimestamp"):
                     await self._kube.delete("Pod", self._namespace, name, grace_s=0)
@@ -114,8 +133,9 @@ class StockPool:
                 and node
                 and pod.get("status", {}).get("phase") == "Running"
             ):
-                await self._stocks.mark_available(name, node, self._cache.zone_of(node))
-                unit["state"] = "available"
+                zone = self._cache.zone_of(node)
+                await self._stocks.mark_available(name, node, zone)
+                unit["state"], unit["node"], unit["zone"] = "available", node, zone
 
     async def _drop_vanished(self, units: dict[str, StockUnitDoc]) -> None:
         """Units whose placeholder vanished (preempted, node lost) are replaced."""

@@ -66,12 +66,29 @@ class TenantReconciler:
         self._tenants = tenants
         self._settings = settings
         self._layout = layout_digest(settings)
+        # Tenants whose namespace this process has seen in place. Namespaces are never
+        # removed, and a newer tenant version is applied by the tenant's own work item,
+        # so a start of such a tenant needs no lookup.
+        self._in_place: set[str] = set()
 
     def _wanted(self, tenant: TenantDoc) -> str:
         return f"{tenant['version']}+{self._layout}"
 
     async def applied(self, tenant: TenantDoc) -> bool:
         return await self._tenants.applied_version(tenant["_id"]) == self._wanted(tenant)
+
+    async def ensure(self, tenant_id: str) -> bool:
+        """Make sure the tenant's namespace exists before a pod goes in; False when the
+        tenant is not known here yet."""
+        if tenant_id in self._in_place:
+            return True
+        tenant = await self._tenants.get(tenant_id)
+        if tenant is None:
+            return False
+        if not await self.applied(tenant):
+            await self.reconcile(tenant_id)
+        self._in_place.add(tenant_id)
+        return True
 
     async def reconcile(self, tenant_id: str) -> None:
         tenant = await self._tenants.get(tenant_id)

@@ -39,15 +39,16 @@ class WorkQueue:
             "gpucloud.reconcile.duration", unit="s", description="Time to reconcile one item"
         )
 
-    def wake(self, item: str) -> None:
-        """Reconcile `item` soon; ignored unless this replica leads."""
+    def wake(self, item: str) -> bool:
+        """Reconcile `item` soon; False (and ignored) unless this replica leads."""
         if not self.accepting:
-            return
+            return False
         if item in self._active:
             self._again.add(item)
         elif item not in self._queued:
             self._queued.add(item)
             self._queue.put_nowait(item)
+        return True
 
     def wake_later(self, delay_s: float, item: str) -> None:
         asyncio.get_running_loop().call_later(delay_s, self.wake, item)

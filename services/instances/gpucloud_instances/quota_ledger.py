@@ -1,0 +1,241 @@
+"""Each tenant's quota usage, exact under concurrent starts, on any MongoDB-wire store.
+
+One document per tenant, `{count, gpus, claims: {instance id: gpus}}`, holds every
+admitted instance that is not yet terminal. FerretDB applies an update as a read,
+then a write, so two unlocked updates of one document can both pass a filter or
+lose each other's counts. Every change is therefore made under the tenant's lock:
+a document with a unique `_id`, whose insert every MongoDB-wire store makes atomic.
+
+Two things keep this off the start path's clock:
+- Group commit: concurrent changes of one tenant in one replica are applied as a
+  batch, one write per batch.
+- Held locks: a replica keeps a lock it took for up to HOLD_S, and for LINGER_S
+  after its last change. While it holds the lock no one else writes the document,
+  so it keeps the document in memory and a change costs one write, not a lock, a
+  read, a write and an unlock. Another replica waits at most that long for it.
+A replica that dies holding a lock loses it after LOCK_TTL; holders stop using a
+lock well before that (HOLD_S), so clocks that differ by less than the gap are safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from pymongo.errors import DuplicateKeyError
+
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.mongo import Database, Document
+
+from .admission import quota_refusal
+from .documents import QuotaDoc
+
+QUOTA_USAGE = "quota_usage"
+QUOTA_LOCKS = "quota_locks"
+#: Claims from before per-tenant documents: read once per tenant, then emptied.
+QUOTA_CLAIMS = "quota_claims"
+
+#: A lock older than this belongs to a holder that died; the next start takes it.
+LOCK_TTL = timedelta(seconds=5)
+#: How long a change waits for its tenant's lock before answering 503.
+LOCK_WAIT_S = 10.0
+#: The longest a replica uses a lock it took (well inside LOCK_TTL).
+HOLD_S = 2.0
+#: How long a replica keeps an idle lock, for the next change of the same tenant.
+LINGER_S = 0.5
+
+
+class QuotaClaim(NamedTuple):
+    """A claim's outcome, and the tenant's usage (instances, GPUs) right after it."""
+
+    admitted: bool
+    instances: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class _Change:
+    """A claim (with the quota it must fit) or, with no quota, a release."""
+
+    instance_id: str
+    gpus: int
+    quota: QuotaDoc | None
+
+    def apply(self, claims: dict[str, int]) -> bool:
+        if self.quota is None:
+            return claims.pop(self.instance_id, None) is not None
+        if self.instance_id in claims:
+            return True  # a retried claim that went through
+        if quota_refusal(self.quota, len(claims), sum(claims.values()), wanted=self.gpus):
+            return False
+        claims[self.instance_id] = self.gpus
+        return True
+
+
+@dataclass
+class _Hold:
+    """A tenant's lock this replica holds, and the document as it last wrote it."""
+
+    token: str
+    until: float  # time.monotonic()
+    claims: dict[str, int]
+
+
+class QuotaLedger:
+    def __init__(self, db: Database) -> None:
+        self._usage = db[QUOTA_USAGE]
+        self._locks = db[QUOTA_LOCKS]
+        self._old_claims = db[QUOTA_CLAIMS]
+        self._pending: dict[str, list[tuple[_Change, asyncio.Future[QuotaClaim]]]] = {}
+        self._draining: set[str] = set()
+        self._holds: dict[str, _Hold] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def claim(
+        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc
+    ) -> QuotaClaim:
+        """Claim `gpus` and one instance if they fit the quota. Claims are keyed by
+        instance, so a retried claim for the same instance counts once."""
+        return await self._change(tenant_id, _Change(instance_id, gpus, quota))
+
+    async def release(self, tenant_id: str, instance_id: str) -> None:
+        await self._change(tenant_id, _Change(instance_id, 0, None))
+
+    async def claimed(self) -> list[tuple[str, str]]:
+        """Every (tenant, instance) with a claim."""
+        keys = [
+            (claim["tenant_id"], claim["_id"].partition("/")[2])
+            async for claim in self._old_claims.find({}, {"tenant_id": 1})
+        ]
+        async for doc in self._usage.find({}, {"claims": 1}):
+            keys += [(doc["_id"], instance_id) for instance_id in doc.get("claims") or {}]
+        return keys
+
+    async def close(self) -> None:
+        """Give back every lock held, so other replicas need not wait for LOCK_TTL."""
+        for tenant_id in list(self._holds):
+            await self._let_go(tenant_id)
+
+    # --- batching ------------------------------------------------------------------
+
+    async def _change(self, tenant_id: str, change: _Change) -> QuotaClaim:
+        done: asyncio.Future[QuotaClaim] = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(tenant_id, []).append((change, done))
+        if tenant_id not in self._draining:
+            self._draining.add(tenant_id)
+            self._spawn(self._drain(tenant_id))
+        return await done
+
+    async def _drain(self, tenant_id: str) -> None:
+        """Apply the tenant's waiting changes, in arrival order, a batch at a time."""
+        try:
+            while batch := self._pending.pop(tenant_id, []):
+                try:
+                    results = await self._apply(tenant_id, [change for change, _ in batch])
+                except Exception as error:  # every waiter of the batch gets it
+                    await self._let_go(tenant_id)  # the write may or may not have landed
+                    for _, done in batch:
+                        done.set_exception(error)
+                    continue
+                for (_, done), result in zip(batch, results, strict=True):
+                    done.set_result(result)
+        finally:
+            # No await since the last empty pop: nothing can have been queued unseen.
+            self._draining.discard(tenant_id)
+            hold = self._holds.get(tenant_id)
+            if hold is not None:
+                asyncio.get_running_loop().call_later(LINGER_S, self._linger_over, tenant_id, hold)
+
+    async def _apply(self, tenant_id: str, changes: list[_Change]) -> list[QuotaClaim]:
+        hold = await self._hold(tenant_id)
+        claims = dict(hold.claims)
+        results = []
+        for change in changes:
+            admitted = change.apply(claims)
+            results.append(QuotaClaim(admitted, len(claims), sum(claims.values())))
+        if claims != hold.claims:
+            await self._usage.update_one(
+                {"_id": tenant_id},
+                {"$set": {"claims": claims, "count": len(claims), "gpus": sum(claims.values())}},
+            )
+            hold.claims = claims
+        return results
+
+    # --- the lock ------------------------------------------------------------------
+
+    async def _hold(self, tenant_id: str) -> _Hold:
+        """The tenant's lock, held by this replica, with the document as stored."""
+        hold = self._holds.get(tenant_id)
+        if hold is not None and time.monotonic() < hold.until:
+            return hold
+        if hold is not None:  # held its full time: give others waiting a turn
+            await self._let_go(tenant_id)
+            await asyncio.sleep(random.uniform(0.005, 0.015))
+        token = await self._lock(tenant_id)
+        until = time.monotonic() + HOLD_S
+        try:
+            doc = await self._seeded(tenant_id)
+        except BaseException:
+            await self._locks.delete_one({"_id": _lock_id(tenant_id), "token": token})
+            raise
+        hold = _Hold(token, until, dict(doc.get("claims") or {}))
+        self._holds[tenant_id] = hold
+        return hold
+
+    async def _lock(self, tenant_id: str) -> str:
+        lock_id, token = _lock_id(tenant_id), secrets.token_hex(8)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                await self._locks.insert_one({"_id": lock_id, "token": token, "at": now()})
+                return token
+            except DuplicateKeyError:
+                held = await self._locks.find_one({"_id": lock_id})
+                if held is not None and aware(held["at"]) < now() - LOCK_TTL:
+                    await self._locks.delete_one({"_id": lock_id, "token": held["token"]})
+                if time.monotonic() > deadline:
+                    raise DependencyUnavailable(
+                        "the tenant's quota is busy with other starts; retry", retry_after_s=1
+                    ) from None
+                await asyncio.sleep(random.uniform(0.002, 0.01))
+
+    def _linger_over(self, tenant_id: str, hold: _Hold) -> None:
+        if self._holds.get(tenant_id) is hold and tenant_id not in self._draining:
+            self._spawn(self._let_go(tenant_id))
+
+    async def _let_go(self, tenant_id: str) -> None:
+        # Forgotten before the await, so no change can use a lock being given back.
+        hold = self._holds.pop(tenant_id, None)
+        if hold is not None:
+            await self._locks.delete_one({"_id": _lock_id(tenant_id), "token": hold.token})
+
+    async def _seeded(self, tenant_id: str) -> Document:
+        doc = await self._usage.find_one({"_id": tenant_id})
+        if doc is not None:
+            return doc
+        # First use, or a data directory from before: seed from the old claim documents.
+        claims = {
+            claim["_id"].partition("/")[2]: int(claim["gpus"])
+            async for claim in self._old_claims.find({"tenant_id": tenant_id})
+        }
+        seed: Document = {"_id": tenant_id, "count": len(claims), "gpus": sum(claims.values()),
+                          "claims": claims}  # fmt: skip
+        await self._usage.insert_one(seed)
+        await self._old_claims.delete_many({"tenant_id": tenant_id})
+        return seed
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _lock_id(tenant_id: str) -> str:
+    return f"lock:{tenant_id}"
