@@ -7,6 +7,7 @@ from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
+from . import quota_ledger
 from .api import router
 from .controller import NodeCordons, build_controller
 from .handlers import EventHandlers
@@ -21,7 +22,9 @@ from .tenancy import Tenancy
 from .wakeups import ControllerWakeups
 
 settings = InstancesSettings()
-runtime = ServiceRuntime(settings, kafka_access=ACCESS["instances"], indexes=INDEXES)
+runtime = ServiceRuntime(
+    settings, kafka_access=ACCESS["instances"], indexes={**INDEXES, **quota_ledger.INDEXES}
+)
 kube = KubeClient(settings.kubeconfig)
 specs, tenants, instances = (
     SpecStore(runtime.db),

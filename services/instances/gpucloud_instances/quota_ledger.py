@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+from pymongo import ASCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import DependencyUnavailable
-from gpucloud_libs.mongo import Database, Document
+from gpucloud_libs.mongo import Database, Document, IndexPlan
 
 from .admission import quota_refusal
 from .documents import QuotaDoc
@@ -41,6 +42,8 @@ QUOTA_USAGE = "quota_usage"
 QUOTA_LOCKS = "quota_locks"
 #: Claims from before per-tenant documents: read once per tenant, then emptied.
 QUOTA_CLAIMS = "quota_claims"
+
+INDEXES: IndexPlan = {QUOTA_CLAIMS: [IndexModel([("tenant_id", ASCENDING)], name="tenant")]}
 
 #: A lock older than this belongs to a holder that died; the next start takes it.
 LOCK_TTL = timedelta(seconds=5)

@@ -29,7 +29,6 @@ from gpucloud_libs.outbox import OutboxEntry
 
 from .documents import InstanceDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
 from .lifecycle import TERMINAL, State, Step
-from .quota_ledger import QUOTA_CLAIMS
 
 SPECS = "specs"
 TENANTS = "tenants"
@@ -54,7 +53,6 @@ INDEXES: IndexPlan = {
         IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
     ],
     STOCKS: [IndexModel([("spec_name", ASCENDING), ("state", ASCENDING)], name="spec_state")],
-    QUOTA_CLAIMS: [IndexModel([("tenant_id", ASCENDING)], name="tenant")],
 }
 
 
