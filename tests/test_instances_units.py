@@ -150,7 +150,9 @@ def node(ready: str, since: datetime) -> dict[str, Any]:
 
 
 def test_a_node_is_trusted_through_a_short_not_ready_blip_only() -> None:
-    cache = ClusterCache(KubeClient(None), wake=lambda _item: None, node_lost_grace_s=120)
+    cache = ClusterCache(
+        KubeClient(None), wake=lambda _item: None, wake_stocks=lambda: None, node_lost_grace_s=120
+    )
     now = datetime.now(UTC)
     cache.nodes = {"n1": node("True", now)}
     assert cache.node_ok("n1")

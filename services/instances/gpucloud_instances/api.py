@@ -138,12 +138,33 @@ async def list_instances(
 @router.get(
     "/gpu-instances/{instance_id}",
     tags=["instances"],
-    summary="One instance, with its state history",
+    summary="One instance, with its state history; with afterRevision, a long poll for its next transition",
 )
 async def get_instance(
-    instance_id: str, identity: CurrentIdentity, instances: InstancesPart
+    instance_id: str,
+    identity: CurrentIdentity,
+    instances: InstancesPart,
+    after_revision: Annotated[
+        int | None,
+        Query(
+            alias="afterRevision",
+            ge=0,
+            description="Answer once the instance's revision is past this one",
+        ),
+    ] = None,
+    wait_seconds: Annotated[
+        float,
+        Query(
+            alias="waitSeconds",
+            ge=0,
+            le=30,
+            description="With afterRevision: how long to wait at most",
+        ),
+    ] = 10.0,
 ) -> Instance:
-    return await instances.get(identity, instance_id)
+    return await instances.get(
+        identity, instance_id, after_revision=after_revision, wait_s=wait_seconds
+    )
 
 
 @router.get(

@@ -19,7 +19,7 @@ from .stock_targets import StockTargets
 from .storages import StorageClient
 from .store import INDEXES, InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
 from .tenancy import Tenancy
-from .wakeups import ControllerWakeups
+from .wakeups import ControllerWakeups, InstanceChanges
 
 settings = InstancesSettings()
 runtime = ServiceRuntime(
@@ -32,12 +32,13 @@ specs, tenants, instances = (
     InstanceStore(runtime.db),
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
+changes = InstanceChanges()
 storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances,
-    stocks=stocks, requests=requests, quota=quota, storage=storage,
+    stocks=stocks, requests=requests, quota=quota, changes=changes, storage=storage,
 )  # fmt: skip
-wakeups = ControllerWakeups(requests, controller.wake)
+wakeups = ControllerWakeups(requests, controller.wake, controller.reserve_stock)
 spec_catalog = Specs(specs, stocks)
 tenancy = Tenancy(settings, tenants, instances, requests, wakeups)
 handlers = EventHandlers(tenancy, NodeCordons(kube))
@@ -60,6 +61,6 @@ app = runtime.create_app(
     parts=[
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
-        Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups),
+        Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
     ],
 )

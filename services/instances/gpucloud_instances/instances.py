@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
@@ -41,7 +42,11 @@ from .store import (
     TenantStore,
     instance_key,
 )
-from .wakeups import ControllerWakeups
+from .wakeups import ControllerWakeups, InstanceChanges
+
+#: How often a reader waiting for a transition looks at the store again, for the
+#: transitions another replica's controller records.
+CHANGE_RECHECK_S = 0.5
 
 
 class InstanceNotRunning(Conflict):
@@ -60,6 +65,7 @@ class Instances:
         quota: QuotaLedger,
         storage: StorageClient,
         wakeups: ControllerWakeups,
+        changes: InstanceChanges,
     ) -> None:
         self._settings = settings
         self._specs = specs
@@ -69,6 +75,7 @@ class Instances:
         self._quota = quota
         self._storage = storage
         self._wakeups = wakeups
+        self._changes = changes
 
     async def create(
         self, identity: Identity, body: InstanceCreate, idempotency_key: str | None
@@ -117,6 +124,9 @@ class Instances:
                 tenant["quota"], claim.instances, claim.gpus, wanted=spec["gpu_num"]
             )
             raise refusal or QuotaExceeded("the quota has no room for this instance")
+        # Admitted: a warm unit's placeholder (if the spec has a stock) can go while
+        # the instance is recorded.
+        self._wakeups.reserve_stock(key, spec["name"], zones)
         doc = instance_document(
             key, identity, tenant, spec, body,
             instance_id=instance_id, idempotency_key=idempotency_key,
@@ -164,13 +174,28 @@ class Instances:
             raise NotFound(f"instance {instance_id!r} does not exist")
         return doc
 
-    async def get(self, identity: Identity, instance_id: str) -> Instance:
+    async def get(
+        self,
+        identity: Identity,
+        instance_id: str,
+        *,
+        after_revision: int | None = None,
+        wait_s: float = 0.0,
+    ) -> Instance:
+        """The instance; with `after_revision`, once its revision passes that (a long
+        poll of at most `wait_s`: the answer comes as the transition is recorded)."""
         key = instance_key(identity.require_tenant(), instance_id)
-        # Both by `_id`, at once; a stop request only shows while the instance is live.
-        (doc, stop_requested) = await asyncio.gather(
-            self._owned(identity, instance_id), self._requests.requested(key, "stop")
-        )
-        return self.view(doc, stop_requested=stop_requested)
+        deadline = time.monotonic() + wait_s
+        while True:
+            changed = self._changes.listen(key)
+            # Both by `_id`, at once; a stop request only shows while the instance is live.
+            doc, stop_requested = await asyncio.gather(
+                self._owned(identity, instance_id), self._requests.requested(key, "stop")
+            )
+            remaining = deadline - time.monotonic()
+            if after_revision is None or doc["sequence"] > after_revision or remaining <= 0:
+                return self.view(doc, stop_requested=stop_requested)
+            await self._changes.wait(key, changed, min(remaining, CHANGE_RECHECK_S))
 
     async def endpoint(self, identity: Identity, instance_id: str, port: int) -> InstanceEndpoint:
         """Where the gateway reaches one public port of the caller's instance."""
@@ -248,6 +273,7 @@ class Instances:
             node=doc.get("node"),
             from_stock=bool(doc.get("from_stock")),
             stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
+            revision=doc["sequence"],
             urls=urls,
             created_at=aware(doc["created_at"]),
             updated_at=aware(doc["updated_at"]),

@@ -102,6 +102,9 @@ class Instance(ApiModel):
     from_stock: bool = False
     #: A stop was asked for and is being carried out.
     stop_requested: bool = False
+    #: Counts the instance's state transitions. GET with `afterRevision` set to it
+    #: answers at the next transition (or after `waitSeconds`), instead of polling.
+    revision: int = 0
     urls: list[str] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime

@@ -18,6 +18,7 @@ from ..quota_ledger import QuotaLedger
 from ..settings import InstancesSettings
 from ..storages import StorageClient
 from ..store import InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
+from ..wakeups import STOCKS, InstanceChanges
 from .cache import ClusterCache
 from .instances import InstanceReconciler
 from .leader import Controller
@@ -29,6 +30,10 @@ from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 __all__ = ["Controller", "NodeCordons", "build_controller"]
+
+#: Stock changes (claims, placeholders coming and going) are reconciled this long
+#: after the last one, so refills run after a burst of starts, not during it.
+STOCK_SETTLE_S = 0.5
 
 
 def build_controller(
@@ -42,16 +47,24 @@ def build_controller(
     stocks: StockStore,
     requests: RequestStore,
     quota: QuotaLedger,
+    changes: InstanceChanges,
     storage: StorageClient,
 ) -> Controller:
     queue = WorkQueue()
-    cache = ClusterCache(kube, wake=queue.wake, node_lost_grace_s=settings.node_lost_grace_s)
+
+    def wake_stocks() -> None:
+        queue.wake_soon(STOCKS, STOCK_SETTLE_S)
+
+    cache = ClusterCache(
+        kube, wake=queue.wake, wake_stocks=wake_stocks, node_lost_grace_s=settings.node_lost_grace_s
+    )
     tenant_namespaces = TenantReconciler(kube, tenants, settings)
     stock_pool = StockPool(
-        kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=queue.wake
+        kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
     instance_reconciler = InstanceReconciler(
-        kube, broker, cache, queue, instances, requests, quota, tenant_namespaces, stock_pool,
+        kube, broker, cache, queue, instances, requests, quota, changes, tenant_namespaces,
+        stock_pool,
         storage, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
     return Controller(

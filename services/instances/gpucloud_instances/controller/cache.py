@@ -16,7 +16,6 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 
 from .. import manifests
-from ..wakeups import STOCKS
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +24,16 @@ KINDS = ("Pod", "Node")
 
 class ClusterCache:
     def __init__(
-        self, kube: KubeClient, *, wake: Callable[[str], object], node_lost_grace_s: float
+        self,
+        kube: KubeClient,
+        *,
+        wake: Callable[[str], object],
+        wake_stocks: Callable[[], None],
+        node_lost_grace_s: float,
     ) -> None:
         self._kube = kube
         self._wake = wake
+        self._wake_stocks = wake_stocks
         self._node_lost_grace_s = node_lost_grace_s
         self.pods: dict[str, Manifest] = {}  # instance key -> pod
         self.stock_pods: dict[str, Manifest] = {}  # placeholder name -> pod
@@ -87,7 +92,7 @@ class ClusterCache:
                 self.stock_pods.pop(name, None)
             else:
                 self.stock_pods[name] = pod
-            self._wake(STOCKS)
+            self._wake_stocks()
             return
         tenant, instance = labels.get(manifests.TENANT), labels.get(manifests.INSTANCE)
         if not tenant or not instance:

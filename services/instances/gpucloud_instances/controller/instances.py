@@ -29,6 +29,7 @@ from ..schemas import InstanceTemplate
 from ..storages import StorageClient, StorageRefused
 from ..store import InstanceStore, RequestStore
 from ..transitions import transition_events
+from ..wakeups import InstanceChanges
 from .cache import ClusterCache
 from .stocks import StockPool
 from .tenants import TenantReconciler
@@ -50,6 +51,7 @@ class InstanceReconciler:
         instances: InstanceStore,
         requests: RequestStore,
         quota: QuotaLedger,
+        changes: InstanceChanges,
         tenant_namespaces: TenantReconciler,
         stocks: StockPool,
         storage: StorageClient,
@@ -63,6 +65,7 @@ class InstanceReconciler:
         self._instances = instances
         self._requests = requests
         self._quota = quota
+        self._changes = changes
         self._tenant_namespaces = tenant_namespaces
         self._stocks = stocks
         self._storage = storage
@@ -156,6 +159,7 @@ class InstanceReconciler:
         if done is None:
             self._queue.wake(doc["_id"])  # the document moved under us; look again
             return
+        self._changes.notify(done["_id"])
         await self._flush(done)
         if State(done["state"]) in TERMINAL:
             await self._quota.release(done["tenant_id"], done["instance_id"])

@@ -19,11 +19,12 @@ from gpucloud_libs.kube import KubeClient, KubeError
 from .. import manifests
 from ..documents import InstanceDoc, SpecDoc, StockUnitDoc
 from ..store import SpecStore, StockStore
-from ..wakeups import STOCKS
 from .cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
+#: How long a unit reserved at admission waits for its instance's first reconcile.
+RESERVATION_TTL_S = 30.0
 #: A unit whose placeholder has not shown up in the cache for this long is replaced.
 PLACEHOLDER_GRACE = timedelta(seconds=10)
 
@@ -37,7 +38,7 @@ class StockPool:
         stocks: StockStore,
         *,
         namespace: str,
-        wake: Callable[[str], object],
+        wake: Callable[[], None],
     ) -> None:
         self._kube = kube
         self._cache = cache
@@ -50,9 +51,24 @@ class StockPool:
         # claimed unit stays out of the pool until the store no longer lists it.
         self._available: dict[str, StockUnitDoc] = {}
         self._claimed: set[str] = set()
+        self._pending_removals: set[str] = set()  # claimed units the store still lists
+        self._reserved: dict[str, asyncio.Task[str | None]] = {}  # instance key -> its claim
         # Specs with a stock target, as of the last pass: starts of other specs
         # skip the claim altogether.
         self._stocked_specs: set[str] = set()
+
+    def reserve(self, key: str, spec_name: str, zones: list[str]) -> None:
+        """Start claiming a warm unit for an instance the API has just admitted, so
+        its placeholder is being deleted while the instance is recorded and the
+        controller woken. `claim` then finds the node ready."""
+        unit = self._take(spec_name, zones)
+        if unit is None:
+            return
+        task = asyncio.create_task(self._free(unit))
+        self._reserved[key] = task
+        # Unused (the instance was never recorded): the node is free all the same,
+        # and the refill replaces the unit.
+        asyncio.get_running_loop().call_later(RESERVATION_TTL_S, self._reserved.pop, key, None)
 
     async def claim(self, doc: InstanceDoc) -> str | None:
         """Take a warm unit of the instance's spec and return its node, where the
@@ -64,33 +80,45 @@ class StockPool:
         the claim saves, and on a real node the kubelet sees the deletion first, on
         the same watch, and frees the placeholder's GPUs before it admits the pod.
         """
-        if doc["spec_name"] not in self._stocked_specs:
+        reserved = self._reserved.pop(doc["_id"], None)
+        if reserved is not None:
+            node: str | None = await reserved
+            return node
+        unit = self._take(doc["spec_name"], doc["zones"])
+        return None if unit is None else await self._free(unit)
+
+    def _take(self, spec_name: str, zones: list[str]) -> StockUnitDoc | None:
+        """An available unit of the spec, out of the pool at once (no await in here)."""
+        if spec_name not in self._stocked_specs:
             return None
         unit = next(
             (
                 unit
                 for unit in self._available.values()
-                if unit["spec_name"] == doc["spec_name"]
-                and (not doc["zones"] or unit["zone"] in doc["zones"])
+                if unit["spec_name"] == spec_name and (not zones or unit["zone"] in zones)
             ),
             None,
         )
-        if unit is None:
-            return None
-        name = unit["_id"]
-        del self._available[name]
-        self._claimed.add(name)
-        await asyncio.gather(
-            self._stocks.remove_unit(name),
-            self._kube.delete("Pod", self._namespace, name, grace_s=0),
-        )
-        self._wake(STOCKS)  # refill
+        if unit is not None:
+            del self._available[unit["_id"]]
+            self._claimed.add(unit["_id"])
+        return unit
+
+    async def _free(self, unit: StockUnitDoc) -> str | None:
+        """Delete a taken unit's placeholder; its node, for the instance."""
+        await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
+        # Off the start's path: until the store forgets the unit, _claimed keeps it out.
+        self._pending_removals.add(unit["_id"])
+        self._wake()  # refill, once the burst of starts is over
         return unit["node"]
 
     async def reconcile(self) -> None:
-        """Keep each spec's units at its target; never under the claim lock, so a
-        refill (Kubernetes calls) does not hold up starts. A stale view here only
-        over- or under-fills by a unit until the next pass."""
+        """Keep each spec's units at its target. Claims go on meanwhile (they never
+        wait for a pass); a stale view here only over- or under-fills by a unit until
+        the next pass."""
+        for name in list(self._pending_removals):
+            await self._stocks.remove_unit(name)
+            self._pending_removals.discard(name)
         listed = await self._stocks.units()
         self._claimed &= {unit["_id"] for unit in listed}  # the store dropped the rest
         units = {unit["_id"]: unit for unit in listed if unit["_id"] not in self._claimed}

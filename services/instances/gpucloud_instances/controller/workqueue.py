@@ -34,6 +34,7 @@ class WorkQueue:
         self._queued: set[str] = set()
         self._active: set[str] = set()  # items a worker is reconciling now
         self._again: set[str] = set()  # woken while active: run once more after
+        self._soon: set[str] = set()  # a wake_soon is due
         self.accepting = False  # only the leader's queue takes work
         self._seconds = metrics.get_meter("gpucloud.instances.controller").create_histogram(
             "gpucloud.reconcile.duration", unit="s", description="Time to reconcile one item"
@@ -52,6 +53,19 @@ class WorkQueue:
 
     def wake_later(self, delay_s: float, item: str) -> None:
         asyncio.get_running_loop().call_later(delay_s, self.wake, item)
+
+    def wake_soon(self, item: str, delay_s: float) -> None:
+        """Reconcile `item` in `delay_s`, once for all the calls made meanwhile: a burst
+        of changes makes one pass, after the burst instead of during it."""
+        if item in self._soon:
+            return
+        self._soon.add(item)
+
+        def due() -> None:
+            self._soon.discard(item)
+            self.wake(item)
+
+        asyncio.get_running_loop().call_later(delay_s, due)
 
     async def work(self, index: int, handle: Callable[[str], Awaitable[None]]) -> None:
         """One worker: forever take an item and `handle` it."""
