@@ -241,7 +241,13 @@ class PodTimeline:
                 if conditions.get("Ready") == "True":
                     self.ready.setdefault(instance, seen)
 
-    def stages(self, instance_id: str, marks: dict[str, float]) -> dict[str, float]:
+    async def stages(self, instance_id: str, marks: dict[str, float]) -> dict[str, float]:
+        """The stages of one start. The service's own watch may see the pod Ready
+        before this one does (the last stage then comes out negative)."""
+        for _ in range(200):
+            if instance_id in self.ready:
+                break
+            await asyncio.sleep(0.01)
         added, ready = self.added[instance_id], self.ready[instance_id]
         return {
             "admission (POST)": marks["admitted"] - marks["sent"],
@@ -314,7 +320,7 @@ async def main(args: argparse.Namespace) -> None:
                         wall = time.time()
                         marks: dict[str, float] = {}
                         elapsed, created = await bench.start_instance(spec_name, marks)
-                        stages.append(timeline.stages(created["instanceID"], marks))
+                        stages.append(await timeline.stages(created["instanceID"], marks))
                         state = (
                             await http.get(
                                 f"/gpu-instances/{created['instanceID']}", auth=bench.auth()
