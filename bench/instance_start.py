@@ -128,22 +128,26 @@ class Bench:
         )
         admitted = time.perf_counter()
         assert response.status_code in (200, 202), response.text
-        instance = response.json()
-        while instance["state"] != "running":
-            if instance["state"] == "failed" or time.perf_counter() - started > 60:
-                raise RuntimeError(f"instance {instance_id} did not run: {instance['state']}")
-            # A long poll: the answer comes as the next transition is recorded.
-            instance = (
-                await self.http.get(
-                    f"/gpu-instances/{instance_id}",
-                    params={"afterRevision": instance["revision"], "waitSeconds": 10},
-                    auth=self.auth(),
-                )
-            ).json()
+        instance = await self.follow(response.json(), {"running", "failed"})
+        if instance["state"] != "running":
+            raise RuntimeError(f"instance {instance_id} did not run: {instance['state']}")
         seen = time.perf_counter()
         if marks is not None:
             marks.update(sent=started, admitted=admitted, running=seen)
         return seen - started, response.json()
+
+    async def follow(self, instance: dict[str, Any], until: set[str]) -> dict[str, Any]:
+        """Follow an instance transition by transition (a long poll answers as each is
+        recorded) until its state is one of `until`; 60 s at most."""
+        deadline = time.perf_counter() + 60
+        while instance["state"] not in until and time.perf_counter() < deadline:
+            response = await self.http.get(
+                f"/gpu-instances/{instance['instanceID']}",
+                params={"afterRevision": instance["revision"], "waitSeconds": 10},
+                auth=self.auth(),
+            )
+            instance = response.json()
+        return instance
 
     async def stop_instance(self, instance_id: str) -> None:
         await self.http.delete(f"/gpu-instances/{instance_id}", auth=self.auth())
@@ -181,17 +185,8 @@ class Bench:
 
         async def stop(instance_id: str) -> None:
             async with gate:
-                instance = (
-                    await self.http.delete(f"/gpu-instances/{instance_id}", auth=self.auth())
-                ).json()
-                while instance["state"] not in ("stopped", "failed", "deleted"):
-                    instance = (
-                        await self.http.get(
-                            f"/gpu-instances/{instance_id}",
-                            params={"afterRevision": instance["revision"], "waitSeconds": 10},
-                            auth=self.auth(),
-                        )
-                    ).json()
+                stopping = await self.http.delete(f"/gpu-instances/{instance_id}", auth=self.auth())
+                await self.follow(stopping.json(), {"stopped", "failed", "deleted"})
 
         await asyncio.gather(*(stop(instance_id) for instance_id in instance_ids))
 
