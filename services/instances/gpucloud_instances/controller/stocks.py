@@ -65,6 +65,7 @@ class StockPool:
         if unit is None:
             return
         task = asyncio.create_task(self._free(unit))
+        task.add_done_callback(_log_failed_reservation)
         self._reserved[key] = task
         # Unused (the instance was never recorded): the node is free all the same,
         # and the refill replaces the unit.
@@ -106,7 +107,11 @@ class StockPool:
 
     async def _free(self, unit: StockUnitDoc) -> str | None:
         """Delete a taken unit's placeholder; its node, for the instance."""
-        await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
+        try:
+            await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
+        except BaseException:
+            self._claimed.discard(unit["_id"])  # still placed: the next pass offers it again
+            raise
         # Off the start's path: until the store forgets the unit, _claimed keeps it out.
         self._pending_removals.add(unit["_id"])
         self._wake()  # refill, once the burst of starts is over
@@ -200,3 +205,9 @@ class StockPool:
                     extra={"spec": spec_name, "error": str(error)[:300]},
                 )
                 return
+
+
+def _log_failed_reservation(task: asyncio.Task[str | None]) -> None:
+    """A reservation whose instance never came for it still reports its failure."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("freeing a reserved warm unit failed", extra={"error": str(task.exception())})
