@@ -80,7 +80,14 @@ class Bench:
             await asyncio.gather(*(one(i) for i in range(start, min(count, start + 50))))
 
     async def remove_nodes(self) -> None:
-        await self.core.delete_collection_node(label_selector="gpucloud.io/bench=true")
+        """Delete the bench's nodes; a thousand of them can outlast one request (504)."""
+        for _ in range(10):
+            try:
+                await self.core.delete_collection_node(label_selector="gpucloud.io/bench=true")
+                return
+            except k8s.ApiException as error:
+                if error.status != 504:
+                    raise
 
     async def provision(
         self, max_gpus: int, max_instances: int, tenants: list[str] | None = None
@@ -520,6 +527,39 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
         assert len(response.json()["items"]) == 100, response.text
     print(summary("list tenant", tenant_lists) + f"  ({per_tenant} instances each)")
     print(summary("list admin", admin_lists) + f"  (first 100 of {len(ids):,}, every tenant)")
+    # The admin's list, walked to its end through the cursor.
+    walked, pages, cursor = time.perf_counter(), 0, None
+    while True:
+        response = await http.get(
+            "/gpu-instances",
+            params={"limit": 100, **({"cursor": cursor} if cursor else {})},
+            auth=bench.auth("platform-admin"),
+        )
+        pages += 1
+        cursor = response.json()["nextCursor"]
+        if cursor is None:
+            break
+    print(f"list admin, every page: {pages} pages in {time.perf_counter() - walked:.2f}s")
+    sample = [ids[(index * 7919) % len(ids)] for index in range(100)]
+    lookups, usage_reads = [], []
+    async with httpx.AsyncClient(
+        base_url=bench.env["GPUCLOUD_METERING_URL"], timeout=60
+    ) as metering:
+        for tenant, instance_id in sample:
+            t = time.perf_counter()
+            response = await http.get(
+                f"/gpu-instances/{instance_id}", auth=bench.auth(tenant_id=tenant)
+            )
+            lookups.append(time.perf_counter() - t)
+            assert response.status_code == 200, response.text
+            t = time.perf_counter()
+            response = await metering.get(
+                f"/usage/instances/{instance_id}", auth=bench.auth(tenant_id=tenant)
+            )
+            usage_reads.append(time.perf_counter() - t)
+            assert response.status_code == 200, response.text
+    print(summary("get one", lookups) + "  (GET /gpu-instances/{id})")
+    print(summary("usage one", usage_reads) + "  (GET /usage/instances/{id}, metering)")
     starts = []
     for _ in range(50):
         elapsed, instance = await bench.start_instance(spec)

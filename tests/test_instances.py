@@ -344,6 +344,32 @@ async def test_cursor_pagination_walks_every_instance(api: Instances) -> None:
     assert sorted(seen) == sorted(ids)
 
 
+async def test_platform_admin_list_walks_every_tenant_once(api: Instances) -> None:
+    """The admin's list is walked tenant by tenant (FerretDB decodes a query's every
+    match); its cursor still returns each instance once, across tenants."""
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    tenants = [await api.tenant(max_instances=2) for _ in range(2)]
+    started = {
+        (tenant, (await api.start(tenant, spec))["instanceID"]) for tenant in tenants for _ in "ab"
+    }
+    seen: list[tuple[str, str]] = []
+    cursor = None
+    while True:
+        params: dict[str, str | int] = {"limit": 1, "specName": spec}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await api.http.get("/gpu-instances", params=params, auth=api.admin)).json()
+        seen.extend((item["tenantID"], item["instanceID"]) for item in page["items"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(started)
+    one_tenant = await api.http.get(
+        "/gpu-instances", params={"specName": spec, "tenantID": tenants[0]}, auth=api.admin
+    )
+    assert {item["tenantID"] for item in one_tenant.json()["items"]} == {tenants[0]}
+
+
 async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) -> None:
     spec = await api.spec(gpus=4, gpu_type="NVIDIA-A100-SXM4-40GB")
     change = {"number": 1, "operationID": unique("op"), "specName": spec}

@@ -401,6 +401,12 @@ KUBE_CONTROLLER_MANAGER = Component(
         "--leader-elect=false",
         f"--service-account-private-key-file={ctx.pki / 'sa.key'}",
         f"--root-ca-file={ctx.pki / 'ca.crt'}",
+        # kwok renews every fake node's lease from this one machine. During a burst
+        # of starts at 1,000 nodes, renewals fell a minute behind, the default 50 s
+        # grace marked the nodes NotReady, and their pods were marked NotReady for
+        # good (kwok never restores a pod's Ready condition). Real kubelets renew
+        # from their own machines; the Helm chart leaves the cluster's defaults.
+        "--node-monitor-grace-period=180s",
         "--profiling=false",
         "--v=0",
     ],
@@ -434,7 +440,9 @@ KWOK = Component(
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         # Heartbeat through node leases, as kubelets do; without them the node
         # lifecycle controller sees every node NotReady between status updates.
-        "--node-lease-duration-seconds=40",
+        # kwok renews each lease every quarter of its duration: at 40 s, 1,000
+        # nodes made 100 lease writes a second through the API server and etcd.
+        "--node-lease-duration-seconds=120",
         f"--server-address={HOST}:{PORTS.kwok}",
         "--cidr=10.244.0.0/16",
         "--node-ip=10.0.0.1",

@@ -15,6 +15,7 @@ Two rules keep this correct on FerretDB as well as MongoDB:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -57,6 +58,9 @@ INDEXES: IndexPlan = {
 
 
 RequestKind = Literal["stop", "delete"]
+
+#: The most tenants the platform admin's list queries at once.
+MAX_TENANTS_PER_ROUND = 8
 
 
 def instance_key(tenant_id: str, instance_id: str) -> str:
@@ -120,6 +124,7 @@ class TenantStore:
 class InstanceStore:
     def __init__(self, db: Database) -> None:
         self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
+        self._tenants = db[TENANTS]
         self._idempotency = db[IDEMPOTENCY]
 
     async def insert(self, document: InstanceDoc) -> None:
@@ -160,9 +165,13 @@ class InstanceStore:
         after: str | None,
         limit: int,
     ) -> list[InstanceDoc]:
-        query: Document = {}
-        if tenant_id is not None:
-            query["tenant_id"] = tenant_id
+        """Up to `limit` of a tenant's instances after the `_id` `after`, in `_id`
+        order; with `tenant_id` None, every tenant's (see `_every_tenant_page`)."""
+        if tenant_id is None:
+            return await self._every_tenant_page(
+                states=states, spec_name=spec_name, after=after, limit=limit
+            )
+        query: Document = {"tenant_id": tenant_id}
         if states:
             # A single state as an equality, which FerretDB hands to PostgreSQL.
             query["state"] = states[0] if len(states) == 1 else {"$in": states}
@@ -174,6 +183,48 @@ class InstanceStore:
             query["_id"] = {"$gt": after}
         cursor = self._instances.find(query, {"outbox": 0}).sort("_id", ASCENDING).limit(limit)
         return [doc async for doc in cursor]
+
+    async def _every_tenant_page(
+        self, *, states: list[str] | None, spec_name: str | None, after: str | None, limit: int
+    ) -> list[InstanceDoc]:
+        """The platform admin's list, walked tenant by tenant.
+
+        FerretDB hands an equality on `tenant_id` to PostgreSQL's index but sorts and
+        limits in its own process, after decoding every matching document: one query
+        over all tenants decoded the whole fleet for each page (2.2 s at 5,000
+        instances). A query per tenant decodes only the tenants the page reaches. An
+        `_id` starts with its tenant and a `/`, so the cursor names the tenant to
+        resume in. The page is ordered by tenant, then by `_id`.
+        """
+        resume_in = after.split("/", 1)[0] if after else None
+        tenants = sorted(
+            [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
+        )  # a tenant's document outlives it, so every instance's tenant is here
+        if resume_in is not None:
+            tenants = [tenant for tenant in tenants if tenant >= resume_in]
+        docs: list[InstanceDoc] = []
+        # FerretDB decodes a tenant's every match whatever the limit, so a round asks
+        # one tenant first, and twice as many each time a round leaves the page short.
+        round_size, start = 1, 0
+        while start < len(tenants) and len(docs) < limit:
+            wanted = limit - len(docs)
+            pages = await asyncio.gather(
+                *(
+                    self.page(
+                        tenant,
+                        states=states,
+                        spec_name=spec_name,
+                        after=after if tenant == resume_in else None,
+                        limit=wanted,
+                    )
+                    for tenant in tenants[start : start + round_size]
+                )
+            )
+            for page in pages:
+                docs.extend(page)
+            start += round_size
+            round_size = min(round_size * 2, MAX_TENANTS_PER_ROUND)
+        return docs[:limit]
 
     async def transition(
         self,
