@@ -397,6 +397,48 @@ async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) ->
     await eventually(lambda: stock(0), timeout=30)
 
 
+async def test_stock_placeholders_pull_the_stocks_images_before_they_are_offered(
+    api: Instances, kube: k8s.ApiClient
+) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
+    image = "nvcr.io/nvidia/pytorch:24.10-py3"
+    change = {"number": 1, "operationID": unique("op"), "specName": spec, "images": [image]}
+    response = await api.http.post("/stocks", json=change, auth=api.admin)
+    assert response.status_code == 200, response.text
+    assert response.json()["images"] == [image]
+    refused = await api.http.request(
+        "DELETE", "/stocks", json={**change, "operationID": unique("op")}, auth=api.admin
+    )
+    assert refused.status_code == 422, refused.text
+
+    async def placeholder() -> dict[str, Any] | None:
+        pods = await k8s.CoreV1Api(kube).list_namespaced_pod(
+            "gpucloud-stocks", label_selector=f"gpucloud.io/stock={spec}"
+        )
+        running = [pod for pod in pods.items if pod.status.phase == "Running"]
+        return api_client_dict(kube, running[0]) if running else None
+
+    removal = {"number": 1, "operationID": unique("op"), "specName": spec}
+    try:
+        pod = await eventually(placeholder, timeout=30)
+        steps = pod["spec"]["initContainers"]
+        # The tool first, then the stock's image, which runs the tool's `true`.
+        assert [step["image"] for step in steps][1:] == [image]
+        assert steps[1]["command"][-1] == "true"
+        assert steps[1]["command"][0] == steps[0]["command"][-1]
+        tenant = await api.tenant()
+        created = await api.start(tenant, spec, image=image)
+        running = await api.wait_state(tenant, created["instanceID"], "running")
+        assert running["fromStock"] is True
+    finally:
+        await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
+
+
+def api_client_dict(kube: k8s.ApiClient, model: Any) -> dict[str, Any]:
+    serialized: dict[str, Any] = kube.sanitize_for_serialization(model)
+    return serialized
+
+
 @pytest.fixture
 async def lone_gpu_node(kube: k8s.ApiClient) -> AsyncIterator[tuple[str, str]]:
     """A kwok node with 3 GPUs of a product no other node has: (node name, product).

@@ -32,6 +32,9 @@ GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedu
 INSTANCE_PRIORITY_CLASS = "gpucloud-instance"
 STOCK_PRIORITY_CLASS = "gpucloud-stock"
 PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
+#: A statically linked busybox: the one binary a pre-pull step can run in any image.
+PREPULL_TOOL_IMAGE = "docker.io/library/busybox:1.37.0-musl"
+PREPULL_DIR = "/gpucloud-prepull"
 
 _RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
@@ -329,8 +332,10 @@ def placeholder_pod(
     gpus: int,
     gpu_type: str,
     zones: list[str],
+    images: list[str] | None = None,
 ) -> Manifest:
-    """A warm-stock placeholder: holds a spec's capacity at the lowest priority."""
+    """A warm-stock placeholder: holds a spec's capacity at the lowest priority, and
+    pulls the stock's `images` onto its node before it runs (`_prepull`)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -356,6 +361,46 @@ def placeholder_pod(
                     "securityContext": _CONTAINER_SECURITY,
                 }
             ],
+            **_prepull(images or []),
             **_placement(gpu_type, zones, None),
         },
+    }
+
+
+def _prepull(images: list[str]) -> Manifest:
+    """Init containers that make the kubelet pull each image, then exit at once.
+
+    An image may have no shell and an entrypoint that never returns, so each one runs
+    busybox's `true`, copied from a static busybox into a shared directory first. The
+    placeholder runs (and its unit is offered) only once every image is on the node.
+    """
+    if not images:
+        return {}
+    mount = [{"name": "prepull", "mountPath": PREPULL_DIR}]
+    tool = f"{PREPULL_DIR}/busybox"
+    small = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}}
+    steps: list[Manifest] = [
+        {
+            "name": "prepull-tool",
+            "image": PREPULL_TOOL_IMAGE,
+            "command": ["/bin/busybox", "cp", "/bin/busybox", tool],
+            "resources": small,
+            "securityContext": _CONTAINER_SECURITY,
+            "volumeMounts": mount,
+        }
+    ]
+    steps += [
+        {
+            "name": f"prepull-{index}",
+            "image": image,
+            "command": [tool, "true"],
+            "resources": small,
+            "securityContext": _CONTAINER_SECURITY,
+            "volumeMounts": mount,
+        }
+        for index, image in enumerate(images)
+    ]
+    return {
+        "initContainers": steps,
+        "volumes": [{"name": "prepull", "emptyDir": {"sizeLimit": "16Mi"}}],
     }

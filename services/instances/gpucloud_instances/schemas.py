@@ -69,10 +69,14 @@ class InstanceTemplate(ApiModel):
         return self
 
 
+#: A container image reference, as Kubernetes takes it.
+ImageRef = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^\S+$")]
+
+
 class InstanceCreate(ApiModel):
     #: Client-chosen id, unique within the tenant; retrying with it is idempotent.
     instance_id: InstanceId | None = Field(default=None, alias="instanceID")
-    image: str = Field(min_length=1, max_length=512, pattern=r"^\S+$")
+    image: ImageRef
     spec_name: DnsLabel
     zone: LabelValue | None = None
     #: Storages the instance uses. Object storages arrive as S3 credentials in
@@ -143,6 +147,10 @@ class StockChange(ApiModel):
     number: int = Field(ge=1, le=1000)
     operation_id: str = Field(alias="operationID", min_length=1, max_length=128)
     spec_name: DnsLabel
+    #: Images the spec's placeholders pull onto their nodes, so that a start from the
+    #: stock finds its image there (POST only). The latest list given applies to the
+    #: placeholders made from then on; `[]` clears it, leaving it out keeps it.
+    images: list[ImageRef] | None = Field(default=None, max_length=4)
 
 
 class StockStatus(ApiModel):
@@ -150,3 +158,4 @@ class StockStatus(ApiModel):
     target: int
     available: int
     placing: int
+    images: list[str] = Field(default_factory=list)

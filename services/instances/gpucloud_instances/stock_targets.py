@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.errors import ValidationFailed
+
 from .documents import StockUnitDoc
 from .schemas import StockChange, StockStatus
 from .specs import Specs
@@ -16,18 +18,26 @@ class StockTargets:
         self._wakeups = wakeups
 
     async def change(self, change: StockChange, *, add: bool) -> StockStatus:
+        if not add and change.images is not None:
+            raise ValidationFailed("images are set when adding units, not when removing them")
         await self._specs.get(change.spec_name)
         delta = change.number if add else -change.number
-        await self._stocks.record_operation(change.spec_name, delta, change.operation_id)
+        await self._stocks.record_operation(
+            change.spec_name, delta, change.operation_id, change.images
+        )
         await self._wakeups.wake(STOCKS)
         [status] = [s for s in await self.status() if s.spec_name == change.spec_name]
         return status
 
     async def status(self) -> list[StockStatus]:
-        return stock_status(await self._stocks.targets(), await self._stocks.units())
+        return stock_status(
+            await self._stocks.targets(), await self._stocks.units(), await self._stocks.images()
+        )
 
 
-def stock_status(targets: dict[str, int], units: list[StockUnitDoc]) -> list[StockStatus]:
+def stock_status(
+    targets: dict[str, int], units: list[StockUnitDoc], images: dict[str, list[str]] | None = None
+) -> list[StockStatus]:
     """Each stocked spec's target against its units, by spec name."""
     result = []
     for spec_name, target in targets.items():
@@ -38,6 +48,7 @@ def stock_status(targets: dict[str, int], units: list[StockUnitDoc]) -> list[Sto
                 target=target,
                 available=sum(unit["state"] == "available" for unit in mine),
                 placing=sum(unit["state"] == "placing" for unit in mine),
+                images=(images or {}).get(spec_name, []),
             )
         )
     return sorted(result, key=lambda status: status.spec_name)

@@ -333,12 +333,15 @@ class StockStore:
         self._operations = db[STOCK_OPERATIONS]
         self._stocks: Collection[StockUnitDoc] = typed(db, STOCKS, StockUnitDoc)
 
-    async def record_operation(self, spec_name: str, delta: int, operation_id: str) -> bool:
+    async def record_operation(
+        self, spec_name: str, delta: int, operation_id: str, images: list[str] | None = None
+    ) -> bool:
         """False when this operationID was applied before (seed 004's idempotency key)."""
+        operation: Document = {"_id": operation_id, "spec_name": spec_name, "delta": delta}
+        if images is not None:
+            operation["images"] = images
         try:
-            await self._operations.insert_one(
-                {"_id": operation_id, "spec_name": spec_name, "delta": delta, "at": now()}
-            )
+            await self._operations.insert_one({**operation, "at": now()})
         except DuplicateKeyError:
             return False
         return True
@@ -349,6 +352,18 @@ class StockStore:
         async for doc in self._operations.find({}, {"spec_name": 1, "delta": 1}):
             totals[doc["spec_name"]] = totals.get(doc["spec_name"], 0) + int(doc["delta"])
         return {spec: max(total, 0) for spec, total in totals.items()}
+
+    async def images(self) -> dict[str, list[str]]:
+        """Per spec: the images its placeholders pull, from the latest operation that
+        named them."""
+        latest: dict[str, tuple[datetime, list[str]]] = {}
+        async for doc in self._operations.find({}, {"spec_name": 1, "images": 1, "at": 1}):
+            if "images" not in doc:
+                continue
+            spec = doc["spec_name"]
+            if spec not in latest or latest[spec][0] <= doc["at"]:
+                latest[spec] = (doc["at"], list(doc["images"]))
+        return {spec: images for spec, (_, images) in latest.items()}
 
     async def units(self, spec_name: str | None = None) -> list[StockUnitDoc]:
         query = {} if spec_name is None else {"spec_name": spec_name}

@@ -130,6 +130,7 @@ class StockPool:
         await self._observe_placeholders(units)
         await self._drop_vanished(units)
         targets = await self._stocks.targets()
+        images = await self._stocks.images()
         self._stocked_specs = {spec_name for spec_name, target in targets.items() if target > 0}
         for spec_name, target in targets.items():
             spec = await self._specs.get(spec_name)
@@ -138,7 +139,7 @@ class StockPool:
             live = [unit for unit in units.values() if unit["spec_name"] == spec_name]
             missing = target - len(live)
             if missing > 0:
-                await self._fill(spec_name, spec, missing)
+                await self._fill(spec_name, spec, missing, images.get(spec_name, []))
             # Surplus: drop the ones still placing first, then available ones.
             surplus = sorted(live, key=lambda unit: unit["state"] != "placing")[: max(-missing, 0)]
             for unit in surplus:
@@ -181,7 +182,7 @@ class StockPool:
                 await self._stocks.remove_unit(name)
                 units.pop(name)
 
-    async def _fill(self, spec_name: str, spec: SpecDoc, missing: int) -> None:
+    async def _fill(self, spec_name: str, spec: SpecDoc, missing: int, images: list[str]) -> None:
         for _ in range(missing):
             name = f"stock-{spec_name}-{secrets.token_hex(4)}"
             await self._stocks.add_unit(name, spec_name)
@@ -191,7 +192,7 @@ class StockPool:
                         namespace_name=self._namespace, name=name,
                         spec_name=spec_name, cpu=spec["cpu"], memory=spec["memory"],
                         gpus=spec["gpu_num"], gpu_type=spec["gpu_type"],
-                        zones=list(spec.get("zones") or []),
+                        zones=list(spec.get("zones") or []), images=images,
                     )
                 )  # fmt: skip
             except KubeError as error:
