@@ -10,7 +10,7 @@ STACK := $(PYTHON) deploy/local/stack.py
 PKGS := gpucloud_libs gpucloud_gateway gpucloud_instances gpucloud_storage gpucloud_metering gpucloud_monitoring gpucloud_agent gpucloud_stack
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help up down status logs reset provision env venv test lint fmt bench
+.PHONY: help up down status logs reset provision env venv test lint fmt bench bench-quick
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -57,6 +57,11 @@ fmt: venv ## apply ruff fixes and formatting
 	@$(VENV)/bin/ruff check --fix .
 	@$(VENV)/bin/ruff format .
 
-bench: venv ## run the benchmarks and print their figures
+bench: venv ## the start-path regression guard, then every benchmark, printing their figures
 	@$(STACK) up
+	@$(VENV)/bin/python -m bench instances --quick
 	@$(VENV)/bin/python -m bench
+
+bench-quick: venv ## only the start-path regression guard: ratios against their limits
+	@$(STACK) up
+	@$(VENV)/bin/python -m bench instances --quick

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import time
 import uuid
@@ -44,7 +45,14 @@ BENCH_LABEL = {"gpucloud.io/bench": "true"}
 SCALE_NODES = 1000
 SCALE_INSTANCES = 5000
 SCALE_TENANTS = 50
+SCALE_SETTLE_S = 60.0
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+#: `--quick`, the regression guard in `make bench`: the most (or, for throughput,
+#: the least) each ratio may be. Measured on the 2-core machine at x2.5-3.9 (API
+#: p50), x1.9-4.5 (API p99), x1.0-1.6 (stock p50 over the API's) and x0.20
+#: (throughput); the room above them is this machine's run-to-run noise.
+GUARD_MAX = {"api/bare p50": 6.0, "api/bare p99": 8.0, "stock/api p50": 2.0}
+GUARD_MIN = {"api/bare throughput": 0.08}
 
 
 def summary(name: str, seconds: list[float]) -> str:
@@ -278,6 +286,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--scale", action="store_true", help="also 1,000 nodes and 5,000 live instances"
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the regression guard: 30 starts per path, 60 concurrent; fails when a ratio "
+        "passes its limit",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every stocked start")
     parser.add_argument(
         "--concurrent", type=int, default=200, help="starts in the concurrent run (0: none)"
@@ -290,6 +304,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.quick:
+        args.starts, args.concurrent, args.clients = 30, 60, 16
+    ratios: dict[str, float] = {}
     env = stack_env()
     configuration = k8s.Configuration()
     await k8s_config.load_kube_config(
@@ -385,21 +402,47 @@ async def main(args: argparse.Namespace) -> None:
                     summary("api+stock", stocked)
                     + f"  (claimed a warm unit: {sum(stock_flags)}/{len(stock_flags)})"
                 )
-                print(f"api overhead over the bare pod: p50 x{percentile(api, 50) / percentile(bare, 50):.2f}, "
-                      f"p99 x{percentile(api, 99) / percentile(bare, 99):.2f}")  # fmt: skip
+                ratios["api/bare p50"] = percentile(api, 50) / percentile(bare, 50)
+                ratios["api/bare p99"] = percentile(api, 99) / percentile(bare, 99)
+                ratios["stock/api p50"] = percentile(stocked, 50) / percentile(api, 50)
+                print(f"api overhead over the bare pod: p50 x{ratios['api/bare p50']:.2f}, "
+                      f"p99 x{ratios['api/bare p99']:.2f}; "
+                      f"stock over api p50 x{ratios['stock/api p50']:.2f}")  # fmt: skip
                 print_stages("api", cold_stages)
                 print_stages("api+stock", stock_stages)
             if args.concurrent:
-                await concurrent(bench, http, spec, args.concurrent, args.clients)
+                ratios["api/bare throughput"] = await concurrent(
+                    bench, http, spec, args.concurrent, args.clients
+                )
             if args.scale:
                 await scale(bench, http, args.scale_instances)
         finally:
             await bench.remove_nodes()
+    if args.quick:
+        guard(ratios)
+
+
+def guard(ratios: dict[str, float]) -> None:
+    """Print each guarded ratio against its limit; exit 1 when one is past it."""
+    print("\nregression guard:")
+    failed = []
+    for name, value in ratios.items():
+        if name in GUARD_MAX:
+            ok, limit = value <= GUARD_MAX[name], f"<= x{GUARD_MAX[name]:.2f}"
+        elif name in GUARD_MIN:
+            ok, limit = value >= GUARD_MIN[name], f">= x{GUARD_MIN[name]:.2f}"
+        else:
+            continue
+        print(f"  {name:<22} x{value:5.2f}  {limit}  {'ok' if ok else 'REGRESSION'}")
+        if not ok:
+            failed.append(name)
+    if failed:
+        raise SystemExit(f"instance start regressed: {', '.join(failed)}")
 
 
 async def concurrent(
     bench: Bench, http: httpx.AsyncClient, spec: str, count: int, clients: int
-) -> None:
+) -> float:
     """Admission throughput: `count` starts through the API with `clients` in flight,
     against `count` bare pod creations at the same concurrency. A start counts when
     its POST answers 202 (admitted, recorded, the controller woken); a bare pod when
@@ -449,6 +492,7 @@ async def concurrent(
     print(f"  bare pod create   {bare_rate:6.0f}/s  p99 {percentile(bare_ms, 99) * 1000:7.1f} ms")
     print(f"  api admission     {api_rate:6.0f}/s  p99 {percentile(api_ms, 99) * 1000:7.1f} ms")
     print(f"  api / bare throughput: x{api_rate / bare_rate:.2f}")
+    return api_rate / bare_rate
 
 
 async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_INSTANCES) -> None:
@@ -508,6 +552,10 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
     total = time.perf_counter() - started
     print(f"scale: {len(ids):,} instances over {SCALE_TENANTS} tenants accepted in {accepted:.1f}s, "
           f"all running after {total:.1f}s ({len(ids) / total:.0f} starts/s, 16 concurrent clients)")  # fmt: skip
+    # Reads are measured once the burst's own work (events, metering, kwok) is done.
+    await asyncio.sleep(SCALE_SETTLE_S)
+    print(f"scale: reads from {SCALE_SETTLE_S:.0f}s after the last start, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
     tenant_lists, admin_lists = [], []
     for index in range(100):
         t = time.perf_counter()
