@@ -550,6 +550,12 @@ async def test_killed_mid_create_converges_without_orphans_or_leaked_quota(
                 {
                     "name": "c",
                     "image": "x",
+                    # Its own requests: the kill may come before the namespace's
+                    # LimitRange, which would fill them in, is applied.
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "64Mi"},
+                        "limits": {"cpu": "100m", "memory": "64Mi"},
+                    },
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
                         "capabilities": {"drop": ["ALL"]},
@@ -559,15 +565,16 @@ async def test_killed_mid_create_converges_without_orphans_or_leaked_quota(
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
         },
     }
-    await core.create_namespaced_pod(namespace, orphan)
-
-    restart = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, str(STACK), "up"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        await core.create_namespaced_pod(namespace, orphan)
+    finally:  # the service comes back even if this fails, for the tests after this one
+        restart = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(STACK), "up"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     assert restart.returncode == 0, restart.stderr
     for instance_id in ids:
         await api.wait_state(tenant, instance_id, "running", timeout=90)

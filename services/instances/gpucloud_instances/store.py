@@ -116,9 +116,13 @@ class TenantStore:
         return {doc["_id"]: str(doc["version"]) async for doc in self._namespaces.find({})}
 
     async def mark_applied(self, tenant_id: str, version: str) -> None:
-        await self._namespaces.update_one(
-            {"_id": tenant_id}, {"$set": {"version": version}}, upsert=True
-        )
+        change = {"$set": {"version": version}}
+        try:
+            await self._namespaces.update_one({"_id": tenant_id}, change, upsert=True)
+        except DuplicateKeyError:
+            # Two starts of a new tenant applied its namespace at once, and FerretDB's
+            # upsert is not atomic: the other one inserted it, so this is an update.
+            await self._namespaces.update_one({"_id": tenant_id}, change)
 
 
 class InstanceStore:
