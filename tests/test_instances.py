@@ -426,6 +426,12 @@ async def test_stock_placeholders_pull_the_stocks_images_before_they_are_offered
         assert [step["image"] for step in steps][1:] == [image]
         assert steps[1]["command"][-1] == "true"
         assert steps[1]["command"][0] == steps[0]["command"][-1]
+
+        async def offered() -> bool:
+            rows = (await api.http.get("/stocks", auth=api.admin)).json()
+            return any(r["specName"] == spec and r["available"] == 1 for r in rows)
+
+        await eventually(offered, timeout=30)
         tenant = await api.tenant()
         created = await api.start(tenant, spec, image=image)
         running = await api.wait_state(tenant, created["instanceID"], "running")
