@@ -17,3 +17,8 @@ def now() -> datetime:
 def aware(value: datetime) -> datetime:
     """`value` as an aware UTC datetime (a stored one comes back naive)."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def aware_or_none(value: datetime | None) -> datetime | None:
+    """`aware`, for a field that may be unset."""
+    return None if value is None else aware(value)

@@ -105,6 +105,61 @@ class InstanceStateChanged(EventData):
         return f"{self.tenant_id}/{self.instance_id}"
 
 
+# --- jobs (instances -> metering) --------------------------------------------------
+
+JobState = Literal["queued", "admitted", "running", "succeeded", "failed", "cancelled"]
+#: A run is one pod of a job (an attempt, or one of its parallel pods). It holds its
+#: GPUs from `scheduled` until it ends `succeeded` or `failed`.
+JobRunState = Literal["scheduled", "running", "succeeded", "failed"]
+
+
+class JobStateChanged(EventData):
+    """One persisted transition of a batch job; `sequence` orders them per job."""
+
+    type: Literal["io.gpucloud.job.state_changed.v1"] = "io.gpucloud.job.state_changed.v1"
+    job_id: str
+    tenant_id: str
+    user_id: str | None = None
+    spec_name: str
+    state: JobState
+    previous_state: JobState | None = None
+    reason: str | None = None
+    exit_code: int | None = None
+    sequence: int = Field(ge=0)
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return f"{self.tenant_id}/{self.job_id}"
+
+
+class JobRunStateChanged(EventData):
+    """One transition of one run of a job. Metering bills runs as it bills instances:
+    `sequence` orders a run's transitions, and the run holds `gpu_count` GPUs while
+    `scheduled` or `running`."""
+
+    type: Literal["io.gpucloud.job.run_state_changed.v1"] = "io.gpucloud.job.run_state_changed.v1"
+    job_id: str
+    #: Unique within the job: the suffix Kubernetes gave the run's pod.
+    run_id: str
+    tenant_id: str
+    user_id: str | None = None
+    spec_name: str
+    gpu_type: str
+    gpu_count: int = Field(ge=0)
+    zone: str | None = None
+    node: str | None = None
+    state: JobRunState
+    exit_code: int | None = None
+    sequence: int = Field(ge=0)
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        # The job's id: its runs' events stay in order with one another.
+        return f"{self.tenant_id}/{self.job_id}"
+
+
 class StopTenantInstancesRequested(EventData):
     """Metering's hard budget stop asks the instances service to stop a tenant's instances."""
 
@@ -327,6 +382,8 @@ Event = Annotated[
     | NodeReleaseRequested
     | NodeHealthChanged
     | AlertStateChanged
+    | JobStateChanged
+    | JobRunStateChanged
     | UsageRecorded
     | BudgetThresholdCrossed
     | AuditRecorded,

@@ -48,6 +48,7 @@ from .topics import (
     BILLING_ALERTS,
     INSTANCE_COMMANDS,
     INSTANCE_LIFECYCLE,
+    JOB_LIFECYCLE,
     NODE_HEALTH,
     STORAGE_USAGE,
     TELEMETRY,
@@ -90,7 +91,7 @@ ACCESS: dict[str, ServiceAccess] = {
         ServiceAccess("gateway", produces=(TENANTS, AUDIT)),
         ServiceAccess(
             "instances",
-            produces=(INSTANCE_LIFECYCLE,),
+            produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE),
             consumes=(TENANTS, INSTANCE_COMMANDS, NODE_HEALTH),
         ),
         ServiceAccess("storage", produces=(STORAGE_USAGE,), consumes=(TENANTS, INSTANCE_LIFECYCLE)),
@@ -98,7 +99,7 @@ ACCESS: dict[str, ServiceAccess] = {
             "metering",
             # The stop command is metering's: a tenant over its budget is stopped.
             produces=(USAGE, BILLING_ALERTS, INSTANCE_COMMANDS),
-            consumes=(INSTANCE_LIFECYCLE, STORAGE_USAGE, TENANTS, NODE_HEALTH),
+            consumes=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE, STORAGE_USAGE, TENANTS, NODE_HEALTH),
         ),
         ServiceAccess(
             "monitoring",

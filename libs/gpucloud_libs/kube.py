@@ -83,6 +83,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Ingress": ("NetworkingV1Api", "ingress", True),
     "PriorityClass": ("SchedulingV1Api", "priority_class", False),
     "Lease": ("CoordinationV1Api", "lease", True),
+    "Job": ("BatchV1Api", "job", True),
     "RoleBinding": ("RbacAuthorizationV1Api", "role_binding", True),
     "PersistentVolumeClaim": ("CoreV1Api", "persistent_volume_claim", True),
     "PersistentVolume": ("CoreV1Api", "persistent_volume", False),
@@ -205,12 +206,21 @@ class KubeClient:
         return result
 
     async def delete(
-        self, kind: str, namespace: str | None, name: str, *, grace_s: int | None = None
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        grace_s: int | None = None,
+        cascade: bool = False,
     ) -> bool:
-        """Delete if present; False when it was already gone."""
+        """Delete if present; False when it was already gone. `cascade` deletes what
+        the object owns too (a Job's pods, which the API orphans by default)."""
         method, namespaced = self._method(kind, "delete")
         args = (name, namespace) if namespaced else (name,)
-        kwargs = {} if grace_s is None else {"grace_period_seconds": grace_s}
+        kwargs: dict[str, Any] = {} if grace_s is None else {"grace_period_seconds": grace_s}
+        if cascade:
+            kwargs["propagation_policy"] = "Background"
         try:
             await self._call(method, *args, **kwargs)
         except NotFoundError:

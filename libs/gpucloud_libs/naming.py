@@ -17,6 +17,8 @@ NAMESPACE_PREFIX = "gpc-"
 MANAGED_LABEL = "gpucloud.io/managed"
 TENANT_LABEL = "gpucloud.io/tenant"
 INSTANCE_LABEL = "gpucloud.io/instance"
+#: On a batch job's Kubernetes Job and on each of its pods.
+JOB_LABEL = "gpucloud.io/job"
 STORAGE_LABEL = "gpucloud.io/storage"
 #: The ClusterRole the storage service holds in each tenant namespace, and nowhere
 #: else (its claims and credential Secrets): bound there by the instances service.

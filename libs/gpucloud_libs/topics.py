@@ -15,6 +15,8 @@ from .events import (
     BudgetThresholdCrossed,
     EventData,
     InstanceStateChanged,
+    JobRunStateChanged,
+    JobStateChanged,
     NodeHealthChanged,
     NodeInventory,
     NodeReleaseRequested,
@@ -51,6 +53,12 @@ INSTANCE_LIFECYCLE = TopicSpec(
     retention_ms=-1,
     carries=(InstanceStateChanged,),
 )
+JOB_LIFECYCLE = TopicSpec(
+    "gpucloud.jobs.lifecycle.v1",
+    partitions=6,
+    retention_ms=-1,
+    carries=(JobStateChanged, JobRunStateChanged),
+)
 INSTANCE_COMMANDS = TopicSpec(
     "gpucloud.instances.commands.v1", carries=(StopTenantInstancesRequested,)
 )
@@ -71,7 +79,7 @@ BILLING_ALERTS = TopicSpec("gpucloud.billing.alerts.v1", carries=(BudgetThreshol
 AUDIT = TopicSpec("gpucloud.audit.v1", retention_ms=-1, carries=(AuditRecorded,))
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
-    TENANTS, INSTANCE_LIFECYCLE, INSTANCE_COMMANDS, STORAGE_USAGE, TELEMETRY,
+    TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INSTANCE_COMMANDS, STORAGE_USAGE, TELEMETRY,
     NODE_HEALTH, ALERTS, USAGE, BILLING_ALERTS, AUDIT,
 )  # fmt: skip
 

@@ -444,6 +444,8 @@ KWOK = Component(
         # nodes made 100 lease writes a second through the API server and etcd.
         "--node-lease-duration-seconds=120",
         f"--server-address={HOST}:{PORTS.kwok}",
+        # Its own pod stages plus ours, which end batch jobs' pods on cue.
+        f"--config={Path(__file__).with_name('kwok_stages.yaml')}",
         "--cidr=10.244.0.0/16",
         "--node-ip=10.0.0.1",
     ],

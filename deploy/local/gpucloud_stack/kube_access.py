@@ -2,7 +2,7 @@
 
 The same roles as the Helm chart's `templates/rbac.yaml` and
 `templates/admission.yaml`, for the users of the stack's token file:
-- instances manages namespaces, workloads and node cordons; it may write only in
+- instances manages namespaces, workloads (pods and batch Jobs) and node cordons; it may write only in
   the tenant namespaces (`gpc-*`) and its own two (the admission policy below
   refuses the rest), and it binds the storage role in each tenant namespace;
 - storage holds claims and Secrets in tenant namespaces alone, through those
@@ -68,6 +68,7 @@ def manifests() -> list[Manifest]:
                            "events"]},
             {"apiGroups": [""], "resources": ["nodes"], "verbs": [*_READ, "patch"]},
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": _ALL},
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _ALL},
             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
              "verbs": ["get", "list", "create"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

@@ -65,6 +65,11 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "DELETE", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:write"
     ),
+    # A batch job is a workload like an instance: the same roles and scopes.
+    ForwardedRoute("POST", "/v1/jobs", "instances", TENANT_MEMBERS, "instances:write"),
+    ForwardedRoute("GET", "/v1/jobs", "instances", EVERYONE, "instances:read"),
+    ForwardedRoute("GET", "/v1/jobs/{job_id}", "instances", TENANT_MEMBERS, "instances:read"),
+    ForwardedRoute("DELETE", "/v1/jobs/{job_id}", "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("POST", "/v1/storages", "storage", TENANT_MEMBERS, "storage:write"),
     ForwardedRoute("GET", "/v1/storages", "storage", TENANT_MEMBERS, "storage:read"),
     ForwardedRoute("GET", STORAGE, "storage", TENANT_MEMBERS, "storage:read"),
@@ -124,6 +129,7 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "GET", "/v1/usage/instances/{instance_id}", "metering", TENANT_MEMBERS, "billing:read"
     ),
+    ForwardedRoute("GET", "/v1/usage/jobs/{job_id}", "metering", TENANT_MEMBERS, "billing:read"),
     ForwardedRoute("GET", "/v1/revenue", "metering", PLATFORM_ADMIN, "billing:read"),
     ForwardedRoute("POST", "/v1/invoices", "metering", PLATFORM_ADMIN, "billing:write"),
     ForwardedRoute("GET", "/v1/invoices", "metering", ADMINS, "billing:read"),

@@ -1,4 +1,4 @@
-"""The pure rules of admitting an instance: quota, zones, the stored document, replays."""
+"""The pure rules of admitting an instance: quota, spec, zones, the stored document, replays."""
 
 from __future__ import annotations
 
@@ -42,6 +42,16 @@ def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> Quo
             requested=wanted,
         )
     return None
+
+
+def known_spec(name: str, spec: SpecDoc | None) -> SpecDoc:
+    """The spec a request names; a 422 on its field when there is none."""
+    if spec is None:
+        raise ValidationFailed(
+            f"unknown spec {name!r}",
+            errors=[{"loc": ["body", "specName"], "msg": "unknown spec", "type": "unknown_spec"}],
+        )
+    return spec
 
 
 def allowed_zones(spec: SpecDoc, asked: str | None) -> list[str]:

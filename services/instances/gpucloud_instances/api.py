@@ -10,12 +10,17 @@ from fastapi import APIRouter, Header, Path, Query, Response, status
 from gpucloud_libs.http import CurrentIdentity, app_part
 
 from .instances import Instances
+from .job_lifecycle import JobState
+from .jobs import Jobs
 from .lifecycle import State
 from .schemas import (
     Instance,
     InstanceCreate,
     InstanceEndpoint,
     InstancePage,
+    Job,
+    JobCreate,
+    JobPage,
     Spec,
     SpecCreate,
     StockChange,
@@ -29,6 +34,7 @@ router = APIRouter()
 SpecsPart = Annotated[Specs, app_part(Specs)]
 StocksPart = Annotated[StockTargets, app_part(StockTargets)]
 InstancesPart = Annotated[Instances, app_part(Instances)]
+JobsPart = Annotated[Jobs, app_part(Jobs)]
 
 
 @router.post(
@@ -192,3 +198,60 @@ async def stop_instance(
     instance_id: str, identity: CurrentIdentity, instances: InstancesPart
 ) -> Instance:
     return await instances.stop(identity, instance_id)
+
+
+@router.post(
+    "/jobs",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["jobs"],
+    summary="Submit a batch job: it queues until the tenant's quota has room, then runs to completion",
+    responses={200: {"description": "A retry of a request that already submitted this job"}},
+)
+async def submit_job(
+    body: JobCreate,
+    identity: CurrentIdentity,
+    jobs: JobsPart,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
+) -> Job:
+    job, created = await jobs.submit(identity, body, idempotency_key)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/jobs/{job.job_id}"
+    return job
+
+
+@router.get("/jobs", tags=["jobs"], summary="List jobs (a platform admin sees every tenant's)")
+async def list_jobs(
+    identity: CurrentIdentity,
+    jobs: JobsPart,
+    state: Annotated[list[JobState] | None, Query(description="Only these states")] = None,
+    tenant_id: Annotated[
+        str | None, Query(alias="tenantID", description="Platform admins only")
+    ] = None,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> JobPage:
+    return await jobs.list(
+        identity, states=[s.value for s in state] if state else None, cursor=cursor,
+        limit=limit, tenant_id=tenant_id,
+    )  # fmt: skip
+
+
+@router.get(
+    "/jobs/{job_id}",
+    tags=["jobs"],
+    summary="One job, with its runs, its history and, while queued, its place in the queue",
+)
+async def get_job(job_id: str, identity: CurrentIdentity, jobs: JobsPart) -> Job:
+    return await jobs.get(identity, job_id)
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["jobs"],
+    summary="Cancel a job; one that already ended is returned as it is",
+)
+async def cancel_job(job_id: str, identity: CurrentIdentity, jobs: JobsPart) -> Job:
+    return await jobs.cancel(identity, job_id)

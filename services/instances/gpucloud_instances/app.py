@@ -1,4 +1,4 @@
-"""Instances service: specs, stocks and the GPU instance lifecycle on Kubernetes."""
+"""Instances service: specs, stocks, GPU instances and batch jobs on Kubernetes."""
 
 from __future__ import annotations
 
@@ -12,12 +12,21 @@ from .api import router
 from .controller import NodeCordons, build_controller
 from .handlers import EventHandlers
 from .instances import Instances
+from .jobs import Jobs
 from .quota_ledger import QuotaLedger
 from .settings import InstancesSettings
 from .specs import Specs
 from .stock_targets import StockTargets
 from .storages import StorageClient
-from .store import INDEXES, InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
+from .store import (
+    INDEXES,
+    InstanceStore,
+    JobStore,
+    RequestStore,
+    SpecStore,
+    StockStore,
+    TenantStore,
+)
 from .tenancy import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
 
@@ -32,10 +41,11 @@ specs, tenants, instances = (
     InstanceStore(runtime.db),
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
+jobs = JobStore(runtime.db)
 changes = InstanceChanges()
 storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
-    settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances,
+    settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=jobs,
     stocks=stocks, requests=requests, quota=quota, changes=changes, storage=storage,
 )  # fmt: skip
 wakeups = ControllerWakeups(requests, controller.wake, controller.reserve_stock)
@@ -56,11 +66,12 @@ runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
 
 app = runtime.create_app(
     title="gpucloud instances",
-    description="GPU instance specs, warm stocks and instance lifecycle on Kubernetes.",
+    description="GPU instance specs, warm stocks, instances and batch jobs on Kubernetes.",
     routers=[router],
     parts=[
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
         Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
+        Jobs(specs, tenants, jobs, requests, storage, wakeups),
     ],
 )

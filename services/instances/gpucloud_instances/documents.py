@@ -100,3 +100,62 @@ class StockUnitDoc(TypedDict):
     node: str | None
     zone: str | None
     created_at: datetime
+
+
+class JobRunDoc(TypedDict):
+    """One run (pod) of a job, as the controller last recorded it."""
+
+    state: str
+    #: Transitions of this run recorded so far; its events carry their number.
+    sequence: int
+    node: str | None
+    zone: str | None
+    #: Bound to its node: from here on it holds its GPUs, and is billed.
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    exit_code: int | None
+
+
+class JobDoc(TypedDict):
+    _id: str  # <tenant>/<job>
+    tenant_id: str
+    job_id: str
+    user_id: str | None
+    idempotency_key: str | None
+    request_hash: str
+    spec_name: str
+    gpu_type: str
+    #: GPUs of each pod.
+    gpu_count: int
+    cpu: str
+    memory: str
+    zones: list[str]
+    image: str
+    command: list[str] | None
+    args: list[str] | None
+    #: The pods' env and volumes, as an instance template holds them.
+    template: dict[str, Any]
+    storages: list[dict[str, Any]]
+    parallelism: int
+    completions: int
+    retry_limit: int
+    deadline_seconds: int | None
+    priority: int
+    namespace: str
+    state: str
+    reason: str | None
+    message: str | None
+    exit_code: int | None
+    #: Set once its quota claim passed; the queue orders the rest.
+    admitted_at: datetime | None
+    runs: dict[str, JobRunDoc]
+    #: Transitions of the job recorded so far; its own events carry their number.
+    sequence: int
+    #: Changes of the document, job or run, for writers' optimistic guards.
+    revision: int
+    history: list[HistoryEntry]
+    outbox: NotRequired[list[OutboxEntry]]
+    has_outbox: bool
+    created_at: datetime
+    updated_at: datetime

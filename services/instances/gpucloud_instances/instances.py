@@ -13,14 +13,20 @@ import secrets
 import time
 
 from gpucloud_libs.clock import aware, now
-from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded, ValidationFailed
+from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import instance_host
 from gpucloud_libs.tenants import require_active
 
-from .admission import allowed_zones, instance_document, quota_refusal, request_hash
-from .documents import InstanceDoc, SpecDoc
+from .admission import (
+    allowed_zones,
+    instance_document,
+    known_spec,
+    quota_refusal,
+    request_hash,
+)
+from .documents import InstanceDoc
 from .lifecycle import ACTIVE, TERMINAL, State
 from .quota_ledger import QuotaLedger
 from .schemas import (
@@ -97,9 +103,9 @@ class Instances:
         if existing is not None:
             return self._replay(existing, hashed), False
         tenant = require_active(tenant, service="instances")
-        spec = _known(body.spec_name, spec)
+        spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        storages = await self._storage.requested(identity, body)
+        storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, instance_id)
@@ -282,12 +288,3 @@ class Instances:
                 for h in doc.get("history", [])
             ],
         )
-
-
-def _known(name: str, spec: SpecDoc | None) -> SpecDoc:
-    if spec is None:
-        raise ValidationFailed(
-            f"unknown spec {name!r}",
-            errors=[{"loc": ["body", "specName"], "msg": "unknown spec", "type": "unknown_spec"}],
-        )
-    return spec

@@ -112,7 +112,7 @@ class Observation:
 _IMAGE_PULL = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 
 
-def _ts(value: Any, default: datetime) -> datetime:
+def timestamp(value: Any, default: datetime) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, str):
@@ -160,15 +160,15 @@ def observe_pod(pod: dict[str, Any], *, node_ok: bool, now: datetime) -> Observa
         message = scheduled.get("message") if scheduled.get("reason") == "Unschedulable" else None
         return Observation(State.PENDING, at, unschedulable_message=message)
     # A pod bound directly (warm stock) has a node but no scheduler condition.
-    at[State.SCHEDULED] = _ts(
+    at[State.SCHEDULED] = timestamp(
         scheduled.get("lastTransitionTime") or metadata.get("creationTimestamp"), now
     )
     if phase != "Running":
         return Observation(State.SCHEDULED, at, node=node)
-    at[State.READY] = _ts(status.get("startTime"), at[State.SCHEDULED])
+    at[State.READY] = timestamp(status.get("startTime"), at[State.SCHEDULED])
     ready = conditions.get("Ready", {})
     pod_ip = status.get("podIP")
     if ready.get("status") != "True":
         return Observation(State.READY, at, node=node, pod_ip=pod_ip)
-    at[State.RUNNING] = _ts(ready.get("lastTransitionTime"), at[State.READY])
+    at[State.RUNNING] = timestamp(ready.get("lastTransitionTime"), at[State.READY])
     return Observation(State.RUNNING, at, node=node, pod_ip=pod_ip)

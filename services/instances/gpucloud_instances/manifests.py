@@ -18,6 +18,7 @@ Manifest = dict[str, Any]
 MANAGED = naming.MANAGED_LABEL
 TENANT = naming.TENANT_LABEL
 INSTANCE = naming.INSTANCE_LABEL
+JOB = naming.JOB_LABEL
 SPEC = "gpucloud.io/spec"
 STOCK = "gpucloud.io/stock"
 #: On an instance pod bound to the node of the warm unit it claimed.
@@ -35,6 +36,8 @@ PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
 #: A statically linked busybox: the one binary a pre-pull step can run in any image.
 PREPULL_TOOL_IMAGE = "docker.io/library/busybox:1.37.0-musl"
 PREPULL_DIR = "/gpucloud-prepull"
+#: How long Kubernetes keeps a finished job's Job and pods (its logs), in seconds.
+FINISHED_JOB_TTL_S = 24 * 3600
 
 _RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
@@ -106,7 +109,8 @@ def resource_quota(
                 f"requests.{GPU_RESOURCE}": str(gpus),
                 "requests.cpu": cpu,
                 "requests.memory": memory,
-                "pods": str(instances),
+                # A job's pods each hold a GPU at least, so its pods fit in max_gpus.
+                "pods": str(instances + gpus),
             }
         },
     }
@@ -230,28 +234,11 @@ def instance_pod(
 ) -> Manifest:
     """`storage_secrets`: (Secret, variable prefix) per object storage, in request order."""
     probe_port = next((port for port in template.ports if port.is_probe), None)
-    container: dict[str, Any] = {
-        "name": "workload",
-        "image": image,
-        "env": [{"name": env.name, "value": env.value} for env in template.envs],
-        "ports": [
-            {"containerPort": port.port, "protocol": port.protocol, "name": f"p{port.port}"}
-            for port in template.ports
-        ],
-        "resources": _resources(cpu, memory, gpus),
-        "securityContext": _CONTAINER_SECURITY,
-        "volumeMounts": [
-            {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
-            for volume in template.volumes
-        ],
-    }
-    if storage_secrets:
-        # The first object storage also without a prefix: S3 SDKs read AWS_* unconfigured.
-        # The template's own `envs` win over both (Kubernetes: env overrides envFrom).
-        first_secret = storage_secrets[0][0]
-        container["envFrom"] = [{"secretRef": {"name": first_secret}}] + [
-            {"prefix": prefix, "secretRef": {"name": secret}} for secret, prefix in storage_secrets
-        ]
+    container = _workload_container(image, template, cpu, memory, gpus, storage_secrets)
+    container["ports"] = [
+        {"containerPort": port.port, "protocol": port.protocol, "name": f"p{port.port}"}
+        for port in template.ports
+    ]
     if template.cmd:
         container["command"] = ["/bin/sh", "-c", template.cmd]
     if probe_port is not None:
@@ -261,12 +248,6 @@ def instance_pod(
             else {"tcpSocket": {"port": probe_port.port}}
         )
         container["readinessProbe"] = {**probe_action, "periodSeconds": 5, "failureThreshold": 3}
-    volumes = [
-        {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
-        if volume.claim_name
-        else {"name": volume.name, "emptyDir": {}}
-        for volume in template.volumes
-    ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -281,16 +262,122 @@ def instance_pod(
                 **({FROM_STOCK: "true"} if node else {}),
             },
         },
-        "spec": {
-            "priorityClassName": INSTANCE_PRIORITY_CLASS,
-            "restartPolicy": "Always",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [container],
-            "volumes": volumes,
-            **_placement(gpu_type, zones, node),
+        "spec": _workload_pod_spec(container, template, "Always", gpu_type, zones, node),
+    }
+
+
+def job_object_name(job_id: str) -> str:
+    return f"job-{job_id}"
+
+
+def batch_job(
+    *,
+    namespace_name: str,
+    tenant_id: str,
+    job_id: str,
+    spec_name: str,
+    image: str,
+    command: list[str] | None,
+    args: list[str] | None,
+    template: InstanceTemplate,
+    cpu: str,
+    memory: str,
+    gpus: int,
+    gpu_type: str,
+    zones: list[str],
+    parallelism: int,
+    completions: int,
+    retry_limit: int,
+    deadline_seconds: int | None,
+    storage_secrets: list[tuple[str, str]] | None = None,
+) -> Manifest:
+    """A batch job as a Kubernetes Job: Kubernetes' own Job controller runs its pods,
+    retries failed ones up to `retry_limit` and enforces the deadline. Pods are never
+    restarted in place (a run that fails is a new run), and a finished Job stays a
+    day for its logs and runs, then Kubernetes removes it."""
+    container = _workload_container(image, template, cpu, memory, gpus, storage_secrets)
+    if command:
+        container["command"] = command
+    if args:
+        container["args"] = args
+    labels = {MANAGED: "true", TENANT: tenant_id, JOB: job_id}
+    spec: Manifest = {
+        "parallelism": parallelism,
+        "completions": completions,
+        "backoffLimit": retry_limit,
+        "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
+        "template": {
+            "metadata": {"labels": {**labels, SPEC: spec_name}},
+            "spec": _workload_pod_spec(container, template, "Never", gpu_type, zones, None),
         },
+    }
+    if deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = deadline_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_object_name(job_id),
+            "namespace": namespace_name,
+            "labels": labels,
+        },
+        "spec": spec,
+    }
+
+
+def _workload_container(
+    image: str,
+    template: InstanceTemplate,
+    cpu: str,
+    memory: str,
+    gpus: int,
+    storage_secrets: list[tuple[str, str]] | None,
+) -> dict[str, Any]:
+    """The tenant's container, as instances and jobs run it."""
+    container: dict[str, Any] = {
+        "name": "workload",
+        "image": image,
+        "env": [{"name": env.name, "value": env.value} for env in template.envs],
+        "resources": _resources(cpu, memory, gpus),
+        "securityContext": _CONTAINER_SECURITY,
+        "volumeMounts": [
+            {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
+            for volume in template.volumes
+        ],
+    }
+    if storage_secrets:
+        # The first object storage also without a prefix: S3 SDKs read AWS_* unconfigured.
+        # The template's own `envs` win over both (Kubernetes: env overrides envFrom).
+        first_secret = storage_secrets[0][0]
+        container["envFrom"] = [{"secretRef": {"name": first_secret}}] + [
+            {"prefix": prefix, "secretRef": {"name": secret}} for secret, prefix in storage_secrets
+        ]
+    return container
+
+
+def _workload_pod_spec(
+    container: dict[str, Any],
+    template: InstanceTemplate,
+    restart_policy: str,
+    gpu_type: str,
+    zones: list[str],
+    node: str | None,
+) -> Manifest:
+    volumes = [
+        {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
+        if volume.claim_name
+        else {"name": volume.name, "emptyDir": {}}
+        for volume in template.volumes
+    ]
+    return {
+        "priorityClassName": INSTANCE_PRIORITY_CLASS,
+        "restartPolicy": restart_policy,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+        **_placement(gpu_type, zones, node),
     }
 
 

@@ -17,7 +17,7 @@ import aiohttp
 from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, Identity, IdentitySigner
 
-from .schemas import InstanceCreate
+from .schemas import VolumeSpec
 
 #: The subject the storage service accepts attachment calls from.
 SERVICE_SUBJECT = "service:instances"
@@ -78,10 +78,12 @@ class StorageClient:
         except (aiohttp.ClientError, TimeoutError) as error:
             raise DependencyUnavailable(f"storage service unreachable: {error}") from error
 
-    async def requested(self, identity: Identity, body: InstanceCreate) -> list[dict[str, Any]]:
-        """Check the storages an instance names, as its caller; what to record for it."""
-        mounted = {v.storage_id: v.read_only for v in body.template.volumes if v.storage_id}
-        wanted = list(dict.fromkeys([*body.storage_ids, *mounted]))
+    async def requested(
+        self, identity: Identity, storage_ids: list[str], volumes: list[VolumeSpec]
+    ) -> list[dict[str, Any]]:
+        """Check the storages an instance or job names, as its caller; what to record."""
+        mounted = {v.storage_id: v.read_only for v in volumes if v.storage_id}
+        wanted = list(dict.fromkeys([*storage_ids, *mounted]))
         chosen: list[dict[str, Any]] = []
         for storage_id in wanted:
             response = await self._call("GET", f"/storages/{quote(storage_id, safe='')}", identity)
@@ -103,7 +105,8 @@ class StorageClient:
     async def attach(
         self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        """Have the storage service make what the instance needs; its mount plan."""
+        """Have the storage service make what the instance needs; its mount plan. A job
+        attaches as `job_attachment_id(job)`."""
         service = Identity(
             subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )
@@ -114,3 +117,9 @@ class StorageClient:
             raise StorageRefused(str(response.body.get("detail")))
         plan: list[dict[str, Any]] = response.body["storages"]
         return plan
+
+
+def job_attachment_id(job_id: str) -> str:
+    """A job's name at the storage service. `--` is in no instance id, so the two
+    never meet; the credentials' Secret name stays a valid Kubernetes name."""
+    return f"job--{job_id}"

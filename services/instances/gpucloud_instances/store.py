@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -28,8 +28,12 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from .documents import InstanceDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
+from .documents import InstanceDoc, JobDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
+from .job_lifecycle import LIVE as LIVE_JOB_STATES
+from .job_lifecycle import JobState
 from .lifecycle import TERMINAL, State, Step
+
+DocT = TypeVar("DocT", InstanceDoc, JobDoc)
 
 SPECS = "specs"
 TENANTS = "tenants"
@@ -40,6 +44,7 @@ IDEMPOTENCY = "idempotency_keys"
 WAKEUPS = "wakeups"
 STOCK_OPERATIONS = "stock_operations"
 STOCKS = "stocks"
+JOBS = "jobs"
 
 INDEXES: IndexPlan = {
     INSTANCES: [
@@ -54,10 +59,19 @@ INDEXES: IndexPlan = {
         IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
     ],
     STOCKS: [IndexModel([("spec_name", ASCENDING), ("state", ASCENDING)], name="spec_state")],
+    JOBS: [
+        IndexModel(
+            [("tenant_id", ASCENDING), ("job_id", ASCENDING)], unique=True, name="tenant_job"
+        ),
+        IndexModel([("state", ASCENDING)], name="state"),
+        IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
+        IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
+    ],
 }
 
 
-RequestKind = Literal["stop", "delete"]
+#: `stop` and `delete` an instance; `cancel` a job.
+RequestKind = Literal["stop", "delete", "cancel"]
 
 #: The most tenants the platform admin's list queries at once.
 MAX_TENANTS_PER_ROUND = 8
@@ -65,6 +79,43 @@ MAX_TENANTS_PER_ROUND = 8
 
 def instance_key(tenant_id: str, instance_id: str) -> str:
     return f"{tenant_id}/{instance_id}"
+
+
+async def walk_tenants(
+    tenants: list[str],
+    after: str | None,
+    limit: int,
+    one_tenant: Callable[[str, str | None, int], Awaitable[list[DocT]]],
+) -> list[DocT]:
+    """The platform admin's list of instances or jobs, walked tenant by tenant.
+
+    FerretDB hands an equality on `tenant_id` to PostgreSQL's index but sorts and
+    limits in its own process, after decoding every matching document: one query
+    over all tenants decoded the whole fleet for each page (2.2 s at 5,000
+    instances). A query per tenant decodes only the tenants the page reaches. An
+    `_id` starts with its tenant and a `/`, so the cursor names the tenant to
+    resume in. The page is ordered by tenant, then by `_id`. `tenants` must hold
+    every tenant that has documents (a tenant's document outlives it).
+    """
+    resume_in = after.split("/", 1)[0] if after else None
+    ordered = sorted(tenant for tenant in tenants if resume_in is None or tenant >= resume_in)
+    docs: list[DocT] = []
+    # FerretDB decodes a tenant's every match whatever the limit, so a round asks
+    # one tenant first, and twice as many each time a round leaves the page short.
+    round_size, start = 1, 0
+    while start < len(ordered) and len(docs) < limit:
+        wanted = limit - len(docs)
+        pages = await asyncio.gather(
+            *(
+                one_tenant(tenant, after if tenant == resume_in else None, wanted)
+                for tenant in ordered[start : start + round_size]
+            )
+        )
+        for page in pages:
+            docs.extend(page)
+        start += round_size
+        round_size = min(round_size * 2, MAX_TENANTS_PER_ROUND)
+    return docs[:limit]
 
 
 class DuplicateInstance(Exception):
@@ -191,44 +242,13 @@ class InstanceStore:
     async def _every_tenant_page(
         self, *, states: list[str] | None, spec_name: str | None, after: str | None, limit: int
     ) -> list[InstanceDoc]:
-        """The platform admin's list, walked tenant by tenant.
-
-        FerretDB hands an equality on `tenant_id` to PostgreSQL's index but sorts and
-        limits in its own process, after decoding every matching document: one query
-        over all tenants decoded the whole fleet for each page (2.2 s at 5,000
-        instances). A query per tenant decodes only the tenants the page reaches. An
-        `_id` starts with its tenant and a `/`, so the cursor names the tenant to
-        resume in. The page is ordered by tenant, then by `_id`.
-        """
-        resume_in = after.split("/", 1)[0] if after else None
-        tenants = sorted(
-            [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
-        )  # a tenant's document outlives it, so every instance's tenant is here
-        if resume_in is not None:
-            tenants = [tenant for tenant in tenants if tenant >= resume_in]
-        docs: list[InstanceDoc] = []
-        # FerretDB decodes a tenant's every match whatever the limit, so a round asks
-        # one tenant first, and twice as many each time a round leaves the page short.
-        round_size, start = 1, 0
-        while start < len(tenants) and len(docs) < limit:
-            wanted = limit - len(docs)
-            pages = await asyncio.gather(
-                *(
-                    self.page(
-                        tenant,
-                        states=states,
-                        spec_name=spec_name,
-                        after=after if tenant == resume_in else None,
-                        limit=wanted,
-                    )
-                    for tenant in tenants[start : start + round_size]
-                )
+        async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[InstanceDoc]:
+            return await self.page(
+                tenant, states=states, spec_name=spec_name, after=after, limit=wanted
             )
-            for page in pages:
-                docs.extend(page)
-            start += round_size
-            round_size = min(round_size * 2, MAX_TENANTS_PER_ROUND)
-        return docs[:limit]
+
+        tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
+        return await walk_tenants(tenants, after, limit, one_tenant)
 
     async def transition(
         self,
@@ -392,3 +412,109 @@ class StockStore:
 
     async def remove_unit(self, name: str) -> None:
         await self._stocks.delete_one({"_id": name})
+
+
+class JobStore:
+    """Batch jobs. Like an instance, a job document is written by the API once (its
+    insert) and then by the controller's worker for that job alone; a cancel is an
+    inserted request (RequestStore)."""
+
+    def __init__(self, db: Database) -> None:
+        self._jobs: Collection[JobDoc] = typed(db, JOBS, JobDoc)
+        self._tenants = db[TENANTS]
+        self._idempotency = db[IDEMPOTENCY]
+
+    async def insert(self, document: JobDoc) -> None:
+        try:
+            await self._jobs.insert_one(document)
+        except DuplicateKeyError as error:
+            raise DuplicateInstance(str(error)) from error
+
+    async def get(self, key: str) -> JobDoc | None:
+        return await self._jobs.find_one({"_id": key})
+
+    async def by_idempotency_key(self, tenant_id: str, idempotency_key: str) -> JobDoc | None:
+        mapping = await self._idempotency.find_one(
+            {"_id": _job_idempotency(tenant_id, idempotency_key)}
+        )
+        return None if mapping is None else await self.get(mapping["job"])
+
+    async def record_idempotency_key(self, tenant_id: str, idempotency_key: str, key: str) -> bool:
+        """False when a concurrent request already took this key."""
+        try:
+            await self._idempotency.insert_one(
+                {"_id": _job_idempotency(tenant_id, idempotency_key), "job": key}
+            )
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def page(
+        self, tenant_id: str | None, *, states: list[str] | None, after: str | None, limit: int
+    ) -> list[JobDoc]:
+        """Up to `limit` of a tenant's jobs after the `_id` `after`, in `_id` order;
+        with `tenant_id` None, every tenant's, tenant by tenant (`walk_tenants`)."""
+        if tenant_id is None:
+            tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
+
+            async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[JobDoc]:
+                return await self.page(tenant, states=states, after=after, limit=wanted)
+
+            return await walk_tenants(tenants, after, limit, one_tenant)
+        query: Document = {"tenant_id": tenant_id}
+        if states:
+            query["state"] = states[0] if len(states) == 1 else {"$in": states}
+        if after:
+            query["_id"] = {"$gt": after}
+        cursor = self._jobs.find(query, {"outbox": 0}).sort("_id", ASCENDING).limit(limit)
+        return [doc async for doc in cursor]
+
+    async def queued(self, tenant_id: str) -> list[JobDoc]:
+        """The tenant's queued jobs, in admission order: priority, then age."""
+        cursor = self._jobs.find(
+            {"tenant_id": tenant_id, "state": JobState.QUEUED.value},
+            {"_id": 1, "job_id": 1, "priority": 1, "created_at": 1, "gpu_count": 1,
+             "parallelism": 1},
+        )  # fmt: skip
+        docs = [doc async for doc in cursor]
+        return sorted(docs, key=lambda doc: (-doc["priority"], doc["created_at"], doc["_id"]))
+
+    async def live_keys(self) -> list[str]:
+        """Every job that has not ended (one equality query per state, for FerretDB)."""
+        keys: list[str] = []
+        for state in LIVE_JOB_STATES:
+            keys += [
+                doc["_id"] async for doc in self._jobs.find({"state": state.value}, {"_id": 1})
+            ]
+        return keys
+
+    async def keys_with_outbox(self) -> list[str]:
+        return [doc["_id"] async for doc in self._jobs.find({"has_outbox": True}, {"_id": 1})]
+
+    async def save(
+        self, doc: JobDoc, changes: Document, events: list[OutboxEntry]
+    ) -> JobDoc | None:
+        """Apply the controller's changes if the document is still the one it read;
+        returns the new document, or None when it moved meanwhile."""
+        update: Document = {
+            "$set": {**changes, "updated_at": now(), **({"has_outbox": True} if events else {})},
+            "$inc": {"revision": 1},
+        }
+        if events:
+            update["$push"] = {"outbox": {"$each": events}}
+        return await self._jobs.find_one_and_update(
+            {"_id": doc["_id"], "revision": doc["revision"]},
+            update,
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def clear_outbox(self, key: str, revision: int) -> None:
+        """Drop the published events, unless the document changed meanwhile."""
+        await self._jobs.update_one(
+            {"_id": key, "revision": revision}, {"$set": {"outbox": [], "has_outbox": False}}
+        )
+
+
+def _job_idempotency(tenant_id: str, idempotency_key: str) -> str:
+    # Apart from the instances' keys: the same key may name an instance and a job.
+    return f"job|{tenant_id}|{idempotency_key}"

@@ -1,4 +1,4 @@
-"""The lifecycle events of an instance's transitions, as outbox entries.
+"""The lifecycle events of instances' and jobs' transitions, as outbox entries.
 
 They are built where the transition is recorded (the API's admission, the
 controller's observations) and written in the same single-document update,
@@ -9,10 +9,18 @@ is deduplicated downstream.
 
 from __future__ import annotations
 
-from gpucloud_libs.events import CloudEvent, InstanceStateChanged
+from datetime import datetime
+
+from gpucloud_libs.events import (
+    CloudEvent,
+    InstanceStateChanged,
+    JobRunStateChanged,
+    JobStateChanged,
+)
 from gpucloud_libs.outbox import OutboxEntry, outbox_entry
 
-from .documents import InstanceDoc
+from .documents import InstanceDoc, JobDoc, JobRunDoc
+from .job_lifecycle import JobState, RunState
 from .lifecycle import State, Step
 
 EVENT_SOURCE = "/gpucloud/instances"
@@ -52,3 +60,57 @@ def transition_events(doc: InstanceDoc, steps: list[Step]) -> list[OutboxEntry]:
         events.append(lifecycle_event(doc, step, sequence, previous))
         previous = step.state
     return events
+
+
+JOB_EVENT_SOURCE = "/gpucloud/jobs"
+
+
+def job_event(
+    doc: JobDoc,
+    state: JobState,
+    at: datetime,
+    *,
+    reason: str | None = None,
+    exit_code: int | None = None,
+) -> OutboxEntry:
+    """The outbox entry of the job's next transition (numbered after `doc`'s last)."""
+    sequence = doc["sequence"] + 1
+    data = JobStateChanged(
+        job_id=doc["job_id"],
+        tenant_id=doc["tenant_id"],
+        user_id=doc.get("user_id"),
+        spec_name=doc["spec_name"],
+        state=state.value,
+        previous_state=doc["state"] if doc["sequence"] else None,
+        reason=reason,
+        exit_code=exit_code,
+        sequence=sequence,
+        at=at,
+    )
+    return outbox_entry(
+        CloudEvent.new(data, source=JOB_EVENT_SOURCE, event_id=f"{doc['_id']}#{sequence}")
+    )
+
+
+def run_event(
+    doc: JobDoc, run_id: str, run: JobRunDoc, state: RunState, at: datetime
+) -> OutboxEntry:
+    """The outbox entry of a run's next transition; `run` is the run before it."""
+    sequence = run["sequence"] + 1
+    data = JobRunStateChanged(
+        job_id=doc["job_id"],
+        run_id=run_id,
+        tenant_id=doc["tenant_id"],
+        user_id=doc.get("user_id"),
+        spec_name=doc["spec_name"],
+        gpu_type=doc["gpu_type"],
+        gpu_count=doc["gpu_count"],
+        zone=run.get("zone"),
+        node=run.get("node"),
+        state=state.value,
+        exit_code=run.get("exit_code"),
+        sequence=sequence,
+        at=at,
+    )
+    event_id = f"{doc['_id']}/{run_id}#{sequence}"
+    return outbox_entry(CloudEvent.new(data, source=JOB_EVENT_SOURCE, event_id=event_id))

@@ -9,14 +9,19 @@ from collections.abc import Callable
 
 from .store import RequestStore
 
-#: The controller's work items: an instance key (`<tenant>/<instance>`), a tenant's
-#: namespace, or the stock pool.
+#: The controller's work items: an instance key (`<tenant>/<instance>`), a job
+#: (`job:<tenant>/<job>`), a tenant's namespace, or the stock pool.
 STOCKS = "stocks"
 TENANT_PREFIX = "tenant:"
+JOB_PREFIX = "job:"
 
 
 def tenant_item(tenant_id: str) -> str:
     return f"{TENANT_PREFIX}{tenant_id}"
+
+
+def job_item(key: str) -> str:
+    return f"{JOB_PREFIX}{key}"
 
 
 class ControllerWakeups:

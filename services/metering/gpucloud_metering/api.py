@@ -124,6 +124,23 @@ async def instance_usage(
 
 
 @router.get(
+    "/usage/jobs/{job_id}",
+    tags=["usage"],
+    summary="One batch job's usage and cost so far: every run's GPU time (live while it runs)",
+)
+async def job_usage(
+    job_id: str,
+    identity: CurrentIdentity,
+    reports: ReportsPart,
+    start: Start = None,
+    end: End = None,
+    group_by: Annotated[GroupBy, Query(alias="groupBy")] = "job",
+) -> UsageReport:
+    tenant_id = identity.require_tenant()
+    return await reports.report(tenant_id, *_range(start, end), group_by, job_id=job_id)
+
+
+@router.get(
     "/revenue",
     tags=["usage"],
     summary="Revenue across tenants, by zone or GPU type (platform admin)",

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
-from gpucloud_libs.topics import INSTANCE_LIFECYCLE, NODE_HEALTH, STORAGE_USAGE, TENANTS
+from gpucloud_libs.topics import (
+    INSTANCE_LIFECYCLE,
+    JOB_LIFECYCLE,
+    NODE_HEALTH,
+    STORAGE_USAGE,
+    TENANTS,
+)
 
 from .api import router
 from .budgets import Budgets
@@ -31,6 +37,7 @@ usage_records = UsageRecords(
 )  # fmt: skip
 handlers = EventHandlers(FactRecorder(facts, changes), budgets)
 runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
+runtime.subscribe_batches(JOB_LIFECYCLE, handlers.on_job_lifecycle)
 runtime.subscribe(STORAGE_USAGE, handlers.on_storage_usage)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(NODE_HEALTH, handlers.on_node_health)

@@ -12,10 +12,15 @@ from typing import Any, NotRequired, TypedDict
 
 
 class TransitionDoc(TypedDict):
-    _id: str  # <tenant>/<instance>#<sequence>
+    """A transition of a billed workload: an instance, or one run of a batch job."""
+
+    _id: str  # <tenant>/<workload>#<sequence>
     event_id: str
     tenant_id: str
+    #: The instance's id, or `<job>/<run>` for a job's run.
     instance_id: str
+    #: The job a run belongs to; instances and older facts have none.
+    job_id: NotRequired[str | None]
     sequence: int
     state: str
     at_us: int

@@ -9,7 +9,12 @@ from __future__ import annotations
 import logging
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.events import InstanceStateChanged, NodeHealthChanged, StorageUsageSampled
+from gpucloud_libs.events import (
+    InstanceStateChanged,
+    JobRunStateChanged,
+    NodeHealthChanged,
+    StorageUsageSampled,
+)
 
 from . import ledger
 from .changes import UsageChanges
@@ -25,12 +30,19 @@ class FactRecorder:
         self._changes = changes
 
     @staticmethod
-    def transition_document(event_id: str, data: InstanceStateChanged) -> TransitionDoc:
+    def transition_document(
+        event_id: str, data: InstanceStateChanged | JobRunStateChanged
+    ) -> TransitionDoc:
+        """An instance's transition, or a job run's: a run is billed as an instance is,
+        under the workload id `<job>/<run>` (no instance id holds a `/`)."""
+        job_id = data.job_id if isinstance(data, JobRunStateChanged) else None
+        workload = workload_id(data)
         return {
-            "_id": f"{data.tenant_id}/{data.instance_id}#{data.sequence}",
+            "_id": f"{data.tenant_id}/{workload}#{data.sequence}",
             "event_id": event_id,
             "tenant_id": data.tenant_id,
-            "instance_id": data.instance_id,
+            "instance_id": workload,
+            "job_id": job_id,
             "sequence": data.sequence,
             "state": data.state,
             "at_us": ledger.to_us(data.at),
@@ -43,10 +55,12 @@ class FactRecorder:
             "recorded_us": ledger.to_us(now()),
         }
 
-    async def transitions(self, events: list[tuple[str, InstanceStateChanged]]) -> None:
+    async def transitions(
+        self, events: list[tuple[str, InstanceStateChanged | JobRunStateChanged]]
+    ) -> None:
         """Record lifecycle transitions (event id, data); a repeat is a no-op."""
         documents = [self.transition_document(event_id, data) for event_id, data in events]
-        self._changes.instances.add(*((data.tenant_id, data.instance_id) for _, data in events))
+        self._changes.instances.add(*((data.tenant_id, workload_id(data)) for _, data in events))
         for repeat, kept in await self._facts.record_transitions(documents):
             if (kept["state"], kept["at_us"]) != (repeat["state"], repeat["at_us"]):
                 # Same instance and sequence, a different fact: the first one stays billed.
@@ -80,3 +94,10 @@ class FactRecorder:
             {"_id": f"{data.node}@{at_us}:{data.health}", "node": data.node,
              "health": data.health, "at_us": at_us}
         )  # fmt: skip
+
+
+def workload_id(data: InstanceStateChanged | JobRunStateChanged) -> str:
+    """What metering bills: an instance, or one run of a job (`<job>/<run>`)."""
+    if isinstance(data, JobRunStateChanged):
+        return f"{data.job_id}/{data.run_id}"
+    return data.instance_id

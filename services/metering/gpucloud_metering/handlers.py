@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpucloud_libs.events import (
     CloudEvent,
     InstanceStateChanged,
+    JobRunStateChanged,
     NodeHealthChanged,
     StorageUsageSampled,
     TenantDeleted,
@@ -29,7 +30,13 @@ class EventHandlers:
     async def on_lifecycle(self, events: list[CloudEvent]) -> None:
         """A batch: one bulk insert."""
         transitions = [(e.id, e.data) for e in events if isinstance(e.data, InstanceStateChanged)]
-        await self.facts.transitions(transitions)
+        await self.facts.transitions(list(transitions))
+
+    async def on_job_lifecycle(self, events: list[CloudEvent]) -> None:
+        """A batch of job events: the runs' transitions are billed (the jobs' own
+        transitions hold no GPUs)."""
+        runs = [(e.id, e.data) for e in events if isinstance(e.data, JobRunStateChanged)]
+        await self.facts.transitions(list(runs))
 
     async def on_storage_usage(self, event: CloudEvent) -> None:
         if isinstance(event.data, StorageUsageSampled):

@@ -1,4 +1,4 @@
-"""Usage reports: per tenant or instance and time range, grouped; CSV; and revenue."""
+"""Usage reports: per tenant, instance or job and time range, grouped; CSV; and revenue."""
 
 from __future__ import annotations
 
@@ -45,20 +45,26 @@ class Reports:
 
     async def report(
         self, tenant_id: str | None, start: datetime, end: datetime, group_by: GroupBy,
-        *, instance_id: str | None = None,
+        *, instance_id: str | None = None, job_id: str | None = None,
     ) -> UsageReport:  # fmt: skip
+        """`instance_id` or `job_id` narrows the report to one workload of `tenant_id`."""
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
         as_of = now()
-        if instance_id is None:
+        one = instance_id is not None or job_id is not None
+        if not one:
             transitions = await self._facts.transitions(tenant_id)
+        elif tenant_id is None:
+            raise ValidationFailed("one workload's usage is read within its tenant")
+        elif job_id is not None:
+            transitions = await self._facts.transitions_of_job(tenant_id, job_id)
+            if not transitions:
+                raise NotFound(f"no usage for job {job_id!r}")
         else:
-            if tenant_id is None:
-                raise ValidationFailed("an instance's usage is read within its tenant")
-            transitions = await self._facts.transitions_of(tenant_id, {instance_id})
+            transitions = await self._facts.transitions_of(tenant_id, {str(instance_id)})
             if not transitions:
                 raise NotFound(f"no usage for instance {instance_id!r}")
-        samples = [] if instance_id is not None else await self._facts.samples(tenant_id)
+        samples = [] if one else await self._facts.samples(tenant_id)
         rows = tally(
             instances_from(transitions), samples, await self._prices.book(),
             FaultBook(await self._facts.health()), start_us=ledger.to_us(start), end_us=ledger.to_us(end), now_us=ledger.to_us(as_of),

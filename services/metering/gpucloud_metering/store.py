@@ -47,6 +47,7 @@ INDEXES: IndexPlan = {
     TRANSITIONS: [
         IndexModel([("tenant_id", ASCENDING)]),
         IndexModel([("instance_id", ASCENDING)]),
+        IndexModel([("job_id", ASCENDING)]),
     ],
     SAMPLES: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("storage_id", ASCENDING)])],
     NOTICES: [IndexModel([("published", ASCENDING)])],
@@ -124,6 +125,10 @@ class FactStore:
 
     async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[TransitionDoc]:
         return await _facts_of(self._transitions, tenant_id, "instance_id", instance_ids)
+
+    async def transitions_of_job(self, tenant_id: str, job_id: str) -> list[TransitionDoc]:
+        """Every run's transitions of one job."""
+        return await self._transitions.find({"tenant_id": tenant_id, "job_id": job_id}).to_list()
 
     async def samples(self, tenant_id: str | None) -> list[SampleDoc]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}

@@ -48,6 +48,8 @@ class InstanceFacts:
     settled_through: int
     #: When metering recorded each transition (µs, its own clock), by sequence.
     recorded_us: dict[int, int]
+    #: The job whose run this is; `-` for an instance.
+    job_id: str = "-"
 
 
 def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
@@ -75,6 +77,7 @@ def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
                 intervals,
                 ledger.contiguous_through(d["sequence"] for d in docs),
                 {d["sequence"]: d.get("recorded_us", 0) for d in docs},
+                first.get("job_id") or "-",
             )
         )
     return facts
@@ -115,6 +118,7 @@ def _group_key(instance: InstanceFacts, group_by: GroupBy) -> str:
         "user": instance.user_id,
         "gpu_type": instance.gpu_type,
         "zone": instance.zone,
+        "job": instance.job_id,
         "day": "",
     }[group_by]
 

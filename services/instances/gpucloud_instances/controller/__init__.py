@@ -4,7 +4,8 @@ Shared machinery, one job each: `lease` (one replica acts at a time), `cache`
 (list+watch of pods and nodes), `workqueue` (each item reconciled by one worker
 at a time). Reconcilers, one file each, get only what they use: `tenants`
 (namespaces), `instances` (pods and transitions), `stocks` (warm pools),
-`nodes` (cordons from node health) and `resync` (the periodic pass).
+`jobs` (batch jobs and their queue), `nodes` (cordons from node health) and
+`resync` (the periodic pass).
 `leader` runs them while the lease is held.
 """
 
@@ -17,10 +18,11 @@ from gpucloud_libs.kube import KubeClient
 from ..quota_ledger import QuotaLedger
 from ..settings import InstancesSettings
 from ..storages import StorageClient
-from ..store import InstanceStore, RequestStore, SpecStore, StockStore, TenantStore
+from ..store import InstanceStore, JobStore, RequestStore, SpecStore, StockStore, TenantStore
 from ..wakeups import STOCKS, InstanceChanges
 from .cache import ClusterCache
 from .instances import InstanceReconciler
+from .jobs import JobReconciler
 from .leader import Controller
 from .lease import Lease
 from .nodes import NodeCordons
@@ -44,6 +46,7 @@ def build_controller(
     specs: SpecStore,
     tenants: TenantStore,
     instances: InstanceStore,
+    jobs: JobStore,
     stocks: StockStore,
     requests: RequestStore,
     quota: QuotaLedger,
@@ -67,6 +70,9 @@ def build_controller(
         stock_pool,
         storage, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
+    job_reconciler = JobReconciler(
+        kube, broker, cache, queue, jobs, tenants, requests, quota, tenant_namespaces, storage
+    )
     return Controller(
         settings,
         kube,
@@ -79,9 +85,11 @@ def build_controller(
         queue,
         cache,
         instances,
+        jobs,
         requests,
         tenant_namespaces,
         instance_reconciler,
+        job_reconciler,
         stock_pool,
-        Resync(cache, queue, instances, quota, instance_reconciler, tenant_namespaces),
+        Resync(cache, queue, instances, jobs, quota, instance_reconciler, tenant_namespaces),
     )

@@ -1,4 +1,4 @@
-"""List+watch caches of what the controller reconciles against: pods and nodes.
+"""List+watch caches of what the controller reconciles against: pods, nodes and Jobs.
 
 Each kind is listed, then watched from the list's resourceVersion; an expired
 version relists. A change wakes the work item it concerns, so reconcilers read
@@ -10,16 +10,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 
 from .. import manifests
+from ..wakeups import job_item
 
 log = logging.getLogger(__name__)
 
-KINDS = ("Pod", "Node")
+KINDS = ("Pod", "Node", "Job")
+
+
+@dataclass
+class JobPod:
+    """A pod of a batch job, kept after its deletion until its run's end is recorded."""
+
+    pod: Manifest
+    #: When the watch reported it deleted.
+    gone_at: datetime | None = None
 
 
 class ClusterCache:
@@ -38,6 +49,8 @@ class ClusterCache:
         self.pods: dict[str, Manifest] = {}  # instance key -> pod
         self.stock_pods: dict[str, Manifest] = {}  # placeholder name -> pod
         self.nodes: dict[str, Manifest] = {}
+        self.jobs: dict[str, Manifest] = {}  # job key -> Kubernetes Job
+        self.job_pods: dict[str, dict[str, JobPod]] = {}  # job key -> pod name -> pod
         self.synced = asyncio.Event()
         self._synced_kinds: set[str] = set()
 
@@ -51,6 +64,9 @@ class ClusterCache:
 
     async def watch_nodes(self) -> None:
         await self._informer("Node", "", self._on_node)
+
+    async def watch_jobs(self) -> None:
+        await self._informer("Job", f"{manifests.MANAGED}=true", self._on_job)
 
     async def _informer(
         self, kind: str, selector: str, on_event: Callable[[str, Manifest], None]
@@ -77,12 +93,41 @@ class ClusterCache:
         if kind == "Node":
             self.nodes = {node["metadata"]["name"]: node for node in items}
             return
+        if kind == "Job":
+            self.jobs.clear()
+            for job in items:
+                self._on_job("ADDED", job)
+            return
         self.pods.clear()
         self.stock_pods.clear()
+        self.job_pods.clear()
         for pod in items:
             self._on_pod("ADDED", pod)
         for key in list(self.pods):
             self._wake(key)
+
+    def _on_job(self, event_type: str, job: Manifest) -> None:
+        key = _job_key(job)
+        if key is None:
+            return
+        if event_type == "DELETED":
+            self.jobs.pop(key, None)
+        else:
+            self.jobs[key] = job
+        self._wake(job_item(key))
+
+    def _on_job_pod(self, key: str, event_type: str, pod: Manifest) -> None:
+        pods = self.job_pods.setdefault(key, {})
+        name = pod["metadata"]["name"]
+        pods[name] = JobPod(pod, now() if event_type == "DELETED" else None)
+        self._wake(job_item(key))
+
+    def forget_job_pod(self, key: str, name: str) -> None:
+        """Its run's end is recorded: the deleted pod need not be kept."""
+        pods = self.job_pods.get(key, {})
+        pods.pop(name, None)
+        if not pods:
+            self.job_pods.pop(key, None)
 
     def _on_pod(self, event_type: str, pod: Manifest) -> None:
         labels = pod.get("metadata", {}).get("labels", {})
@@ -93,6 +138,10 @@ class ClusterCache:
             else:
                 self.stock_pods[name] = pod
             self._wake_stocks()
+            return
+        job_key = _job_key(pod)
+        if job_key is not None:
+            self._on_job_pod(job_key, event_type, pod)
             return
         tenant, instance = labels.get(manifests.TENANT), labels.get(manifests.INSTANCE)
         if not tenant or not instance:
@@ -138,5 +187,29 @@ class ClusterCache:
         zone: str | None = labels.get(manifests.ZONE_LABEL)
         return zone
 
+    def fits_fleet(self, gpu_type: str, gpus: int, zones: list[str]) -> bool:
+        """Whether any node of the fleet could ever hold `gpus` GPUs of `gpu_type` in
+        one of `zones` (any zone when empty), busy or not."""
+        for node in self.nodes.values():
+            labels = node["metadata"].get("labels", {})
+            if labels.get(manifests.GPU_PRODUCT_LABEL) != gpu_type:
+                continue
+            if zones and labels.get(manifests.ZONE_LABEL) not in zones:
+                continue
+            if _gpus_of(node) >= gpus:
+                return True
+        return False
+
     def pod_node_ok(self, pod: Manifest) -> bool:
         return self.node_ok(pod.get("spec", {}).get("nodeName"))
+
+
+def _job_key(obj: Manifest) -> str | None:
+    """The job key a Kubernetes Job or job pod is labelled with, if any."""
+    labels = obj.get("metadata", {}).get("labels", {})
+    tenant, job = labels.get(manifests.TENANT), labels.get(manifests.JOB)
+    return f"{tenant}/{job}" if tenant and job else None
+
+
+def _gpus_of(node: Manifest) -> int:
+    return int(node.get("status", {}).get("allocatable", {}).get(manifests.GPU_RESOURCE, "0"))

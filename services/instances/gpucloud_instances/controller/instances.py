@@ -188,7 +188,7 @@ class InstanceReconciler:
     async def _check_pending(self, doc: InstanceDoc, unschedulable: str | None) -> None:
         if unschedulable is None:
             return
-        if not self._fits_fleet(doc):
+        if not self._cache.fits_fleet(doc["gpu_type"], doc["gpu_count"], doc["zones"]):
             await self._fail(
                 doc,
                 FailureReason.UNSCHEDULABLE,
@@ -200,21 +200,6 @@ class InstanceReconciler:
             await self._fail(doc, FailureReason.INSUFFICIENT_GPUS, unschedulable, pod_exists=True)
         elif doc.get("message") != unschedulable:
             await self._instances.update_fields(doc["_id"], {"message": unschedulable})
-
-    def _fits_fleet(self, doc: InstanceDoc) -> bool:
-        """Whether any node of the fleet could ever hold the instance, busy or not."""
-        for node in self._cache.nodes.values():
-            labels = node["metadata"].get("labels", {})
-            if labels.get(manifests.GPU_PRODUCT_LABEL) != doc["gpu_type"]:
-                continue
-            if doc["zones"] and labels.get(manifests.ZONE_LABEL) not in doc["zones"]:
-                continue
-            allocatable = (
-                node.get("status", {}).get("allocatable", {}).get(manifests.GPU_RESOURCE, "0")
-            )
-            if int(allocatable) >= doc["gpu_count"]:
-                return True
-        return False
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
         if not await self._tenant_namespaces.ensure(doc["tenant_id"]):

@@ -13,10 +13,11 @@ from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
 
 from .. import manifests
 from ..settings import InstancesSettings
-from ..store import InstanceStore, RequestStore
-from ..wakeups import STOCKS, TENANT_PREFIX
+from ..store import InstanceStore, JobStore, RequestStore
+from ..wakeups import JOB_PREFIX, STOCKS, TENANT_PREFIX, job_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
+from .jobs import QUEUE_PREFIX, JobReconciler
 from .lease import Lease, LeaseLost
 from .resync import Resync
 from .stocks import StockPool
@@ -40,9 +41,11 @@ class Controller:
         queue: WorkQueue,
         cache: ClusterCache,
         instances: InstanceStore,
+        jobs: JobStore,
         requests: RequestStore,
         tenant_namespaces: TenantReconciler,
         instance_reconciler: InstanceReconciler,
+        job_reconciler: JobReconciler,
         stocks: StockPool,
         resync: Resync,
     ) -> None:
@@ -52,9 +55,11 @@ class Controller:
         self._queue = queue
         self._cache = cache
         self._instances = instances
+        self._jobs = jobs
         self._requests = requests
         self._tenant_namespaces = tenant_namespaces
         self._instance_reconciler = instance_reconciler
+        self._job_reconciler = job_reconciler
         self._stocks = stocks
         self._resync = resync
         self._task: asyncio.Task[None] | None = None
@@ -70,7 +75,7 @@ class Controller:
         await self._lease.release()
 
     def wake(self, item: str) -> bool:
-        """Reconcile `item` soon (an instance key, `tenant:<id>` or `stocks`); only the
+        """Reconcile `item` soon (an instance key, `job:<key>`, `tenant:<id>` or `stocks`); only the
         leader acts (False elsewhere), and other replicas' API calls reach it through
         the store."""
         return self._queue.wake(item)
@@ -86,6 +91,10 @@ class Controller:
             await self._stocks.reconcile()
         elif item.startswith(TENANT_PREFIX):
             await self._tenant_namespaces.reconcile(item.removeprefix(TENANT_PREFIX))
+        elif item.startswith(JOB_PREFIX):
+            await self._job_reconciler.reconcile(item.removeprefix(JOB_PREFIX))
+        elif item.startswith(QUEUE_PREFIX):
+            await self._job_reconciler.wake_queue_head(item.removeprefix(QUEUE_PREFIX))
         else:
             await self._instance_reconciler.reconcile(item)
 
@@ -115,12 +124,15 @@ class Controller:
             group.create_task(self._lease.renew_forever())
             group.create_task(self._cache.watch_pods())
             group.create_task(self._cache.watch_nodes())
+            group.create_task(self._cache.watch_jobs())
             await self._cache.synced.wait()
             for index in range(self._settings.reconcile_workers):
                 group.create_task(self._queue.work(index, self.handle))
             # Transitions publish inline; these are the ones a crash left unpublished.
             for key in await self._instances.keys_with_outbox():
                 self._queue.wake(key)
+            for key in await self._jobs.keys_with_outbox():
+                self._queue.wake(job_item(key))
             group.create_task(_every(WAKEUP_POLL_S, self._poll_wakeups))
             group.create_task(_every(self._settings.resync_interval_s, self._resync.run))
 

@@ -13,10 +13,11 @@ from gpucloud_libs.clock import now
 
 from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
-from ..store import InstanceStore, instance_key
-from ..wakeups import STOCKS, tenant_item
+from ..store import InstanceStore, JobStore, instance_key
+from ..wakeups import STOCKS, job_item, tenant_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
+from .jobs import quota_claim_id
 from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
@@ -32,6 +33,7 @@ class Resync:
         cache: ClusterCache,
         queue: WorkQueue,
         instances: InstanceStore,
+        jobs: JobStore,
         quota: QuotaLedger,
         instance_reconciler: InstanceReconciler,
         tenant_namespaces: TenantReconciler,
@@ -39,6 +41,7 @@ class Resync:
         self._cache = cache
         self._queue = queue
         self._instances = instances
+        self._jobs = jobs
         self._quota = quota
         self._instance_reconciler = instance_reconciler
         self._tenant_namespaces = tenant_namespaces
@@ -50,8 +53,11 @@ class Resync:
         something other than their stored state (or that have no pod, or still wait
         for a node) are queued, so a resync of thousands of settled instances costs a
         few queries, not thousands of reconciles."""
-        live = await self._release_finished_claims()
+        live_jobs = await self._jobs.live_keys()
+        live = await self._release_finished_claims(live_jobs)
         self._wake_drifted(live)
+        for key in live_jobs:
+            self._queue.wake(job_item(key))
         await self._delete_orphan_pods(live)
         for tenant_id in await self._tenant_namespaces.stale():
             self._queue.wake(tenant_item(tenant_id))
@@ -62,8 +68,10 @@ class Resync:
             await self._instances.remove(key)
         self._queue.wake(STOCKS)
 
-    async def _release_finished_claims(self) -> dict[str, State]:
-        """Quota claims of instances that are no longer live; returns the live ones.
+    async def _release_finished_claims(self, live_jobs: list[str]) -> dict[str, State]:
+        """Quota claims of instances and jobs that are no longer live; returns the live
+        instances. (A job's own reconcile releases its claim once its last run ended;
+        this pass catches one it missed.)
 
         Admission claims before it inserts the instance, so a claim without a live
         instance may be one a start is about to record. It is released only when a
@@ -71,7 +79,11 @@ class Resync:
         or died (a crash between terminal and release leaves such claims too)."""
         claims = [instance_key(*claim) for claim in await self._quota.claimed()]
         live = await self._instances.live_states()
-        orphans = {key for key in claims if key not in live}
+        jobs = {
+            instance_key(tenant, quota_claim_id(job))
+            for tenant, _, job in (k.partition("/") for k in live_jobs)
+        }
+        orphans = {key for key in claims if key not in live and key not in jobs}
         for key in orphans & self._orphan_claims:
             tenant_id, _, instance_id = key.partition("/")
             await self._quota.release(tenant_id, instance_id)

@@ -1,0 +1,392 @@
+"""Job reconcile: admits queued jobs, runs them as Kubernetes Jobs, records what they do.
+
+Runs in the job's worker, the document's only writer after its insert. One pass:
+publish what an earlier pass recorded, then record the runs' transitions from
+the cached pods, then the job's own from the cached Job, in one guarded update.
+Decisions come from observed state, never from remembered events, so a restart
+mid-operation converges: the Job's name is deterministic, its create idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.clock import aware, aware_or_none, now
+from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.outbox import OutboxEntry, publish_in_order
+from gpucloud_libs.topics import JOB_LIFECYCLE
+
+from .. import manifests
+from ..documents import JobDoc, JobRunDoc
+from ..job_lifecycle import (
+    JOB_ALLOWED,
+    RUN_ENDED,
+    TERMINAL,
+    JobFailure,
+    JobObservation,
+    JobState,
+    RunRecord,
+    RunState,
+    observe_job,
+    observe_run,
+    run_id,
+    run_steps,
+)
+from ..quota_ledger import QuotaLedger
+from ..schemas import InstanceTemplate
+from ..storages import StorageClient, StorageRefused, job_attachment_id
+from ..store import JobStore, RequestStore, TenantStore
+from ..transitions import job_event, run_event
+from ..wakeups import job_item
+from .cache import ClusterCache
+from .tenants import TenantReconciler
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+#: How often the head of a tenant's queue asks the quota again while it waits.
+QUOTA_RETRY_S = 2.0
+
+
+def quota_claim_id(job_id: str) -> str:
+    """A job's claim in its tenant's quota, beside the instances' (`--` is in no
+    instance id)."""
+    return f"job--{job_id}"
+
+
+class JobReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        broker: KafkaBroker,
+        cache: ClusterCache,
+        queue: WorkQueue,
+        jobs: JobStore,
+        tenants: TenantStore,
+        requests: RequestStore,
+        quota: QuotaLedger,
+        tenant_namespaces: TenantReconciler,
+        storage: StorageClient,
+    ) -> None:
+        self._kube = kube
+        self._broker = broker
+        self._cache = cache
+        self._queue = queue
+        self._jobs = jobs
+        self._tenants = tenants
+        self._requests = requests
+        self._quota = quota
+        self._tenant_namespaces = tenant_namespaces
+        self._storage = storage
+
+    async def reconcile(self, key: str) -> None:
+        doc, cancel = await asyncio.gather(
+            self._jobs.get(key), self._requests.requested(key, "cancel")
+        )
+        if doc is None:
+            return
+        await self._flush(doc)
+        state = JobState(doc["state"])
+        if state == JobState.QUEUED:
+            if cancel:
+                await self._save(doc, [(JobState.CANCELLED, now(), None, None)], {})
+                self._wake_next(doc["tenant_id"])
+            else:
+                await self._admit(doc)
+            return
+        runs, run_events = self._observe_runs(doc)
+        steps, changes = self._job_steps(doc, runs, cancel=cancel)
+        if steps or run_events or changes:
+            saved = await self._save(doc, steps, {"runs": runs, **changes}, run_events)
+            if saved is None:
+                return
+            doc = saved
+        self._forget_recorded_pods(doc)
+        await self._act(doc)
+
+    # --- admission -------------------------------------------------------------------
+
+    async def _admit(self, doc: JobDoc) -> None:
+        """Admit the head of the tenant's queue when its quota has room; the rest of
+        the queue waits behind it (its next job is woken once it is admitted)."""
+        queued = await self._jobs.queued(doc["tenant_id"])
+        if not queued or queued[0]["_id"] != doc["_id"]:
+            return
+        tenant = await self._tenants.get(doc["tenant_id"])
+        if tenant is None or tenant["status"] != "active":  # suspended: it waits
+            self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
+            return
+        gpus = doc["gpu_count"] * doc["parallelism"]
+        claim = await self._quota.claim(
+            doc["tenant_id"], quota_claim_id(doc["job_id"]), gpus, tenant["quota"]
+        )
+        if not claim.admitted:
+            message = (
+                f"waiting for quota: the tenant holds {claim.gpus} of "
+                f"{tenant['quota']['max_gpus']} GPUs and this job needs {gpus}"
+            )
+            if doc.get("message") != message:
+                await self._save(doc, [], {"message": message})
+            self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
+            return
+        saved = await self._save(
+            doc, [(JobState.ADMITTED, now(), None, None)], {"admitted_at": now(), "message": None}
+        )
+        if saved is not None:
+            self._wake_next(doc["tenant_id"])
+            await self._create_job(saved)
+
+    def _wake_next(self, tenant_id: str) -> None:
+        """The tenant's queue moved: its new head looks again."""
+        self._queue.wake(f"{QUEUE_PREFIX}{tenant_id}")
+
+    async def wake_queue_head(self, tenant_id: str) -> None:
+        queued = await self._jobs.queued(tenant_id)
+        if queued:
+            self._queue.wake(job_item(queued[0]["_id"]))
+
+    # --- observation -----------------------------------------------------------------
+
+    def _observe_runs(self, doc: JobDoc) -> tuple[dict[str, JobRunDoc], list[OutboxEntry]]:
+        """The runs after what the cached pods say, and their transitions' events."""
+        at = now()
+        runs: dict[str, JobRunDoc] = {rid: JobRunDoc(**run) for rid, run in doc["runs"].items()}
+        events: list[OutboxEntry] = []
+        job_name = manifests.job_object_name(doc["job_id"])
+        pods = self._cache.job_pods.get(doc["_id"], {})
+        seen: set[str] = set()
+        for job_pod in pods.values():
+            observed = observe_run(
+                job_pod.pod, job_object_name=job_name, now=at, gone_at=job_pod.gone_at
+            )
+            seen.add(observed.run_id)
+            run = runs.get(observed.run_id)
+            current = RunState(run["state"]) if run else None
+            steps = run_steps(current, observed)
+            if not steps:
+                continue
+            if run is None:
+                node = observed.node
+                run = {"state": "", "sequence": 0, "node": node, "zone": self._cache.zone_of(node),
+                       "scheduled_at": None, "started_at": None, "ended_at": None, "exit_code": None}  # fmt: skip
+            for state, step_at in steps:
+                if state == RunState.SCHEDULED:
+                    run["scheduled_at"] = step_at
+                if state == RunState.RUNNING:
+                    run["started_at"] = step_at
+                if state in RUN_ENDED:
+                    run["ended_at"], run["exit_code"] = step_at, observed.exit_code
+                events.append(run_event(doc, observed.run_id, run, state, step_at))
+                run["state"], run["sequence"] = state.value, run["sequence"] + 1
+            runs[observed.run_id] = run
+        for rid, run in runs.items():
+            if rid not in seen and RunState(run["state"]) not in RUN_ENDED:
+                # Its pod is gone and its end went unseen (a relist after a restart).
+                run["ended_at"], run["exit_code"] = at, None
+                events.append(run_event(doc, rid, run, RunState.FAILED, at))
+                run["state"], run["sequence"] = RunState.FAILED.value, run["sequence"] + 1
+        return runs, events
+
+    def _job_steps(
+        self, doc: JobDoc, runs: dict[str, JobRunDoc], *, cancel: bool
+    ) -> tuple[list[Step], Document]:
+        """The job's own transitions, from its Job and runs (or its cancellation)."""
+        state = JobState(doc["state"])
+        if state in TERMINAL:
+            return [], {}
+        at = now()
+        if cancel:
+            return [(JobState.CANCELLED, at, None, None)], {}
+        job = self._cache.jobs.get(doc["_id"])
+        if job is None:
+            if state == JobState.RUNNING:
+                return [(JobState.FAILED, at, JobFailure.JOB_LOST.value, None)], {
+                    "message": "the Kubernetes Job was deleted outside gpucloud"
+                }
+            return [], {}
+        blocked = self._blocked(doc, runs)
+        if blocked is not None:
+            return [(JobState.FAILED, at, blocked.reason, None)], {"message": blocked.message}
+        records = {
+            rid: RunRecord(
+                RunState(run["state"]),
+                aware_or_none(run.get("started_at")),
+                aware_or_none(run.get("ended_at")),
+                run.get("exit_code"),
+            )
+            for rid, run in runs.items()
+        }
+        observed = observe_job(job, records, now=at)
+        last_at = aware(doc["history"][-1]["at"])
+        return _path(state, observed, last_at), (
+            {"message": observed.message} if observed.state == JobState.FAILED else {}
+        )
+
+    def _blocked(self, doc: JobDoc, runs: dict[str, JobRunDoc]) -> JobObservation | None:
+        """A run that can never start fails the job: its image cannot be pulled, or no
+        node of the fleet could ever hold it. (One that waits for free GPUs waits.)"""
+        job_name = manifests.job_object_name(doc["job_id"])
+        for job_pod in self._cache.job_pods.get(doc["_id"], {}).values():
+            if job_pod.gone_at is not None:
+                continue
+            observed = observe_run(job_pod.pod, job_object_name=job_name, now=now(), gone_at=None)
+            if observed.image_pull_error:
+                return JobObservation(
+                    JobState.FAILED, now(), JobFailure.IMAGE_PULL_ERROR.value,
+                    message=observed.image_pull_error,
+                )  # fmt: skip
+            if observed.unschedulable and not self._cache.fits_fleet(
+                doc["gpu_type"], doc["gpu_count"], doc["zones"]
+            ):
+                return JobObservation(
+                    JobState.FAILED, now(), JobFailure.UNSCHEDULABLE.value,
+                    message=f"no {doc['gpu_type']} node can hold {doc['gpu_count']} GPUs: "
+                    f"{observed.unschedulable}",
+                )  # fmt: skip
+        return None
+
+    def _forget_recorded_pods(self, doc: JobDoc) -> None:
+        job_name = manifests.job_object_name(doc["job_id"])
+        for name, job_pod in list(self._cache.job_pods.get(doc["_id"], {}).items()):
+            run = doc["runs"].get(run_id(name, job_name))
+            if job_pod.gone_at is not None and (run is None or RunState(run["state"]) in RUN_ENDED):
+                self._cache.forget_job_pod(doc["_id"], name)
+
+    # --- actions ---------------------------------------------------------------------
+
+    async def _act(self, doc: JobDoc) -> None:
+        state = JobState(doc["state"])
+        if state not in TERMINAL:
+            if state == JobState.ADMITTED and doc["_id"] not in self._cache.jobs:
+                await self._create_job(doc)
+            return
+        if doc["_id"] in self._cache.jobs and (
+            state == JobState.CANCELLED or doc["reason"] in _STOPPED_BY_US
+        ):
+            # Its pods stop now. Kubernetes stopped those of a job that failed on its own,
+            # and keeps the Job a day for its logs.
+            job_name = manifests.job_object_name(doc["job_id"])
+            await self._kube.delete("Job", doc["namespace"], job_name, cascade=True)
+        live_pods = any(
+            job_pod.gone_at is None and job_pod.pod.get("status", {}).get("phase") not in _DONE
+            for job_pod in self._cache.job_pods.get(doc["_id"], {}).values()
+        )
+        if not live_pods and all(RunState(r["state"]) in RUN_ENDED for r in doc["runs"].values()):
+            await self._quota.release(doc["tenant_id"], quota_claim_id(doc["job_id"]))
+
+    async def _create_job(self, doc: JobDoc) -> None:
+        if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
+            return
+        storage_secrets = await self._attach_storages(doc)
+        if storage_secrets is None:
+            return
+        manifest = manifests.batch_job(
+            namespace_name=doc["namespace"], tenant_id=doc["tenant_id"], job_id=doc["job_id"],
+            spec_name=doc["spec_name"], image=doc["image"], command=doc.get("command"),
+            args=doc.get("args"), template=InstanceTemplate.model_validate(doc["template"]),
+            cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
+            zones=doc["zones"], parallelism=doc["parallelism"], completions=doc["completions"],
+            retry_limit=doc["retry_limit"], deadline_seconds=doc.get("deadline_seconds"),
+            storage_secrets=storage_secrets,
+        )  # fmt: skip
+        try:
+            created = await self._kube.create(manifest)
+        except ConflictError:
+            return  # created by an earlier attempt; the watch brings it
+        except QuotaRejectedError as error:
+            # The namespace quota backs the API's own claim; a Job object is not a pod,
+            # so this is unexpected: retry rather than lose the job.
+            log.warning(
+                "job refused by the namespace quota", extra={"job": doc["_id"], "error": str(error)}
+            )
+            self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
+            return
+        self._cache.jobs.setdefault(doc["_id"], created)
+
+    async def _attach_storages(self, doc: JobDoc) -> list[tuple[str, str]] | None:
+        if not doc.get("storages"):
+            return []
+        try:
+            plan = await self._storage.attach(
+                doc["tenant_id"], job_attachment_id(doc["job_id"]), doc["storages"]
+            )
+        except StorageRefused as error:
+            step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)
+            await self._save(doc, [step], {"message": str(error)})
+            return None
+        return [
+            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
+        ]
+
+    # --- persistence and events ------------------------------------------------------
+
+    async def _save(
+        self,
+        doc: JobDoc,
+        steps: list[Step],
+        changes: Document,
+        run_events: list[OutboxEntry] | None = None,
+    ) -> JobDoc | None:
+        """Record the job's transitions (`steps`), its runs' events and other changes in
+        one guarded update, then publish; None when the document moved meanwhile."""
+        events = list(run_events or [])
+        history = list(doc["history"])
+        current = doc
+        for state, at, reason, exit_code in steps:
+            events.append(job_event(current, state, at, reason=reason, exit_code=exit_code))
+            history.append({"state": state.value, "at": at, "reason": reason})
+            current = {**current, "state": state.value, "sequence": current["sequence"] + 1}
+        if steps:
+            last_state, _, last_reason, last_exit = steps[-1]
+            changes = {
+                **changes, "state": last_state.value, "reason": last_reason,
+                "exit_code": last_exit if last_exit is not None else changes.get("exit_code"),
+                "sequence": current["sequence"], "history": history,
+            }  # fmt: skip
+        saved = await self._jobs.save(doc, changes, events)
+        if saved is None:
+            self._queue.wake(job_item(doc["_id"]))  # moved under us; look again
+            return None
+        await self._flush(saved)
+        return saved
+
+    async def _flush(self, doc: JobDoc) -> None:
+        """Publish the recorded events in order, then drop them (a crash in between
+        republishes the same event ids, which consumers dedupe)."""
+        if doc.get("outbox"):
+            await publish_in_order(self._broker, JOB_LIFECYCLE, doc["outbox"])
+            await self._jobs.clear_outbox(doc["_id"], doc["revision"])
+
+
+#: A job transition to record: (state, at, reason, exit code).
+Step = tuple[JobState, datetime, str | None, int | None]
+#: Queue items: `queue:<tenant>` wakes the head of the tenant's queue.
+QUEUE_PREFIX = "queue:"
+_DONE = frozenset({"Succeeded", "Failed"})
+#: Failures after which gpucloud itself removes the Job's pods.
+_STOPPED_BY_US = frozenset(
+    {JobFailure.IMAGE_PULL_ERROR.value, JobFailure.UNSCHEDULABLE.value, JobFailure.JOB_LOST.value}
+)
+
+
+def _path(current: JobState, observed: JobObservation, last_at: datetime) -> list[Step]:
+    """The job's steps from `current` to what was observed: through `running` when a
+    run started before the job ended; never backwards, never before `last_at`."""
+    if observed.state == current or observed.state not in JOB_ALLOWED[current]:
+        return []
+    steps: list[Step] = []
+    if (
+        current == JobState.ADMITTED
+        and observed.state in TERMINAL
+        and observed.started_at is not None
+    ):
+        last_at = max(observed.started_at, last_at)
+        steps.append((JobState.RUNNING, last_at, None, None))
+    at = max(observed.at, last_at)
+    steps.append((observed.state, at, observed.reason, observed.exit_code))
+    return steps

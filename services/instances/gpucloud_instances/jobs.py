@@ -1,0 +1,303 @@
+"""Batch jobs as tenants ask for them: submission, reads and cancellation.
+
+This side records what was asked, `queued`; the controller (controller/jobs.py)
+admits it when the tenant's quota has room, runs it as a Kubernetes Job and
+records each transition of the job and its runs. After the insert the
+controller's worker is the job document's only writer, so a cancel is an
+inserted request, as an instance's stop is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+
+from gpucloud_libs.clock import aware, aware_or_none, now
+from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
+from gpucloud_libs.http import decode_cursor, encode_cursor
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.tenants import require_active
+
+from .admission import allowed_zones, known_spec
+from .documents import JobDoc, SpecDoc, TenantDoc
+from .job_lifecycle import TERMINAL, JobState
+from .schemas import Job, JobCreate, JobPage, JobQueuePosition, JobRun, Transition
+from .storages import StorageClient
+from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
+from .transitions import job_event
+from .wakeups import ControllerWakeups, job_item
+
+
+class Jobs:
+    def __init__(
+        self,
+        specs: SpecStore,
+        tenants: TenantStore,
+        jobs: JobStore,
+        requests: RequestStore,
+        storage: StorageClient,
+        wakeups: ControllerWakeups,
+    ) -> None:
+        self._specs = specs
+        self._tenants = tenants
+        self._jobs = jobs
+        self._requests = requests
+        self._storage = storage
+        self._wakeups = wakeups
+
+    async def submit(
+        self, identity: Identity, body: JobCreate, idempotency_key: str | None
+    ) -> tuple[Job, bool]:
+        """Record a new job, queued (202), or return the one this request already made (200)."""
+        identity.require_role("tenant-user", "tenant-admin")
+        tenant_id = identity.require_tenant()
+        hashed = _request_hash(body)
+        existing, tenant, spec = await asyncio.gather(
+            self._earlier(tenant_id, body.job_id, idempotency_key),
+            self._tenants.get(tenant_id),
+            self._specs.get(body.spec_name),
+        )
+        if existing is not None:
+            return await self._replay(existing, hashed), False
+        tenant = require_active(tenant, service="instances")
+        spec = known_spec(body.spec_name, spec)
+        _fits_quota(tenant, spec, body.parallelism)
+        zones = allowed_zones(spec, body.zone)
+        storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
+        job_id = body.job_id or f"j-{secrets.token_hex(6)}"
+        key = instance_key(tenant_id, job_id)
+        if idempotency_key is not None and not await self._jobs.record_idempotency_key(
+            tenant_id, idempotency_key, key
+        ):
+            again = await self._jobs.by_idempotency_key(tenant_id, idempotency_key)
+            if again is None:
+                raise Conflict("a request with this Idempotency-Key is in progress; retry")
+            return await self._replay(again, hashed), False
+        doc = _job_document(key, job_id, identity, tenant, spec, body, zones, storages, hashed)
+        doc["idempotency_key"] = idempotency_key
+        try:
+            await self._jobs.insert(doc)
+        except DuplicateInstance:
+            again = await self._jobs.get(key)
+            if again is None:
+                raise Conflict("a concurrent request is creating this job; retry") from None
+            return await self._replay(again, hashed), False
+        await self._wakeups.wake(job_item(key))
+        return await self.view(doc), True
+
+    async def _earlier(
+        self, tenant_id: str, job_id: str | None, idempotency_key: str | None
+    ) -> JobDoc | None:
+        if job_id is not None:
+            found = await self._jobs.get(instance_key(tenant_id, job_id))
+            if found is not None:
+                return found
+        if idempotency_key is not None:
+            return await self._jobs.by_idempotency_key(tenant_id, idempotency_key)
+        return None
+
+    async def _replay(self, existing: JobDoc, request_hash: str) -> Job:
+        if existing["request_hash"] != request_hash:
+            raise Conflict(
+                f"job {existing['job_id']!r} was already submitted with a different request",
+                job_id=existing["job_id"],
+            )
+        return await self.view(existing)
+
+    async def _owned(self, identity: Identity, job_id: str) -> JobDoc:
+        doc = await self._jobs.get(instance_key(identity.require_tenant(), job_id))
+        if doc is None:
+            # Another tenant's job and a missing one look the same.
+            raise NotFound(f"job {job_id!r} does not exist")
+        return doc
+
+    async def get(self, identity: Identity, job_id: str) -> Job:
+        doc, cancel_requested = await asyncio.gather(
+            self._owned(identity, job_id),
+            self._requests.requested(instance_key(identity.require_tenant(), job_id), "cancel"),
+        )
+        return await self.view(doc, cancel_requested=cancel_requested)
+
+    async def list(
+        self,
+        identity: Identity,
+        *,
+        states: list[str] | None,
+        cursor: str | None,
+        limit: int,
+        tenant_id: str | None = None,
+    ) -> JobPage:
+        # A platform admin sees every tenant (or the one asked for); others their own.
+        scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
+        after = decode_cursor(cursor) if cursor else None
+        docs = await self._jobs.page(scope, states=states, after=after, limit=limit + 1)
+        more = len(docs) > limit
+        docs = docs[:limit]
+        queues: dict[str, Sequence[JobDoc]] = {}
+        items = [await self.view(doc, queues=queues) for doc in docs]
+        return JobPage(items=items, next_cursor=encode_cursor(docs[-1]["_id"]) if more else None)
+
+    async def cancel(self, identity: Identity, job_id: str) -> Job:
+        """Ask for the job's cancellation; the controller deletes its pods and records
+        `cancelled`. A job that already ended is returned as it is."""
+        doc = await self._owned(identity, job_id)
+        if JobState(doc["state"]) in TERMINAL:
+            return await self.view(doc)
+        await self._requests.request(doc["_id"], "cancel")
+        await self._wakeups.wake(job_item(doc["_id"]))
+        return await self.view(doc, cancel_requested=True)
+
+    async def view(
+        self,
+        doc: JobDoc,
+        *,
+        cancel_requested: bool = False,
+        queues: dict[str, Sequence[JobDoc]] | None = None,
+    ) -> Job:
+        """The job as the API shows it; a queued job with its place in the queue.
+        `queues` shares each tenant's queue between the items of one page."""
+        queue = None
+        if doc["state"] == JobState.QUEUED.value:
+            queues = {} if queues is None else queues
+            if doc["tenant_id"] not in queues:
+                queues[doc["tenant_id"]] = await self._jobs.queued(doc["tenant_id"])
+            queue = queue_position(doc, queues[doc["tenant_id"]])
+        runs = doc.get("runs") or {}
+        return Job(
+            job_id=doc["job_id"],
+            tenant_id=doc["tenant_id"],
+            state=doc["state"],
+            reason=doc.get("reason"),
+            message=doc.get("message"),
+            exit_code=doc.get("exit_code"),
+            queue=queue,
+            spec_name=doc["spec_name"],
+            gpu_type=doc["gpu_type"],
+            gpu_count=doc["gpu_count"],
+            image=doc["image"],
+            parallelism=doc["parallelism"],
+            completions=doc["completions"],
+            retry_limit=doc["retry_limit"],
+            deadline_seconds=doc.get("deadline_seconds"),
+            priority=doc["priority"],
+            cancel_requested=cancel_requested and JobState(doc["state"]) not in TERMINAL,
+            succeeded_runs=sum(run["state"] == "succeeded" for run in runs.values()),
+            failed_runs=sum(run["state"] == "failed" for run in runs.values()),
+            runs=[
+                JobRun(
+                    run_id=run_id,
+                    state=run["state"],
+                    node=run.get("node"),
+                    exit_code=run.get("exit_code"),
+                    scheduled_at=aware_or_none(run.get("scheduled_at")),
+                    started_at=aware_or_none(run.get("started_at")),
+                    ended_at=aware_or_none(run.get("ended_at")),
+                )
+                for run_id, run in sorted(runs.items())
+            ],
+            revision=doc["revision"],
+            created_at=aware(doc["created_at"]),
+            updated_at=aware(doc["updated_at"]),
+            history=[
+                Transition(state=h["state"], at=aware(h["at"]), reason=h.get("reason"))
+                for h in doc.get("history", [])
+            ],
+        )
+
+
+def queue_position(doc: JobDoc, queued: Sequence[JobDoc]) -> JobQueuePosition:
+    """Where `doc` stands in its tenant's queue (`queued`, in admission order)."""
+    ahead = []
+    for other in queued:
+        if other["_id"] == doc["_id"]:
+            break
+        ahead.append(other)
+    return JobQueuePosition(
+        position=len(ahead) + 1,
+        reason="quota",
+        gpus_ahead=sum(other["gpu_count"] * other["parallelism"] for other in ahead),
+    )
+
+
+def job_gpus(spec: SpecDoc, parallelism: int) -> int:
+    """The GPUs a job holds at most, and claims from its tenant's quota."""
+    return spec["gpu_num"] * parallelism
+
+
+def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int) -> None:
+    """A job larger than the tenant's whole quota would wait for ever: refused now."""
+    wanted, limit = job_gpus(spec, parallelism), tenant["quota"]["max_gpus"]
+    if wanted > limit:
+        raise QuotaExceeded(
+            f"the job needs {wanted} GPUs at once and the tenant may hold {limit}",
+            limit="max_gpus",
+            limit_value=limit,
+            in_use=0,
+            requested=wanted,
+        )
+
+
+def _request_hash(body: JobCreate) -> str:
+    """What a replay (same jobID or Idempotency-Key) must match."""
+    canonical = json.dumps(body.model_dump(mode="json", exclude={"job_id"}), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _job_document(
+    key: str,
+    job_id: str,
+    identity: Identity,
+    tenant: TenantDoc,
+    spec: SpecDoc,
+    body: JobCreate,
+    zones: list[str],
+    storages: list[dict[str, object]],
+    request_hash: str,
+) -> JobDoc:
+    """A newly submitted job as stored: `queued`, with its event in the outbox."""
+    created = now()
+    doc: JobDoc = {
+        "_id": key,
+        "tenant_id": tenant["_id"],
+        "job_id": job_id,
+        "user_id": identity.subject,
+        "idempotency_key": None,
+        "request_hash": request_hash,
+        "spec_name": spec["name"],
+        "gpu_type": spec["gpu_type"],
+        "gpu_count": spec["gpu_num"],
+        "cpu": spec["cpu"],
+        "memory": spec["memory"],
+        "zones": zones,
+        "image": body.image,
+        "command": body.command,
+        "args": body.args,
+        "template": body.template.model_dump(by_alias=True),
+        "storages": storages,
+        "parallelism": body.parallelism,
+        "completions": body.completions or body.parallelism,
+        "retry_limit": body.retry_limit,
+        "deadline_seconds": body.deadline_seconds,
+        "priority": body.priority,
+        "namespace": tenant["namespace"],
+        "state": JobState.QUEUED.value,
+        "reason": None,
+        "message": None,
+        "exit_code": None,
+        "admitted_at": None,
+        "runs": {},
+        "sequence": 0,
+        "revision": 0,
+        "history": [],
+        "outbox": [],
+        "has_outbox": True,
+        "created_at": created,
+        "updated_at": created,
+    }
+    doc["outbox"] = [job_event(doc, JobState.QUEUED, created)]
+    doc["sequence"] = 1
+    doc["history"] = [{"state": JobState.QUEUED.value, "at": created, "reason": None}]
+    return doc
