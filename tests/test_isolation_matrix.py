@@ -48,6 +48,9 @@ class World:
     a_node: str
     a_rule: str
     a_alert: str
+    #: A's batch job (B reuses its id), and one only A has, running and so billed.
+    a_job: str
+    a_only_job: str
 
     async def a_storage_intact(self) -> None:
         headers = bearer(self.a.admin_key)
@@ -310,6 +313,48 @@ async def _stop_instance(world: World) -> None:
     assert mine.json()["stopRequested"] is False
 
 
+# --- batch jobs --------------------------------------------------------------------
+
+
+@row("POST", "/v1/jobs")
+async def _submit_job(world: World) -> None:
+    # Reusing A's job id submits B's own job, revealing nothing about A's.
+    body = {"jobID": world.a_job, "image": "busybox", "specName": world.spec}
+    created = await world.http.post("/v1/jobs", json=body, headers=bearer(world.b.admin_key))
+    assert created.status_code == 202, created.text
+    assert created.json()["tenantID"] == world.b.tenant_id
+
+
+@row("GET", "/v1/jobs")
+async def _list_jobs(world: World) -> None:
+    for headers in world.outsiders.values():
+        listed = await world.http.get(
+            "/v1/jobs", params={"tenantID": world.a.tenant_id}, headers=headers
+        )
+        assert listed.status_code == 200, listed.text
+        assert {item["tenantID"] for item in listed.json()["items"]} <= {world.b.tenant_id}
+
+
+@row("GET", "/v1/jobs/{job_id}")
+async def _get_job(world: World) -> None:
+    for headers in world.outsiders.values():
+        refused(await world.http.get(f"/v1/jobs/{world.a_only_job}", headers=headers))
+        got = await world.http.get(f"/v1/jobs/{world.a_job}", headers=headers)
+        assert got.status_code == 404 or got.json()["tenantID"] == world.b.tenant_id
+
+
+@row("DELETE", "/v1/jobs/{job_id}")
+async def _cancel_job(world: World) -> None:
+    for headers in world.outsiders.values():
+        refused(await world.http.delete(f"/v1/jobs/{world.a_only_job}", headers=headers))
+        cancelled = await world.http.delete(f"/v1/jobs/{world.a_job}", headers=headers)
+        assert cancelled.status_code == 404 or cancelled.json()["tenantID"] == world.b.tenant_id
+    for job_id in (world.a_job, world.a_only_job):
+        mine = await world.http.get(f"/v1/jobs/{job_id}", headers=bearer(world.a.admin_key))
+        assert mine.json()["cancelRequested"] is False, mine.text
+        assert mine.json()["state"] != "cancelled"
+
+
 # --- the platform catalogue: tenants read it, only the platform admin changes it ------
 
 
@@ -395,6 +440,19 @@ async def _usage_csv(world: World) -> None:
 async def _instance_usage(world: World) -> None:
     # An instance only A has: once metering has its facts, A reads them and B cannot.
     path = f"/v1/usage/instances/{world.a_only_instance}"
+
+    async def recorded() -> bool:
+        return (await world.http.get(path, headers=bearer(world.a.admin_key))).status_code == 200
+
+    await eventually(recorded, timeout=30)
+    for headers in world.outsiders.values():
+        refused(await world.http.get(path, headers=headers))
+
+
+@row("GET", "/v1/usage/jobs/{job_id}")
+async def _job_usage(world: World) -> None:
+    # A job only A has, running: once metering has its run's facts, A reads them, B cannot.
+    path = f"/v1/usage/jobs/{world.a_only_job}"
 
     async def recorded() -> bool:
         return (await world.http.get(path, headers=bearer(world.a.admin_key))).status_code == 200
@@ -748,11 +806,19 @@ async def world(platform: Platform, kafka: KafkaConnection) -> World:
     a_gpu, a_node, a_rule, a_alert = await _a_gpu_history(
         platform, a, started.json()["instanceID"], kafka
     )
+    jobs = []
+    for job_id in (unique("a-job"), unique("only-a-job")):
+        # Runs long enough to be running, and billed, through the whole matrix.
+        body = {"jobID": job_id, "image": "busybox", "specName": spec,
+                "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "600s"}]}  # fmt: skip
+        submitted = await platform.http.post("/v1/jobs", json=body, headers=bearer(a.admin_key))
+        assert submitted.status_code == 202, submitted.text
+        jobs.append(job_id)
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
         invoice.json()["invoiceID"], only_a.json()["instanceID"], a_storage,
         accessor.json()["accessorID"], upload.json()["uploadID"], b_storage,
-        a_gpu, a_node, a_rule, a_alert,
+        a_gpu, a_node, a_rule, a_alert, *jobs,
     )  # fmt: skip
 
 

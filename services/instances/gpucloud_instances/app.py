@@ -50,7 +50,7 @@ controller = build_controller(
 )  # fmt: skip
 wakeups = ControllerWakeups(requests, controller.wake, controller.reserve_stock)
 spec_catalog = Specs(specs, stocks)
-tenancy = Tenancy(settings, tenants, instances, requests, wakeups)
+tenancy = Tenancy(settings, tenants, instances, jobs, requests, wakeups)
 handlers = EventHandlers(tenancy, NodeCordons(kube))
 
 runtime.on_start(kube.connect)

@@ -23,11 +23,11 @@ class EventHandlers:
         if isinstance(event.data, TenantUpserted):
             await self.tenancy.apply(event.data)
         elif isinstance(event.data, TenantDeleted):
-            await self.tenancy.stop_instances(event.data.tenant_id)
+            await self.tenancy.stop_workloads(event.data.tenant_id)
 
     async def on_command(self, event: CloudEvent) -> None:
         if isinstance(event.data, StopTenantInstancesRequested):
-            await self.tenancy.stop_instances(event.data.tenant_id)
+            await self.tenancy.stop_workloads(event.data.tenant_id)
 
     async def on_node_health(self, event: CloudEvent) -> None:
         if isinstance(event.data, NodeHealthChanged):

@@ -12,8 +12,9 @@ from gpucloud_libs.naming import tenant_namespace
 from .documents import QuotaDoc, TenantFields
 from .lifecycle import ACTIVE
 from .settings import InstancesSettings
-from .store import InstanceStore, RequestStore, TenantStore
-from .wakeups import ControllerWakeups, tenant_item
+from .job_lifecycle import LIVE as LIVE_JOBS
+from .store import InstanceStore, JobStore, RequestStore, TenantStore
+from .wakeups import ControllerWakeups, job_item, tenant_item
 
 STOP_PAGE = 200
 
@@ -60,12 +61,14 @@ class Tenancy:
         settings: InstancesSettings,
         tenants: TenantStore,
         instances: InstanceStore,
+        jobs: JobStore,
         requests: RequestStore,
         wakeups: ControllerWakeups,
     ) -> None:
         self._settings = settings
         self._tenants = tenants
         self._instances = instances
+        self._jobs = jobs
         self._requests = requests
         self._wakeups = wakeups
 
@@ -73,8 +76,27 @@ class Tenancy:
         await self._tenants.upsert(tenant.tenant_id, tenant_fields(tenant, self._settings))
         await self._wakeups.wake(tenant_item(tenant.tenant_id))
 
-    async def stop_instances(self, tenant_id: str) -> int:
-        """Ask for a stop of every active instance of the tenant; how many."""
+    async def stop_workloads(self, tenant_id: str) -> int:
+        """Stop every active instance of the tenant and cancel every job that has not
+        ended (the tenant is deleted, or over its budget); how many."""
+        return await self._stop_instances(tenant_id) + await self._cancel_jobs(tenant_id)
+
+    async def _cancel_jobs(self, tenant_id: str) -> int:
+        cancelled = 0
+        after = None
+        while True:
+            page = await self._jobs.page(
+                tenant_id, states=[s.value for s in LIVE_JOBS], after=after, limit=STOP_PAGE
+            )
+            for doc in page:
+                await self._requests.request(doc["_id"], "cancel")
+                await self._wakeups.wake(job_item(doc["_id"]))
+                cancelled += 1
+            if len(page) < STOP_PAGE:
+                return cancelled
+            after = page[-1]["_id"]
+
+    async def _stop_instances(self, tenant_id: str) -> int:
         stopped = 0
         after = None
         while True:

@@ -1,0 +1,219 @@
+"""Batch jobs on the real stack: Kubernetes' Job controller runs them on kwok nodes,
+whose stages end each run on cue (deploy/local/gpucloud_stack/kwok_stages.yaml);
+metering bills every run from the published events."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.topics import JOB_LIFECYCLE
+from gpucloud_metering import ledger
+
+from .platform import Platform, TenantAccount, assert_problem, bearer
+from .support import eventually, unique
+
+ENDED = {"succeeded", "failed", "cancelled"}
+
+
+def job_body(
+    spec: str, *, run_for: str = "1s", exit_code: int = 0, **fields: Any
+) -> dict[str, Any]:
+    env = [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": run_for}]
+    if exit_code:
+        env.append({"name": "GPUCLOUD_SIM_EXIT_CODE", "value": str(exit_code)})
+    return {"jobID": unique("job"), "image": "busybox", "specName": spec, "env": env, **fields}
+
+
+async def submit(platform: Platform, account: TenantAccount, body: dict[str, Any]) -> str:
+    response = await platform.post_as_tenant(account, "/v1/jobs", body)
+    assert response.status_code == 202, response.text
+    assert response.json()["state"] == "queued"
+    job_id: str = response.json()["jobID"]
+    return job_id
+
+
+async def job(platform: Platform, account: TenantAccount, job_id: str) -> dict[str, Any]:
+    response = await platform.http.get(f"/v1/jobs/{job_id}", headers=bearer(account.admin_key))
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+async def settled(
+    platform: Platform, account: TenantAccount, job_id: str, *, timeout: float = 60
+) -> dict[str, Any]:
+    async def ended() -> dict[str, Any] | None:
+        found = await job(platform, account, job_id)
+        return found if found["state"] in ENDED else None
+
+    return await eventually(ended, timeout=timeout, interval=0.5)
+
+
+async def in_state(
+    platform: Platform, account: TenantAccount, job_id: str, state: str
+) -> dict[str, Any]:
+    async def reached() -> dict[str, Any] | None:
+        found = await job(platform, account, job_id)
+        return found if found["state"] == state else None
+
+    return await eventually(reached, timeout=30, interval=0.3)
+
+
+async def job_events(kafka: KafkaConnection, key: str, expect: int) -> list[dict[str, Any]]:
+    """The events published for one job (key `<tenant>/<job>`), in order."""
+    consumer = AIOKafkaConsumer(
+        JOB_LIFECYCLE.name, **kafka.client_options(), group_id=None,
+        enable_auto_commit=False, auto_offset_reset="earliest",
+    )  # fmt: skip
+    await consumer.start()
+    found: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(found) < expect and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                found += [json.loads(r.value) for r in records if r.key == key.encode()]
+        return found
+    finally:
+        await consumer.stop()
+
+
+def us(at: str) -> int:
+    return ledger.to_us(datetime.fromisoformat(at.replace("Z", "+00:00")))
+
+
+async def test_a_job_that_succeeds_is_billed_to_its_completion_to_the_microsecond(
+    platform: Platform, kafka: KafkaConnection
+) -> None:
+    account = await platform.tenant(max_gpus=4)
+    spec = await platform.spec(gpus=2)
+    job_id = await submit(platform, account, job_body(spec, run_for="2s"))
+
+    done = await settled(platform, account, job_id)
+
+    assert done["state"] == "succeeded", done
+    assert [h["state"] for h in done["history"]] == ["queued", "admitted", "running", "succeeded"]
+    [run] = done["runs"]
+    assert run["state"] == "succeeded" and run["exitCode"] == 0
+    assert us(run["endedAt"]) - us(run["startedAt"]) == 2_000_000  # kwok ran it for 2 s
+    # The job ends at its last run's end: the same instant its billing stops.
+    completed_at = us(done["history"][-1]["at"])
+    assert completed_at == us(run["endedAt"])
+    held_us = completed_at - us(run["scheduledAt"])
+
+    async def billed() -> dict[str, Any] | None:
+        usage = await platform.http.get(
+            f"/v1/usage/jobs/{job_id}", headers=bearer(account.admin_key)
+        )
+        if usage.status_code != 200 or usage.json()["total"]["gpuMicroseconds"] != 2 * held_us:
+            return None
+        report: dict[str, Any] = usage.json()
+        return report
+
+    report = await eventually(billed, timeout=30)
+    assert [row["key"] for row in report["rows"]] == [job_id]
+    # The tenant's report grouped by job shows the same row.
+    grouped = await platform.http.get(
+        "/v1/usage", params={"groupBy": "job"}, headers=bearer(account.admin_key)
+    )
+    assert {row["key"]: row["gpuMicroseconds"] for row in grouped.json()["rows"]} == {
+        job_id: 2 * held_us
+    }
+    events = await job_events(kafka, f"{account.tenant_id}/{job_id}", expect=7)
+    jobs = [e["state"] for e in events if e["type"].endswith("job.state_changed.v1")]
+    runs = [e["state"] for e in events if e["type"].endswith("job.run_state_changed.v1")]
+    assert jobs == ["queued", "admitted", "running", "succeeded"]
+    assert runs == ["scheduled", "running", "succeeded"]
+
+
+async def test_a_failing_job_is_retried_up_to_its_limit_then_fails_with_its_exit_code(
+    platform: Platform,
+) -> None:
+    account = await platform.tenant(max_gpus=4)
+    spec = await platform.spec(gpus=1)
+    job_id = await submit(platform, account, job_body(spec, exit_code=3, retryLimit=1))
+
+    done = await settled(platform, account, job_id, timeout=90)
+
+    assert done["state"] == "failed", done
+    assert done["reason"] == "retries_exhausted" and done["exitCode"] == 3
+    assert [(r["state"], r["exitCode"]) for r in done["runs"]] == [("failed", 3), ("failed", 3)]
+    assert done["failedRuns"] == 2 and done["succeededRuns"] == 0
+    # Each run is billed for its own time on the GPU, none for the wait between them.
+    expected = sum(us(r["endedAt"]) - us(r["scheduledAt"]) for r in done["runs"])
+
+    async def billed() -> bool:
+        usage = await platform.http.get(
+            f"/v1/usage/jobs/{job_id}", headers=bearer(account.admin_key)
+        )
+        return usage.status_code == 200 and usage.json()["total"]["gpuMicroseconds"] == expected
+
+    await eventually(billed, timeout=30)
+
+
+async def test_jobs_wait_in_their_tenants_queue_for_quota_and_see_why(platform: Platform) -> None:
+    account = await platform.tenant(max_gpus=2)
+    spec = await platform.spec(gpus=1)
+    first = await submit(platform, account, job_body(spec, run_for="600s", parallelism=2))
+    await in_state(platform, account, first, "running")
+    second = await submit(platform, account, job_body(spec, run_for="600s"))
+    third = await submit(platform, account, job_body(spec, run_for="600s", parallelism=2))
+
+    waiting = await job(platform, account, second)
+    assert waiting["state"] == "queued"
+    assert waiting["queue"] == {"position": 1, "reason": "quota", "gpusAhead": 0}
+    behind = await job(platform, account, third)
+    assert behind["queue"] == {"position": 2, "reason": "quota", "gpusAhead": 1}
+    listed = await platform.http.get(
+        "/v1/jobs", params={"state": "queued"}, headers=bearer(account.admin_key)
+    )
+    assert [
+        item["jobID"]
+        for item in sorted(listed.json()["items"], key=lambda i: i["queue"]["position"])
+    ] == [second, third]
+
+    # Cancelling the running job frees its GPUs: its runs end, the next job is admitted.
+    cancelled = await platform.http.delete(f"/v1/jobs/{first}", headers=bearer(account.admin_key))
+    assert cancelled.status_code == 202 and cancelled.json()["cancelRequested"] is True
+    gone = await settled(platform, account, first)
+    assert gone["state"] == "cancelled"
+    await in_state(platform, account, second, "running")
+    assert (await job(platform, account, third))["queue"]["position"] == 1
+
+    async def runs_ended() -> bool:
+        runs = (await job(platform, account, first))["runs"]
+        return len(runs) == 2 and all(run["state"] == "failed" and run["endedAt"] for run in runs)
+
+    await eventually(runs_ended, timeout=30)
+    # Cancelling an ended job changes nothing.
+    again = await platform.http.delete(f"/v1/jobs/{first}", headers=bearer(account.admin_key))
+    assert again.status_code == 202 and again.json()["state"] == "cancelled"
+    for job_id in (second, third):
+        await platform.http.delete(f"/v1/jobs/{job_id}", headers=bearer(account.admin_key))
+        assert (await settled(platform, account, job_id))["state"] == "cancelled"
+
+
+async def test_a_job_bigger_than_the_tenants_quota_is_refused_at_once(platform: Platform) -> None:
+    account = await platform.tenant(max_gpus=2)
+    spec = await platform.spec(gpus=1)
+    response = await platform.post_as_tenant(account, "/v1/jobs", job_body(spec, parallelism=3))
+    body = assert_problem(response, 422, "quota_exceeded")
+    assert body["limit"] == "max_gpus" and body["requested"] == 3
+
+
+async def test_a_resubmitted_job_is_the_same_job(platform: Platform) -> None:
+    account = await platform.tenant(max_gpus=2)
+    spec = await platform.spec(gpus=1)
+    body = job_body(spec)
+    first = await platform.post_as_tenant(account, "/v1/jobs", body)
+    again = await platform.post_as_tenant(account, "/v1/jobs", body)
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.json()["jobID"] == first.json()["jobID"]
+    changed = await platform.post_as_tenant(account, "/v1/jobs", {**body, "image": "other"})
+    assert_problem(changed, 409, "conflict")
+    await settled(platform, account, body["jobID"])
