@@ -99,7 +99,8 @@ async def test_a_job_that_succeeds_is_billed_to_its_completion_to_the_microsecon
     assert done["state"] == "succeeded", done
     assert [h["state"] for h in done["history"]] == ["queued", "admitted", "running", "succeeded"]
     [run] = done["runs"]
-    assert run["state"] == "succeeded" and run["exitCode"] == 0
+    assert run["state"] == "succeeded"
+    assert run["exitCode"] == 0
     assert us(run["endedAt"]) - us(run["startedAt"]) == 2_000_000  # kwok ran it for 2 s
     # The job ends at its last run's end: the same instant its billing stops.
     completed_at = us(done["history"][-1]["at"])
@@ -141,9 +142,11 @@ async def test_a_failing_job_is_retried_up_to_its_limit_then_fails_with_its_exit
     done = await settled(platform, account, job_id, timeout=90)
 
     assert done["state"] == "failed", done
-    assert done["reason"] == "retries_exhausted" and done["exitCode"] == 3
+    assert done["reason"] == "retries_exhausted"
+    assert done["exitCode"] == 3
     assert [(r["state"], r["exitCode"]) for r in done["runs"]] == [("failed", 3), ("failed", 3)]
-    assert done["failedRuns"] == 2 and done["succeededRuns"] == 0
+    assert done["failedRuns"] == 2
+    assert done["succeededRuns"] == 0
     # Each run is billed for its own time on the GPU, none for the wait between them.
     expected = sum(us(r["endedAt"]) - us(r["scheduledAt"]) for r in done["runs"])
 
@@ -179,7 +182,8 @@ async def test_jobs_wait_in_their_tenants_queue_for_quota_and_see_why(platform: 
 
     # Cancelling the running job frees its GPUs: its runs end, the next job is admitted.
     cancelled = await platform.http.delete(f"/v1/jobs/{first}", headers=bearer(account.admin_key))
-    assert cancelled.status_code == 202 and cancelled.json()["cancelRequested"] is True
+    assert cancelled.status_code == 202
+    assert cancelled.json()["cancelRequested"] is True
     gone = await settled(platform, account, first)
     assert gone["state"] == "cancelled"
     await in_state(platform, account, second, "running")
@@ -192,7 +196,8 @@ async def test_jobs_wait_in_their_tenants_queue_for_quota_and_see_why(platform: 
     await eventually(runs_ended, timeout=30)
     # Cancelling an ended job changes nothing.
     again = await platform.http.delete(f"/v1/jobs/{first}", headers=bearer(account.admin_key))
-    assert again.status_code == 202 and again.json()["state"] == "cancelled"
+    assert again.status_code == 202
+    assert again.json()["state"] == "cancelled"
     for job_id in (second, third):
         await platform.http.delete(f"/v1/jobs/{job_id}", headers=bearer(account.admin_key))
         assert (await settled(platform, account, job_id))["state"] == "cancelled"
@@ -203,7 +208,8 @@ async def test_a_job_bigger_than_the_tenants_quota_is_refused_at_once(platform: 
     spec = await platform.spec(gpus=1)
     response = await platform.post_as_tenant(account, "/v1/jobs", job_body(spec, parallelism=3))
     body = assert_problem(response, 422, "quota_exceeded")
-    assert body["limit"] == "max_gpus" and body["requested"] == 3
+    assert body["limit"] == "max_gpus"
+    assert body["requested"] == 3
 
 
 async def test_a_resubmitted_job_is_the_same_job(platform: Platform) -> None:
@@ -212,7 +218,8 @@ async def test_a_resubmitted_job_is_the_same_job(platform: Platform) -> None:
     body = job_body(spec)
     first = await platform.post_as_tenant(account, "/v1/jobs", body)
     again = await platform.post_as_tenant(account, "/v1/jobs", body)
-    assert first.status_code == 202 and again.status_code == 200
+    assert first.status_code == 202
+    assert again.status_code == 200
     assert again.json()["jobID"] == first.json()["jobID"]
     changed = await platform.post_as_tenant(account, "/v1/jobs", {**body, "image": "other"})
     assert_problem(changed, 409, "conflict")

@@ -10,9 +10,9 @@ from gpucloud_libs.events import TenantUpserted
 from gpucloud_libs.naming import tenant_namespace
 
 from .documents import QuotaDoc, TenantFields
+from .job_lifecycle import LIVE as LIVE_JOBS
 from .lifecycle import ACTIVE
 from .settings import InstancesSettings
-from .job_lifecycle import LIVE as LIVE_JOBS
 from .store import InstanceStore, JobStore, RequestStore, TenantStore
 from .wakeups import ControllerWakeups, job_item, tenant_item
 
