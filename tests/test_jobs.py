@@ -4,21 +4,29 @@ metering bills every run from the published events."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from datetime import datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
+from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import JOB_LIFECYCLE
 from gpucloud_metering import ledger
+from gpucloud_stack import layout
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
 
 ENDED = {"succeeded", "failed", "cancelled"}
+STACK = layout.LOCAL_DIR / "stack.py"
 
 
 def job_body(
@@ -224,3 +232,39 @@ async def test_a_resubmitted_job_is_the_same_job(platform: Platform) -> None:
     changed = await platform.post_as_tenant(account, "/v1/jobs", {**body, "image": "other"})
     assert_problem(changed, 409, "conflict")
     await settled(platform, account, body["jobID"])
+
+
+async def test_killing_the_service_while_jobs_queue_loses_none_and_admits_none_twice(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    account = await platform.tenant(max_gpus=2)
+    spec = await platform.spec(gpus=1)
+    ids = [await submit(platform, account, job_body(spec, run_for="3s")) for _ in range(6)]
+    os.kill(int(layout.pid_file("instances").read_text()), signal.SIGKILL)
+    restart = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(STACK), "up"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert restart.returncode == 0, restart.stderr
+
+    done = [await settled(platform, account, job_id, timeout=120) for job_id in ids]
+
+    assert [d["state"] for d in done] == ["succeeded"] * 6
+    for found in done:
+        assert [h["state"] for h in found["history"]].count("admitted") == 1
+        assert len(found["runs"]) == 1, found["runs"]  # one Kubernetes Job, one pod
+    # Never more GPUs held at once than the quota: no job was admitted twice.
+    edges = sorted(
+        [(us(run["scheduledAt"]), 1) for d in done for run in d["runs"]]
+        + [(us(run["endedAt"]), -1) for d in done for run in d["runs"]]
+    )
+    held = peak = 0
+    for _, change in edges:
+        held += change
+        peak = max(peak, held)
+    assert peak <= 2
+    batch = k8s.BatchV1Api(kube)
+    jobs = await batch.list_job_for_all_namespaces(
+        label_selector=f"gpucloud.io/tenant={account.tenant_id}"
+    )
+    assert sorted(job.metadata.labels["gpucloud.io/job"] for job in jobs.items) == sorted(ids)
