@@ -343,6 +343,12 @@ async def _get_job(world: World) -> None:
         assert got.status_code == 404 or got.json()["tenantID"] == world.b.tenant_id
 
 
+@row("GET", "/v1/jobs/{job_id}/logs")
+async def _job_logs(world: World) -> None:
+    for headers in world.outsiders.values():
+        refused(await world.http.get(f"/v1/jobs/{world.a_only_job}/logs", headers=headers))
+
+
 @row("DELETE", "/v1/jobs/{job_id}")
 async def _cancel_job(world: World) -> None:
     for headers in world.outsiders.values():

@@ -1,5 +1,5 @@
 """Batch jobs on the real stack: Kubernetes' Job controller runs them on kwok nodes,
-whose stages end each run on cue (deploy/local/gpucloud_stack/kwok_stages.yaml);
+whose stages end each run on cue (deploy/local/gpucloud_stack/kwok_config.yaml);
 metering bills every run from the published events."""
 
 from __future__ import annotations
@@ -268,3 +268,39 @@ async def test_killing_the_service_while_jobs_queue_loses_none_and_admits_none_t
         label_selector=f"gpucloud.io/tenant={account.tenant_id}"
     )
     assert sorted(job.metadata.labels["gpucloud.io/job"] for job in jobs.items) == sorted(ids)
+
+
+async def test_a_runs_log_is_read_and_followed_through_the_api(platform: Platform) -> None:
+    account = await platform.tenant(max_gpus=1)
+    spec = await platform.spec(gpus=1)
+    job_id = await submit(platform, account, job_body(spec, run_for="600s"))
+    waiting = await submit(platform, account, job_body(spec))
+    await in_state(platform, account, job_id, "running")
+    headers = bearer(account.admin_key)
+    path = f"/v1/jobs/{job_id}/logs"
+
+    whole = await platform.http.get(path, headers=headers)
+    assert whole.status_code == 200, whole.text
+    assert whole.headers["content-type"].startswith("text/plain")
+    # The lines kwok serves for every fake container (kwok_workload.log).
+    assert "epoch 1/3 loss=2.3141" in whole.text.splitlines()
+    last = await platform.http.get(path, params={"tailLines": 1}, headers=headers)
+    assert last.text.splitlines() == ["done"]
+    [run] = (await job(platform, account, job_id))["runs"]
+    by_run = await platform.http.get(path, params={"run": run["runID"]}, headers=headers)
+    assert by_run.text == whole.text
+    async with platform.http.stream(
+        "GET", path, params={"follow": "true"}, headers=headers
+    ) as followed:
+        assert followed.status_code == 200
+        lines = followed.aiter_lines()
+        assert await anext(lines) == "gpucloud simulated workload: starting"
+
+    assert_problem(
+        await platform.http.get(path, params={"run": "nope"}, headers=headers), 404, "not_found"
+    )
+    assert_problem(
+        await platform.http.get(f"/v1/jobs/{waiting}/logs", headers=headers), 409, "job_has_no_runs"
+    )
+    for job_id_ in (job_id, waiting):
+        await platform.http.delete(f"/v1/jobs/{job_id_}", headers=headers)

@@ -237,6 +237,37 @@ class KubeClient:
         )
         return result.get("items", []), result["metadata"]["resourceVersion"]
 
+    async def pod_logs(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str,
+        follow: bool,
+        tail_lines: int | None = None,
+    ) -> AsyncIterator[bytes]:
+        """A container's log as the kubelet serves it, in chunks as they come; with
+        `follow`, until the container ends or the caller stops reading."""
+        method = client.CoreV1Api(self.api).read_namespaced_pod_log
+        kwargs: dict[str, Any] = {"container": container, "follow": follow}
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        try:
+            response: Any = await method(name, namespace, _preload_content=False, **kwargs)
+        except ApiException as error:
+            raise _error(error) from error
+        except (TimeoutError, OSError) as error:
+            raise DependencyUnavailable(f"Kubernetes API unreachable: {error}") from error
+        try:
+            if not 200 <= response.status <= 299:
+                failed = ApiException(status=response.status, reason=response.reason)
+                failed.body = (await response.read()).decode(errors="replace")
+                raise _error(failed)
+            async for chunk in response.content.iter_any():
+                yield chunk
+        finally:
+            response.release()
+
     async def watch(
         self, kind: str, *, resource_version: str, label_selector: str = "", timeout_s: int = 240
     ) -> AsyncIterator[tuple[str, Manifest]]:

@@ -378,6 +378,9 @@ KUBE_APISERVER = Component(
         f"--service-account-key-file={ctx.pki / 'sa.pub'}",
         f"--service-account-signing-key-file={ctx.pki / 'sa.key'}",
         "--allow-privileged=true",
+        # Pod logs come from the kubelet at the node's address: kwok serves them for
+        # every fake node at one loopback address (see KWOK).
+        "--kubelet-preferred-address-types=InternalIP",
         "--profiling=false",
         "--v=0",
     ],
@@ -430,9 +433,27 @@ KUBE_SCHEDULER = Component(
     ports=(PORTS.kube_scheduler,),
 )
 
+
+def _kwok_config() -> Path:
+    return layout.etc_dir() / "kwok.yaml"
+
+
+def _write_kwok_config(_ctx: Context) -> None:
+    """kwok_config.yaml, plus the log every fake container serves: kwok wants that
+    file's absolute path, which depends on where the repository is."""
+    log = Path(__file__).with_name("kwok_workload.log")
+    _kwok_config().write_text(
+        Path(__file__).with_name("kwok_config.yaml").read_text()
+        + "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\n"
+        + "metadata:\n  name: simulated-workload\n"
+        + f"spec:\n  logs:\n  - containers: [workload]\n    logsFile: {json.dumps(str(log))}\n"
+    )
+
+
 KWOK = Component(
     name="kwok",
     kind="infra",
+    prepare=_write_kwok_config,
     argv=lambda ctx: [
         str(provision.KWOK.path("kwok")),
         f"--kubeconfig={ctx.kubeconfig}",
@@ -444,10 +465,14 @@ KWOK = Component(
         # nodes made 100 lease writes a second through the API server and etcd.
         "--node-lease-duration-seconds=120",
         f"--server-address={HOST}:{PORTS.kwok}",
-        # Its own pod stages plus ours, which end batch jobs' pods on cue.
-        f"--config={Path(__file__).with_name('kwok_stages.yaml')}",
+        # Its own pod stages plus ours, which end batch jobs' pods on cue, and the
+        # log every fake container serves.
+        f"--config={_kwok_config()}",
         "--cidr=10.244.0.0/16",
-        "--node-ip=10.0.0.1",
+        # Every fake node's kubelet is kwok itself: the API server reaches it there
+        # for pod logs (a new node takes these; `reset` re-registers the fleet).
+        f"--node-ip={HOST}",
+        f"--node-port={PORTS.kwok}",
     ],
     healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.kwok}/healthz"),
     ports=(PORTS.kwok,),

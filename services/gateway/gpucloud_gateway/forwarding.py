@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
 from opentelemetry.propagate import inject
 
 from gpucloud_libs.errors import DependencyUnavailable
@@ -66,13 +70,11 @@ class Forwarder:
         query = f"?{request.url.query}" if request.url.query else ""
         headers = forwardable(request.headers.items(), drop=GATEWAY_ONLY_HEADERS)
         headers += identity_headers(self.signer, principal, method=request.method, path=path)
+        url = f"{self.base_urls[route.service]}{path}{query}"
         try:
-            response = await self.upstream.call(
-                request.method,
-                f"{self.base_urls[route.service]}{path}{query}",
-                headers=headers,
-                body=body,
-            )
+            if route.streams:
+                return await self._stream(request.method, url, headers)
+            response = await self.upstream.call(request.method, url, headers=headers, body=body)
         except UpstreamUnreachable as error:
             raise DependencyUnavailable(
                 f"the {route.service} service did not answer; try again shortly",
@@ -80,6 +82,24 @@ class Forwarder:
                 service=route.service,
             ) from error
         return relay(response.status, response.headers, response.body)
+
+    async def _stream(self, method: str, url: str, headers: Headers) -> Response:
+        """The answer passed on as it comes (a followed log), not read whole first."""
+        stack = contextlib.AsyncExitStack()
+        upstream = await stack.enter_async_context(
+            self.upstream.stream(method, url, headers=headers, body=None)
+        )
+
+        async def chunks() -> AsyncIterator[bytes]:
+            async with stack:
+                async for chunk in upstream.chunks:
+                    yield chunk
+
+        response = StreamingResponse(chunks(), status_code=upstream.status)
+        response.raw_headers.extend(
+            (name.lower().encode(), value.encode()) for name, value in upstream.headers
+        )
+        return response
 
     async def _read_body(self, request: Request) -> bytes:
         # Bounded by the app's BodyLimitMiddleware (libs http), like every app's.

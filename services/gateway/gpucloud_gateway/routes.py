@@ -35,6 +35,8 @@ class ForwardedRoute:
     service: ServiceName
     roles: frozenset[Role]
     scope: Scope
+    #: The answer is passed on as it comes (a followed log) instead of read whole.
+    streams: bool = False
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -70,6 +72,9 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/jobs", "instances", EVERYONE, "instances:read"),
     ForwardedRoute("GET", "/v1/jobs/{job_id}", "instances", TENANT_MEMBERS, "instances:read"),
     ForwardedRoute("DELETE", "/v1/jobs/{job_id}", "instances", TENANT_MEMBERS, "instances:write"),
+    ForwardedRoute(
+        "GET", "/v1/jobs/{job_id}/logs", "instances", TENANT_MEMBERS, "instances:read", streams=True
+    ),
     ForwardedRoute("POST", "/v1/storages", "storage", TENANT_MEMBERS, "storage:write"),
     ForwardedRoute("GET", "/v1/storages", "storage", TENANT_MEMBERS, "storage:read"),
     ForwardedRoute("GET", STORAGE, "storage", TENANT_MEMBERS, "storage:read"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi.responses import StreamingResponse
 
 from gpucloud_libs.http import CurrentIdentity, app_part
 
@@ -245,6 +246,30 @@ async def list_jobs(
 )
 async def get_job(job_id: str, identity: CurrentIdentity, jobs: JobsPart) -> Job:
     return await jobs.get(identity, job_id)
+
+
+@router.get(
+    "/jobs/{job_id}/logs",
+    tags=["jobs"],
+    summary="A run's log (the latest run's unless `run` names one); with follow, as it grows",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/plain": {}}},
+        409: {"description": "No pod of the job has run yet"},
+    },
+)
+async def job_logs(
+    job_id: str,
+    identity: CurrentIdentity,
+    jobs: JobsPart,
+    run: Annotated[str | None, Query(max_length=64, description="A run's runID")] = None,
+    follow: Annotated[bool, Query(description="Keep the stream open as the log grows")] = False,
+    tail_lines: Annotated[
+        int | None, Query(alias="tailLines", ge=1, le=100_000, description="Only the last lines")
+    ] = None,
+) -> StreamingResponse:
+    chunks = await jobs.logs(identity, job_id, run_id=run, follow=follow, tail_lines=tail_lines)
+    return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
 
 
 @router.delete(

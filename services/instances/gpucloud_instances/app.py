@@ -72,6 +72,6 @@ app = runtime.create_app(
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
         Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
-        Jobs(specs, tenants, jobs, requests, storage, wakeups),
+        Jobs(kube, specs, tenants, jobs, requests, storage, wakeups),
     ],
 )

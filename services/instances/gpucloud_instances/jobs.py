@@ -13,14 +13,16 @@ import asyncio
 import hashlib
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
+from gpucloud_libs.kube import KubeClient, NotFoundError
 from gpucloud_libs.tenants import require_active
 
+from . import manifests
 from .admission import allowed_zones, known_spec
 from .documents import JobDoc, SpecDoc, TenantDoc
 from .job_lifecycle import TERMINAL, JobState
@@ -31,9 +33,15 @@ from .transitions import job_event
 from .wakeups import ControllerWakeups, job_item
 
 
+class JobHasNoRuns(Conflict):
+    code = "job_has_no_runs"
+    title = "The job has no runs yet"
+
+
 class Jobs:
     def __init__(
         self,
+        kube: KubeClient,
         specs: SpecStore,
         tenants: TenantStore,
         jobs: JobStore,
@@ -41,6 +49,7 @@ class Jobs:
         storage: StorageClient,
         wakeups: ControllerWakeups,
     ) -> None:
+        self._kube = kube
         self._specs = specs
         self._tenants = tenants
         self._jobs = jobs
@@ -149,6 +158,43 @@ class Jobs:
         await self._requests.request(doc["_id"], "cancel")
         await self._wakeups.wake(job_item(doc["_id"]))
         return await self.view(doc, cancel_requested=True)
+
+    async def logs(
+        self,
+        identity: Identity,
+        job_id: str,
+        *,
+        run_id: str | None,
+        follow: bool,
+        tail_lines: int | None,
+    ) -> AsyncIterator[bytes]:
+        """One run's log (by default the latest run's), as the kubelet serves it; with
+        `follow`, as it grows. Errors come before the first byte, so they answer as
+        problems, not as a broken stream."""
+        doc = await self._owned(identity, job_id)
+        runs = doc["runs"]
+        if run_id is None:
+            if not runs:
+                raise JobHasNoRuns(
+                    f"job {job_id!r} is {doc['state']}: no pod has run yet", state=doc["state"]
+                )
+            run_id = max(
+                runs, key=lambda rid: (runs[rid].get("scheduled_at") or doc["created_at"], rid)
+            )
+        elif run_id not in runs:
+            raise NotFound(f"job {job_id!r} has no run {run_id!r}")
+        pod_name = f"{manifests.job_object_name(job_id)}-{run_id}"
+        stream = self._kube.pod_logs(
+            doc["namespace"], pod_name, container="workload", follow=follow, tail_lines=tail_lines
+        )
+        try:
+            first = await anext(stream, b"")
+        except NotFoundError:
+            raise NotFound(
+                f"the logs of run {run_id!r} are no longer kept (a finished job's pods are "
+                "kept for a day)"
+            ) from None
+        return _prepend(first, stream)
 
     async def view(
         self,
@@ -301,3 +347,10 @@ def _job_document(
     doc["sequence"] = 1
     doc["history"] = [{"state": JobState.QUEUED.value, "at": created, "reason": None}]
     return doc
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk
