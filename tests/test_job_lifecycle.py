@@ -125,7 +125,7 @@ def test_a_failed_job_names_why_and_its_last_failed_runs_exit_code() -> None:
 
 def test_the_queue_position_counts_the_jobs_and_gpus_ahead() -> None:
     queued: list[Any] = [
-        {"_id": f"t/{name}", "gpu_count": 2, "parallelism": parallelism}
+        {"_id": f"t/{name}", "gpu_count": 2, "parallelism": parallelism, "queue_reason": "quota"}
         for name, parallelism in (("a", 1), ("b", 3), ("c", 1))
     ]
     position = queue_position(queued[2], queued)

@@ -20,7 +20,7 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import JOB_LIFECYCLE
 from gpucloud_metering import ledger
-from gpucloud_stack import layout
+from gpucloud_stack import fleet, layout
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
@@ -71,6 +71,18 @@ async def in_state(
         return found if found["state"] == state else None
 
     return await eventually(reached, timeout=30, interval=0.3)
+
+
+async def waits_for(
+    platform: Platform, account: TenantAccount, job_id: str, reason: str
+) -> dict[str, Any]:
+    """The job once the admission queue said it waits for `reason`."""
+
+    async def said() -> dict[str, Any] | None:
+        found = await job(platform, account, job_id)
+        return found if (found.get("queue") or {}).get("reason") == reason else None
+
+    return await eventually(said, timeout=30, interval=0.3)
 
 
 async def job_events(kafka: KafkaConnection, key: str, expect: int) -> list[dict[str, Any]]:
@@ -175,10 +187,10 @@ async def test_jobs_wait_in_their_tenants_queue_for_quota_and_see_why(platform: 
     second = await submit(platform, account, job_body(spec, run_for="600s"))
     third = await submit(platform, account, job_body(spec, run_for="600s", parallelism=2))
 
-    waiting = await job(platform, account, second)
+    waiting = await waits_for(platform, account, second, "quota")
     assert waiting["state"] == "queued"
     assert waiting["queue"] == {"position": 1, "reason": "quota", "gpusAhead": 0}
-    behind = await job(platform, account, third)
+    behind = await waits_for(platform, account, third, "quota")
     assert behind["queue"] == {"position": 2, "reason": "quota", "gpusAhead": 1}
     listed = await platform.http.get(
         "/v1/jobs", params={"state": "queued"}, headers=bearer(account.admin_key)
@@ -304,3 +316,52 @@ async def test_a_runs_log_is_read_and_followed_through_the_api(platform: Platfor
     )
     for job_id_ in (job_id, waiting):
         await platform.http.delete(f"/v1/jobs/{job_id_}", headers=headers)
+
+
+async def test_two_tenants_flooding_the_queue_share_the_gpus_evenly(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    core = k8s.CoreV1Api(kube)
+    node, product = unique("fair"), unique("TEST-GPU")
+    spec = await platform.spec(gpus=1, gpu_type=product)
+    tenants = [await platform.tenant(max_gpus=8), await platform.tenant(max_gpus=8)]
+    # Both floods queue first (no GPU of the type exists yet), the first in full first.
+    jobs = {
+        account.tenant_id: [
+            await submit(platform, account, job_body(spec, run_for="4s")) for _ in range(8)
+        ]
+        for account in tenants
+    }
+    first = tenants[0]
+    assert (await waits_for(platform, first, jobs[first.tenant_id][0], "capacity"))["queue"][
+        "position"
+    ] == 1
+    manifest: Any = fleet.gpu_node(
+        node, product=product, gpus=4, zone="zone-a", cpu="64", memory="512Gi"
+    )
+    await core.create_node(manifest)
+    try:
+        done = {
+            account.tenant_id: [
+                await settled(platform, account, job_id, timeout=180)
+                for job_id in jobs[account.tenant_id]
+            ]
+            for account in tenants
+        }
+    finally:
+        await core.delete_node(node)
+    spans = {
+        tenant: [(us(r["scheduledAt"]), us(r["endedAt"])) for d in found for r in d["runs"]]
+        for tenant, found in done.items()
+    }
+    assert all(d["state"] == "succeeded" for found in done.values() for d in found)
+    # While both had work waiting: from the first start to the first tenant's last end.
+    start = min(begin for runs in spans.values() for begin, _ in runs)
+    end = min(max(finish for _, finish in runs) for runs in spans.values())
+    held = {
+        tenant: sum(max(min(finish, end) - max(begin, start), 0) for begin, finish in runs)
+        for tenant, runs in spans.items()
+    }
+    low, high = sorted(held.values())
+    assert high > 0
+    assert (high - low) / high <= 0.10, held

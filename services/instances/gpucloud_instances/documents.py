@@ -149,6 +149,8 @@ class JobDoc(TypedDict):
     exit_code: int | None
     #: Set once its quota claim passed; the queue orders the rest.
     admitted_at: datetime | None
+    #: Why it waits, as the admission queue's last pass said: quota, capacity, priority.
+    queue_reason: NotRequired[str | None]
     runs: dict[str, JobRunDoc]
     #: Transitions of the job recorded so far; its own events carry their number.
     sequence: int

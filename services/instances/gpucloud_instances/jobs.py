@@ -263,7 +263,8 @@ def queue_position(doc: JobDoc, queued: Sequence[JobDoc]) -> JobQueuePosition:
         ahead.append(other)
     return JobQueuePosition(
         position=len(ahead) + 1,
-        reason="quota",
+        # Until the admission queue's first pass over it, it waits for that pass.
+        reason=doc.get("queue_reason") or "admission",
         gpus_ahead=sum(other["gpu_count"] * other["parallelism"] for other in ahead),
     )
 

@@ -111,6 +111,13 @@ class QuotaLedger:
     async def release(self, tenant_id: str, instance_id: str) -> None:
         await self._change(tenant_id, _Change(instance_id, 0, None))
 
+    async def usage(self, tenant_id: str) -> tuple[int, int]:
+        """What the tenant holds as last written: (workloads, GPUs). Advisory (the
+        admission queue's ordering); `claim` alone decides what fits."""
+        doc = await self._usage.find_one({"_id": tenant_id}, {"claims": 1})
+        claims: dict[str, int] = (doc or {}).get("claims") or {}
+        return len(claims), sum(claims.values())
+
     async def claimed(self) -> list[tuple[str, str]]:
         """Every (tenant, instance) with a claim."""
         keys = [

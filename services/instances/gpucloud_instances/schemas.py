@@ -212,7 +212,9 @@ class JobQueuePosition(ApiModel):
 
     #: 1 for the next job of the tenant to be admitted.
     position: int
-    #: `quota`: the tenant's GPU or workload quota has no room yet.
+    #: `quota`: the tenant's quota has no room yet; `capacity`: no free GPUs of its
+    #: type (or a bigger job of that type waits ahead of it); `priority`: a job of
+    #: higher priority of the same tenant goes first; `admission`: not yet placed.
     reason: str
     #: GPUs the jobs ahead of it ask for.
     gpus_ahead: int

@@ -469,6 +469,21 @@ class JobStore:
         cursor = self._jobs.find(query, {"outbox": 0}).sort("_id", ASCENDING).limit(limit)
         return [doc async for doc in cursor]
 
+    async def all_queued(self) -> list[JobDoc]:
+        """Every queued job, for the admission queue's pass."""
+        return await self._in_state(JobState.QUEUED)
+
+    async def admitted(self) -> list[JobDoc]:
+        """Every admitted job that has not started running yet."""
+        return await self._in_state(JobState.ADMITTED)
+
+    async def _in_state(self, state: JobState) -> list[JobDoc]:
+        projection = {
+            "_id": 1, "tenant_id": 1, "gpu_type": 1, "gpu_count": 1, "parallelism": 1,
+            "priority": 1, "created_at": 1, "queue_reason": 1,
+        }  # fmt: skip
+        return [doc async for doc in self._jobs.find({"state": state.value}, projection)]
+
     async def queued(self, tenant_id: str) -> list[JobDoc]:
         """The tenant's queued jobs, in admission order: priority, then age."""
         cursor = self._jobs.find(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpucloud_libs.clock import now
@@ -22,6 +22,15 @@ from ..wakeups import job_item
 log = logging.getLogger(__name__)
 
 KINDS = ("Pod", "Node", "Job")
+_ENDED = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass
+class GpuAccounting:
+    capacity: dict[str, int] = field(default_factory=dict)
+    free: dict[str, int] = field(default_factory=dict)
+    #: tenant -> GPU type -> GPUs its live pods hold (or wait to hold).
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -200,6 +209,42 @@ class ClusterCache:
                 return True
         return False
 
+    def gpu_accounting(self) -> GpuAccounting:
+        """GPUs per type: in the fleet's usable nodes, free on them, and held per tenant
+        by live instance and job pods (a pod waiting for a node counts against the
+        free GPUs of its type: it takes them as soon as the scheduler binds it)."""
+        accounting = GpuAccounting()
+        usable: dict[str, str] = {}  # node -> GPU type
+        for name, node in self.nodes.items():
+            labels = node["metadata"].get("labels", {})
+            gpu_type = labels.get(manifests.GPU_PRODUCT_LABEL)
+            if not gpu_type or node.get("spec", {}).get("unschedulable") or not self.node_ok(name):
+                continue
+            if labels.get(manifests.HEALTH) == "quarantined":
+                continue
+            usable[name] = gpu_type
+            accounting.capacity[gpu_type] = accounting.capacity.get(gpu_type, 0) + _gpus_of(node)
+        accounting.free = dict(accounting.capacity)
+        live = list(self.pods.values()) + [
+            job_pod.pod
+            for pods in self.job_pods.values()
+            for job_pod in pods.values()
+            if job_pod.gone_at is None and job_pod.pod.get("status", {}).get("phase") not in _ENDED
+        ]
+        for pod in live:
+            spec = pod.get("spec", {})
+            gpu_type = (spec.get("nodeSelector") or {}).get(manifests.GPU_PRODUCT_LABEL)
+            gpus = _pod_gpus(pod)
+            node = spec.get("nodeName")
+            if not gpu_type or not gpus or (node and node not in usable):
+                continue
+            accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - gpus, 0)
+            tenant = pod["metadata"].get("labels", {}).get(manifests.TENANT)
+            if tenant:
+                held = accounting.held.setdefault(tenant, {})
+                held[gpu_type] = held.get(gpu_type, 0) + gpus
+        return accounting
+
     def pod_node_ok(self, pod: Manifest) -> bool:
         return self.node_ok(pod.get("spec", {}).get("nodeName"))
 
@@ -213,3 +258,9 @@ def _job_key(obj: Manifest) -> str | None:
 
 def _gpus_of(node: Manifest) -> int:
     return int(node.get("status", {}).get("allocatable", {}).get(manifests.GPU_RESOURCE, "0"))
+
+
+def _pod_gpus(pod: Manifest) -> int:
+    containers = pod.get("spec", {}).get("containers") or [{}]
+    requests = (containers[0].get("resources") or {}).get("requests") or {}
+    return int(requests.get(manifests.GPU_RESOURCE, 0))

@@ -22,6 +22,7 @@ from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
 from .. import manifests
+from ..admission_queue import Queued, TenantShare, Waiting, decide
 from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     JOB_ALLOWED,
@@ -49,7 +50,7 @@ from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-#: How often the head of a tenant's queue asks the quota again while it waits.
+#: How soon a Job the namespace quota refused is created again.
 QUOTA_RETRY_S = 2.0
 
 
@@ -83,6 +84,8 @@ class JobReconciler:
         self._quota = quota
         self._tenant_namespaces = tenant_namespaces
         self._storage = storage
+        #: The last admission pass's outcome, per queued job.
+        self._plan: dict[str, Waiting | str] = {}
 
     async def reconcile(self, key: str) -> None:
         doc, cancel = await asyncio.gather(
@@ -95,9 +98,9 @@ class JobReconciler:
         if state == JobState.QUEUED:
             if cancel:
                 await self._save(doc, [(JobState.CANCELLED, now(), None, None)], {})
-                self._wake_next(doc["tenant_id"])
+                self._queue.wake(ADMISSION)
             else:
-                await self._admit(doc)
+                await self._follow_plan(doc)
             return
         runs, run_events = self._observe_runs(doc)
         steps, changes = self._job_steps(doc, runs, cancel=cancel)
@@ -111,44 +114,77 @@ class JobReconciler:
 
     # --- admission -------------------------------------------------------------------
 
-    async def _admit(self, doc: JobDoc) -> None:
-        """Admit the head of the tenant's queue when its quota has room; the rest of
-        the queue waits behind it (its next job is woken once it is admitted)."""
-        queued = await self._jobs.queued(doc["tenant_id"])
-        if not queued or queued[0]["_id"] != doc["_id"]:
+    async def plan_admissions(self) -> None:
+        """One pass of the admission queue (admission_queue.decide) over every queued
+        job. Each job's own worker carries out its part (it is the document's only
+        writer): the admitted are woken to claim and start, the others to record why
+        they wait when that changed."""
+        queued = await self._jobs.all_queued()
+        if not queued:
+            self._plan = {}
             return
+        accounting = self._cache.gpu_accounting()
+        for doc in await self._jobs.admitted():
+            # Admitted, but its pods are not all there yet: their GPUs are spoken for.
+            pods = self._cache.job_pods.get(doc["_id"], {})
+            missing = max(doc["parallelism"] - len(pods), 0) * doc["gpu_count"]
+            free = accounting.free.get(doc["gpu_type"], 0)
+            accounting.free[doc["gpu_type"]] = max(free - missing, 0)
+        tenants: dict[str, TenantShare] = {}
+        for tenant_id in {doc["tenant_id"] for doc in queued}:
+            tenant = await self._tenants.get(tenant_id)
+            if tenant is None or tenant["status"] != "active":
+                continue  # unknown here yet, or suspended: its jobs wait
+            workloads, gpus = await self._quota.usage(tenant_id)
+            tenants[tenant_id] = TenantShare(
+                tenant["quota"]["max_gpus"], tenant["quota"]["max_instances"], gpus, workloads,
+                accounting.held.get(tenant_id, {}),
+            )  # fmt: skip
+        decision = decide(
+            [_queued(doc) for doc in queued], tenants, accounting.free, accounting.capacity
+        )
+        self._plan = {key: ADMIT for key in decision.admit} | decision.waiting
+        for doc in queued:
+            planned = self._plan.get(doc["_id"])
+            if planned == ADMIT or (
+                isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason")
+            ):
+                self._queue.wake(job_item(doc["_id"]))
+        if decision.waiting:
+            self._queue.wake_later(ADMISSION_RETRY_S, ADMISSION)
+
+    async def _follow_plan(self, doc: JobDoc) -> None:
+        planned = self._plan.get(doc["_id"])
+        if planned is None:
+            self._queue.wake(ADMISSION)  # new here: the next pass places it
+        elif planned == ADMIT:
+            del self._plan[doc["_id"]]
+            await self._admit(doc)
+        elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
+            await self._save(doc, [], {"queue_reason": planned.reason})
+
+    async def _admit(self, doc: JobDoc) -> None:
+        """Claim the job's quota and start it. The claim is the last word: the plan was
+        made from figures that may have moved since."""
         tenant = await self._tenants.get(doc["tenant_id"])
-        if tenant is None or tenant["status"] != "active":  # suspended: it waits
-            self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
+        if tenant is None or tenant["status"] != "active":
             return
         gpus = doc["gpu_count"] * doc["parallelism"]
         claim = await self._quota.claim(
             doc["tenant_id"], quota_claim_id(doc["job_id"]), gpus, tenant["quota"]
         )
         if not claim.admitted:
-            message = (
-                f"waiting for quota: the tenant holds {claim.gpus} of "
-                f"{tenant['quota']['max_gpus']} GPUs and this job needs {gpus}"
-            )
-            if doc.get("message") != message:
-                await self._save(doc, [], {"message": message})
-            self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
+            self._queue.wake(ADMISSION)
             return
         saved = await self._save(
-            doc, [(JobState.ADMITTED, now(), None, None)], {"admitted_at": now(), "message": None}
+            doc,
+            [(JobState.ADMITTED, now(), None, None)],
+            {"admitted_at": now(), "message": None, "queue_reason": None},
         )
-        if saved is not None:
-            self._wake_next(doc["tenant_id"])
-            await self._create_job(saved)
-
-    def _wake_next(self, tenant_id: str) -> None:
-        """The tenant's queue moved: its new head looks again."""
-        self._queue.wake(f"{QUEUE_PREFIX}{tenant_id}")
-
-    async def wake_queue_head(self, tenant_id: str) -> None:
-        queued = await self._jobs.queued(tenant_id)
-        if queued:
-            self._queue.wake(job_item(queued[0]["_id"]))
+        if saved is None:
+            await self._quota.release(doc["tenant_id"], quota_claim_id(doc["job_id"]))
+            return
+        await self._create_job(saved)
 
     # --- observation -----------------------------------------------------------------
 
@@ -278,6 +314,7 @@ class JobReconciler:
         )
         if not live_pods and all(RunState(r["state"]) in RUN_ENDED for r in doc["runs"].values()):
             await self._quota.release(doc["tenant_id"], quota_claim_id(doc["job_id"]))
+            self._queue.wake(ADMISSION)  # its quota and GPUs are free for the queue
 
     async def _create_job(self, doc: JobDoc) -> None:
         if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
@@ -365,8 +402,13 @@ class JobReconciler:
 
 #: A job transition to record: (state, at, reason, exit code).
 Step = tuple[JobState, datetime, str | None, int | None]
-#: Queue items: `queue:<tenant>` wakes the head of the tenant's queue.
-QUEUE_PREFIX = "queue:"
+#: The work item of the admission queue's pass over every queued job.
+ADMISSION = "admission"
+#: How often the pass runs again while anything waits (quota and capacity free up
+#: as instances and jobs end).
+ADMISSION_RETRY_S = 2.0
+#: In the plan: admit this job now.
+ADMIT = "admit"
 _DONE = frozenset({"Succeeded", "Failed"})
 #: Failures after which gpucloud itself removes the Job's pods.
 _STOPPED_BY_US = frozenset(
@@ -390,3 +432,10 @@ def _path(current: JobState, observed: JobObservation, last_at: datetime) -> lis
     at = max(observed.at, last_at)
     steps.append((observed.state, at, observed.reason, observed.exit_code))
     return steps
+
+
+def _queued(doc: JobDoc) -> Queued:
+    return Queued(
+        doc["_id"], doc["tenant_id"], doc["gpu_type"], doc["gpu_count"] * doc["parallelism"],
+        doc["priority"], aware(doc["created_at"]),
+    )  # fmt: skip

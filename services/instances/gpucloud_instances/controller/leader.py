@@ -17,7 +17,7 @@ from ..store import InstanceStore, JobStore, RequestStore
 from ..wakeups import JOB_PREFIX, STOCKS, TENANT_PREFIX, job_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
-from .jobs import QUEUE_PREFIX, JobReconciler
+from .jobs import ADMISSION, JobReconciler
 from .lease import Lease, LeaseLost
 from .resync import Resync
 from .stocks import StockPool
@@ -93,8 +93,8 @@ class Controller:
             await self._tenant_namespaces.reconcile(item.removeprefix(TENANT_PREFIX))
         elif item.startswith(JOB_PREFIX):
             await self._job_reconciler.reconcile(item.removeprefix(JOB_PREFIX))
-        elif item.startswith(QUEUE_PREFIX):
-            await self._job_reconciler.wake_queue_head(item.removeprefix(QUEUE_PREFIX))
+        elif item == ADMISSION:
+            await self._job_reconciler.plan_admissions()
         else:
             await self._instance_reconciler.reconcile(item)
 

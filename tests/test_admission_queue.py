@@ -1,0 +1,98 @@
+"""The admission queue's rule: priority within a tenant, weighted dominant-resource
+fair share between tenants, quota and capacity as reasons to wait."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from gpucloud_instances.admission_queue import Queued, TenantShare, decide
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+H100, A100 = "H100", "A100"
+
+
+def flood(
+    tenant: str, count: int, *, gpus: int = 1, gpu_type: str = H100, priority: int = 0
+) -> list[Queued]:
+    return [
+        Queued(f"{tenant}/j{n}", tenant, gpu_type, gpus, priority, T0 + timedelta(seconds=n))
+        for n in range(count)
+    ]
+
+
+def share(max_gpus: int = 8, held: int = 0, weight: float = 1.0) -> TenantShare:
+    return TenantShare(max_gpus, 100, held, 0, {H100: held} if held else {}, weight)
+
+
+def admitted_by_tenant(admit: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for key in admit:
+        tenant = key.split("/")[0]
+        counts[tenant] = counts.get(tenant, 0) + 1
+    return counts
+
+
+def test_two_tenants_of_equal_weight_split_the_free_gpus_evenly() -> None:
+    decision = decide(
+        flood("a", 10) + flood("b", 10), {"a": share(), "b": share()}, {H100: 8}, {H100: 8}
+    )
+    assert admitted_by_tenant(decision.admit) == {"a": 4, "b": 4}
+    assert decision.admit[:4] == ["a/j0", "b/j0", "a/j1", "b/j1"]  # alternating
+    assert decision.waiting["a/j4"].reason == "capacity"
+    assert decision.waiting["a/j4"].position == 1
+
+
+def test_weights_split_the_gpus_in_proportion() -> None:
+    decision = decide(
+        flood("a", 10) + flood("b", 10),
+        {"a": share(weight=3), "b": share(weight=1)},
+        {H100: 8},
+        {H100: 8},
+    )
+    assert admitted_by_tenant(decision.admit) == {"a": 6, "b": 2}
+
+
+def test_a_tenant_already_holding_gpus_waits_for_the_one_holding_fewer() -> None:
+    decision = decide(
+        flood("a", 4) + flood("b", 4), {"a": share(held=4), "b": share()}, {H100: 4}, {H100: 8}
+    )
+    assert admitted_by_tenant(decision.admit) == {"b": 4}
+
+
+def test_a_tenant_at_its_quota_waits_for_quota_while_others_go_on() -> None:
+    decision = decide(
+        flood("a", 3) + flood("b", 3), {"a": share(max_gpus=1), "b": share()}, {H100: 8}, {H100: 8}
+    )
+    assert admitted_by_tenant(decision.admit) == {"a": 1, "b": 3}
+    assert decision.waiting["a/j1"].reason == "quota"
+    assert decision.waiting["a/j2"].gpus_ahead == 1
+
+
+def test_higher_priority_goes_first_within_a_tenant_and_the_rest_wait_for_it() -> None:
+    queued = flood("a", 2) + flood("a", 1, priority=5)
+    queued[-1] = Queued("a/urgent", "a", H100, 1, 5, T0 + timedelta(seconds=9))
+    decision = decide(queued, {"a": share()}, {H100: 1}, {H100: 8})
+    assert decision.admit == ["a/urgent"]
+    assert decision.waiting["a/j0"].reason == "capacity"
+    low = [Queued("a/low", "a", H100, 1, -1, T0)]
+    later = decide(queued + low, {"a": share()}, {H100: 1}, {H100: 8})
+    assert later.waiting["a/low"].reason == "priority"
+
+
+def test_a_big_job_is_not_starved_by_smaller_ones_of_its_gpu_type() -> None:
+    big = [Queued("a/big", "a", H100, 4, 0, T0)]
+    decision = decide(
+        big + flood("b", 3) + flood("c", 1, gpu_type=A100),
+        {"a": share(), "b": share(), "c": share()},
+        {H100: 3, A100: 1},
+        {H100: 8, A100: 1},
+    )
+    # b's one-GPU jobs would fit, but the 4-GPU job of the same type is ahead.
+    assert decision.admit == ["c/j0"]
+    assert decision.waiting["a/big"].reason == "capacity"
+
+
+def test_a_tenant_not_known_yet_waits() -> None:
+    decision = decide(flood("ghost", 1), {}, {H100: 8}, {H100: 8})
+    assert decision.admit == []
+    assert decision.waiting["ghost/j0"].reason == "quota"
