@@ -60,13 +60,18 @@ class InstanceTemplate(ApiModel):
             raise ValueError("port numbers must be unique")
         if sum(port.is_probe for port in self.ports) > 1:
             raise ValueError("at most one port can be the readiness probe (isProbe)")
-        if len({env.name for env in self.envs}) != len(self.envs):
-            raise ValueError("environment variable names must be unique")
-        if len({volume.name for volume in self.volumes}) != len(self.volumes):
-            raise ValueError("volume names must be unique")
-        if len({volume.mount_path for volume in self.volumes}) != len(self.volumes):
-            raise ValueError("volume mount paths must be unique")
+        _check_env_and_volumes(self.envs, self.volumes)
         return self
+
+
+def _check_env_and_volumes(envs: list[EnvVar], volumes: list[VolumeSpec]) -> None:
+    """What an instance's and a job's containers both need: unique names and mounts."""
+    if len({env.name for env in envs}) != len(envs):
+        raise ValueError("environment variable names must be unique")
+    if len({volume.name for volume in volumes}) != len(volumes):
+        raise ValueError("volume names must be unique")
+    if len({volume.mount_path for volume in volumes}) != len(volumes):
+        raise ValueError("volume mount paths must be unique")
 
 
 #: A container image reference, as Kubernetes takes it.
@@ -193,12 +198,7 @@ class JobCreate(ApiModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        if len({env.name for env in self.env}) != len(self.env):
-            raise ValueError("environment variable names must be unique")
-        if len({volume.name for volume in self.volumes}) != len(self.volumes):
-            raise ValueError("volume names must be unique")
-        if len({volume.mount_path for volume in self.volumes}) != len(self.volumes):
-            raise ValueError("volume mount paths must be unique")
+        _check_env_and_volumes(self.env, self.volumes)
         return self
 
     @property
