@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.naming import tenant_namespace
 from gpucloud_libs.topics import JOB_LIFECYCLE
 from gpucloud_metering import ledger
 from gpucloud_stack import fleet, layout
@@ -365,3 +366,40 @@ async def test_two_tenants_flooding_the_queue_share_the_gpus_evenly(
     low, high = sorted(held.values())
     assert high > 0
     assert (high - low) / high <= 0.10, held
+
+
+async def test_a_jobs_storage_credentials_reach_its_pods_and_are_revoked_when_it_ends(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    account = await platform.tenant(max_gpus=1)
+    spec = await platform.spec(gpus=1)
+    bucket = await platform.storage(account)
+    headers = bearer(account.admin_key)
+    body = job_body(spec, run_for="5s", storageIDs=[bucket["storageID"]])
+    job_id = await submit(platform, account, body)
+    running = await in_state(platform, account, job_id, "running")
+    core = k8s.CoreV1Api(kube)
+    namespace = tenant_namespace(account.tenant_id)
+    secret_name = f"gpc-storage-{bucket['storageID']}-job--{job_id}"
+    [run] = running["runs"]
+    pod = await core.read_namespaced_pod(f"job-{job_id}-{run['runID']}", namespace)
+    assert secret_name in {e.secret_ref.name for e in pod.spec.containers[0].env_from}
+    await core.read_namespaced_secret(secret_name, namespace)  # it exists while the job runs
+    accessors = await platform.http.get(
+        f"/v1/storages/{bucket['storageID']}/accessors", headers=headers
+    )
+    assert len(accessors.json()["items"]) == 1
+
+    assert (await settled(platform, account, job_id))["state"] == "succeeded"
+
+    async def released() -> bool:
+        secrets = await core.list_namespaced_secret(namespace)
+        listed = await platform.http.get(
+            f"/v1/storages/{bucket['storageID']}/accessors", headers=headers
+        )
+        return (
+            all(s.metadata.name != secret_name for s in secrets.items)
+            and listed.json()["items"] == []
+        )
+
+    await eventually(released, timeout=60)

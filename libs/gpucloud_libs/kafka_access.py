@@ -94,7 +94,12 @@ ACCESS: dict[str, ServiceAccess] = {
             produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE),
             consumes=(TENANTS, INSTANCE_COMMANDS, NODE_HEALTH),
         ),
-        ServiceAccess("storage", produces=(STORAGE_USAGE,), consumes=(TENANTS, INSTANCE_LIFECYCLE)),
+        ServiceAccess(
+            "storage",
+            produces=(STORAGE_USAGE,),
+            # Ended instances and jobs: what they were given is revoked.
+            consumes=(TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE),
+        ),
         ServiceAccess(
             "metering",
             # The stop command is metering's: a tenant over its budget is stopped.

@@ -106,7 +106,7 @@ class StorageClient:
         self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Have the storage service make what the instance needs; its mount plan. A job
-        attaches as `job_attachment_id(job)`."""
+        attaches as `naming.job_attachment_id(job)`."""
         service = Identity(
             subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )
@@ -117,9 +117,3 @@ class StorageClient:
             raise StorageRefused(str(response.body.get("detail")))
         plan: list[dict[str, Any]] = response.body["storages"]
         return plan
-
-
-def job_attachment_id(job_id: str) -> str:
-    """A job's name at the storage service. `--` is in no instance id, so the two
-    never meet; the credentials' Secret name stays a valid Kubernetes name."""
-    return f"job--{job_id}"

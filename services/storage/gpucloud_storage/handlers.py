@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from gpucloud_libs.events import CloudEvent, InstanceStateChanged, TenantDeleted, TenantUpserted
+from gpucloud_libs.events import (
+    CloudEvent,
+    InstanceStateChanged,
+    JobStateChanged,
+    TenantDeleted,
+    TenantUpserted,
+)
+from gpucloud_libs.naming import job_attachment_id
 
 from .attachments import Attachments
 from .tenancy import Tenancy
 
 #: An instance in one of these holds no storage any more: what it was given is revoked.
 RELEASED_IN = frozenset({"stopped", "failed", "deleted"})
+#: Likewise for a batch job.
+JOB_RELEASED_IN = frozenset({"succeeded", "failed", "cancelled"})
 
 
 class EventHandlers:
@@ -29,5 +38,14 @@ class EventHandlers:
             (event.data.tenant_id, event.data.instance_id)
             for event in events
             if isinstance(event.data, InstanceStateChanged) and event.data.state in RELEASED_IN
+        ]
+        await self.attachments.release_ended(ended)
+
+    async def on_job_lifecycle(self, events: list[CloudEvent]) -> None:
+        """A job that ended: its storages' credentials go, as an ended instance's do."""
+        ended = [
+            (event.data.tenant_id, job_attachment_id(event.data.job_id))
+            for event in events
+            if isinstance(event.data, JobStateChanged) and event.data.state in JOB_RELEASED_IN
         ]
         await self.attachments.release_ended(ended)

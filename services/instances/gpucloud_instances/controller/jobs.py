@@ -18,6 +18,7 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import job_attachment_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
@@ -40,7 +41,7 @@ from ..job_lifecycle import (
 )
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
-from ..storages import StorageClient, StorageRefused, job_attachment_id
+from ..storages import StorageClient, StorageRefused
 from ..store import JobStore, RequestStore, TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import job_item
