@@ -70,6 +70,13 @@ def _error(error: ApiException) -> KubeError:
     return KubeError(message, error.status)
 
 
+def _failed(status: int, reason: str, body: bytes) -> KubeError:
+    """The project's error for an answer outside 2xx, read raw (no library models)."""
+    failed: Any = ApiException(status=status, reason=reason)  # its stub types body as bytes
+    failed.body = body.decode(errors="replace")
+    return _error(failed)
+
+
 # kind -> (API class, snake-case resource name, namespaced)
 _KINDS: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("CoreV1Api", "namespace", False),
@@ -150,9 +157,7 @@ class KubeClient:
         except (TimeoutError, OSError) as error:
             raise DependencyUnavailable(f"Kubernetes API unreachable: {error}") from error
         if not 200 <= response.status <= 299:
-            failed = ApiException(status=response.status, reason=response.reason)
-            failed.body = data.decode(errors="replace")
-            raise _error(failed)
+            raise _failed(response.status, response.reason, data)
         return json.loads(data) if data else {}
 
     async def server_version(self) -> str:
@@ -260,9 +265,7 @@ class KubeClient:
             raise DependencyUnavailable(f"Kubernetes API unreachable: {error}") from error
         try:
             if not 200 <= response.status <= 299:
-                failed = ApiException(status=response.status, reason=response.reason)
-                failed.body = (await response.read()).decode(errors="replace")
-                raise _error(failed)
+                raise _failed(response.status, response.reason, await response.read())
             async for chunk in response.content.iter_any():
                 yield chunk
         finally:

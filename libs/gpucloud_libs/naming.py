@@ -85,9 +85,9 @@ def storage_secret_name(storage_id: str, instance_id: str) -> str:
     return f"gpc-storage-{storage_id}-{instance_id}"
 
 
-def job_attachment_id(job_id: str) -> str:
-    """A batch job's name at the storage service (its storages' attachment, and the
-    `instance_id` of its credentials' Secret). `--` is in no instance id, so the two
+def job_workload_id(job_id: str) -> str:
+    """A batch job's name where instance ids go: its quota claim, its storages'
+    attachment and its credentials' Secret. `--` is in no instance id, so the two
     never meet, and the Secret's name stays a valid Kubernetes name."""
     return f"job--{job_id}"
 

@@ -106,7 +106,7 @@ class StorageClient:
         self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Have the storage service make what the instance needs; its mount plan. A job
-        attaches as `naming.job_attachment_id(job)`."""
+        attaches as `naming.job_workload_id(job)`."""
         service = Identity(
             subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.events import TenantUpserted
@@ -82,32 +83,44 @@ class Tenancy:
         return await self._stop_instances(tenant_id) + await self._cancel_jobs(tenant_id)
 
     async def _cancel_jobs(self, tenant_id: str) -> int:
-        cancelled = 0
-        after = None
-        while True:
-            page = await self._jobs.page(
+        async def page(after: str | None) -> list[str]:
+            docs = await self._jobs.page(
                 tenant_id, states=[s.value for s in LIVE_JOBS], after=after, limit=STOP_PAGE
             )
-            for doc in page:
-                await self._requests.request(doc["_id"], "cancel")
-                await self._wakeups.wake(job_item(doc["_id"]))
-                cancelled += 1
-            if len(page) < STOP_PAGE:
-                return cancelled
-            after = page[-1]["_id"]
+            return [doc["_id"] for doc in docs]
+
+        cancelled = 0
+        async for key in _every_page(page):
+            await self._requests.request(key, "cancel")
+            await self._wakeups.wake(job_item(key))
+            cancelled += 1
+        return cancelled
 
     async def _stop_instances(self, tenant_id: str) -> int:
-        stopped = 0
-        after = None
-        while True:
-            page = await self._instances.page(
+        async def page(after: str | None) -> list[str]:
+            docs = await self._instances.page(
                 tenant_id, states=[s.value for s in ACTIVE], spec_name=None, after=after,
                 limit=STOP_PAGE,
             )  # fmt: skip
-            for doc in page:
-                await self._requests.request(doc["_id"], "stop")
-                await self._wakeups.wake(doc["_id"])
-                stopped += 1
-            if len(page) < STOP_PAGE:
-                return stopped
-            after = page[-1]["_id"]
+            return [doc["_id"] for doc in docs]
+
+        stopped = 0
+        async for key in _every_page(page):
+            await self._requests.request(key, "stop")
+            await self._wakeups.wake(key)
+            stopped += 1
+        return stopped
+
+
+async def _every_page(
+    page: Callable[[str | None], Awaitable[list[str]]],
+) -> AsyncIterator[str]:
+    """Every key of a listing read STOP_PAGE at a time, each page after the last key."""
+    after = None
+    while True:
+        keys = await page(after)
+        for key in keys:
+            yield key
+        if len(keys) < STOP_PAGE:
+            return
+        after = keys[-1]

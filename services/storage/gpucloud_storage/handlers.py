@@ -9,7 +9,7 @@ from gpucloud_libs.events import (
     TenantDeleted,
     TenantUpserted,
 )
-from gpucloud_libs.naming import job_attachment_id
+from gpucloud_libs.naming import job_workload_id
 
 from .attachments import Attachments
 from .tenancy import Tenancy
@@ -44,7 +44,7 @@ class EventHandlers:
     async def on_job_lifecycle(self, events: list[CloudEvent]) -> None:
         """A job that ended: its storages' credentials go, as an ended instance's do."""
         ended = [
-            (event.data.tenant_id, job_attachment_id(event.data.job_id))
+            (event.data.tenant_id, job_workload_id(event.data.job_id))
             for event in events
             if isinstance(event.data, JobStateChanged) and event.data.state in JOB_RELEASED_IN
         ]

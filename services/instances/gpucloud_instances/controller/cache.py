@@ -41,6 +41,11 @@ class JobPod:
     #: When the watch reported it deleted.
     gone_at: datetime | None = None
 
+    @property
+    def live(self) -> bool:
+        """Still there and not ended: it holds (or waits to hold) its GPUs."""
+        return self.gone_at is None and self.pod.get("status", {}).get("phase") not in _ENDED
+
 
 class ClusterCache:
     def __init__(
@@ -229,7 +234,7 @@ class ClusterCache:
             job_pod.pod
             for pods in self.job_pods.values()
             for job_pod in pods.values()
-            if job_pod.gone_at is None and job_pod.pod.get("status", {}).get("phase") not in _ENDED
+            if job_pod.live
         ]
         for pod in live:
             spec = pod.get("spec", {})

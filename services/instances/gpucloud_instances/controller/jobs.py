@@ -18,7 +18,7 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.naming import job_attachment_id
+from gpucloud_libs.naming import job_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
@@ -32,6 +32,7 @@ from ..job_lifecycle import (
     JobFailure,
     JobObservation,
     JobState,
+    RunObservation,
     RunRecord,
     RunState,
     observe_job,
@@ -53,12 +54,6 @@ log = logging.getLogger(__name__)
 
 #: How soon a Job the namespace quota refused is created again.
 QUOTA_RETRY_S = 2.0
-
-
-def quota_claim_id(job_id: str) -> str:
-    """A job's claim in its tenant's quota, beside the instances' (`--` is in no
-    instance id)."""
-    return f"job--{job_id}"
 
 
 class JobReconciler:
@@ -103,8 +98,8 @@ class JobReconciler:
             else:
                 await self._follow_plan(doc)
             return
-        runs, run_events = self._observe_runs(doc)
-        steps, changes = self._job_steps(doc, runs, cancel=cancel)
+        runs, run_events, observed = self._observe_runs(doc)
+        steps, changes = self._job_steps(doc, runs, observed, cancel=cancel)
         if steps or run_events or changes:
             saved = await self._save(doc, steps, {"runs": runs, **changes}, run_events)
             if saved is None:
@@ -126,17 +121,23 @@ class JobReconciler:
             return
         accounting = self._cache.gpu_accounting()
         for doc in await self._jobs.admitted():
-            # Admitted, but its pods are not all there yet: their GPUs are spoken for.
+            # Admitted, but its pods are not all there yet: their GPUs are spoken for,
+            # and its tenant holds them as far as fairness goes.
             pods = self._cache.job_pods.get(doc["_id"], {})
             missing = max(doc["parallelism"] - len(pods), 0) * doc["gpu_count"]
-            free = accounting.free.get(doc["gpu_type"], 0)
-            accounting.free[doc["gpu_type"]] = max(free - missing, 0)
+            gpu_type = doc["gpu_type"]
+            accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - missing, 0)
+            held = accounting.held.setdefault(doc["tenant_id"], {})
+            held[gpu_type] = held.get(gpu_type, 0) + missing
+        tenant_ids = sorted({doc["tenant_id"] for doc in queued})
+        docs, usages = await asyncio.gather(
+            asyncio.gather(*(self._tenants.get(t) for t in tenant_ids)),
+            asyncio.gather(*(self._quota.usage(t) for t in tenant_ids)),
+        )
         tenants: dict[str, TenantShare] = {}
-        for tenant_id in {doc["tenant_id"] for doc in queued}:
-            tenant = await self._tenants.get(tenant_id)
+        for tenant_id, tenant, (workloads, gpus) in zip(tenant_ids, docs, usages, strict=True):
             if tenant is None or tenant["status"] != "active":
                 continue  # unknown here yet, or suspended: its jobs wait
-            workloads, gpus = await self._quota.usage(tenant_id)
             tenants[tenant_id] = TenantShare(
                 tenant["quota"]["max_gpus"], tenant["quota"]["max_instances"], gpus, workloads,
                 accounting.held.get(tenant_id, {}),
@@ -172,7 +173,7 @@ class JobReconciler:
             return
         gpus = doc["gpu_count"] * doc["parallelism"]
         claim = await self._quota.claim(
-            doc["tenant_id"], quota_claim_id(doc["job_id"]), gpus, tenant["quota"]
+            doc["tenant_id"], job_workload_id(doc["job_id"]), gpus, tenant["quota"]
         )
         if not claim.admitted:
             self._queue.wake(ADMISSION)
@@ -183,25 +184,31 @@ class JobReconciler:
             {"admitted_at": now(), "message": None, "queue_reason": None},
         )
         if saved is None:
-            await self._quota.release(doc["tenant_id"], quota_claim_id(doc["job_id"]))
+            await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
             return
         await self._create_job(saved)
 
     # --- observation -----------------------------------------------------------------
 
-    def _observe_runs(self, doc: JobDoc) -> tuple[dict[str, JobRunDoc], list[OutboxEntry]]:
-        """The runs after what the cached pods say, and their transitions' events."""
+    def _observe_runs(
+        self, doc: JobDoc
+    ) -> tuple[dict[str, JobRunDoc], list[OutboxEntry], list[RunObservation]]:
+        """The runs after what the cached pods say, their transitions' events, and what
+        each pod still there says."""
         at = now()
         runs: dict[str, JobRunDoc] = {rid: JobRunDoc(**run) for rid, run in doc["runs"].items()}
         events: list[OutboxEntry] = []
         job_name = manifests.job_object_name(doc["job_id"])
         pods = self._cache.job_pods.get(doc["_id"], {})
         seen: set[str] = set()
+        present: list[RunObservation] = []
         for job_pod in pods.values():
             observed = observe_run(
                 job_pod.pod, job_object_name=job_name, now=at, gone_at=job_pod.gone_at
             )
             seen.add(observed.run_id)
+            if job_pod.gone_at is None:
+                present.append(observed)
             run = runs.get(observed.run_id)
             current = RunState(run["state"]) if run else None
             steps = run_steps(current, observed)
@@ -227,10 +234,15 @@ class JobReconciler:
                 run["ended_at"], run["exit_code"] = at, None
                 events.append(run_event(doc, rid, run, RunState.FAILED, at))
                 run["state"], run["sequence"] = RunState.FAILED.value, run["sequence"] + 1
-        return runs, events
+        return runs, events, present
 
     def _job_steps(
-        self, doc: JobDoc, runs: dict[str, JobRunDoc], *, cancel: bool
+        self,
+        doc: JobDoc,
+        runs: dict[str, JobRunDoc],
+        observed_runs: list[RunObservation],
+        *,
+        cancel: bool,
     ) -> tuple[list[Step], Document]:
         """The job's own transitions, from its Job and runs (or its cancellation)."""
         state = JobState(doc["state"])
@@ -246,7 +258,7 @@ class JobReconciler:
                     "message": "the Kubernetes Job was deleted outside gpucloud"
                 }
             return [], {}
-        blocked = self._blocked(doc, runs)
+        blocked = self._blocked(doc, observed_runs)
         if blocked is not None:
             return [(JobState.FAILED, at, blocked.reason, None)], {"message": blocked.message}
         records = {
@@ -264,14 +276,10 @@ class JobReconciler:
             {"message": observed.message} if observed.state == JobState.FAILED else {}
         )
 
-    def _blocked(self, doc: JobDoc, runs: dict[str, JobRunDoc]) -> JobObservation | None:
+    def _blocked(self, doc: JobDoc, observed_runs: list[RunObservation]) -> JobObservation | None:
         """A run that can never start fails the job: its image cannot be pulled, or no
         node of the fleet could ever hold it. (One that waits for free GPUs waits.)"""
-        job_name = manifests.job_object_name(doc["job_id"])
-        for job_pod in self._cache.job_pods.get(doc["_id"], {}).values():
-            if job_pod.gone_at is not None:
-                continue
-            observed = observe_run(job_pod.pod, job_object_name=job_name, now=now(), gone_at=None)
+        for observed in observed_runs:
             if observed.image_pull_error:
                 return JobObservation(
                     JobState.FAILED, now(), JobFailure.IMAGE_PULL_ERROR.value,
@@ -309,12 +317,9 @@ class JobReconciler:
             # and keeps the Job a day for its logs.
             job_name = manifests.job_object_name(doc["job_id"])
             await self._kube.delete("Job", doc["namespace"], job_name, cascade=True)
-        live_pods = any(
-            job_pod.gone_at is None and job_pod.pod.get("status", {}).get("phase") not in _DONE
-            for job_pod in self._cache.job_pods.get(doc["_id"], {}).values()
-        )
+        live_pods = any(pod.live for pod in self._cache.job_pods.get(doc["_id"], {}).values())
         if not live_pods and all(RunState(r["state"]) in RUN_ENDED for r in doc["runs"].values()):
-            await self._quota.release(doc["tenant_id"], quota_claim_id(doc["job_id"]))
+            await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
             self._queue.wake(ADMISSION)  # its quota and GPUs are free for the queue
 
     async def _create_job(self, doc: JobDoc) -> None:
@@ -351,7 +356,7 @@ class JobReconciler:
             return []
         try:
             plan = await self._storage.attach(
-                doc["tenant_id"], job_attachment_id(doc["job_id"]), doc["storages"]
+                doc["tenant_id"], job_workload_id(doc["job_id"]), doc["storages"]
             )
         except StorageRefused as error:
             step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)
@@ -410,7 +415,6 @@ ADMISSION = "admission"
 ADMISSION_RETRY_S = 2.0
 #: In the plan: admit this job now.
 ADMIT = "admit"
-_DONE = frozenset({"Succeeded", "Failed"})
 #: Failures after which gpucloud itself removes the Job's pods.
 _STOPPED_BY_US = frozenset(
     {JobFailure.IMAGE_PULL_ERROR.value, JobFailure.UNSCHEDULABLE.value, JobFailure.JOB_LOST.value}

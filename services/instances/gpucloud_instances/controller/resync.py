@@ -10,6 +10,7 @@ import logging
 from datetime import timedelta
 
 from gpucloud_libs.clock import now
+from gpucloud_libs.naming import job_workload_id
 
 from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
@@ -17,7 +18,6 @@ from ..store import InstanceStore, JobStore, instance_key
 from ..wakeups import STOCKS, job_item, tenant_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
-from .jobs import quota_claim_id
 from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
@@ -80,7 +80,7 @@ class Resync:
         claims = [instance_key(*claim) for claim in await self._quota.claimed()]
         live = await self._instances.live_states()
         jobs = {
-            instance_key(tenant, quota_claim_id(job))
+            instance_key(tenant, job_workload_id(job))
             for tenant, _, job in (k.partition("/") for k in live_jobs)
         }
         orphans = {key for key in claims if key not in live and key not in jobs}
