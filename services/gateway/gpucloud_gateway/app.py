@@ -73,7 +73,7 @@ async def _sweep_outboxes() -> None:
 async def _start() -> None:
     if settings.bootstrap_admin_key is not None:
         await authenticator.install_bootstrap_admin(settings.bootstrap_admin_key.get_secret_value())
-    await tenants.republish()
+    await tenants.republish(settled=False)  # nothing of this process is publishing yet
 
 
 async def _stop() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
-from gpucloud_libs.clock import now
+from gpucloud_libs.clock import aware, now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 
 from .documents import ApiKeyDoc, AuditDoc, TenantDoc, UserDoc
@@ -73,10 +73,17 @@ class TenantStore:
             {"_id": tenant_id, "revision": revision}, {"$set": {"published_revision": revision}}
         )
 
-    async def unpublished(self) -> list[TenantDoc]:
+    async def unpublished(self, written_before: datetime | None = None) -> list[TenantDoc]:
+        """Tenants whose latest revision is not published, among those last written
+        before `written_before` (all when None)."""
         # Tenants are few (hundreds), and FerretDB cannot compare two fields in a filter.
         everything = await self._tenants.find({}).to_list()
-        return [doc for doc in everything if doc.get("published_revision") != doc["revision"]]
+        return [
+            doc
+            for doc in everything
+            if doc.get("published_revision") != doc["revision"]
+            and (written_before is None or aware(doc["updated_at"]) < written_before)
+        ]
 
 
 class UserStore:

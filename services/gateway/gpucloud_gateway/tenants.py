@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
 
@@ -38,6 +39,9 @@ from .store import AlreadyExists, TenantStore
 from .users import Users
 
 log = logging.getLogger(__name__)
+
+#: A tenant's publish runs right after its write; the sweep leaves younger writes to it.
+PUBLISH_GRACE = timedelta(seconds=5)
 
 
 def effective_quota(limits: Document, self_quota: Document) -> Document:
@@ -189,6 +193,10 @@ class Tenants:
             return
         await self._tenants.mark_published(doc["_id"], doc["revision"])
 
-    async def republish(self) -> None:
-        for doc in await self._tenants.unpublished():
+    async def republish(self, *, settled: bool = True) -> None:
+        """Publish what did not get out. With `settled`, only tenants written more than
+        PUBLISH_GRACE ago: a write that is still publishing inline is left to finish,
+        instead of racing it to a duplicate of the same event."""
+        written_before = now() - PUBLISH_GRACE if settled else None
+        for doc in await self._tenants.unpublished(written_before):
             await self.publish(doc)
