@@ -7,7 +7,7 @@ UV_VERSION := 0.13.9
 UV := $(PYTHON) -m uv
 VENV := .venv
 STACK := $(PYTHON) deploy/local/stack.py
-PKGS := gpucloud_libs gpucloud_gateway gpucloud_instances gpucloud_storage gpucloud_metering gpucloud_monitoring gpucloud_agent gpucloud_stack
+PKGS := gpucloud_libs gpucloud_gateway gpucloud_instances gpucloud_storage gpucloud_metering gpucloud_monitoring gpucloud_agent gpucloud_stack gpucloud_client gpucloud_cli
 export UV_PYTHON_DOWNLOADS := never
 
 .PHONY: help up down status logs reset provision env venv test lint fmt bench bench-quick
@@ -38,7 +38,7 @@ env: ## print shell exports for talking to the running stack
 
 venv: $(VENV)/.synced ## create the virtual environment from uv.lock
 
-$(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml deploy/local/pyproject.toml agent/pyproject.toml $(wildcard services/*/pyproject.toml)
+$(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml deploy/local/pyproject.toml agent/pyproject.toml cli/pyproject.toml $(wildcard services/*/pyproject.toml)
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 	@$(UV) sync --frozen --all-packages --python $(PYTHON) --quiet
 	@touch $@

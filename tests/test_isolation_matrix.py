@@ -627,6 +627,14 @@ async def _complete_upload(world: World) -> None:
         await _outsiders_get_404(world, "POST", path, body)
 
 
+@row("POST", "/v1/storages/{storage_id}/uploads/{upload_id}/parts")
+async def _presign_parts(world: World) -> None:
+    body = {"partNumbers": [1]}
+    for storage in (world.a_storage, world.b_storage):
+        path = f"/v1/storages/{storage}/uploads/{world.a_upload}/parts"
+        await _outsiders_get_404(world, "POST", path, body)
+
+
 @row("POST", "/v1/storages/{storage_id}/revoke-urls")
 async def _revoke_urls(world: World) -> None:
     await _outsiders_get_404(world, "POST", f"/v1/storages/{world.a_storage}/revoke-urls")

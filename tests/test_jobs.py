@@ -319,6 +319,29 @@ async def test_a_runs_log_is_read_and_followed_through_the_api(platform: Platfor
         await platform.http.delete(f"/v1/jobs/{job_id_}", headers=headers)
 
 
+async def test_a_followed_log_ends_when_its_run_ends(platform: Platform) -> None:
+    account = await platform.tenant(max_gpus=1)
+    spec = await platform.spec(gpus=1)
+    job_id = await submit(platform, account, job_body(spec, run_for="3s"))
+    await in_state(platform, account, job_id, "running")
+
+    async def read_followed() -> list[str]:
+        path = f"/v1/jobs/{job_id}/logs"
+        headers = bearer(account.admin_key)
+        async with platform.http.stream(
+            "GET", path, params={"follow": "true"}, headers=headers, timeout=60
+        ) as followed:
+            assert followed.status_code == 200
+            return [line async for line in followed.aiter_lines()]
+
+    # The stream closes by itself once the run is over, even where the kubelet (here
+    # kwok) would keep it open.
+    lines = await asyncio.wait_for(read_followed(), timeout=30)
+    assert lines[0] == "gpucloud simulated workload: starting"
+    assert lines[-1] == "done"
+    assert (await settled(platform, account, job_id))["state"] == "succeeded"
+
+
 async def test_two_tenants_flooding_the_queue_share_the_gpus_evenly(
     platform: Platform, kube: k8s.ApiClient
 ) -> None:

@@ -10,6 +10,7 @@ inserted request, as an instance's stop is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import secrets
@@ -31,6 +32,11 @@ from .storages import StorageClient
 from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
 from .transitions import job_event
 from .wakeups import ControllerWakeups, job_item
+
+#: How often a followed log checks whether its run has ended, and how long it then
+#: waits for the last output before it closes.
+RUN_END_CHECK_S = 2.0
+LOG_DRAIN_S = 1.0
 
 
 class JobHasNoRuns(Conflict):
@@ -194,7 +200,43 @@ class Jobs:
                 f"the logs of run {run_id!r} are no longer kept (a finished job's pods are "
                 "kept for a day)"
             ) from None
-        return _prepend(first, stream)
+        chunks = _prepend(first, stream)
+        return self._until_run_ends(chunks, doc["_id"], run_id) if follow else chunks
+
+    async def _until_run_ends(
+        self, chunks: AsyncIterator[bytes], key: str, run_id: str
+    ) -> AsyncIterator[bytes]:
+        """A followed log that ends with its run. A kubelet closes the stream when the
+        container ends, but one that does not (kwok, a kubelet restarting) would hold the
+        reader forever; so the run's own record is checked too, and once it has ended
+        the stream closes after LOG_DRAIN_S without output."""
+        ended = False
+        next_chunk = asyncio.ensure_future(anext(chunks))
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    {next_chunk}, timeout=LOG_DRAIN_S if ended else RUN_END_CHECK_S
+                )
+                if next_chunk in done:
+                    try:
+                        chunk = next_chunk.result()
+                    except StopAsyncIteration:
+                        return
+                    yield chunk
+                    next_chunk = asyncio.ensure_future(anext(chunks))
+                elif ended:
+                    return
+                else:
+                    ended = await self._run_ended(key, run_id)
+        finally:
+            next_chunk.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await next_chunk
+
+    async def _run_ended(self, key: str, run_id: str) -> bool:
+        doc = await self._jobs.get(key)
+        run = None if doc is None else doc["runs"].get(run_id)
+        return run is None or run.get("ended_at") is not None
 
     async def view(
         self,

@@ -23,6 +23,8 @@ from .schemas import (
     DownloadRequest,
     ObjectEntry,
     ObjectListing,
+    PartUrls,
+    PartUrlsRequest,
     PresignedUrl,
     Storage,
     StorageCreate,
@@ -200,6 +202,22 @@ async def plan_upload(
 ) -> UploadPlan:
     identity.require_role(*MEMBERS)
     return await transfers.plan_upload(identity, storage_id, body)
+
+
+@router.post(
+    "/storages/{storage_id}/uploads/{upload_id}/parts",
+    tags=["objects"],
+    summary="Fresh presigned URLs for parts of a multipart upload: how an upload resumes",
+)
+async def presign_parts(
+    storage_id: str,
+    upload_id: str,
+    body: PartUrlsRequest,
+    identity: CurrentIdentity,
+    transfers: TransfersPart,
+) -> PartUrls:
+    identity.require_role(*MEMBERS)
+    return await transfers.presign_parts(identity, storage_id, upload_id, body)
 
 
 @router.post(

@@ -21,6 +21,8 @@ MIB = 1024 * 1024
 #: S3's ceiling for one object.
 MAX_OBJECT_BYTES = 5 * 1024**4
 MAX_STORAGE_BYTES = 2**50  # 1 PiB
+#: Part URLs one answer carries at most; S3 allows 10,000 parts.
+MAX_PART_URLS = 1000
 
 
 class StorageCreate(ApiModel):
@@ -143,6 +145,22 @@ class UploadPlan(ApiModel):
     upload_id: str | None = Field(default=None, alias="uploadID")
     part_size_bytes: int | None = None
     parts: list[PartUrl] = Field(default_factory=list)
+
+
+class PartUrlsRequest(ApiModel):
+    """Fresh URLs for some parts of an upload already planned: how a client resumes."""
+
+    part_numbers: list[Annotated[int, Field(ge=1, le=10_000)]] = Field(
+        min_length=1, max_length=MAX_PART_URLS
+    )
+    expires_in_s: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+
+
+class PartUrls(ApiModel):
+    key: str
+    upload_id: str = Field(alias="uploadID")
+    expires_at: datetime
+    parts: list[PartUrl]
 
 
 class CompletedPart(ApiModel):

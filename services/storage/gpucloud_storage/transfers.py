@@ -20,10 +20,13 @@ from .documents import StorageDoc, UploadDoc
 from .ownership import OwnedStorages
 from .presigners import Presigners
 from .schemas import (
+    MAX_PART_URLS,
     DownloadRequest,
     ObjectEntry,
     ObjectListing,
     PartUrl,
+    PartUrls,
+    PartUrlsRequest,
     PresignedUrl,
     UploadComplete,
     UploadPlan,
@@ -34,7 +37,7 @@ from .store import UploadStore
 
 #: S3 allows 10,000 parts; a plan lists at most this many URLs, so large objects
 #: get larger parts rather than a longer answer.
-MAX_PLANNED_PARTS = 1000
+MAX_PLANNED_PARTS = MAX_PART_URLS
 MAX_PART_BYTES = 5 * 1024**3
 
 
@@ -127,6 +130,28 @@ class Transfers:
         ):
             raise NotFound(f"upload {upload_id!r} not found")
         return doc, upload
+
+    async def presign_parts(
+        self, identity: Identity, storage_id: str, upload_id: str, body: PartUrlsRequest
+    ) -> PartUrls:
+        """Fresh URLs for parts of a planned upload, so that an interrupted upload goes on
+        with the parts it still lacks once its first URLs have expired."""
+        doc, upload = await self._upload(identity, storage_id, upload_id)
+        signer = await self._presigners.signer(doc)
+        return PartUrls(
+            key=upload["key"],
+            upload_id=upload_id,
+            expires_at=now() + timedelta(seconds=body.expires_in_s),
+            parts=[
+                PartUrl(
+                    part_number=number,
+                    url=self._backend.presign_part(
+                        signer, doc["bucket"], upload["key"], upload_id, number, body.expires_in_s
+                    ),
+                )
+                for number in sorted(set(body.part_numbers))
+            ],
+        )
 
     async def revoke_urls(self, identity: Identity, storage_id: str) -> None:
         """Void every presigned URL of the storage made so far."""

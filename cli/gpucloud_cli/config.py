@@ -1,0 +1,106 @@
+"""Profiles: the endpoints and API keys `gpucloud login` stored, one per cloud or tenant.
+
+The file is `$GPUCLOUD_CONFIG`, else `$XDG_CONFIG_HOME/gpucloud/config.json`, else
+`~/.config/gpucloud/config.json`. It holds API keys, so it is created with mode 0600 and
+rewritten whole through a file of the same mode. `GPUCLOUD_ENDPOINT` and
+`GPUCLOUD_API_KEY` override the profile, for scripts and CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PROFILE = "default"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    endpoint: str
+    api_key: str
+
+
+class NotLoggedIn(Exception):
+    pass
+
+
+def config_path() -> Path:
+    if explicit := os.environ.get("GPUCLOUD_CONFIG"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "gpucloud" / "config.json"
+
+
+def state_dir() -> Path:
+    """Where upload journals live: beside the config, so one setting moves both."""
+    return config_path().parent / "state"
+
+
+def _read() -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(config_path().read_text())
+    except FileNotFoundError:
+        return {"current": DEFAULT_PROFILE, "profiles": {}}
+    return data
+
+
+def _write(data: dict[str, Any]) -> None:
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    scratch = path.with_suffix(".tmp")
+    descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as sink:
+        json.dump(data, sink, indent=2)
+    os.chmod(scratch, 0o600)  # an older scratch file keeps its mode through O_CREAT
+    scratch.replace(path)
+
+
+def save(profile: Profile, *, make_current: bool = True) -> None:
+    data = _read()
+    data["profiles"][profile.name] = {"endpoint": profile.endpoint, "apiKey": profile.api_key}
+    if make_current or len(data["profiles"]) == 1:
+        data["current"] = profile.name
+    _write(data)
+
+
+def remove(name: str) -> bool:
+    data = _read()
+    if data["profiles"].pop(name, None) is None:
+        return False
+    if data["current"] == name:
+        data["current"] = next(iter(data["profiles"]), DEFAULT_PROFILE)
+    _write(data)
+    return True
+
+
+def use(name: str) -> None:
+    data = _read()
+    if name not in data["profiles"]:
+        raise NotLoggedIn(f"no profile {name!r}; `gpucloud login --profile {name}` makes it")
+    data["current"] = name
+    _write(data)
+
+
+def profiles() -> tuple[str, dict[str, str]]:
+    """The current profile's name, and every profile's endpoint."""
+    data = _read()
+    return data["current"], {name: p["endpoint"] for name, p in data["profiles"].items()}
+
+
+def load(name: str | None) -> Profile:
+    env_endpoint, env_key = os.environ.get("GPUCLOUD_ENDPOINT"), os.environ.get("GPUCLOUD_API_KEY")
+    if env_endpoint and env_key and name is None:
+        return Profile("environment", env_endpoint, env_key)
+    data = _read()
+    chosen = name or data["current"]
+    stored = data["profiles"].get(chosen)
+    if stored is None:
+        raise NotLoggedIn(
+            f"not logged in (no profile {chosen!r}): run `gpucloud login`"
+            + (f" --profile {chosen}" if chosen != DEFAULT_PROFILE else "")
+        )
+    return Profile(chosen, env_endpoint or stored["endpoint"], env_key or stored["apiKey"])

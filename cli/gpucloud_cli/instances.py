@@ -1,0 +1,180 @@
+"""`gpucloud instances`: start, watch, open and stop GPU instances."""
+
+from __future__ import annotations
+
+import webbrowser
+from typing import Any
+
+import click
+
+from gpucloud_client.models import Instance
+
+from .session import Column, Session, pass_session
+
+COLUMNS: list[Column] = [
+    ("ID", lambda i: i["instanceID"]),
+    ("STATE", lambda i: i["state"]),
+    ("SPEC", lambda i: i["specName"]),
+    ("GPUS", lambda i: f"{i['gpuCount']} x {i['gpuType']}"),
+    ("NODE", lambda i: i["node"]),
+    ("IMAGE", lambda i: i["image"]),
+    ("CREATED", lambda i: i["createdAt"][:19]),
+]
+DETAIL: list[Column] = [*COLUMNS, ("REASON", lambda i: i["reason"]), ("URLS", lambda i: i["urls"])]
+
+
+@click.group()
+def instances() -> None:
+    """GPU instances: long-running pods with ports, storage and a URL."""
+
+
+@instances.command("ls")
+@click.option("--state", "states", multiple=True, help="Only these states (repeatable).")
+@pass_session
+def list_instances(session: Session, states: tuple[str, ...]) -> None:
+    """List the tenant's instances (every tenant's, for a platform admin)."""
+    session.emit(session.client.list_instances(states=list(states) or None), COLUMNS)
+
+
+@instances.command("get")
+@click.argument("instance_id")
+@pass_session
+def get_instance(session: Session, instance_id: str) -> None:
+    """One instance, with its state history."""
+    instance = session.client.get_instance(instance_id)
+    session.emit(instance, DETAIL)
+    if session.output == "table":
+        for step in instance["history"]:
+            reason = f" ({step['reason']})" if step.get("reason") else ""
+            session.out.print(f"  {step['at'][:23]}  {step['state']}{reason}", highlight=False)
+
+
+@instances.command("create")
+@click.option("--spec", "spec_name", required=True, help="The spec (GPU type and count) to run on.")
+@click.option("--image", required=True, help="The container image.")
+@click.option("--id", "instance_id", help="Your own id for it (default: generated).")
+@click.option("--zone", help="Pin to a zone.")
+@click.option("--port", "ports", type=int, multiple=True, help="A public port (repeatable).")
+@click.option(
+    "--env",
+    "envs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An environment variable (repeatable).",
+)
+@click.option("--storage", "storages", multiple=True, help="A storage id to attach (repeatable).")
+@click.option("--cmd", help="The command line to run instead of the image's.")
+@click.option(
+    "--wait/--no-wait", default=True, show_default=True, help="Wait until it runs (or fails)."
+)
+@pass_session
+def create_instance(
+    session: Session, spec_name: str, image: str, instance_id: str | None, zone: str | None,
+    ports: tuple[int, ...], envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None,
+    wait: bool,
+) -> None:  # fmt: skip
+    """Start an instance and, by default, wait until it runs.
+
+    \b
+    Examples:
+      gpucloud instances create --spec h100-1 --image jupyter/base-notebook --port 8888
+      gpucloud instances create --spec a100-2 --image pytorch/pytorch --storage models --no-wait
+    """
+    body: dict[str, Any] = {
+        "image": image,
+        "specName": spec_name,
+        "storageIDs": list(storages),
+        "template": {
+            "ports": [{"port": port, "isPublic": True} for port in ports],
+            "envs": parse_env(envs),
+            **({"cmd": cmd} if cmd else {}),
+        },
+        **({"instanceID": instance_id} if instance_id else {}),
+        **({"zone": zone} if zone else {}),
+    }
+    instance = session.client.create_instance(body)
+    if wait:
+        instance = wait_until_settled(session, instance)
+    session.emit(instance, DETAIL)
+    if instance["state"] == "failed":
+        raise click.ClickException(
+            f"instance {instance['instanceID']} failed: {instance['reason']}"
+        )
+
+
+def wait_until_settled(session: Session, instance: Instance) -> Instance:
+    """Follow the instance's transitions (long poll) with a live status line."""
+    name = instance["instanceID"]
+    with session.err.status(f"{name}: {instance['state']}") as status:
+
+        def show(current: Instance) -> None:
+            status.update(f"{name}: {current['state']}")
+            if session.output == "table" and not session.err.is_terminal:
+                session.note(f"{name}: {current['state']}")
+
+        return session.client.wait_for_instance(name, on_change=show)
+
+
+@instances.command("stop")
+@click.argument("instance_id")
+@click.option("--wait/--no-wait", default=False, help="Wait until it has stopped.")
+@pass_session
+def stop_instance(session: Session, instance_id: str, wait: bool) -> None:
+    """Stop an instance (its GPUs are released and billing ends)."""
+    instance = session.client.stop_instance(instance_id)
+    if wait:
+        instance = wait_until_settled(session, instance)
+    session.emit(instance, COLUMNS)
+
+
+@instances.command("delete")
+@click.argument("instance_id")
+@pass_session
+def delete_instance(session: Session, instance_id: str) -> None:
+    """Delete the record of a stopped or failed instance."""
+    instance = session.client.get_instance(instance_id)
+    if instance["state"] not in {"stopped", "failed"}:
+        raise click.ClickException(
+            f"instance {instance_id} is {instance['state']}: stop it first (`gpucloud instances stop`)"
+        )
+    session.emit(session.client.stop_instance(instance_id), COLUMNS)
+
+
+@instances.command("open")
+@click.argument("instance_id")
+@click.option("--port", type=int, help="Which public port (default: the first).")
+@click.option(
+    "--print-url", is_flag=True, help="Print the one-minute link instead of opening a browser."
+)
+@pass_session
+def open_instance(session: Session, instance_id: str, port: int | None, print_url: bool) -> None:
+    """Open the instance's URL in a browser through a one-minute session link."""
+    if port is None:
+        port = first_public_port(session.client.get_instance(instance_id))
+    link = session.client.open_instance_session(instance_id, port)
+    url = str(link["url"])
+    if print_url or session.output == "json" or not webbrowser.open(url):
+        if session.output == "json":
+            session.emit_json(link)
+        else:
+            session.out.print(url, highlight=False, soft_wrap=True)
+
+
+def first_public_port(instance: Instance) -> int:
+    """The port of the instance's first URL (`https://<instance>--<port>--<tenant>.<domain>/`)."""
+    for url in instance["urls"]:
+        label = url.split("://", 1)[-1].split(".", 1)[0]
+        fields = label.split("--")
+        if len(fields) == 3 and fields[1].isdigit():
+            return int(fields[1])
+    raise click.ClickException(f"instance {instance['instanceID']} has no public port; pass --port")
+
+
+def parse_env(pairs: tuple[str, ...]) -> list[dict[str, str]]:
+    env = []
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--env")
+        env.append({"name": name, "value": value})
+    return env

@@ -1,0 +1,172 @@
+"""The `gpucloud` command: a thin client of the public /v1 API."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+import click
+from click.shell_completion import get_completion_class
+
+from gpucloud_client import ApiError, Client, ClientError, Unreachable
+
+from . import config
+from .instances import instances
+from .jobs import jobs
+from .operator import fleet, tenants
+from .session import Session, pass_session
+from .storages import cp, storages
+from .usage import alerts, usage
+
+EXAMPLES = """
+\b
+Examples:
+  gpucloud login --endpoint https://gpu.example.com
+  gpucloud instances create --spec h100-1 --image jupyter/base-notebook --port 8888 --wait
+  gpucloud jobs submit job.yaml
+  gpucloud cp -r ./dataset gpc://datasets/v1/
+  gpucloud usage --group-by day -o json
+"""
+
+
+class Failure(click.ClickException):
+    """An error for the person at the terminal: one line on stderr, exit code 1."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+def describe(error: ClientError) -> str:
+    if isinstance(error, ApiError):
+        text = f"{error.title} ({error.code}, HTTP {error.status})"
+        return f"{text}: {error.detail}" if error.detail else text
+    if isinstance(error, Unreachable):
+        return f"cannot reach the API at {error}"
+    return str(error)
+
+
+class GpucloudGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ClientError as error:
+            raise Failure(describe(error)) from error
+        except (config.NotLoggedIn, TimeoutError, OSError) as error:
+            raise Failure(str(error)) from error
+        finally:
+            if isinstance(ctx.obj, Session):
+                ctx.obj.close()
+
+
+@click.group(cls=GpucloudGroup, epilog=EXAMPLES)
+@click.option(
+    "--profile", "-p", envvar="GPUCLOUD_PROFILE", help="Use this profile, not the current one."
+)
+@click.option(
+    "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True,
+    help="Tables for people, JSON for scripts.",
+)  # fmt: skip
+@click.version_option(package_name="gpucloud-cli")
+@click.pass_context
+def cli(ctx: click.Context, profile: str | None, output: str) -> None:
+    """Rent GPUs, run jobs, move data: the gpucloud command line.
+
+    `gpucloud login` first; then every command talks to that cloud as that key."""
+    ctx.obj = Session(profile, output)
+
+
+@cli.command()
+@click.option("--endpoint", "-e", prompt="Endpoint", default="http://127.0.0.1:8000", show_default=True,
+              help="The cloud's gateway URL.")  # fmt: skip
+@click.option("--api-key-stdin", is_flag=True, help="Read the API key from stdin (for scripts).")
+@click.option(
+    "--profile", "name", default=None, help="Store as this profile (default: the current one)."
+)
+@click.pass_context
+def login(ctx: click.Context, endpoint: str, api_key_stdin: bool, name: str | None) -> None:
+    """Check an API key against a cloud and store it as a profile (file mode 0600).
+
+    \b
+    Examples:
+      gpucloud login --endpoint https://gpu.example.com
+      echo "$KEY" | gpucloud login -e https://gpu.example.com --api-key-stdin --profile prod
+    """
+    session: Session = ctx.obj
+    key = (
+        sys.stdin.readline().strip() if api_key_stdin else click.prompt("API key", hide_input=True)
+    )
+    if not key:
+        raise click.UsageError("an API key is needed")
+    with Client(endpoint, key) as client:
+        who = client.whoami()
+    name = name or session.profile_name or config.profiles()[0]
+    config.save(config.Profile(name, endpoint, key))
+    scope = f"tenant {who['tenantID']}" if who["tenantID"] else "the platform"
+    session.note(f"logged in to {endpoint} as {who['role']} of {scope} (profile {name!r})")
+    if session.output == "json":
+        session.emit_json({"profile": name, "endpoint": endpoint, **who})
+
+
+@cli.command()
+@pass_session
+def logout(session: Session) -> None:
+    """Forget the current (or --profile) profile's key."""
+    name = session.profile_name or config.profiles()[0]
+    if not config.remove(name):
+        raise Failure(f"no profile {name!r}")
+    session.note(f"profile {name!r} removed")
+
+
+@cli.group(invoke_without_command=True)
+@pass_session
+@click.pass_context
+def profiles(ctx: click.Context, session: Session) -> None:
+    """List the stored profiles; `profiles use NAME` switches."""
+    if ctx.invoked_subcommand is None:
+        current, endpoints = config.profiles()
+        rows = [{"profile": name, "endpoint": url, "current": name == current}
+                for name, url in endpoints.items()]  # fmt: skip
+        session.emit(rows, [("PROFILE", lambda r: r["profile"]), ("ENDPOINT", lambda r: r["endpoint"]),
+                            ("CURRENT", lambda r: "*" if r["current"] else "")])  # fmt: skip
+
+
+@profiles.command("use")
+@click.argument("name")
+@pass_session
+def use_profile(session: Session, name: str) -> None:
+    """Make NAME the current profile."""
+    config.use(name)
+    session.note(f"now using profile {name!r}")
+
+
+@cli.command()
+@pass_session
+def whoami(session: Session) -> None:
+    """The identity behind the current key: role, tenant and scopes."""
+    who = session.client.whoami()
+    session.emit(who, [("ROLE", lambda w: w["role"]), ("TENANT", lambda w: w["tenantID"]),
+                       ("USER", lambda w: w["userID"]), ("KEY", lambda w: w["keyID"]),
+                       ("SCOPES", lambda w: w["scopes"])])  # fmt: skip
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script.
+
+    \b
+    Examples:
+      eval "$(gpucloud completion bash)"        # in ~/.bashrc
+      gpucloud completion fish > ~/.config/fish/completions/gpucloud.fish
+    """
+    completer = get_completion_class(shell)
+    assert completer is not None  # the choice above lists only shells click supports
+    click.echo(completer(cli, {}, "gpucloud", "_GPUCLOUD_COMPLETE").source())
+
+
+for command in (instances, jobs, storages, cp, usage, alerts, fleet, tenants):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli(prog_name="gpucloud")

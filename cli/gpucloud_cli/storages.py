@@ -1,0 +1,268 @@
+"""`gpucloud storages` and `gpucloud cp`: buckets and volumes, and copies to and from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import click
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from gpucloud_client import ApiError, Transfers
+from gpucloud_client.transfers import tally
+
+from . import config
+from .session import Column, Session, pass_session
+
+SCHEME = "gpc://"
+COLUMNS: list[Column] = [
+    ("ID", lambda s: s["storageID"]),
+    ("KIND", lambda s: s["kind"]),
+    ("STATE", lambda s: s["state"]),
+    ("SIZE", lambda s: human_bytes(s["sizeBytes"])),
+    ("USED", lambda s: human_bytes(s["usedBytes"]) if s.get("usedBytes") is not None else None),
+    ("ATTACHED TO", lambda s: s.get("attachedTo")),
+]
+
+
+@click.group()
+def storages() -> None:
+    """Object storages (buckets) and volumes."""
+
+
+@storages.command("ls")
+@pass_session
+def list_storages(session: Session) -> None:
+    """List the tenant's storages."""
+    session.emit(session.client.list_storages(), COLUMNS)
+
+
+@storages.command("get")
+@click.argument("storage_id")
+@pass_session
+def get_storage(session: Session, storage_id: str) -> None:
+    """One storage."""
+    session.emit(session.client.get_storage(storage_id), COLUMNS)
+
+
+@storages.command("create")
+@click.argument("storage_id")
+@click.option(
+    "--size", "size", required=True, help="Quota (object) or size (volume): 20GiB, 500MB, …"
+)
+@click.option(
+    "--kind", type=click.Choice(["object", "volume"]), default="object", show_default=True
+)
+@pass_session
+def create_storage(session: Session, storage_id: str, size: str, kind: str) -> None:
+    """Create a storage.
+
+    \b
+    Example:
+      gpucloud storages create models --size 200GiB
+    """
+    body = {"storageID": storage_id, "kind": kind, "sizeBytes": parse_size(size)}
+    session.emit(session.client.create_storage(body), COLUMNS)
+
+
+@storages.command("delete")
+@click.argument("storage_id")
+@click.option("--force", is_flag=True, help="Delete a bucket that still holds objects.")
+@pass_session
+def delete_storage(session: Session, storage_id: str, force: bool) -> None:
+    """Delete a storage."""
+    session.client.delete_storage(storage_id, force=force)
+    session.note(f"storage {storage_id} deleted")
+
+
+@storages.command("objects")
+@click.argument("location")
+@pass_session
+def list_objects(session: Session, location: str) -> None:
+    """List the objects under gpc://STORAGE/PREFIX."""
+    remote = parse_remote(location)
+    with Transfers(session.client, config.state_dir()) as transfers:
+        rows = (
+            {"key": key, "sizeBytes": size}
+            for key, size in transfers.objects(remote.storage, remote.key)
+        )
+        session.emit(
+            rows, [("KEY", lambda o: o["key"]), ("SIZE", lambda o: human_bytes(o["sizeBytes"]))]
+        )
+
+
+@storages.command("credentials")
+@click.argument("storage_id")
+@click.option(
+    "--mode", type=click.Choice(["read-only", "read-write"]), default="read-only", show_default=True
+)
+@pass_session
+def create_accessor(session: Session, storage_id: str, mode: str) -> None:
+    """S3 credentials for this storage alone. The secret is shown once."""
+    created = session.client.create_accessor(storage_id, mode)
+    session.emit(created, [(name.upper(), field_reader(name)) for name in created])
+
+
+def field_reader(name: str) -> Callable[[dict[str, object]], object]:
+    return lambda row: row.get(name)
+
+
+@dataclass(frozen=True)
+class Remote:
+    storage: str
+    key: str
+
+
+def parse_remote(location: str) -> Remote:
+    if not location.startswith(SCHEME):
+        raise click.BadParameter(f"{location!r} is not {SCHEME}STORAGE/KEY")
+    storage, _, key = location[len(SCHEME) :].partition("/")
+    if not storage:
+        raise click.BadParameter(f"{location!r} names no storage")
+    return Remote(storage, key)
+
+
+@click.command()
+@click.argument("source")
+@click.argument("target")
+@click.option(
+    "--recursive", "-r", is_flag=True, help="Copy a directory, or every object under a prefix."
+)
+@click.option("--concurrency", "-j", type=click.IntRange(1, 64), default=16, show_default=True,
+              help="Files (and parts) in flight at once.")  # fmt: skip
+@pass_session
+def cp(session: Session, source: str, target: str, recursive: bool, concurrency: int) -> None:
+    """Copy files to or from a storage: one side is a local path, the other gpc://STORAGE/KEY.
+
+    Large files go up in concurrent parts; an interrupted upload resumes where it
+    stopped when the same command is run again. With -r, a directory's files land under
+    the key prefix (`dir/a/b.txt` as `PREFIX/a/b.txt`), and the objects under a prefix
+    land in the directory the same way.
+
+    \b
+    Examples:
+      gpucloud cp model.safetensors gpc://models/llama/
+      gpucloud cp -r ./dataset gpc://datasets/v1/
+      gpucloud cp gpc://models/llama/model.safetensors .
+      gpucloud cp -r gpc://datasets/v1/ ./dataset
+    """
+    uploading = target.startswith(SCHEME)
+    if uploading == source.startswith(SCHEME):
+        raise click.UsageError(f"one side must be local and the other {SCHEME}STORAGE/KEY")
+    with Transfers(session.client, config.state_dir(), concurrency=concurrency) as transfers:
+        try:
+            if uploading:
+                upload(session, transfers, Path(source), parse_remote(target), recursive)
+            else:
+                download(session, transfers, parse_remote(source), Path(target), recursive)
+        except KeyboardInterrupt:
+            session.note("interrupted; run the same command again to resume the upload" if uploading
+                         else "interrupted")  # fmt: skip
+            raise SystemExit(130) from None
+
+
+def upload(
+    session: Session, transfers: Transfers, source: Path, remote: Remote, recursive: bool
+) -> None:
+    if source.is_dir():
+        if not recursive:
+            raise click.UsageError(f"{source} is a directory: use -r")
+        prefix = remote.key if not remote.key or remote.key.endswith("/") else remote.key + "/"
+        counted = tally(source)
+        with progress_bar(session, counted.bytes, counted.files) as (advance, file_done):
+            transfers.upload_tree(source, remote.storage, prefix, advance, file_done)
+        session.note(
+            f"{counted.files} files, {human_bytes(counted.bytes)} → {SCHEME}{remote.storage}/{prefix}"
+        )
+        return
+    if not source.is_file():
+        raise click.UsageError(f"{source}: no such file")
+    key = remote.key + source.name if not remote.key or remote.key.endswith("/") else remote.key
+    size = source.stat().st_size
+    with progress_bar(session, size, 1) as (advance, file_done):
+        transfers.upload_file(source, remote.storage, key, advance)
+        file_done()
+    session.note(f"{source} → {SCHEME}{remote.storage}/{key} ({human_bytes(size)})")
+
+
+def download(
+    session: Session, transfers: Transfers, remote: Remote, target: Path, recursive: bool
+) -> None:
+    if recursive:
+        prefix = remote.key if not remote.key or remote.key.endswith("/") else remote.key + "/"
+        files = size = 0
+        for _, object_size in transfers.objects(remote.storage, prefix):
+            files, size = files + 1, size + object_size
+        with progress_bar(session, size, files) as (advance, file_done):
+            transfers.download_tree(remote.storage, prefix, target, advance, file_done)
+        session.note(
+            f"{SCHEME}{remote.storage}/{prefix} → {target} ({files} files, {human_bytes(size)})"
+        )
+        return
+    name = PurePosixPath(remote.key).name
+    if not name:
+        raise click.UsageError(f"{SCHEME}{remote.storage}/{remote.key} names a prefix: use -r")
+    destination = target / name if target.is_dir() else target
+    try:
+        size = next(s for k, s in transfers.objects(remote.storage, remote.key) if k == remote.key)
+    except StopIteration:
+        raise ApiError(404, {"title": "Not found", "code": "not_found",
+                             "detail": f"no object {remote.key!r} in storage {remote.storage!r}"}) from None  # fmt: skip
+    with progress_bar(session, size, 1) as (advance, file_done):
+        transfers.download_file(remote.storage, remote.key, destination, advance)
+        file_done()
+    session.note(f"{SCHEME}{remote.storage}/{remote.key} → {destination} ({human_bytes(size)})")
+
+
+@contextmanager
+def progress_bar(
+    session: Session, total_bytes: int, total_files: int
+) -> Iterator[tuple[Callable[[int], None], Callable[[], None]]]:
+    """(advance(bytes), file_done()) callbacks, drawn as a bar on a terminal."""
+    shown = session.interactive
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        MofNCompleteColumn(), TimeRemainingColumn(), console=session.err, disable=not shown,
+    ) as bar:  # fmt: skip
+        moved = bar.add_task("bytes", total=total_bytes)
+        files = bar.add_task("files", total=total_files, visible=False)
+
+        def advance(count: int) -> None:
+            bar.advance(moved, count)
+
+        def file_done() -> None:
+            bar.advance(files, 1)
+
+        yield advance, file_done
+
+
+UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    digits = text.strip()
+    split = next((i for i, c in enumerate(digits) if not (c.isdigit() or c == ".")), len(digits))
+    number, unit = digits[:split], digits[split:].strip().lower()
+    if not number or unit not in UNITS:
+        raise click.BadParameter(f"{text!r} is not a size like 20GiB or 500MB", param_hint="--size")
+    return int(float(number) * UNITS[unit])
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"

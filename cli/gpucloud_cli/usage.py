@@ -1,0 +1,49 @@
+"""`gpucloud usage` and `gpucloud alerts`: what the tenant spent, and what is on fire."""
+
+from __future__ import annotations
+
+import click
+
+from .session import Column, Session, pass_session
+
+GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone"]
+
+
+@click.command()
+@click.option("--group-by", type=click.Choice(GROUPS), default="instance", show_default=True)
+@click.option("--start", help="ISO 8601 start (default: the start of this month, UTC).")
+@click.option("--end", help="ISO 8601 end (default: now).")
+@pass_session
+def usage(session: Session, group_by: str, start: str | None, end: str | None) -> None:
+    """GPU time and cost over a period, grouped; running work counts up to now."""
+    report = session.client.usage(group_by=group_by, start=start, end=end)
+    if session.output == "json":
+        session.emit_json(report)
+        return
+    columns: list[Column] = [
+        (group_by.upper(), lambda r: r["key"]),
+        ("GPU-HOURS", lambda r: f"{r['gpuMicroseconds'] / 3.6e9:.4f}"),
+        ("STORAGE GB-H", lambda r: f"{float(r['storageGbHours']):.4f}"),
+        ("AMOUNT", lambda r: r["amount"]),
+    ]
+    session.emit([*report["rows"], {**report["total"], "key": "TOTAL"}], columns,
+                 title=f"{report['start'][:19]} → {report['asOf'][:19]}")  # fmt: skip
+
+
+@click.group()
+def alerts() -> None:
+    """Alerts raised by the tenant's (or, for the operator, the fleet's) alert rules."""
+
+
+@alerts.command("ls")
+@click.option("--state", type=click.Choice(["firing", "resolved"]), help="Only this state.")
+@pass_session
+def list_alerts(session: Session, state: str | None) -> None:
+    """List alerts, newest first."""
+    session.emit(session.client.list_alerts(state=state), [
+        ("ID", lambda a: a["alertID"]), ("STATE", lambda a: a["state"]),
+        ("SEVERITY", lambda a: a["severity"]), ("METRIC", lambda a: a["metric"]),
+        ("VALUE", lambda a: f"{a['value']} {a['comparison']} {a['threshold']}"),
+        ("NODE", lambda a: a["node"]), ("INSTANCE", lambda a: a["instanceID"]),
+        ("FIRED", lambda a: a["firedAt"][:19]),
+    ])  # fmt: skip

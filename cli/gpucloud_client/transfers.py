@@ -1,0 +1,280 @@
+"""Copies between local files and a storage through presigned URLs: bytes go straight
+to the object store, never through the API.
+
+- A file above one part is a multipart upload whose parts go up concurrently. Each
+  finished part's ETag is written to a journal beside the user's state, so an upload
+  interrupted by a crash, a lost network or Ctrl-C resumes with the parts it lacks: the
+  API signs fresh URLs for them (`POST .../uploads/{id}/parts`).
+- A directory is walked twice, lazily: once to count what to send (for the progress
+  bar), once to send it. Neither walk keeps the file list, and at most `concurrency`
+  files are in flight, so 100,000 files cost what 16 do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+import httpx
+
+from .client import Client
+from .errors import ApiError, TransferFailed
+
+#: Called with the number of bytes just moved.
+Progress = Callable[[int], None]
+DOWNLOAD_CHUNK = 1024 * 1024
+#: Parts held in memory at once, across every file of a copy: a part is read whole
+#: before its PUT (S3 wants its length), so this bounds memory at 4 times the part size
+#: (256 MiB with the service's 64 MiB parts).
+PART_SLOTS = 4
+Item = TypeVar("Item")
+
+
+@dataclass(frozen=True)
+class Tally:
+    files: int
+    bytes: int
+
+
+class Transfers:
+    """Uploads and downloads for one client. `state_dir` holds the upload journals."""
+
+    def __init__(self, client: Client, state_dir: Path, *, concurrency: int = 16) -> None:
+        self._client = client
+        self._journals = state_dir / "uploads"
+        self._concurrency = concurrency
+        # Presigned URLs carry their own signature: this session sends no API credential.
+        self._store = httpx.Client(
+            timeout=httpx.Timeout(300.0, connect=10.0),
+            limits=httpx.Limits(max_connections=concurrency * 2),
+        )
+        self._journal_lock = threading.Lock()
+        self._part_slots = threading.Semaphore(PART_SLOTS)
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Transfers:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- uploads -----------------------------------------------------------------------
+
+    def upload_file(self, path: Path, storage_id: str, key: str, progress: Progress) -> None:
+        size = path.stat().st_size
+        journal = self._journal_path(storage_id, key, path)
+        state = self._read_journal(journal)
+        if state is None:
+            plan = self._client.plan_upload(storage_id, key, size)
+            if plan["url"] is not None:
+                self._put(plan["url"], path.read_bytes())
+                progress(size)
+                return
+            state = {"uploadID": plan["uploadID"], "partSizeBytes": plan["partSizeBytes"],
+                     "parts": {}}  # fmt: skip
+            self._write_journal(journal, state)
+            urls = {part["partNumber"]: part["url"] for part in plan["parts"]}
+        else:
+            urls = self._missing_part_urls(storage_id, state, size)
+            progress(sum(self._part_length(size, state, int(n)) for n in state["parts"]))
+        self._upload_parts(path, size, storage_id, journal, state, urls, progress)
+
+    def _missing_part_urls(
+        self, storage_id: str, state: dict[str, Any], size: int
+    ) -> dict[int, str]:
+        count = -(-size // state["partSizeBytes"])
+        missing = [n for n in range(1, count + 1) if str(n) not in state["parts"]]
+        urls: dict[int, str] = {}
+        for start in range(0, len(missing), 1000):
+            answer = self._client.presign_parts(
+                storage_id, state["uploadID"], missing[start : start + 1000]
+            )
+            urls.update({part["partNumber"]: part["url"] for part in answer["parts"]})
+        return urls
+
+    def _upload_parts(
+        self, path: Path, size: int, storage_id: str, journal: Path,
+        state: dict[str, Any], urls: dict[int, str], progress: Progress,
+    ) -> None:  # fmt: skip
+        part_size: int = state["partSizeBytes"]
+
+        def send(number: int) -> None:
+            with self._part_slots, path.open("rb") as source:
+                source.seek((number - 1) * part_size)
+                body = source.read(part_size)
+                etag = self._put(urls[number], body)
+            with self._journal_lock:
+                state["parts"][str(number)] = etag
+                self._write_journal(journal, state)
+            progress(len(body))
+
+        self._run_bounded(send, sorted(urls))
+        etags = {int(n): etag for n, etag in state["parts"].items()}
+        try:
+            self._client.complete_upload(storage_id, state["uploadID"], etags)
+        except ApiError as error:
+            if error.status == 404:  # the store dropped the upload: start again next time
+                journal.unlink(missing_ok=True)
+            raise
+        journal.unlink(missing_ok=True)
+
+    def upload_tree(
+        self, root: Path, storage_id: str, prefix: str, progress: Progress,
+        on_file: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
+        def send(path: Path) -> None:
+            key = prefix + path.relative_to(root).as_posix()
+            self.upload_file(path, storage_id, key, progress)
+            if on_file:
+                on_file()
+
+        self._run_bounded(send, walk(root))
+
+    def _put(self, url: str, body: bytes) -> str:
+        try:
+            response = self._store.put(url, content=body)
+        except httpx.TransportError as error:
+            raise TransferFailed(f"upload to the object store failed: {error}") from error
+        if not response.is_success:
+            raise TransferFailed(
+                f"the object store refused an upload: HTTP {response.status_code} {_s3_code(response)}"
+            )
+        return str(response.headers.get("etag", "")).strip('"')
+
+    # --- downloads ---------------------------------------------------------------------
+
+    def download_file(self, storage_id: str, key: str, target: Path, progress: Progress) -> None:
+        """Stream one object to `target`, through a temporary file renamed at the end so a
+        half-written file never takes the target's name."""
+        url = self._client.presign_download(storage_id, key)["url"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.gpucloud-partial")
+        try:
+            with self._store.stream("GET", url) as response:
+                if not response.is_success:
+                    response.read()
+                    raise TransferFailed(
+                        f"the object store refused {key!r}: HTTP {response.status_code} {_s3_code(response)}"
+                    )
+                with partial.open("wb") as sink:
+                    for chunk in response.iter_bytes(DOWNLOAD_CHUNK):
+                        sink.write(chunk)
+                        progress(len(chunk))
+        except httpx.TransportError as error:
+            partial.unlink(missing_ok=True)
+            raise TransferFailed(f"download of {key!r} failed: {error}") from error
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(target)
+
+    def objects(self, storage_id: str, prefix: str) -> Iterator[tuple[str, int]]:
+        """(key, size) of every object under `prefix`, a page at a time."""
+        cursor: str | None = None
+        while True:
+            page = self._client.list_objects(storage_id, prefix=prefix, cursor=cursor)
+            for entry in page["objects"]:
+                yield entry["key"], entry["sizeBytes"]
+            cursor = page["nextCursor"]
+            if not cursor:
+                return
+
+    def download_tree(
+        self, storage_id: str, prefix: str, root: Path, progress: Progress,
+        on_file: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
+        def fetch(item: tuple[str, int]) -> None:
+            key = item[0]
+            self.download_file(storage_id, key, local_path(root, key[len(prefix) :]), progress)
+            if on_file:
+                on_file()
+
+        self._run_bounded(fetch, self.objects(storage_id, prefix))
+
+    # --- the machinery -----------------------------------------------------------------
+
+    def _run_bounded(self, work: Callable[[Item], None], items: Iterable[Item]) -> None:
+        """Run `work` on every item, `concurrency` at a time, pulling items lazily. The
+        first failure stops new work and is raised once the running work has finished."""
+        with ThreadPoolExecutor(self._concurrency) as pool:
+            running: set[Future[None]] = set()
+            try:
+                for item in items:
+                    if len(running) >= self._concurrency:
+                        done, running = wait(running, return_when=FIRST_COMPLETED)
+                        for future in done:
+                            future.result()
+                    running.add(pool.submit(work, item))
+                for future in running:
+                    future.result()
+            except BaseException:
+                for future in running:
+                    future.cancel()
+                raise
+
+    def _journal_path(self, storage_id: str, key: str, path: Path) -> Path:
+        """One journal per (endpoint, storage, key, file as it is now): a file changed
+        since the interruption starts a new upload rather than mixing old and new parts."""
+        stat = path.stat()
+        identity = json.dumps([self._client.endpoint, storage_id, key, str(path.resolve()),
+                               stat.st_size, stat.st_mtime_ns])  # fmt: skip
+        return self._journals / f"{hashlib.sha256(identity.encode()).hexdigest()}.json"
+
+    def _read_journal(self, journal: Path) -> dict[str, Any] | None:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            state: dict[str, Any] = json.loads(journal.read_text())
+            return state
+        return None
+
+    def _write_journal(self, journal: Path, state: dict[str, Any]) -> None:
+        journal.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        scratch = journal.with_suffix(".tmp")
+        scratch.write_text(json.dumps(state))
+        scratch.replace(journal)
+
+    @staticmethod
+    def _part_length(size: int, state: dict[str, Any], number: int) -> int:
+        part_size: int = state["partSizeBytes"]
+        return min(part_size, size - (number - 1) * part_size)
+
+
+def walk(root: Path) -> Iterator[Path]:
+    """Every regular file under `root`, depth first, without holding the tree."""
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                yield from walk(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                yield Path(entry.path)
+
+
+def tally(root: Path) -> Tally:
+    files = size = 0
+    for path in walk(root):
+        files += 1
+        size += path.stat().st_size
+    return Tally(files, size)
+
+
+def local_path(root: Path, relative_key: str) -> Path:
+    """Where an object lands under `root`; a key that would climb out of it is refused."""
+    parts = [part for part in PurePosixPath(relative_key).parts if part not in {"", "/"}]
+    if not parts or any(part in {".", ".."} for part in parts):
+        raise TransferFailed(f"refusing to write the object {relative_key!r} outside {root}")
+    return root.joinpath(*parts)
+
+
+def _s3_code(response: httpx.Response) -> str:
+    text = response.text
+    start, end = text.find("<Code>"), text.find("</Code>")
+    return text[start + 6 : end] if 0 <= start < end else ""
