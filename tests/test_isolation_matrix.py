@@ -613,6 +613,19 @@ async def _download(world: World) -> None:
     await _outsiders_get_404(world, "POST", path, {"key": "weights.bin"})
 
 
+@row("POST", "/v1/storages/{storage_id}/download-urls")
+async def _download_urls(world: World) -> None:
+    path = f"/v1/storages/{world.a_storage}/download-urls"
+    await _outsiders_get_404(world, "POST", path, {"keys": ["weights.bin"]})
+
+
+@row("POST", "/v1/storages/{storage_id}/upload-urls")
+async def _upload_urls(world: World) -> None:
+    path = f"/v1/storages/{world.a_storage}/upload-urls"
+    body = {"objects": [{"key": "weights.bin", "sizeBytes": 10}]}
+    await _outsiders_get_404(world, "POST", path, body)
+
+
 @row("POST", "/v1/storages/{storage_id}/uploads")
 async def _upload(world: World) -> None:
     path = f"/v1/storages/{world.a_storage}/uploads"

@@ -279,6 +279,81 @@ async def test_multipart_upload_of_a_large_object(platform: Platform) -> None:
     assert_problem(after, 404)
 
 
+async def test_an_upload_resumes_with_fresh_urls_for_its_missing_parts(
+    platform: Platform,
+) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account, size_bytes=512 * MIB)
+    base = f"/v1/storages/{storage['storageID']}"
+    payload = os.urandom(130 * MIB)
+    plan = (
+        await platform.http.post(
+            f"{base}/uploads", json={"key": "ckpt.bin", "sizeBytes": len(payload)}, headers=headers
+        )
+    ).json()
+    size = plan["partSizeBytes"]
+    assert len(plan["parts"]) == 3
+    # The client sent part 1, then was cut off; later it asks for the other two again.
+    first = await platform.http.put(plan["parts"][0]["url"], content=payload[:size])
+    etags = {1: first.headers["etag"]}
+    fresh = await platform.http.post(
+        f"{base}/uploads/{plan['uploadID']}/parts", json={"partNumbers": [3, 2]}, headers=headers
+    )
+    assert fresh.status_code == 200, fresh.text
+    assert fresh.json()["key"] == "ckpt.bin"
+    assert [part["partNumber"] for part in fresh.json()["parts"]] == [2, 3]
+    for part in fresh.json()["parts"]:
+        number = part["partNumber"]
+        sent = await platform.http.put(
+            part["url"], content=payload[(number - 1) * size : number * size]
+        )
+        etags[number] = sent.headers["etag"]
+    parts = [{"partNumber": n, "etag": etags[n]} for n in sorted(etags)]
+    done = await platform.http.post(
+        f"{base}/uploads/{plan['uploadID']}/complete", json={"parts": parts}, headers=headers
+    )
+    assert done.status_code == 200, done.text
+    assert done.json()["sizeBytes"] == len(payload)
+    assert_problem(
+        await platform.http.post(
+            f"{base}/uploads/nope/parts", json={"partNumbers": [1]}, headers=headers
+        ),
+        404,
+    )
+
+
+async def test_many_small_objects_are_signed_in_one_call(platform: Platform) -> None:
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    storage = await platform.storage(account, size_bytes=256 * MIB)
+    base = f"/v1/storages/{storage['storageID']}"
+    payloads = {f"shard/{n:04d}.txt": os.urandom(n + 1) for n in range(50)}
+    signed = await platform.http.post(
+        f"{base}/upload-urls",
+        json={"objects": [{"key": k, "sizeBytes": len(v)} for k, v in payloads.items()]},
+        headers=headers,
+    )
+    assert signed.status_code == 200, signed.text
+    assert [u["key"] for u in signed.json()["urls"]] == list(payloads)
+    for item in signed.json()["urls"]:
+        assert (await platform.http.put(item["url"], content=payloads[item["key"]])).is_success
+    links = await platform.http.post(
+        f"{base}/download-urls", json={"keys": list(payloads)}, headers=headers
+    )
+    assert links.status_code == 200, links.text
+    for item in links.json()["urls"]:
+        assert (await platform.http.get(item["url"])).content == payloads[item["key"]]
+
+    # One part at most per object, and never past the quota: the rest is refused whole.
+    too_big = {"objects": [{"key": "a", "sizeBytes": 1}, {"key": "b", "sizeBytes": 65 * MIB}]}
+    refused = await platform.http.post(f"{base}/upload-urls", json=too_big, headers=headers)
+    assert "'b'" in assert_problem(refused, 422, "validation_failed")["detail"]
+    many = {"objects": [{"key": f"k{n}", "sizeBytes": 60 * MIB} for n in range(5)]}
+    refused = await platform.http.post(f"{base}/upload-urls", json=many, headers=headers)
+    assert_problem(refused, 422, "quota_exceeded")
+
+
 async def test_listing_by_prefix_a_page_at_a_time(platform: Platform, s3_admin: Minio) -> None:
     account = await platform.tenant()
     headers = bearer(account.admin_key)

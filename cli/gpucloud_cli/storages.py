@@ -159,7 +159,9 @@ def cp(session: Session, source: str, target: str, recursive: bool, concurrency:
     uploading = target.startswith(SCHEME)
     if uploading == source.startswith(SCHEME):
         raise click.UsageError(f"one side must be local and the other {SCHEME}STORAGE/KEY")
-    with Transfers(session.client, config.state_dir(), concurrency=concurrency) as transfers:
+    with Transfers(
+        session.client, config.state_dir(), concurrency=concurrency, notify=session.note
+    ) as transfers:
         try:
             if uploading:
                 upload(session, transfers, Path(source), parse_remote(target), recursive)

@@ -274,6 +274,17 @@ class Client:
         parts = [{"partNumber": n, "etag": etags[n]} for n in sorted(etags)]
         return cast(dict[str, Any], self.request("POST", path, json={"parts": parts}))
 
+    def presign_uploads(self, storage_id: str, objects: list[tuple[str, int]]) -> dict[str, str]:
+        """Single-PUT URLs for up to 1,000 small objects, (key, size) each: key → URL."""
+        path = f"/storages/{_id(storage_id)}/upload-urls"
+        body = {"objects": [{"key": key, "sizeBytes": size} for key, size in objects]}
+        return {u["key"]: u["url"] for u in self.request("POST", path, json=body)["urls"]}
+
+    def presign_downloads(self, storage_id: str, keys: list[str]) -> dict[str, str]:
+        """GET URLs for up to 1,000 objects: key → URL."""
+        path = f"/storages/{_id(storage_id)}/download-urls"
+        return {u["key"]: u["url"] for u in self.request("POST", path, json={"keys": keys})["urls"]}
+
     def presign_download(self, storage_id: str, key: str) -> PresignedUrl:
         path = f"/storages/{_id(storage_id)}/downloads"
         return cast(PresignedUrl, self.request("POST", path, json={"key": key}))

@@ -7,7 +7,9 @@ to the object store, never through the API.
   API signs fresh URLs for them (`POST .../uploads/{id}/parts`).
 - A directory is walked twice, lazily: once to count what to send (for the progress
   bar), once to send it. Neither walk keeps the file list, and at most `concurrency`
-  files are in flight, so 100,000 files cost what 16 do.
+  files are in flight, so 100,000 files cost what 16 do. Small files are signed a
+  thousand at a time (`upload-urls`, `download-urls`), so a file costs one request to
+  the object store and a thousandth of one to the API.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from .errors import ApiError, TransferFailed
 
 #: Called with the number of bytes just moved.
 Progress = Callable[[int], None]
+#: Files up to this size go up as one PUT signed in a batch; larger ones on their own,
+#: in parts. Below the service's smallest part (S3's floor is 5 MiB).
+SMALL_FILE_BYTES = 4 * 1024 * 1024
+BATCH = 1000
 DOWNLOAD_CHUNK = 1024 * 1024
 #: Parts held in memory at once, across every file of a copy: a part is read whole
 #: before its PUT (S3 wants its length), so this bounds memory at 4 times the part size
@@ -47,8 +53,16 @@ class Tally:
 class Transfers:
     """Uploads and downloads for one client. `state_dir` holds the upload journals."""
 
-    def __init__(self, client: Client, state_dir: Path, *, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        client: Client,
+        state_dir: Path,
+        *,
+        concurrency: int = 16,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
         self._client = client
+        self._notify = notify or (lambda _: None)
         self._journals = state_dir / "uploads"
         self._concurrency = concurrency
         # Presigned URLs carry their own signature: this session sends no API credential.
@@ -86,6 +100,8 @@ class Transfers:
             urls = {part["partNumber"]: part["url"] for part in plan["parts"]}
         else:
             urls = self._missing_part_urls(storage_id, state, size)
+            done = len(state["parts"])
+            self._notify(f"resuming {key}: {done} of {done + len(urls)} parts already sent")
             progress(sum(self._part_length(size, state, int(n)) for n in state["parts"]))
         self._upload_parts(path, size, storage_id, journal, state, urls, progress)
 
@@ -132,13 +148,30 @@ class Transfers:
         self, root: Path, storage_id: str, prefix: str, progress: Progress,
         on_file: Callable[[], None] | None = None,
     ) -> None:  # fmt: skip
-        def send(path: Path) -> None:
-            key = prefix + path.relative_to(root).as_posix()
-            self.upload_file(path, storage_id, key, progress)
+        def send(item: tuple[Path, str, int, str | None]) -> None:
+            path, key, size, url = item
+            if url is None:
+                self.upload_file(path, storage_id, key, progress)
+            else:
+                self._put(url, path.read_bytes())
+                progress(size)
             if on_file:
                 on_file()
 
-        self._run_bounded(send, walk(root))
+        self._run_bounded(send, self._signed_uploads(root, storage_id, prefix))
+
+    def _signed_uploads(
+        self, root: Path, storage_id: str, prefix: str
+    ) -> Iterator[tuple[Path, str, int, str | None]]:
+        """(file, key, size, URL) for each file under `root`; the URL is None for a file
+        too large for one PUT, which is planned on its own."""
+        for batch in batched(walk(root), BATCH):
+            files = [(path, prefix + path.relative_to(root).as_posix(), path.stat().st_size)
+                     for path in batch]  # fmt: skip
+            small = [(key, size) for _, key, size in files if size <= SMALL_FILE_BYTES]
+            urls = self._client.presign_uploads(storage_id, small) if small else {}
+            for path, key, size in files:
+                yield path, key, size, urls.get(key)
 
     def _put(self, url: str, body: bytes) -> str:
         try:
@@ -153,10 +186,12 @@ class Transfers:
 
     # --- downloads ---------------------------------------------------------------------
 
-    def download_file(self, storage_id: str, key: str, target: Path, progress: Progress) -> None:
+    def download_file(
+        self, storage_id: str, key: str, target: Path, progress: Progress, url: str | None = None
+    ) -> None:
         """Stream one object to `target`, through a temporary file renamed at the end so a
         half-written file never takes the target's name."""
-        url = self._client.presign_download(storage_id, key)["url"]
+        url = url or self._client.presign_download(storage_id, key)["url"]
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.gpucloud-partial")
         try:
@@ -193,13 +228,19 @@ class Transfers:
         self, storage_id: str, prefix: str, root: Path, progress: Progress,
         on_file: Callable[[], None] | None = None,
     ) -> None:  # fmt: skip
-        def fetch(item: tuple[str, int]) -> None:
-            key = item[0]
-            self.download_file(storage_id, key, local_path(root, key[len(prefix) :]), progress)
+        def fetch(item: tuple[str, str]) -> None:
+            key, url = item
+            target = local_path(root, key[len(prefix) :])
+            self.download_file(storage_id, key, target, progress, url)
             if on_file:
                 on_file()
 
-        self._run_bounded(fetch, self.objects(storage_id, prefix))
+        self._run_bounded(fetch, self._signed_downloads(storage_id, prefix))
+
+    def _signed_downloads(self, storage_id: str, prefix: str) -> Iterator[tuple[str, str]]:
+        for batch in batched((key for key, _ in self.objects(storage_id, prefix)), BATCH):
+            urls = self._client.presign_downloads(storage_id, batch)
+            yield from ((key, urls[key]) for key in batch)
 
     # --- the machinery -----------------------------------------------------------------
 
@@ -256,6 +297,17 @@ def walk(root: Path) -> Iterator[Path]:
                 yield from walk(Path(entry.path))
             elif entry.is_file(follow_symlinks=False):
                 yield Path(entry.path)
+
+
+def batched(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+    batch: list[Item] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def tally(root: Path) -> Tally:

@@ -92,8 +92,13 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", f"{STORAGE}/objects", "storage", TENANT_MEMBERS, "storage:read"),
     # A presigned GET is a read, though it is asked for with POST.
     ForwardedRoute("POST", f"{STORAGE}/downloads", "storage", TENANT_MEMBERS, "storage:read"),
+    ForwardedRoute("POST", f"{STORAGE}/download-urls", "storage", TENANT_MEMBERS, "storage:read"),
+    ForwardedRoute("POST", f"{STORAGE}/upload-urls", "storage", TENANT_MEMBERS, "storage:write"),
     ForwardedRoute("POST", f"{STORAGE}/revoke-urls", "storage", TENANT_MEMBERS, "storage:write"),
     ForwardedRoute("POST", f"{STORAGE}/uploads", "storage", TENANT_MEMBERS, "storage:write"),
+    ForwardedRoute(
+        "POST", f"{STORAGE}/uploads/{{upload_id}}/parts", "storage", TENANT_MEMBERS, "storage:write"
+    ),
     ForwardedRoute(
         "POST",
         f"{STORAGE}/uploads/{{upload_id}}/complete",

@@ -21,8 +21,10 @@ from .schemas import (
     AttachmentPlan,
     AttachmentRequest,
     DownloadRequest,
+    DownloadUrlsRequest,
     ObjectEntry,
     ObjectListing,
+    ObjectUrls,
     PartUrls,
     PartUrlsRequest,
     PresignedUrl,
@@ -33,6 +35,7 @@ from .schemas import (
     UploadComplete,
     UploadPlan,
     UploadRequest,
+    UploadUrlsRequest,
 )
 from .storages import Storages
 from .transfers import Transfers
@@ -190,6 +193,29 @@ async def presign_download(
     storage_id: str, body: DownloadRequest, identity: CurrentIdentity, transfers: TransfersPart
 ) -> PresignedUrl:
     return await transfers.presign_download(identity, storage_id, body)
+
+
+@router.post(
+    "/storages/{storage_id}/download-urls",
+    tags=["objects"],
+    summary="Presigned GET URLs for up to 1,000 objects at once",
+)
+async def presign_downloads(
+    storage_id: str, body: DownloadUrlsRequest, identity: CurrentIdentity, transfers: TransfersPart
+) -> ObjectUrls:
+    return await transfers.presign_downloads(identity, storage_id, body)
+
+
+@router.post(
+    "/storages/{storage_id}/upload-urls",
+    tags=["objects"],
+    summary="Presigned PUT URLs for up to 1,000 small objects at once (each within one part)",
+)
+async def presign_uploads(
+    storage_id: str, body: UploadUrlsRequest, identity: CurrentIdentity, transfers: TransfersPart
+) -> ObjectUrls:
+    identity.require_role(*MEMBERS)
+    return await transfers.presign_uploads(identity, storage_id, body)
 
 
 @router.post(

@@ -23,6 +23,8 @@ MAX_OBJECT_BYTES = 5 * 1024**4
 MAX_STORAGE_BYTES = 2**50  # 1 PiB
 #: Part URLs one answer carries at most; S3 allows 10,000 parts.
 MAX_PART_URLS = 1000
+#: Objects one batch of presigned URLs covers at most: a page of a listing.
+MAX_BATCH_URLS = 1000
 
 
 class StorageCreate(ApiModel):
@@ -107,6 +109,35 @@ class AccessorCreated(Accessor):
 
 class AccessorPage(ApiModel):
     items: list[Accessor]
+
+
+class BatchObject(ApiModel):
+    key: ObjectKey
+    size_bytes: int = Field(ge=0, le=MAX_OBJECT_BYTES)
+
+
+class UploadUrlsRequest(ApiModel):
+    """Single-PUT URLs for many small objects in one call: how a directory of small files
+    goes up without one API call per file. Each object must fit in one part."""
+
+    objects: list[BatchObject] = Field(min_length=1, max_length=MAX_BATCH_URLS)
+    expires_in_s: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+
+
+class DownloadUrlsRequest(ApiModel):
+    keys: list[ObjectKey] = Field(min_length=1, max_length=MAX_BATCH_URLS)
+    expires_in_s: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+
+
+class ObjectUrl(ApiModel):
+    key: str
+    url: str
+
+
+class ObjectUrls(ApiModel):
+    method: Literal["GET", "PUT"]
+    expires_at: datetime
+    urls: list[ObjectUrl]
 
 
 class DownloadRequest(ApiModel):

@@ -22,8 +22,11 @@ from .presigners import Presigners
 from .schemas import (
     MAX_PART_URLS,
     DownloadRequest,
+    DownloadUrlsRequest,
     ObjectEntry,
     ObjectListing,
+    ObjectUrl,
+    ObjectUrls,
     PartUrl,
     PartUrls,
     PartUrlsRequest,
@@ -31,6 +34,7 @@ from .schemas import (
     UploadComplete,
     UploadPlan,
     UploadRequest,
+    UploadUrlsRequest,
 )
 from .settings import StorageSettings
 from .store import UploadStore
@@ -73,6 +77,52 @@ class Transfers:
                 await self._presigners.signer(doc), doc["bucket"], body.key, body.expires_in_s
             ),
             expires_at=now() + timedelta(seconds=body.expires_in_s),
+        )
+
+    async def presign_downloads(
+        self, identity: Identity, storage_id: str, body: DownloadUrlsRequest
+    ) -> ObjectUrls:
+        doc = await self._owned.ready(identity, storage_id, kind="object")
+        signer = await self._presigners.signer(doc)
+        return ObjectUrls(
+            method="GET",
+            expires_at=now() + timedelta(seconds=body.expires_in_s),
+            urls=[
+                ObjectUrl(
+                    key=key,
+                    url=self._backend.presign_get(signer, doc["bucket"], key, body.expires_in_s),
+                )
+                for key in body.keys
+            ],
+        )
+
+    async def presign_uploads(
+        self, identity: Identity, storage_id: str, body: UploadUrlsRequest
+    ) -> ObjectUrls:
+        doc = await self._owned.ready(identity, storage_id, kind="object")
+        floor = self._settings.multipart_part_bytes
+        if too_big := next((o.key for o in body.objects if o.size_bytes > floor), None):
+            raise ValidationFailed(
+                f"{too_big!r} is larger than one part ({floor} bytes): plan it alone with "
+                "POST /storages/{storageID}/uploads"
+            )
+        total = sum(o.size_bytes for o in body.objects)
+        if total > doc["size_bytes"]:
+            raise QuotaExceeded(
+                f"the objects ({total} bytes) are larger than the storage's quota "
+                f"({doc['size_bytes']} bytes)"
+            )
+        signer = await self._presigners.signer(doc)
+        return ObjectUrls(
+            method="PUT",
+            expires_at=now() + timedelta(seconds=body.expires_in_s),
+            urls=[
+                ObjectUrl(
+                    key=o.key,
+                    url=self._backend.presign_put(signer, doc["bucket"], o.key, body.expires_in_s),
+                )
+                for o in body.objects
+            ],
         )
 
     async def plan_upload(

@@ -1,0 +1,296 @@
+"""The `gpucloud` command as people run it: the installed console script, run as a
+subprocess against the real stack, with its own config file."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .platform import MIB, Platform, TenantAccount
+from .support import eventually
+
+GPUCLOUD = Path(sys.executable).parent / "gpucloud"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Cli:
+    """The command with one config file (its profiles) and the gateway's address."""
+
+    def __init__(self, home: Path, endpoint: str) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
+        self.endpoint = endpoint
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in {"GPUCLOUD_ENDPOINT", "GPUCLOUD_API_KEY", "GPUCLOUD_PROFILE"}
+        }
+        self.env["GPUCLOUD_CONFIG"] = str(home / "config.json")
+
+    @property
+    def config(self) -> Path:
+        return self.home / "config.json"
+
+    async def start(self, *args: str, stdin: str | None = None) -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
+            str(GPUCLOUD), *args, env=self.env, cwd=self.home,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        if stdin is not None:
+            assert process.stdin is not None
+            process.stdin.write(stdin.encode())
+            await process.stdin.drain()
+        return process
+
+    async def run(self, *args: str, stdin: str | None = None, timeout: float = 120) -> Ran:
+        process = await self.start(*args, stdin=stdin)
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+        assert process.returncode is not None
+        return Ran(process.returncode, out.decode(), err.decode())
+
+    async def ok(self, *args: str, stdin: str | None = None, timeout: float = 120) -> Ran:
+        ran = await self.run(*args, stdin=stdin, timeout=timeout)
+        assert ran.code == 0, (args, ran)
+        return ran
+
+    async def login(self, key: str, profile: str = "default") -> Ran:
+        return await self.run(
+            "login", "--endpoint", self.endpoint, "--api-key-stdin", "--profile", profile,
+            stdin=key + "\n",
+        )  # fmt: skip
+
+
+def cli_for(tmp_path: Path, platform: Platform) -> Cli:
+    return Cli(tmp_path, str(platform.http.base_url).rstrip("/"))
+
+
+async def ready_tenant(platform: Platform, account: TenantAccount) -> None:
+    """A new tenant reaches the services by event; the CLI retries `tenant_not_ready` for
+    30 s on its own, but the tests start from a tenant the services know."""
+    await platform.storage(account, size_bytes=MIB)
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while chunk := source.read(MIB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_random(path: Path, size: int) -> None:
+    with path.open("wb") as sink:
+        for _ in range(size // MIB):
+            sink.write(os.urandom(MIB))
+        sink.write(os.urandom(size % MIB))
+
+
+async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account, other = await platform.tenant(), await platform.tenant()
+    spec = await platform.spec(gpus=1)
+    cli = cli_for(tmp_path, platform)
+    await ready_tenant(platform, account)
+
+    logged_in = await cli.login(account.admin_key)
+    assert logged_in.code == 0, logged_in
+    assert f"tenant {account.tenant_id}" in logged_in.err
+    # The key is kept where only its owner can read it.
+    assert stat.S_IMODE(cli.config.stat().st_mode) == 0o600
+    assert (await cli.ok("-o", "json", "whoami")).json()["tenantID"] == account.tenant_id
+
+    started = await cli.ok(
+        "-o", "json", "instances", "create", "--spec", spec, "--image", "busybox",
+        "--port", "8888", "--env", "MODE=dev",
+    )  # fmt: skip
+    instance = started.json()
+    assert instance["state"] == "running", instance
+    listed = (await cli.ok("-o", "json", "instances", "ls")).json()
+    assert [i["instanceID"] for i in listed] == [instance["instanceID"]]
+    table = (await cli.ok("instances", "ls")).out
+    assert instance["instanceID"] in table
+    assert "running" in table
+    link = await cli.ok("instances", "open", instance["instanceID"], "--print-url")
+    assert link.out.startswith("http"), link
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(
+        f"image: busybox\nspecName: {spec}\ncommand: [python, train.py]\n"
+        "env:\n  - {name: GPUCLOUD_SIM_RUN_FOR, value: 2s}\n"
+    )
+    followed = await cli.run("jobs", "submit", str(job_file), "--id", "train-1", timeout=120)
+    assert followed.code == 0, followed
+    # The run's log is printed as it comes, then the outcome.
+    assert "epoch 3/3 loss=1.5532" in followed.out.splitlines()
+    assert "job train-1 succeeded" in followed.err
+    failing = tmp_path / "failing.yaml"
+    failing.write_text(
+        f"image: busybox\nspecName: {spec}\nenv:\n  - {{name: GPUCLOUD_SIM_RUN_FOR, value: 1s}}\n"
+        "  - {name: GPUCLOUD_SIM_EXIT_CODE, value: '3'}\n"
+    )
+    failed = await cli.run("jobs", "submit", str(failing), "--id", "broken-1", timeout=120)
+    assert failed.code == 1, failed
+    assert "job broken-1 failed" in failed.err
+    assert "exit code 3" in failed.err
+    jobs = {job["jobID"]: job["state"] for job in (await cli.ok("-o", "json", "jobs", "ls")).json()}
+    assert jobs == {"train-1": "succeeded", "broken-1": "failed"}
+
+    async def billed() -> dict[str, Any] | None:
+        report = (await cli.ok("-o", "json", "usage", "--group-by", "job")).json()
+        rows = {row["key"]: row for row in report["rows"]}
+        return rows.get("train-1") if rows.get("train-1", {}).get("gpuMicroseconds") else None
+
+    assert (await eventually(billed, timeout=30))["gpuMicroseconds"] >= 2_000_000
+
+    # Another tenant's profile sees none of it.
+    assert (await cli.login(other.admin_key, profile="other")).code == 0
+    for args in (("instances", "get", instance["instanceID"]), ("jobs", "get", "train-1")):
+        refused = await cli.run("-p", "other", *args)
+        assert refused.code == 1, refused
+        assert "not_found" in refused.err, refused
+    assert (await cli.ok("-p", "other", "-o", "json", "instances", "ls")).json() == []
+
+    await cli.ok("profiles", "use", "default")
+    stopped = await cli.ok("-o", "json", "instances", "stop", instance["instanceID"], "--wait")
+    assert stopped.json()["state"] == "stopped"
+    deleted = await cli.ok("-o", "json", "instances", "delete", instance["instanceID"])
+    assert deleted.json()["instanceID"] == instance["instanceID"]
+
+
+async def test_errors_are_one_clear_line_and_a_non_zero_exit(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account = await platform.tenant()
+    cli = cli_for(tmp_path, platform)
+
+    not_logged_in = await cli.run("instances", "ls")
+    assert not_logged_in.code == 1
+    assert not_logged_in.err.startswith("error: not logged in"), not_logged_in
+
+    wrong = await cli.login("gpc_not_a_real_key")
+    assert wrong.code == 1, wrong
+    assert "unauthenticated" in wrong.err, wrong
+    assert not cli.config.exists()  # a refused key is not stored
+
+    assert (await cli.login(account.admin_key)).code == 0
+    unknown = await cli.run("instances", "get", "i-nope")
+    assert unknown.code == 1
+    assert unknown.err.strip().splitlines() == [
+        "error: Not found (not_found, HTTP 404): instance 'i-nope' does not exist"
+    ], unknown
+    assert "Traceback" not in unknown.err
+
+    nowhere = Cli(tmp_path / "nowhere", "http://127.0.0.1:9")
+    nowhere.env.update(GPUCLOUD_ENDPOINT="http://127.0.0.1:9", GPUCLOUD_API_KEY="gpc_x")
+    unreachable = await nowhere.run("whoami")
+    assert unreachable.code == 1
+    assert "cannot reach the API at http://127.0.0.1:9" in unreachable.err
+
+    both_local = await cli.run("cp", "a", "b")
+    assert both_local.code == 2
+    assert "one side must be local" in both_local.err
+
+
+async def test_cp_moves_a_large_file_and_resumes_an_interrupted_upload(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account = await platform.tenant()
+    storage = (await platform.storage(account, size_bytes=1024 * MIB))["storageID"]
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(account.admin_key)).code == 0
+    big = tmp_path / "model.bin"
+    write_random(big, 200 * MIB)
+
+    await cli.ok("cp", str(big), f"gpc://{storage}/models/", timeout=300)
+    await cli.ok("cp", f"gpc://{storage}/models/model.bin", str(tmp_path / "back.bin"))
+    assert sha256(tmp_path / "back.bin") == sha256(big)
+
+    # One part at a time, cut off with Ctrl-C once a part is in, then run again.
+    journals = tmp_path / "state" / "uploads"
+    upload = await cli.start("cp", "-j", "1", str(big), f"gpc://{storage}/again.bin")
+
+    async def a_part_is_in() -> bool:
+        states = [json.loads(p.read_text()) for p in journals.glob("*.json")]
+        return any(state["parts"] for state in states)
+
+    await eventually(a_part_is_in, timeout=60, interval=0.05)
+    upload.send_signal(signal.SIGINT)
+    _, err = await asyncio.wait_for(upload.communicate(), 60)
+    assert upload.returncode == 130, err
+    assert "run the same command again to resume" in err.decode()
+
+    resumed = await cli.ok("cp", str(big), f"gpc://{storage}/again.bin", timeout=300)
+    assert "resuming again.bin:" in resumed.err
+    assert "of 4 parts already sent" in resumed.err
+    assert not list(journals.glob("*.json"))  # a finished upload leaves no journal
+    await cli.ok("cp", f"gpc://{storage}/again.bin", str(tmp_path / "again.bin"))
+    assert sha256(tmp_path / "again.bin") == sha256(big)
+
+
+async def test_cp_copies_ten_thousand_small_files_both_ways(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account = await platform.tenant()
+    storage = (await platform.storage(account, size_bytes=64 * MIB))["storageID"]
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(account.admin_key)).code == 0
+    tree = tmp_path / "dataset"
+    files = {}
+    for n in range(10_000):
+        path = tree / f"shard-{n // 1000}" / f"{n:05d}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files[path.relative_to(tree).as_posix()] = data = os.urandom(16 + n % 64)
+        path.write_bytes(data)
+
+    sent = await cli.ok("cp", "-r", str(tree), f"gpc://{storage}/data/", timeout=400)
+    assert "10000 files" in sent.err
+    listed = await cli.ok("-o", "json", "storages", "objects", f"gpc://{storage}/data/shard-3/")
+    assert len(listed.json()) == 1000
+    back = tmp_path / "back"
+    await cli.ok("cp", "-r", f"gpc://{storage}/data/", str(back), timeout=400)
+    received = {
+        path.relative_to(back).as_posix(): path.read_bytes()
+        for path in back.rglob("*")
+        if path.is_file()
+    }
+    assert received == files
+
+
+async def test_the_cli_installs_as_one_command(tmp_path: Path) -> None:
+    """`uv tool install ./cli` on its own: the CLI needs no other package of the repo."""
+    env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "tools"),
+           "UV_TOOL_BIN_DIR": str(tmp_path / "bin")}  # fmt: skip
+    install = await asyncio.create_subprocess_exec(
+        "python3", "-m", "uv", "tool", "install", "--quiet", str(REPO / "cli"), env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(install.communicate(), 240)
+    assert install.returncode == 0, output.decode()
+    installed = Cli(tmp_path, "http://127.0.0.1:9")
+    ran = await asyncio.create_subprocess_exec(
+        str(tmp_path / "bin" / "gpucloud"), "completion", "bash", env=installed.env,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    script, _ = await ran.communicate()
+    assert ran.returncode == 0
+    assert "_GPUCLOUD_COMPLETE=bash_complete" in script.decode()
