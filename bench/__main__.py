@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from . import (
+    cli_transfer,
     gateway_overhead,
     instance_start,
     metering_throughput,
@@ -26,6 +27,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "metering": metering_throughput,
     "storage": storage_transfer,
     "monitoring": monitoring_ingest,
+    "cli": cli_transfer,
 }
 
 

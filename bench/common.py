@@ -16,7 +16,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
@@ -150,6 +152,41 @@ async def run_service_until_caught_up(
         if process.poll() is not None:
             raise RuntimeError(f"the bench {service} process exited; see {log}")
         await asyncio.sleep(0.25)
+
+
+async def storage_tenant(
+    http: httpx.AsyncClient, admin: dict[str, str], prefix: str
+) -> tuple[str, dict[str, str]]:
+    """A tenant for a storage benchmark, with no GPUs and a rate limit out of the way:
+    (its id, its admin's headers)."""
+    tenant_id = f"{prefix}-{os.urandom(3).hex()}"
+    created = await http.post(
+        "/v1/tenants",
+        json={
+            "tenantID": tenant_id,
+            "name": "storage benchmark",
+            "limits": {"maxGpus": 0, "maxInstances": 0, "maxStorageBytes": 64 * 1024**3},
+            "admin": {"email": f"admin@{tenant_id}.test", "name": "Bench", "role": "tenant-admin"},
+            "rateLimit": {"requestsPerS": 10_000, "burst": 10_000},
+        },
+        headers=admin,
+    )
+    created.raise_for_status()
+    return tenant_id, {"Authorization": f"Bearer {created.json()['adminKey']['secret']}"}
+
+
+async def object_storage(
+    http: httpx.AsyncClient, headers: dict[str, str], size: int
+) -> dict[str, Any]:
+    for _ in range(60):  # the tenant reaches the storage service by event
+        response = await http.post(
+            "/v1/storages", json={"kind": "object", "sizeBytes": size}, headers=headers
+        )
+        if response.status_code == 201:
+            storage: dict[str, Any] = response.json()
+            return storage
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"no storage: {response.text}")
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--raw-loop":

@@ -28,7 +28,7 @@ import httpx
 import urllib3
 from minio import Minio
 
-from .common import percentile, stack_env
+from .common import object_storage, percentile, stack_env, storage_tenant
 
 MIB = 1024 * 1024
 PARALLEL_PARTS = 3
@@ -41,35 +41,6 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--objects", type=int, default=100_000)
     return parser
-
-
-async def _tenant(http: httpx.AsyncClient, admin: dict[str, str]) -> tuple[str, dict[str, str]]:
-    tenant_id = f"bench-storage-{os.urandom(3).hex()}"
-    created = await http.post(
-        "/v1/tenants",
-        json={
-            "tenantID": tenant_id,
-            "name": "storage benchmark",
-            "limits": {"maxGpus": 0, "maxInstances": 0, "maxStorageBytes": 64 * 1024**3},
-            "admin": {"email": f"admin@{tenant_id}.test", "name": "Bench", "role": "tenant-admin"},
-            "rateLimit": {"requestsPerS": 10_000, "burst": 10_000},
-        },
-        headers=admin,
-    )
-    created.raise_for_status()
-    return tenant_id, {"Authorization": f"Bearer {created.json()['adminKey']['secret']}"}
-
-
-async def _storage(http: httpx.AsyncClient, headers: dict[str, str], size: int) -> dict[str, Any]:
-    for _ in range(60):  # the tenant reaches the storage service by event
-        response = await http.post(
-            "/v1/storages", json={"kind": "object", "sizeBytes": size}, headers=headers
-        )
-        if response.status_code == 201:
-            storage: dict[str, Any] = response.json()
-            return storage
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"no storage: {response.text}")
 
 
 async def _upload_presigned(
@@ -158,7 +129,7 @@ async def main(args: argparse.Namespace) -> None:
     async with httpx.AsyncClient(
         base_url=env["GPUCLOUD_GATEWAY_URL"], timeout=300, limits=limits
     ) as http:
-        tenant_id, headers = await _tenant(http, admin)
+        tenant_id, headers = await storage_tenant(http, admin, "bench-storage")
         try:
             await _transfers(http, headers, direct, args.size_mib * MIB)
             if args.objects:
@@ -170,7 +141,7 @@ async def main(args: argparse.Namespace) -> None:
 async def _transfers(
     http: httpx.AsyncClient, headers: dict[str, str], direct: Minio, size: int
 ) -> None:
-    storage = await _storage(http, headers, 4 * size * ROUNDS)
+    storage = await object_storage(http, headers, 4 * size * ROUNDS)
     bucket, storage_id = storage["bucket"], storage["storageID"]
     payload = os.urandom(size)
     timings: dict[str, list[float]] = {
@@ -205,7 +176,7 @@ async def _transfers(
 async def _listing(
     http: httpx.AsyncClient, headers: dict[str, str], direct: Minio, count: int
 ) -> None:
-    storage = await _storage(http, headers, 1024**3)
+    storage = await object_storage(http, headers, 1024**3)
     bucket, storage_id = storage["bucket"], storage["storageID"]
     started = time.perf_counter()
     await asyncio.to_thread(_seed, direct, bucket, count)

@@ -90,11 +90,8 @@ async def ready_tenant(platform: Platform, account: TenantAccount) -> None:
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as source:
-        while chunk := source.read(MIB):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(source, "sha256").hexdigest()
 
 
 def write_random(path: Path, size: int) -> None:
