@@ -18,6 +18,12 @@ from .platform import MIB, Platform, TenantAccount
 from .support import eventually
 
 GPUCLOUD = Path(sys.executable).parent / "gpucloud"
+#: Runs the command with Ctrl-C's default disposition, as at a terminal: a test run
+#: started in the background by a shell inherits SIGINT ignored, and so would the CLI.
+AS_AT_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -51,7 +57,8 @@ class Cli:
 
     async def start(self, *args: str, stdin: str | None = None) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
-            str(GPUCLOUD), *args, env=self.env, cwd=self.home,
+            sys.executable, "-c", AS_AT_A_TERMINAL, str(GPUCLOUD), *args, env=self.env,
+            cwd=self.home,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
