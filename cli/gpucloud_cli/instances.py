@@ -9,7 +9,7 @@ import click
 
 from gpucloud_client.models import Instance
 
-from .session import Column, Session, pass_session
+from .session import Column, Failure, Session, pass_session
 
 COLUMNS: list[Column] = [
     ("ID", lambda i: i["instanceID"]),
@@ -97,9 +97,7 @@ def create_instance(
         instance = wait_until_settled(session, instance)
     session.emit(instance, DETAIL)
     if instance["state"] == "failed":
-        raise click.ClickException(
-            f"instance {instance['instanceID']} failed: {instance['reason']}"
-        )
+        raise Failure(f"instance {instance['instanceID']} failed: {instance['reason']}")
 
 
 def wait_until_settled(session: Session, instance: Instance) -> Instance:
@@ -134,7 +132,7 @@ def delete_instance(session: Session, instance_id: str) -> None:
     """Delete the record of a stopped or failed instance."""
     instance = session.client.get_instance(instance_id)
     if instance["state"] not in {"stopped", "failed"}:
-        raise click.ClickException(
+        raise Failure(
             f"instance {instance_id} is {instance['state']}: stop it first (`gpucloud instances stop`)"
         )
     session.emit(session.client.stop_instance(instance_id), COLUMNS)
@@ -167,7 +165,7 @@ def first_public_port(instance: Instance) -> int:
         fields = label.split("--")
         if len(fields) == 3 and fields[1].isdigit():
             return int(fields[1])
-    raise click.ClickException(f"instance {instance['instanceID']} has no public port; pass --port")
+    raise Failure(f"instance {instance['instanceID']} has no public port; pass --port")
 
 
 def parse_env(pairs: tuple[str, ...]) -> list[dict[str, str]]:

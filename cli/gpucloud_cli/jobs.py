@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -107,9 +108,7 @@ def job_logs(
 ) -> None:
     """Print a run's log."""
     with session.client.job_log(job_id, run=run, follow=follow, tail_lines=tail_lines) as chunks:
-        for chunk in chunks:
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
+        echo(chunks)
 
 
 @jobs.command("wait")
@@ -174,11 +173,16 @@ def wait_in_queue(session: Session, job_id: str) -> Job:
 def print_log(session: Session, job_id: str, run_id: str, *, follow: bool) -> None:
     try:
         with session.client.job_log(job_id, run=run_id, follow=follow) as chunks:
-            for chunk in chunks:
-                sys.stdout.write(chunk)
-                sys.stdout.flush()
+            echo(chunks)
     except ApiError as error:  # a run whose pod is gone has no log left to show
         session.note(f"(no log for run {run_id}: {error.detail or error.title})")
+
+
+def echo(chunks: Iterator[str]) -> None:
+    """A log to stdout as it comes, not when a buffer fills."""
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
 
 
 def queue_text(job: Job) -> str:

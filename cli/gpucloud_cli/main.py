@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from typing import Any
 
 import click
 from click.shell_completion import get_completion_class
@@ -14,7 +14,7 @@ from . import config
 from .instances import instances
 from .jobs import jobs
 from .operator import fleet, tenants
-from .session import Session, pass_session
+from .session import Failure, Session, pass_session
 from .storages import cp, storages
 from .usage import alerts, usage
 
@@ -27,13 +27,6 @@ Examples:
   gpucloud cp -r ./dataset gpc://datasets/v1/
   gpucloud usage --group-by day -o json
 """
-
-
-class Failure(click.ClickException):
-    """An error for the person at the terminal: one line on stderr, exit code 1."""
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
 
 
 def describe(error: ClientError) -> str:

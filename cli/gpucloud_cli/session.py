@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import click
 from rich import box
@@ -16,6 +16,14 @@ from rich.table import Table
 from gpucloud_client import Client
 
 from . import config
+
+
+class Failure(click.ClickException):
+    """An error for the person at the terminal: one line on stderr, exit code 1."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
 
 #: A table column: its header, and how to read it from a row.
 Column = tuple[str, Callable[[Any], object]]

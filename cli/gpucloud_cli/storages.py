@@ -18,11 +18,11 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from gpucloud_client import ApiError, Transfers
+from gpucloud_client import Transfers
 from gpucloud_client.transfers import tally
 
 from . import config
-from .session import Column, Session, pass_session
+from .session import Column, Failure, Session, pass_session
 
 SCHEME = "gpc://"
 COLUMNS: list[Column] = [
@@ -122,6 +122,11 @@ class Remote:
     storage: str
     key: str
 
+    @property
+    def prefix(self) -> str:
+        """The key as a "folder": empty, or ending in a slash."""
+        return self.key if not self.key or self.key.endswith("/") else self.key + "/"
+
 
 def parse_remote(location: str) -> Remote:
     if not location.startswith(SCHEME):
@@ -179,7 +184,7 @@ def upload(
     if source.is_dir():
         if not recursive:
             raise click.UsageError(f"{source} is a directory: use -r")
-        prefix = remote.key if not remote.key or remote.key.endswith("/") else remote.key + "/"
+        prefix = remote.prefix
         counted = tally(source)
         with progress_bar(session, counted.bytes, counted.files) as (advance, file_done):
             transfers.upload_tree(source, remote.storage, prefix, advance, file_done)
@@ -189,7 +194,7 @@ def upload(
         return
     if not source.is_file():
         raise click.UsageError(f"{source}: no such file")
-    key = remote.key + source.name if not remote.key or remote.key.endswith("/") else remote.key
+    key = remote.prefix + source.name if remote.prefix == remote.key else remote.key
     size = source.stat().st_size
     with progress_bar(session, size, 1) as (advance, file_done):
         transfers.upload_file(source, remote.storage, key, advance)
@@ -201,7 +206,7 @@ def download(
     session: Session, transfers: Transfers, remote: Remote, target: Path, recursive: bool
 ) -> None:
     if recursive:
-        prefix = remote.key if not remote.key or remote.key.endswith("/") else remote.key + "/"
+        prefix = remote.prefix
         files = size = 0
         for _, object_size in transfers.objects(remote.storage, prefix):
             files, size = files + 1, size + object_size
@@ -215,11 +220,12 @@ def download(
     if not name:
         raise click.UsageError(f"{SCHEME}{remote.storage}/{remote.key} names a prefix: use -r")
     destination = target / name if target.is_dir() else target
-    try:
-        size = next(s for k, s in transfers.objects(remote.storage, remote.key) if k == remote.key)
-    except StopIteration:
-        raise ApiError(404, {"title": "Not found", "code": "not_found",
-                             "detail": f"no object {remote.key!r} in storage {remote.storage!r}"}) from None  # fmt: skip
+    # Keys sort after their prefixes, so the object, if it exists, is the first key under
+    # its own name: one listing call of one key gives its size.
+    first = session.client.list_objects(remote.storage, prefix=remote.key, limit=1)["objects"]
+    if not first or first[0]["key"] != remote.key:
+        raise Failure(f"no object {remote.key!r} in storage {remote.storage!r}")
+    size = first[0]["sizeBytes"]
     with progress_bar(session, size, 1) as (advance, file_done):
         transfers.download_file(remote.storage, remote.key, destination, advance)
         file_done()

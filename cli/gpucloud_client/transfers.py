@@ -116,10 +116,8 @@ class Transfers:
         count = -(-size // state["partSizeBytes"])
         missing = [n for n in range(1, count + 1) if str(n) not in state["parts"]]
         urls: dict[int, str] = {}
-        for start in range(0, len(missing), 1000):
-            answer = self._client.presign_parts(
-                storage_id, state["uploadID"], missing[start : start + 1000]
-            )
+        for numbers in batched(missing, BATCH):
+            answer = self._client.presign_parts(storage_id, state["uploadID"], numbers)
             urls.update({part["partNumber"]: part["url"] for part in answer["parts"]})
         return urls
 
@@ -308,6 +306,7 @@ def walk(root: Path) -> Iterator[Path]:
 
 
 def batched(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+    """itertools.batched, which needs Python 3.12."""
     batch: list[Item] = []
     for item in items:
         batch.append(item)

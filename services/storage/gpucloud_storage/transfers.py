@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 from datetime import timedelta
+from typing import Literal
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
@@ -43,6 +44,14 @@ from .store import UploadStore
 #: get larger parts rather than a longer answer.
 MAX_PLANNED_PARTS = MAX_PART_URLS
 MAX_PART_BYTES = 5 * 1024**3
+
+
+def _within_quota(doc: StorageDoc, size_bytes: int, what: str) -> None:
+    if size_bytes > doc["size_bytes"]:
+        raise QuotaExceeded(
+            f"{what} ({size_bytes} bytes) would not fit the storage's quota "
+            f"({doc['size_bytes']} bytes)"
+        )
 
 
 def part_size(size_bytes: int, floor: int) -> int:
@@ -83,18 +92,7 @@ class Transfers:
         self, identity: Identity, storage_id: str, body: DownloadUrlsRequest
     ) -> ObjectUrls:
         doc = await self._owned.ready(identity, storage_id, kind="object")
-        signer = await self._presigners.signer(doc)
-        return ObjectUrls(
-            method="GET",
-            expires_at=now() + timedelta(seconds=body.expires_in_s),
-            urls=[
-                ObjectUrl(
-                    key=key,
-                    url=self._backend.presign_get(signer, doc["bucket"], key, body.expires_in_s),
-                )
-                for key in body.keys
-            ],
-        )
+        return await self._object_urls(doc, "GET", body.keys, body.expires_in_s)
 
     async def presign_uploads(
         self, identity: Identity, storage_id: str, body: UploadUrlsRequest
@@ -106,22 +104,21 @@ class Transfers:
                 f"{too_big!r} is larger than one part ({floor} bytes): plan it alone with "
                 "POST /storages/{storageID}/uploads"
             )
-        total = sum(o.size_bytes for o in body.objects)
-        if total > doc["size_bytes"]:
-            raise QuotaExceeded(
-                f"the objects ({total} bytes) are larger than the storage's quota "
-                f"({doc['size_bytes']} bytes)"
-            )
+        _within_quota(doc, sum(o.size_bytes for o in body.objects), "the objects")
+        keys = [o.key for o in body.objects]
+        return await self._object_urls(doc, "PUT", keys, body.expires_in_s)
+
+    async def _object_urls(
+        self, doc: StorageDoc, method: Literal["GET", "PUT"], keys: list[str], expires_in_s: int
+    ) -> ObjectUrls:
         signer = await self._presigners.signer(doc)
+        sign = self._backend.presign_get if method == "GET" else self._backend.presign_put
         return ObjectUrls(
-            method="PUT",
-            expires_at=now() + timedelta(seconds=body.expires_in_s),
+            method=method,
+            expires_at=now() + timedelta(seconds=expires_in_s),
             urls=[
-                ObjectUrl(
-                    key=o.key,
-                    url=self._backend.presign_put(signer, doc["bucket"], o.key, body.expires_in_s),
-                )
-                for o in body.objects
+                ObjectUrl(key=key, url=sign(signer, doc["bucket"], key, expires_in_s))
+                for key in keys
             ],
         )
 
@@ -129,11 +126,8 @@ class Transfers:
         self, identity: Identity, storage_id: str, body: UploadRequest
     ) -> UploadPlan:
         doc = await self._owned.ready(identity, storage_id, kind="object")
-        if body.size_bytes is not None and body.size_bytes > doc["size_bytes"]:
-            raise QuotaExceeded(
-                f"the object ({body.size_bytes} bytes) is larger than the storage's quota "
-                f"({doc['size_bytes']} bytes)"
-            )
+        if body.size_bytes is not None:
+            _within_quota(doc, body.size_bytes, "the object")
         expires_at = now() + timedelta(seconds=body.expires_in_s)
         floor = self._settings.multipart_part_bytes
         signer = await self._presigners.signer(doc)
