@@ -10,7 +10,7 @@ STACK := $(PYTHON) deploy/local/stack.py
 PKGS := gpucloud_libs gpucloud_gateway gpucloud_instances gpucloud_storage gpucloud_metering gpucloud_monitoring gpucloud_agent gpucloud_stack gpucloud_client gpucloud_cli
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help up down status logs reset provision env venv test lint fmt bench bench-quick
+.PHONY: help up down status logs reset provision env venv test test-ceph lint fmt bench bench-quick
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -43,9 +43,19 @@ $(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml deploy/local/pyproje
 	@$(UV) sync --frozen --all-packages --python $(PYTHON) --quiet
 	@touch $@
 
-test: venv ## start the stack if needed, then run the whole test suite
+test: venv ## start the stack if needed, run the whole suite, then the object-store contract on Ceph
 	@$(STACK) up
 	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-ceph
+
+# The object-store contract (tests marked object_store) against a stack whose object
+# store is Ceph RGW, in its own data directory; the default stack stops first (ports).
+CEPH := GPUCLOUD_OBJECT_STORE=ceph
+test-ceph: venv ## the object-store contract against Ceph RGW (stops the MinIO stack first)
+	@$(STACK) down >/dev/null
+	@$(CEPH) $(STACK) up
+	@$(CEPH) $(VENV)/bin/pytest -m object_store $(PYTEST_ARGS); status=$$?; \
+		$(CEPH) $(STACK) down >/dev/null; exit $$status
 
 lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
 	@$(VENV)/bin/ruff check .

@@ -21,22 +21,27 @@ RELEASE, NAMESPACE = "gc", "gpucloud-system"
 SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[dict[str, Any]]:
+REQUIRED = (
+    "identity.existingSecret=identity-keys",
+    "identity.publicKeys.gateway=gateway-public-key",
+    "identity.publicKeys.instances=instances-public-key",
+    "kafka.admin.existingSecret=kafka-admin",
+)
+
+
+def render(*values: str) -> list[dict[str, Any]]:
     helm = provision.ensure(provision.HELM, say=False) / "helm"
-    values = [
-        "identity.existingSecret=identity-keys",
-        "identity.publicKeys.gateway=gateway-public-key",
-        "identity.publicKeys.instances=instances-public-key",
-        "kafka.admin.existingSecret=kafka-admin",
-        "s3.rootSecret=minio-root",
-    ]
     done = subprocess.run(
         [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-         *(arg for value in values for arg in ("--set", value))],
+         *(arg for value in (*REQUIRED, *values) for arg in ("--set", value))],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    return render("s3.rootSecret=minio-root")
 
 
 def _one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -105,6 +110,27 @@ def test_each_service_gets_only_its_own_secrets(rendered: list[dict[str, Any]]) 
         instances["GPUCLOUD_TENANT_STORAGE_SUBJECT"]
         == f"ServiceAccount:{NAMESPACE}:{RELEASE}-storage"
     )
+
+
+def test_the_storage_service_can_run_on_a_rook_object_store() -> None:
+    docs = render(
+        "s3.objectStore=rgw",
+        "s3.endpoint=http://rook-ceph-rgw-gpucloud.rook-ceph.svc",
+        "s3.credentialsSecret=rook-ceph-object-user-gpucloud-gpucloud-storage",
+        "volumes.defaultStorageClass=ceph-block",
+    )
+    env = _env(docs, "storage")
+    assert env["GPUCLOUD_OBJECT_STORE"] == "rgw"
+    assert env["GPUCLOUD_S3_ENDPOINT"] == "http://rook-ceph-rgw-gpucloud.rook-ceph.svc"
+    assert env["GPUCLOUD_DEFAULT_STORAGE_CLASS"] == "ceph-block"
+    for setting, key in (
+        ("GPUCLOUD_S3_ACCESS_KEY", "AccessKey"),
+        ("GPUCLOUD_S3_SECRET_KEY", "SecretKey"),
+    ):
+        ref = env[setting]["secretKeyRef"]
+        assert ref == {"name": "rook-ceph-object-user-gpucloud-gpucloud-storage", "key": key}
+    # No MinIO root, so no MinIO access job.
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-minio-access")]
 
 
 def test_storage_has_no_cluster_wide_rights(rendered: list[dict[str, Any]]) -> None:

@@ -45,13 +45,15 @@ def _bring_up(group: tuple[Component, ...], ctx: components.Context) -> None:
             _say(f"    {components.apply_kafka_access(ctx)}")
         if component is components.MINIO:
             _say(f"    {components.apply_minio_access(ctx)}")
+        if component is components.RADOSGW:
+            _say(f"    {components.apply_rgw_access(ctx)}")
 
 
 def cmd_up(args: argparse.Namespace) -> None:
     started = time.monotonic()
     provision.ensure_all()
     ctx = components.context()
-    _bring_up(components.INFRA, ctx)
+    _bring_up(components.infra(), ctx)
     if not args.infra_only:
         _bring_up(components.SERVICES, ctx)
     _say(f"\nup in {time.monotonic() - started:.1f}s")
@@ -74,7 +76,7 @@ def cmd_status(_args: argparse.Namespace) -> None:
     unhealthy = 0
     _say(f"{'component':<24} {'pid':>8} {'health':<10} {'rss MiB':>8}")
     total = 0.0
-    for row in supervisor.status(components.ALL, ctx):
+    for row in supervisor.status((*components.infra(), *components.SERVICES), ctx):
         rss = f"{row.rss_mib:.0f}" if row.rss_mib else "-"
         total += row.rss_mib or 0.0
         health = "healthy" if row.healthy else ("starting" if row.pid else "down")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from . import kube_access, layout, probes, provision
+from . import ceph, kube_access, layout, probes, provision
 from .errors import StackError
 from .layout import HOST, PORTS
 from .secrets import Secrets, ensure_kube_pki, load_or_create
@@ -505,6 +505,57 @@ MINIO = Component(
     ports=(PORTS.minio, PORTS.minio_console),
 )
 
+CEPH_MON = Component(
+    name="ceph-mon",
+    kind="infra",
+    prepare=lambda _ctx: ceph.prepare_mon(),
+    argv=lambda _ctx: ceph.daemon_argv("ceph-mon", "-i", ceph.MON_ID),
+    env=lambda _ctx: ceph.tool_env(),
+    healthy=lambda _ctx: ceph.mon_healthy(),
+    ports=(PORTS.ceph_mon,),
+)
+CEPH_MGR = Component(
+    name="ceph-mgr",
+    kind="infra",
+    prepare=lambda _ctx: ceph.prepare_daemon(),
+    argv=lambda _ctx: ceph.daemon_argv("ceph-mgr", "-i", ceph.MGR_ID),
+    env=lambda _ctx: ceph.tool_env(),
+    healthy=lambda _ctx: ceph.mgr_healthy(),
+    ports=(),
+)
+CEPH_OSD = Component(
+    name="ceph-osd",
+    kind="infra",
+    prepare=lambda _ctx: ceph.prepare_osd(),
+    argv=lambda _ctx: ceph.daemon_argv("ceph-osd", "-i", "0"),
+    env=lambda _ctx: ceph.tool_env(),
+    healthy=lambda _ctx: ceph.osd_healthy(),
+    ports=(),
+    start_timeout_s=180.0,
+)
+RADOSGW = Component(
+    name="radosgw",
+    kind="infra",
+    prepare=lambda _ctx: ceph.prepare_daemon(),
+    argv=lambda _ctx: ceph.daemon_argv("radosgw", "-n", ceph.RGW_CLIENT),
+    env=lambda _ctx: ceph.tool_env(),
+    healthy=lambda _ctx: ceph.rgw_healthy(),
+    ports=(PORTS.radosgw,),
+    start_timeout_s=180.0,
+)
+CEPH = (CEPH_MON, CEPH_MGR, CEPH_OSD, RADOSGW)
+
+
+def object_store() -> tuple[Component, ...]:
+    """The S3 store's components: MinIO, or Ceph's four daemons (layout.object_store())."""
+    return CEPH if layout.object_store() == "ceph" else (MINIO,)
+
+
+def s3_endpoint() -> str:
+    port = PORTS.radosgw if layout.object_store() == "ceph" else PORTS.minio
+    return f"http://{HOST}:{port}"
+
+
 # --- gpucloud services -----------------------------------------------------------
 
 SERVICE_NAMES = ("gateway", "instances", "storage", "metering", "monitoring")
@@ -524,7 +575,7 @@ def _common_env(ctx: Context) -> dict[str, str]:
         "GPUCLOUD_KAFKA_BOOTSTRAP": f"{HOST}:{PORTS.kafka}",
         "GPUCLOUD_MONGODB_URI": f"mongodb://{HOST}:{PORTS.ferretdb}/",
         "GPUCLOUD_KUBECONFIG": str(ctx.kubeconfig),
-        "GPUCLOUD_S3_ENDPOINT": f"http://{HOST}:{PORTS.minio}",
+        "GPUCLOUD_S3_ENDPOINT": s3_endpoint(),
         # Every service verifies identities; only signers hold a private key.
         "GPUCLOUD_IDENTITY_PUBLIC_KEYS": json.dumps(
             {signer: pair["public"] for signer, pair in ctx.secrets.identity_keys.items()}
@@ -535,15 +586,24 @@ def _common_env(ctx: Context) -> dict[str, str]:
 
 def service_env(ctx: Context) -> dict[str, str]:
     """The operator's settings (`make env`, the tests, the benchmarks, the access steps):
-    the Kafka and MinIO super users, the bootstrap admin key, the simulator token."""
+    the Kafka and MinIO super users, the bootstrap admin key, the simulator token.
+
+    On Ceph the S3 keys are the storage user's, the owner of every platform bucket:
+    RGW's super user is the cluster's admin keyring (`radosgw-admin`), not an S3 key.
+    """
+    if layout.object_store() == "ceph":
+        s3_keys = (ceph.STORAGE_USER, ctx.secrets.minio_storage_password)
+    else:
+        s3_keys = (ctx.secrets.minio_root_user, ctx.secrets.minio_root_password)
     return {
         **_common_env(ctx),
         "GPUCLOUD_KAFKA_USERNAME": KAFKA_ADMIN,
         "GPUCLOUD_KAFKA_PASSWORD": ctx.secrets.kafka_admin_password,
         # SCRAM: the access step gives the super user a SCRAM credential too.
         "GPUCLOUD_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
-        "GPUCLOUD_S3_ACCESS_KEY": ctx.secrets.minio_root_user,
-        "GPUCLOUD_S3_SECRET_KEY": ctx.secrets.minio_root_password,
+        "GPUCLOUD_S3_ACCESS_KEY": s3_keys[0],
+        "GPUCLOUD_S3_SECRET_KEY": s3_keys[1],
+        "GPUCLOUD_OBJECT_STORE": layout.object_store(),
         "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
         "GPUCLOUD_SIMULATOR_TOKEN": ctx.secrets.simulator_token,
     }
@@ -562,6 +622,7 @@ def principal_env(ctx: Context, service: str) -> dict[str, str]:
         token = ctx.secrets.kube_tokens[service]
         own["GPUCLOUD_KUBECONFIG"] = str(kube_access.kubeconfig(service, token, ctx.pki / "ca.crt"))
     if service == "storage":
+        own["GPUCLOUD_OBJECT_STORE"] = "rgw" if layout.object_store() == "ceph" else "minio"
         own["GPUCLOUD_S3_ACCESS_KEY"] = MINIO_STORAGE_USER
         own["GPUCLOUD_S3_SECRET_KEY"] = ctx.secrets.minio_storage_password
         own["GPUCLOUD_STORAGE_SECRETS_KEY"] = ctx.secrets.storage_secrets_key
@@ -598,6 +659,11 @@ def apply_minio_access(ctx: Context) -> str:
         {"GPUCLOUD_MINIO_STORAGE_USER": MINIO_STORAGE_USER,
          "GPUCLOUD_MINIO_STORAGE_PASSWORD": ctx.secrets.minio_storage_password},
     )  # fmt: skip
+
+
+def apply_rgw_access(ctx: Context) -> str:
+    """The storage service's own RGW user, as the cluster admin (ceph.py)."""
+    return ceph.apply_storage_user(ctx.secrets.minio_storage_password)
 
 
 def apply_kube_access(ctx: Context) -> str:
@@ -653,9 +719,14 @@ def _service(name: str) -> Component:
     )
 
 
-INFRA: tuple[Component, ...] = (
-    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES, FERRETDB, MINIO,
-)  # fmt: skip
+def infra() -> tuple[Component, ...]:
+    """The servers `up` starts: the object store is MinIO or Ceph (layout.object_store())."""
+    return (
+        ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES,
+        FERRETDB, *object_store(),
+    )  # fmt: skip
+
+
 #: Telemetry for the kwok fleet: the node agent in simulation mode, with its
 #: fault-injection API (docs/monitoring.md).
 GPU_SIMULATOR = Component(
@@ -674,5 +745,9 @@ SERVICES: tuple[Component, ...] = (
     *(_service(name) for name in SERVICE_NAMES),
     GPU_SIMULATOR,
 )
-ALL: tuple[Component, ...] = INFRA + SERVICES
+#: Every component either object store may run: `down`, `logs` and `reset` reach them all.
+ALL: tuple[Component, ...] = (
+    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES,
+    FERRETDB, MINIO, *CEPH, *SERVICES,
+)  # fmt: skip
 BY_NAME = {component.name: component for component in ALL}

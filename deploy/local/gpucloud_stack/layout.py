@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from .errors import StackError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LOCAL_DIR = REPO_ROOT / "deploy" / "local"
@@ -17,6 +20,8 @@ KWOK_VERSION = "v0.7.0"
 #: Not a server: renders the chart for its tests (tests/test_helm_chart.py).
 HELM_VERSION = "v3.16.4"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
+#: Debian bookworm's Ceph (Pacific); apt-get picks the archive's current build of it.
+CEPH_VERSION = "16.2.15"
 
 HOST = "127.0.0.1"
 
@@ -35,6 +40,8 @@ class Ports:
     kwok: int = 10247
     minio: int = 9000
     minio_console: int = 9001
+    ceph_mon: int = 3300
+    radosgw: int = 7480
     gateway: int = 8000
     instances: int = 8001
     storage: int = 8002
@@ -46,6 +53,15 @@ class Ports:
 PORTS = Ports()
 
 
+def object_store() -> Literal["minio", "ceph"]:
+    """Which S3 store the stack runs for object storages: MinIO (the default, decision
+    74) or a one-node Ceph cluster with RGW. Set GPUCLOUD_OBJECT_STORE=ceph."""
+    chosen = os.environ.get("GPUCLOUD_OBJECT_STORE", "minio").strip().lower()
+    if chosen not in {"minio", "ceph"}:
+        raise StackError("object store", f"GPUCLOUD_OBJECT_STORE is {chosen!r}; use minio or ceph")
+    return "ceph" if chosen == "ceph" else "minio"
+
+
 def cache_dir() -> Path:
     """Built binaries, keyed by version; shared by every checkout on the machine."""
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpucloud"
@@ -53,7 +69,8 @@ def cache_dir() -> Path:
 
 
 def home_dir() -> Path:
-    """The one data directory: server data, logs, pid files, generated config and secrets.
+    """The one data directory: server data, logs, pid files, generated config and secrets
+    (one per object store).
 
     As root it is /var/lib/gpucloud: PostgreSQL runs as the `postgres` user and
     must reach its data directory, which a path under /root would not allow.
@@ -64,7 +81,10 @@ def home_dir() -> Path:
         default = (
             Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "gpucloud"
         )
-    return Path(os.environ.get("GPUCLOUD_HOME", default))
+    home = Path(os.environ.get("GPUCLOUD_HOME", default))
+    # A stack's database names the buckets of its one store, so each store keeps
+    # its own data directory: <home> for MinIO, <home>-ceph for Ceph.
+    return home.with_name(home.name + "-ceph") if object_store() == "ceph" else home
 
 
 def data_dir(component: str) -> Path:

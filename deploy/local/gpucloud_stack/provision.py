@@ -2,7 +2,9 @@
 
 Go servers are built from the Go module proxy through the wrapper modules in
 deploy/local/go; Kafka's jars come from Maven Central through
-deploy/local/kafka/pom.xml. A finished build is marked by a `.complete` file, so
+deploy/local/kafka/pom.xml; Ceph comes from Debian's packages, fetched with
+apt-get and unpacked into the cache (no system install, no root needed once
+the package lists are there). A finished build is marked by a `.complete` file, so
 an interrupted build is redone and a finished one costs nothing.
 """
 
@@ -15,6 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from . import layout
 from .errors import StackError
@@ -38,6 +41,8 @@ class Artifact:
     version: str
     source: Path  # the wrapper module or pom directory
     packages: tuple[str, ...] = ()  # Go packages; empty for Maven
+    #: Debian packages, unpacked with their dependencies under `root/`.
+    debian: tuple[str, ...] = ()
     #: Output name when one package is built (several are named after their paths).
     binary: str | None = None
     ldflags: str = "-s -w"
@@ -48,7 +53,8 @@ class Artifact:
 
     def _fingerprint(self) -> str:
         digest = hashlib.sha256(self.ldflags.encode())
-        for path in sorted(self.source.iterdir()):
+        digest.update(" ".join(self.debian).encode())
+        for path in sorted(self.source.iterdir()) if not self.debian else ():
             if path.is_file():
                 digest.update(path.name.encode())
                 digest.update(path.read_bytes())
@@ -92,7 +98,19 @@ HELM = Artifact(
     "helm", layout.HELM_VERSION, GO_DIR / "helm", ("helm.sh/helm/v3/cmd/helm",), binary="helm"
 )
 
-ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, MINIO, HELM)
+CEPH = Artifact(
+    "ceph",
+    layout.CEPH_VERSION,
+    layout.LOCAL_DIR,  # nothing of the repo goes into it
+    debian=("ceph-mon", "ceph-mgr", "ceph-osd", "radosgw"),
+)
+
+#: What every stack needs; the object store's own artifacts come with it (object_store()).
+ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, HELM)
+
+
+def object_store_artifacts() -> tuple[Artifact, ...]:
+    return (CEPH,) if layout.object_store() == "ceph" else (MINIO,)
 
 
 def _build_log(artifact: Artifact) -> Path:
@@ -106,6 +124,38 @@ def _require_tool(artifact: Artifact, tool: str, hint: str) -> str:
     if found is None:
         raise StackError(artifact.name, f"`{tool}` is not on PATH; {hint}")
     return found
+
+
+def _fetch_debian(artifact: Artifact, staging: Path, out: IO[str]) -> int:
+    """Download the packages and whatever they need that the system lacks, then unpack
+    every one under `staging/root`: the binaries run from there (ceph.py sets the
+    library and plugin paths)."""
+    apt = _require_tool(artifact, "apt-get", "Ceph comes from Debian's packages")
+    _require_tool(artifact, "dpkg", "Ceph comes from Debian's packages")
+    debs = staging / "debs"
+    (debs / "partial").mkdir(parents=True)
+    download = [
+        apt, "install", "--download-only", "--yes", "--quiet", "--no-install-recommends",
+        "-o", f"Dir::Cache::archives={debs}", *artifact.debian,
+    ]  # fmt: skip
+    fetched = subprocess.run(download, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if fetched.returncode != 0:
+        # A fresh machine has no package lists yet.
+        updated = subprocess.run([apt, "update", "--quiet"], stdout=out, stderr=out, check=False)
+        if updated.returncode != 0:
+            return updated.returncode
+        fetched = subprocess.run(download, stdout=out, stderr=subprocess.STDOUT, check=False)
+        if fetched.returncode != 0:
+            return fetched.returncode
+    for package in sorted(debs.glob("*.deb")):
+        unpacked = subprocess.run(
+            ["dpkg", "-x", str(package), str(staging / "root")],
+            stdout=out, stderr=subprocess.STDOUT, check=False,
+        )  # fmt: skip
+        if unpacked.returncode != 0:
+            return unpacked.returncode
+    shutil.rmtree(debs)
+    return 0
 
 
 def _command(artifact: Artifact, staging: Path) -> list[str]:
@@ -154,16 +204,19 @@ def ensure(artifact: Artifact, *, say: bool = True) -> Path:
     env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-buildvcs=false"}
     started = time.monotonic()
     with log.open("w") as out:
-        result = subprocess.run(
-            _command(artifact, staging),
-            cwd=artifact.source,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-    if result.returncode != 0:
-        raise StackError(artifact.name, f"build failed with exit code {result.returncode}", log)
+        if artifact.debian:
+            returncode = _fetch_debian(artifact, staging, out)
+        else:
+            returncode = subprocess.run(
+                _command(artifact, staging),
+                cwd=artifact.source,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+            ).returncode
+    if returncode != 0:
+        raise StackError(artifact.name, f"build failed with exit code {returncode}", log)
     (staging / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
@@ -176,5 +229,5 @@ def ensure(artifact: Artifact, *, say: bool = True) -> Path:
 
 
 def ensure_all(*, say: bool = True) -> None:
-    for artifact in ALL:
+    for artifact in (*ALL, *object_store_artifacts()):
         ensure(artifact, say=say)

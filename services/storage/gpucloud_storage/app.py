@@ -15,6 +15,7 @@ from .handlers import EventHandlers
 from .minio_backend import MinioBackend
 from .ownership import OwnedStorages
 from .presigners import Presigners
+from .rgw_backend import RgwBackend
 from .settings import StorageSettings
 from .storages import Storages
 from .store import INDEXES, AccessorStore, AttachmentStore, StorageStore, TenantStore, UploadStore
@@ -25,7 +26,7 @@ from .usage import UsagePublisher
 
 settings = StorageSettings()
 runtime = ServiceRuntime(settings, kafka_access=ACCESS["storage"], indexes=INDEXES)
-backend = MinioBackend(
+backend = (RgwBackend if settings.object_store == "rgw" else MinioBackend)(
     settings.s3_endpoint,
     settings.s3_access_key,
     settings.s3_secret_key.get_secret_value(),
@@ -52,6 +53,7 @@ handlers = EventHandlers(Tenancy(tenants, attachment_store, attachments, teardow
 
 
 runtime.on_start(kube.connect)
+runtime.on_start(backend.start)
 runtime.on_stop(teardown.close)
 runtime.on_stop(kube.close)
 runtime.add_readiness_check("object_store", backend.ping)

@@ -1,10 +1,9 @@
 """What the storage service needs from an object store, whatever runs it.
 
-MinIO implements it for real (`minio_backend.py`). Ceph RGW maps onto the same
-calls through its admin-ops API: a bucket quota is `PUT /admin/bucket?quota`,
-an accessor is a subuser's S3 key with a bucket policy naming it, usage is
-`GET /admin/bucket?stats`. Nothing here is MinIO-specific: no admin-API
-payloads, no MinIO error types.
+Two stores implement it for real, over the same S3 calls (`s3_backend.py`):
+MinIO through its admin API (`minio_backend.py`) and Ceph RGW through its
+admin-ops and IAM APIs (`rgw_backend.py`). Nothing here is specific to either:
+no admin-API payloads, no store's error types.
 
 Every method is async; implementations keep blocking clients off the event loop.
 """
@@ -71,6 +70,9 @@ class ObjectBackend(Protocol):
     #: The S3 endpoint clients (and instances) use for presigned URLs and credentials.
     public_endpoint: str
     region: str
+
+    async def start(self) -> None:
+        """Once, before the service serves: whatever the store needs set up first."""
 
     async def ping(self) -> None: ...
 

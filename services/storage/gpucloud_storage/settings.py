@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import SecretStr
 
 from gpucloud_libs.settings import ServiceSettings
@@ -8,6 +10,8 @@ from gpucloud_libs.settings import ServiceSettings
 class StorageSettings(ServiceSettings):
     service_name: str = "storage"
     http_port: int = 8002
+    #: Which store serves object storages: both speak S3; their admin APIs differ.
+    object_store: Literal["minio", "rgw"] = "minio"
     #: Where this service reaches the object store (admin and S3 calls).
     s3_endpoint: str = "http://127.0.0.1:9000"
     #: Where clients and instances reach it: presigned URLs and accessors name this.
