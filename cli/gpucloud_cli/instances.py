@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from gpucloud_client.client import SETTLED_INSTANCE_STATES, STOPPED_INSTANCE_STATES
 from gpucloud_client.models import Instance
 
 from .session import Column, Failure, Session, pass_session
@@ -100,8 +101,11 @@ def create_instance(
         raise Failure(f"instance {instance['instanceID']} failed: {instance['reason']}")
 
 
-def wait_until_settled(session: Session, instance: Instance) -> Instance:
-    """Follow the instance's transitions (long poll) with a live status line."""
+def wait_until_settled(
+    session: Session, instance: Instance, until: set[str] = SETTLED_INSTANCE_STATES
+) -> Instance:
+    """Follow the instance's transitions (long poll) to one of `until`, with a live
+    status line."""
     name = instance["instanceID"]
     with session.err.status(f"{name}: {instance['state']}") as status:
 
@@ -110,7 +114,7 @@ def wait_until_settled(session: Session, instance: Instance) -> Instance:
             if session.output == "table" and not session.err.is_terminal:
                 session.note(f"{name}: {current['state']}")
 
-        return session.client.wait_for_instance(name, on_change=show)
+        return session.client.wait_for_instance(name, until=until, on_change=show)
 
 
 @instances.command("stop")
@@ -121,7 +125,7 @@ def stop_instance(session: Session, instance_id: str, wait: bool) -> None:
     """Stop an instance (its GPUs are released and billing ends)."""
     instance = session.client.stop_instance(instance_id)
     if wait:
-        instance = wait_until_settled(session, instance)
+        instance = wait_until_settled(session, instance, STOPPED_INSTANCE_STATES)
     session.emit(instance, COLUMNS)
 
 

@@ -40,6 +40,8 @@ RETRYABLE = {(429, "rate_limited"), (409, "tenant_not_ready")}
 RETRY_FOR_S = 30.0
 #: Instance states a wait ends in when nothing else is asked for.
 SETTLED_INSTANCE_STATES = {"running", "stopped", "failed", "deleted"}
+#: Where a stop ends: an instance answers a stop while still `running`.
+STOPPED_INSTANCE_STATES = {"stopped", "failed", "deleted"}
 ENDED_JOB_STATES = {"succeeded", "failed", "cancelled"}
 
 Params = dict[str, Any]
