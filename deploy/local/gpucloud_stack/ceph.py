@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -71,8 +70,8 @@ def tool_env() -> dict[str, str]:
     }
 
 
-def _run(component: str, *argv: str, timeout: float = 60.0) -> str:
-    done = subprocess.run(
+def _tool(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         argv,
         env={**os.environ, **tool_env()},
         capture_output=True,
@@ -80,6 +79,10 @@ def _run(component: str, *argv: str, timeout: float = 60.0) -> str:
         check=False,
         timeout=timeout,
     )
+
+
+def _run(component: str, *argv: str, timeout: float = 60.0) -> str:
+    done = _tool(*argv, timeout=timeout)
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip()[-600:]
         raise StackError(component, f"`{' '.join(argv[:3])} …` failed: {detail}")
@@ -89,13 +92,8 @@ def _run(component: str, *argv: str, timeout: float = 60.0) -> str:
 def cluster_json(*command: str) -> Any | None:
     """A `ceph` command's JSON answer as the admin, or None when the cluster does not answer."""
     try:
-        done = subprocess.run(
-            [tool("ceph"), "--connect-timeout", "3", *command, "--format", "json"],
-            env={**os.environ, **tool_env()},
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
+        done = _tool(
+            tool("ceph"), "--connect-timeout", "3", *command, "--format", "json", timeout=10
         )
     except subprocess.TimeoutExpired:
         return None
@@ -274,13 +272,7 @@ def mon_healthy() -> bool:
 def _listening(daemon: str) -> bool:
     """The daemon's own admin socket answers: the monitor's maps lag a stopped daemon
     by seconds, so they alone would call a stopped manager or OSD healthy."""
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(1.0)
-        try:
-            sock.connect(str(_data() / "run" / f"{daemon}.asok"))
-        except OSError:
-            return False
-    return True
+    return probes.unix_socket_open(_data() / "run" / f"{daemon}.asok")
 
 
 def mgr_healthy() -> bool:
@@ -311,14 +303,7 @@ def apply_storage_user(secret_key: str) -> str:
     policy the running storage service set on itself (rgw_backend.py).
     """
     admin = tool("radosgw-admin")
-    info = subprocess.run(
-        [admin, "user", "info", "--uid", STORAGE_USER],
-        env={**os.environ, **tool_env()},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    info = _tool(admin, "user", "info", "--uid", STORAGE_USER, timeout=60)
     current = json.loads(info.stdout) if info.returncode == 0 else None
     keys = {(key["access_key"], key["secret_key"]) for key in (current or {}).get("keys", [])}
     caps = ";".join(

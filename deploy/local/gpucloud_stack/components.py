@@ -505,44 +505,41 @@ MINIO = Component(
     ports=(PORTS.minio, PORTS.minio_console),
 )
 
-CEPH_MON = Component(
-    name="ceph-mon",
-    kind="infra",
-    prepare=lambda _ctx: ceph.prepare_mon(),
-    argv=lambda _ctx: ceph.daemon_argv("ceph-mon", "-i", ceph.MON_ID),
-    env=lambda _ctx: ceph.tool_env(),
-    healthy=lambda _ctx: ceph.mon_healthy(),
-    ports=(PORTS.ceph_mon,),
+
+def _ceph_daemon(
+    name: str,
+    identity: tuple[str, ...],
+    healthy: Callable[[], bool],
+    *,
+    prepare: Callable[[], None] = ceph.prepare_daemon,
+    ports: tuple[int, ...] = (),
+    start_timeout_s: float = 90.0,
+) -> Component:
+    """One Ceph daemon in the foreground, its binary named after it (ceph.py)."""
+    return Component(
+        name=name,
+        kind="infra",
+        prepare=lambda _ctx: prepare(),
+        argv=lambda _ctx: ceph.daemon_argv(name, *identity),
+        env=lambda _ctx: ceph.tool_env(),
+        healthy=lambda _ctx: healthy(),
+        ports=ports,
+        start_timeout_s=start_timeout_s,
+    )
+
+
+CEPH_MON = _ceph_daemon(
+    "ceph-mon", ("-i", ceph.MON_ID), ceph.mon_healthy,
+    prepare=ceph.prepare_mon, ports=(PORTS.ceph_mon,),
+)  # fmt: skip
+CEPH_MGR = _ceph_daemon("ceph-mgr", ("-i", ceph.MGR_ID), ceph.mgr_healthy)
+CEPH_OSD = _ceph_daemon(
+    "ceph-osd", ("-i", "0"), ceph.osd_healthy, prepare=ceph.prepare_osd, start_timeout_s=180.0
 )
-CEPH_MGR = Component(
-    name="ceph-mgr",
-    kind="infra",
-    prepare=lambda _ctx: ceph.prepare_daemon(),
-    argv=lambda _ctx: ceph.daemon_argv("ceph-mgr", "-i", ceph.MGR_ID),
-    env=lambda _ctx: ceph.tool_env(),
-    healthy=lambda _ctx: ceph.mgr_healthy(),
-    ports=(),
-)
-CEPH_OSD = Component(
-    name="ceph-osd",
-    kind="infra",
-    prepare=lambda _ctx: ceph.prepare_osd(),
-    argv=lambda _ctx: ceph.daemon_argv("ceph-osd", "-i", "0"),
-    env=lambda _ctx: ceph.tool_env(),
-    healthy=lambda _ctx: ceph.osd_healthy(),
-    ports=(),
-    start_timeout_s=180.0,
-)
-RADOSGW = Component(
-    name="radosgw",
-    kind="infra",
-    prepare=lambda _ctx: ceph.prepare_daemon(),
-    argv=lambda _ctx: ceph.daemon_argv("radosgw", "-n", ceph.RGW_CLIENT),
-    env=lambda _ctx: ceph.tool_env(),
-    healthy=lambda _ctx: ceph.rgw_healthy(),
-    ports=(PORTS.radosgw,),
-    start_timeout_s=180.0,
-)
+RADOSGW = _ceph_daemon(
+    "radosgw", ("-n", ceph.RGW_CLIENT), ceph.rgw_healthy,
+    ports=(PORTS.radosgw,), start_timeout_s=180.0,
+)  # fmt: skip
 CEPH = (CEPH_MON, CEPH_MGR, CEPH_OSD, RADOSGW)
 
 

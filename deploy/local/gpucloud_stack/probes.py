@@ -43,6 +43,16 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def unix_socket_open(path: Path, timeout: float = 1.0) -> bool:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def kafka_ok(host: str, port: int, timeout: float = 2.0) -> bool:
     """Send an ApiVersions request (key 18, v0) and expect error code 0 back."""
     client_id = b"gpucloud-stack"

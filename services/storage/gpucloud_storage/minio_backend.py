@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
+from functools import cached_property
 from typing import TypeVar
 
 from minio import MinioAdmin
@@ -24,19 +25,12 @@ T = TypeVar("T")
 
 
 class MinioBackend(S3Backend):
-    def __init__(
-        self,
-        endpoint: str,
-        access_key: str,
-        secret_key: str,
-        region: str,
-        public_endpoint: str | None = None,
-    ) -> None:
-        super().__init__(endpoint, access_key, secret_key, region, public_endpoint)
-        self._admin = MinioAdmin(
+    @cached_property
+    def _admin(self) -> MinioAdmin:
+        return MinioAdmin(
             endpoint=self._endpoint.netloc,
-            credentials=StaticProvider(access_key, secret_key),
-            region=region,
+            credentials=StaticProvider(self._own.access_key, self._own.secret_key),
+            region=self.region,
             secure=self._endpoint.scheme == "https",
         )
 

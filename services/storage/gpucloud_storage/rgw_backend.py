@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -37,18 +38,9 @@ _UNSIGNED = "UNSIGNED-PAYLOAD"
 
 
 class RgwBackend(S3Backend):
-    def __init__(
-        self,
-        endpoint: str,
-        access_key: str,
-        secret_key: str,
-        region: str,
-        public_endpoint: str | None = None,
-    ) -> None:
-        super().__init__(endpoint, access_key, secret_key, region, public_endpoint)
-        self._owner = access_key
-        self._credentials = Credentials(access_key, secret_key)
-        self._http = urllib3.PoolManager(num_pools=2, maxsize=8, retries=False)
+    @cached_property
+    def _http(self) -> urllib3.PoolManager:
+        return urllib3.PoolManager(num_pools=2, maxsize=8, retries=False)
 
     def _call(
         self,
@@ -76,7 +68,7 @@ class RgwBackend(S3Backend):
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         signed = sign_v4_s3(
             method=method, url=url, region=self.region, headers=headers,
-            credentials=self._credentials, content_sha256=content_sha256, date=now,
+            credentials=Credentials(self._own.access_key, self._own.secret_key), content_sha256=content_sha256, date=now,
         )  # fmt: skip
         response = self._http.request(
             method, url.geturl(), body=body or None, headers=_flat(signed), timeout=30.0
@@ -99,7 +91,7 @@ class RgwBackend(S3Backend):
                 {"Effect": "Allow", "Action": ["s3:*"], "Resource": [buckets, f"{buckets}/*"]}
             ],
         }
-        await self._run(lambda: self._put_user_policy(self._owner, own))
+        await self._run(lambda: self._put_user_policy(self._own.access_key, own))
 
     def _put_user_policy(self, user: str, policy: dict[str, Any]) -> None:
         self._call(
@@ -113,7 +105,7 @@ class RgwBackend(S3Backend):
     def _set_quota(self, bucket: str, quota_bytes: int) -> None:
         quota = {"enabled": True, "max_size": quota_bytes, "max_objects": -1}
         self._call(
-            "PUT", "/admin/bucket", {"quota": "", "uid": self._owner, "bucket": bucket},
+            "PUT", "/admin/bucket", {"quota": "", "uid": self._own.access_key, "bucket": bucket},
             body=json.dumps(quota).encode(),
         )  # fmt: skip
 
@@ -129,7 +121,9 @@ class RgwBackend(S3Backend):
 
     async def bucket_usage(self) -> dict[str, int]:
         buckets = await self._run(
-            lambda: self._call("GET", "/admin/bucket", {"stats": "true", "uid": self._owner})
+            lambda: self._call(
+                "GET", "/admin/bucket", {"stats": "true", "uid": self._own.access_key}
+            )
         )
         return {
             entry["bucket"]: int((entry.get("usage") or {}).get("rgw.main", {}).get("size", 0))

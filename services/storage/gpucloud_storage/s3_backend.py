@@ -93,6 +93,8 @@ class S3Backend:
         )
         self._public = urlparse(self.public_endpoint)
         self._signers: dict[Credential, Minio] = {}
+        #: The service's own key pair, for a subclass's admin calls.
+        self._own = Credential(access_key, secret_key)
 
     async def _run(self, call: Callable[[], T]) -> T:
         try:
