@@ -53,9 +53,8 @@ test: venv ## start the stack if needed, run the whole suite, then the object-st
 CEPH := GPUCLOUD_OBJECT_STORE=ceph
 test-ceph: venv ## the object-store contract against Ceph RGW (stops the MinIO stack first)
 	@$(STACK) down >/dev/null
-	@$(CEPH) $(STACK) up
-	@$(CEPH) $(VENV)/bin/pytest -m object_store $(PYTEST_ARGS); status=$$?; \
-		$(CEPH) $(STACK) down >/dev/null; exit $$status
+	@$(CEPH) $(STACK) up && $(CEPH) $(VENV)/bin/pytest -m object_store $(PYTEST_ARGS); \
+		status=$$?; $(CEPH) $(STACK) down >/dev/null; exit $$status
 
 lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
 	@$(VENV)/bin/ruff check .

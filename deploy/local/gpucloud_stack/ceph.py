@@ -232,7 +232,11 @@ def _wait_for_monitor(component: str, timeout_s: float = 60.0) -> None:
         if cluster_json("mon", "stat") is not None:
             return
         time.sleep(0.5)
-    raise StackError(component, f"the monitor did not answer within {timeout_s:.0f}s")
+    raise StackError(
+        component,
+        f"the monitor did not answer within {timeout_s:.0f}s; see its log",
+        layout.log_file("ceph-mon"),
+    )
 
 
 def prepare_osd() -> None:
