@@ -31,15 +31,38 @@ STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "l
 TASKSET = shutil.which("taskset") or "/usr/bin/taskset"
 
 
-def stack(*args: str) -> str:
-    return subprocess.run([*STACK, *args], capture_output=True, text=True, check=True).stdout
+def _stack_process_env(store: str | None) -> dict[str, str] | None:
+    return None if store is None else {**os.environ, "GPUCLOUD_OBJECT_STORE": store}
 
 
-def stack_env(service: str | None = None) -> dict[str, str]:
+def stack(*args: str, store: str | None = None) -> str:
+    """`stack ARGS` on this checkout; `store` picks the object store's stack (minio, ceph)
+    instead of the one GPUCLOUD_OBJECT_STORE names."""
+    done = subprocess.run(
+        [*STACK, *args], capture_output=True, text=True, check=False, env=_stack_process_env(store)
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"stack {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def stack_running(store: str) -> bool:
+    """Whether every component of that object store's stack is healthy."""
+    status = subprocess.run(
+        [*STACK, "status"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=_stack_process_env(store),
+    )
+    return status.returncode == 0
+
+
+def stack_env(service: str | None = None, store: str | None = None) -> dict[str, str]:
     """The running stack's GPUCLOUD_* settings (`stack env --json`): the operator's, or
     those `service` runs with (its own Kafka principal and keys)."""
     env: dict[str, str] = json.loads(
-        stack("env", "--json", *(["--service", service] if service else []))
+        stack("env", "--json", *(["--service", service] if service else []), store=store)
     )
     return env
 

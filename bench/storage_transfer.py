@@ -1,15 +1,18 @@
-"""Storage: presigned transfers against a direct S3 client, and listing at 100,000 objects.
+"""Storage: presigned transfers against a direct S3 client, and listing at 100,000 objects,
+on MinIO and on Ceph RGW.
 
-Side by side in one run, against the running stack:
+Side by side in one run, on each object store in turn (its own stack,
+GPUCLOUD_OBJECT_STORE; the stack that was running is running again at the end):
 
 - upload and download of one large object: our path (plan through the API, then
-  presigned part PUTs / a presigned GET with httpx) against minio-py holding the
-  root credentials (put_object / get_object), each with 3 parts in flight;
+  presigned part PUTs / a presigned GET) against minio-py holding the store's
+  platform credentials (put_object / get_object), each with 3 parts in flight;
 - one 1,000-key page of a 100,000-object bucket: through the API (gateway,
-  storage service, MinIO) against minio-py's raw ListObjectsV2 call; and a walk
-  of the whole bucket both ways.
+  storage service, the store) against minio-py's raw ListObjectsV2 call; and a
+  walk of the whole bucket both ways.
 
-`python -m bench storage [--size-mib 256] [--objects 100000]` (`--objects 0`: transfers only)
+`python -m bench storage [--stores minio,ceph] [--size-mib 256] [--objects 100000]`
+(`--objects 0`: transfers only)
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import io
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 from urllib.parse import urlparse
@@ -28,16 +32,36 @@ import httpx
 import urllib3
 from minio import Minio
 
-from .common import object_storage, percentile, stack_env, storage_tenant
+from .common import object_storage, percentile, stack, stack_env, stack_running, storage_tenant
 
 MIB = 1024 * 1024
 PARALLEL_PARTS = 3
 ROUNDS = 3
 PAGE_SAMPLES = 30
+STORES = ("minio", "ceph")
+STORE_NAMES = {"minio": "MinIO", "ceph": "Ceph RGW"}
+
+
+@dataclass
+class StoreFigures:
+    """One store's results: each row holds (ours, direct S3)."""
+
+    upload_mib_s: tuple[float, float]
+    download_mib_s: tuple[float, float]
+    page_p50_ms: tuple[float, float] | None = None
+    page_p99_ms: tuple[float, float] | None = None
+    walk_s: tuple[float, float] | None = None
+    seeded_s: float | None = None
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench storage", description=__doc__)
+    parser.add_argument(
+        "--stores",
+        type=lambda value: [store.strip() for store in value.split(",") if store.strip()],
+        default=list(STORES),
+        help="object stores to measure, comma-separated (default: minio,ceph)",
+    )
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--objects", type=int, default=100_000)
     return parser
@@ -53,6 +77,9 @@ async def _upload_presigned(
     )
     plan.raise_for_status()
     body = plan.json()
+    if body.get("uploadID") is None:  # small enough for one PUT
+        (await http.put(body["url"], content=payload)).raise_for_status()
+        return
     size = body["partSizeBytes"]
     gate = asyncio.Semaphore(PARALLEL_PARTS)
 
@@ -116,7 +143,33 @@ def _seed(client: Minio, bucket: str, count: int) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    env = stack_env()
+    unknown = set(args.stores) - set(STORES)
+    if unknown or not args.stores:
+        raise SystemExit(f"--stores takes {' and '.join(STORES)}, not {args.stores}")
+    running = {store for store in STORES if stack_running(store)}
+    # The stack that was running goes last, so that it is left running; one stack at a
+    # time, since both bind the same ports.
+    order = sorted(args.stores, key=lambda store: store in running)
+    results: dict[str, StoreFigures] = {}
+    try:
+        for store in order:
+            for other in STORES:
+                if other != store:
+                    stack("down", store=other)
+            print(f"\n{STORE_NAMES[store]}: starting its stack", flush=True)
+            stack("up", store=store)
+            results[store] = await _measure(store, args.size_mib * MIB, args.objects)
+            _print(results, args)
+    finally:
+        for store in STORES:
+            if store not in running:
+                stack("down", store=store)
+        for store in running:
+            stack("up", store=store)
+
+
+async def _measure(store: str, size: int, objects: int) -> StoreFigures:
+    env = stack_env(store=store)
     endpoint = urlparse(env["GPUCLOUD_S3_ENDPOINT"])
     direct = Minio(
         endpoint.netloc,
@@ -131,16 +184,17 @@ async def main(args: argparse.Namespace) -> None:
     ) as http:
         tenant_id, headers = await storage_tenant(http, admin, "bench-storage")
         try:
-            await _transfers(http, headers, direct, args.size_mib * MIB)
-            if args.objects:
-                await _listing(http, headers, direct, args.objects)
+            figures = await _transfers(http, headers, direct, size)
+            if objects:
+                await _listing(http, headers, direct, objects, figures)
+            return figures
         finally:
             await http.delete(f"/v1/tenants/{tenant_id}", headers=admin)
 
 
 async def _transfers(
     http: httpx.AsyncClient, headers: dict[str, str], direct: Minio, size: int
-) -> None:
+) -> StoreFigures:
     storage = await object_storage(http, headers, 4 * size * ROUNDS)
     bucket, storage_id = storage["bucket"], storage["storageID"]
     payload = os.urandom(size)
@@ -164,23 +218,24 @@ async def _transfers(
             await _timed(asyncio.to_thread(_direct_get, direct, bucket, direct_key))
         )
     rate = {name: size / MIB / median(values) for name, values in timings.items()}
-    print(
-        f"one {size // MIB} MiB object, median of {ROUNDS} rounds, {PARALLEL_PARTS} parts in flight"
+    return StoreFigures(
+        upload_mib_s=(rate["up-ours"], rate["up-direct"]),
+        download_mib_s=(rate["dn-ours"], rate["dn-direct"]),
     )
-    print(f"{'':>10} {'presigned':>12} {'direct S3':>12} {'ratio':>7}")
-    for label, key in (("upload", "up"), ("download", "dn")):
-        ours, raw = rate[f"{key}-ours"], rate[f"{key}-direct"]
-        print(f"{label:>10} {ours:>8.0f} MiB/s {raw:>8.0f} MiB/s {ours / raw:>6.2f}x")
 
 
 async def _listing(
-    http: httpx.AsyncClient, headers: dict[str, str], direct: Minio, count: int
+    http: httpx.AsyncClient,
+    headers: dict[str, str],
+    direct: Minio,
+    count: int,
+    figures: StoreFigures,
 ) -> None:
     storage = await object_storage(http, headers, 1024**3)
     bucket, storage_id = storage["bucket"], storage["storageID"]
     started = time.perf_counter()
     await asyncio.to_thread(_seed, direct, bucket, count)
-    print(f"\nseeded {count:,} objects in {time.perf_counter() - started:.0f} s")
+    figures.seeded_s = time.perf_counter() - started
     path = f"/v1/storages/{storage_id}/objects"
     step = max(1, count // PAGE_SAMPLES)
     starts = [f"files/{index:07}.txt" for index in range(0, count, step)][:PAGE_SAMPLES]
@@ -220,9 +275,44 @@ async def _listing(
     )
     walk_raw = time.perf_counter() - walk_started
     assert seen == raw_seen == count, (seen, raw_seen, count)
-    print(f"one 1,000-key page of {count:,} objects, {len(starts)} pages at spread cursors")
-    print(f"{'':>10} {'API':>10} {'direct S3':>10} {'ratio':>7}")
-    for label, pct in (("p50", 50.0), ("p99", 99.0)):
-        a, b = percentile(ours, pct) * 1000, percentile(raw, pct) * 1000
-        print(f"{label:>10} {a:>7.1f} ms {b:>7.1f} ms {a / b:>6.2f}x")
-    print(f"{'full walk':>10} {walk_ours:>8.2f} s {walk_raw:>8.2f} s {walk_ours / walk_raw:>6.2f}x")
+    figures.page_p50_ms = (percentile(ours, 50.0) * 1000, percentile(raw, 50.0) * 1000)
+    figures.page_p99_ms = (percentile(ours, 99.0) * 1000, percentile(raw, 99.0) * 1000)
+    figures.walk_s = (walk_ours, walk_raw)
+
+
+def _print(results: dict[str, StoreFigures], args: argparse.Namespace) -> None:
+    """Every store measured so far, side by side: ours, direct S3 and their ratio."""
+    print(
+        f"\none {args.size_mib} MiB object, median of {ROUNDS} rounds, {PARALLEL_PARTS} parts in"
+        f" flight; one 1,000-key page of {args.objects:,} objects, {PAGE_SAMPLES} pages at"
+        " spread cursors; the whole bucket page after page"
+    )
+    stores = list(results)
+    header = f"{'':<16}" + "".join(
+        f"{STORE_NAMES[store] + ': ours / direct S3 / ratio':>45}" for store in stores
+    )
+    print(header)
+    rows: list[tuple[str, str, str]] = [
+        ("upload", "upload_mib_s", "MiB/s"),
+        ("download", "download_mib_s", "MiB/s"),
+        ("page p50", "page_p50_ms", "ms"),
+        ("page p99", "page_p99_ms", "ms"),
+        ("whole walk", "walk_s", "s"),
+    ]
+    for label, field, unit in rows:
+        cells = []
+        for store in stores:
+            pair = getattr(results[store], field)
+            if pair is None:
+                cells.append(f"{'-':>45}")
+                continue
+            ours, raw = pair
+            cells.append(f"{ours:>12,.1f} {unit:<5} {raw:>12,.1f} {unit:<5} {ours / raw:>6.2f}x")
+        print(f"{label:<16}" + "".join(cells))
+    seeded = [
+        f"{STORE_NAMES[store]} {figures.seeded_s:.0f} s"
+        for store, figures in results.items()
+        if figures.seeded_s is not None
+    ]
+    if seeded:
+        print(f"seeding {args.objects:,} objects, 32 at a time: {', '.join(seeded)}")
