@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -11,8 +13,10 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
+from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_stack import fleet
 
 T = TypeVar("T")
 
@@ -60,6 +64,27 @@ async def read_topic(
         await consumer.stop()
 
 
+async def aggregate_events(
+    kafka: KafkaConnection, topic: str, key: str, *, expect: int, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """The events published on `topic` for one aggregate (its message key, e.g.
+    `<tenant>/<job>`), in order: until `expect` arrived or `timeout` passed."""
+    consumer = AIOKafkaConsumer(
+        topic, **kafka.client_options(), group_id=None, enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )  # fmt: skip
+    await consumer.start()
+    found: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(found) < expect and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                found += [json.loads(r.value) for r in records if r.key == key.encode()]
+        return found
+    finally:
+        await consumer.stop()
+
+
 @contextlib.asynccontextmanager
 async def loopback_server(app: web.Application) -> AsyncIterator[int]:
     """Serve `app` on 127.0.0.1 at a free port, which it yields, until the block ends."""
@@ -71,3 +96,27 @@ async def loopback_server(app: web.Application) -> AsyncIterator[int]:
         yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def loopback_gpu_nodes(
+    kube: k8s.ApiClient, count: int, *, gpus: int = 2
+) -> AsyncIterator[tuple[str, list[str]]]:
+    """kwok GPU nodes of a GPU product of their own, alternating between two zones,
+    whose pods get 127.x.y.z addresses: a test serves a workload on a pod's own
+    address. Yields (product, node names); the nodes are deleted after."""
+    core = k8s.CoreV1Api(kube)
+    product, base = unique("LOOP-GPU"), random.randint(100, 240)
+    names = [unique("loop") for _ in range(count)]
+    for index, name in enumerate(names):
+        node: Any = fleet.gpu_node(
+            name, product=product, gpus=gpus, zone=f"zone-{'ab'[index % 2]}", cpu="32",
+            memory="256Gi", pod_cidr=f"127.{base}.{random.randint(0, 250)}.0/24",
+        )  # fmt: skip
+        await core.create_node(node)
+    try:
+        yield product, names
+    finally:
+        for name in names:
+            with contextlib.suppress(k8s.ApiException):
+                await core.delete_node(name)

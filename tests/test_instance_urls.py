@@ -4,7 +4,6 @@ in between, over HTTP, streaming and WebSocket, by header and by cookie."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,10 +15,9 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.naming import tenant_namespace
-from gpucloud_stack import fleet
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
-from .support import eventually, unique
+from .support import eventually, loopback_gpu_nodes
 
 #: Secure, host-only and Path=/: no other instance host can set or shadow it.
 COOKIE = "__Host-gpucloud_session"
@@ -90,16 +88,8 @@ class RunningInstance:
 @pytest.fixture
 async def loopback_node(kube: k8s.ApiClient) -> AsyncIterator[str]:
     """A kwok GPU node whose pods get 127.x.y.z addresses: (product)."""
-    core = k8s.CoreV1Api(kube)
-    name, product = unique("loop"), unique("TEST-GPU")
-    cidr = f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.0/24"
-    node: Any = fleet.gpu_node(
-        name, product=product, gpus=2, zone="zone-a", cpu="32", memory="256Gi", pod_cidr=cidr
-    )
-    await core.create_node(node)
-    yield product
-    with contextlib.suppress(k8s.ApiException):
-        await core.delete_node(name)
+    async with loopback_gpu_nodes(kube, 1) as (product, _):
+        yield product
 
 
 @pytest.fixture

@@ -51,6 +51,8 @@ class World:
     #: A's batch job (B reuses its id), and one only A has, running and so billed.
     a_job: str
     a_only_job: str
+    #: A's inference service (B reuses its id).
+    a_service: str
 
     async def a_storage_intact(self) -> None:
         headers = bearer(self.a.admin_key)
@@ -361,6 +363,94 @@ async def _cancel_job(world: World) -> None:
         assert mine.json()["state"] != "cancelled"
 
 
+# --- inference services -------------------------------------------------------------
+
+A_SERVICE_IMAGE = "registry.test/a-llm:1"
+
+
+async def _a_service_intact(world: World) -> None:
+    mine = await world.http.get(
+        f"/v1/inference-services/{world.a_service}", headers=bearer(world.a.admin_key)
+    )
+    assert mine.status_code == 200, mine.text
+    assert (mine.json()["image"], mine.json()["revision"]) == (A_SERVICE_IMAGE, 1)
+    assert mine.json()["state"] != "deleting"
+
+
+def _own_or_missing(response: httpx.Response, world: World) -> None:
+    """B reaching "A's" id finds only B's own service of that name, or nothing."""
+    if response.status_code != 404:
+        assert response.json()["tenantID"] == world.b.tenant_id, response.text
+    else:
+        refused(response)
+
+
+@row("POST", "/v1/inference-services")
+async def _create_service(world: World) -> None:
+    # B's quota is down to one GPU by now (the quota row): no surge, so one GPU is held.
+    body = {"serviceID": world.a_service, "image": "registry.test/b:1", "specName": world.spec,
+            "port": 8000, "strategy": {"maxSurge": 0, "maxUnavailable": 1}}  # fmt: skip
+    created = await world.http.post(
+        "/v1/inference-services", json=body, headers=bearer(world.b.admin_key)
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["tenantID"] == world.b.tenant_id
+    assert world.b.tenant_id in created.json()["url"]
+    await _a_service_intact(world)
+
+
+@row("GET", "/v1/inference-services")
+async def _list_services(world: World) -> None:
+    for headers in world.outsiders.values():
+        listed = await world.http.get(
+            "/v1/inference-services", params={"tenantID": world.a.tenant_id}, headers=headers
+        )
+        assert listed.status_code == 200, listed.text
+        assert {item["tenantID"] for item in listed.json()["items"]} <= {world.b.tenant_id}
+
+
+@row("GET", "/v1/inference-services/{service_id}")
+async def _get_service(world: World) -> None:
+    for headers in world.outsiders.values():
+        path = f"/v1/inference-services/{world.a_service}"
+        _own_or_missing(await world.http.get(path, headers=headers), world)
+        refused(await world.http.get(f"{path}-nope", headers=headers))
+
+
+@row("PATCH", "/v1/inference-services/{service_id}")
+async def _change_service(world: World) -> None:
+    for headers in world.outsiders.values():
+        changed = await world.http.patch(
+            f"/v1/inference-services/{world.a_service}",
+            json={"image": "registry.test/evil:1"},
+            headers=headers,
+        )
+        _own_or_missing(changed, world)
+    await _a_service_intact(world)
+
+
+@row("POST", "/v1/inference-services/{service_id}/rollback")
+async def _rollback_service(world: World) -> None:
+    for headers in world.outsiders.values():
+        rolled = await world.http.post(
+            f"/v1/inference-services/{world.a_service}/rollback",
+            json={"revision": 1},
+            headers=headers,
+        )
+        _own_or_missing(rolled, world)
+    await _a_service_intact(world)
+
+
+@row("DELETE", "/v1/inference-services/{service_id}")
+async def _delete_service(world: World) -> None:
+    for headers in world.outsiders.values():
+        deleted = await world.http.delete(
+            f"/v1/inference-services/{world.a_service}", headers=headers
+        )
+        _own_or_missing(deleted, world)
+    await _a_service_intact(world)
+
+
 # --- the platform catalogue: tenants read it, only the platform admin changes it ------
 
 
@@ -466,6 +556,24 @@ async def _job_usage(world: World) -> None:
     await eventually(recorded, timeout=30)
     for headers in world.outsiders.values():
         refused(await world.http.get(path, headers=headers))
+
+
+@row("GET", "/v1/usage/inference-services/{service_id}")
+async def _service_usage(world: World) -> None:
+    # A's service runs a replica: once metering has its facts, A reads them. B reaches
+    # only its own service of the same name (made by the POST row), or nothing.
+    path = f"/v1/usage/inference-services/{world.a_service}"
+
+    async def recorded() -> bool:
+        return (await world.http.get(path, headers=bearer(world.a.admin_key))).status_code == 200
+
+    await eventually(recorded, timeout=30)
+    for headers in world.outsiders.values():
+        answer = await world.http.get(path, headers=headers)
+        if answer.status_code != 404:
+            assert answer.json()["tenantID"] == world.b.tenant_id, answer.text
+        else:
+            refused(answer)
 
 
 @row("GET", "/v1/revenue")
@@ -841,11 +949,18 @@ async def world(platform: Platform, kafka: KafkaConnection) -> World:
         submitted = await platform.http.post("/v1/jobs", json=body, headers=bearer(a.admin_key))
         assert submitted.status_code == 202, submitted.text
         jobs.append(job_id)
+    a_service = unique("a-svc")
+    service = await platform.http.post(
+        "/v1/inference-services",
+        json={"serviceID": a_service, "image": A_SERVICE_IMAGE, "specName": spec, "port": 8000},
+        headers=bearer(a.admin_key),
+    )
+    assert service.status_code == 201, service.text
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
         invoice.json()["invoiceID"], only_a.json()["instanceID"], a_storage,
         accessor.json()["accessorID"], upload.json()["uploadID"], b_storage,
-        a_gpu, a_node, a_rule, a_alert, *jobs,
+        a_gpu, a_node, a_rule, a_alert, jobs[0], jobs[1], a_service,
     )  # fmt: skip
 
 

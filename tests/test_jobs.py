@@ -5,16 +5,13 @@ metering bills every run from the published events."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -24,7 +21,7 @@ from gpucloud_metering import ledger
 from gpucloud_stack import fleet, layout
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
-from .support import eventually, unique
+from .support import aggregate_events, eventually, unique
 
 ENDED = {"succeeded", "failed", "cancelled"}
 STACK = layout.LOCAL_DIR / "stack.py"
@@ -88,20 +85,7 @@ async def waits_for(
 
 async def job_events(kafka: KafkaConnection, key: str, expect: int) -> list[dict[str, Any]]:
     """The events published for one job (key `<tenant>/<job>`), in order."""
-    consumer = AIOKafkaConsumer(
-        JOB_LIFECYCLE.name, **kafka.client_options(), group_id=None,
-        enable_auto_commit=False, auto_offset_reset="earliest",
-    )  # fmt: skip
-    await consumer.start()
-    found: list[dict[str, Any]] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(found) < expect and time.monotonic() < deadline:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
-                found += [json.loads(r.value) for r in records if r.key == key.encode()]
-        return found
-    finally:
-        await consumer.stop()
+    return await aggregate_events(kafka, JOB_LIFECYCLE.name, key, expect=expect)
 
 
 def us(at: str) -> int:

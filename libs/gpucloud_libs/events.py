@@ -160,6 +160,39 @@ class JobRunStateChanged(EventData):
         return f"{self.tenant_id}/{self.job_id}"
 
 
+ReplicaState = Literal["scheduled", "running", "ended"]
+
+
+class ReplicaStateChanged(EventData):
+    """One transition of one replica of an inference service. Metering bills
+    replicas as it bills instances: `sequence` orders a replica's transitions, and
+    the replica holds `gpu_count` GPUs while `scheduled` or `running`."""
+
+    type: Literal["io.gpucloud.inference.replica_state_changed.v1"] = (
+        "io.gpucloud.inference.replica_state_changed.v1"
+    )
+    service_id: str
+    #: Unique within the service: the suffix Kubernetes gave the replica's pod.
+    replica_id: str
+    tenant_id: str
+    user_id: str | None = None
+    spec_name: str
+    gpu_type: str
+    gpu_count: int = Field(ge=0)
+    zone: str | None = None
+    node: str | None = None
+    #: The service's revision the replica runs.
+    revision: int = Field(ge=1)
+    state: ReplicaState
+    sequence: int = Field(ge=0)
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        # The service's id: its replicas' events stay in order with one another.
+        return f"{self.tenant_id}/{self.service_id}"
+
+
 class StopTenantInstancesRequested(EventData):
     """Metering's hard budget stop asks the instances service to stop a tenant's instances."""
 
@@ -384,6 +417,7 @@ Event = Annotated[
     | AlertStateChanged
     | JobStateChanged
     | JobRunStateChanged
+    | ReplicaStateChanged
     | UsageRecorded
     | BudgetThresholdCrossed
     | AuditRecorded,

@@ -46,6 +46,7 @@ from .topics import (
     ALL_TOPICS,
     AUDIT,
     BILLING_ALERTS,
+    INFERENCE_LIFECYCLE,
     INSTANCE_COMMANDS,
     INSTANCE_LIFECYCLE,
     JOB_LIFECYCLE,
@@ -91,7 +92,7 @@ ACCESS: dict[str, ServiceAccess] = {
         ServiceAccess("gateway", produces=(TENANTS, AUDIT)),
         ServiceAccess(
             "instances",
-            produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE),
+            produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE),
             consumes=(TENANTS, INSTANCE_COMMANDS, NODE_HEALTH),
         ),
         ServiceAccess(
@@ -104,7 +105,14 @@ ACCESS: dict[str, ServiceAccess] = {
             "metering",
             # The stop command is metering's: a tenant over its budget is stopped.
             produces=(USAGE, BILLING_ALERTS, INSTANCE_COMMANDS),
-            consumes=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE, STORAGE_USAGE, TENANTS, NODE_HEALTH),
+            consumes=(
+                INSTANCE_LIFECYCLE,
+                JOB_LIFECYCLE,
+                INFERENCE_LIFECYCLE,
+                STORAGE_USAGE,
+                TENANTS,
+                NODE_HEALTH,
+            ),
         ),
         ServiceAccess(
             "monitoring",

@@ -91,6 +91,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "PriorityClass": ("SchedulingV1Api", "priority_class", False),
     "Lease": ("CoordinationV1Api", "lease", True),
     "Job": ("BatchV1Api", "job", True),
+    "Deployment": ("AppsV1Api", "deployment", True),
     "RoleBinding": ("RbacAuthorizationV1Api", "role_binding", True),
     "PersistentVolumeClaim": ("CoreV1Api", "persistent_volume_claim", True),
     "PersistentVolume": ("CoreV1Api", "persistent_volume", False),

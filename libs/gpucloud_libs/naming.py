@@ -19,6 +19,8 @@ TENANT_LABEL = "gpucloud.io/tenant"
 INSTANCE_LABEL = "gpucloud.io/instance"
 #: On a batch job's Kubernetes Job and on each of its pods.
 JOB_LABEL = "gpucloud.io/job"
+#: On an inference service's Deployment and on each of its replicas' pods.
+SERVICE_LABEL = "gpucloud.io/inference-service"
 STORAGE_LABEL = "gpucloud.io/storage"
 #: The ClusterRole the storage service holds in each tenant namespace, and nowhere
 #: else (its claims and credential Secrets): bound there by the instances service.
@@ -75,6 +77,23 @@ def parse_instance_host(host: str, tenant_id: str, domain: str) -> tuple[str, in
     return instance_id, int(port)
 
 
+def service_host(service_id: str, tenant_id: str, domain: str) -> str:
+    """`<service>--<tenant>.<domain>`: an inference service's one stable host. Two
+    fields where an instance host has three, so neither reads as the other."""
+    return HOST_SEPARATOR.join((service_id, _tenant_label(tenant_id))) + f".{domain}"
+
+
+def parse_service_host(host: str, tenant_id: str, domain: str) -> str | None:
+    """The service id a host names, if it is one of `tenant_id`'s service hosts."""
+    label, dot, rest = host.partition(".")
+    if not dot or rest != domain:
+        return None
+    fields = label.split(HOST_SEPARATOR)
+    if len(fields) != 2 or not fields[0] or fields[1] != _tenant_label(tenant_id):
+        return None
+    return fields[0]
+
+
 def storage_claim_name(storage_id: str) -> str:
     """The PersistentVolumeClaim of a volume storage, in its tenant's namespace."""
     return f"gpc-storage-{storage_id}"
@@ -90,6 +109,12 @@ def job_workload_id(job_id: str) -> str:
     attachment and its credentials' Secret. `--` is in no instance id, so the two
     never meet, and the Secret's name stays a valid Kubernetes name."""
     return f"job--{job_id}"
+
+
+def service_workload_id(service_id: str) -> str:
+    """An inference service's name where instance ids go (its quota claim, its
+    storages' attachment), as `job_workload_id` is a job's."""
+    return f"svc--{service_id}"
 
 
 def storage_env_prefix(storage_id: str) -> str:

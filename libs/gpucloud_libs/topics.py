@@ -20,6 +20,7 @@ from .events import (
     NodeHealthChanged,
     NodeInventory,
     NodeReleaseRequested,
+    ReplicaStateChanged,
     StopTenantInstancesRequested,
     StorageUsageSampled,
     TelemetryBatch,
@@ -59,6 +60,12 @@ JOB_LIFECYCLE = TopicSpec(
     retention_ms=-1,
     carries=(JobStateChanged, JobRunStateChanged),
 )
+INFERENCE_LIFECYCLE = TopicSpec(
+    "gpucloud.inference.lifecycle.v1",
+    partitions=6,
+    retention_ms=-1,
+    carries=(ReplicaStateChanged,),
+)
 INSTANCE_COMMANDS = TopicSpec(
     "gpucloud.instances.commands.v1", carries=(StopTenantInstancesRequested,)
 )
@@ -79,8 +86,8 @@ BILLING_ALERTS = TopicSpec("gpucloud.billing.alerts.v1", carries=(BudgetThreshol
 AUDIT = TopicSpec("gpucloud.audit.v1", retention_ms=-1, carries=(AuditRecorded,))
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
-    TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INSTANCE_COMMANDS, STORAGE_USAGE, TELEMETRY,
-    NODE_HEALTH, ALERTS, USAGE, BILLING_ALERTS, AUDIT,
+    TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE, INSTANCE_COMMANDS,
+    STORAGE_USAGE, TELEMETRY, NODE_HEALTH, ALERTS, USAGE, BILLING_ALERTS, AUDIT,
 )  # fmt: skip
 
 

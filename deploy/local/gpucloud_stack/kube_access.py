@@ -69,6 +69,7 @@ def manifests() -> list[Manifest]:
             {"apiGroups": [""], "resources": ["nodes"], "verbs": [*_READ, "patch"]},
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": _ALL},
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _ALL},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": _ALL},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
              "verbs": ["get", "list", "create"]},

@@ -1,10 +1,13 @@
-"""Instance URLs: the reverse proxy to the public ports of running instances.
+"""Instance and inference-service URLs: the reverse proxy to the public ports of
+running instances, and to the serving replicas of inference services.
 
-Every `<instance>--<port>--<tenant>.<instance_domain>` host reaches the gateway
-(a wildcard DNS record). The gateway authenticates the caller by an
-`Authorization` header or by the session cookie, lets only members of the
-owning tenant through, asks the instances service where the port is, and
-proxies HTTP (streamed both ways) and WebSocket.
+Every `<instance>--<port>--<tenant>.<instance_domain>` host, and every
+`<service>--<tenant>.<instance_domain>` host, reaches the gateway (a wildcard DNS
+record). The gateway authenticates the caller by an `Authorization` header or by
+the session cookie, lets only members of the owning tenant through, asks the
+instances service where the port (or the service's replicas) are, and proxies
+HTTP (streamed both ways) and WebSocket. A service's requests go to its least
+busy replica (balancer.py); one that cannot connect is tried on another.
 
 A browser gets its cookie from a one-minute link made by
 `POST /v1/gpu-instances/{id}/ports/{port}/session`: the link's
@@ -27,13 +30,14 @@ from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gpucloud_libs.errors import GpucloudError, NotFound, Unauthenticated
+from gpucloud_libs.errors import DependencyUnavailable, GpucloudError, NotFound, Unauthenticated
 from gpucloud_libs.http import problem_response
 from gpucloud_libs.identity import IdentitySigner
-from gpucloud_libs.naming import instance_host, parse_instance_host
+from gpucloud_libs.naming import instance_host, parse_instance_host, parse_service_host
 
 from .authentication import Authenticator
 from .authorization import InsufficientScope
+from .balancer import ReplicaBalancer
 from .cache import TtlCache
 from .credentials import API_AUDIENCE
 from .forwarding import identity_headers, relay
@@ -52,6 +56,7 @@ from .upstream import (
     Headers,
     StreamedResponse,
     Upstream,
+    UpstreamRefused,
     UpstreamSocket,
     UpstreamUnreachable,
     forwardable,
@@ -74,6 +79,11 @@ class InstanceUnreachable(GpucloudError):
     status = 502
     code = "instance_unreachable"
     title = "The instance did not answer"
+
+
+class NoServingReplica(DependencyUnavailable):
+    code = "no_serving_replica"
+    title = "No replica of the service is serving"
 
 
 class RelayedProblem(Exception):
@@ -103,6 +113,10 @@ class InstanceProxy:
         self._addresses = TtlCache[tuple[str, str, int], str](
             settings.endpoint_cache_ttl_s, max_entries=10_000
         )
+        self._replicas = TtlCache[tuple[str, str], tuple[list[str], int]](
+            settings.service_endpoints_ttl_s, max_entries=10_000
+        )
+        self.balancer = ReplicaBalancer(cooldown_s=settings.replica_cooldown_s)
 
     def serves(self, host: str) -> bool:
         return host.endswith(self._domain_suffix)
@@ -187,6 +201,74 @@ class InstanceProxy:
         key = (principal.tenant_id or "", instance_id, port)
         return instance_id, port, await self._addresses.get(key, resolve)
 
+    def _service_of(self, principal: Principal, host: str) -> str | None:
+        """The service id of a service host of the caller's tenant, else None."""
+        if principal.tenant_id is None:
+            return None
+        service_id = parse_service_host(host, principal.tenant_id, self.settings.instance_domain)
+        if service_id is not None and "instances:connect" not in principal.scopes:
+            raise InsufficientScope("this credential lacks the scope 'instances:connect'")
+        return service_id
+
+    async def _serving_replicas(
+        self, principal: Principal, service_id: str, *, fresh: bool = False
+    ) -> tuple[list[str], int]:
+        """(addresses, port) of the service's serving replicas, a second old at most."""
+        key = (principal.tenant_id or "", service_id)
+        if fresh:
+            self._replicas.forget(key)
+
+        async def resolve(_: tuple[str, str]) -> tuple[list[str], int]:
+            path = f"/inference-services/{quote(service_id)}/endpoints"
+            body = await self._instances_call(principal, path)
+            addresses, port = body.get("addresses"), body.get("port")
+            if not isinstance(addresses, list) or not isinstance(port, int):
+                raise InstanceUnreachable("the instances service answered without endpoints")
+            return [str(address) for address in addresses], port
+
+        return await self._replicas.get(key, resolve)
+
+    async def _proxy_service(
+        self,
+        request: Request,
+        principal: Principal,
+        host: str,
+        service_id: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """To the least busy serving replica; a replica that refuses the connection is
+        left for another (nothing was sent to it), and while none serves the request
+        waits up to `service_wait_s`, re-reading the replicas."""
+        deadline = asyncio.get_running_loop().time() + self.settings.service_wait_s
+        tried: set[str] = set()
+        pause = 0.05
+        addresses, port = await self._serving_replicas(principal, service_id)
+        while True:
+            address = self.balancer.pick(addresses, tried=tried)
+            if address is None:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise NoServingReplica(
+                        f"no replica of service {service_id!r} is serving; it may be "
+                        "starting or scaling up",
+                        retry_after_s=2,
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+                addresses, port = await self._serving_replicas(principal, service_id, fresh=True)
+                tried.clear()
+                continue
+            try:
+                with self.balancer.track(address):
+                    await self._proxy_http(
+                        request, host, address, port, scope, receive, send, retryable=True
+                    )
+                return
+            except UpstreamRefused:
+                self.balancer.refused(address)
+                tried.add(address)
+
     async def _instances_call(self, principal: Principal, path: str) -> dict[str, object]:
         try:
             response = await self.upstream.call(
@@ -245,6 +327,12 @@ class InstanceProxy:
             )
             if via_cookie:
                 require_same_site_for_changes(request.method, request.headers, host)
+            service_id = self._service_of(principal, host)
+            if service_id is not None:
+                await self._proxy_service(
+                    request, principal, host, service_id, scope, receive, send
+                )
+                return
             _, port, address = await self._target(principal, host)
             await self._proxy_http(request, host, address, port, scope, receive, send)
         except GpucloudError as error:
@@ -261,7 +349,11 @@ class InstanceProxy:
         scope: Scope,
         receive: Receive,
         send: Send,
+        *,
+        retryable: bool = False,
     ) -> None:
+        """`retryable`: a refused connection raises UpstreamRefused for the caller to
+        try elsewhere, instead of answering 502."""
         url = f"http://{address}:{port}{request.url.path}"
         if request.url.query:
             url += f"?{request.url.query}"
@@ -280,12 +372,12 @@ class InstanceProxy:
                     answer.status, workload_cookies(answer.headers, self.cookie_name), answer.chunks
                 )
                 await response(scope, receive, send)
+        except UpstreamRefused:
+            if retryable:
+                raise
+            await problem_response(_unreachable(port), request)(scope, receive, send)
         except UpstreamUnreachable:
-            problem = InstanceUnreachable(
-                f"the instance's port {port} did not answer; is the server inside listening?",
-                retry_after_s=2,
-            )
-            await problem_response(problem, request)(scope, receive, send)
+            await problem_response(_unreachable(port), request)(scope, receive, send)
 
     # --- WebSocket -----------------------------------------------------------------
 
@@ -360,6 +452,13 @@ async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:
     if tasks[1] in done:
         with contextlib.suppress(RuntimeError):
             await socket.close(code=upstream.close_code or 1000)
+
+
+def _unreachable(port: int) -> InstanceUnreachable:
+    return InstanceUnreachable(
+        f"the workload's port {port} did not answer; is the server inside listening?",
+        retry_after_s=2,
+    )
 
 
 async def _deny(socket: WebSocket, response: Response) -> None:

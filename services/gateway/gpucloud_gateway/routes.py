@@ -25,6 +25,7 @@ ADMINS: frozenset[Role] = frozenset({"platform-admin", "tenant-admin"})
 TENANT_ADMIN: frozenset[Role] = frozenset({"tenant-admin"})
 API_PREFIX = "/v1"
 STORAGE = "/v1/storages/{storage_id}"
+SERVICE = "/v1/inference-services/{service_id}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,15 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "GET", "/v1/jobs/{job_id}/logs", "instances", TENANT_MEMBERS, "instances:read", streams=True
     ),
+    # An inference service is a workload too: the instances' roles and scopes.
+    ForwardedRoute(
+        "POST", "/v1/inference-services", "instances", TENANT_MEMBERS, "instances:write"
+    ),
+    ForwardedRoute("GET", "/v1/inference-services", "instances", EVERYONE, "instances:read"),
+    ForwardedRoute("GET", SERVICE, "instances", TENANT_MEMBERS, "instances:read"),
+    ForwardedRoute("PATCH", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
+    ForwardedRoute("DELETE", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
+    ForwardedRoute("POST", f"{SERVICE}/rollback", "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("POST", "/v1/storages", "storage", TENANT_MEMBERS, "storage:write"),
     ForwardedRoute("GET", "/v1/storages", "storage", TENANT_MEMBERS, "storage:read"),
     ForwardedRoute("GET", STORAGE, "storage", TENANT_MEMBERS, "storage:read"),
@@ -140,6 +150,13 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
         "GET", "/v1/usage/instances/{instance_id}", "metering", TENANT_MEMBERS, "billing:read"
     ),
     ForwardedRoute("GET", "/v1/usage/jobs/{job_id}", "metering", TENANT_MEMBERS, "billing:read"),
+    ForwardedRoute(
+        "GET",
+        "/v1/usage/inference-services/{service_id}",
+        "metering",
+        TENANT_MEMBERS,
+        "billing:read",
+    ),
     ForwardedRoute("GET", "/v1/revenue", "metering", PLATFORM_ADMIN, "billing:read"),
     ForwardedRoute("POST", "/v1/invoices", "metering", PLATFORM_ADMIN, "billing:write"),
     ForwardedRoute("GET", "/v1/invoices", "metering", ADMINS, "billing:read"),

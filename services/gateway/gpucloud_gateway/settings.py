@@ -38,6 +38,13 @@ class GatewaySettings(ServiceSettings):
     auth_cache_ttl_s: float = 2.0
     #: A running instance's address is re-resolved after this.
     endpoint_cache_ttl_s: float = 5.0
+    #: An inference service's serving replicas are re-read after this.
+    service_endpoints_ttl_s: float = 1.0
+    #: A replica that refused a connection gets no new requests for this long.
+    replica_cooldown_s: float = 2.0
+    #: How long a request to a service waits for a serving replica (none ready yet,
+    #: or every one refused) before it is answered 503.
+    service_wait_s: float = 10.0
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 60.0
     #: Instance workloads may stream for long (notebooks, logs, SSE).

@@ -39,6 +39,11 @@ class UpstreamUnreachable(Exception):
     """The upstream did not accept the connection or did not answer in time."""
 
 
+class UpstreamRefused(UpstreamUnreachable):
+    """No connection was made: nothing of the request was sent, so another replica
+    may take it."""
+
+
 @dataclass
 class UpstreamResponse:
     status: int
@@ -148,6 +153,8 @@ class Upstream:
             response = await self.session.request(
                 method, url, headers=headers, data=body, allow_redirects=False
             )
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+            raise UpstreamRefused(f"{type(error).__name__}: {error}") from error
         except (aiohttp.ClientConnectionError, TimeoutError) as error:
             raise UpstreamUnreachable(f"{type(error).__name__}: {error}") from error
 

@@ -10,11 +10,16 @@ from fastapi.responses import StreamingResponse
 
 from gpucloud_libs.http import CurrentIdentity, app_part
 
+from .inference import InferenceServices
 from .instances import Instances
 from .job_lifecycle import JobState
 from .jobs import Jobs
 from .lifecycle import State
 from .schemas import (
+    InferenceService,
+    InferenceServiceCreate,
+    InferenceServicePage,
+    InferenceServicePatch,
     Instance,
     InstanceCreate,
     InstanceEndpoint,
@@ -22,6 +27,8 @@ from .schemas import (
     Job,
     JobCreate,
     JobPage,
+    RollbackRequest,
+    ServiceEndpoints,
     Spec,
     SpecCreate,
     StockChange,
@@ -36,6 +43,7 @@ SpecsPart = Annotated[Specs, app_part(Specs)]
 StocksPart = Annotated[StockTargets, app_part(StockTargets)]
 InstancesPart = Annotated[Instances, app_part(Instances)]
 JobsPart = Annotated[Jobs, app_part(Jobs)]
+ServicesPart = Annotated[InferenceServices, app_part(InferenceServices)]
 
 
 @router.post(
@@ -280,3 +288,104 @@ async def job_logs(
 )
 async def cancel_job(job_id: str, identity: CurrentIdentity, jobs: JobsPart) -> Job:
     return await jobs.cancel(identity, job_id)
+
+
+# --- inference services ------------------------------------------------------------
+
+
+@router.post(
+    "/inference-services",
+    status_code=status.HTTP_201_CREATED,
+    tags=["inference-services"],
+    summary="Create an inference service: replicas behind one URL, rolled out by revision",
+)
+async def create_service(
+    body: InferenceServiceCreate,
+    identity: CurrentIdentity,
+    services: ServicesPart,
+    response: Response,
+) -> InferenceService:
+    service = await services.create(identity, body)
+    response.headers["Location"] = f"/inference-services/{service.service_id}"
+    return service
+
+
+@router.get(
+    "/inference-services",
+    tags=["inference-services"],
+    summary="List inference services (a platform admin sees every tenant's)",
+)
+async def list_services(
+    identity: CurrentIdentity,
+    services: ServicesPart,
+    tenant_id: Annotated[
+        str | None, Query(alias="tenantID", description="Platform admins only")
+    ] = None,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> InferenceServicePage:
+    return await services.page(identity, cursor=cursor, limit=limit, tenant_id=tenant_id)
+
+
+@router.get(
+    "/inference-services/{service_id}",
+    tags=["inference-services"],
+    summary="One inference service: its replicas, their revisions and its revision history",
+)
+async def get_service(
+    service_id: str, identity: CurrentIdentity, services: ServicesPart
+) -> InferenceService:
+    return await services.get(identity, service_id)
+
+
+@router.patch(
+    "/inference-services/{service_id}",
+    tags=["inference-services"],
+    summary="Change a service; a new image, env, command or volumes roll out a new revision",
+    responses={409: {"description": "Changed meanwhile, or being deleted"}},
+)
+async def change_service(
+    service_id: str,
+    body: InferenceServicePatch,
+    identity: CurrentIdentity,
+    services: ServicesPart,
+) -> InferenceService:
+    return await services.change(identity, service_id, body)
+
+
+@router.post(
+    "/inference-services/{service_id}/rollback",
+    tags=["inference-services"],
+    summary="Roll back: an earlier revision's template, rolled out as the next revision",
+    responses={409: {"description": "Changed meanwhile, or being deleted"}},
+)
+async def rollback_service(
+    service_id: str,
+    body: RollbackRequest,
+    identity: CurrentIdentity,
+    services: ServicesPart,
+) -> InferenceService:
+    return await services.rollback(identity, service_id, body)
+
+
+@router.delete(
+    "/inference-services/{service_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["inference-services"],
+    summary="Delete a service: each replica drains, then the service and its quota go",
+)
+async def delete_service(
+    service_id: str, identity: CurrentIdentity, services: ServicesPart
+) -> InferenceService:
+    return await services.delete(identity, service_id)
+
+
+@router.get(
+    "/inference-services/{service_id}/endpoints",
+    tags=["inference-services"],
+    summary="Where a service's serving replicas are reached (for the gateway)",
+)
+async def service_endpoints(
+    service_id: str, identity: CurrentIdentity, services: ServicesPart
+) -> ServiceEndpoints:
+    return await services.endpoints(identity, service_id)

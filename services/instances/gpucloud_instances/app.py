@@ -1,4 +1,5 @@
-"""Instances service: specs, stocks, GPU instances and batch jobs on Kubernetes."""
+"""Instances service: specs, stocks, GPU instances, batch jobs and inference services on
+Kubernetes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from . import quota_ledger
 from .api import router
 from .controller import NodeCordons, build_controller
 from .handlers import EventHandlers
+from .inference import InferenceServices
 from .instances import Instances
 from .jobs import Jobs
 from .quota_ledger import QuotaLedger
@@ -23,6 +25,7 @@ from .store import (
     InstanceStore,
     JobStore,
     RequestStore,
+    ServiceStore,
     SpecStore,
     StockStore,
     TenantStore,
@@ -41,16 +44,16 @@ specs, tenants, instances = (
     InstanceStore(runtime.db),
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
-jobs = JobStore(runtime.db)
+jobs, services = JobStore(runtime.db), ServiceStore(runtime.db)
 changes = InstanceChanges()
 storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=jobs,
-    stocks=stocks, requests=requests, quota=quota, changes=changes, storage=storage,
+    services=services, stocks=stocks, requests=requests, quota=quota, changes=changes, storage=storage,
 )  # fmt: skip
 wakeups = ControllerWakeups(requests, controller.wake, controller.reserve_stock)
 spec_catalog = Specs(specs, stocks)
-tenancy = Tenancy(settings, tenants, instances, jobs, requests, wakeups)
+tenancy = Tenancy(settings, tenants, instances, jobs, services, requests, wakeups)
 handlers = EventHandlers(tenancy, NodeCordons(kube))
 
 runtime.on_start(kube.connect)
@@ -66,12 +69,16 @@ runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
 
 app = runtime.create_app(
     title="gpucloud instances",
-    description="GPU instance specs, warm stocks, instances and batch jobs on Kubernetes.",
+    description=(
+        "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
+        "Kubernetes."
+    ),
     routers=[router],
     parts=[
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
         Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
         Jobs(kube, specs, tenants, jobs, requests, storage, wakeups),
+        InferenceServices(settings, specs, tenants, services, requests, quota, wakeups),
     ],
 )

@@ -161,3 +161,92 @@ class JobDoc(TypedDict):
     has_outbox: bool
     created_at: datetime
     updated_at: datetime
+
+
+class ServingTemplateDoc(TypedDict):
+    """What makes a revision (schemas.ServingTemplate, by alias)."""
+
+    image: str
+    env: list[dict[str, str]]
+    command: list[str] | None
+    args: list[str] | None
+    volumes: list[dict[str, Any]]
+
+
+class ServiceConfigDoc(TypedDict):
+    """One generation of an inference service's desired state. Only ever inserted:
+    `_id` is `<key>@<generation>`, so two concurrent changes cannot both make the
+    same generation (the unique `_id` refuses the second)."""
+
+    _id: str
+    key: str  # <tenant>/<service>
+    generation: int
+    #: Counts template changes: equal generations may share a revision.
+    revision: int
+    template: ServingTemplateDoc
+    min_replicas: int
+    max_replicas: int
+    max_surge: int
+    max_unavailable: int
+    rolled_back_from: int | None
+    created_at: datetime
+
+
+class ServiceReplicaDoc(TypedDict):
+    name: str
+    revision: int
+    node: str | None
+    address: str | None
+    ready: bool
+    terminating: bool
+
+
+class ReplicaRunDoc(TypedDict):
+    """A replica's billing record: its transitions as its events said them."""
+
+    #: scheduled, running or ended (events.ReplicaState)
+    state: str
+    #: Transitions of this replica recorded so far; its events carry their number.
+    sequence: int
+    revision: int
+    node: str | None
+    zone: str | None
+    #: Bound to its node: from here on it holds its GPUs, and is billed.
+    scheduled_at: datetime | None
+    ended_at: datetime | None
+
+
+class ServiceDoc(TypedDict):
+    """An inference service: inserted by the API with what never changes, then
+    written only by the controller's worker for it (observed state)."""
+
+    _id: str  # <tenant>/<service>
+    tenant_id: str
+    service_id: str
+    #: Random per creation: the service's requests (its deletion) are keyed by it,
+    #: so a request left over from an earlier service of the same name is not its.
+    incarnation: str
+    user_id: str | None
+    spec_name: str
+    gpu_type: str
+    gpu_count: int
+    cpu: str
+    memory: str
+    zones: list[str]
+    zone: str | None
+    port: int
+    readiness_path: str
+    namespace: str
+    created_at: datetime
+    #: The generation the Deployment was last made to match; 0 before the first.
+    applied_generation: int
+    applied_revision: int
+    #: The live replicas as last observed: what the gateway balances over.
+    replicas: list[ServiceReplicaDoc]
+    #: Every replica ever scheduled, by replica id, until the service is removed.
+    runs: dict[str, ReplicaRunDoc]
+    #: Changes of the document, for the controller's optimistic guard.
+    version: int
+    outbox: NotRequired[list[OutboxEntry]]
+    has_outbox: bool
+    updated_at: datetime

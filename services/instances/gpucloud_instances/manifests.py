@@ -19,6 +19,9 @@ MANAGED = naming.MANAGED_LABEL
 TENANT = naming.TENANT_LABEL
 INSTANCE = naming.INSTANCE_LABEL
 JOB = naming.JOB_LABEL
+SERVICE = naming.SERVICE_LABEL
+#: On an inference service's pod template: the service's revision it runs.
+REVISION = "gpucloud.io/revision"
 SPEC = "gpucloud.io/spec"
 STOCK = "gpucloud.io/stock"
 #: On an instance pod bound to the node of the warm unit it claimed.
@@ -295,11 +298,9 @@ def batch_job(
     retries failed ones up to `retry_limit` and enforces the deadline. Pods are never
     restarted in place (a run that fails is a new run), and a finished Job stays a
     day for its logs and runs, then Kubernetes removes it."""
-    container = _workload_container(image, template, cpu, memory, gpus, storage_secrets)
-    if command:
-        container["command"] = command
-    if args:
-        container["args"] = args
+    container = _workload_container(
+        image, template, cpu, memory, gpus, storage_secrets, command=command, args=args
+    )
     labels = {MANAGED: "true", TENANT: tenant_id, JOB: job_id}
     spec: Manifest = {
         "parallelism": parallelism,
@@ -325,6 +326,99 @@ def batch_job(
     }
 
 
+def deployment_name(service_id: str) -> str:
+    return f"isvc-{service_id}"
+
+
+#: A replica being removed keeps serving what it has for this long after the
+#: gateway stops sending it requests (it sees the pod terminating at once).
+REPLICA_DRAIN_S = 5
+#: How long a replica on an unreachable or not-ready node is kept before Kubernetes
+#: evicts it and the Deployment starts a replacement (Kubernetes' default: 300 s).
+LOST_NODE_TOLERATION_S = 30
+
+
+def inference_deployment(
+    *,
+    namespace_name: str,
+    tenant_id: str,
+    service_id: str,
+    spec_name: str,
+    revision: int,
+    image: str,
+    command: list[str] | None,
+    args: list[str] | None,
+    template: InstanceTemplate,
+    port: int,
+    readiness_path: str,
+    cpu: str,
+    memory: str,
+    gpus: int,
+    gpu_type: str,
+    zones: list[str],
+    replicas: int,
+    max_surge: int,
+    max_unavailable: int,
+) -> Manifest:
+    """An inference service as a Kubernetes Deployment: Kubernetes' own controllers
+    roll a new revision out under the strategy and replace lost replicas. Replicas
+    prefer distinct nodes and zones, avoid quarantined nodes like every workload,
+    and drain for REPLICA_DRAIN_S before they stop."""
+    container = _workload_container(
+        image, template, cpu, memory, gpus, None, command=command, args=args
+    )
+    container["ports"] = [{"containerPort": port, "protocol": "TCP", "name": "serve"}]
+    container["readinessProbe"] = {
+        "httpGet": {"port": port, "path": readiness_path},
+        "periodSeconds": 2,
+        "failureThreshold": 2,
+    }
+    container["lifecycle"] = {"preStop": {"sleep": {"seconds": REPLICA_DRAIN_S}}}
+    selector = {TENANT: tenant_id, SERVICE: service_id}
+    pod_spec = _workload_pod_spec(container, template, "Always", gpu_type, zones, None)
+    pod_spec["terminationGracePeriodSeconds"] = REPLICA_DRAIN_S + 25
+    pod_spec["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        }
+        for key in ("kubernetes.io/hostname", ZONE_LABEL)
+    ]
+    pod_spec["tolerations"] = [
+        *pod_spec["tolerations"],
+        *(
+            {"key": taint, "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": LOST_NODE_TOLERATION_S}
+            for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+        ),
+    ]  # fmt: skip
+    labels = {MANAGED: "true", **selector}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": deployment_name(service_id),
+            "namespace": namespace_name,
+            "labels": labels,
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
+            "revisionHistoryLimit": 2,  # gpucloud keeps the revisions (ServiceConfigDoc)
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
+            },
+            "template": {
+                "metadata": {"labels": {**labels, SPEC: spec_name, REVISION: str(revision)}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
 def _workload_container(
     image: str,
     template: InstanceTemplate,
@@ -332,8 +426,12 @@ def _workload_container(
     memory: str,
     gpus: int,
     storage_secrets: list[tuple[str, str]] | None,
+    *,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The tenant's container, as instances and jobs run it."""
+    """The tenant's container, as instances, jobs and inference services run it; the
+    image's own entrypoint unless `command` or `args` replace it."""
     container: dict[str, Any] = {
         "name": "workload",
         "image": image,
@@ -345,6 +443,10 @@ def _workload_container(
             for volume in template.volumes
         ],
     }
+    if command:
+        container["command"] = command
+    if args:
+        container["args"] = args
     if storage_secrets:
         # The first object storage also without a prefix: S3 SDKs read AWS_* unconfigured.
         # The template's own `envs` win over both (Kubernetes: env overrides envFrom).

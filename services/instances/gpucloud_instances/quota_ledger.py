@@ -70,13 +70,19 @@ class _Change:
     instance_id: str
     gpus: int
     quota: QuotaDoc | None
+    #: Change the GPUs of a claim already held (an inference service's maximum).
+    resize: bool = False
 
     def apply(self, claims: dict[str, int]) -> bool:
         if self.quota is None:
             return claims.pop(self.instance_id, None) is not None
-        if self.instance_id in claims:
+        held = claims.get(self.instance_id)
+        if held is not None and (not self.resize or held == self.gpus):
             return True  # a retried claim that went through
-        if quota_refusal(self.quota, len(claims), sum(claims.values()), wanted=self.gpus):
+        others = {key: gpus for key, gpus in claims.items() if key != self.instance_id}
+        if self.gpus > (held or 0) and quota_refusal(
+            self.quota, len(others), sum(others.values()), wanted=self.gpus
+        ):
             return False
         claims[self.instance_id] = self.gpus
         return True
@@ -107,6 +113,13 @@ class QuotaLedger:
         """Claim `gpus` and one instance if they fit the quota. Claims are keyed by
         instance, so a retried claim for the same instance counts once."""
         return await self._change(tenant_id, _Change(instance_id, gpus, quota))
+
+    async def resize(
+        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc
+    ) -> QuotaClaim:
+        """Hold `gpus` for a claim, made or not yet: a growth must fit the quota, a
+        shrink always passes."""
+        return await self._change(tenant_id, _Change(instance_id, gpus, quota, resize=True))
 
     async def release(self, tenant_id: str, instance_id: str) -> None:
         await self._change(tenant_id, _Change(instance_id, 0, None))

@@ -264,3 +264,154 @@ class Job(ApiModel):
 class JobPage(ApiModel):
     items: list[Job]
     next_cursor: str | None = None
+
+
+# --- inference services ------------------------------------------------------------
+
+#: An HTTP path a replica answers its readiness on.
+HttpPath = Annotated[str, Field(pattern=r"^/[\x21-\x7e]*$", max_length=256)]
+
+
+class UpdateStrategy(ApiModel):
+    """How a new revision replaces the old one's replicas (Kubernetes' rolling update)."""
+
+    #: Replicas of the new revision started above the desired count at once.
+    max_surge: int = Field(default=1, ge=0, le=64)
+    #: Replicas that may be missing from the desired count during the update.
+    max_unavailable: int = Field(default=0, ge=0, le=64)
+
+    @model_validator(mode="after")
+    def _moves(self) -> Self:
+        if self.max_surge == 0 and self.max_unavailable == 0:
+            raise ValueError("maxSurge and maxUnavailable cannot both be 0: nothing could move")
+        return self
+
+
+class ServingTemplate(ApiModel):
+    """What makes a revision: a change to any of it rolls out a new one."""
+
+    image: ImageRef
+    env: list[EnvVar] = Field(default_factory=list, max_length=128)
+    #: The container's entrypoint and its arguments; the image's own when left out.
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64
+    )
+    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
+    #: Scratch space per replica (`storageID` is not taken yet).
+    volumes: list[VolumeSpec] = Field(default_factory=list, max_length=16)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        _check_env_and_volumes(self.env, self.volumes)
+        if any(volume.storage_id for volume in self.volumes):
+            raise ValueError("an inference service's volumes are scratch space: no storageID")
+        return self
+
+
+class InferenceServiceCreate(ServingTemplate):
+    #: Client-chosen id, unique within the tenant; the service's host is built from it.
+    service_id: InstanceId | None = Field(default=None, alias="serviceID")
+    spec_name: DnsLabel
+    zone: LabelValue | None = None
+    #: The one port replicas serve on, and where the gateway checks they are ready.
+    port: int = Field(ge=1, le=65535)
+    readiness_path: HttpPath = "/"
+    min_replicas: int = Field(default=1, ge=1, le=64)
+    #: The most replicas the service may run; its quota claim is this many replicas' GPUs.
+    max_replicas: int | None = Field(default=None, ge=1, le=64)
+    strategy: UpdateStrategy = Field(default_factory=UpdateStrategy)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.max_replicas is not None and self.max_replicas < self.min_replicas:
+            raise ValueError("maxReplicas cannot be below minReplicas")
+        return self
+
+
+class InferenceServicePatch(ApiModel):
+    """Fields left out keep their value. A new image, env, command, args or volumes
+    make a new revision; replica counts and the strategy apply to the current one."""
+
+    image: ImageRef | None = None
+    env: list[EnvVar] | None = Field(default=None, max_length=128)
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=64
+    )
+    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
+    volumes: list[VolumeSpec] | None = Field(default=None, max_length=16)
+    min_replicas: int | None = Field(default=None, ge=1, le=64)
+    max_replicas: int | None = Field(default=None, ge=1, le=64)
+    strategy: UpdateStrategy | None = None
+
+
+class RollbackRequest(ApiModel):
+    #: The earlier revision whose template becomes the next revision.
+    revision: int = Field(ge=1)
+
+
+class ServiceRevision(ApiModel):
+    revision: int
+    image: str
+    created_at: datetime
+    #: Set when this revision was made by a rollback: the revision it copies.
+    rolled_back_from: int | None = None
+
+
+class ServiceReplica(ApiModel):
+    """One pod of the service, as the controller last saw it."""
+
+    name: str
+    revision: int
+    node: str | None = None
+    #: Serving: ready and not being removed; the gateway sends it requests.
+    ready: bool = False
+    #: Being removed: the gateway sends it no new requests while it finishes.
+    terminating: bool = False
+
+
+class InferenceService(ApiModel):
+    service_id: str = Field(alias="serviceID")
+    tenant_id: str = Field(alias="tenantID")
+    #: `deploying` until the desired replicas of the current revision are ready,
+    #: then `ready`; `updating` while a new revision rolls out; `deleting`.
+    state: str
+    url: str
+    spec_name: str
+    gpu_type: str
+    #: GPUs of each replica.
+    gpu_count: int
+    zone: str | None = None
+    port: int
+    readiness_path: str
+    image: str
+    env: list[EnvVar] = Field(default_factory=list)
+    command: list[str] | None = None
+    args: list[str] | None = None
+    volumes: list[VolumeSpec] = Field(default_factory=list)
+    min_replicas: int
+    max_replicas: int
+    strategy: UpdateStrategy
+    #: The revision being served or rolled out.
+    revision: int
+    desired_replicas: int
+    ready_replicas: int
+    #: Ready replicas of the current revision.
+    updated_replicas: int
+    replicas: list[ServiceReplica] = Field(default_factory=list)
+    revisions: list[ServiceRevision] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+
+
+class InferenceServicePage(ApiModel):
+    items: list[InferenceService]
+    next_cursor: str | None = None
+
+
+class ServiceEndpoints(ApiModel):
+    """Where the gateway sends a service's requests: its serving replicas."""
+
+    service_id: str = Field(alias="serviceID")
+    port: int
+    readiness_path: str
+    addresses: list[str]

@@ -28,12 +28,21 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from .documents import InstanceDoc, JobDoc, SpecDoc, StockUnitDoc, TenantDoc, TenantFields
+from .documents import (
+    InstanceDoc,
+    JobDoc,
+    ServiceConfigDoc,
+    ServiceDoc,
+    SpecDoc,
+    StockUnitDoc,
+    TenantDoc,
+    TenantFields,
+)
 from .job_lifecycle import LIVE as LIVE_JOB_STATES
 from .job_lifecycle import JobState
 from .lifecycle import TERMINAL, State, Step
 
-DocT = TypeVar("DocT", InstanceDoc, JobDoc)
+DocT = TypeVar("DocT", InstanceDoc, JobDoc, ServiceDoc)
 
 SPECS = "specs"
 TENANTS = "tenants"
@@ -45,6 +54,8 @@ WAKEUPS = "wakeups"
 STOCK_OPERATIONS = "stock_operations"
 STOCKS = "stocks"
 JOBS = "jobs"
+SERVICES = "inference_services"
+SERVICE_CONFIGS = "inference_service_configs"
 
 INDEXES: IndexPlan = {
     INSTANCES: [
@@ -67,10 +78,19 @@ INDEXES: IndexPlan = {
         IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
         IndexModel([("tenant_id", ASCENDING), ("state", ASCENDING)], name="tenant_state"),
     ],
+    SERVICES: [
+        IndexModel(
+            [("tenant_id", ASCENDING), ("service_id", ASCENDING)],
+            unique=True,
+            name="tenant_service",
+        ),
+        IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
+    ],
+    SERVICE_CONFIGS: [IndexModel([("key", ASCENDING)], name="key")],
 }
 
 
-#: `stop` and `delete` an instance; `cancel` a job.
+#: `stop` and `delete` an instance or an inference service; `cancel` a job.
 RequestKind = Literal["stop", "delete", "cancel"]
 
 #: The most tenants the platform admin's list queries at once.
@@ -79,6 +99,11 @@ MAX_TENANTS_PER_ROUND = 8
 
 def instance_key(tenant_id: str, instance_id: str) -> str:
     return f"{tenant_id}/{instance_id}"
+
+
+def service_request_key(doc: ServiceDoc) -> str:
+    """Where an inference service's requests are recorded (RequestStore)."""
+    return f"{doc['_id']}#{doc['incarnation']}"
 
 
 async def walk_tenants(
@@ -339,6 +364,10 @@ class RequestStore:
         A stop matters while the instance is live, a delete once it is terminal."""
         return await self._requests.find_one({"_id": f"{key}|{kind}"}, {"_id": 1}) is not None
 
+    async def forget(self, key: str, kind: RequestKind) -> None:
+        """Carried out, for a name that can be used again (an inference service's)."""
+        await self._requests.delete_one({"_id": f"{key}|{kind}"})
+
     async def wake(self, key: str) -> None:
         await self._wakeups.insert_one({"key": key, "at": now()})
 
@@ -533,3 +562,93 @@ class JobStore:
 def _job_idempotency(tenant_id: str, idempotency_key: str) -> str:
     # Apart from the instances' keys: the same key may name an instance and a job.
     return f"job|{tenant_id}|{idempotency_key}"
+
+
+class DuplicateGeneration(Exception):
+    """Another change of the same inference service made this generation first."""
+
+
+class ServiceStore:
+    """Inference services. The service document is inserted by the API and then
+    written by the controller's worker alone; each change of the desired state is
+    an inserted configuration (ServiceConfigDoc), the newest generation winning."""
+
+    def __init__(self, db: Database) -> None:
+        self._services: Collection[ServiceDoc] = typed(db, SERVICES, ServiceDoc)
+        self._configs: Collection[ServiceConfigDoc] = typed(db, SERVICE_CONFIGS, ServiceConfigDoc)
+        self._tenants = db[TENANTS]
+
+    async def insert(self, service: ServiceDoc, config: ServiceConfigDoc) -> None:
+        """The service, then its first configuration. A crash in between leaves a
+        service without one, which the controller removes (`remove`)."""
+        try:
+            await self._services.insert_one(service)
+        except DuplicateKeyError as error:
+            raise DuplicateInstance(str(error)) from error
+        await self.add_config(config)
+
+    async def add_config(self, config: ServiceConfigDoc) -> None:
+        try:
+            await self._configs.insert_one(config)
+        except DuplicateKeyError as error:
+            raise DuplicateGeneration(config["_id"]) from error
+
+    async def get(self, key: str) -> ServiceDoc | None:
+        return await self._services.find_one({"_id": key})
+
+    async def configs(self, key: str) -> list[ServiceConfigDoc]:
+        """Every generation of the service, oldest first."""
+        docs = [doc async for doc in self._configs.find({"key": key})]
+        return sorted(docs, key=lambda doc: doc["generation"])
+
+    async def page(
+        self, tenant_id: str | None, *, after: str | None, limit: int
+    ) -> list[ServiceDoc]:
+        """As JobStore.page: a tenant's services in `_id` order, or every tenant's."""
+        if tenant_id is None:
+            tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
+
+            async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[ServiceDoc]:
+                return await self.page(tenant, after=after, limit=wanted)
+
+            return await walk_tenants(tenants, after, limit, one_tenant)
+        query: Document = {"tenant_id": tenant_id}
+        if after:
+            query["_id"] = {"$gt": after}
+        cursor = self._services.find(query, {"outbox": 0}).sort("_id", ASCENDING).limit(limit)
+        return [doc async for doc in cursor]
+
+    async def keys(self, tenant_id: str | None = None) -> list[str]:
+        query: Document = {} if tenant_id is None else {"tenant_id": tenant_id}
+        return [doc["_id"] async for doc in self._services.find(query, {"_id": 1})]
+
+    async def save(
+        self, doc: ServiceDoc, changes: Document, events: list[OutboxEntry]
+    ) -> ServiceDoc | None:
+        """Apply the controller's changes if the document is still the one it read;
+        returns the new document, or None when it moved meanwhile."""
+        update: Document = {
+            "$set": {**changes, "updated_at": now(), **({"has_outbox": True} if events else {})},
+            "$inc": {"version": 1},
+        }
+        if events:
+            update["$push"] = {"outbox": {"$each": events}}
+        return await self._services.find_one_and_update(
+            {"_id": doc["_id"], "version": doc["version"]},
+            update,
+            return_document=ReturnDocument.AFTER,
+        )
+
+    async def clear_outbox(self, key: str, version: int) -> None:
+        """Drop the published events, unless the document changed meanwhile."""
+        await self._services.update_one(
+            {"_id": key, "version": version}, {"$set": {"outbox": [], "has_outbox": False}}
+        )
+
+    async def keys_with_outbox(self) -> list[str]:
+        return [doc["_id"] async for doc in self._services.find({"has_outbox": True}, {"_id": 1})]
+
+    async def remove(self, key: str) -> None:
+        """The configurations first: a service document left behind is found again."""
+        await self._configs.delete_many({"key": key})
+        await self._services.delete_one({"_id": key})

@@ -14,8 +14,15 @@ from .documents import QuotaDoc, TenantFields
 from .job_lifecycle import LIVE as LIVE_JOBS
 from .lifecycle import ACTIVE
 from .settings import InstancesSettings
-from .store import InstanceStore, JobStore, RequestStore, TenantStore
-from .wakeups import ControllerWakeups, job_item, tenant_item
+from .store import (
+    InstanceStore,
+    JobStore,
+    RequestStore,
+    ServiceStore,
+    TenantStore,
+    service_request_key,
+)
+from .wakeups import ControllerWakeups, job_item, service_item, tenant_item
 
 STOP_PAGE = 200
 
@@ -63,6 +70,7 @@ class Tenancy:
         tenants: TenantStore,
         instances: InstanceStore,
         jobs: JobStore,
+        services: ServiceStore,
         requests: RequestStore,
         wakeups: ControllerWakeups,
     ) -> None:
@@ -70,6 +78,7 @@ class Tenancy:
         self._tenants = tenants
         self._instances = instances
         self._jobs = jobs
+        self._services = services
         self._requests = requests
         self._wakeups = wakeups
 
@@ -78,9 +87,24 @@ class Tenancy:
         await self._wakeups.wake(tenant_item(tenant.tenant_id))
 
     async def stop_workloads(self, tenant_id: str) -> int:
-        """Stop every active instance of the tenant and cancel every job that has not
-        ended (the tenant is deleted, or over its budget); how many."""
-        return await self._stop_instances(tenant_id) + await self._cancel_jobs(tenant_id)
+        """Stop every active instance of the tenant, cancel every job that has not
+        ended and delete every inference service (the tenant is deleted, or over its
+        budget); how many."""
+        return (
+            await self._stop_instances(tenant_id)
+            + await self._cancel_jobs(tenant_id)
+            + await self._delete_services(tenant_id)
+        )
+
+    async def _delete_services(self, tenant_id: str) -> int:
+        async def page(after: str | None) -> list[str]:
+            docs = await self._services.page(tenant_id, after=after, limit=STOP_PAGE)
+            for doc in docs:
+                await self._requests.request(service_request_key(doc), "delete")
+                await self._wakeups.wake(service_item(doc["_id"]))
+            return [doc["_id"] for doc in docs]
+
+        return sum([1 async for _ in _every_page(page)])
 
     async def _cancel_jobs(self, tenant_id: str) -> int:
         async def page(after: str | None) -> list[str]:

@@ -1,4 +1,4 @@
-"""The lifecycle events of instances' and jobs' transitions, as outbox entries.
+"""The lifecycle events of instances', jobs' and replicas' transitions, as outbox entries.
 
 They are built where the transition is recorded (the API's admission, the
 controller's observations) and written in the same single-document update,
@@ -16,10 +16,12 @@ from gpucloud_libs.events import (
     InstanceStateChanged,
     JobRunStateChanged,
     JobStateChanged,
+    ReplicaState,
+    ReplicaStateChanged,
 )
 from gpucloud_libs.outbox import OutboxEntry, outbox_entry
 
-from .documents import InstanceDoc, JobDoc, JobRunDoc
+from .documents import InstanceDoc, JobDoc, JobRunDoc, ReplicaRunDoc, ServiceDoc
 from .job_lifecycle import JobState, RunState
 from .lifecycle import State, Step
 
@@ -114,3 +116,30 @@ def run_event(
     )
     event_id = f"{doc['_id']}/{run_id}#{sequence}"
     return outbox_entry(CloudEvent.new(data, source=JOB_EVENT_SOURCE, event_id=event_id))
+
+
+INFERENCE_EVENT_SOURCE = "/gpucloud/inference-services"
+
+
+def replica_event(
+    doc: ServiceDoc, replica_id: str, run: ReplicaRunDoc, state: ReplicaState, at: datetime
+) -> OutboxEntry:
+    """The outbox entry of a replica's next transition; `run` is the replica before it."""
+    sequence = run["sequence"] + 1
+    data = ReplicaStateChanged(
+        service_id=doc["service_id"],
+        replica_id=replica_id,
+        tenant_id=doc["tenant_id"],
+        user_id=doc.get("user_id"),
+        spec_name=doc["spec_name"],
+        gpu_type=doc["gpu_type"],
+        gpu_count=doc["gpu_count"],
+        zone=run.get("zone"),
+        node=run.get("node"),
+        revision=run["revision"],
+        state=state,
+        sequence=sequence,
+        at=at,
+    )
+    event_id = f"{doc['_id']}/{replica_id}#{sequence}"
+    return outbox_entry(CloudEvent.new(data, source=INFERENCE_EVENT_SOURCE, event_id=event_id))

@@ -10,10 +10,12 @@ from collections.abc import Callable
 from .store import RequestStore
 
 #: The controller's work items: an instance key (`<tenant>/<instance>`), a job
-#: (`job:<tenant>/<job>`), a tenant's namespace, or the stock pool.
+#: (`job:<tenant>/<job>`), an inference service (`service:<tenant>/<service>`), a
+#: tenant's namespace, or the stock pool.
 STOCKS = "stocks"
 TENANT_PREFIX = "tenant:"
 JOB_PREFIX = "job:"
+SERVICE_PREFIX = "service:"
 
 
 def tenant_item(tenant_id: str) -> str:
@@ -22,6 +24,10 @@ def tenant_item(tenant_id: str) -> str:
 
 def job_item(key: str) -> str:
     return f"{JOB_PREFIX}{key}"
+
+
+def service_item(key: str) -> str:
+    return f"{SERVICE_PREFIX}{key}"
 
 
 class ControllerWakeups:

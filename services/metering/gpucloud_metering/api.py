@@ -141,6 +141,23 @@ async def job_usage(
 
 
 @router.get(
+    "/usage/inference-services/{service_id}",
+    tags=["usage"],
+    summary="One inference service's usage and cost so far: every replica's GPU time",
+)
+async def service_usage(
+    service_id: str,
+    identity: CurrentIdentity,
+    reports: ReportsPart,
+    start: Start = None,
+    end: End = None,
+    group_by: Annotated[GroupBy, Query(alias="groupBy")] = "service",
+) -> UsageReport:
+    tenant_id = identity.require_tenant()
+    return await reports.report(tenant_id, *_range(start, end), group_by, service_id=service_id)
+
+
+@router.get(
     "/revenue",
     tags=["usage"],
     summary="Revenue across tenants, by zone or GPU type (platform admin)",

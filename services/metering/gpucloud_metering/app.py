@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import (
+    INFERENCE_LIFECYCLE,
     INSTANCE_LIFECYCLE,
     JOB_LIFECYCLE,
     NODE_HEALTH,
@@ -38,6 +39,7 @@ usage_records = UsageRecords(
 handlers = EventHandlers(FactRecorder(facts, changes), budgets)
 runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
 runtime.subscribe_batches(JOB_LIFECYCLE, handlers.on_job_lifecycle)
+runtime.subscribe_batches(INFERENCE_LIFECYCLE, handlers.on_inference_lifecycle)
 runtime.subscribe(STORAGE_USAGE, handlers.on_storage_usage)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(NODE_HEALTH, handlers.on_node_health)

@@ -21,6 +21,8 @@ class TransitionDoc(TypedDict):
     instance_id: str
     #: The job a run belongs to; instances and older facts have none.
     job_id: NotRequired[str | None]
+    #: The inference service whose replica this is (`instance_id` is `svc--<service>/<replica>`).
+    service_id: NotRequired[str | None]
     sequence: int
     state: str
     at_us: int

@@ -13,8 +13,10 @@ from gpucloud_libs.events import (
     InstanceStateChanged,
     JobRunStateChanged,
     NodeHealthChanged,
+    ReplicaStateChanged,
     StorageUsageSampled,
 )
+from gpucloud_libs.naming import service_workload_id
 
 from . import ledger
 from .changes import UsageChanges
@@ -23,6 +25,9 @@ from .store import FactStore
 
 log = logging.getLogger(__name__)
 
+#: What holds GPUs and is billed: an instance, a job's run, an inference service's replica.
+WorkloadTransition = InstanceStateChanged | JobRunStateChanged | ReplicaStateChanged
+
 
 class FactRecorder:
     def __init__(self, facts: FactStore, changes: UsageChanges) -> None:
@@ -30,12 +35,12 @@ class FactRecorder:
         self._changes = changes
 
     @staticmethod
-    def transition_document(
-        event_id: str, data: InstanceStateChanged | JobRunStateChanged
-    ) -> TransitionDoc:
-        """An instance's transition, or a job run's: a run is billed as an instance is,
-        under the workload id `<job>/<run>` (no instance id holds a `/`)."""
+    def transition_document(event_id: str, data: WorkloadTransition) -> TransitionDoc:
+        """An instance's transition, a job run's or a replica's: runs and replicas are
+        billed as instances are, under the workload ids `<job>/<run>` and
+        `svc--<service>/<replica>` (no instance id holds a `/` or a `--`)."""
         job_id = data.job_id if isinstance(data, JobRunStateChanged) else None
+        service_id = data.service_id if isinstance(data, ReplicaStateChanged) else None
         workload = workload_id(data)
         return {
             "_id": f"{data.tenant_id}/{workload}#{data.sequence}",
@@ -43,6 +48,7 @@ class FactRecorder:
             "tenant_id": data.tenant_id,
             "instance_id": workload,
             "job_id": job_id,
+            "service_id": service_id,
             "sequence": data.sequence,
             "state": data.state,
             "at_us": ledger.to_us(data.at),
@@ -55,9 +61,7 @@ class FactRecorder:
             "recorded_us": ledger.to_us(now()),
         }
 
-    async def transitions(
-        self, events: list[tuple[str, InstanceStateChanged | JobRunStateChanged]]
-    ) -> None:
+    async def transitions(self, events: list[tuple[str, WorkloadTransition]]) -> None:
         """Record lifecycle transitions (event id, data); a repeat is a no-op."""
         documents = [self.transition_document(event_id, data) for event_id, data in events]
         self._changes.instances.add(*((data.tenant_id, workload_id(data)) for _, data in events))
@@ -96,8 +100,11 @@ class FactRecorder:
         )  # fmt: skip
 
 
-def workload_id(data: InstanceStateChanged | JobRunStateChanged) -> str:
-    """What metering bills: an instance, or one run of a job (`<job>/<run>`)."""
+def workload_id(data: WorkloadTransition) -> str:
+    """What metering bills: an instance, one run of a job (`<job>/<run>`), or one
+    replica of an inference service (`svc--<service>/<replica>`)."""
     if isinstance(data, JobRunStateChanged):
         return f"{data.job_id}/{data.run_id}"
+    if isinstance(data, ReplicaStateChanged):
+        return f"{service_workload_id(data.service_id)}/{data.replica_id}"
     return data.instance_id

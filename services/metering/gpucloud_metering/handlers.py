@@ -13,6 +13,7 @@ from gpucloud_libs.events import (
     InstanceStateChanged,
     JobRunStateChanged,
     NodeHealthChanged,
+    ReplicaStateChanged,
     StorageUsageSampled,
     TenantDeleted,
     TenantUpserted,
@@ -37,6 +38,11 @@ class EventHandlers:
         transitions hold no GPUs)."""
         runs = [(e.id, e.data) for e in events if isinstance(e.data, JobRunStateChanged)]
         await self.facts.transitions(list(runs))
+
+    async def on_inference_lifecycle(self, events: list[CloudEvent]) -> None:
+        """A batch of inference services' replica transitions, billed as runs are."""
+        replicas = [(e.id, e.data) for e in events if isinstance(e.data, ReplicaStateChanged)]
+        await self.facts.transitions(list(replicas))
 
     async def on_storage_usage(self, event: CloudEvent) -> None:
         if isinstance(event.data, StorageUsageSampled):

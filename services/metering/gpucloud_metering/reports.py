@@ -46,12 +46,14 @@ class Reports:
     async def report(
         self, tenant_id: str | None, start: datetime, end: datetime, group_by: GroupBy,
         *, instance_id: str | None = None, job_id: str | None = None,
+        service_id: str | None = None,
     ) -> UsageReport:  # fmt: skip
-        """`instance_id` or `job_id` narrows the report to one workload of `tenant_id`."""
+        """`instance_id`, `job_id` or `service_id` narrows the report to one workload of
+        `tenant_id`."""
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
         as_of = now()
-        one = instance_id is not None or job_id is not None
+        one = instance_id is not None or job_id is not None or service_id is not None
         if not one:
             transitions = await self._facts.transitions(tenant_id)
         elif tenant_id is None:
@@ -60,6 +62,10 @@ class Reports:
             transitions = await self._facts.transitions_of_job(tenant_id, job_id)
             if not transitions:
                 raise NotFound(f"no usage for job {job_id!r}")
+        elif service_id is not None:
+            transitions = await self._facts.transitions_of_service(tenant_id, service_id)
+            if not transitions:
+                raise NotFound(f"no usage for inference service {service_id!r}")
         else:
             transitions = await self._facts.transitions_of(tenant_id, {str(instance_id)})
             if not transitions:

@@ -48,6 +48,7 @@ INDEXES: IndexPlan = {
         IndexModel([("tenant_id", ASCENDING)]),
         IndexModel([("instance_id", ASCENDING)]),
         IndexModel([("job_id", ASCENDING)]),
+        IndexModel([("service_id", ASCENDING)]),
     ],
     SAMPLES: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("storage_id", ASCENDING)])],
     NOTICES: [IndexModel([("published", ASCENDING)])],
@@ -129,6 +130,12 @@ class FactStore:
     async def transitions_of_job(self, tenant_id: str, job_id: str) -> list[TransitionDoc]:
         """Every run's transitions of one job."""
         return await self._transitions.find({"tenant_id": tenant_id, "job_id": job_id}).to_list()
+
+    async def transitions_of_service(self, tenant_id: str, service_id: str) -> list[TransitionDoc]:
+        """Every replica's transitions of one inference service."""
+        return await self._transitions.find(
+            {"tenant_id": tenant_id, "service_id": service_id}
+        ).to_list()
 
     async def samples(self, tenant_id: str | None) -> list[SampleDoc]:
         query = {} if tenant_id is None else {"tenant_id": tenant_id}

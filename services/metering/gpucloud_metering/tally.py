@@ -50,6 +50,8 @@ class InstanceFacts:
     recorded_us: dict[int, int]
     #: The job whose run this is; `-` for an instance.
     job_id: str = "-"
+    #: The inference service whose replica this is; `-` otherwise.
+    service_id: str = "-"
 
 
 def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
@@ -78,6 +80,7 @@ def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
                 ledger.contiguous_through(d["sequence"] for d in docs),
                 {d["sequence"]: d.get("recorded_us", 0) for d in docs},
                 first.get("job_id") or "-",
+                first.get("service_id") or "-",
             )
         )
     return facts
@@ -119,6 +122,7 @@ def _group_key(instance: InstanceFacts, group_by: GroupBy) -> str:
         "gpu_type": instance.gpu_type,
         "zone": instance.zone,
         "job": instance.job_id,
+        "service": instance.service_id,
         "day": "",
     }[group_by]
 

@@ -4,8 +4,8 @@ Shared machinery, one job each: `lease` (one replica acts at a time), `cache`
 (list+watch of pods and nodes), `workqueue` (each item reconciled by one worker
 at a time). Reconcilers, one file each, get only what they use: `tenants`
 (namespaces), `instances` (pods and transitions), `stocks` (warm pools),
-`jobs` (batch jobs and their queue), `nodes` (cordons from node health) and
-`resync` (the periodic pass).
+`jobs` (batch jobs and their queue), `inference` (inference services' Deployments
+and replicas), `nodes` (cordons from node health) and `resync` (the periodic pass).
 `leader` runs them while the lease is held.
 """
 
@@ -18,9 +18,18 @@ from gpucloud_libs.kube import KubeClient
 from ..quota_ledger import QuotaLedger
 from ..settings import InstancesSettings
 from ..storages import StorageClient
-from ..store import InstanceStore, JobStore, RequestStore, SpecStore, StockStore, TenantStore
+from ..store import (
+    InstanceStore,
+    JobStore,
+    RequestStore,
+    ServiceStore,
+    SpecStore,
+    StockStore,
+    TenantStore,
+)
 from ..wakeups import STOCKS, InstanceChanges
 from .cache import ClusterCache
+from .inference import InferenceReconciler
 from .instances import InstanceReconciler
 from .jobs import JobReconciler
 from .leader import Controller
@@ -47,6 +56,7 @@ def build_controller(
     tenants: TenantStore,
     instances: InstanceStore,
     jobs: JobStore,
+    services: ServiceStore,
     stocks: StockStore,
     requests: RequestStore,
     quota: QuotaLedger,
@@ -73,6 +83,9 @@ def build_controller(
     job_reconciler = JobReconciler(
         kube, broker, cache, queue, jobs, tenants, requests, quota, tenant_namespaces, storage
     )
+    inference_reconciler = InferenceReconciler(
+        kube, broker, cache, queue, services, requests, quota, tenant_namespaces
+    )
     return Controller(
         settings,
         kube,
@@ -86,10 +99,14 @@ def build_controller(
         cache,
         instances,
         jobs,
+        services,
         requests,
         tenant_namespaces,
         instance_reconciler,
         job_reconciler,
+        inference_reconciler,
         stock_pool,
-        Resync(cache, queue, instances, jobs, quota, instance_reconciler, tenant_namespaces),
+        Resync(
+            cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces
+        ),
     )

@@ -1,5 +1,8 @@
 """List+watch caches of what the controller reconciles against: pods, nodes and Jobs.
 
+Pods are sorted by what owns them: an instance, a warm stock, a job or an
+inference service.
+
 Each kind is listed, then watched from the list's resourceVersion; an expired
 version relists. A change wakes the work item it concerns, so reconcilers read
 observed state from here instead of calling the API server.
@@ -17,7 +20,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 
 from .. import manifests
-from ..wakeups import job_item
+from ..wakeups import job_item, service_item
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +37,9 @@ class GpuAccounting:
 
 
 @dataclass
-class JobPod:
-    """A pod of a batch job, kept after its deletion until its run's end is recorded."""
+class TrackedPod:
+    """A pod of a batch job or of an inference service, kept after its deletion until
+    its end (the end of its billing) is recorded."""
 
     pod: Manifest
     #: When the watch reported it deleted.
@@ -64,7 +68,9 @@ class ClusterCache:
         self.stock_pods: dict[str, Manifest] = {}  # placeholder name -> pod
         self.nodes: dict[str, Manifest] = {}
         self.jobs: dict[str, Manifest] = {}  # job key -> Kubernetes Job
-        self.job_pods: dict[str, dict[str, JobPod]] = {}  # job key -> pod name -> pod
+        self.job_pods: dict[str, dict[str, TrackedPod]] = {}  # job key -> pod name -> pod
+        #: inference service key -> pod name -> its replica's pod
+        self.service_pods: dict[str, dict[str, TrackedPod]] = {}
         self.synced = asyncio.Event()
         self._synced_kinds: set[str] = set()
 
@@ -115,6 +121,7 @@ class ClusterCache:
         self.pods.clear()
         self.stock_pods.clear()
         self.job_pods.clear()
+        self.service_pods.clear()
         for pod in items:
             self._on_pod("ADDED", pod)
         for key in list(self.pods):
@@ -133,15 +140,16 @@ class ClusterCache:
     def _on_job_pod(self, key: str, event_type: str, pod: Manifest) -> None:
         pods = self.job_pods.setdefault(key, {})
         name = pod["metadata"]["name"]
-        pods[name] = JobPod(pod, now() if event_type == "DELETED" else None)
+        pods[name] = TrackedPod(pod, now() if event_type == "DELETED" else None)
         self._wake(job_item(key))
 
     def forget_job_pod(self, key: str, name: str) -> None:
         """Its run's end is recorded: the deleted pod need not be kept."""
-        pods = self.job_pods.get(key, {})
-        pods.pop(name, None)
-        if not pods:
-            self.job_pods.pop(key, None)
+        _forget(self.job_pods, key, name)
+
+    def forget_service_pod(self, key: str, name: str) -> None:
+        """Its replica's end is recorded: the deleted pod need not be kept."""
+        _forget(self.service_pods, key, name)
 
     def _on_pod(self, event_type: str, pod: Manifest) -> None:
         labels = pod.get("metadata", {}).get("labels", {})
@@ -157,6 +165,10 @@ class ClusterCache:
         if job_key is not None:
             self._on_job_pod(job_key, event_type, pod)
             return
+        service_key = _service_key(pod)
+        if service_key is not None:
+            self._on_service_pod(service_key, event_type, pod)
+            return
         tenant, instance = labels.get(manifests.TENANT), labels.get(manifests.INSTANCE)
         if not tenant or not instance:
             return
@@ -167,17 +179,29 @@ class ClusterCache:
             self.pods[key] = pod
         self._wake(key)
 
+    def _on_service_pod(self, key: str, event_type: str, pod: Manifest) -> None:
+        pods = self.service_pods.setdefault(key, {})
+        pods[pod["metadata"]["name"]] = TrackedPod(pod, now() if event_type == "DELETED" else None)
+        self._wake(service_item(key))
+
     def _on_node(self, event_type: str, node: Manifest) -> None:
         name = node["metadata"]["name"]
-        was_ok = self.node_ok(name)
+        was = (self.node_ok(name), self.node_quarantined(name))
         if event_type == "DELETED":
             self.nodes.pop(name, None)
         else:
             self.nodes[name] = node
-        if was_ok != self.node_ok(name):
+        if was != (self.node_ok(name), self.node_quarantined(name)):
             for key, pod in self.pods.items():
                 if pod.get("spec", {}).get("nodeName") == name:
                     self._wake(key)
+            for key, pods in self.service_pods.items():
+                if any(p.pod.get("spec", {}).get("nodeName") == name for p in pods.values()):
+                    self._wake(service_item(key))
+
+    def node_quarantined(self, name: str) -> bool:
+        labels = self.nodes.get(name, {}).get("metadata", {}).get("labels", {})
+        return bool(labels.get(manifests.HEALTH) == "quarantined")
 
     def node_ok(self, name: str | None) -> bool:
         """Whether a pod on `name` can be trusted: Ready, or NotReady only briefly."""
@@ -225,17 +249,26 @@ class ClusterCache:
             gpu_type = labels.get(manifests.GPU_PRODUCT_LABEL)
             if not gpu_type or node.get("spec", {}).get("unschedulable") or not self.node_ok(name):
                 continue
-            if labels.get(manifests.HEALTH) == "quarantined":
+            if self.node_quarantined(name):
                 continue
             usable[name] = gpu_type
             accounting.capacity[gpu_type] = accounting.capacity.get(gpu_type, 0) + _gpus_of(node)
         accounting.free = dict(accounting.capacity)
-        live = list(self.pods.values()) + [
-            job_pod.pod
-            for pods in self.job_pods.values()
-            for job_pod in pods.values()
-            if job_pod.live
-        ]
+        live = (
+            list(self.pods.values())
+            + [
+                job_pod.pod
+                for pods in self.job_pods.values()
+                for job_pod in pods.values()
+                if job_pod.live
+            ]
+            + [
+                tracked.pod
+                for pods in self.service_pods.values()
+                for tracked in pods.values()
+                if tracked.live
+            ]
+        )
         for pod in live:
             spec = pod.get("spec", {})
             gpu_type = (spec.get("nodeSelector") or {}).get(manifests.GPU_PRODUCT_LABEL)
@@ -259,6 +292,20 @@ def _job_key(obj: Manifest) -> str | None:
     labels = obj.get("metadata", {}).get("labels", {})
     tenant, job = labels.get(manifests.TENANT), labels.get(manifests.JOB)
     return f"{tenant}/{job}" if tenant and job else None
+
+
+def _forget(pods_by_key: dict[str, dict[str, TrackedPod]], key: str, name: str) -> None:
+    pods = pods_by_key.get(key, {})
+    pods.pop(name, None)
+    if not pods:
+        pods_by_key.pop(key, None)
+
+
+def _service_key(pod: Manifest) -> str | None:
+    """The inference service key a replica's pod is labelled with, if any."""
+    labels = pod.get("metadata", {}).get("labels", {})
+    tenant, service = labels.get(manifests.TENANT), labels.get(manifests.SERVICE)
+    return f"{tenant}/{service}" if tenant and service else None
 
 
 def _gpus_of(node: Manifest) -> int:

@@ -13,9 +13,10 @@ from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
 
 from .. import manifests
 from ..settings import InstancesSettings
-from ..store import InstanceStore, JobStore, RequestStore
-from ..wakeups import JOB_PREFIX, STOCKS, TENANT_PREFIX, job_item
+from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
+from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
 from .cache import ClusterCache
+from .inference import InferenceReconciler
 from .instances import InstanceReconciler
 from .jobs import ADMISSION, JobReconciler
 from .lease import Lease, LeaseLost
@@ -42,10 +43,12 @@ class Controller:
         cache: ClusterCache,
         instances: InstanceStore,
         jobs: JobStore,
+        services: ServiceStore,
         requests: RequestStore,
         tenant_namespaces: TenantReconciler,
         instance_reconciler: InstanceReconciler,
         job_reconciler: JobReconciler,
+        inference_reconciler: InferenceReconciler,
         stocks: StockPool,
         resync: Resync,
     ) -> None:
@@ -56,10 +59,12 @@ class Controller:
         self._cache = cache
         self._instances = instances
         self._jobs = jobs
+        self._services = services
         self._requests = requests
         self._tenant_namespaces = tenant_namespaces
         self._instance_reconciler = instance_reconciler
         self._job_reconciler = job_reconciler
+        self._inference_reconciler = inference_reconciler
         self._stocks = stocks
         self._resync = resync
         self._task: asyncio.Task[None] | None = None
@@ -75,7 +80,8 @@ class Controller:
         await self._lease.release()
 
     def wake(self, item: str) -> bool:
-        """Reconcile `item` soon (an instance key, `job:<key>`, `tenant:<id>` or `stocks`); only the
+        """Reconcile `item` soon (an instance key, `job:<key>`, `service:<key>`, `tenant:<id>`
+        or `stocks`); only the
         leader acts (False elsewhere), and other replicas' API calls reach it through
         the store."""
         return self._queue.wake(item)
@@ -93,6 +99,8 @@ class Controller:
             await self._tenant_namespaces.reconcile(item.removeprefix(TENANT_PREFIX))
         elif item.startswith(JOB_PREFIX):
             await self._job_reconciler.reconcile(item.removeprefix(JOB_PREFIX))
+        elif item.startswith(SERVICE_PREFIX):
+            await self._inference_reconciler.reconcile(item.removeprefix(SERVICE_PREFIX))
         elif item == ADMISSION:
             await self._job_reconciler.plan_admissions()
         else:
@@ -133,6 +141,8 @@ class Controller:
                 self._queue.wake(key)
             for key in await self._jobs.keys_with_outbox():
                 self._queue.wake(job_item(key))
+            for key in await self._services.keys_with_outbox():
+                self._queue.wake(service_item(key))
             group.create_task(_every(WAKEUP_POLL_S, self._poll_wakeups))
             group.create_task(_every(self._settings.resync_interval_s, self._resync.run))
 

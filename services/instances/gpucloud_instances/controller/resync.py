@@ -10,12 +10,12 @@ import logging
 from datetime import timedelta
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.naming import job_workload_id
+from gpucloud_libs.naming import job_workload_id, service_workload_id
 
 from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
-from ..store import InstanceStore, JobStore, instance_key
-from ..wakeups import STOCKS, job_item, tenant_item
+from ..store import InstanceStore, JobStore, ServiceStore, instance_key
+from ..wakeups import STOCKS, job_item, service_item, tenant_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
 from .tenants import TenantReconciler
@@ -34,6 +34,7 @@ class Resync:
         queue: WorkQueue,
         instances: InstanceStore,
         jobs: JobStore,
+        services: ServiceStore,
         quota: QuotaLedger,
         instance_reconciler: InstanceReconciler,
         tenant_namespaces: TenantReconciler,
@@ -42,6 +43,7 @@ class Resync:
         self._queue = queue
         self._instances = instances
         self._jobs = jobs
+        self._services = services
         self._quota = quota
         self._instance_reconciler = instance_reconciler
         self._tenant_namespaces = tenant_namespaces
@@ -54,10 +56,13 @@ class Resync:
         for a node) are queued, so a resync of thousands of settled instances costs a
         few queries, not thousands of reconciles."""
         live_jobs = await self._jobs.live_keys()
-        live = await self._release_finished_claims(live_jobs)
+        services = await self._services.keys()
+        live = await self._release_finished_claims(live_jobs, services)
         self._wake_drifted(live)
         for key in live_jobs:
             self._queue.wake(job_item(key))
+        for key in services:
+            self._queue.wake(service_item(key))
         await self._delete_orphan_pods(live)
         for tenant_id in await self._tenant_namespaces.stale():
             self._queue.wake(tenant_item(tenant_id))
@@ -68,9 +73,11 @@ class Resync:
             await self._instances.remove(key)
         self._queue.wake(STOCKS)
 
-    async def _release_finished_claims(self, live_jobs: list[str]) -> dict[str, State]:
-        """Quota claims of instances and jobs that are no longer live; returns the live
-        instances. (A job's own reconcile releases its claim once its last run ended;
+    async def _release_finished_claims(
+        self, live_jobs: list[str], services: list[str]
+    ) -> dict[str, State]:
+        """Quota claims of instances, jobs and inference services that are no longer
+        live; returns the live instances. (A job's own reconcile releases its claim once its last run ended;
         this pass catches one it missed.)
 
         Admission claims before it inserts the instance, so a claim without a live
@@ -79,11 +86,14 @@ class Resync:
         or died (a crash between terminal and release leaves such claims too)."""
         claims = [instance_key(*claim) for claim in await self._quota.claimed()]
         live = await self._instances.live_states()
-        jobs = {
+        workloads = {
             instance_key(tenant, job_workload_id(job))
             for tenant, _, job in (k.partition("/") for k in live_jobs)
+        } | {
+            instance_key(tenant, service_workload_id(service))
+            for tenant, _, service in (k.partition("/") for k in services)
         }
-        orphans = {key for key in claims if key not in live and key not in jobs}
+        orphans = {key for key in claims if key not in live and key not in workloads}
         for key in orphans & self._orphan_claims:
             tenant_id, _, instance_id = key.partition("/")
             await self._quota.release(tenant_id, instance_id)

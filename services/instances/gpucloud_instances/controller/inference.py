@@ -1,0 +1,285 @@
+"""Inference service reconcile: the Deployment made to match the newest configuration,
+and the replicas recorded as the pod watch sees them.
+
+Runs in the service's worker, the document's only writer after its insert.
+Kubernetes' Deployment controller does the rolling update and replaces lost
+pods; this pass adds what it does not do: replicas on a quarantined or lost
+node, and crash-looping ones, are deleted so that the Deployment starts them
+elsewhere, and a deleted service releases its quota only once its last replica
+is gone.
+
+Each replica is billed as a job's run is (decision 68): its transitions,
+`scheduled` (bound to a node: its GPUs are held) then `running` then `ended`,
+are recorded with their events in one guarded update and published from the
+document's outbox on `gpucloud.inference.lifecycle.v1`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.events import ReplicaState
+from gpucloud_libs.kube import ConflictError, KubeClient, Manifest
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import service_workload_id
+from gpucloud_libs.outbox import OutboxEntry, publish_in_order
+from gpucloud_libs.topics import INFERENCE_LIFECYCLE
+
+from .. import manifests
+from ..documents import ReplicaRunDoc, ServiceConfigDoc, ServiceDoc, ServiceReplicaDoc
+from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_steps
+from ..quota_ledger import QuotaLedger
+from ..schemas import InstanceTemplate
+from ..store import RequestStore, ServiceStore, service_request_key
+from ..transitions import replica_event
+from ..wakeups import service_item
+from .cache import ClusterCache, TrackedPod
+from .tenants import TenantReconciler
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+#: A service whose first configuration never got written (a crash between the two
+#: inserts) is removed after this.
+UNCONFIGURED_TTL = timedelta(minutes=2)
+#: Restarts after which a replica in CrashLoopBackOff is started afresh, possibly on
+#: another node, instead of being restarted in place.
+CRASH_LOOP_RESTARTS = 3
+
+
+class InferenceReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        broker: KafkaBroker,
+        cache: ClusterCache,
+        queue: WorkQueue,
+        services: ServiceStore,
+        requests: RequestStore,
+        quota: QuotaLedger,
+        tenant_namespaces: TenantReconciler,
+    ) -> None:
+        self._kube = kube
+        self._broker = broker
+        self._cache = cache
+        self._queue = queue
+        self._services = services
+        self._requests = requests
+        self._quota = quota
+        self._tenant_namespaces = tenant_namespaces
+
+    async def reconcile(self, key: str) -> None:
+        doc = await self._services.get(key)
+        if doc is None:
+            return
+        doc = await self._flush(doc)
+        deleting = await self._requests.requested(service_request_key(doc), "delete")
+        changes: Document = {}
+        if deleting:
+            await self._kube.delete(
+                "Deployment", doc["namespace"], manifests.deployment_name(doc["service_id"]),
+                cascade=True,
+            )  # fmt: skip
+        else:
+            configs = await self._services.configs(key)
+            if not configs:
+                if now() - aware(doc["created_at"]) > UNCONFIGURED_TTL:
+                    await self._forget(doc)
+                return
+            config = configs[-1]
+            if doc["applied_generation"] != config["generation"]:
+                if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
+                    return
+                await self._apply(doc, config)
+                changes |= {
+                    "applied_generation": config["generation"],
+                    "applied_revision": config["revision"],
+                }
+            await self._replace_unhealthy(doc)
+        runs, events = self._observe_runs(doc)
+        replicas = self._observe(key)
+        if replicas != doc["replicas"]:
+            changes["replicas"] = replicas
+        if events:
+            changes["runs"] = runs
+        if changes:
+            saved = await self._services.save(doc, changes, events)
+            if saved is None:
+                self._queue.wake(service_item(key))  # moved under us; look again
+                return
+            doc = await self._flush(saved)
+        self._forget_recorded_pods(doc)
+        if deleting and not self._cache.service_pods.get(key) and not doc.get("outbox"):
+            await self._forget(doc)
+
+    def _observe_runs(self, doc: ServiceDoc) -> tuple[dict[str, ReplicaRunDoc], list[OutboxEntry]]:
+        """Each replica's transitions since the last pass, with their events."""
+        runs = {rid: ReplicaRunDoc(**run) for rid, run in doc["runs"].items()}
+        events: list[OutboxEntry] = []
+        at = now()
+        prefix = manifests.deployment_name(doc["service_id"])
+        tracked = self._cache.service_pods.get(doc["_id"], {})
+        for tracked_pod in tracked.values():
+            observed = observe_run(
+                tracked_pod.pod, job_object_name=prefix, now=at, gone_at=tracked_pod.gone_at
+            )
+            run = runs.get(observed.run_id)
+            current = None if run is None else _run_state(run["state"])
+            steps = run_steps(current, observed)
+            if not steps:
+                continue
+            if run is None:
+                run = {
+                    "state": "scheduled", "sequence": 0, "revision": _revision(tracked_pod),
+                    "node": observed.node, "zone": self._cache.zone_of(observed.node),
+                    "scheduled_at": None, "ended_at": None,
+                }  # fmt: skip
+            for state, step_at in steps:
+                replica_state = _replica_state(state)
+                events.append(replica_event(doc, observed.run_id, run, replica_state, step_at))
+                run = {**run, "state": replica_state, "sequence": run["sequence"] + 1}
+                if replica_state == "scheduled":
+                    run["scheduled_at"] = step_at
+                elif replica_state == "ended":
+                    run["ended_at"] = step_at
+            runs[observed.run_id] = run
+        present = {
+            observe_run(t.pod, job_object_name=prefix, now=at, gone_at=t.gone_at).run_id
+            for t in tracked.values()
+        }
+        for rid, run in runs.items():
+            if rid not in present and run["state"] != "ended":
+                # Its pod is gone and its end went unseen (a relist after a restart).
+                events.append(replica_event(doc, rid, run, "ended", at))
+                runs[rid] = {**run, "state": "ended", "sequence": run["sequence"] + 1,
+                             "ended_at": at}  # fmt: skip
+        return runs, events
+
+    def _forget_recorded_pods(self, doc: ServiceDoc) -> None:
+        prefix = manifests.deployment_name(doc["service_id"])
+        for name, tracked in list(self._cache.service_pods.get(doc["_id"], {}).items()):
+            run = doc["runs"].get(name.removeprefix(f"{prefix}-"))
+            if tracked.gone_at is not None and (run is None or run["state"] == "ended"):
+                self._cache.forget_service_pod(doc["_id"], name)
+
+    async def _flush(self, doc: ServiceDoc) -> ServiceDoc:
+        """Publish the recorded events in order, then drop them (a crash in between
+        republishes the same event ids, which consumers dedupe); the document after."""
+        if not doc.get("outbox"):
+            return doc
+        await publish_in_order(self._broker, INFERENCE_LIFECYCLE, doc["outbox"])
+        await self._services.clear_outbox(doc["_id"], doc["version"])
+        return {**doc, "outbox": [], "has_outbox": False}
+
+    async def _apply(self, doc: ServiceDoc, config: ServiceConfigDoc) -> None:
+        template = config["template"]
+        deployment = manifests.inference_deployment(
+            namespace_name=doc["namespace"],
+            tenant_id=doc["tenant_id"],
+            service_id=doc["service_id"],
+            spec_name=doc["spec_name"],
+            revision=config["revision"],
+            image=template["image"],
+            command=template["command"],
+            args=template["args"],
+            template=InstanceTemplate.model_validate(
+                {"envs": template["env"], "volumes": template["volumes"]}
+            ),
+            port=doc["port"],
+            readiness_path=doc["readiness_path"],
+            cpu=doc["cpu"],
+            memory=doc["memory"],
+            gpus=doc["gpu_count"],
+            gpu_type=doc["gpu_type"],
+            zones=doc["zones"],
+            replicas=config["min_replicas"],
+            max_surge=config["max_surge"],
+            max_unavailable=config["max_unavailable"],
+        )
+        try:
+            await self._kube.create(deployment)
+        except ConflictError:
+            # A whole replacement, not a merge: a variable taken out must go.
+            await self._kube.replace(
+                "Deployment", doc["namespace"], deployment["metadata"]["name"], deployment
+            )
+
+    async def _replace_unhealthy(self, doc: ServiceDoc) -> None:
+        """Delete replicas the Deployment would keep but should not: on a quarantined
+        or lost node, or crash-looping. It starts each again where it can run."""
+        for tracked in self._cache.service_pods.get(doc["_id"], {}).values():
+            pod = tracked.pod
+            if tracked.gone_at is not None or pod["metadata"].get("deletionTimestamp"):
+                continue
+            node = pod.get("spec", {}).get("nodeName")
+            why = None
+            if node and not self._cache.node_ok(node):
+                why = "node lost"
+            elif node and self._cache.node_quarantined(node):
+                why = "node quarantined"
+            elif _crash_looping(pod):
+                why = "crash loop"
+            if why is None:
+                continue
+            log.warning(
+                "replacing a replica",
+                extra={"service": doc["_id"], "pod": pod["metadata"]["name"], "why": why},
+            )
+            # A lost node's kubelet will never confirm a graceful deletion.
+            grace = 0 if why == "node lost" else None
+            await self._kube.delete("Pod", doc["namespace"], pod["metadata"]["name"], grace_s=grace)
+
+    def _observe(self, key: str) -> list[ServiceReplicaDoc]:
+        """The replicas whose pods are still there (terminating ones too)."""
+        pods = self._cache.service_pods.get(key, {})
+        return [_replica(t.pod) for _, t in sorted(pods.items()) if t.gone_at is None]
+
+    async def _forget(self, doc: ServiceDoc) -> None:
+        await self._quota.release(doc["tenant_id"], service_workload_id(doc["service_id"]))
+        await self._services.remove(doc["_id"])
+        await self._requests.forget(service_request_key(doc), "delete")
+
+
+def _run_state(state: str) -> RunState:
+    """A replica's recorded state as a run's, for `run_steps`."""
+    return RunState.FAILED if state == "ended" else RunState(state)
+
+
+def _replica_state(state: RunState) -> ReplicaState:
+    if state in RUN_ENDED:
+        return "ended"
+    return "running" if state == RunState.RUNNING else "scheduled"
+
+
+def _revision(tracked: TrackedPod) -> int:
+    labels = tracked.pod["metadata"].get("labels", {})
+    return max(1, int(labels.get(manifests.REVISION, "1")))
+
+
+def _replica(pod: Manifest) -> ServiceReplicaDoc:
+    status = pod.get("status", {})
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    labels = pod["metadata"].get("labels", {})
+    return {
+        "name": pod["metadata"]["name"],
+        "revision": int(labels.get(manifests.REVISION, "0")),
+        "node": pod.get("spec", {}).get("nodeName"),
+        "address": status.get("podIP"),
+        "ready": status.get("phase") == "Running" and conditions.get("Ready") == "True",
+        "terminating": bool(pod["metadata"].get("deletionTimestamp")),
+    }
+
+
+def _crash_looping(pod: Manifest) -> bool:
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if (
+            waiting.get("reason") == "CrashLoopBackOff"
+            and container.get("restartCount", 0) >= CRASH_LOOP_RESTARTS
+        ):
+            return True
+    return False

@@ -1,0 +1,449 @@
+"""Inference services as tenants ask for them: create, read, change, roll back, delete.
+
+A service is a Deployment of replicas behind one stable URL (the gateway balances
+them). The API inserts the service and each change of its desired state as a new
+configuration generation; the controller (controller/inference.py) makes the
+Deployment match the newest generation and records the replicas it observes.
+So the service document keeps one writer, and two concurrent changes cannot
+both win: the second one's generation is already taken (409).
+
+A service holds `(maxReplicas + maxSurge) * GPUs per replica` of its tenant's
+quota for as long as it exists, so a rolling update or a scale-up never waits
+for quota.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+from gpucloud_libs.clock import aware, now
+from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
+from gpucloud_libs.http import decode_cursor, encode_cursor
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.naming import service_host, service_workload_id
+from gpucloud_libs.tenants import require_active
+
+from .admission import allowed_zones, known_spec, quota_refusal
+from .documents import ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
+from .quota_ledger import QuotaLedger
+from .schemas import (
+    EnvVar,
+    InferenceService,
+    InferenceServiceCreate,
+    InferenceServicePage,
+    InferenceServicePatch,
+    RollbackRequest,
+    ServiceEndpoints,
+    ServiceReplica,
+    ServiceRevision,
+    ServingTemplate,
+    UpdateStrategy,
+    VolumeSpec,
+)
+from .settings import InstancesSettings
+from .store import (
+    DuplicateGeneration,
+    DuplicateInstance,
+    RequestStore,
+    ServiceStore,
+    SpecStore,
+    TenantStore,
+    instance_key,
+    service_request_key,
+)
+from .wakeups import ControllerWakeups, service_item
+
+
+class ServiceState:
+    DEPLOYING = "deploying"
+    READY = "ready"
+    UPDATING = "updating"
+    DELETING = "deleting"
+
+
+def claimed_gpus(config: ServiceConfigDoc, gpus_per_replica: int) -> int:
+    """What a service holds of its tenant's quota: its most replicas, plus the surge."""
+    return (config["max_replicas"] + config["max_surge"]) * gpus_per_replica
+
+
+class InferenceServices:
+    def __init__(
+        self,
+        settings: InstancesSettings,
+        specs: SpecStore,
+        tenants: TenantStore,
+        services: ServiceStore,
+        requests: RequestStore,
+        quota: QuotaLedger,
+        wakeups: ControllerWakeups,
+    ) -> None:
+        self._settings = settings
+        self._specs = specs
+        self._tenants = tenants
+        self._services = services
+        self._requests = requests
+        self._quota = quota
+        self._wakeups = wakeups
+
+    async def create(self, identity: Identity, body: InferenceServiceCreate) -> InferenceService:
+        identity.require_role("tenant-user", "tenant-admin")
+        tenant_id = identity.require_tenant()
+        service_id = body.service_id or f"s-{secrets.token_hex(6)}"
+        key = instance_key(tenant_id, service_id)
+        existing, tenant, spec = await asyncio.gather(
+            self._services.get(key), self._tenants.get(tenant_id), self._specs.get(body.spec_name)
+        )
+        if existing is not None:
+            raise Conflict(f"inference service {service_id!r} exists", service_id=service_id)
+        tenant = require_active(tenant, service="instances")
+        spec = known_spec(body.spec_name, spec)
+        zones = allowed_zones(spec, body.zone)
+        created = now()
+        config: ServiceConfigDoc = {
+            "_id": f"{key}@1",
+            "key": key,
+            "generation": 1,
+            "revision": 1,
+            "template": _template_doc(body),
+            "min_replicas": body.min_replicas,
+            "max_replicas": body.max_replicas or body.min_replicas,
+            "max_surge": body.strategy.max_surge,
+            "max_unavailable": body.strategy.max_unavailable,
+            "rolled_back_from": None,
+            "created_at": created,
+        }
+        await self._claim(tenant, service_id, claimed_gpus(config, spec["gpu_num"]), grow=False)
+        doc: ServiceDoc = {
+            "_id": key,
+            "tenant_id": tenant_id,
+            "service_id": service_id,
+            "incarnation": secrets.token_hex(4),
+            "user_id": identity.subject,
+            "spec_name": spec["name"],
+            "gpu_type": spec["gpu_type"],
+            "gpu_count": spec["gpu_num"],
+            "cpu": spec["cpu"],
+            "memory": spec["memory"],
+            "zones": zones,
+            "zone": body.zone,
+            "port": body.port,
+            "readiness_path": body.readiness_path,
+            "namespace": tenant["namespace"],
+            "created_at": created,
+            "applied_generation": 0,
+            "applied_revision": 0,
+            "replicas": [],
+            "runs": {},
+            "version": 0,
+            "outbox": [],
+            "has_outbox": False,
+            "updated_at": created,
+        }
+        try:
+            await self._services.insert(doc, config)
+        except DuplicateInstance:
+            # A concurrent create of the same id won; its claim is the one kept.
+            raise Conflict(
+                f"inference service {service_id!r} exists", service_id=service_id
+            ) from None
+        await self._wakeups.wake(service_item(key))
+        return self.view(doc, [config], deleting=False)
+
+    async def _claim(self, tenant: TenantDoc, service_id: str, gpus: int, *, grow: bool) -> None:
+        workload = service_workload_id(service_id)
+        if grow:
+            claim = await self._quota.resize(tenant["_id"], workload, gpus, tenant["quota"])
+        else:
+            claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"])
+        if claim.admitted:
+            return
+        refusal = None if grow else quota_refusal(
+            tenant["quota"], claim.instances, claim.gpus, wanted=gpus
+        )  # fmt: skip
+        raise refusal or QuotaExceeded(
+            f"the service would hold {gpus} GPUs (maxReplicas plus maxSurge, times the spec's "
+            f"GPUs) and the tenant may hold {tenant['quota']['max_gpus']}",
+            limit="max_gpus",
+            limit_value=tenant["quota"]["max_gpus"],
+            in_use=claim.gpus,
+            requested=gpus,
+        )
+
+    async def _owned(self, identity: Identity, service_id: str) -> ServiceDoc:
+        doc = await self._services.get(instance_key(identity.require_tenant(), service_id))
+        if doc is None:
+            # Another tenant's service and a missing one look the same.
+            raise NotFound(f"inference service {service_id!r} does not exist")
+        return doc
+
+    async def get(self, identity: Identity, service_id: str) -> InferenceService:
+        doc = await self._owned(identity, service_id)
+        configs, deleting = await asyncio.gather(
+            self._services.configs(doc["_id"]),
+            self._requests.requested(service_request_key(doc), "delete"),
+        )
+        return self.view(doc, configs, deleting=deleting)
+
+    async def page(
+        self, identity: Identity, *, cursor: str | None, limit: int, tenant_id: str | None = None
+    ) -> InferenceServicePage:
+        # A platform admin sees every tenant (or the one asked for); others their own.
+        scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
+        after = decode_cursor(cursor) if cursor else None
+        docs = await self._services.page(scope, after=after, limit=limit + 1)
+        more = len(docs) > limit
+        docs = docs[:limit]
+        details = await asyncio.gather(
+            *(
+                asyncio.gather(
+                    self._services.configs(doc["_id"]),
+                    self._requests.requested(service_request_key(doc), "delete"),
+                )
+                for doc in docs
+            )
+        )
+        items = [
+            self.view(doc, configs, deleting=deleting)
+            for doc, (configs, deleting) in zip(docs, details, strict=True)
+        ]
+        return InferenceServicePage(
+            items=items, next_cursor=encode_cursor(docs[-1]["_id"]) if more else None
+        )
+
+    async def change(
+        self, identity: Identity, service_id: str, body: InferenceServicePatch
+    ) -> InferenceService:
+        """A new generation: a new revision when the template changed."""
+        identity.require_role("tenant-user", "tenant-admin")
+        doc = await self._owned(identity, service_id)
+        configs = await self._live_configs(doc)
+        current = configs[-1]
+        template = ServingTemplate.model_validate(
+            {
+                **current["template"],
+                **body.model_dump(
+                    by_alias=True,
+                    exclude_unset=True,
+                    include={"image", "env", "command", "args", "volumes"},
+                ),
+            }
+        )
+        strategy = body.strategy or UpdateStrategy(
+            max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
+        )
+        min_replicas = body.min_replicas or current["min_replicas"]
+        max_replicas = body.max_replicas or current["max_replicas"]
+        if max_replicas < min_replicas:
+            raise Conflict(
+                f"minReplicas {min_replicas} is above maxReplicas {max_replicas}",
+                min_replicas=min_replicas,
+                max_replicas=max_replicas,
+            )
+        template_doc = _template_doc(template)
+        changed_template = template_doc != current["template"]
+        config = _next_config(
+            current,
+            template=template_doc,
+            revision=_latest_revision(configs) + 1 if changed_template else current["revision"],
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            strategy=strategy,
+            rolled_back_from=None if changed_template else current["rolled_back_from"],
+        )
+        return await self._record(doc, configs, config)
+
+    async def rollback(
+        self, identity: Identity, service_id: str, body: RollbackRequest
+    ) -> InferenceService:
+        """The template of an earlier revision, as the next revision."""
+        identity.require_role("tenant-user", "tenant-admin")
+        doc = await self._owned(identity, service_id)
+        configs = await self._live_configs(doc)
+        earlier = next((c for c in configs if c["revision"] == body.revision), None)
+        if earlier is None:
+            raise NotFound(f"inference service {service_id!r} has no revision {body.revision}")
+        current = configs[-1]
+        config = _next_config(
+            current,
+            template=earlier["template"],
+            revision=_latest_revision(configs) + 1,
+            min_replicas=current["min_replicas"],
+            max_replicas=current["max_replicas"],
+            strategy=UpdateStrategy(
+                max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
+            ),
+            rolled_back_from=body.revision,
+        )
+        return await self._record(doc, configs, config)
+
+    async def _live_configs(self, doc: ServiceDoc) -> list[ServiceConfigDoc]:
+        configs: list[ServiceConfigDoc]
+        configs, deleting = await asyncio.gather(
+            self._services.configs(doc["_id"]),
+            self._requests.requested(service_request_key(doc), "delete"),
+        )
+        if deleting or not configs:
+            raise Conflict(
+                f"inference service {doc['service_id']!r} is being deleted",
+                service_id=doc["service_id"],
+            )
+        return configs
+
+    async def _record(
+        self, doc: ServiceDoc, configs: list[ServiceConfigDoc], config: ServiceConfigDoc
+    ) -> InferenceService:
+        before = claimed_gpus(configs[-1], doc["gpu_count"])
+        after = claimed_gpus(config, doc["gpu_count"])
+        tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
+        if after != before:
+            await self._claim(tenant, doc["service_id"], after, grow=True)
+        try:
+            await self._services.add_config(config)
+        except DuplicateGeneration:
+            if after != before:
+                await self._quota.resize(
+                    doc["tenant_id"], service_workload_id(doc["service_id"]), before,
+                    tenant["quota"],
+                )  # fmt: skip
+            raise Conflict(
+                f"inference service {doc['service_id']!r} was changed meanwhile; read it and retry",
+                service_id=doc["service_id"],
+            ) from None
+        await self._wakeups.wake(service_item(doc["_id"]))
+        return self.view(doc, [*configs, config], deleting=False)
+
+    async def delete(self, identity: Identity, service_id: str) -> InferenceService:
+        """Ask for the deletion; the controller removes the replicas (each drains
+        first), then the service and its quota claim."""
+        identity.require_role("tenant-user", "tenant-admin")
+        doc = await self._owned(identity, service_id)
+        await self._requests.request(service_request_key(doc), "delete")
+        await self._wakeups.wake(service_item(doc["_id"]))
+        return self.view(doc, await self._services.configs(doc["_id"]), deleting=True)
+
+    async def endpoints(self, identity: Identity, service_id: str) -> ServiceEndpoints:
+        """The serving replicas' addresses, for the gateway's balancer."""
+        doc = await self._owned(identity, service_id)
+        return ServiceEndpoints(
+            service_id=doc["service_id"],
+            port=doc["port"],
+            readiness_path=doc["readiness_path"],
+            addresses=[
+                replica["address"]
+                for replica in doc["replicas"]
+                if replica["ready"] and not replica["terminating"] and replica["address"]
+            ],
+        )
+
+    def view(
+        self, doc: ServiceDoc, configs: list[ServiceConfigDoc], *, deleting: bool
+    ) -> InferenceService:
+        current = configs[-1]
+        template = current["template"]
+        replicas = doc["replicas"]
+        serving = [r for r in replicas if r["ready"] and not r["terminating"]]
+        updated = [r for r in serving if r["revision"] == current["revision"]]
+        others = [r for r in replicas if r["revision"] != current["revision"]]
+        if deleting:
+            state = ServiceState.DELETING
+        elif others or (doc["applied_revision"] and doc["applied_revision"] != current["revision"]):
+            state = ServiceState.UPDATING
+        elif len(updated) >= current["min_replicas"]:
+            state = ServiceState.READY
+        else:
+            state = ServiceState.DEPLOYING
+        return InferenceService(
+            service_id=doc["service_id"],
+            tenant_id=doc["tenant_id"],
+            state=state,
+            url=f"https://{service_host(doc['service_id'], doc['tenant_id'], self._settings.instance_domain)}/",
+            spec_name=doc["spec_name"],
+            gpu_type=doc["gpu_type"],
+            gpu_count=doc["gpu_count"],
+            zone=doc["zone"],
+            port=doc["port"],
+            readiness_path=doc["readiness_path"],
+            image=template["image"],
+            env=[EnvVar.model_validate(env) for env in template["env"]],
+            command=template["command"],
+            args=template["args"],
+            volumes=[VolumeSpec.model_validate(volume) for volume in template["volumes"]],
+            min_replicas=current["min_replicas"],
+            max_replicas=current["max_replicas"],
+            strategy=UpdateStrategy(
+                max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
+            ),
+            revision=current["revision"],
+            desired_replicas=0 if deleting else current["min_replicas"],
+            ready_replicas=len(serving),
+            updated_replicas=len(updated),
+            replicas=[
+                ServiceReplica(
+                    name=r["name"],
+                    revision=r["revision"],
+                    node=r["node"],
+                    ready=r["ready"],
+                    terminating=r["terminating"],
+                )
+                for r in replicas
+            ],
+            revisions=_revisions(configs),
+            created_at=aware(doc["created_at"]),
+            updated_at=aware(doc["updated_at"]),
+        )
+
+
+def _template_doc(template: ServingTemplate) -> ServingTemplateDoc:
+    dumped = template.model_dump(by_alias=True, mode="json")
+    return {
+        "image": dumped["image"],
+        "env": dumped["env"],
+        "command": dumped["command"],
+        "args": dumped["args"],
+        "volumes": dumped["volumes"],
+    }
+
+
+def _latest_revision(configs: list[ServiceConfigDoc]) -> int:
+    return max(config["revision"] for config in configs)
+
+
+def _next_config(
+    current: ServiceConfigDoc,
+    *,
+    template: ServingTemplateDoc,
+    revision: int,
+    min_replicas: int,
+    max_replicas: int,
+    strategy: UpdateStrategy,
+    rolled_back_from: int | None,
+) -> ServiceConfigDoc:
+    generation = current["generation"] + 1
+    return {
+        "_id": f"{current['key']}@{generation}",
+        "key": current["key"],
+        "generation": generation,
+        "revision": revision,
+        "template": template,
+        "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "max_surge": strategy.max_surge,
+        "max_unavailable": strategy.max_unavailable,
+        "rolled_back_from": rolled_back_from,
+        "created_at": now(),
+    }
+
+
+def _revisions(configs: list[ServiceConfigDoc]) -> list[ServiceRevision]:
+    """Each revision once, from the generation that made it."""
+    seen: dict[int, ServiceRevision] = {}
+    for config in configs:
+        if config["revision"] not in seen:
+            seen[config["revision"]] = ServiceRevision(
+                revision=config["revision"],
+                image=config["template"]["image"],
+                created_at=aware(config["created_at"]),
+                rolled_back_from=config["rolled_back_from"],
+            )
+    return list(seen.values())
