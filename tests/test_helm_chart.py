@@ -156,8 +156,13 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     [condition] = policy["spec"]["matchConditions"]
     for name in ("instances", "storage"):
         assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-{name}" in condition["expression"]
-    [validation] = policy["spec"]["validations"]
-    assert "startsWith('gpc-')" in validation["expression"]
+    namespaces, pull_secrets = policy["spec"]["validations"]
+    assert "startsWith('gpc-')" in namespaces["expression"]
+    # The instances service's Secrets: image pull Secrets named gpc-registry-*, no other.
+    instances = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-instances"
+    assert instances in pull_secrets["expression"]
+    assert "startsWith('gpc-registry-')" in pull_secrets["expression"]
+    assert "kubernetes.io/dockerconfigjson" in pull_secrets["expression"]
     binding = _one(rendered, "ValidatingAdmissionPolicyBinding", f"{RELEASE}-service-namespaces")
     assert binding["spec"]["validationActions"] == ["Deny"]
 

@@ -25,6 +25,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_instances.manifests import REPLICA_DRAIN_S
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import SERVICE_LABEL, tenant_namespace
 from gpucloud_libs.topics import INFERENCE_LIFECYCLE
@@ -36,6 +37,8 @@ from .support import aggregate_events, eventually, loopback_gpu_nodes, unique
 PORT = 18_080
 #: Each token of /stream comes this long after the one before.
 TOKEN_GAP_S = 0.4
+#: How long /slow takes to answer: a request that stays in flight.
+SLOW_S = 1.0
 
 
 @dataclass
@@ -63,6 +66,8 @@ class Replicas:
     servers: dict[str, web.AppRunner] = field(default_factory=dict)
     #: pod address -> the replica's pod name and revision
     pods: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: pod address -> when its replica was seen terminating or gone
+    gone_since: dict[str, float] = field(default_factory=dict)
 
     async def follow(self) -> None:
         core = k8s.CoreV1Api(self.kube)
@@ -83,9 +88,16 @@ class Replicas:
                 if address not in self.servers:
                     self.pods[address] = (name, pod.metadata.labels["gpucloud.io/revision"])
                     self.servers[address] = await _replica_server(address, name)
+            clock = time.monotonic()
             for address in [a for a in self.servers if a not in live]:
-                # Gone from the API: a real replica would have drained and exited.
-                await self.servers.pop(address).cleanup()
+                # Terminating or gone: a real replica keeps serving through its preStop
+                # drain, then exits (kwok runs no preStop and removes the pod at once).
+                since = self.gone_since.setdefault(address, clock)
+                if clock - since >= REPLICA_DRAIN_S:
+                    del self.gone_since[address]
+                    await self.servers.pop(address).cleanup()
+            for address in live:
+                self.gone_since.pop(address, None)
             await asyncio.sleep(0.05)
 
     async def close(self) -> None:
@@ -106,8 +118,15 @@ async def _replica_server(address: str, name: str) -> web.AppRunner:
         await response.write_eof()
         return response
 
+    async def slow(_: web.Request) -> web.Response:
+        await asyncio.sleep(SLOW_S)
+        return web.json_response({"replica": name})
+
     app = web.Application()
-    app.add_routes([web.get("/", hello), web.get("/healthz", hello), web.get("/stream", stream)])
+    app.add_routes(
+        [web.get("/", hello), web.get("/healthz", hello), web.get("/stream", stream),
+         web.get("/slow", slow)]
+    )  # fmt: skip
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, address, PORT).start()
@@ -380,6 +399,8 @@ async def test_bad_changes_are_refused_with_clear_errors(
         {"port": 0},
         {"readinessPath": "no-slash"},
         {"volumes": [{"name": "w", "mountPath": "/w", "storageID": "s1"}]},
+        {"minReplicas": 0},  # nothing would bring a replica back
+        {"autoscaling": {"targetInFlight": 0}},
     ):
         answer = await platform.post_as_tenant(account, "/v1/inference-services", {**base, **wrong})
         assert_problem(answer, 422)
@@ -447,3 +468,103 @@ async def test_each_replica_is_billed_exactly_from_its_scheduling_to_its_end(
 
 def _us(at: str) -> int:
     return ledger.to_us(datetime.fromisoformat(at.replace("Z", "+00:00")))
+
+
+async def test_autoscaling_follows_requests_in_flight_up_and_back_down(
+    platform: Platform, make_service: Any
+) -> None:
+    service: RunningService = await make_service(
+        1, maxReplicas=3, autoscaling={"targetInFlight": 1, "scaleDownDelaySeconds": 3}
+    )
+    stop = asyncio.Event()
+    served: Counter[str] = Counter()
+
+    async def busy() -> None:
+        while not stop.is_set():
+            answer = await platform.http.get("/slow", headers=service.headers)
+            assert answer.status_code == 200, answer.text
+            served[answer.json()["replica"]] += 1
+
+    workers = [asyncio.create_task(busy()) for _ in range(3)]
+    try:
+        # Three requests always in flight, one per replica wanted: three replicas.
+        scaled = await eventually(
+            lambda: _service_state(platform, service, state="ready", ready=3), timeout=60
+        )
+        assert scaled["desiredReplicas"] == 3
+        await eventually(lambda: _all_serving(service, 3), timeout=20)
+        await asyncio.sleep(3 * SLOW_S)
+    finally:
+        stop.set()
+        await asyncio.gather(*workers)
+    assert len(served) >= 2, served  # the new replicas took requests
+    # Idle: back to minReplicas once the scale-down delay has passed.
+    back = await eventually(
+        lambda: _service_state(platform, service, state="ready", ready=1), timeout=60
+    )
+    assert back["desiredReplicas"] == 1
+
+
+async def test_a_service_scaled_to_zero_answers_its_next_request(
+    platform: Platform, make_service: Any
+) -> None:
+    service: RunningService = await make_service(
+        1, minReplicas=0, maxReplicas=2,
+        autoscaling={"targetInFlight": 4, "scaleDownDelaySeconds": 0, "scaleToZeroAfterSeconds": 3},
+    )  # fmt: skip
+
+    async def idle() -> dict[str, Any] | None:
+        got = await platform.http.get(service.path, headers=bearer(service.account.admin_key))
+        body: dict[str, Any] = got.json()
+        return body if body["state"] == "idle" and not body["replicas"] else None
+
+    asleep = await eventually(idle, timeout=60)
+    assert (asleep["desiredReplicas"], asleep["readyReplicas"]) == (0, 0)
+    # The first request waits, within the gateway's bound, while a replica starts.
+    answer = await platform.http.get("/", headers=service.headers, timeout=60)
+    assert answer.status_code == 200, answer.text
+    woke = await eventually(
+        lambda: _service_state(platform, service, state="ready", ready=1), timeout=30
+    )
+    assert woke["desiredReplicas"] == 1
+
+
+async def test_a_machine_key_of_one_service_calls_it_and_nothing_else(
+    platform: Platform, make_service: Any
+) -> None:
+    service: RunningService = await make_service(1)
+    admin = bearer(service.account.admin_key)
+    made = await platform.http.post(
+        "/v1/api-keys",
+        json={"name": "llm client", "serviceIDs": [service.service_id]},
+        headers=admin,
+    )
+    assert made.status_code == 201, made.text
+    assert (made.json()["scopes"], made.json()["serviceIDs"]) == (
+        ["instances:connect"], [service.service_id],
+    )  # fmt: skip
+    machine = bearer(made.json()["secret"])
+    answer = await platform.http.get("/", headers={**machine, "Host": service.host})
+    assert answer.status_code == 200, answer.text
+
+    # Another service of the same tenant: refused.
+    other_host = service.host.replace(service.service_id, "other-svc", 1)
+    assert_problem(await platform.http.get("/", headers={**machine, "Host": other_host}), 403)
+    # The API, and instance URLs: nothing.
+    assert_problem(await platform.http.get("/v1/gpu-instances", headers=machine), 403)
+    assert_problem(await platform.http.get(service.path, headers=machine), 403)
+    assert_problem(
+        await platform.http.post(
+            "/v1/api-keys", json={"name": "wider", "scopes": ["instances:read"]}, headers=machine
+        ),
+        403,
+    )
+    # A key of services has the one scope: asking for more is refused.
+    assert_problem(
+        await platform.http.post(
+            "/v1/api-keys",
+            json={"name": "x", "serviceIDs": [service.service_id], "scopes": ["instances:read"]},
+            headers=admin,
+        ),
+        422,
+    )

@@ -53,6 +53,8 @@ class World:
     a_only_job: str
     #: A's inference service (B reuses its id).
     a_service: str
+    #: A's registry login (B reuses its id).
+    a_credential: str
 
     async def a_storage_intact(self) -> None:
         headers = bearer(self.a.admin_key)
@@ -361,6 +363,77 @@ async def _cancel_job(world: World) -> None:
         mine = await world.http.get(f"/v1/jobs/{job_id}", headers=bearer(world.a.admin_key))
         assert mine.json()["cancelRequested"] is False, mine.text
         assert mine.json()["state"] != "cancelled"
+
+
+# --- registry credentials --------------------------------------------------------------
+
+A_REGISTRY = "nvcr.io"
+
+
+async def _a_credential_intact(world: World) -> None:
+    mine = await world.http.get(
+        f"/v1/registry-credentials/{world.a_credential}", headers=bearer(world.a.admin_key)
+    )
+    assert mine.status_code == 200, mine.text
+    assert (mine.json()["registry"], mine.json()["username"]) == (A_REGISTRY, "a-user")
+
+
+@row("POST", "/v1/registry-credentials")
+async def _create_credential(world: World) -> None:
+    body = {"credentialID": world.a_credential, "registry": "ghcr.io", "username": "b-user",
+            "password": "b-password"}  # fmt: skip
+    mine = await world.http.post(
+        "/v1/registry-credentials", json=body, headers=bearer(world.b.admin_key)
+    )
+    assert mine.status_code == 201, mine.text
+    refused(await world.http.post("/v1/registry-credentials", json=body, headers=world.lower))
+    await _a_credential_intact(world)
+
+
+@row("GET", "/v1/registry-credentials")
+async def _list_credentials(world: World) -> None:
+    for headers in world.outsiders.values():
+        listed = (await world.http.get("/v1/registry-credentials", headers=headers)).json()
+        assert all(item["registry"] != A_REGISTRY for item in listed), listed
+
+
+@row("GET", "/v1/registry-credentials/{credential_id}")
+async def _get_credential(world: World) -> None:
+    for headers in world.outsiders.values():
+        got = await world.http.get(
+            f"/v1/registry-credentials/{world.a_credential}", headers=headers
+        )
+        if got.status_code != 404:
+            assert got.json()["registry"] != A_REGISTRY, got.text  # B's own of that name
+        else:
+            refused(got)
+
+
+@row("DELETE", "/v1/registry-credentials/{credential_id}")
+async def _delete_credential(world: World) -> None:
+    path = f"/v1/registry-credentials/{world.a_credential}"
+    refused(await world.http.delete(path, headers=world.lower))
+    for headers in world.outsiders.values():
+        assert (await world.http.delete(path, headers=headers)).status_code in {204, 403, 404}
+    await _a_credential_intact(world)
+
+
+# --- the app catalog: the same for everyone, no tenant's data in it -------------------
+
+
+@row("GET", "/v1/templates")
+async def _templates(world: World) -> None:
+    mine = (await world.http.get("/v1/templates", headers=bearer(world.a.admin_key))).json()
+    for headers in world.outsiders.values():
+        assert (await world.http.get("/v1/templates", headers=headers)).json() == mine
+
+
+@row("GET", "/v1/templates/{template_id}")
+async def _template(world: World) -> None:
+    path = "/v1/templates/jupyter"
+    mine = (await world.http.get(path, headers=bearer(world.a.admin_key))).json()
+    for headers in world.outsiders.values():
+        assert (await world.http.get(path, headers=headers)).json() == mine
 
 
 # --- inference services -------------------------------------------------------------
@@ -956,11 +1029,19 @@ async def world(platform: Platform, kafka: KafkaConnection) -> World:
         headers=bearer(a.admin_key),
     )
     assert service.status_code == 201, service.text
+    a_credential = unique("a-cred")
+    credential = await platform.http.post(
+        "/v1/registry-credentials",
+        json={"credentialID": a_credential, "registry": A_REGISTRY, "username": "a-user",
+              "password": "a-password"},
+        headers=bearer(a.admin_key),
+    )  # fmt: skip
+    assert credential.status_code == 201, credential.text
     return World(
         platform.http, a, started.json()["instanceID"], a_user, b, b_user, spec,
         invoice.json()["invoiceID"], only_a.json()["instanceID"], a_storage,
         accessor.json()["accessorID"], upload.json()["uploadID"], b_storage,
-        a_gpu, a_node, a_rule, a_alert, jobs[0], jobs[1], a_service,
+        a_gpu, a_node, a_rule, a_alert, jobs[0], jobs[1], a_service, a_credential,
     )  # fmt: skip
 
 

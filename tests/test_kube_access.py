@@ -106,3 +106,28 @@ async def test_instances_writes_in_tenant_namespaces_only(
     allowed = binding(TENANT_STORAGE_ROLE)
     assert await _status(rbac.create_namespaced_role_binding(namespace, allowed)) == 200
     await rbac.delete_namespaced_role_binding(allowed["metadata"]["name"], namespace)
+
+
+async def test_instances_writes_image_pull_secrets_and_reads_no_secret(
+    platform: Platform, kube: k8s.ApiClient, as_service: Callable[[str], Any]
+) -> None:
+    namespace = await _tenant_namespace(platform, kube)
+    core = k8s.CoreV1Api(await as_service("instances"))
+
+    def secret(name: str, kind: str) -> Any:
+        return {
+            "metadata": {"name": name}, "type": kind,
+            "stringData": {".dockerconfigjson": '{"auths": {}}'},
+        }  # fmt: skip
+
+    pull = secret(unique("gpc-registry-ok"), "kubernetes.io/dockerconfigjson")
+    assert await _status(core.create_namespaced_secret(namespace, pull)) == 200
+    # Any other Secret, or an image pull Secret by another name: refused.
+    opaque = secret(unique("gpc-registry-x"), "Opaque")
+    assert await _status(core.create_namespaced_secret(namespace, opaque)) == 403
+    other_name = secret(unique("creds"), "kubernetes.io/dockerconfigjson")
+    assert await _status(core.create_namespaced_secret(namespace, other_name)) == 403
+    # It reads none, not even its own: storage's credentials stay storage's.
+    assert await _status(core.read_namespaced_secret(pull["metadata"]["name"], namespace)) == 403
+    assert await _status(core.list_namespaced_secret(namespace)) == 403
+    assert await _status(core.delete_namespaced_secret(pull["metadata"]["name"], namespace)) == 200

@@ -625,6 +625,8 @@ def principal_env(ctx: Context, service: str) -> dict[str, str]:
         own["GPUCLOUD_STORAGE_SECRETS_KEY"] = ctx.secrets.storage_secrets_key
     if service == "monitoring":
         own["GPUCLOUD_WEBHOOK_SECRETS_KEY"] = ctx.secrets.webhook_secrets_key
+    if service == "instances":
+        own["GPUCLOUD_REGISTRY_SECRETS_KEY"] = ctx.secrets.registry_secrets_key
     if service == "agent":
         own["GPUCLOUD_SIMULATOR_TOKEN"] = ctx.secrets.simulator_token
     return {

@@ -70,6 +70,8 @@ def manifests() -> list[Manifest]:
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": _ALL},
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _ALL},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": _ALL},
+            # Image pull Secrets only (the admission policy): written, never read.
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "delete"]},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
              "verbs": ["get", "list", "create"]},
@@ -94,14 +96,28 @@ def manifests() -> list[Manifest]:
         tenant_storage,
         readers,
         _cluster_binding("gpucloud-monitoring", [user("monitoring"), user("agent")]),
-        *admission_policy([user("instances"), user("storage")], INSTANCES_NAMESPACES),
+        *admission_policy(
+            [user("instances"), user("storage")],
+            INSTANCES_NAMESPACES,
+            pull_secret_writer=user("instances"),
+        ),
     ]
 
 
-def admission_policy(users: list[str], own_namespaces: tuple[str, ...]) -> list[Manifest]:
+#: What an image pull Secret written by the instances service must be (CEL).
+IMAGE_PULL_RULE = (
+    "(has(request.name) && request.name.startsWith('gpc-registry-') && "
+    "(request.operation == 'DELETE' || object.type == 'kubernetes.io/dockerconfigjson'))"
+)
+
+
+def admission_policy(
+    users: list[str], own_namespaces: tuple[str, ...], *, pull_secret_writer: str
+) -> list[Manifest]:
     """Writes by these users land in tenant namespaces (`gpc-*`) or the platform's
     own, and a namespace they make or delete is one of those: RBAC cannot say
-    "namespaces named so", an admission policy can."""
+    "namespaces named so", an admission policy can. The Secrets `pull_secret_writer`
+    writes are image pull Secrets named `gpc-registry-*`, nothing else."""
     allowed = json.dumps(list(own_namespaces))
     in_scope = f"(name.startsWith('gpc-') || name in {allowed})"
     policy: Manifest = {
@@ -131,7 +147,16 @@ def admission_policy(users: list[str], own_namespaces: tuple[str, ...]) -> list[
                     ),
                     "message": "gpucloud services write only in tenant namespaces (gpc-*) and their own",
                     "reason": "Forbidden",
-                }
+                },
+                {
+                    "expression": (
+                        f"request.userInfo.username != {json.dumps(pull_secret_writer)} || "
+                        "request.kind.kind != 'Secret' || "
+                        f"{IMAGE_PULL_RULE}"
+                    ),
+                    "message": "the instances service writes only image pull Secrets (gpc-registry-*)",
+                    "reason": "Forbidden",
+                },
             ],
         },
     }  # fmt: skip

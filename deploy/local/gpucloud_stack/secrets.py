@@ -77,6 +77,8 @@ class Secrets:
     bootstrap_admin_key: str = field(default_factory=lambda: BOOTSTRAP_KEY_PREFIX + _token())
     #: Seals webhook signing secrets at rest (a Fernet key): the monitoring service's.
     webhook_secrets_key: str = field(default_factory=_fernet_key)
+    #: Seals tenants' container registry passwords at rest: the instances service's.
+    registry_secrets_key: str = field(default_factory=_fernet_key)
     #: Bearer token of the GPU simulator's fault API (the operator's).
     simulator_token: str = field(default_factory=_token)
     #: The broker's super user, for the operator's Kafka access step only.

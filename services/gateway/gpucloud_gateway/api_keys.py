@@ -29,7 +29,7 @@ def key_view(doc: ApiKeyDoc) -> ApiKey:
         tenant_id=doc.get("tenant_id"), role=doc["role"],
         scopes=doc.get("scopes") or list(ALL_SCOPES), created_at=doc["created_at"],
         expires_at=doc.get("expires_at"), revoked_at=doc.get("revoked_at"),
-        last_used_at=doc.get("last_used_at"),
+        last_used_at=doc.get("last_used_at"), service_ids=doc.get("service_ids"),
     )  # fmt: skip
 
 
@@ -45,6 +45,17 @@ class ApiKeys:
         ):
             raise Forbidden(f"a {principal.role} cannot create a {role} key")
         scopes = body.scopes or list(principal.scopes)
+        if body.service_ids is not None:
+            if principal.tenant_id is None:
+                raise ValidationFailed(
+                    "inference services belong to tenants: a tenant makes their keys"
+                )
+            if principal.service_ids is not None and not set(body.service_ids) <= set(
+                principal.service_ids
+            ):
+                raise Forbidden("a service key makes keys of its own services only")
+            scopes = ["instances:connect"]
+        service_ids = body.service_ids if body.service_ids is not None else principal.service_ids
         if extra := sorted(set(scopes) - set(principal.scopes)):
             raise InsufficientScope(f"your credential lacks the scopes {extra}", scopes=extra)
         at = now()
@@ -64,6 +75,7 @@ class ApiKeys:
             "expires_at": expires_at,
             "revoked_at": None,
             "last_used_at": None,
+            "service_ids": sorted(set(service_ids)) if service_ids is not None else None,
         }
         await self._keys.insert(doc)
         return ApiKeyCreated(**key_view(doc).model_dump(), secret=secret)

@@ -20,6 +20,7 @@ from .identity_cache import IdentityCache
 from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
 from .openapi import OpenApiAggregator
 from .ratelimit import RateLimiter
+from .service_load import ServiceLoad
 from .sessions import Sessions
 from .settings import GatewaySettings
 from .store import INDEXES, ApiKeyStore, AuditStore, TenantStore, UserStore
@@ -61,7 +62,10 @@ instance_upstream = Upstream(
     read_timeout_s=settings.instance_read_timeout_s,
 )
 forwarder = Forwarder(settings, api_upstream, signer)
-instance_proxy = InstanceProxy(settings, authenticator, sessions, instance_upstream, signer)
+service_load = ServiceLoad(settings, api_upstream, signer)
+instance_proxy = InstanceProxy(
+    settings, authenticator, sessions, instance_upstream, signer, service_load
+)
 
 
 async def _sweep_outboxes() -> None:
@@ -84,6 +88,7 @@ async def _stop() -> None:
 runtime.on_start(_start)
 runtime.on_stop(_stop)
 runtime.every(settings.outbox_sweep_s, _sweep_outboxes, "outbox")
+runtime.every(settings.service_load_report_s, service_load.report, "service-load")
 
 app = runtime.create_app(
     title="gpucloud",

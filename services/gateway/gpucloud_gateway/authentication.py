@@ -91,6 +91,7 @@ class Authenticator:
             tenant_id=doc.get("tenant_id"),
             scopes=doc.get("scopes") or list(ALL_SCOPES),
             via="api_key",
+            service_ids=doc.get("service_ids"),
         )
 
     async def _from_token(
@@ -107,12 +108,14 @@ class Authenticator:
             user_id, key_id = key["user_id"], key["_id"]
             role, tenant_id = key["role"], key["tenant_id"]
             scopes = [scope for scope in token.scopes if scope in allowed]
+            service_ids = key.get("service_ids")
         else:
             user = await self._cache.user(token.source_id)
             if user is None or user["status"] != "active":
                 raise Unauthenticated("the user this token belongs to is disabled or deleted")
             user_id, key_id = user["_id"], None
             role, tenant_id, scopes = user["role"], user["tenant_id"], list(token.scopes)
+            service_ids = None
         await self.check_tenant(tenant_id)
         return Principal(
             subject=user_id or token.source_id,
@@ -122,6 +125,7 @@ class Authenticator:
             tenant_id=tenant_id,
             scopes=scopes,
             via=via,
+            service_ids=service_ids,
         )
 
     async def check_tenant(self, tenant_id: str | None) -> None:

@@ -49,6 +49,8 @@ class ApiKeyDoc(TypedDict):
     expires_at: datetime | None
     revoked_at: datetime | None
     last_used_at: datetime | None
+    #: A machine key of these inference services alone (ApiKeyCreate.service_ids).
+    service_ids: NotRequired[list[str] | None]
 
 
 class AuditDoc(TypedDict):

@@ -30,7 +30,13 @@ from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gpucloud_libs.errors import DependencyUnavailable, GpucloudError, NotFound, Unauthenticated
+from gpucloud_libs.errors import (
+    DependencyUnavailable,
+    Forbidden,
+    GpucloudError,
+    NotFound,
+    Unauthenticated,
+)
 from gpucloud_libs.http import problem_response
 from gpucloud_libs.identity import IdentitySigner
 from gpucloud_libs.naming import instance_host, parse_instance_host, parse_service_host
@@ -50,6 +56,7 @@ from .instance_cookies import (
     workload_cookies,
 )
 from .schemas import InstanceSession, Principal
+from .service_load import ServiceLoad
 from .sessions import Sessions
 from .settings import GatewaySettings
 from .upstream import (
@@ -102,8 +109,10 @@ class InstanceProxy:
         sessions: Sessions,
         upstream: Upstream,
         signer: IdentitySigner,
+        load: ServiceLoad,
     ) -> None:
         self.settings = settings
+        self.load = load
         self.authenticator = authenticator
         self.sessions = sessions
         self.upstream = upstream
@@ -127,7 +136,7 @@ class InstanceProxy:
         self, principal: Principal, instance_id: str, port: int
     ) -> InstanceSession:
         tenant_id = principal.tenant_id
-        if tenant_id is None:
+        if tenant_id is None or principal.service_ids is not None:
             raise NotFound(f"instance {instance_id!r} does not exist")
         if "instances:connect" not in principal.scopes:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
@@ -188,7 +197,8 @@ class InstanceProxy:
             if principal.tenant_id
             else None
         )
-        if parsed is None:
+        if parsed is None or principal.service_ids is not None:
+            # A machine key of inference services opens no instance.
             raise NotFound(f"no instance of yours answers at {host}")
         if "instances:connect" not in principal.scopes:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
@@ -206,8 +216,15 @@ class InstanceProxy:
         if principal.tenant_id is None:
             return None
         service_id = parse_service_host(host, principal.tenant_id, self.settings.instance_domain)
-        if service_id is not None and "instances:connect" not in principal.scopes:
+        if service_id is None:
+            return None
+        if "instances:connect" not in principal.scopes:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
+        if principal.service_ids is not None and service_id not in principal.service_ids:
+            raise Forbidden(
+                f"this key calls the inference services {principal.service_ids} only",
+                service_ids=principal.service_ids,
+            )
         return service_id
 
     async def _serving_replicas(
@@ -234,40 +251,41 @@ class InstanceProxy:
         principal: Principal,
         host: str,
         service_id: str,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
+        asgi: tuple[Scope, Receive, Send],
     ) -> None:
-        """To the least busy serving replica; a replica that refuses the connection is
-        left for another (nothing was sent to it), and while none serves the request
-        waits up to `service_wait_s`, re-reading the replicas."""
-        deadline = asyncio.get_running_loop().time() + self.settings.service_wait_s
-        tried: set[str] = set()
-        pause = 0.05
-        addresses, port = await self._serving_replicas(principal, service_id)
-        while True:
-            address = self.balancer.pick(addresses, tried=tried)
-            if address is None:
-                if asyncio.get_running_loop().time() >= deadline:
-                    raise NoServingReplica(
-                        f"no replica of service {service_id!r} is serving; it may be "
-                        "starting or scaling up",
-                        retry_after_s=2,
+        """To the least busy serving replica; a replica that fails before answering is
+        left for another when the request may be sent again (`_proxy_http`), and while
+        none serves the request waits up to `service_wait_s`, re-reading the replicas."""
+        with self.load.track(principal.tenant_id or "", service_id):
+            deadline = asyncio.get_running_loop().time() + self.settings.service_wait_s
+            tried: set[str] = set()
+            pause = 0.05
+            addresses, port = await self._serving_replicas(principal, service_id)
+            if not addresses:
+                self.load.report_soon()  # scaled to zero, or starting: the autoscaler must know
+            while True:
+                address = self.balancer.pick(addresses, tried=tried)
+                if address is None:
+                    if asyncio.get_running_loop().time() >= deadline:
+                        raise NoServingReplica(
+                            f"no replica of service {service_id!r} is serving; it may be "
+                            "starting or scaling up",
+                            retry_after_s=2,
+                        )
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 0.5)
+                    addresses, port = await self._serving_replicas(
+                        principal, service_id, fresh=True
                     )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.5)
-                addresses, port = await self._serving_replicas(principal, service_id, fresh=True)
-                tried.clear()
-                continue
-            try:
-                with self.balancer.track(address):
-                    await self._proxy_http(
-                        request, host, address, port, scope, receive, send, retryable=True
-                    )
-                return
-            except UpstreamRefused:
-                self.balancer.refused(address)
-                tried.add(address)
+                    tried.clear()
+                    continue
+                try:
+                    with self.balancer.track(address):
+                        await self._proxy_http(request, host, address, port, *asgi, retryable=True)
+                    return
+                except UpstreamUnreachable:
+                    self.balancer.refused(address)
+                    tried.add(address)
 
     async def _instances_call(self, principal: Principal, path: str) -> dict[str, object]:
         try:
@@ -330,7 +348,7 @@ class InstanceProxy:
             service_id = self._service_of(principal, host)
             if service_id is not None:
                 await self._proxy_service(
-                    request, principal, host, service_id, scope, receive, send
+                    request, principal, host, service_id, (scope, receive, send)
                 )
                 return
             _, port, address = await self._target(principal, host)
@@ -352,8 +370,8 @@ class InstanceProxy:
         *,
         retryable: bool = False,
     ) -> None:
-        """`retryable`: a refused connection raises UpstreamRefused for the caller to
-        try elsewhere, instead of answering 502."""
+        """`retryable`: a request that failed before any answer and may be sent again
+        raises UpstreamUnreachable for the caller to try elsewhere, instead of 502."""
         url = f"http://{address}:{port}{request.url.path}"
         if request.url.query:
             url += f"?{request.url.query}"
@@ -372,11 +390,14 @@ class InstanceProxy:
                     answer.status, workload_cookies(answer.headers, self.cookie_name), answer.chunks
                 )
                 await response(scope, receive, send)
-        except UpstreamRefused:
-            if retryable:
+        except UpstreamUnreachable as error:
+            # Before any answer came: another replica may take it if nothing of it was
+            # sent (refused), or if sending it twice is harmless (a read without a body,
+            # lost on a kept-alive connection the replica had just closed).
+            if retryable and (
+                isinstance(error, UpstreamRefused) or (_replayable(request) and not has_body)
+            ):
                 raise
-            await problem_response(_unreachable(port), request)(scope, receive, send)
-        except UpstreamUnreachable:
             await problem_response(_unreachable(port), request)(scope, receive, send)
 
     # --- WebSocket -----------------------------------------------------------------
@@ -452,6 +473,13 @@ async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:
     if tasks[1] in done:
         with contextlib.suppress(RuntimeError):
             await socket.close(code=upstream.close_code or 1000)
+
+
+_REPLAYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _replayable(request: Request) -> bool:
+    return request.method in _REPLAYABLE_METHODS
 
 
 def _unreachable(port: int) -> InstanceUnreachable:

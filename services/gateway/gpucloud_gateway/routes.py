@@ -26,6 +26,7 @@ TENANT_ADMIN: frozenset[Role] = frozenset({"tenant-admin"})
 API_PREFIX = "/v1"
 STORAGE = "/v1/storages/{storage_id}"
 SERVICE = "/v1/inference-services/{service_id}"
+CREDENTIAL = "/v1/registry-credentials/{credential_id}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,17 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "GET", "/v1/jobs/{job_id}/logs", "instances", TENANT_MEMBERS, "instances:read", streams=True
     ),
+    ForwardedRoute("GET", "/v1/templates", "instances", EVERYONE, "instances:read"),
+    # Registry logins: every member reads them (no password); admins change them.
+    ForwardedRoute(
+        "POST", "/v1/registry-credentials", "instances", TENANT_ADMIN, "instances:write"
+    ),
+    ForwardedRoute(
+        "GET", "/v1/registry-credentials", "instances", TENANT_MEMBERS, "instances:read"
+    ),
+    ForwardedRoute("GET", CREDENTIAL, "instances", TENANT_MEMBERS, "instances:read"),
+    ForwardedRoute("DELETE", CREDENTIAL, "instances", TENANT_ADMIN, "instances:write"),
+    ForwardedRoute("GET", "/v1/templates/{template_id}", "instances", EVERYONE, "instances:read"),
     # An inference service is a workload too: the instances' roles and scopes.
     ForwardedRoute(
         "POST", "/v1/inference-services", "instances", TENANT_MEMBERS, "instances:write"

@@ -31,6 +31,8 @@ ALL_SCOPES: tuple[Scope, ...] = Scope.__args__  # type: ignore[attr-defined]
 #: Tenant ids name Kubernetes namespaces and instance hosts, so they are DNS labels.
 #: A tenant id is a field of its instances' hosts (libs naming): no `--` in it.
 TenantId = Annotated[str, Field(pattern=ID_PATTERN, max_length=32)]
+#: An inference service's id, as the instances service takes it.
+ServiceId = Annotated[str, Field(pattern=ID_PATTERN, max_length=40)]
 Email = Annotated[str, Field(pattern=r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{1,63}$", max_length=254)]
 Password = Annotated[SecretStr, Field(min_length=12, max_length=256)]
 Name = Annotated[str, Field(min_length=1, max_length=128)]
@@ -97,6 +99,17 @@ class ApiKeyCreate(ApiModel):
     scopes: list[Scope] | None = Field(default=None, min_length=1, max_length=len(ALL_SCOPES))
     #: Defaults to 90 days from now; at most a year ahead.
     expires_at: AwareDatetime | None = None
+    #: A machine key for these inference services of the tenant alone: it calls their
+    #: URLs and nothing else (its one scope is `instances:connect`).
+    service_ids: list[ServiceId] | None = Field(
+        default=None, alias="serviceIDs", min_length=1, max_length=32
+    )
+
+    @model_validator(mode="after")
+    def _service_keys_only_connect(self) -> Self:
+        if self.service_ids is not None and self.scopes not in (None, ["instances:connect"]):
+            raise ValueError("a key for inference services has the one scope instances:connect")
+        return self
 
 
 class ApiKey(ApiModel):
@@ -111,6 +124,7 @@ class ApiKey(ApiModel):
     expires_at: datetime | None
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
+    service_ids: list[str] | None = Field(default=None, alias="serviceIDs")
 
 
 class ApiKeyCreated(ApiKey):
@@ -219,3 +233,5 @@ class Principal(ApiModel):
     tenant_id: str | None = Field(alias="tenantID")
     scopes: list[Scope]
     via: Literal["api_key", "token", "session_cookie"]
+    #: Set for a machine key of some inference services: it reaches their URLs only.
+    service_ids: list[str] | None = Field(default=None, alias="serviceIDs")

@@ -43,8 +43,10 @@ class GatewaySettings(ServiceSettings):
     #: A replica that refused a connection gets no new requests for this long.
     replica_cooldown_s: float = 2.0
     #: How long a request to a service waits for a serving replica (none ready yet,
-    #: or every one refused) before it is answered 503.
-    service_wait_s: float = 10.0
+    #: scaled to zero, or every one refused) before it is answered 503.
+    service_wait_s: float = 30.0
+    #: How often each service's requests in flight are reported to its autoscaler.
+    service_load_report_s: float = 1.0
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 60.0
     #: Instance workloads may stream for long (notebooks, logs, SSE).

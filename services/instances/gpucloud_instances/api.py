@@ -15,7 +15,9 @@ from .instances import Instances
 from .job_lifecycle import JobState
 from .jobs import Jobs
 from .lifecycle import State
+from .registry_credentials import RegistryCredentials
 from .schemas import (
+    CatalogTemplate,
     InferenceService,
     InferenceServiceCreate,
     InferenceServicePage,
@@ -27,8 +29,11 @@ from .schemas import (
     Job,
     JobCreate,
     JobPage,
+    RegistryCredential,
+    RegistryCredentialCreate,
     RollbackRequest,
     ServiceEndpoints,
+    ServiceLoadReport,
     Spec,
     SpecCreate,
     StockChange,
@@ -36,6 +41,7 @@ from .schemas import (
 )
 from .specs import Specs
 from .stock_targets import StockTargets
+from .templates import Templates
 
 router = APIRouter()
 
@@ -44,6 +50,8 @@ StocksPart = Annotated[StockTargets, app_part(StockTargets)]
 InstancesPart = Annotated[Instances, app_part(Instances)]
 JobsPart = Annotated[Jobs, app_part(Jobs)]
 ServicesPart = Annotated[InferenceServices, app_part(InferenceServices)]
+TemplatesPart = Annotated[Templates, app_part(Templates)]
+CredentialsPart = Annotated[RegistryCredentials, app_part(RegistryCredentials)]
 
 
 @router.post(
@@ -389,3 +397,87 @@ async def service_endpoints(
     service_id: str, identity: CurrentIdentity, services: ServicesPart
 ) -> ServiceEndpoints:
     return await services.endpoints(identity, service_id)
+
+
+@router.post(
+    "/inference-services/load",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["inference-services"],
+    summary="Requests in flight per service, as one gateway replica sees them (the gateway's)",
+)
+async def report_service_load(
+    body: ServiceLoadReport, identity: CurrentIdentity, services: ServicesPart
+) -> Response:
+    await services.record_load(identity, body)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# --- the app catalog -----------------------------------------------------------------
+
+
+@router.get(
+    "/templates",
+    tags=["templates"],
+    summary="The app catalog: templates that instances and inference services start from",
+)
+async def list_templates(
+    identity: CurrentIdentity, templates: TemplatesPart
+) -> list[CatalogTemplate]:
+    return templates.list()
+
+
+@router.get("/templates/{template_id}", tags=["templates"], summary="One template of the catalog")
+async def get_template(
+    template_id: str, identity: CurrentIdentity, templates: TemplatesPart
+) -> CatalogTemplate:
+    return templates.get(template_id)
+
+
+# --- registry credentials ------------------------------------------------------------
+
+
+@router.post(
+    "/registry-credentials",
+    status_code=status.HTTP_201_CREATED,
+    tags=["registry-credentials"],
+    summary="Keep a login to a container registry, for private images (tenant admin)",
+)
+async def create_registry_credential(
+    body: RegistryCredentialCreate, identity: CurrentIdentity, credentials: CredentialsPart
+) -> RegistryCredential:
+    return await credentials.create(identity, body)
+
+
+@router.get(
+    "/registry-credentials",
+    tags=["registry-credentials"],
+    summary="The tenant's registry logins (never their passwords)",
+)
+async def list_registry_credentials(
+    identity: CurrentIdentity, credentials: CredentialsPart
+) -> list[RegistryCredential]:
+    return await credentials.list(identity)
+
+
+@router.get(
+    "/registry-credentials/{credential_id}",
+    tags=["registry-credentials"],
+    summary="One registry login (never its password)",
+)
+async def get_registry_credential(
+    credential_id: str, identity: CurrentIdentity, credentials: CredentialsPart
+) -> RegistryCredential:
+    return await credentials.get(identity, credential_id)
+
+
+@router.delete(
+    "/registry-credentials/{credential_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["registry-credentials"],
+    summary="Forget a registry login and its pull Secret (tenant admin)",
+)
+async def delete_registry_credential(
+    credential_id: str, identity: CurrentIdentity, credentials: CredentialsPart
+) -> Response:
+    await credentials.delete(identity, credential_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
+from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from . import quota_ledger
@@ -15,7 +16,9 @@ from .handlers import EventHandlers
 from .inference import InferenceServices
 from .instances import Instances
 from .jobs import Jobs
+from .pull_secrets import PullSecrets
 from .quota_ledger import QuotaLedger
+from .registry_credentials import RegistryCredentials
 from .settings import InstancesSettings
 from .specs import Specs
 from .stock_targets import StockTargets
@@ -24,12 +27,14 @@ from .store import (
     INDEXES,
     InstanceStore,
     JobStore,
+    RegistryCredentialStore,
     RequestStore,
     ServiceStore,
     SpecStore,
     StockStore,
     TenantStore,
 )
+from .templates import Templates
 from .tenancy import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
 
@@ -45,11 +50,17 @@ specs, tenants, instances = (
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
 jobs, services = JobStore(runtime.db), ServiceStore(runtime.db)
+registry_box = SecretBox(
+    settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
+)
+runtime.check_key_at_start(registry_box.check)
+registry_credentials = RegistryCredentialStore(runtime.db)
+pull_secrets = PullSecrets(registry_credentials, registry_box, kube)
 changes = InstanceChanges()
 storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=jobs,
-    services=services, stocks=stocks, requests=requests, quota=quota, changes=changes, storage=storage,
+    services=services, stocks=stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage,
 )  # fmt: skip
 wakeups = ControllerWakeups(requests, controller.wake, controller.reserve_stock)
 spec_catalog = Specs(specs, stocks)
@@ -80,5 +91,7 @@ app = runtime.create_app(
         Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
         Jobs(kube, specs, tenants, jobs, requests, storage, wakeups),
         InferenceServices(settings, specs, tenants, services, requests, quota, wakeups),
+        Templates(),
+        RegistryCredentials(registry_credentials, tenants, registry_box, pull_secrets),
     ],
 )

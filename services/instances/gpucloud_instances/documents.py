@@ -188,6 +188,8 @@ class ServiceConfigDoc(TypedDict):
     max_replicas: int
     max_surge: int
     max_unavailable: int
+    #: schemas.Autoscaling by alias, or None: `min_replicas` replicas always.
+    autoscaling: dict[str, Any] | None
     rolled_back_from: int | None
     created_at: datetime
 
@@ -214,6 +216,16 @@ class ReplicaRunDoc(TypedDict):
     #: Bound to its node: from here on it holds its GPUs, and is billed.
     scheduled_at: datetime | None
     ended_at: datetime | None
+
+
+class ScaleDoc(TypedDict):
+    """The autoscaler's state of a service (the controller's)."""
+
+    replicas: int
+    #: When the gateway last reported a request in flight.
+    busy_at: datetime | None
+    #: Since when fewer replicas have been wanted than run (a scale-down waits).
+    lower_since: datetime | None
 
 
 class ServiceDoc(TypedDict):
@@ -245,8 +257,25 @@ class ServiceDoc(TypedDict):
     replicas: list[ServiceReplicaDoc]
     #: Every replica ever scheduled, by replica id, until the service is removed.
     runs: dict[str, ReplicaRunDoc]
+    #: None until the controller's first pass sized it.
+    scale: ScaleDoc | None
+    #: The replica count last set on the Deployment.
+    applied_replicas: NotRequired[int]
     #: Changes of the document, for the controller's optimistic guard.
     version: int
     outbox: NotRequired[list[OutboxEntry]]
     has_outbox: bool
     updated_at: datetime
+
+
+class RegistryCredentialDoc(TypedDict):
+    """A tenant's login to a container registry; the password sealed (libs sealing)."""
+
+    _id: str  # <tenant>/<credential>
+    tenant_id: str
+    credential_id: str
+    #: The registry host (and port) images name: nvcr.io, ghcr.io, docker.io.
+    registry: str
+    username: str
+    sealed_password: str
+    created_at: datetime

@@ -18,7 +18,7 @@ import asyncio
 import secrets
 
 from gpucloud_libs.clock import aware, now
-from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import service_host, service_workload_id
@@ -28,6 +28,7 @@ from .admission import allowed_zones, known_spec, quota_refusal
 from .documents import ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
 from .quota_ledger import QuotaLedger
 from .schemas import (
+    Autoscaling,
     EnvVar,
     InferenceService,
     InferenceServiceCreate,
@@ -35,6 +36,7 @@ from .schemas import (
     InferenceServicePatch,
     RollbackRequest,
     ServiceEndpoints,
+    ServiceLoadReport,
     ServiceReplica,
     ServiceRevision,
     ServingTemplate,
@@ -54,11 +56,15 @@ from .store import (
 )
 from .wakeups import ControllerWakeups, service_item
 
+#: Who reports service load (the gateway's own subject, never a caller's).
+GATEWAY_SUBJECT = "service:gateway"
+
 
 class ServiceState:
     DEPLOYING = "deploying"
     READY = "ready"
     UPDATING = "updating"
+    IDLE = "idle"
     DELETING = "deleting"
 
 
@@ -110,6 +116,7 @@ class InferenceServices:
             "max_replicas": body.max_replicas or body.min_replicas,
             "max_surge": body.strategy.max_surge,
             "max_unavailable": body.strategy.max_unavailable,
+            "autoscaling": _autoscaling_doc(body.autoscaling),
             "rolled_back_from": None,
             "created_at": created,
         }
@@ -135,6 +142,7 @@ class InferenceServices:
             "applied_revision": 0,
             "replicas": [],
             "runs": {},
+            "scale": None,
             "version": 0,
             "outbox": [],
             "has_outbox": False,
@@ -232,13 +240,23 @@ class InferenceServices:
         strategy = body.strategy or UpdateStrategy(
             max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
         )
-        min_replicas = body.min_replicas or current["min_replicas"]
+        min_replicas = current["min_replicas"] if body.min_replicas is None else body.min_replicas
         max_replicas = body.max_replicas or current["max_replicas"]
+        autoscaling = (
+            _autoscaling_doc(body.autoscaling)
+            if "autoscaling" in body.model_fields_set
+            else current["autoscaling"]
+        )
         if max_replicas < min_replicas:
             raise Conflict(
                 f"minReplicas {min_replicas} is above maxReplicas {max_replicas}",
                 min_replicas=min_replicas,
                 max_replicas=max_replicas,
+            )
+        if min_replicas == 0 and autoscaling is None:
+            raise Conflict(
+                "minReplicas 0 needs autoscaling, which brings replicas back",
+                min_replicas=min_replicas,
             )
         template_doc = _template_doc(template)
         changed_template = template_doc != current["template"]
@@ -249,6 +267,7 @@ class InferenceServices:
             min_replicas=min_replicas,
             max_replicas=max_replicas,
             strategy=strategy,
+            autoscaling=autoscaling,
             rolled_back_from=None if changed_template else current["rolled_back_from"],
         )
         return await self._record(doc, configs, config)
@@ -273,6 +292,7 @@ class InferenceServices:
             strategy=UpdateStrategy(
                 max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
             ),
+            autoscaling=current["autoscaling"],
             rolled_back_from=body.revision,
         )
         return await self._record(doc, configs, config)
@@ -322,6 +342,17 @@ class InferenceServices:
         await self._wakeups.wake(service_item(doc["_id"]))
         return self.view(doc, await self._services.configs(doc["_id"]), deleting=True)
 
+    async def record_load(self, identity: Identity, report: ServiceLoadReport) -> None:
+        """A gateway replica's requests in flight per service of the identity's tenant,
+        for the autoscaler; services of other tenants, or gone, are ignored."""
+        if identity.subject != GATEWAY_SUBJECT:
+            raise Forbidden("only the gateway reports service load")
+        tenant_id = identity.require_tenant()
+        for load in report.services:
+            key = instance_key(tenant_id, load.service_id)
+            if await self._services.record_load(report.gateway, key, load.in_flight):
+                await self._wakeups.wake(service_item(key))
+
     async def endpoints(self, identity: Identity, service_id: str) -> ServiceEndpoints:
         """The serving replicas' addresses, for the gateway's balancer."""
         doc = await self._owned(identity, service_id)
@@ -345,11 +376,15 @@ class InferenceServices:
         serving = [r for r in replicas if r["ready"] and not r["terminating"]]
         updated = [r for r in serving if r["revision"] == current["revision"]]
         others = [r for r in replicas if r["revision"] != current["revision"]]
+        scale = doc.get("scale")
+        desired = current["min_replicas"] if scale is None else scale["replicas"]
         if deleting:
             state = ServiceState.DELETING
         elif others or (doc["applied_revision"] and doc["applied_revision"] != current["revision"]):
             state = ServiceState.UPDATING
-        elif len(updated) >= current["min_replicas"]:
+        elif desired == 0 and not replicas:
+            state = ServiceState.IDLE
+        elif len(updated) >= max(desired, 1):
             state = ServiceState.READY
         else:
             state = ServiceState.DEPLOYING
@@ -374,8 +409,13 @@ class InferenceServices:
             strategy=UpdateStrategy(
                 max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
             ),
+            autoscaling=(
+                None
+                if current["autoscaling"] is None
+                else Autoscaling.model_validate(current["autoscaling"])
+            ),
             revision=current["revision"],
-            desired_replicas=0 if deleting else current["min_replicas"],
+            desired_replicas=0 if deleting else desired,
             ready_replicas=len(serving),
             updated_replicas=len(updated),
             replicas=[
@@ -392,6 +432,10 @@ class InferenceServices:
             created_at=aware(doc["created_at"]),
             updated_at=aware(doc["updated_at"]),
         )
+
+
+def _autoscaling_doc(autoscaling: Autoscaling | None) -> dict[str, object] | None:
+    return None if autoscaling is None else autoscaling.model_dump(by_alias=True)
 
 
 def _template_doc(template: ServingTemplate) -> ServingTemplateDoc:
@@ -417,6 +461,7 @@ def _next_config(
     min_replicas: int,
     max_replicas: int,
     strategy: UpdateStrategy,
+    autoscaling: dict[str, object] | None,
     rolled_back_from: int | None,
 ) -> ServiceConfigDoc:
     generation = current["generation"] + 1
@@ -430,6 +475,7 @@ def _next_config(
         "max_replicas": max_replicas,
         "max_surge": strategy.max_surge,
         "max_unavailable": strategy.max_unavailable,
+        "autoscaling": autoscaling,
         "rolled_back_from": rolled_back_from,
         "created_at": now(),
     }

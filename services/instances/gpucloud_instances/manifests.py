@@ -6,7 +6,9 @@ or restarted reconcile finds what an earlier attempt created.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
+import json
 from typing import Any
 
 from gpucloud_libs import naming
@@ -234,8 +236,10 @@ def instance_pod(
     zones: list[str],
     node: str | None = None,
     storage_secrets: list[tuple[str, str]] | None = None,
+    pull_secrets: list[str] | None = None,
 ) -> Manifest:
-    """`storage_secrets`: (Secret, variable prefix) per object storage, in request order."""
+    """`storage_secrets`: (Secret, variable prefix) per object storage, in request order;
+    `pull_secrets`: the image pull Secrets of the image's registry."""
     probe_port = next((port for port in template.ports if port.is_probe), None)
     container = _workload_container(image, template, cpu, memory, gpus, storage_secrets)
     container["ports"] = [
@@ -265,7 +269,9 @@ def instance_pod(
                 **({FROM_STOCK: "true"} if node else {}),
             },
         },
-        "spec": _workload_pod_spec(container, template, "Always", gpu_type, zones, node),
+        "spec": _workload_pod_spec(
+            container, template, "Always", gpu_type, zones, node, pull_secrets or []
+        ),
     }
 
 
@@ -293,6 +299,7 @@ def batch_job(
     retry_limit: int,
     deadline_seconds: int | None,
     storage_secrets: list[tuple[str, str]] | None = None,
+    pull_secrets: list[str] | None = None,
 ) -> Manifest:
     """A batch job as a Kubernetes Job: Kubernetes' own Job controller runs its pods,
     retries failed ones up to `retry_limit` and enforces the deadline. Pods are never
@@ -309,7 +316,9 @@ def batch_job(
         "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
         "template": {
             "metadata": {"labels": {**labels, SPEC: spec_name}},
-            "spec": _workload_pod_spec(container, template, "Never", gpu_type, zones, None),
+            "spec": _workload_pod_spec(
+                container, template, "Never", gpu_type, zones, None, pull_secrets or []
+            ),
         },
     }
     if deadline_seconds is not None:
@@ -323,6 +332,45 @@ def batch_job(
             "labels": labels,
         },
         "spec": spec,
+    }
+
+
+#: Image pull Secrets are named so; the admission policy lets the instances service
+#: write no other Secret.
+PULL_SECRET_PREFIX = "gpc-registry-"  # noqa: S105 - a name prefix, not a password
+DOCKER_HUB = "docker.io"
+
+
+def pull_secret_name(credential_id: str) -> str:
+    return f"{PULL_SECRET_PREFIX}{credential_id}"
+
+
+def image_registry(image: str) -> str:
+    """The registry host of an image reference, as the kubelet reads it: the first
+    path part when it holds a `.` or `:` or is `localhost`, else Docker Hub."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first.lower()
+    return DOCKER_HUB
+
+
+def pull_secret(
+    namespace_name: str, credential_id: str, registry: str, username: str, password: str
+) -> Manifest:
+    """A `kubernetes.io/dockerconfigjson` Secret with one registry's login."""
+    login = base64.b64encode(f"{username}:{password}".encode()).decode()
+    server = "https://index.docker.io/v1/" if registry == DOCKER_HUB else registry
+    config = {"auths": {server: {"username": username, "password": password, "auth": login}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": pull_secret_name(credential_id),
+            "namespace": namespace_name,
+            "labels": {MANAGED: "true"},
+        },
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
     }
 
 
@@ -359,6 +407,7 @@ def inference_deployment(
     replicas: int,
     max_surge: int,
     max_unavailable: int,
+    pull_secrets: list[str] | None = None,
 ) -> Manifest:
     """An inference service as a Kubernetes Deployment: Kubernetes' own controllers
     roll a new revision out under the strategy and replace lost replicas. Replicas
@@ -375,7 +424,9 @@ def inference_deployment(
     }
     container["lifecycle"] = {"preStop": {"sleep": {"seconds": REPLICA_DRAIN_S}}}
     selector = {TENANT: tenant_id, SERVICE: service_id}
-    pod_spec = _workload_pod_spec(container, template, "Always", gpu_type, zones, None)
+    pod_spec = _workload_pod_spec(
+        container, template, "Always", gpu_type, zones, None, pull_secrets or []
+    )
     pod_spec["terminationGracePeriodSeconds"] = REPLICA_DRAIN_S + 25
     pod_spec["topologySpreadConstraints"] = [
         {
@@ -464,6 +515,7 @@ def _workload_pod_spec(
     gpu_type: str,
     zones: list[str],
     node: str | None,
+    pull_secrets: list[str],
 ) -> Manifest:
     volumes = [
         {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
@@ -479,6 +531,7 @@ def _workload_pod_spec(
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": volumes,
+        **({"imagePullSecrets": [{"name": name} for name in pull_secrets]} if pull_secrets else {}),
         **_placement(gpu_type, zones, node),
     }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from gpucloud_libs.http import ApiModel
 from gpucloud_libs.naming import ID_PATTERN, storage_claim_name
@@ -308,6 +308,20 @@ class ServingTemplate(ApiModel):
         return self
 
 
+class Autoscaling(ApiModel):
+    """Replicas sized to the requests in flight the gateway sees (between minReplicas
+    and maxReplicas): ceil(in flight / targetInFlight)."""
+
+    #: Requests in flight per replica the autoscaler aims at.
+    target_in_flight: float = Field(gt=0, le=10_000)
+    #: A lower replica count is applied only once it has been wanted this long.
+    scale_down_delay_s: int = Field(default=60, ge=0, le=3600, alias="scaleDownDelaySeconds")
+    #: With minReplicas 0: this long without a request scales the service to zero.
+    scale_to_zero_after_s: int = Field(
+        default=300, ge=1, le=7 * 24 * 3600, alias="scaleToZeroAfterSeconds"
+    )
+
+
 class InferenceServiceCreate(ServingTemplate):
     #: Client-chosen id, unique within the tenant; the service's host is built from it.
     service_id: InstanceId | None = Field(default=None, alias="serviceID")
@@ -316,15 +330,19 @@ class InferenceServiceCreate(ServingTemplate):
     #: The one port replicas serve on, and where the gateway checks they are ready.
     port: int = Field(ge=1, le=65535)
     readiness_path: HttpPath = "/"
-    min_replicas: int = Field(default=1, ge=1, le=64)
+    #: 0 (with autoscaling) scales the service to zero when it gets no requests.
+    min_replicas: int = Field(default=1, ge=0, le=64)
     #: The most replicas the service may run; its quota claim is this many replicas' GPUs.
     max_replicas: int | None = Field(default=None, ge=1, le=64)
     strategy: UpdateStrategy = Field(default_factory=UpdateStrategy)
+    autoscaling: Autoscaling | None = None
 
     @model_validator(mode="after")
     def _bounds(self) -> Self:
         if self.max_replicas is not None and self.max_replicas < self.min_replicas:
             raise ValueError("maxReplicas cannot be below minReplicas")
+        if self.min_replicas == 0 and self.autoscaling is None:
+            raise ValueError("minReplicas 0 needs autoscaling, which brings replicas back")
         return self
 
 
@@ -339,9 +357,10 @@ class InferenceServicePatch(ApiModel):
     )
     args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     volumes: list[VolumeSpec] | None = Field(default=None, max_length=16)
-    min_replicas: int | None = Field(default=None, ge=1, le=64)
+    min_replicas: int | None = Field(default=None, ge=0, le=64)
     max_replicas: int | None = Field(default=None, ge=1, le=64)
     strategy: UpdateStrategy | None = None
+    autoscaling: Autoscaling | None = None
 
 
 class RollbackRequest(ApiModel):
@@ -373,7 +392,8 @@ class InferenceService(ApiModel):
     service_id: str = Field(alias="serviceID")
     tenant_id: str = Field(alias="tenantID")
     #: `deploying` until the desired replicas of the current revision are ready,
-    #: then `ready`; `updating` while a new revision rolls out; `deleting`.
+    #: then `ready`; `updating` while a new revision rolls out; `idle` when scaled
+    #: to zero; `deleting`.
     state: str
     url: str
     spec_name: str
@@ -391,6 +411,7 @@ class InferenceService(ApiModel):
     min_replicas: int
     max_replicas: int
     strategy: UpdateStrategy
+    autoscaling: Autoscaling | None = None
     #: The revision being served or rolled out.
     revision: int
     desired_replicas: int
@@ -408,6 +429,19 @@ class InferenceServicePage(ApiModel):
     next_cursor: str | None = None
 
 
+class ServiceLoad(ApiModel):
+    service_id: str = Field(alias="serviceID", max_length=64)
+    #: Mean requests in flight over the report's interval.
+    in_flight: float = Field(ge=0, le=1_000_000)
+
+
+class ServiceLoadReport(ApiModel):
+    """One gateway replica's view of its tenant's services (the gateway's alone)."""
+
+    gateway: str = Field(min_length=1, max_length=128)
+    services: list[ServiceLoad] = Field(max_length=10_000)
+
+
 class ServiceEndpoints(ApiModel):
     """Where the gateway sends a service's requests: its serving replicas."""
 
@@ -415,3 +449,67 @@ class ServiceEndpoints(ApiModel):
     port: int
     readiness_path: str
     addresses: list[str]
+
+
+# --- the app catalog -----------------------------------------------------------------
+
+
+class TemplatePort(ApiModel):
+    port: int = Field(ge=1, le=65535)
+    #: What the port speaks: `http` is served through instance and service URLs;
+    #: `grpc` and `ssh` are not (yet).
+    app_protocol: Literal["http", "grpc", "ssh"]
+    is_public: bool = False
+
+
+class SuggestedSpec(ApiModel):
+    """What a spec should have for the template to run well."""
+
+    gpu_num: int = Field(ge=1)
+    min_gpu_memory_gib: int = Field(ge=0, alias="minGpuMemoryGiB")
+    note: str | None = None
+
+
+class CatalogTemplate(ApiModel):
+    template_id: str = Field(alias="templateID")
+    name: str
+    description: str
+    #: What it can start: an instance, an inference service, or either.
+    kinds: list[Literal["instance", "service"]]
+    image: str
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[EnvVar] = Field(default_factory=list)
+    ports: list[TemplatePort]
+    #: For a service: the port replicas serve on, and their readiness path.
+    serving_port: int | None = None
+    readiness_path: str | None = None
+    suggested_specs: list[SuggestedSpec]
+
+
+# --- registry credentials ------------------------------------------------------------
+
+#: A registry host as image references name it: `nvcr.io`, `ghcr.io`, `registry:5000`.
+RegistryHost = Annotated[
+    str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?(:[0-9]{1,5})?$", max_length=260)
+]
+
+
+class RegistryCredentialCreate(ApiModel):
+    credential_id: InstanceId = Field(alias="credentialID")
+    #: Images whose reference starts with this host are pulled with this login
+    #: (`docker.io` for Docker Hub's short names, like `library/ubuntu`).
+    registry: RegistryHost
+    username: str = Field(min_length=1, max_length=256)
+    #: The password or access token (NGC: the API key, with username `$oauthtoken`).
+    #: Sealed at rest; never shown again.
+    password: SecretStr = Field(min_length=1, max_length=4096)
+
+
+class RegistryCredential(ApiModel):
+    credential_id: str = Field(alias="credentialID")
+    registry: str
+    username: str
+    #: The image pull Secret made from it in the tenant's namespace.
+    secret_name: str
+    created_at: datetime

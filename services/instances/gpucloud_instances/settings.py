@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field, IPvAnyNetwork
+from pydantic import Field, IPvAnyNetwork, SecretStr
 
 from gpucloud_libs.settings import ServiceSettings
 
@@ -57,6 +57,8 @@ class InstancesSettings(ServiceSettings):
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     #: Reconciles mostly wait on the API server and the database, so many run at once.
     reconcile_workers: int = 32
+    #: Fernet key that seals tenants' registry passwords at rest (registry_credentials.py).
+    registry_secrets_key: SecretStr = SecretStr("")
     #: Namespace quota for CPU and memory when a tenant's quota does not say.
     default_cpu_cores_per_gpu: int = 32
     default_memory_gib_per_gpu: int = 256

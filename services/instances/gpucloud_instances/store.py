@@ -31,6 +31,7 @@ from gpucloud_libs.outbox import OutboxEntry
 from .documents import (
     InstanceDoc,
     JobDoc,
+    RegistryCredentialDoc,
     ServiceConfigDoc,
     ServiceDoc,
     SpecDoc,
@@ -56,6 +57,8 @@ STOCKS = "stocks"
 JOBS = "jobs"
 SERVICES = "inference_services"
 SERVICE_CONFIGS = "inference_service_configs"
+SERVICE_LOAD = "inference_service_load"
+REGISTRY_CREDENTIALS = "registry_credentials"
 
 INDEXES: IndexPlan = {
     INSTANCES: [
@@ -87,6 +90,10 @@ INDEXES: IndexPlan = {
         IndexModel([("has_outbox", ASCENDING)], name="has_outbox"),
     ],
     SERVICE_CONFIGS: [IndexModel([("key", ASCENDING)], name="key")],
+    SERVICE_LOAD: [IndexModel([("key", ASCENDING)], name="key")],
+    REGISTRY_CREDENTIALS: [
+        IndexModel([("tenant_id", ASCENDING), ("registry", ASCENDING)], name="tenant_registry")
+    ],
 }
 
 
@@ -576,6 +583,7 @@ class ServiceStore:
     def __init__(self, db: Database) -> None:
         self._services: Collection[ServiceDoc] = typed(db, SERVICES, ServiceDoc)
         self._configs: Collection[ServiceConfigDoc] = typed(db, SERVICE_CONFIGS, ServiceConfigDoc)
+        self._load = db[SERVICE_LOAD]
         self._tenants = db[TENANTS]
 
     async def insert(self, service: ServiceDoc, config: ServiceConfigDoc) -> None:
@@ -651,4 +659,56 @@ class ServiceStore:
     async def remove(self, key: str) -> None:
         """The configurations first: a service document left behind is found again."""
         await self._configs.delete_many({"key": key})
+        await self._load.delete_many({"key": key})
         await self._services.delete_one({"_id": key})
+
+    async def record_load(self, gateway: str, key: str, in_flight: float) -> bool:
+        """One gateway replica's latest load of a service (one document per gateway
+        replica and service, so each has one writer); False if there is no such service."""
+        if await self._services.find_one({"_id": key}, {"_id": 1}) is None:
+            return False
+        await self._load.replace_one(
+            {"_id": f"{gateway}|{key}"},
+            {"key": key, "in_flight": in_flight, "at": now()},
+            upsert=True,
+        )
+        return True
+
+    async def load(self, key: str, since: datetime) -> float:
+        """The requests in flight to a service, summed over the gateway replicas that
+        reported since `since`."""
+        loads: list[float] = [
+            float(doc["in_flight"])
+            async for doc in self._load.find({"key": key})
+            if doc["at"].replace(tzinfo=UTC) >= since
+        ]
+        return sum(loads)
+
+
+class RegistryCredentialStore:
+    """Tenants' registry logins: inserted, read, deleted; never changed in place."""
+
+    def __init__(self, db: Database) -> None:
+        self._credentials: Collection[RegistryCredentialDoc] = typed(
+            db, REGISTRY_CREDENTIALS, RegistryCredentialDoc
+        )
+
+    async def insert(self, doc: RegistryCredentialDoc) -> None:
+        try:
+            await self._credentials.insert_one(doc)
+        except DuplicateKeyError as error:
+            raise DuplicateInstance(str(error)) from error
+
+    async def get(self, key: str) -> RegistryCredentialDoc | None:
+        return await self._credentials.find_one({"_id": key})
+
+    async def of_tenant(self, tenant_id: str) -> list[RegistryCredentialDoc]:
+        docs = [doc async for doc in self._credentials.find({"tenant_id": tenant_id})]
+        return sorted(docs, key=lambda doc: doc["_id"])
+
+    async def for_registry(self, tenant_id: str, registry: str) -> list[RegistryCredentialDoc]:
+        cursor = self._credentials.find({"tenant_id": tenant_id, "registry": registry})
+        return sorted([doc async for doc in cursor], key=lambda doc: doc["_id"])
+
+    async def remove(self, key: str) -> bool:
+        return (await self._credentials.delete_one({"_id": key})).deleted_count == 1

@@ -15,6 +15,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
 
+from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..settings import InstancesSettings
 from ..storages import StorageClient
@@ -62,6 +63,7 @@ def build_controller(
     quota: QuotaLedger,
     changes: InstanceChanges,
     storage: StorageClient,
+    pull_secrets: PullSecrets,
 ) -> Controller:
     queue = WorkQueue()
 
@@ -78,13 +80,23 @@ def build_controller(
     instance_reconciler = InstanceReconciler(
         kube, broker, cache, queue, instances, requests, quota, changes, tenant_namespaces,
         stock_pool,
-        storage, schedule_timeout_s=settings.schedule_timeout_s,
+        storage, pull_secrets, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
     job_reconciler = JobReconciler(
-        kube, broker, cache, queue, jobs, tenants, requests, quota, tenant_namespaces, storage
+        kube,
+        broker,
+        cache,
+        queue,
+        jobs,
+        tenants,
+        requests,
+        quota,
+        tenant_namespaces,
+        storage,
+        pull_secrets,
     )
     inference_reconciler = InferenceReconciler(
-        kube, broker, cache, queue, services, requests, quota, tenant_namespaces
+        kube, broker, cache, queue, services, requests, quota, tenant_namespaces, pull_secrets
     )
     return Controller(
         settings,

@@ -17,6 +17,7 @@ document's outbox on `gpucloud.inference.lifecycle.v1`.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
@@ -30,8 +31,15 @@ from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import INFERENCE_LIFECYCLE
 
 from .. import manifests
-from ..documents import ReplicaRunDoc, ServiceConfigDoc, ServiceDoc, ServiceReplicaDoc
+from ..documents import (
+    ReplicaRunDoc,
+    ScaleDoc,
+    ServiceConfigDoc,
+    ServiceDoc,
+    ServiceReplicaDoc,
+)
 from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_steps
+from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
 from ..store import RequestStore, ServiceStore, service_request_key
@@ -46,6 +54,9 @@ log = logging.getLogger(__name__)
 #: A service whose first configuration never got written (a crash between the two
 #: inserts) is removed after this.
 UNCONFIGURED_TTL = timedelta(minutes=2)
+#: A gateway replica's load report older than this no longer counts (it reports
+#: every second while a service is busy, and once more when it goes idle).
+LOAD_FRESH = timedelta(seconds=10)
 #: Restarts after which a replica in CrashLoopBackOff is started afresh, possibly on
 #: another node, instead of being restarted in place.
 CRASH_LOOP_RESTARTS = 3
@@ -62,7 +73,9 @@ class InferenceReconciler:
         requests: RequestStore,
         quota: QuotaLedger,
         tenant_namespaces: TenantReconciler,
+        pull_secrets: PullSecrets,
     ) -> None:
+        self._pull_secrets = pull_secrets
         self._kube = kube
         self._broker = broker
         self._cache = cache
@@ -91,14 +104,24 @@ class InferenceReconciler:
                     await self._forget(doc)
                 return
             config = configs[-1]
+            scale = await self._scale(doc, config)
+            if scale != doc.get("scale"):
+                changes["scale"] = scale
             if doc["applied_generation"] != config["generation"]:
                 if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
                     return
-                await self._apply(doc, config)
+                await self._apply(doc, config, scale["replicas"])
                 changes |= {
                     "applied_generation": config["generation"],
                     "applied_revision": config["revision"],
+                    "applied_replicas": scale["replicas"],
                 }
+            elif doc.get("applied_replicas") != scale["replicas"]:
+                await self._kube.patch(
+                    "Deployment", doc["namespace"], manifests.deployment_name(doc["service_id"]),
+                    {"spec": {"replicas": scale["replicas"]}},
+                )  # fmt: skip
+                changes["applied_replicas"] = scale["replicas"]
             await self._replace_unhealthy(doc)
         runs, events = self._observe_runs(doc)
         replicas = self._observe(key)
@@ -175,7 +198,42 @@ class InferenceReconciler:
         await self._services.clear_outbox(doc["_id"], doc["version"])
         return {**doc, "outbox": [], "has_outbox": False}
 
-    async def _apply(self, doc: ServiceDoc, config: ServiceConfigDoc) -> None:
+    async def _scale(self, doc: ServiceDoc, config: ServiceConfigDoc) -> ScaleDoc:
+        """How many replicas the service runs now. Without autoscaling, `minReplicas`.
+        With it, ceil(requests in flight / target), within the bounds: up at once, down
+        only once wanted for the scale-down delay, and to zero (with `minReplicas` 0)
+        only after no request for `scaleToZeroAfterSeconds`."""
+        at = now()
+        previous: ScaleDoc = doc.get("scale") or {
+            "replicas": max(config["min_replicas"], 1), "busy_at": None, "lower_since": None,
+        }  # fmt: skip
+        auto = config["autoscaling"]
+        if auto is None:
+            return {"replicas": config["min_replicas"], "busy_at": None, "lower_since": None}
+        in_flight = await self._services.load(doc["_id"], at - LOAD_FRESH)
+        busy_at = at if in_flight > 0 else previous["busy_at"]
+        wanted = math.ceil(in_flight / auto["targetInFlight"])
+        floor = config["min_replicas"]
+        idle_for = at - aware(busy_at or doc["created_at"])
+        to_zero_after = timedelta(seconds=auto["scaleToZeroAfterSeconds"])
+        if floor == 0 and idle_for < to_zero_after:
+            floor = 1
+            # Nothing else wakes an idle service: look again when it may go to zero.
+            wait_s = (to_zero_after - idle_for).total_seconds()
+            self._queue.wake_soon(service_item(doc["_id"]), wait_s + 0.1)
+        wanted = min(max(wanted, floor), config["max_replicas"])
+        current = previous["replicas"]
+        if wanted >= current:
+            return {"replicas": wanted, "busy_at": busy_at, "lower_since": None}
+        lower_since = aware(previous["lower_since"] or at)
+        delay = timedelta(seconds=auto["scaleDownDelaySeconds"])
+        if at - lower_since >= delay:
+            return {"replicas": wanted, "busy_at": busy_at, "lower_since": None}
+        wait_s = (delay - (at - lower_since)).total_seconds()
+        self._queue.wake_soon(service_item(doc["_id"]), wait_s + 0.1)
+        return {"replicas": current, "busy_at": busy_at, "lower_since": lower_since}
+
+    async def _apply(self, doc: ServiceDoc, config: ServiceConfigDoc, replicas: int) -> None:
         template = config["template"]
         deployment = manifests.inference_deployment(
             namespace_name=doc["namespace"],
@@ -196,9 +254,12 @@ class InferenceReconciler:
             gpus=doc["gpu_count"],
             gpu_type=doc["gpu_type"],
             zones=doc["zones"],
-            replicas=config["min_replicas"],
+            replicas=replicas,
             max_surge=config["max_surge"],
             max_unavailable=config["max_unavailable"],
+            pull_secrets=await self._pull_secrets.for_image(
+                doc["tenant_id"], doc["namespace"], template["image"]
+            ),
         )
         try:
             await self._kube.create(deployment)

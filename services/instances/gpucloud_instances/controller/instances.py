@@ -24,6 +24,7 @@ from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from .. import manifests
 from ..documents import InstanceDoc
 from ..lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
 from ..storages import StorageClient, StorageRefused
@@ -55,9 +56,11 @@ class InstanceReconciler:
         tenant_namespaces: TenantReconciler,
         stocks: StockPool,
         storage: StorageClient,
+        pull_secrets: PullSecrets,
         *,
         schedule_timeout_s: float,
     ) -> None:
+        self._pull_secrets = pull_secrets
         self._kube = kube
         self._broker = broker
         self._cache = cache
@@ -220,11 +223,13 @@ class InstanceReconciler:
                 await self._kube.create(service)
         # A warm unit's node is known: bind there directly, skipping the scheduler
         # (that is what the stock paid for); otherwise the scheduler places it.
+        pull_secrets = await self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"])
         pod = manifests.instance_pod(
             namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
             spec_name=doc["spec_name"], image=doc["image"], template=template,
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
             zones=doc["zones"], node=node, storage_secrets=storage_secrets,
+            pull_secrets=pull_secrets,
         )  # fmt: skip
         try:
             created = await self._kube.create(pod)

@@ -40,6 +40,7 @@ from ..job_lifecycle import (
     run_id,
     run_steps,
 )
+from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
 from ..storages import StorageClient, StorageRefused
@@ -69,7 +70,9 @@ class JobReconciler:
         quota: QuotaLedger,
         tenant_namespaces: TenantReconciler,
         storage: StorageClient,
+        pull_secrets: PullSecrets,
     ) -> None:
+        self._pull_secrets = pull_secrets
         self._kube = kube
         self._broker = broker
         self._cache = cache
@@ -336,6 +339,9 @@ class JobReconciler:
             zones=doc["zones"], parallelism=doc["parallelism"], completions=doc["completions"],
             retry_limit=doc["retry_limit"], deadline_seconds=doc.get("deadline_seconds"),
             storage_secrets=storage_secrets,
+            pull_secrets=await self._pull_secrets.for_image(
+                doc["tenant_id"], doc["namespace"], doc["image"]
+            ),
         )  # fmt: skip
         try:
             created = await self._kube.create(manifest)
