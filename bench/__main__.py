@@ -13,6 +13,7 @@ from typing import Any
 from . import (
     cli_transfer,
     gateway_overhead,
+    inference_service,
     instance_start,
     metering_throughput,
     monitoring_ingest,
@@ -24,6 +25,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "stack": stack_startup,
     "instances": instance_start,
     "gateway": gateway_overhead,
+    "inference": inference_service,
     "metering": metering_throughput,
     "storage": storage_transfer,
     "monitoring": monitoring_ingest,

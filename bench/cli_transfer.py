@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 import httpx
 from minio import Minio
 
-from .common import object_storage, stack_env, storage_tenant
+from .common import bench_tenant, object_storage, stack_env
 
 MIB = 1024 * 1024
 THREADS = 16
@@ -93,7 +93,7 @@ async def main(args: argparse.Namespace) -> None:
     env = stack_env()
     admin = {"Authorization": f"Bearer {env['GPUCLOUD_BOOTSTRAP_ADMIN_KEY']}"}
     async with httpx.AsyncClient(base_url=env["GPUCLOUD_GATEWAY_URL"], timeout=300) as http:
-        tenant_id, headers = await storage_tenant(http, admin, "bench-cli")
+        tenant_id, headers = await bench_tenant(http, admin, "bench-cli")
         try:
             storage = await object_storage(http, headers, 4 * args.size_mib * MIB + 10 * MIB)
             accessor = await http.post(

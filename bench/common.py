@@ -177,18 +177,27 @@ async def run_service_until_caught_up(
         await asyncio.sleep(0.25)
 
 
-async def storage_tenant(
-    http: httpx.AsyncClient, admin: dict[str, str], prefix: str
+async def bench_tenant(
+    http: httpx.AsyncClient,
+    admin: dict[str, str],
+    prefix: str,
+    *,
+    max_gpus: int = 0,
+    max_instances: int = 0,
 ) -> tuple[str, dict[str, str]]:
-    """A tenant for a storage benchmark, with no GPUs and a rate limit out of the way:
-    (its id, its admin's headers)."""
+    """A tenant for a benchmark, with the rate limit out of the way (and, unless asked,
+    no GPUs): (its id, its admin's headers)."""
     tenant_id = f"{prefix}-{os.urandom(3).hex()}"
     created = await http.post(
         "/v1/tenants",
         json={
             "tenantID": tenant_id,
-            "name": "storage benchmark",
-            "limits": {"maxGpus": 0, "maxInstances": 0, "maxStorageBytes": 64 * 1024**3},
+            "name": "benchmark",
+            "limits": {
+                "maxGpus": max_gpus,
+                "maxInstances": max_instances,
+                "maxStorageBytes": 64 * 1024**3,
+            },
             "admin": {"email": f"admin@{tenant_id}.test", "name": "Bench", "role": "tenant-admin"},
             "rateLimit": {"requestsPerS": 10_000, "burst": 10_000},
         },

@@ -32,7 +32,7 @@ import httpx
 import urllib3
 from minio import Minio
 
-from .common import object_storage, percentile, stack, stack_env, stack_running, storage_tenant
+from .common import bench_tenant, object_storage, percentile, stack, stack_env, stack_running
 
 MIB = 1024 * 1024
 PARALLEL_PARTS = 3
@@ -182,7 +182,7 @@ async def _measure(store: str, size: int, objects: int) -> StoreFigures:
     async with httpx.AsyncClient(
         base_url=env["GPUCLOUD_GATEWAY_URL"], timeout=300, limits=limits
     ) as http:
-        tenant_id, headers = await storage_tenant(http, admin, "bench-storage")
+        tenant_id, headers = await bench_tenant(http, admin, "bench-storage")
         try:
             figures = await _transfers(http, headers, direct, size)
             if objects:

@@ -25,6 +25,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_instances.manifests import HEALTH as HEALTH_LABEL
 from gpucloud_instances.manifests import REPLICA_DRAIN_S
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import SERVICE_LABEL, tenant_namespace
@@ -322,6 +323,25 @@ async def test_a_replica_lost_with_its_node_is_replaced_on_another(
     assert answer.status_code == 200, answer.text
 
 
+async def test_a_replica_on_a_quarantined_node_moves_to_a_healthy_one(
+    platform: Platform, kube: k8s.ApiClient, make_service: Any
+) -> None:
+    service: RunningService = await make_service(2)
+    body = (await platform.http.get(service.path, headers=bearer(service.account.admin_key))).json()
+    sick = body["replicas"][0]["node"]
+    # What the instances service does when monitoring quarantines a node (NodeCordons).
+    patch = {"metadata": {"labels": {HEALTH_LABEL: "quarantined"}}, "spec": {"unschedulable": True}}
+    await k8s.CoreV1Api(kube).patch_node(sick, patch)
+
+    async def moved() -> dict[str, Any] | None:
+        now = await _service_state(platform, service, state="ready", ready=2)
+        if now is None or any(replica["node"] == sick for replica in now["replicas"]):
+            return None
+        return now
+
+    await eventually(moved, timeout=60)
+
+
 async def test_other_tenants_and_keys_without_connect_are_refused(
     platform: Platform, make_service: Any
 ) -> None:
@@ -436,9 +456,10 @@ async def test_each_replica_is_billed_exactly_from_its_scheduling_to_its_end(
 
     await eventually(gone, timeout=60)
     key = f"{service.account.tenant_id}/{service.service_id}"
-    events = await aggregate_events(kafka, INFERENCE_LIFECYCLE.name, key, expect=6)
+    events = await aggregate_events(kafka, INFERENCE_LIFECYCLE.name, key, expect=7)
+    assert events[-1]["type"].endswith("inference.service_deleted.v1"), events[-1]
     by_replica: dict[str, list[dict[str, Any]]] = {}
-    for event in events:
+    for event in events[:-1]:
         by_replica.setdefault(event["replica_id"], []).append(event)
     assert len(by_replica) == 2, events
     held_us = 0
@@ -568,3 +589,46 @@ async def test_a_machine_key_of_one_service_calls_it_and_nothing_else(
         ),
         422,
     )
+
+
+async def test_replicas_get_credentials_of_the_services_object_storage_until_it_goes(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    account = await platform.tenant()
+    spec = await platform.spec(gpus=1)
+    storage = (await platform.storage(account))["storageID"]
+    service_id = unique("rag")
+    created = await platform.post_as_tenant(
+        account, "/v1/inference-services",
+        {"serviceID": service_id, "image": "registry.test/rag:1", "specName": spec, "port": 8000,
+         "storageIDs": [storage]},
+    )  # fmt: skip
+    assert created.status_code == 201, created.text
+    assert created.json()["storageIDs"] == [storage]
+    namespace = tenant_namespace(account.tenant_id)
+    secret_name = f"gpc-storage-{storage}-svc--{service_id}"
+    apps, core = k8s.AppsV1Api(kube), k8s.CoreV1Api(kube)
+
+    async def deployed() -> Any:
+        found = await apps.list_namespaced_deployment(namespace)
+        return found.items[0] if found.items else None
+
+    deployment = await eventually(deployed, timeout=30)
+    [container] = deployment.spec.template.spec.containers
+    assert secret_name in {source.secret_ref.name for source in container.env_from}
+    secret = await core.read_namespaced_secret(secret_name, namespace)
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(secret.data)
+
+    deleted = await platform.http.delete(
+        f"/v1/inference-services/{service_id}", headers=bearer(account.admin_key)
+    )
+    assert deleted.status_code == 202, deleted.text
+
+    async def revoked() -> bool:
+        try:
+            await core.read_namespaced_secret(secret_name, namespace)
+        except k8s.ApiException as error:
+            return error.status == 404
+        return False
+
+    await eventually(revoked, timeout=60)  # the storage service took them back

@@ -193,6 +193,22 @@ class ReplicaStateChanged(EventData):
         return f"{self.tenant_id}/{self.service_id}"
 
 
+class InferenceServiceDeleted(EventData):
+    """An inference service is gone, its last replica ended: what it was given (its
+    storages' credentials) is revoked."""
+
+    type: Literal["io.gpucloud.inference.service_deleted.v1"] = (
+        "io.gpucloud.inference.service_deleted.v1"
+    )
+    service_id: str
+    tenant_id: str
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return f"{self.tenant_id}/{self.service_id}"
+
+
 class StopTenantInstancesRequested(EventData):
     """Metering's hard budget stop asks the instances service to stop a tenant's instances."""
 
@@ -418,6 +434,7 @@ Event = Annotated[
     | JobStateChanged
     | JobRunStateChanged
     | ReplicaStateChanged
+    | InferenceServiceDeleted
     | UsageRecorded
     | BudgetThresholdCrossed
     | AuditRecorded,

@@ -98,8 +98,8 @@ ACCESS: dict[str, ServiceAccess] = {
         ServiceAccess(
             "storage",
             produces=(STORAGE_USAGE,),
-            # Ended instances and jobs: what they were given is revoked.
-            consumes=(TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE),
+            # Ended instances, jobs and services: what they were given is revoked.
+            consumes=(TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE),
         ),
         ServiceAccess(
             "metering",

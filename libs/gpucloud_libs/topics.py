@@ -14,6 +14,7 @@ from .events import (
     AuditRecorded,
     BudgetThresholdCrossed,
     EventData,
+    InferenceServiceDeleted,
     InstanceStateChanged,
     JobRunStateChanged,
     JobStateChanged,
@@ -64,7 +65,7 @@ INFERENCE_LIFECYCLE = TopicSpec(
     "gpucloud.inference.lifecycle.v1",
     partitions=6,
     retention_ms=-1,
-    carries=(ReplicaStateChanged,),
+    carries=(ReplicaStateChanged, InferenceServiceDeleted),
 )
 INSTANCE_COMMANDS = TopicSpec(
     "gpucloud.instances.commands.v1", carries=(StopTenantInstancesRequested,)

@@ -90,7 +90,7 @@ app = runtime.create_app(
         StockTargets(spec_catalog, stocks, wakeups),
         Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
         Jobs(kube, specs, tenants, jobs, requests, storage, wakeups),
-        InferenceServices(settings, specs, tenants, services, requests, quota, wakeups),
+        InferenceServices(settings, specs, tenants, services, requests, quota, storage, wakeups),
         Templates(),
         RegistryCredentials(registry_credentials, tenants, registry_box, pull_secrets),
     ],

@@ -246,10 +246,14 @@ class ServiceDoc(TypedDict):
     memory: str
     zones: list[str]
     zone: str | None
+    #: The storages it was given, as StorageClient.requested checked them.
+    storages: list[dict[str, Any]]
     port: int
     readiness_path: str
     namespace: str
     created_at: datetime
+    #: Why it cannot make progress (a storage refused), or None.
+    message: NotRequired[str | None]
     #: The generation the Deployment was last made to match; 0 before the first.
     applied_generation: int
     applied_revision: int

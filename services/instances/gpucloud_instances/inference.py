@@ -44,6 +44,7 @@ from .schemas import (
     VolumeSpec,
 )
 from .settings import InstancesSettings
+from .storages import StorageClient
 from .store import (
     DuplicateGeneration,
     DuplicateInstance,
@@ -82,8 +83,10 @@ class InferenceServices:
         services: ServiceStore,
         requests: RequestStore,
         quota: QuotaLedger,
+        storage: StorageClient,
         wakeups: ControllerWakeups,
     ) -> None:
+        self._storage = storage
         self._settings = settings
         self._specs = specs
         self._tenants = tenants
@@ -105,6 +108,7 @@ class InferenceServices:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
+        storages = await self._storage.requested(identity, body.storage_ids, [])
         created = now()
         config: ServiceConfigDoc = {
             "_id": f"{key}@1",
@@ -134,6 +138,7 @@ class InferenceServices:
             "memory": spec["memory"],
             "zones": zones,
             "zone": body.zone,
+            "storages": storages,
             "port": body.port,
             "readiness_path": body.readiness_path,
             "namespace": tenant["namespace"],
@@ -397,8 +402,10 @@ class InferenceServices:
             gpu_type=doc["gpu_type"],
             gpu_count=doc["gpu_count"],
             zone=doc["zone"],
+            storage_ids=[str(storage["storageID"]) for storage in doc.get("storages") or []],
             port=doc["port"],
             readiness_path=doc["readiness_path"],
+            message=doc.get("message"),
             image=template["image"],
             env=[EnvVar.model_validate(env) for env in template["env"]],
             command=template["command"],

@@ -407,6 +407,7 @@ def inference_deployment(
     replicas: int,
     max_surge: int,
     max_unavailable: int,
+    storage_secrets: list[tuple[str, str]] | None = None,
     pull_secrets: list[str] | None = None,
 ) -> Manifest:
     """An inference service as a Kubernetes Deployment: Kubernetes' own controllers
@@ -414,7 +415,7 @@ def inference_deployment(
     prefer distinct nodes and zones, avoid quarantined nodes like every workload,
     and drain for REPLICA_DRAIN_S before they stop."""
     container = _workload_container(
-        image, template, cpu, memory, gpus, None, command=command, args=args
+        image, template, cpu, memory, gpus, storage_secrets, command=command, args=args
     )
     container["ports"] = [{"containerPort": port, "protocol": "TCP", "name": "serve"}]
     container["readinessProbe"] = {

@@ -326,6 +326,9 @@ class InferenceServiceCreate(ServingTemplate):
     #: Client-chosen id, unique within the tenant; the service's host is built from it.
     service_id: InstanceId | None = Field(default=None, alias="serviceID")
     spec_name: DnsLabel
+    #: Object storages every replica gets S3 credentials for, as an instance does (the
+    #: service's for its life; a volume storage cannot be shared by replicas).
+    storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)
     zone: LabelValue | None = None
     #: The one port replicas serve on, and where the gateway checks they are ready.
     port: int = Field(ge=1, le=65535)
@@ -401,8 +404,11 @@ class InferenceService(ApiModel):
     #: GPUs of each replica.
     gpu_count: int
     zone: str | None = None
+    storage_ids: list[str] = Field(default_factory=list, alias="storageIDs")
     port: int
     readiness_path: str
+    #: Why the service cannot make progress, when it cannot (a storage gone).
+    message: str | None = None
     image: str
     env: list[EnvVar] = Field(default_factory=list)
     command: list[str] | None = None

@@ -6,7 +6,7 @@ from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.sealing import SecretBox
-from gpucloud_libs.topics import INSTANCE_LIFECYCLE, JOB_LIFECYCLE, TENANTS
+from gpucloud_libs.topics import INFERENCE_LIFECYCLE, INSTANCE_LIFECYCLE, JOB_LIFECYCLE, TENANTS
 
 from .accessors import Accessors
 from .api import router
@@ -61,6 +61,7 @@ runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe_batches(INSTANCE_LIFECYCLE, handlers.on_lifecycle)
 runtime.subscribe_batches(JOB_LIFECYCLE, handlers.on_job_lifecycle)
+runtime.subscribe_batches(INFERENCE_LIFECYCLE, handlers.on_inference_lifecycle)
 runtime.every(settings.usage_interval_s, usage.sample, "usage")
 runtime.every(settings.sweep_interval_s, storages.sweep, "sweep")
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from gpucloud_libs.events import (
     CloudEvent,
+    InferenceServiceDeleted,
     InstanceStateChanged,
     JobStateChanged,
     TenantDeleted,
     TenantUpserted,
 )
-from gpucloud_libs.naming import job_workload_id
+from gpucloud_libs.naming import job_workload_id, service_workload_id
 
 from .attachments import Attachments
 from .tenancy import Tenancy
@@ -47,5 +48,15 @@ class EventHandlers:
             (event.data.tenant_id, job_workload_id(event.data.job_id))
             for event in events
             if isinstance(event.data, JobStateChanged) and event.data.state in JOB_RELEASED_IN
+        ]
+        await self.attachments.release_ended(ended)
+
+    async def on_inference_lifecycle(self, events: list[CloudEvent]) -> None:
+        """A deleted inference service: its storages' credentials go (its replicas'
+        own transitions concern metering)."""
+        ended = [
+            (event.data.tenant_id, service_workload_id(event.data.service_id))
+            for event in events
+            if isinstance(event.data, InferenceServiceDeleted)
         ]
         await self.attachments.release_ended(ended)

@@ -96,7 +96,16 @@ def build_controller(
         pull_secrets,
     )
     inference_reconciler = InferenceReconciler(
-        kube, broker, cache, queue, services, requests, quota, tenant_namespaces, pull_secrets
+        kube,
+        broker,
+        cache,
+        queue,
+        services,
+        requests,
+        quota,
+        tenant_namespaces,
+        pull_secrets,
+        storage,
     )
     return Controller(
         settings,

@@ -23,7 +23,8 @@ from datetime import timedelta
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, now
-from gpucloud_libs.events import ReplicaState
+from gpucloud_libs.events import InferenceServiceDeleted, ReplicaState
+from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import service_workload_id
@@ -42,8 +43,9 @@ from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_steps
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
+from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore, ServiceStore, service_request_key
-from ..transitions import replica_event
+from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
 from .cache import ClusterCache, TrackedPod
 from .tenants import TenantReconciler
@@ -54,6 +56,8 @@ log = logging.getLogger(__name__)
 #: A service whose first configuration never got written (a crash between the two
 #: inserts) is removed after this.
 UNCONFIGURED_TTL = timedelta(minutes=2)
+#: How soon a service whose storages were refused tries again.
+STORAGE_RETRY_S = 10.0
 #: A gateway replica's load report older than this no longer counts (it reports
 #: every second while a service is busy, and once more when it goes idle).
 LOAD_FRESH = timedelta(seconds=10)
@@ -74,8 +78,10 @@ class InferenceReconciler:
         quota: QuotaLedger,
         tenant_namespaces: TenantReconciler,
         pull_secrets: PullSecrets,
+        storage: StorageClient,
     ) -> None:
         self._pull_secrets = pull_secrets
+        self._storage = storage
         self._kube = kube
         self._broker = broker
         self._cache = cache
@@ -110,7 +116,11 @@ class InferenceReconciler:
             if doc["applied_generation"] != config["generation"]:
                 if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
                     return
-                await self._apply(doc, config, scale["replicas"])
+                storage_secrets = await self._attach_storages(doc)
+                if storage_secrets is None:
+                    return
+                await self._apply(doc, config, scale["replicas"], storage_secrets)
+                changes["message"] = None
                 changes |= {
                     "applied_generation": config["generation"],
                     "applied_revision": config["revision"],
@@ -233,7 +243,32 @@ class InferenceReconciler:
         self._queue.wake_soon(service_item(doc["_id"]), wait_s + 0.1)
         return {"replicas": current, "busy_at": busy_at, "lower_since": lower_since}
 
-    async def _apply(self, doc: ServiceDoc, config: ServiceConfigDoc, replicas: int) -> None:
+    async def _attach_storages(self, doc: ServiceDoc) -> list[tuple[str, str]] | None:
+        """The (Secret, env prefix) pairs of the service's object storages; None when the
+        storage service refused them (the reason is recorded, and tried again later)."""
+        if not doc.get("storages"):
+            return []
+        try:
+            plan = await self._storage.attach(
+                doc["tenant_id"], service_workload_id(doc["service_id"]), doc["storages"]
+            )
+        except StorageRefused as error:
+            message = f"storage unavailable: {error}"
+            if doc.get("message") != message:
+                await self._services.save(doc, {"message": message}, [])
+            self._queue.wake_soon(service_item(doc["_id"]), STORAGE_RETRY_S)
+            return None
+        return [
+            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
+        ]
+
+    async def _apply(
+        self,
+        doc: ServiceDoc,
+        config: ServiceConfigDoc,
+        replicas: int,
+        storage_secrets: list[tuple[str, str]],
+    ) -> None:
         template = config["template"]
         deployment = manifests.inference_deployment(
             namespace_name=doc["namespace"],
@@ -257,6 +292,7 @@ class InferenceReconciler:
             replicas=replicas,
             max_surge=config["max_surge"],
             max_unavailable=config["max_unavailable"],
+            storage_secrets=storage_secrets,
             pull_secrets=await self._pull_secrets.for_image(
                 doc["tenant_id"], doc["namespace"], template["image"]
             ),
@@ -300,6 +336,17 @@ class InferenceReconciler:
         return [_replica(t.pod) for _, t in sorted(pods.items()) if t.gone_at is None]
 
     async def _forget(self, doc: ServiceDoc) -> None:
+        """The service is gone: its quota, its documents, and (by the event) what the
+        storage service gave it. The event goes first; a failed publish keeps the
+        service for the next pass, and a repeat is deduplicated by its id."""
+        deleted = InferenceServiceDeleted(
+            service_id=doc["service_id"], tenant_id=doc["tenant_id"], at=now()
+        )
+        event_id = f"{doc['_id']}@{doc['incarnation']}#deleted"
+        await publish_event(
+            self._broker, INFERENCE_LIFECYCLE, deleted, source=INFERENCE_EVENT_SOURCE,
+            event_id=event_id,
+        )  # fmt: skip
         await self._quota.release(doc["tenant_id"], service_workload_id(doc["service_id"]))
         await self._services.remove(doc["_id"])
         await self._requests.forget(service_request_key(doc), "delete")
