@@ -51,10 +51,13 @@ test: venv ## start the stack if needed, run the whole suite, then the object-st
 # The object-store contract (tests marked object_store) against a stack whose object
 # store is Ceph RGW, in its own data directory; the default stack stops first (ports).
 CEPH := GPUCLOUD_OBJECT_STORE=ceph
+# A cold Ceph that does not come up is stopped and started once more before giving up.
 test-ceph: venv ## the object-store contract against Ceph RGW (stops the MinIO stack first)
 	@$(STACK) down >/dev/null
-	@$(CEPH) $(STACK) up && $(CEPH) $(VENV)/bin/pytest -m object_store $(PYTEST_ARGS); \
-		status=$$?; $(CEPH) $(STACK) down >/dev/null; exit $$status
+	@( $(CEPH) $(STACK) up || { echo "Ceph did not come up; stopping it and trying once more"; \
+		$(CEPH) $(STACK) down >/dev/null; $(CEPH) $(STACK) up; } ) \
+		&& $(CEPH) $(VENV)/bin/pytest -m object_store $(PYTEST_ARGS); \
+		status=$$?; $(CEPH) $(STACK) down; exit $$status
 
 lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
 	@$(VENV)/bin/ruff check .

@@ -226,15 +226,27 @@ def prepare_mon() -> None:
     monmap.unlink()
 
 
-def _wait_for_monitor(component: str, timeout_s: float = 60.0) -> None:
+#: How long a first start waits for the new monitor to answer. A cold start on a
+#: busy 2-core machine once took longer than 60 s.
+MONITOR_WAIT_S = 180.0
+
+
+def _wait_for_monitor(component: str, timeout_s: float = MONITOR_WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
+    last = ""
     while time.monotonic() < deadline:
         if cluster_json("mon", "stat") is not None:
             return
+        try:
+            answer = _tool(tool("ceph"), "--connect-timeout", "3", "mon", "stat", timeout=10)
+            last = (answer.stderr or answer.stdout).strip()[-300:]
+        except subprocess.TimeoutExpired:
+            last = "`ceph mon stat` timed out"
         time.sleep(0.5)
     raise StackError(
         component,
-        f"the monitor did not answer within {timeout_s:.0f}s; see its log",
+        f"the monitor did not answer within {timeout_s:.0f}s (last: {last or 'no output'}); "
+        "see its log",
         layout.log_file("ceph-mon"),
     )
 
