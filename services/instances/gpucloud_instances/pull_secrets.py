@@ -51,4 +51,9 @@ class PullSecrets:
 
     async def remove(self, namespace: str, credential_id: str) -> None:
         await self._kube.delete("Secret", namespace, manifests.pull_secret_name(credential_id))
-        self._written = {w for w in self._written if not w[1].endswith(f"/{credential_id}")}
+        # Only that namespace's: another tenant may use the same credential id.
+        self._written = {
+            w
+            for w in self._written
+            if not (w[0] == namespace and w[1].endswith(f"/{credential_id}"))
+        }
