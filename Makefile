@@ -10,7 +10,7 @@ STACK := $(PYTHON) deploy/local/stack.py
 PKGS := gpucloud_libs gpucloud_gateway gpucloud_instances gpucloud_storage gpucloud_metering gpucloud_monitoring gpucloud_agent gpucloud_stack gpucloud_client gpucloud_cli
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help up down status logs reset provision env venv test test-ceph lint fmt bench bench-quick
+.PHONY: help up down status logs reset provision env venv test test-ceph lint fmt bench bench-quick screenshots
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -58,6 +58,10 @@ test-ceph: venv ## the object-store contract against Ceph RGW (stops the MinIO s
 		$(CEPH) $(STACK) down >/dev/null; $(CEPH) $(STACK) up; } ) \
 		&& $(CEPH) $(VENV)/bin/pytest -m object_store $(PYTEST_ARGS); \
 		status=$$?; $(CEPH) $(STACK) down; exit $$status
+
+screenshots: venv ## the console's browser tests, saving each page's screenshot in docs/console/
+	@$(STACK) up
+	@GPUCLOUD_CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/test_console_browser.py $(PYTEST_ARGS)
 
 lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
 	@$(VENV)/bin/ruff check .

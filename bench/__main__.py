@@ -12,6 +12,7 @@ from typing import Any
 
 from . import (
     cli_transfer,
+    console_load,
     gateway_overhead,
     inference_service,
     instance_start,
@@ -30,6 +31,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "storage": storage_transfer,
     "monitoring": monitoring_ingest,
     "cli": cli_transfer,
+    "console": console_load,
 }
 
 

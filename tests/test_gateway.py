@@ -56,9 +56,28 @@ async def test_tenant_changes_are_published_and_enforced(
     assert changed.status_code == 200, changed.text
     assert changed.json()["quota"]["maxGpus"] == 4
 
+    # The queue weight: the platform admin's, within (0, 100], published with the quota.
+    for weight in (0, -1, 101):
+        refused = await platform.http.patch(
+            f"/v1/tenants/{account.tenant_id}", json={"queueWeight": weight},
+            headers=platform.admin,
+        )  # fmt: skip
+        assert_problem(refused, 422, "validation_failed")
+    assert_problem(
+        await platform.http.patch(
+            f"/v1/tenants/{account.tenant_id}", json={"queueWeight": 2}, headers=tenant
+        ),
+        403,
+    )
+    weighted = await platform.http.patch(
+        f"/v1/tenants/{account.tenant_id}", json={"queueWeight": 2.5}, headers=platform.admin
+    )
+    assert weighted.json()["queueWeight"] == 2.5, weighted.text
+
     records = await read_topic(kafka, TENANTS.name, expect=10_000, timeout=3)
     events = _events_of(records, account.tenant_id)
-    assert [event["quota"]["max_gpus"] for event in events] == [16, 8, 4]
+    assert [event["quota"]["max_gpus"] for event in events] == [16, 8, 4, 4]
+    assert [event["queue_weight"] for event in events] == [1.0, 1.0, 1.0, 2.5]
     assert {event["type"] for event in events} == {"io.gpucloud.tenant.upserted.v1"}
 
     # The instances service enforces what was published: the namespace quota follows.

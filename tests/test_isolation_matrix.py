@@ -124,6 +124,50 @@ async def _tokens(world: World) -> None:
     assert_problem(await world.http.post("/v1/tokens", json=guess), 401)
 
 
+async def _console_of(world: World, key: str) -> tuple[httpx.AsyncClient, dict[str, str]]:
+    """A browser signed in to the console with `key`, and the CSRF header of its changes."""
+    signed_in = await world.http.post("/v1/console/session", json={"apiKey": key})
+    assert signed_in.status_code == 201, signed_in.text
+    browser = httpx.AsyncClient(
+        base_url=str(world.http.base_url), cookies=dict(signed_in.cookies), timeout=30
+    )
+    return browser, {"x-csrf-token": signed_in.json()["csrfToken"]}
+
+
+@row("POST", "/v1/console/session")
+async def _console_sign_in(world: World) -> None:
+    # B's console session acts as B: none of A's resources are there to see or change.
+    browser, csrf = await _console_of(world, world.b.admin_key)
+    async with browser:
+        assert (await browser.get("/v1/whoami")).json()["tenantID"] == world.b.tenant_id
+        refused(await browser.get(f"/v1/gpu-instances/{world.a_only_instance}"))
+        refused(await browser.get(f"/v1/storages/{world.a_storage}"))
+        refused(await browser.delete(f"/v1/storages/{world.a_storage}", headers=csrf))
+    await world.a_storage_intact()
+
+
+@row("GET", "/v1/console/session")
+async def _console_session(world: World) -> None:
+    browser, _ = await _console_of(world, world.b_user_key)
+    async with browser:
+        session = (await browser.get("/v1/console/session")).json()
+        assert session["principal"]["tenantID"] == world.b.tenant_id
+
+
+@row("DELETE", "/v1/console/session")
+async def _console_sign_out(world: World) -> None:
+    # B signing out ends B's session alone; A's stays, and B's CSRF token opens nothing of A's.
+    a_browser, a_csrf = await _console_of(world, world.a.admin_key)
+    b_browser, b_csrf = await _console_of(world, world.b.admin_key)
+    async with a_browser, b_browser:
+        assert_problem(
+            await a_browser.post("/v1/api-keys", json={"name": "x"}, headers=b_csrf), 403
+        )
+        assert (await b_browser.delete("/v1/console/session", headers=b_csrf)).status_code == 204
+        assert (await a_browser.get("/v1/whoami")).json()["tenantID"] == world.a.tenant_id
+        assert (await a_browser.delete("/v1/console/session", headers=a_csrf)).status_code == 204
+
+
 # --- tenants -------------------------------------------------------------------------
 
 
@@ -900,6 +944,14 @@ async def _node_metrics(world: World) -> None:
 @row("POST", "/v1/nodes/{node}/release")
 async def _release_node(world: World) -> None:
     await _everyone_refused(world, "POST", f"/v1/nodes/{world.a_node}/release", lower_too=True)
+
+
+@row("POST", "/v1/nodes/{node}/quarantine")
+async def _quarantine_node(world: World) -> None:
+    await _everyone_refused(
+        world, "POST", f"/v1/nodes/{world.a_node}/quarantine", lower_too=True,
+        body={"reason": "maintenance"},
+    )  # fmt: skip
 
 
 @row("GET", "/v1/fleet")

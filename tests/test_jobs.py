@@ -326,13 +326,23 @@ async def test_a_followed_log_ends_when_its_run_ends(platform: Platform) -> None
     assert (await settled(platform, account, job_id))["state"] == "succeeded"
 
 
-async def test_two_tenants_flooding_the_queue_share_the_gpus_evenly(
-    platform: Platform, kube: k8s.ApiClient
-) -> None:
+async def _flood(
+    platform: Platform, kube: k8s.ApiClient, weights: tuple[float, float]
+) -> dict[str, float]:
+    """Two tenants of these queue weights each flood a 4-GPU node type with 8 one-GPU
+    jobs (all of the first tenant's queued first): the GPU time each held while both had
+    work waiting, by tenant, in the order of `weights`."""
     core = k8s.CoreV1Api(kube)
     node, product = unique("fair"), unique("TEST-GPU")
     spec = await platform.spec(gpus=1, gpu_type=product)
-    tenants = [await platform.tenant(max_gpus=8), await platform.tenant(max_gpus=8)]
+    tenants = [await platform.tenant(max_gpus=8) for _ in weights]
+    for account, weight in zip(tenants, weights, strict=True):
+        if weight != 1:
+            changed = await platform.http.patch(
+                f"/v1/tenants/{account.tenant_id}", json={"queueWeight": weight},
+                headers=platform.admin,
+            )  # fmt: skip
+            assert changed.json()["queueWeight"] == weight, changed.text
     # Both floods queue first (no GPU of the type exists yet), the first in full first.
     jobs = {
         account.tenant_id: [
@@ -366,13 +376,28 @@ async def test_two_tenants_flooding_the_queue_share_the_gpus_evenly(
     # While both had work waiting: from the first start to the first tenant's last end.
     start = min(begin for runs in spans.values() for begin, _ in runs)
     end = min(max(finish for _, finish in runs) for runs in spans.values())
-    held = {
+    return {
         tenant: sum(max(min(finish, end) - max(begin, start), 0) for begin, finish in runs)
         for tenant, runs in spans.items()
     }
+
+
+async def test_two_tenants_flooding_the_queue_share_the_gpus_evenly(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    held = await _flood(platform, kube, (1, 1))
     low, high = sorted(held.values())
     assert high > 0
     assert (high - low) / high <= 0.10, held
+
+
+async def test_the_operators_queue_weights_divide_the_gpus(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    """Weights 3 and 1 over 4 GPUs: the first tenant holds three quarters while both wait."""
+    heavy, light = (await _flood(platform, kube, (3, 1))).values()
+    assert heavy + light > 0
+    assert abs(heavy / (heavy + light) - 0.75) <= 0.10, (heavy, light)
 
 
 async def test_a_jobs_storage_credentials_reach_its_pods_and_are_revoked_when_it_ends(

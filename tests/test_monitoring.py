@@ -85,9 +85,56 @@ def test_a_rule_fires_after_its_duration_and_resolves_once() -> None:
     for second, temperature in [(0, 95), (1, 95), (2, 95), (3, 95), (4, 95), (5, 60), (6, 60)]:
         states += [
             (second, t.state)
-            for t in engine.observe("n", sample(second, temperature_c=temperature))
+            for t in engine.observe("n", [sample(second, temperature_c=temperature)])
         ]
     assert states == [(3, "firing"), (5, "resolved")]
+
+
+def test_a_stop_when_idle_rule_holds_only_while_every_gpu_of_the_instance_is_idle() -> None:
+    engine = RuleEngine()
+    engine.set_rules(
+        [
+            Rule(
+                "idle",
+                "utilization_gpu_pct",
+                "<",
+                5,
+                duration_s=2,
+                severity="info",
+                tenant_id="a",
+                action="stop_instance",
+            )
+        ]
+    )
+
+    def instance(second: float, *utilisations: float) -> list[GpuSample]:
+        return [
+            sample(
+                second,
+                gpu_uuid=f"GPU-{i}",
+                index=i,
+                utilization_gpu_pct=u,
+                tenant_id="a",
+                instance_id="i-1",
+            )
+            for i, u in enumerate(utilisations)
+        ] + [  # another tenant's idle instance, which the rule does not watch
+            sample(
+                second, gpu_uuid="GPU-9", utilization_gpu_pct=0.0, tenant_id="b", instance_id="i-2"
+            )
+        ]
+
+    fired = []
+    # One GPU busy: the instance is not idle, however long the other one idles.
+    for second in range(5):
+        fired += engine.observe("n", instance(second, 0.0, 80.0))
+    assert fired == []
+    for second in range(5, 10):
+        fired += engine.observe("n", instance(second, 0.0, 1.0))
+    assert [(t.state, t.subject, t.instance_id, t.at) for t in fired] == [
+        ("firing", "i-1", "i-1", T0 + timedelta(seconds=7))
+    ]
+    assert fired[0].value == 1.0  # the busiest GPU's
 
 
 def test_rollups_close_a_window_per_gpu_and_user() -> None:
@@ -379,6 +426,120 @@ async def test_a_quarantined_node_is_excluded_from_placement(
             return not (await core.read_node(faulty)).spec.unschedulable
 
         await eventually(uncordoned, timeout=30)
+
+
+async def test_an_operator_quarantines_a_node_until_released(
+    platform: Platform, telemetry: Telemetry, kube: k8s.ApiClient
+) -> None:
+    node = await telemetry.node(product=unique("SIM-H100"))
+    core = k8s.CoreV1Api(kube)
+    async with running(telemetry):
+
+        async def health() -> dict[str, Any] | None:
+            nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+            return next((n for n in nodes if n["node"] == node), None)
+
+        await eventually(health, timeout=30)
+        missing = await platform.http.post(
+            "/v1/nodes/no-such-node/quarantine", headers=platform.admin, json={"reason": "x"}
+        )
+        assert missing.status_code == 404, missing.text
+        reasonless = await platform.http.post(
+            f"/v1/nodes/{node}/quarantine", headers=platform.admin, json={}
+        )
+        assert reasonless.status_code == 422, reasonless.text
+
+        asked = await platform.http.post(
+            f"/v1/nodes/{node}/quarantine",
+            headers=platform.admin,
+            json={"reason": "fan replacement"},
+        )
+        assert asked.status_code == 202, asked.text
+
+        async def in_health(wanted: str) -> dict[str, Any] | None:
+            view = await health()
+            return view if view and view["health"] == wanted else None
+
+        quarantined = await eventually(lambda: in_health("quarantined"), timeout=30)
+        assert quarantined["healthReasons"] == ["quarantined by an operator: fan replacement"]
+
+        async def cordoned(wanted: bool) -> bool:
+            return bool((await core.read_node(node)).spec.unschedulable) is wanted
+
+        await eventually(lambda: cordoned(True), timeout=30)
+        # Healthy telemetry keeps coming: the node stays out until an operator says.
+        await asyncio.sleep(3)
+        assert (await health() or {}).get("health") == "quarantined"
+
+        released = await platform.http.post(f"/v1/nodes/{node}/release", headers=platform.admin)
+        assert released.status_code == 202, released.text
+        await eventually(lambda: in_health("healthy"), timeout=30)
+        await eventually(lambda: cordoned(False), timeout=30)
+
+
+async def test_an_idle_instance_is_stopped_by_its_tenants_rule(
+    platform: Platform, telemetry: Telemetry
+) -> None:
+    product = unique("SIM-H100")
+    node = await telemetry.node(product=product, gpus=2)
+    account = await platform.tenant()
+    owner = bearer(account.admin_key)
+    rule = {
+        "name": "stop when idle", "metric": "utilization_gpu_pct", "comparison": "<",
+        "threshold": 5, "durationS": 3, "action": "stop_instance",
+    }  # fmt: skip
+    # Stop-when-idle is a tenant's rule on its own instances, and an idleness test.
+    fleet_wide = await platform.http.post("/v1/alert-rules", json=rule, headers=platform.admin)
+    assert_problem(fleet_wide, 422)
+    busy_rule = await platform.http.post(
+        "/v1/alert-rules", json={**rule, "comparison": ">"}, headers=owner
+    )
+    assert_problem(busy_rule, 422)
+    made = await platform.post_as_tenant(account, "/v1/alert-rules", rule)
+    assert made.status_code == 201, made.text
+    assert made.json()["action"] == "stop_instance"
+
+    spec = await platform.spec(gpus=1, gpu_type=product)
+    started = []
+    for _ in range(2):
+        created = await platform.start_instance(account, {"image": "trainer", "specName": spec})
+        assert created.status_code == 202, created.text
+        started.append(created.json()["instanceID"])
+
+    async def state_of(instance_id: str) -> dict[str, Any]:
+        found = await platform.http.get(f"/v1/gpu-instances/{instance_id}", headers=owner)
+        return dict(found.json())
+
+    async with running(telemetry):
+
+        async def both_running() -> bool:
+            states = [(await state_of(i))["state"] for i in started]
+            return states == ["running", "running"]
+
+        await eventually(both_running, timeout=60)
+
+        async def gpu_of(instance_id: str) -> tuple[int] | None:
+            """(its GPU's index,) once the simulator placed it: index 0 is an answer too."""
+            placed = telemetry.fleet.nodes[node].placed
+            return next(((gpu,) for gpu, (_, i) in placed.items() if i == instance_id), None)
+
+        idle, busy = started
+        [gpu] = await eventually(lambda: gpu_of(idle), timeout=30)
+        telemetry.fleet.inject(node, gpu, "idle")
+
+        async def stopped() -> dict[str, Any] | None:
+            found = await state_of(idle)
+            return found if found["state"] == "stopped" else None
+
+        ended = await eventually(stopped, timeout=60)
+        [reason] = [t["reason"] for t in ended["history"] if t["state"] == "stopping"]
+        assert reason.startswith("idle: GPU utilization_gpu_pct"), ended
+        assert (await state_of(busy))["state"] == "running"  # its GPU works
+
+    alerts = (await platform.http.get("/v1/alerts", headers=owner)).json()
+    mine = [a for a in (alerts["items"] if isinstance(alerts, dict) else alerts)
+            if a["ruleID"] == made.json()["ruleID"]]  # fmt: skip
+    assert [(a["instanceID"], a["action"]) for a in mine] == [(idle, "stop_instance")]
 
 
 async def test_an_instance_is_not_billed_for_time_on_its_quarantined_node(

@@ -19,7 +19,8 @@ from typing import Literal
 
 from gpucloud_libs.events import GpuInventory, GpuSample
 
-Fault = Literal["overheat", "ecc", "xid79"]
+#: `idle`: the GPU is held by its instance but does no work (stop-when-idle's case).
+Fault = Literal["overheat", "ecc", "xid79", "idle"]
 FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 
 #: Memory (MiB) and board power limit (W) by model fragment; others get defaults.
@@ -126,7 +127,7 @@ class SimulatedFleet:
             state = self._gpus.setdefault((name, index), _GpuState())
             fault = self._faults.get((name, index))
             placed = node.placed.get(index)
-            busy = placed is not None and not state.fell_off
+            busy = placed is not None and not state.fell_off and fault != "idle"
             util = rng.uniform(70, 95) if busy else rng.uniform(0, 3)
             temperature = 34 + 0.45 * util + rng.uniform(-1.5, 1.5)
             throttle = 0

@@ -15,6 +15,7 @@ from .instances import instances
 from .jobs import jobs
 from .operator import fleet, tenants
 from .session import Failure, Session, pass_session
+from .ssh import ssh, tunnel
 from .storages import cp, storages
 from .usage import alerts, usage
 
@@ -157,9 +158,13 @@ def completion(shell: str) -> None:
     click.echo(completer(cli, {}, "gpucloud", "_GPUCLOUD_COMPLETE").source())
 
 
-for command in (instances, jobs, storages, cp, usage, alerts, fleet, tenants):
+for command in (instances, jobs, storages, cp, usage, alerts, fleet, tenants, ssh, tunnel):
     cli.add_command(command)
 
 
 def main() -> None:
     cli(prog_name="gpucloud")
+
+
+if __name__ == "__main__":  # `python -m gpucloud_cli.main`: how `gpucloud ssh` runs its tunnel
+    main()

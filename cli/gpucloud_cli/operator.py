@@ -43,6 +43,20 @@ def release_node(session: Session, node: str) -> None:
     session.emit(session.client.release_node(node), NODE_COLUMNS)
 
 
+@fleet.command("quarantine")
+@click.argument("node")
+@click.option("--reason", required=True, help="Why: kept in the node's health reasons.")
+@pass_session
+def quarantine_node(session: Session, node: str, reason: str) -> None:
+    """Take a node out of service until it is released.
+
+    \b
+    Example:
+      gpucloud fleet quarantine h100-zone-a-0 --reason "fan replacement"
+    """
+    session.emit(session.client.quarantine_node(node, reason), NODE_COLUMNS)
+
+
 @click.group()
 def tenants() -> None:
     """Tenants, their quotas and status (platform admin)."""

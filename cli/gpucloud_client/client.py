@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 import httpx
+from websockets.sync.client import ClientConnection
 
+from . import tunnel
 from .errors import ApiError, Unreachable
 from .models import (
     Alert,
@@ -59,6 +61,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
+        self._credential = api_key
         self._http = httpx.Client(
             base_url=f"{self.endpoint}/v1",
             headers={"Authorization": f"Bearer {api_key}", "User-Agent": "gpucloud-cli/0.1"},
@@ -203,6 +206,10 @@ class Client:
             on_change(instance)
         return instance
 
+    def open_tunnel(self, instance_id: str, port: int) -> ClientConnection:
+        """A TCP tunnel to a declared port of a running instance (see tunnel.relay)."""
+        return tunnel.open_tunnel(self.endpoint, self._credential, instance_id, port)
+
     def open_instance_session(self, instance_id: str, port: int) -> dict[str, Any]:
         """A one-minute link that opens the instance's URL on `port` in a browser."""
         path = f"/gpu-instances/{_id(instance_id)}/ports/{port}/session"
@@ -307,6 +314,10 @@ class Client:
 
     def release_node(self, node: str) -> Node:
         return cast(Node, self.request("POST", f"/nodes/{_id(node)}/release"))
+
+    def quarantine_node(self, node: str, reason: str) -> Node:
+        path = f"/nodes/{_id(node)}/quarantine"
+        return cast(Node, self.request("POST", path, json={"reason": reason}))
 
     def list_tenants(self) -> Iterator[Tenant]:
         after: str | None = None

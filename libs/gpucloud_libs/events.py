@@ -58,6 +58,8 @@ class TenantUpserted(EventData):
     name: str
     status: Literal["active", "suspended"]
     quota: TenantQuota
+    #: The tenant's weight in the admission queue's fair share (docs/queue.md).
+    queue_weight: float = Field(default=1.0, gt=0)
 
     @property
     def aggregate_id(self) -> str:
@@ -327,6 +329,27 @@ class NodeReleaseRequested(EventData):
         return self.node
 
 
+class NodeQuarantineRequested(EventData):
+    """An operator takes a node out of service (a suspect GPU, maintenance). Like a
+    release, it travels on the telemetry topic keyed by node, in order with its samples;
+    the node stays quarantined until released."""
+
+    type: Literal["io.gpucloud.node.quarantine_requested.v1"] = (
+        "io.gpucloud.node.quarantine_requested.v1"
+    )
+    node: str
+    requested_by: str
+    reason: str
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.node
+
+
+#: What an operator asks of a node's health.
+NodeHealthRequest = NodeReleaseRequested | NodeQuarantineRequested
+
 NodeHealth = Literal["healthy", "degraded", "quarantined"]
 
 
@@ -357,6 +380,10 @@ class AlertStateChanged(EventData):
     at: AwareDatetime
     #: A resolution not by the metric recovering: `rule_deleted` or `rule_disabled`.
     resolution: str | None = None
+    #: `stop_instance`: a stop-when-idle rule; the instances service stops `instance_id`
+    #: when it fires.
+    action: Literal["notify", "stop_instance"] = "notify"
+    instance_id: str | None = None
 
     @property
     def aggregate_id(self) -> str:
@@ -429,6 +456,7 @@ Event = Annotated[
     | TelemetryBatch
     | NodeInventory
     | NodeReleaseRequested
+    | NodeQuarantineRequested
     | NodeHealthChanged
     | AlertStateChanged
     | JobStateChanged

@@ -93,7 +93,8 @@ ACCESS: dict[str, ServiceAccess] = {
         ServiceAccess(
             "instances",
             produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE),
-            consumes=(TENANTS, INSTANCE_COMMANDS, NODE_HEALTH),
+            # Alerts: the stop-when-idle rules' firings stop instances.
+            consumes=(TENANTS, INSTANCE_COMMANDS, NODE_HEALTH, ALERTS),
         ),
         ServiceAccess(
             "storage",

@@ -20,6 +20,7 @@ from .events import (
     JobStateChanged,
     NodeHealthChanged,
     NodeInventory,
+    NodeQuarantineRequested,
     NodeReleaseRequested,
     ReplicaStateChanged,
     StopTenantInstancesRequested,
@@ -77,7 +78,7 @@ TELEMETRY = TopicSpec(
     "gpucloud.telemetry.v1",
     partitions=6,
     retention_ms=24 * 3600 * 1000,
-    carries=(TelemetryBatch, NodeInventory, NodeReleaseRequested),
+    carries=(TelemetryBatch, NodeInventory, NodeReleaseRequested, NodeQuarantineRequested),
 )
 # Kept: metering credits the quarantines in it.
 NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1", retention_ms=-1, carries=(NodeHealthChanged,))

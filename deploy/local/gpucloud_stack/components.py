@@ -696,6 +696,17 @@ _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
 }
 
 
+def _local_settings(name: str) -> dict[str, str]:
+    settings = dict(_SERVICE_SETTINGS.get(name, {}))
+    if name == "gateway":
+        # The console `up` built (provision.console_build), over plain http, whose
+        # pages upload straight to the object store.
+        settings["GPUCLOUD_CONSOLE_DIR"] = str(provision.console_directory())
+        settings["GPUCLOUD_CONSOLE_COOKIE_SECURE"] = "false"
+        settings["GPUCLOUD_CONSOLE_CONNECT_SOURCES"] = json.dumps([s3_endpoint()])
+    return settings
+
+
 def _venv_python() -> str:
     venv = layout.REPO_ROOT / ".venv" / "bin" / "python"
     return str(venv) if venv.exists() else sys.executable
@@ -709,7 +720,7 @@ def _service(name: str) -> Component:
         argv=lambda _ctx: [_venv_python(), "-m", f"gpucloud_{name}"],
         env=lambda ctx: {
             **principal_env(ctx, name),
-            **_SERVICE_SETTINGS.get(name, {}),
+            **_local_settings(name),
             "GPUCLOUD_HTTP_HOST": HOST,
             "GPUCLOUD_HTTP_PORT": str(port),
         },

@@ -22,6 +22,8 @@ HELM_VERSION = "v3.16.4"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 #: Debian bookworm's Ceph (Pacific); apt-get picks the archive's current build of it.
 CEPH_VERSION = "16.2.15"
+#: Debian 12's chromium, for the console's browser tests (not a server: unpacked only).
+CHROMIUM_VERSION = "debian12"
 
 HOST = "127.0.0.1"
 

@@ -10,6 +10,7 @@ an interrupted build is redone and a finished one costs nothing.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -104,6 +105,9 @@ CEPH = Artifact(
     layout.LOCAL_DIR,  # nothing of the repo goes into it
     debian=("ceph-mon", "ceph-mgr", "ceph-osd", "radosgw"),
 )
+
+#: Headless Chromium for the console's browser tests: unpacked like Ceph, never installed.
+CHROMIUM = Artifact("chromium", layout.CHROMIUM_VERSION, layout.LOCAL_DIR, debian=("chromium",))
 
 #: What every stack needs; the object store's own artifacts come with it (object_store()).
 ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, HELM)
@@ -228,6 +232,76 @@ def ensure(artifact: Artifact, *, say: bool = True) -> Path:
     return target
 
 
+CONSOLE_SOURCE = layout.REPO_ROOT / "console"
+#: What the console's build reads: a change to any of it is a new build.
+_CONSOLE_INPUTS = ("package.json", "package-lock.json", "tsconfig.json", "vite.config.ts",
+                   "index.html", "src", "public")  # fmt: skip
+
+
+#: Bumped when console_build changes what it makes from the same sources.
+_CONSOLE_RECIPE = b"2: gzipped assets"
+
+
+def console_directory() -> Path:
+    """Where the console built from the current sources lives (built or not)."""
+    digest = hashlib.sha256(_CONSOLE_RECIPE)
+    for name in _CONSOLE_INPUTS:
+        path = CONSOLE_SOURCE / name
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for file in files:
+            if file.is_file():
+                digest.update(str(file.relative_to(CONSOLE_SOURCE)).encode())
+                digest.update(file.read_bytes())
+    return layout.cache_dir() / "console" / digest.hexdigest()[:12]
+
+
+def console_build(*, say: bool = True) -> Path:
+    """Build the web console with npm (packages from the npm registry, locked by
+    package-lock.json) unless this version of its sources is built already."""
+    target = console_directory()
+    if (target / ".complete").exists():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        raise StackError("console", "`npm` is not on PATH; install Node.js 20 or newer")
+    log = layout.cache_dir() / "build-logs" / "console.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    if say:
+        print(f"  building the web console (log: {log})", flush=True)
+    started = time.monotonic()
+    # `npm install --no-save` installs what package-lock.json pins and writes nothing:
+    # `npm ci` refuses a lock that lists only the platform packages the registry mirror
+    # serves (rollup's and esbuild's native builds for this machine).
+    steps = (
+        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"],
+        [npm, "run", "build", "--", "--outDir", str(staging), "--emptyOutDir"],
+    )
+    with log.open("w") as out:
+        for step in steps:
+            done = subprocess.run(
+                step, cwd=CONSOLE_SOURCE, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
+            if done.returncode != 0:
+                raise StackError(
+                    "console", f"`npm {' '.join(step[1:3])}` failed ({done.returncode})", log
+                )
+    for asset in (staging / "assets").iterdir():
+        # The gateway sends these to browsers that accept gzip (console_site.py).
+        asset.with_name(asset.name + ".gz").write_bytes(gzip.compress(asset.read_bytes(), 9))
+    (staging / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    for stale in target.parent.iterdir():
+        if stale != target:  # builds of earlier sources
+            shutil.rmtree(stale, ignore_errors=True)
+    if say:
+        print(f"  built the web console in {time.monotonic() - started:.0f}s", flush=True)
+    return target
+
+
 def ensure_all(*, say: bool = True) -> None:
     for artifact in (*ALL, *object_store_artifacts()):
         ensure(artifact, say=say)
+    console_build(say=say)

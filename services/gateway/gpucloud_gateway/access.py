@@ -18,6 +18,7 @@ from gpucloud_libs.identity import Role
 from .audit import MUTATING, AuditedCall
 from .authentication import Authenticator
 from .authorization import Authorizer
+from .console_sessions import ConsoleSessions
 from .schemas import Principal, Scope
 
 bearer = HTTPBearer(
@@ -26,6 +27,7 @@ bearer = HTTPBearer(
 )
 AuthenticatorPart = Annotated[Authenticator, app_part(Authenticator)]
 AuthorizerPart = Annotated[Authorizer, app_part(Authorizer)]
+ConsoleSessionsPart = Annotated[ConsoleSessions, app_part(ConsoleSessions)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
@@ -33,8 +35,15 @@ async def authenticated(
     request: Request,
     credentials: Credentials,
     authenticator: AuthenticatorPart,
+    console: ConsoleSessionsPart,
 ) -> Principal:
-    principal = await authenticator.authenticate(credentials.credentials if credentials else None)
+    """The bearer credential; without one, the web console's session cookie."""
+    if credentials is None and console.presented(request):
+        principal = await console.authenticate(request)
+    else:
+        principal = await authenticator.authenticate(
+            credentials.credentials if credentials else None
+        )
     request.state.principal = principal
     return principal
 
@@ -71,5 +80,8 @@ async def maybe_authenticated(
     request: Request,
     credentials: Credentials,
     authenticator: AuthenticatorPart,
+    console: ConsoleSessionsPart,
 ) -> Principal | None:
-    return await authenticated(request, credentials, authenticator) if credentials else None
+    if credentials is None:
+        return None
+    return await authenticated(request, credentials, authenticator, console)

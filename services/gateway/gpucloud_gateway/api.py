@@ -13,12 +13,15 @@ from gpucloud_libs.http import app_part
 from .access import audit_target, maybe_authenticated, require
 from .api_keys import ApiKeys
 from .audit import AuditedCall, AuditLog
+from .console_sessions import ConsoleSessions
 from .routes import ADMINS, EVERYONE, PLATFORM_ADMIN, TENANT_ADMIN, TENANT_MEMBERS
 from .schemas import (
     ApiKey,
     ApiKeyCreate,
     ApiKeyCreated,
     AuditPage,
+    ConsoleSession,
+    ConsoleSignIn,
     Principal,
     SelfQuota,
     Tenant,
@@ -45,6 +48,7 @@ TenantsPart = Annotated[Tenants, app_part(Tenants)]
 UsersPart = Annotated[Users, app_part(Users)]
 ApiKeysPart = Annotated[ApiKeys, app_part(ApiKeys)]
 AuditPart = Annotated[AuditLog, app_part(AuditLog)]
+ConsolePart = Annotated[ConsoleSessions, app_part(ConsoleSessions)]
 
 
 # --- identity -------------------------------------------------------------------------
@@ -70,6 +74,43 @@ async def issue_token(
     if principal is not None:
         audit_target(request, principal)
     return await sessions.issue(body, principal)
+
+
+# --- the web console's session ---------------------------------------------------------
+
+
+@router.post(
+    "/console/session",
+    tags=["console"],
+    summary="Sign in to the web console (email and password, or an API key): sets the "
+    "HttpOnly session cookie and answers the CSRF token its changes must carry",
+    status_code=status.HTTP_201_CREATED,
+)
+async def console_sign_in(
+    body: ConsoleSignIn, request: Request, response: Response, console: ConsolePart
+) -> ConsoleSession:
+    session = await console.sign_in(body, response)
+    audit_target(request, session.principal)
+    return session
+
+
+@router.get(
+    "/console/session",
+    tags=["console"],
+    summary="The console session of the cookie: who it acts as, and its CSRF token",
+)
+async def console_session(request: Request, console: ConsolePart) -> ConsoleSession:
+    return await console.current(request)
+
+
+@router.delete(
+    "/console/session",
+    tags=["console"],
+    summary="Sign out of the console: the session ends at once, on every gateway replica",
+    status_code=status.HTTP_204_NO_CONTENT,
+)
+async def console_sign_out(request: Request, response: Response, console: ConsolePart) -> None:
+    await console.sign_out(request, response)
 
 
 # --- tenants (platform admin) ---------------------------------------------------------

@@ -14,6 +14,8 @@ from .audit import AuditLog, AuditMiddleware
 from .authentication import Authenticator
 from .authorization import Authorizer
 from .background import Background
+from .console_sessions import ConsoleSessions
+from .console_site import console_router
 from .forward_api import router as forward_router
 from .forwarding import Forwarder
 from .identity_cache import IdentityCache
@@ -23,8 +25,16 @@ from .ratelimit import RateLimiter
 from .service_load import ServiceLoad
 from .sessions import Sessions
 from .settings import GatewaySettings
-from .store import INDEXES, ApiKeyStore, AuditStore, TenantStore, UserStore
+from .store import (
+    INDEXES,
+    ApiKeyStore,
+    AuditStore,
+    ConsoleSessionStore,
+    TenantStore,
+    UserStore,
+)
 from .tenants import Tenants
+from .tunnels import InstanceTunnels
 from .upstream import Upstream
 from .users import Users
 
@@ -43,8 +53,10 @@ tenant_store, user_store, key_store = (
 )
 background, limiter = Background(), RateLimiter()
 cache = IdentityCache(key_store, user_store, tenant_store, ttl_s=settings.auth_cache_ttl_s)
+authorizer = Authorizer(settings, cache, limiter)
 authenticator = Authenticator(settings, key_store, cache, background)
 sessions = Sessions(settings, user_store, authenticator, limiter)
+console = ConsoleSessions(settings, ConsoleSessionStore(runtime.db), authenticator, sessions)
 api_keys = ApiKeys(key_store, cache)
 users = Users(user_store, cache, api_keys)
 tenants = Tenants(
@@ -89,21 +101,25 @@ runtime.on_start(_start)
 runtime.on_stop(_stop)
 runtime.every(settings.outbox_sweep_s, _sweep_outboxes, "outbox")
 runtime.every(settings.service_load_report_s, service_load.report, "service-load")
+runtime.every(3600.0, console.sweep_expired, "console-sessions")
 
 app = runtime.create_app(
     title="gpucloud",
     description="GPU cloud control plane: the public API. The whole platform's "
     "API is described at /v1/openapi.json.",
-    routers=[router, forward_router],
+    # The console's catch-all goes last: every API route is matched before it.
+    routers=[router, forward_router, console_router(settings)],
     parts=[
         authenticator,
-        Authorizer(settings, cache, limiter),
+        authorizer,
         sessions,
+        console,
         tenants,
         users,
         api_keys,
         audit,
         instance_proxy,
+        InstanceTunnels(authenticator, authorizer, instance_proxy, audit),
         OpenApiAggregator(api_upstream, forwarder.base_urls),
         forwarder,
     ],

@@ -10,10 +10,10 @@ from gpucloud_libs.errors import Unauthenticated
 
 from . import credentials
 from .background import Background
-from .credentials import API_AUDIENCE, BOOTSTRAP_KEY_ID, SessionToken
+from .credentials import API_AUDIENCE, BOOTSTRAP_KEY_ID
 from .documents import ApiKeyDoc
 from .identity_cache import IdentityCache
-from .schemas import ALL_SCOPES, Principal
+from .schemas import ALL_SCOPES, Principal, Scope
 from .settings import GatewaySettings
 from .store import ApiKeyStore
 
@@ -64,9 +64,10 @@ class Authenticator:
         token = credentials.read_token(self._session_secret, presented, audience=audience)
         if token is None:
             raise Unauthenticated("the credential is not a valid, unexpired API key or token")
-        return await self._from_token(
-            token, via="token" if audience == API_AUDIENCE else "session_cookie"
-        )
+        return await self.from_source(
+            token.source, token.source_id, token.scopes,
+            via="token" if audience == API_AUDIENCE else "session_cookie",
+        )  # fmt: skip
 
     async def authenticate_token(self, presented: str | None, *, audience: str) -> Principal:
         """Like `authenticate`, for a session token alone: where a browser carries the
@@ -94,31 +95,37 @@ class Authenticator:
             service_ids=doc.get("service_ids"),
         )
 
-    async def _from_token(
-        self, token: SessionToken, *, via: Literal["token", "session_cookie"]
+    async def from_source(
+        self,
+        source: Literal["user", "key"],
+        source_id: str,
+        scopes: list[Scope],
+        *,
+        via: Literal["token", "session_cookie", "console"],
     ) -> Principal:
-        """A token acts as what its source key or user is now, read back (a few seconds'
-        cache): revocation, expiry and a changed role take effect on tokens too."""
-        if token.source == "key":
-            key = await self._cache.key(token.source_id)
+        """A token or a console session acts as what its source key or user is now, read
+        back (a few seconds' cache): revocation, expiry and a changed role take effect
+        on them too."""
+        if source == "key":
+            key = await self._cache.key(source_id)
             if key is None:
                 raise Unauthenticated("the API key this token came from no longer exists")
             _check_live(key, "the API key this token came from")
             allowed = key["scopes"] or list(ALL_SCOPES)
             user_id, key_id = key["user_id"], key["_id"]
             role, tenant_id = key["role"], key["tenant_id"]
-            scopes = [scope for scope in token.scopes if scope in allowed]
+            scopes = [scope for scope in scopes if scope in allowed]
             service_ids = key.get("service_ids")
         else:
-            user = await self._cache.user(token.source_id)
+            user = await self._cache.user(source_id)
             if user is None or user["status"] != "active":
                 raise Unauthenticated("the user this token belongs to is disabled or deleted")
             user_id, key_id = user["_id"], None
-            role, tenant_id, scopes = user["role"], user["tenant_id"], list(token.scopes)
+            role, tenant_id, scopes = user["role"], user["tenant_id"], list(scopes)
             service_ids = None
         await self.check_tenant(tenant_id)
         return Principal(
-            subject=user_id or token.source_id,
+            subject=user_id or source_id,
             user_id=user_id,
             key_id=key_id,
             role=role,

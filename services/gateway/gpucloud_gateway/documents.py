@@ -8,7 +8,7 @@ and read with `.get`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class TenantDoc(TypedDict):
@@ -19,6 +19,8 @@ class TenantDoc(TypedDict):
     limits: dict[str, Any]
     self_quota: dict[str, Any]
     rate_limit: dict[str, Any] | None
+    #: Its weight in the admission queue (absent: 1).
+    queue_weight: NotRequired[float]
     created_at: datetime
     updated_at: datetime
     #: Every change moves the tenant to a new revision, published as its event id.
@@ -51,6 +53,15 @@ class ApiKeyDoc(TypedDict):
     last_used_at: datetime | None
     #: A machine key of these inference services alone (ApiKeyCreate.service_ids).
     service_ids: NotRequired[list[str] | None]
+
+
+class ConsoleSessionDoc(TypedDict):
+    _id: str  # the SHA-256 of the cookie's session id: the id itself is never stored
+    source: Literal["user", "key"]  # what signed in, checked again on every request
+    source_id: str
+    tenant_id: str | None
+    created_at: datetime
+    expires_at: datetime
 
 
 class AuditDoc(TypedDict):

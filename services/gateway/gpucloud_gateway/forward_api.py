@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Request, Response, WebSocket
 
 from gpucloud_libs.errors import GpucloudError, NotFound
 from gpucloud_libs.http import app_part, problem_response
@@ -15,6 +15,7 @@ from . import routes
 from .access import (
     AuthenticatorPart,
     AuthorizerPart,
+    ConsoleSessionsPart,
     Credentials,
     audit_target,
     authenticated,
@@ -25,10 +26,12 @@ from .instance_urls import InstanceProxy
 from .openapi import OpenApiAggregator
 from .routes import TENANT_MEMBERS
 from .schemas import InstanceSession, Principal
+from .tunnels import InstanceTunnels
 
 router = APIRouter(prefix="/v1")
 
 InstanceProxyPart = Annotated[InstanceProxy, app_part(InstanceProxy)]
+InstanceTunnelsPart = Annotated[InstanceTunnels, app_part(InstanceTunnels)]
 OpenApiPart = Annotated[OpenApiAggregator, app_part(OpenApiAggregator)]
 ForwarderPart = Annotated[Forwarder, app_part(Forwarder)]
 
@@ -56,6 +59,17 @@ async def open_instance(
     return await proxy.open_session(principal, instance_id, port)
 
 
+@router.websocket("/gpu-instances/{instance_id}/ports/{port}/tunnel")
+async def tunnel_to_instance(
+    socket: WebSocket,
+    instance_id: Annotated[str, Path(max_length=64)],
+    port: Annotated[int, Path(ge=1, le=65535)],
+    tunnels: InstanceTunnelsPart,
+) -> None:
+    """A TCP tunnel to one declared port of a running instance (`gpucloud ssh`)."""
+    await tunnels.serve(socket, instance_id, port)
+
+
 # --- the aggregated API description and forwarding ------------------------------------
 
 
@@ -79,6 +93,7 @@ async def forward(
     request: Request,
     credentials: Credentials,
     authenticator: AuthenticatorPart,
+    console: ConsoleSessionsPart,
     authorizer: AuthorizerPart,
     forwarder: ForwarderPart,
 ) -> Response:
@@ -90,7 +105,7 @@ async def forward(
             response.headers["Allow"] = ", ".join(found.allowed)
             return response
         raise NotFound(f"no API route {request.url.path}")
-    principal = await authenticated(request, credentials, authenticator)
+    principal = await authenticated(request, credentials, authenticator, console)
     route = found.route
     audit_target(request, principal, route.path)
     await authorizer.authorize(

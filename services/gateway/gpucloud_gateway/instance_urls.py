@@ -119,7 +119,7 @@ class InstanceProxy:
         self.signer = signer
         self._domain_suffix = "." + settings.instance_domain
         self.cookie_name = session_cookie_name(settings)
-        self._addresses = TtlCache[tuple[str, str, int], str](
+        self._addresses = TtlCache[tuple[str, str, int, bool], str](
             settings.endpoint_cache_ttl_s, max_entries=10_000
         )
         self._replicas = TtlCache[tuple[str, str], tuple[list[str], int]](
@@ -203,13 +203,21 @@ class InstanceProxy:
         if "instances:connect" not in principal.scopes:
             raise InsufficientScope("this credential lacks the scope 'instances:connect'")
         instance_id, port = parsed
+        return instance_id, port, await self.address(principal, instance_id, port)
 
-        async def resolve(_: tuple[str, str, int]) -> str:
+    async def address(
+        self, principal: Principal, instance_id: str, port: int, *, tunnel: bool = False
+    ) -> str:
+        """The pod address behind one port of the caller's running instance (kept a few
+        seconds): a public port for its URL, any declared TCP port for a tunnel."""
+
+        async def resolve(_: tuple[str, str, int, bool]) -> str:
             path = f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
-            return str((await self._instances_call(principal, path))["address"])
+            query = "?tunnel=true" if tunnel else ""
+            return str((await self._instances_call(principal, path, query))["address"])
 
-        key = (principal.tenant_id or "", instance_id, port)
-        return instance_id, port, await self._addresses.get(key, resolve)
+        key = (principal.tenant_id or "", instance_id, port, tunnel)
+        return await self._addresses.get(key, resolve)
 
     def _service_of(self, principal: Principal, host: str) -> str | None:
         """The service id of a service host of the caller's tenant, else None."""
@@ -287,11 +295,13 @@ class InstanceProxy:
                     self.balancer.refused(address)
                     tried.add(address)
 
-    async def _instances_call(self, principal: Principal, path: str) -> dict[str, object]:
+    async def _instances_call(
+        self, principal: Principal, path: str, query: str = ""
+    ) -> dict[str, object]:
         try:
             response = await self.upstream.call(
                 "GET",
-                f"{self.settings.instances_url}{path}",
+                f"{self.settings.instances_url}{path}{query}",
                 headers=identity_headers(self.signer, principal, method="GET", path=path),
             )
         except UpstreamUnreachable as error:
@@ -416,10 +426,10 @@ class InstanceProxy:
                 )
             _, port, address = await self._target(principal, host)
         except GpucloudError as error:
-            await _deny(socket, problem_response(error, socket))
+            await deny_handshake(socket, problem_response(error, socket))
             return
         except RelayedProblem as problem:
-            await _deny(socket, problem.response)
+            await deny_handshake(socket, problem.response)
             return
         url = f"ws://{address}:{port}{socket.url.path}"
         if socket.url.query:
@@ -441,7 +451,7 @@ class InstanceProxy:
             refused = InstanceUnreachable(
                 f"the instance's port {port} did not accept the WebSocket"
             )
-            await _deny(socket, problem_response(refused, socket))
+            await deny_handshake(socket, problem_response(refused, socket))
 
 
 async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:
@@ -489,7 +499,7 @@ def _unreachable(port: int) -> InstanceUnreachable:
     )
 
 
-async def _deny(socket: WebSocket, response: Response) -> None:
+async def deny_handshake(socket: WebSocket, response: Response) -> None:
     """Refuse the handshake with an HTTP problem where the server can, else close 1008."""
     try:
         await socket.send_denial_response(response)

@@ -144,6 +144,9 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "POST", "/v1/nodes/{node}/release", "monitoring", PLATFORM_ADMIN, "monitoring:write"
     ),
+    ForwardedRoute(
+        "POST", "/v1/nodes/{node}/quarantine", "monitoring", PLATFORM_ADMIN, "monitoring:write"
+    ),
     ForwardedRoute("GET", "/v1/fleet", "monitoring", PLATFORM_ADMIN, "monitoring:read"),
     ForwardedRoute("POST", "/v1/alert-rules", "monitoring", ADMINS, "monitoring:write"),
     ForwardedRoute("GET", "/v1/alert-rules", "monitoring", ADMINS, "monitoring:read"),

@@ -132,11 +132,17 @@ class ApiKeyCreated(ApiKey):
     secret: str
 
 
+#: A tenant's weight in the admission queue's fair share: 2 gets twice the GPUs of 1
+#: while both wait (docs/queue.md).
+QueueWeight = Annotated[float, Field(gt=0, le=100)]
+
+
 class TenantCreate(ApiModel):
     tenant_id: TenantId = Field(alias="tenantID")
     name: Name
     limits: QuotaLimits
     rate_limit: RateLimit | None = None
+    queue_weight: QueueWeight = 1.0
     #: The tenant's first admin, who manages the rest of its users.
     admin: UserCreate
 
@@ -153,6 +159,7 @@ class TenantUpdate(ApiModel):
     status: Literal["active", "suspended"] | None = None
     limits: QuotaLimits | None = None
     rate_limit: RateLimit | None = None
+    queue_weight: QueueWeight | None = None
 
 
 class Tenant(ApiModel):
@@ -166,6 +173,7 @@ class Tenant(ApiModel):
     #: What the services enforce: the tighter of the two.
     quota: QuotaLimits
     rate_limit: RateLimit
+    queue_weight: float
     created_at: datetime
     updated_at: datetime
 
@@ -194,6 +202,31 @@ class TokenIssued(ApiModel):
     token: str
     token_type: Literal["Bearer"] = "Bearer"  # noqa: S105 - the scheme's name
     expires_at: datetime
+
+
+class ConsoleSignIn(ApiModel):
+    """Sign in to the web console with an email and password, or with an API key."""
+
+    email: Email | None = None
+    password: SecretStr | None = Field(default=None, max_length=256)
+    api_key: SecretStr | None = Field(default=None, max_length=1024)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Self:
+        with_password = self.email is not None and self.password is not None
+        if (self.email is None) != (self.password is None):
+            raise ValueError("send both email and password")
+        if with_password == (self.api_key is not None):
+            raise ValueError("send an email and password, or an apiKey")
+        return self
+
+
+class ConsoleSession(ApiModel):
+    """The signed-in console: who it acts as, and the token its changes must carry."""
+
+    csrf_token: str = Field(alias="csrfToken")
+    expires_at: datetime
+    principal: Principal
 
 
 class InstanceSession(ApiModel):
@@ -232,6 +265,6 @@ class Principal(ApiModel):
     role: Role
     tenant_id: str | None = Field(alias="tenantID")
     scopes: list[Scope]
-    via: Literal["api_key", "token", "session_cookie"]
+    via: Literal["api_key", "token", "session_cookie", "console"]
     #: Set for a machine key of some inference services: it reaches their URLs only.
     service_ids: list[str] | None = Field(default=None, alias="serviceIDs")

@@ -10,11 +10,14 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
+from pydantic import SecretStr
+
 from gpucloud_libs.errors import Unauthenticated
 
 from . import credentials
 from .authentication import Authenticator
 from .credentials import API_AUDIENCE, SessionToken
+from .documents import UserDoc
 from .ratelimit import RateLimiter
 from .schemas import ALL_SCOPES, Principal, TokenIssued, TokenRequest
 from .settings import GatewaySettings
@@ -36,20 +39,7 @@ class Sessions:
 
     async def issue(self, request: TokenRequest, principal: Principal | None) -> TokenIssued:
         if request.email is not None and request.password is not None:
-            self._limiter.take(
-                f"login:{request.email}", rate=0.2, burst=10, what="signing in as this user"
-            )
-            user = await self._users.by_email(request.email)
-            matched = await asyncio.to_thread(
-                credentials.sign_in_matches,
-                request.password.get_secret_value(),
-                user["password_hash"] if user else None,
-            )
-            if user is None or not matched:
-                raise Unauthenticated("the email or password is wrong")
-            if user["status"] != "active":
-                raise Unauthenticated("the user is disabled")
-            await self._authenticator.check_tenant(user["tenant_id"])
+            user = await self.signed_in_user(request.email, request.password)
             claims = SessionToken(
                 source="user", source_id=user["_id"], role=user["role"],
                 tenant_id=user["tenant_id"], scopes=list(ALL_SCOPES),
@@ -65,6 +55,22 @@ class Sessions:
             token=credentials.issue_token(self._session_secret, claims),
             expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
         )
+
+    async def signed_in_user(self, email: str, password: SecretStr) -> UserDoc:
+        """The active user with this email and password; rate-limited per email."""
+        self._limiter.take(f"login:{email}", rate=0.2, burst=10, what="signing in as this user")
+        user = await self._users.by_email(email)
+        matched = await asyncio.to_thread(
+            credentials.sign_in_matches,
+            password.get_secret_value(),
+            user["password_hash"] if user else None,
+        )
+        if user is None or not matched:
+            raise Unauthenticated("the email or password is wrong")
+        if user["status"] != "active":
+            raise Unauthenticated("the user is disabled")
+        await self._authenticator.check_tenant(user["tenant_id"])
+        return user
 
     def session_claims(self, principal: Principal, *, audience: str, ttl_s: float) -> SessionToken:
         """A token acting as `principal`, tied to the credential it was minted from."""

@@ -28,6 +28,15 @@ class GatewaySettings(ServiceSettings):
     instance_cookie_secure: bool = True
     instance_session_ttl_s: int = 12 * 3600
 
+    #: The web console: its built files (`make up` builds them; unset, `/` says so),
+    #: its session cookie, and the origins its pages may call besides the gateway
+    #: (the object store's endpoint, for uploads straight to presigned URLs).
+    console_dir: str | None = None
+    console_cookie_name: str = "gpucloud_console"
+    console_cookie_secure: bool = True
+    console_session_ttl_s: int = 12 * 3600
+    console_connect_sources: tuple[str, ...] = ()
+
     #: Per API key, and per tenant unless the tenant has its own (per replica).
     key_rate_limit_per_s: float = 50.0
     key_rate_limit_burst: int = 100

@@ -17,12 +17,13 @@ from pymongo.errors import DuplicateKeyError
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 
-from .documents import ApiKeyDoc, AuditDoc, TenantDoc, UserDoc
+from .documents import ApiKeyDoc, AuditDoc, ConsoleSessionDoc, TenantDoc, UserDoc
 
 TENANTS = "tenants"
 USERS = "users"
 KEYS = "keys"
 AUDIT = "audit"
+CONSOLE_SESSIONS = "console_sessions"
 
 INDEXES: IndexPlan = {
     USERS: [
@@ -178,6 +179,28 @@ class ApiKeyStore:
             )
         elif existing.get("revoked_at") is None and existing["secret_hash"] != secret_hash:
             await self._keys.update_one({"_id": key_id}, {"$set": {"secret_hash": secret_hash}})
+
+
+class ConsoleSessionStore:
+    """Read by `_id` on every console request; written at sign-in and sign-out."""
+
+    def __init__(self, db: Database) -> None:
+        self._sessions: Collection[ConsoleSessionDoc] = typed(
+            db, CONSOLE_SESSIONS, ConsoleSessionDoc
+        )
+
+    async def insert(self, document: ConsoleSessionDoc) -> None:
+        await self._sessions.insert_one(document)
+
+    async def get(self, session_hash: str) -> ConsoleSessionDoc | None:
+        return await self._sessions.find_one({"_id": session_hash})
+
+    async def delete(self, session_hash: str) -> None:
+        await self._sessions.delete_one({"_id": session_hash})
+
+    async def delete_expired(self, before: datetime) -> int:
+        result = await self._sessions.delete_many({"expires_at": {"$lt": before}})
+        return result.deleted_count
 
 
 class AuditStore:

@@ -87,6 +87,7 @@ class Tenants:
             rate_limit=RateLimit.model_validate(doc["rate_limit"])
             if doc.get("rate_limit")
             else default_rate_limit(self._settings),
+            queue_weight=doc.get("queue_weight", 1.0),
             created_at=doc["created_at"],
             updated_at=doc["updated_at"],
         )
@@ -100,6 +101,7 @@ class Tenants:
             "limits": body.limits.model_dump(),
             "self_quota": {},
             "rate_limit": body.rate_limit.model_dump() if body.rate_limit else None,
+            "queue_weight": body.queue_weight,
             "created_at": at,
             "updated_at": at,
             "revision": time.time_ns(),
@@ -139,6 +141,8 @@ class Tenants:
         fields = body.model_dump(exclude_unset=True)
         if "rate_limit" in fields and body.rate_limit is None:
             fields["rate_limit"] = None  # back to the platform default
+        if "queue_weight" in fields and body.queue_weight is None:
+            fields["queue_weight"] = 1.0
         return await self._change(tenant_id, fields)
 
     async def set_self_quota(self, tenant_id: str, body: SelfQuota) -> Tenant:
@@ -180,6 +184,7 @@ class Tenants:
             data = TenantUpserted(
                 tenant_id=doc["_id"], name=doc["name"], status=doc["status"],
                 quota=TenantQuota.model_validate(quota),
+                queue_weight=doc.get("queue_weight", 1.0),
             )  # fmt: skip
         try:
             await publish_event(

@@ -193,7 +193,7 @@ async def get_instance(
 @router.get(
     "/gpu-instances/{instance_id}/endpoints/{port}",
     tags=["instances"],
-    summary="Where one public port of a running instance is reached (for the gateway)",
+    summary="Where one port of a running instance is reached (for the gateway)",
     responses={409: {"description": "The instance is not running (yet)"}},
 )
 async def get_endpoint(
@@ -201,8 +201,12 @@ async def get_endpoint(
     port: Annotated[int, Path(ge=1, le=65535)],
     identity: CurrentIdentity,
     instances: InstancesPart,
+    tunnel: Annotated[
+        bool,
+        Query(description="For a TCP tunnel: any declared TCP port, public or not"),
+    ] = False,
 ) -> InstanceEndpoint:
-    return await instances.endpoint(identity, instance_id, port)
+    return await instances.endpoint(identity, instance_id, port, tunnel=tunnel)
 
 
 @router.delete(

@@ -7,7 +7,7 @@ from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.sealing import SecretBox
-from gpucloud_libs.topics import INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
+from gpucloud_libs.topics import ALERTS, INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from . import quota_ledger
 from .api import router
@@ -77,6 +77,7 @@ runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe(TENANTS, handlers.on_tenant)
 runtime.subscribe(INSTANCE_COMMANDS, handlers.on_command)
 runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
+runtime.subscribe(ALERTS, handlers.on_alert)
 
 app = runtime.create_app(
     title="gpucloud instances",

@@ -42,6 +42,8 @@ class TenantFields(TypedDict):
     namespace_cpu: str
     namespace_memory: str
     namespace: str
+    #: Its weight in the admission queue's fair share (absent: 1).
+    queue_weight: NotRequired[float]
     updated_at: datetime
     #: A hash of what the namespace must reflect; the controller applies it when it differs.
     version: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpucloud_libs.events import (
+    AlertStateChanged,
     CloudEvent,
     NodeHealthChanged,
     StopTenantInstancesRequested,
@@ -28,6 +29,11 @@ class EventHandlers:
     async def on_command(self, event: CloudEvent) -> None:
         if isinstance(event.data, StopTenantInstancesRequested):
             await self.tenancy.stop_workloads(event.data.tenant_id)
+
+    async def on_alert(self, event: CloudEvent) -> None:
+        """Only stop-when-idle rules concern this service; other alerts are notices."""
+        if isinstance(event.data, AlertStateChanged) and event.data.action == "stop_instance":
+            await self.tenancy.stop_idle(event.data)
 
     async def on_node_health(self, event: CloudEvent) -> None:
         if isinstance(event.data, NodeHealthChanged):

@@ -207,18 +207,13 @@ class InferenceServices:
         docs = await self._services.page(scope, after=after, limit=limit + 1)
         more = len(docs) > limit
         docs = docs[:limit]
-        details = await asyncio.gather(
-            *(
-                asyncio.gather(
-                    self._services.configs(doc["_id"]),
-                    self._requests.requested(service_request_key(doc), "delete"),
-                )
-                for doc in docs
-            )
+        configs, deleting = await asyncio.gather(
+            self._services.configs_of([doc["_id"] for doc in docs]),
+            self._requests.requested_of([service_request_key(doc) for doc in docs], "delete"),
         )
         items = [
-            self.view(doc, configs, deleting=deleting)
-            for doc, (configs, deleting) in zip(docs, details, strict=True)
+            self.view(doc, configs[doc["_id"]], deleting=service_request_key(doc) in deleting)
+            for doc in docs
         ]
         return InferenceServicePage(
             items=items, next_cursor=encode_cursor(docs[-1]["_id"]) if more else None

@@ -203,12 +203,19 @@ class Instances:
                 return self.view(doc, stop_requested=stop_requested)
             await self._changes.wait(key, changed, min(remaining, CHANGE_RECHECK_S))
 
-    async def endpoint(self, identity: Identity, instance_id: str, port: int) -> InstanceEndpoint:
-        """Where the gateway reaches one public port of the caller's instance."""
+    async def endpoint(
+        self, identity: Identity, instance_id: str, port: int, *, tunnel: bool = False
+    ) -> InstanceEndpoint:
+        """Where the gateway reaches one port of the caller's instance: a public one for
+        its URL, any declared TCP port for a tunnel (`gpucloud ssh`)."""
         doc = await self._owned(identity, instance_id)
         template = InstanceTemplate.model_validate(doc["template"])
-        if not any(p.port == port and p.is_public and p.protocol == "TCP" for p in template.ports):
-            raise NotFound(f"instance {instance_id!r} has no public port {port}")
+        if not any(
+            p.port == port and (p.is_public or tunnel) and p.protocol == "TCP"
+            for p in template.ports
+        ):
+            kind = "TCP" if tunnel else "public"
+            raise NotFound(f"instance {instance_id!r} has no {kind} port {port}")
         state = State(doc["state"])
         if state != State.RUNNING or not doc.get("pod_ip"):
             starting = state in ACTIVE and state != State.STOPPING

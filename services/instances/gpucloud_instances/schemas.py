@@ -463,7 +463,7 @@ class ServiceEndpoints(ApiModel):
 class TemplatePort(ApiModel):
     port: int = Field(ge=1, le=65535)
     #: What the port speaks: `http` is served through instance and service URLs;
-    #: `grpc` and `ssh` are not (yet).
+    #: `ssh` through `gpucloud ssh`'s tunnel; `grpc` not yet.
     app_protocol: Literal["http", "grpc", "ssh"]
     is_public: bool = False
 

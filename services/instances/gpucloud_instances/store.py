@@ -358,18 +358,27 @@ class RequestStore:
         self._requests = db[REQUESTS]
         self._wakeups = db[WAKEUPS]
 
-    async def request(self, key: str, kind: RequestKind) -> None:
-        """Record a `stop` or `delete` request once; repeating it changes nothing. The
-        caller wakes the controller."""
+    async def request(self, key: str, kind: RequestKind, *, reason: str | None = None) -> None:
+        """Record a `stop` or `delete` request once; repeating it changes nothing (the
+        first request's reason stands). The caller wakes the controller."""
         with contextlib.suppress(DuplicateKeyError):
             await self._requests.insert_one(
-                {"_id": f"{key}|{kind}", "key": key, "kind": kind, "at": now()}
+                {"_id": f"{key}|{kind}", "key": key, "kind": kind, "at": now(), "reason": reason}
             )
+
+    async def stop_request(self, key: str) -> Document | None:
+        """The instance's stop request, with its reason (None: the owner's own stop)."""
+        return await self._requests.find_one({"_id": f"{key}|stop"})
 
     async def requested(self, key: str, kind: RequestKind) -> bool:
         """Whether a `kind` request was recorded for the instance (one lookup by `_id`).
         A stop matters while the instance is live, a delete once it is terminal."""
         return await self._requests.find_one({"_id": f"{key}|{kind}"}, {"_id": 1}) is not None
+
+    async def requested_of(self, keys: list[str], kind: RequestKind) -> set[str]:
+        """Which of `keys` have a `kind` request, in one query."""
+        ids = [f"{key}|{kind}" for key in keys]
+        return {doc["key"] async for doc in self._requests.find({"_id": {"$in": ids}}, {"key": 1})}
 
     async def forget(self, key: str, kind: RequestKind) -> None:
         """Carried out, for a name that can be used again (an inference service's)."""
@@ -606,8 +615,15 @@ class ServiceStore:
 
     async def configs(self, key: str) -> list[ServiceConfigDoc]:
         """Every generation of the service, oldest first."""
-        docs = [doc async for doc in self._configs.find({"key": key})]
-        return sorted(docs, key=lambda doc: doc["generation"])
+        return (await self.configs_of([key]))[key]
+
+    async def configs_of(self, keys: list[str]) -> dict[str, list[ServiceConfigDoc]]:
+        """Every generation of each service, oldest first, in one query (a page of the
+        list reads them all at once, not one query per service)."""
+        found: dict[str, list[ServiceConfigDoc]] = {key: [] for key in keys}
+        async for doc in self._configs.find({"key": {"$in": keys}}):
+            found[doc["key"]].append(doc)
+        return {key: sorted(docs, key=lambda d: d["generation"]) for key, docs in found.items()}
 
     async def page(
         self, tenant_id: str | None, *, after: str | None, limit: int

@@ -81,7 +81,7 @@ CATALOG: tuple[CatalogTemplate, ...] = (
         description=(
             "A plain CUDA development box with an SSH server on 2222. Put your public "
             "key in PUBLIC_KEY. SSH is not HTTP: it is reached through `gpucloud ssh` "
-            "once that tunnel exists, not through the instance URL."
+            "(the gateway's authenticated tunnel), not through the instance URL."
         ),
         kinds=["instance"],
         image="lscr.io/linuxserver/openssh-server:9.7_p1-r4-ls170",

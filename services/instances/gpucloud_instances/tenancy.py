@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.events import TenantUpserted
+from gpucloud_libs.events import AlertStateChanged, TenantUpserted
 from gpucloud_libs.naming import tenant_namespace
 
 from .documents import QuotaDoc, TenantFields
 from .job_lifecycle import LIVE as LIVE_JOBS
-from .lifecycle import ACTIVE
+from .lifecycle import ACTIVE, State
 from .settings import InstancesSettings
 from .store import (
     InstanceStore,
@@ -20,11 +21,14 @@ from .store import (
     RequestStore,
     ServiceStore,
     TenantStore,
+    instance_key,
     service_request_key,
 )
 from .wakeups import ControllerWakeups, job_item, service_item, tenant_item
 
 STOP_PAGE = 200
+
+log = logging.getLogger(__name__)
 
 
 def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> TenantFields:
@@ -58,6 +62,7 @@ def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Tenant
         "namespace_cpu": namespace_cpu,
         "namespace_memory": namespace_memory,
         "namespace": tenant_namespace(tenant.tenant_id),
+        "queue_weight": tenant.queue_weight,
         "updated_at": now(),
         "version": version,
     }
@@ -119,6 +124,25 @@ class Tenancy:
             await self._wakeups.wake(job_item(key))
             cancelled += 1
         return cancelled
+
+    async def stop_idle(self, alert: AlertStateChanged) -> bool:
+        """Stop-when-idle: a tenant's `stop_instance` rule fired for one of its instances
+        (monitoring watched every GPU of it). The stop carries the rule in its reason;
+        the alert itself is the tenant's notice. Whether a stop was asked for."""
+        if alert.tenant_id is None or alert.instance_id is None or alert.state != "firing":
+            return False
+        key = instance_key(alert.tenant_id, alert.instance_id)
+        doc = await self._instances.get(key)
+        if doc is None or State(doc["state"]) not in ACTIVE:
+            return False
+        reason = (
+            f"idle: GPU {alert.metric} {alert.value:g} under {alert.threshold:g} "
+            f"(rule {alert.rule_id})"
+        )
+        await self._requests.request(key, "stop", reason=reason)
+        await self._wakeups.wake(key)
+        log.info("stopping an idle instance", extra={"instance": key, "rule": alert.rule_id})
+        return True
 
     async def _stop_instances(self, tenant_id: str) -> int:
         async def page(after: str | None) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.identity import Identity
 
 from .alerts import Alerts, ended_by
@@ -27,6 +27,7 @@ def rule_of(doc: RuleDoc) -> Rule:
         rule_id=doc["_id"], metric=doc["metric"], comparison=doc["comparison"],
         threshold=doc["threshold"], duration_s=doc["duration_s"], severity=doc["severity"],
         tenant_id=doc.get("tenant_id"), node=doc.get("node"),
+        action=doc.get("action", "notify"),
     )  # fmt: skip
 
 
@@ -37,6 +38,7 @@ def rule_view(doc: RuleDoc, *, new_secret: str | None = None) -> AlertRule:
         duration_s=doc["duration_s"], severity=doc["severity"], node=doc.get("node"),
         webhook_url=doc.get("webhook_url"), webhook_secret=new_secret,
         enabled=doc.get("enabled", True), created_at=doc["created_at"],
+        action=doc.get("action", "notify"),
     )  # fmt: skip
 
 
@@ -75,6 +77,13 @@ class AlertRules:
         identity.require_role("platform-admin", "tenant-admin")
         if body.node is not None and not identity.is_platform_admin:
             raise Forbidden("node rules are fleet rules, for the platform admin")
+        if body.action == "stop_instance" and (
+            identity.tenant_id is None or body.comparison not in {"<", "<="}
+        ):
+            raise ValidationFailed(
+                "stop_instance is stop-when-idle: a tenant rule with `<` or `<=` "
+                "(the platform admin stops nothing of a tenant's this way)"
+            )
         if body.webhook_url is not None:
             await self._guard.check(body.webhook_url)
         if identity.tenant_id is not None:  # fleet rules are the operator's, uncapped
@@ -90,6 +99,7 @@ class AlertRules:
             "severity": body.severity,
             "node": body.node,
             "webhook_url": body.webhook_url,
+            "action": body.action,
             "enabled": True,
             "created_by": identity.subject,
             "created_at": now(),

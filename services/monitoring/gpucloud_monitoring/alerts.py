@@ -66,6 +66,7 @@ class Alerts:
                 "tenant_id": rule.tenant_id,
                 "subject_tenant_id": transition.tenant_id,
                 "instance_id": transition.instance_id,
+                "action": rule.action,
                 "state": "firing",
                 "severity": rule.severity,
                 "subject": transition.subject,
@@ -124,6 +125,7 @@ class Alerts:
             value=doc["value"] if state == "firing" else doc.get("resolved_value", doc["value"]),
             threshold=doc["threshold"], at=at,
             resolution=doc.get("resolution") if state == "resolved" else None,
+            action=doc.get("action", "notify"), instance_id=doc.get("instance_id"),
         )  # fmt: skip
         try:
             await publish_event(
@@ -177,6 +179,7 @@ class Alerts:
                 subject=doc["subject"],
                 node=doc["node"],
                 instance_id=doc.get("instance_id"),
+                action=doc.get("action", "notify"),
                 metric=doc["metric"],
                 comparison=doc["comparison"],
                 threshold=doc["threshold"],

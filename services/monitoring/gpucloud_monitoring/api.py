@@ -23,6 +23,7 @@ from .schemas import (
     FleetSummary,
     GpuView,
     MetricSeries,
+    NodeQuarantine,
     NodeView,
     Resolution,
 )
@@ -119,6 +120,18 @@ async def node_metrics(
 )
 async def release_node(node: str, identity: CurrentIdentity, fleet: FleetPart) -> NodeView:
     return await fleet.release_node(identity, node)
+
+
+@router.post(
+    "/nodes/{node}/quarantine",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["fleet"],
+    summary="Take a node out of service until it is released (platform admin)",
+)
+async def quarantine_node(
+    node: str, body: NodeQuarantine, identity: CurrentIdentity, fleet: FleetPart
+) -> NodeView:
+    return await fleet.quarantine_node(identity, node, body.reason)
 
 
 @router.get("/fleet", tags=["fleet"], summary="Utilisation by zone and GPU type, tiers, health")

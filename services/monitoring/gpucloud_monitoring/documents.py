@@ -93,6 +93,8 @@ class RuleDoc(TypedDict):
     severity: str
     node: str | None
     webhook_url: str | None
+    #: notify | stop_instance (absent: notify)
+    action: NotRequired[str]
     #: Sealed (webhook_secrets.py); shown to the tenant only when it is made.
     webhook_secret: NotRequired[str | None]
     enabled: bool
@@ -106,6 +108,7 @@ class AlertDoc(TypedDict):
     tenant_id: str | None  # the rule's tenant
     subject_tenant_id: str | None  # whose instance the GPU ran, if anyone's
     instance_id: str | None
+    action: NotRequired[str]  # the rule's: notify | stop_instance
     state: str  # firing | resolved
     severity: str
     subject: str

@@ -9,7 +9,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound
-from gpucloud_libs.events import NodeReleaseRequested
+from gpucloud_libs.events import NodeHealthRequest, NodeQuarantineRequested, NodeReleaseRequested
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient
@@ -84,17 +84,30 @@ class Fleet:
         )
 
     async def release_node(self, identity: Identity, node: str) -> NodeView:
-        """Ask the consumer that owns the node's health to release it (it applies the
-        request in order with the node's telemetry); the node as it is now."""
+        """Ask the consumer that owns the node's health to release it; the node as it
+        is now."""
+        return await self._request(
+            identity, NodeReleaseRequested(node=node, requested_by=identity.subject, at=now())
+        )
+
+    async def quarantine_node(self, identity: Identity, node: str, reason: str) -> NodeView:
+        """Ask the consumer that owns the node's health to quarantine it: placement
+        avoids it and the instances controller moves what it can off it."""
+        return await self._request(
+            identity,
+            NodeQuarantineRequested(
+                node=node, requested_by=identity.subject, reason=reason, at=now()
+            ),
+        )
+
+    async def _request(self, identity: Identity, request: NodeHealthRequest) -> NodeView:
+        """The request goes on the telemetry topic, keyed by node, so the health machine
+        applies it in order with the node's samples."""
         identity.require_role("platform-admin")
-        found = [view for view in await self.nodes(identity) if view.node == node]
+        found = [view for view in await self.nodes(identity) if view.node == request.node]
         if not found:
-            raise NotFound(f"node {node!r} not found")
-        await publish_event(
-            self._broker, TELEMETRY,
-            NodeReleaseRequested(node=node, requested_by=identity.subject, at=now()),
-            source=self._source,
-        )  # fmt: skip
+            raise NotFound(f"node {request.node!r} not found")
+        await publish_event(self._broker, TELEMETRY, request, source=self._source)
         return found[0]
 
     async def fleet(self, identity: Identity) -> FleetSummary:

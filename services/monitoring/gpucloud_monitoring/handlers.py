@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gpucloud_libs.events import CloudEvent, NodeInventory, NodeReleaseRequested, TelemetryBatch
+from gpucloud_libs.events import (
+    CloudEvent,
+    NodeInventory,
+    NodeQuarantineRequested,
+    NodeReleaseRequested,
+    TelemetryBatch,
+)
 
 from .ingest import Ingest
 
@@ -12,8 +18,13 @@ class EventHandlers:
         self.ingest = ingest
 
     async def on_telemetry(self, events: list[CloudEvent]) -> None:
-        """A batch of telemetry, inventory and node-release events."""
+        """A batch of telemetry, inventory and operator requests on node health (applied
+        after the batch's samples, in their order)."""
         batches = [e.data for e in events if isinstance(e.data, TelemetryBatch)]
         inventories = [e.data for e in events if isinstance(e.data, NodeInventory)]
-        releases = [e.data for e in events if isinstance(e.data, NodeReleaseRequested)]
-        await self.ingest.ingest(batches, inventories, releases)
+        requests = [
+            e.data
+            for e in events
+            if isinstance(e.data, NodeReleaseRequested | NodeQuarantineRequested)
+        ]
+        await self.ingest.ingest(batches, inventories, requests)

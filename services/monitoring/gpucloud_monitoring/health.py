@@ -78,6 +78,15 @@ class HealthTracker:
         self.nodes[node] = NodeState()
         return HealthChange(node, "healthy", previous, ("released by an operator",), at)
 
+    def quarantine(self, node: str, reason: str, at: datetime) -> HealthChange | None:
+        """An operator took the node out of service: quarantined until released."""
+        state = self.nodes.setdefault(node, NodeState())
+        if state.health == "quarantined":
+            return None
+        previous = state.health
+        state.health, state.reasons = "quarantined", (f"quarantined by an operator: {reason}",)
+        return HealthChange(node, "quarantined", previous, state.reasons, at)
+
     def observe(self, node: str, samples: list[GpuSample], at: datetime) -> HealthChange | None:
         state = self.nodes.setdefault(node, NodeState())
         critical: list[str] = []

@@ -12,7 +12,12 @@ from collections import defaultdict
 from datetime import timedelta
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.events import NodeInventory, NodeReleaseRequested, TelemetryBatch
+from gpucloud_libs.events import (
+    NodeHealthRequest,
+    NodeInventory,
+    NodeReleaseRequested,
+    TelemetryBatch,
+)
 
 from .alerts import Alerts
 from .documents import GpuStatus, RollupDoc
@@ -48,7 +53,7 @@ class Ingest:
         self,
         batches: list[TelemetryBatch],
         inventories: list[NodeInventory],
-        releases: list[NodeReleaseRequested] | None = None,
+        requests: list[NodeHealthRequest] | None = None,
     ) -> None:
         minute_docs: list[RollupDoc] = []
         hour_docs: list[RollupDoc] = []
@@ -56,8 +61,8 @@ class Ingest:
             for sample in batch.samples:
                 minute_docs += self._minutes.add(batch.node, sample)
                 hour_docs += self._hours.add(batch.node, sample)
-                for transition in self._engine.observe(batch.node, sample):
-                    await self._alerts.observe(transition)
+            for transition in self._engine.observe(batch.node, list(batch.samples)):
+                await self._alerts.observe(transition)
             latest = max(sample.at for sample in batch.samples)
             change = self._tracker.observe(batch.node, list(batch.samples), latest)
             if change is not None:
@@ -65,8 +70,12 @@ class Ingest:
         await self._write_rollups(minute_docs, hour_docs)
         for inventory in inventories:
             await self._inventory(inventory)
-        for release in releases or []:
-            change = self._tracker.release(release.node, release.at)
+        for request in requests or []:
+            change = (
+                self._tracker.release(request.node, request.at)
+                if isinstance(request, NodeReleaseRequested)
+                else self._tracker.quarantine(request.node, request.reason, request.at)
+            )
             if change is not None:
                 await self._node_health.changed(change)
 

@@ -59,6 +59,12 @@ class Rule:
     #: None: fleet-wide (platform admin); else only this tenant's instances' GPUs.
     tenant_id: str | None = None
     node: str | None = None
+    #: `stop_instance` rules watch instances (every GPU of one), not single GPUs.
+    action: str = "notify"
+
+    @property
+    def per_instance(self) -> bool:
+        return self.action == "stop_instance"
 
 
 @dataclass(frozen=True)
@@ -93,43 +99,68 @@ class RuleEngine:
     def restore_firing(self, rule_id: str, subject: str, alert_id: str, since: datetime) -> None:
         self._watches[(rule_id, subject)] = _Watch(since=since, firing_id=alert_id)
 
-    def observe(self, node: str, sample: GpuSample) -> list[AlertTransition]:
+    def observe(self, node: str, samples: list[GpuSample]) -> list[AlertTransition]:
+        """One node's batch. A GPU rule watches each GPU; an instance rule watches each
+        instance on the node through its busiest GPU (the value furthest from holding
+        for a `<` rule), so it holds only when it holds for all of the instance's GPUs."""
         transitions: list[AlertTransition] = []
         for rule in self.rules.values():
             if rule.node is not None and rule.node != node:
                 continue
-            if rule.tenant_id is not None and sample.tenant_id != rule.tenant_id:
-                continue
-            value = metric_value(sample, rule.metric)
-            if value is None:
-                continue
-            key = (rule.rule_id, sample.gpu_uuid)
-            watch = self._watches.setdefault(key, _Watch())
-            if holds(value, rule.comparison, rule.threshold):
-                watch.since = watch.since or sample.at
-                held = (sample.at - watch.since).total_seconds()
-                if watch.firing_id is None and held >= rule.duration_s:
-                    watch.firing_id = alert_id(rule.rule_id, sample.gpu_uuid, watch.since)
-                    transitions.append(
-                        self._transition(watch.firing_id, rule, "firing", node, sample, value)
-                    )
+            mine = [s for s in samples if rule.tenant_id is None or s.tenant_id == rule.tenant_id]
+            if rule.per_instance:
+                watched = _by_instance(mine, rule.metric)
             else:
-                if watch.firing_id is not None:
-                    transitions.append(
-                        self._transition(watch.firing_id, rule, "resolved", node, sample, value)
-                    )
-                self._watches.pop(key, None)
+                watched = [
+                    (s.gpu_uuid, s, value)
+                    for s in mine
+                    if (value := metric_value(s, rule.metric)) is not None
+                ]
+            for subject, sample, value in watched:
+                transitions += self._watch(rule, node, subject, sample, value)
         return transitions
+
+    def _watch(
+        self, rule: Rule, node: str, subject: str, sample: GpuSample, value: float
+    ) -> list[AlertTransition]:
+        key = (rule.rule_id, subject)
+        watch = self._watches.setdefault(key, _Watch())
+        if holds(value, rule.comparison, rule.threshold):
+            watch.since = watch.since or sample.at
+            held = (sample.at - watch.since).total_seconds()
+            if watch.firing_id is None and held >= rule.duration_s:
+                watch.firing_id = alert_id(rule.rule_id, subject, watch.since)
+                return [
+                    self._transition(watch.firing_id, rule, "firing", node, subject, sample, value)
+                ]
+            return []
+        self._watches.pop(key, None)
+        if watch.firing_id is None:
+            return []
+        return [self._transition(watch.firing_id, rule, "resolved", node, subject, sample, value)]
 
     @staticmethod
     def _transition(
-        alert: str, rule: Rule, state: Literal["firing", "resolved"], node: str,
+        alert: str, rule: Rule, state: Literal["firing", "resolved"], node: str, subject: str,
         sample: GpuSample, value: float,
     ) -> AlertTransition:  # fmt: skip
         return AlertTransition(
-            alert_id=alert, rule=rule, state=state, subject=sample.gpu_uuid, node=node,
+            alert_id=alert, rule=rule, state=state, subject=subject, node=node,
             tenant_id=sample.tenant_id, instance_id=sample.instance_id, value=value, at=sample.at,
         )  # fmt: skip
+
+
+def _by_instance(samples: list[GpuSample], metric: str) -> list[tuple[str, GpuSample, float]]:
+    """(instance id, its latest sample, its busiest GPU's value) for each instance."""
+    busiest: dict[str, tuple[GpuSample, float]] = {}
+    for sample in samples:
+        value = metric_value(sample, metric)
+        if sample.instance_id is None or value is None:
+            continue
+        seen = busiest.get(sample.instance_id)
+        if seen is None or value > seen[1]:
+            busiest[sample.instance_id] = (sample, value)
+    return [(instance, sample, value) for instance, (sample, value) in busiest.items()]
 
 
 def alert_id(rule_id: str, subject: str, since: datetime) -> str:

@@ -15,6 +15,9 @@ Severity = Literal["info", "warning", "critical"]
 Resolution = Literal["1m", "1h"]
 
 
+RuleAction = Literal["notify", "stop_instance"]
+
+
 class AlertRuleCreate(ApiModel):
     name: str = Field(min_length=1, max_length=128)
     metric: Metric
@@ -23,6 +26,10 @@ class AlertRuleCreate(ApiModel):
     #: How long the condition must hold before the alert fires.
     duration_s: float = Field(default=60, ge=0, le=86_400)
     severity: Severity = "warning"
+    #: `stop_instance`: stop-when-idle. The rule holds for an instance when it holds
+    #: for every GPU of it (its busiest GPU is below the threshold), and the instance
+    #: is stopped when it fires. Tenant rules only, with `<` or `<=`.
+    action: RuleAction = "notify"
     #: Fleet rules only (platform admin): watch one node.
     node: str | None = Field(default=None, max_length=253)
     #: POSTed each transition as JSON, retried with backoff.
@@ -53,6 +60,7 @@ class AlertRule(ApiModel):
     #: The webhook's signing secret: only in the answer that made it (a new webhook,
     #: or a rotation); keep it, it is not shown again.
     webhook_secret: str | None = Field(default=None, alias="webhookSecret")
+    action: RuleAction = "notify"
     enabled: bool
     created_at: datetime
 
@@ -66,6 +74,8 @@ class Alert(ApiModel):
     subject: str
     node: str
     instance_id: str | None = Field(default=None, alias="instanceID")
+    #: What the rule did: `stop_instance` stopped `instanceID` when it fired.
+    action: str = "notify"
     metric: str
     comparison: str
     threshold: float
@@ -118,6 +128,12 @@ class MetricSeries(ApiModel):
     subject: str
     resolution: Resolution
     points: list[MetricPoint]
+
+
+class NodeQuarantine(ApiModel):
+    """Why the operator takes the node out: kept in the node's health reasons."""
+
+    reason: str = Field(min_length=1, max_length=200)
 
 
 class NodeView(ApiModel):

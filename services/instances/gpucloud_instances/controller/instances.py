@@ -75,9 +75,10 @@ class InstanceReconciler:
         self._schedule_timeout_s = schedule_timeout_s
 
     async def reconcile(self, key: str) -> None:
-        doc, stop_requested = await asyncio.gather(
-            self._instances.get(key), self._requests.requested(key, "stop")
+        doc, stop_request = await asyncio.gather(
+            self._instances.get(key), self._requests.stop_request(key)
         )
+        stop_requested = stop_request is not None
         if doc is None or not doc.get("admitted"):
             return
         state = State(doc["state"])
@@ -91,8 +92,8 @@ class InstanceReconciler:
         if state in TERMINAL:
             deleted = await self._requests.requested(key, "delete")
             await self._settle_terminal(doc, pod, deleted=deleted)
-        elif stop_requested:
-            await self._stop(doc, pod)
+        elif stop_request is not None:
+            await self._stop(doc, pod, stop_request.get("reason"))
         elif pod is None:
             await self._without_pod(doc)
         else:
@@ -106,15 +107,15 @@ class InstanceReconciler:
         if deleted and State(doc["state"]) != State.DELETED:
             await self._transition(doc, [Step(State.DELETED, now())])
 
-    async def _stop(self, doc: InstanceDoc, pod: Manifest | None) -> None:
+    async def _stop(self, doc: InstanceDoc, pod: Manifest | None, reason: str | None) -> None:
         namespace_name, name = doc["namespace"], manifests.pod_name(doc["instance_id"])
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
             await self._kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
         if pod is None:
             await self.delete_workload(namespace_name, name)
-            await self._transition(doc, _to_stopped(State(doc["state"])))
+            await self._transition(doc, _to_stopped(State(doc["state"]), reason=reason))
         elif State(doc["state"]) != State.STOPPING:
-            await self._transition(doc, [Step(State.STOPPING, now())])
+            await self._transition(doc, [Step(State.STOPPING, now(), reason)])
 
     async def _without_pod(self, doc: InstanceDoc) -> None:
         state = State(doc["state"])
@@ -271,12 +272,15 @@ class InstanceReconciler:
         await self._kube.delete("Service", namespace_name, name)
 
 
-def _to_stopped(state: State, at: datetime | None = None) -> list[Step]:
-    """The steps to `stopped`, through `stopping` unless already there."""
+def _to_stopped(
+    state: State, at: datetime | None = None, *, reason: str | None = None
+) -> list[Step]:
+    """The steps to `stopped`, through `stopping` unless already there (with the stop's
+    reason, where it was not the owner's own)."""
     at = at or now()
     if state == State.STOPPING:
         return [Step(State.STOPPED, at)]
-    return [Step(State.STOPPING, at), Step(State.STOPPED, at)]
+    return [Step(State.STOPPING, at, reason), Step(State.STOPPED, at)]
 
 
 def _waited_s(doc: InstanceDoc) -> float:

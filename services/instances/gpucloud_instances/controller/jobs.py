@@ -143,7 +143,7 @@ class JobReconciler:
                 continue  # unknown here yet, or suspended: its jobs wait
             tenants[tenant_id] = TenantShare(
                 tenant["quota"]["max_gpus"], tenant["quota"]["max_instances"], gpus, workloads,
-                accounting.held.get(tenant_id, {}),
+                accounting.held.get(tenant_id, {}), weight=tenant.get("queue_weight", 1.0),
             )  # fmt: skip
         decision = decide(
             [_queued(doc) for doc in queued], tenants, accounting.free, accounting.capacity

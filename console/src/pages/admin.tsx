@@ -1,0 +1,200 @@
+// Admin: users and their roles, API keys (the secret is shown once), the audit log.
+import { useState } from "preact/hooks";
+import { del, enc, get, items, patch, post, type Principal } from "../api";
+import { ErrorNote, Field, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when } from "../ui";
+
+interface User {
+  userID: string;
+  email: string;
+  name: string;
+  role: string;
+  status: string;
+  hasPassword: boolean;
+  createdAt: string;
+}
+
+interface ApiKey {
+  keyID: string;
+  name: string;
+  role: string;
+  scopes: string[];
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+}
+
+interface AuditEntry {
+  auditID: string;
+  tenantID: string | null;
+  actor: string;
+  action: string;
+  resource: string;
+  result: number;
+  at: string;
+}
+
+export function AdminPage(props: { principal: Principal }) {
+  const admin = props.principal.role !== "tenant-user";
+  return (
+    <Page title="Admin">
+      {admin && <Users principal={props.principal} />}
+      <Keys />
+      {admin && <Audit />}
+      {!admin && <p class="muted">Users and the audit log are for your tenant's admins.</p>}
+    </Page>
+  );
+}
+
+function Users(props: { principal: Principal }) {
+  const users = useLoad(() => get<{ items: User[] }>("/users?limit=200").then(items), []);
+  const roles = props.principal.role === "platform-admin" ? ["platform-admin"] : ["tenant-user", "tenant-admin"];
+  const [email, setEmail] = useState("");
+  const [name, setName] = useState("");
+  const [role, setRole] = useState(roles[0]);
+  const [password, setPassword] = useState("");
+  const action = useAction();
+  const create = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      await post("/users", { email, name, role, password: password || undefined });
+      setEmail("");
+      setName("");
+      setPassword("");
+      users.reload();
+    });
+  };
+  const change = (user: User, body: Record<string, string>) =>
+    void action.run(() => patch(`/users/${enc(user.userID)}`, body).then(users.reload));
+  return (
+    <section class="card" aria-labelledby="users-title">
+      <h2 id="users-title">Users</h2>
+      <form class="inline" onSubmit={create}>
+        <Field label="Email" name="user-email" type="email" value={email} onInput={setEmail} required />
+        <Field label="Name" name="user-name" value={name} onInput={setName} required />
+        <Field label="Role" name="user-role" value={role} onInput={setRole} options={roles} />
+        <Field label="Password (optional)" name="user-password" type="password" value={password} onInput={setPassword} autocomplete="new-password" />
+        <button type="submit" disabled={action.busy}>
+          Add user
+        </button>
+      </form>
+      <ErrorNote error={action.error} />
+      <Show loaded={users} empty={(rows) => !rows.length} emptyText="No users.">
+        {(rows) => (
+          <Table
+            caption="Users"
+            rows={rows}
+            rowKey={(u) => u.userID}
+            columns={[
+              { label: "Email", cell: (u) => u.email },
+              { label: "Name", cell: (u) => u.name },
+              { label: "Role", cell: (u) => u.role },
+              { label: "Status", cell: (u) => <StateBadge state={u.status} /> },
+              { label: "Added", cell: (u) => when(u.createdAt) },
+              {
+                label: "Actions",
+                cell: (u) =>
+                  u.userID !== props.principal.userID && (
+                    <div class="row-actions">
+                      {roles.length > 1 && (
+                        <button
+                          type="button"
+                          onClick={() => change(u, { role: u.role === "tenant-admin" ? "tenant-user" : "tenant-admin" })}
+                        >
+                          {u.role === "tenant-admin" ? "Make user" : "Make admin"}
+                        </button>
+                      )}
+                      <button type="button" onClick={() => change(u, { status: u.status === "active" ? "disabled" : "active" })}>
+                        {u.status === "active" ? "Disable" : "Enable"}
+                      </button>
+                    </div>
+                  ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}
+
+function Keys() {
+  const keys = useLoad(() => get<{ items: ApiKey[] }>("/api-keys?limit=200").then(items), []);
+  const [name, setName] = useState("");
+  const [secret, setSecret] = useState<string | null>(null);
+  const action = useAction();
+  const create = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      const made = await post<{ secret: string }>("/api-keys", { name });
+      setSecret(made.secret);
+      setName("");
+      keys.reload();
+    });
+  };
+  return (
+    <section class="card" aria-labelledby="keys-title">
+      <h2 id="keys-title">API keys</h2>
+      {secret && <ShownOnce label="The new API key" secret={secret} onDone={() => setSecret(null)} />}
+      <form class="inline" onSubmit={create}>
+        <Field label="Key name" name="key-name" value={name} onInput={setName} required />
+        <button type="submit" disabled={action.busy}>
+          New API key
+        </button>
+      </form>
+      <ErrorNote error={action.error} />
+      <Show loaded={keys} empty={(rows) => !rows.length} emptyText="No API keys.">
+        {(rows) => (
+          <Table
+            caption="API keys"
+            rows={rows}
+            rowKey={(k) => k.keyID}
+            columns={[
+              { label: "Name", cell: (k) => k.name },
+              { label: "Key id", cell: (k) => <code>{k.keyID}</code> },
+              { label: "Role", cell: (k) => k.role },
+              { label: "Last used", cell: (k) => when(k.lastUsedAt) },
+              { label: "Expires", cell: (k) => when(k.expiresAt) },
+              {
+                label: "Actions",
+                cell: (k) =>
+                  k.revokedAt ? (
+                    `revoked ${when(k.revokedAt)}`
+                  ) : (
+                    <button type="button" class="danger" onClick={() => void action.run(() => del(`/api-keys/${enc(k.keyID)}`).then(keys.reload))}>
+                      Revoke
+                    </button>
+                  ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}
+
+function Audit() {
+  const audit = useLoad(() => get<{ items: AuditEntry[] }>("/audit?limit=50").then(items), [], 15_000);
+  return (
+    <section class="card" aria-labelledby="audit-title">
+      <h2 id="audit-title">Audit log</h2>
+      <Show loaded={audit} empty={(rows) => !rows.length} emptyText="Nothing audited yet.">
+        {(rows) => (
+          <Table
+            caption="Audit log"
+            rows={rows}
+            rowKey={(a) => a.auditID}
+            columns={[
+              { label: "When", cell: (a) => when(a.at) },
+              { label: "Who", cell: (a) => a.actor },
+              { label: "Action", cell: (a) => a.action },
+              { label: "Resource", cell: (a) => <code>{a.resource}</code> },
+              { label: "Result", cell: (a) => a.result, numeric: true },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}

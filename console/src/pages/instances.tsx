@@ -1,0 +1,409 @@
+// Instances, batch jobs and inference services: start one, watch its state live, open
+// its URL, stop it.
+import { useEffect, useState } from "preact/hooks";
+import { del, enc, get, items, post } from "../api";
+import { ErrorNote, Field, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
+
+interface Transition {
+  state: string;
+  at: string;
+  reason?: string | null;
+}
+
+interface Instance {
+  instanceID: string;
+  tenantID: string;
+  state: string;
+  reason: string | null;
+  message: string | null;
+  specName: string;
+  gpuType: string;
+  gpuCount: number;
+  image: string;
+  node: string | null;
+  urls: string[];
+  createdAt: string;
+  history: Transition[];
+}
+
+interface Template {
+  templateID: string;
+  name: string;
+  kinds: ("instance" | "service")[];
+  image: string;
+  env: { name: string; value: string }[];
+  ports: { port: number; appProtocol: string; isPublic: boolean }[];
+  servingPort: number | null;
+  readinessPath: string | null;
+}
+
+interface Spec {
+  name: string;
+  gpuType: string;
+  gpuNum: number;
+}
+
+interface Job {
+  jobID: string;
+  state: string;
+  reason: string | null;
+  queue: { position: number; reason: string; gpusAhead: number } | null;
+  specName: string;
+  image: string;
+  createdAt: string;
+}
+
+interface Service {
+  serviceID: string;
+  state: string;
+  url: string;
+  specName: string;
+  image: string;
+  readyReplicas: number;
+  desiredReplicas: number;
+  revision: number;
+}
+
+const LIVE_MS = 3000;
+const ENDED = new Set(["stopped", "failed", "deleted", "succeeded", "cancelled"]);
+
+export function InstancesPage() {
+  const [tab, setTab] = useState<"instances" | "jobs" | "services">("instances");
+  return (
+    <Page title="Workloads">
+      <div role="tablist" aria-label="Workload kinds" class="tabs">
+        {(["instances", "jobs", "services"] as const).map((name) => (
+          <button type="button" role="tab" aria-selected={tab === name} onClick={() => setTab(name)}>
+            {name === "services" ? "Inference services" : name[0].toUpperCase() + name.slice(1)}
+          </button>
+        ))}
+      </div>
+      {tab === "instances" && <Instances />}
+      {tab === "jobs" && <Jobs />}
+      {tab === "services" && <Services />}
+    </Page>
+  );
+}
+
+function Instances() {
+  const list = useLoad(() => get<{ items: Instance[] }>("/gpu-instances?limit=100").then(items), [], LIVE_MS);
+  const [shown, setShown] = useState<string | null>(null);
+  const action = useAction();
+  const open = (instance: Instance, port: number) =>
+    action.run(async () => {
+      const link = await post<{ url: string }>(`/gpu-instances/${enc(instance.instanceID)}/ports/${port}/session`);
+      window.open(link.url, "_blank", "noopener");
+    });
+  const stop = (instance: Instance) =>
+    action.run(async () => {
+      await del(`/gpu-instances/${enc(instance.instanceID)}`);
+      list.reload();
+    });
+  return (
+    <>
+      <StartInstance onStarted={list.reload} />
+      <ErrorNote error={action.error} />
+      <h2>Your instances</h2>
+      <Show loaded={list} empty={(rows) => !rows.length} emptyText="No instances yet: start one above.">
+        {(rows) => (
+          <Table
+            caption="Instances"
+            rows={rows}
+            rowKey={(i) => i.instanceID}
+            columns={[
+              {
+                label: "Instance",
+                cell: (i) => (
+                  <button type="button" class="link" aria-expanded={shown === i.instanceID} onClick={() => setShown(shown === i.instanceID ? null : i.instanceID)}>
+                    {i.instanceID}
+                  </button>
+                ),
+              },
+              { label: "State", cell: (i) => <StateBadge state={i.state} /> },
+              { label: "Spec", cell: (i) => `${i.specName} (${i.gpuCount}× ${i.gpuType})` },
+              { label: "Image", cell: (i) => i.image },
+              { label: "Node", cell: (i) => i.node ?? "—" },
+              { label: "Started", cell: (i) => when(i.createdAt) },
+              {
+                label: "Actions",
+                cell: (i) => (
+                  <div class="row-actions">
+                    {i.state === "running" &&
+                      portsOf(i).map((port) => (
+                        <button type="button" onClick={() => void open(i, port)}>
+                          Open :{port}
+                        </button>
+                      ))}
+                    {!ENDED.has(i.state) && (
+                      <button type="button" class="danger" onClick={() => void stop(i)} aria-label={`Stop ${i.instanceID}`}>
+                        Stop
+                      </button>
+                    )}
+                  </div>
+                ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+      {shown && <History instance={list.data?.find((i) => i.instanceID === shown)} />}
+    </>
+  );
+}
+
+/** The ports an instance URL serves, from the URLs the API gives:
+ * `<instance>--<port>--<tenant>.<domain>`. */
+function portsOf(instance: Instance): number[] {
+  const [prefix, suffix] = [`${instance.instanceID}--`, `--${instance.tenantID}`];
+  return instance.urls
+    .map((url) => new URL(url).hostname.split(".")[0])
+    .filter((label) => label.startsWith(prefix) && label.endsWith(suffix))
+    .map((label) => Number(label.slice(prefix.length, label.length - suffix.length)))
+    .filter((port) => Number.isInteger(port) && port > 0);
+}
+
+function History(props: { instance: Instance | undefined }) {
+  if (!props.instance) return null;
+  const instance = props.instance;
+  return (
+    <section aria-label={`History of ${instance.instanceID}`} class="card">
+      <h3>History of {instance.instanceID}</h3>
+      {instance.message && <p>{instance.message}</p>}
+      <ol class="history">
+        {instance.history.map((t) => (
+          <li>
+            <StateBadge state={t.state} /> {when(t.at)} {t.reason ? `— ${t.reason}` : ""}
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+function useCatalog() {
+  return useLoad(
+    async () => {
+      const [templates, specs] = await Promise.all([
+        get<Template[] | { items: Template[] }>("/templates").then(items),
+        get<Spec[] | { items: Spec[] }>("/specs").then(items),
+      ]);
+      return { templates, specs };
+    },
+    [],
+  );
+}
+
+function StartInstance(props: { onStarted: () => void }) {
+  const catalog = useCatalog();
+  const [templateID, setTemplateID] = useState("");
+  const [specName, setSpecName] = useState("");
+  const [image, setImage] = useState("");
+  const [port, setPort] = useState("");
+  const action = useAction();
+  const templates = catalog.data?.templates.filter((t) => t.kinds.includes("instance")) ?? [];
+  const specs = catalog.data?.specs ?? [];
+  useEffect(() => {
+    if (!specName && specs.length) setSpecName(specs[0].name);
+  }, [specs.length]);
+  const pick = (id: string) => {
+    setTemplateID(id);
+    const template = templates.find((t) => t.templateID === id);
+    if (template) {
+      setImage(template.image);
+      setPort(String(template.ports.find((p) => p.appProtocol === "http")?.port ?? ""));
+    }
+  };
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const template = templates.find((t) => t.templateID === templateID);
+    const ports = port ? [{ port: Number(port), isPublic: true }] : [];
+    const body = { image, specName, template: { ports, envs: template?.env ?? [] } };
+    void action.run(async () => {
+      await post("/gpu-instances", body);
+      props.onStarted();
+    });
+  };
+  return (
+    <form class="card form-grid" onSubmit={submit} aria-labelledby="start-title">
+      <h2 id="start-title">Start an instance</h2>
+      <ErrorNote error={catalog.error} />
+      <Field
+        label="Template"
+        name="template"
+        value={templateID}
+        onInput={pick}
+        options={["", ...templates.map((t) => t.templateID)]}
+        emptyLabel="none: image and port below"
+      />
+      <Field label="Spec" name="spec" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
+      <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
+      <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
+      <ErrorNote error={action.error} />
+      <button type="submit" disabled={action.busy || !specs.length}>
+        {action.busy ? "Starting…" : "Start"}
+      </button>
+      {!specs.length && catalog.data && <p class="muted">No specs yet: the operator adds them.</p>}
+    </form>
+  );
+}
+
+function Jobs() {
+  const list = useLoad(() => get<{ items: Job[] }>("/jobs?limit=100").then(items), [], LIVE_MS);
+  const catalog = useCatalog();
+  const [image, setImage] = useState("");
+  const [command, setCommand] = useState("");
+  const [specName, setSpecName] = useState("");
+  const action = useAction();
+  const specs = catalog.data?.specs ?? [];
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const body = { image, specName: specName || specs[0]?.name, command: command ? command.split(" ") : undefined };
+    void action.run(async () => {
+      await post("/jobs", body);
+      list.reload();
+    });
+  };
+  return (
+    <>
+      <form class="card form-grid" onSubmit={submit} aria-labelledby="submit-title">
+        <h2 id="submit-title">Submit a job</h2>
+        <Field label="Spec" name="job-spec" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
+        <Field label="Image" name="job-image" value={image} onInput={setImage} required placeholder="pytorch/pytorch" />
+        <Field label="Command" name="job-command" value={command} onInput={setCommand} placeholder="python train.py" />
+        <ErrorNote error={action.error} />
+        <button type="submit" disabled={action.busy || !specs.length}>
+          Submit
+        </button>
+      </form>
+      <h2>Your jobs</h2>
+      <Show loaded={list} empty={(rows) => !rows.length} emptyText="No jobs yet.">
+        {(rows) => (
+          <Table
+            caption="Jobs"
+            rows={rows}
+            rowKey={(j) => j.jobID}
+            columns={[
+              { label: "Job", cell: (j) => j.jobID },
+              { label: "State", cell: (j) => <StateBadge state={j.state} /> },
+              {
+                label: "Queue",
+                cell: (j) => (j.queue ? `#${j.queue.position} (${j.queue.reason}, ${j.queue.gpusAhead} GPUs ahead)` : "—"),
+              },
+              { label: "Spec", cell: (j) => j.specName },
+              { label: "Submitted", cell: (j) => when(j.createdAt) },
+              {
+                label: "Actions",
+                cell: (j) =>
+                  !ENDED.has(j.state) && (
+                    <button type="button" class="danger" onClick={() => void action.run(() => del(`/jobs/${enc(j.jobID)}`).then(list.reload))}>
+                      Cancel
+                    </button>
+                  ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </>
+  );
+}
+
+function StartService(props: { onStarted: () => void }) {
+  const catalog = useCatalog();
+  const [templateID, setTemplateID] = useState("");
+  const [serviceID, setServiceID] = useState("");
+  const [specName, setSpecName] = useState("");
+  const [image, setImage] = useState("");
+  const [port, setPort] = useState("8000");
+  const [readinessPath, setReadinessPath] = useState("/");
+  const [replicas, setReplicas] = useState("1");
+  const action = useAction();
+  const templates = catalog.data?.templates.filter((t) => t.kinds.includes("service")) ?? [];
+  const specs = catalog.data?.specs ?? [];
+  const pick = (id: string) => {
+    setTemplateID(id);
+    const template = templates.find((t) => t.templateID === id);
+    if (template) {
+      setImage(template.image);
+      setPort(String(template.servingPort ?? port));
+      setReadinessPath(template.readinessPath ?? "/");
+    }
+  };
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const template = templates.find((t) => t.templateID === templateID);
+    const body = {
+      serviceID: serviceID || undefined,
+      image,
+      specName: specName || specs[0]?.name,
+      port: Number(port),
+      readinessPath,
+      minReplicas: Number(replicas),
+      env: template?.env ?? [],
+    };
+    void action.run(async () => {
+      await post("/inference-services", body);
+      props.onStarted();
+    });
+  };
+  return (
+    <form class="card form-grid" onSubmit={submit} aria-labelledby="service-title">
+      <h2 id="service-title">Start an inference service</h2>
+      <ErrorNote error={catalog.error} />
+      <Field
+        label="Template"
+        name="service-template"
+        value={templateID}
+        onInput={pick}
+        options={["", ...templates.map((t) => t.templateID)]}
+        emptyLabel="none: image and port below"
+      />
+      <Field label="Service name (id)" name="serviceID" value={serviceID} onInput={setServiceID} placeholder="llama" />
+      <Field label="Spec" name="service-spec" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
+      <Field label="Image" name="service-image" value={image} onInput={setImage} required placeholder="vllm/vllm-openai:v0.6.3" />
+      <Field label="Port" name="service-port" type="number" value={port} onInput={setPort} required />
+      <Field label="Readiness path" name="readinessPath" value={readinessPath} onInput={setReadinessPath} required />
+      <Field label="Replicas" name="replicas" type="number" value={replicas} onInput={setReplicas} required />
+      <ErrorNote error={action.error} />
+      <button type="submit" disabled={action.busy || !specs.length}>
+        Start service
+      </button>
+    </form>
+  );
+}
+
+function Services() {
+  const list = useLoad(() => get<{ items: Service[] }>("/inference-services?limit=100").then(items), [], LIVE_MS);
+  const action = useAction();
+  return (
+    <>
+      <StartService onStarted={list.reload} />
+      <ErrorNote error={action.error} />
+      <h2>Your inference services</h2>
+      <Show loaded={list} empty={(rows) => !rows.length} emptyText="No inference services yet.">
+        {(rows) => (
+          <Table
+            caption="Inference services"
+            rows={rows}
+            rowKey={(s) => s.serviceID}
+            columns={[
+              { label: "Service", cell: (s) => s.serviceID },
+              { label: "State", cell: (s) => <StateBadge state={s.state} /> },
+              { label: "Replicas", cell: (s) => `${s.readyReplicas} / ${s.desiredReplicas}`, numeric: true },
+              { label: "Revision", cell: (s) => s.revision, numeric: true },
+              { label: "URL", cell: (s) => <code>{s.url}</code> },
+              {
+                label: "Actions",
+                cell: (s) => (
+                  <button type="button" class="danger" onClick={() => void action.run(() => del(`/inference-services/${enc(s.serviceID)}`).then(list.reload))}>
+                    Delete
+                  </button>
+                ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </>
+  );
+}

@@ -1,0 +1,198 @@
+// Monitoring: live GPU charts of each running instance (utilisation, memory,
+// temperature, power) that refresh by themselves; alert rules and alerts.
+import { useState } from "preact/hooks";
+import { del, enc, get, items, post } from "../api";
+import { ErrorNote, Field, LineChart, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
+
+interface Instance {
+  instanceID: string;
+  state: string;
+}
+
+interface MetricPoint {
+  start: string;
+  utilizationGpuPct: number;
+  memoryUsedMib: number;
+  temperatureC: number;
+  powerW: number;
+}
+
+interface AlertRule {
+  ruleID: string;
+  tenantID: string | null;
+  name: string;
+  metric: string;
+  comparison: string;
+  threshold: number;
+  durationS: number;
+  severity: string;
+  action: string;
+  enabled?: boolean;
+}
+
+interface Alert {
+  alertID: string;
+  state: string;
+  severity: string;
+  node: string;
+  instanceID: string | null;
+  metric: string;
+  value: number;
+  threshold: number;
+  firedAt: string;
+  resolvedAt: string | null;
+}
+
+const METRICS = ["utilization_gpu_pct", "utilization_memory_pct", "memory_used_mib", "temperature_c", "power_w"];
+const REFRESH_MS = 10_000;
+
+export function MonitoringPage(props: { operator: boolean }) {
+  return (
+    <Page title={props.operator ? "Alerts" : "Monitoring"}>
+      {!props.operator && <InstanceCharts />}
+      <Alerts />
+      <Rules operator={props.operator} />
+    </Page>
+  );
+}
+
+function InstanceCharts() {
+  const running = useLoad(
+    () => get<{ items: Instance[] }>("/gpu-instances?limit=100").then(items),
+    [],
+    30_000,
+  );
+  const [picked, setPicked] = useState("");
+  const instances = (running.data ?? []).filter((i) => i.state === "running");
+  const instanceID = picked || instances[0]?.instanceID || "";
+  return (
+    <section class="card" aria-labelledby="charts-title">
+      <h2 id="charts-title">GPU metrics</h2>
+      <ErrorNote error={running.error} />
+      {instances.length ? (
+        <>
+          <Field label="Instance" name="metrics-instance" value={instanceID} onInput={setPicked} options={instances.map((i) => i.instanceID)} />
+          <Charts instanceID={instanceID} />
+        </>
+      ) : (
+        <p class="muted">{running.loading ? "Loading…" : "No running instance: its GPU charts show here while it runs."}</p>
+      )}
+    </section>
+  );
+}
+
+function Charts(props: { instanceID: string }) {
+  const series = useLoad(
+    () => {
+      const start = new Date(Date.now() - 3_600_000).toISOString();
+      return get<{ points: MetricPoint[] }>(`/gpu-instances/${enc(props.instanceID)}/metrics?resolution=1m&start=${enc(start)}`);
+    },
+    [props.instanceID],
+    REFRESH_MS,
+  );
+  return (
+    <Show loaded={series}>
+      {(s) => {
+        const line = (name: string, pick: (p: MetricPoint) => number) => [
+          { name, points: s.points.map((p) => ({ x: Date.parse(p.start), y: pick(p) })) },
+        ];
+        return (
+          <div class="grid-2" data-testid="gpu-charts">
+            <LineChart title="Utilisation" unit="%" yMax={100} series={line("GPU", (p) => p.utilizationGpuPct)} />
+            <LineChart title="Memory used" unit="MiB" series={line("memory", (p) => p.memoryUsedMib)} />
+            <LineChart title="Temperature" unit="°C" series={line("temperature", (p) => p.temperatureC)} />
+            <LineChart title="Power" unit="W" series={line("power", (p) => p.powerW)} />
+          </div>
+        );
+      }}
+    </Show>
+  );
+}
+
+function Alerts() {
+  const alerts = useLoad(() => get<{ items: Alert[] } | Alert[]>("/alerts?limit=50").then(items), [], REFRESH_MS);
+  return (
+    <section class="card" aria-labelledby="alerts-title">
+      <h2 id="alerts-title">Alerts</h2>
+      <Show loaded={alerts} empty={(rows) => !rows.length} emptyText="No alerts.">
+        {(rows) => (
+          <Table
+            caption="Alerts"
+            rows={rows}
+            rowKey={(a) => a.alertID}
+            columns={[
+              { label: "State", cell: (a) => <StateBadge state={a.state} /> },
+              { label: "Severity", cell: (a) => a.severity },
+              { label: "What", cell: (a) => `${a.metric} ${a.value.toFixed(1)} (threshold ${a.threshold})` },
+              { label: "Where", cell: (a) => a.instanceID ?? a.node },
+              { label: "Fired", cell: (a) => when(a.firedAt) },
+              { label: "Resolved", cell: (a) => when(a.resolvedAt) },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}
+
+function Rules(props: { operator: boolean }) {
+  const rules = useLoad(() => get<{ items: AlertRule[] } | AlertRule[]>("/alert-rules").then(items), []);
+  const [name, setName] = useState("");
+  const [metric, setMetric] = useState(METRICS[0]);
+  const [threshold, setThreshold] = useState("90");
+  const [duration, setDuration] = useState("60");
+  const [comparison, setComparison] = useState(">");
+  const [then, setThen] = useState("notify");
+  const action = useAction();
+  const create = (e: Event) => {
+    e.preventDefault();
+    const body = { name, metric, comparison, threshold: Number(threshold), durationS: Number(duration), action: then };
+    void action.run(async () => {
+      await post("/alert-rules", body);
+      setName("");
+      rules.reload();
+    });
+  };
+  return (
+    <section class="card" aria-labelledby="rules-title">
+      <h2 id="rules-title">{props.operator ? "Fleet alert rules" : "Alert rules on your instances"}</h2>
+      <form class="inline" onSubmit={create}>
+        <Field label="Name" name="rule-name" value={name} onInput={setName} required />
+        <Field label="Metric" name="rule-metric" value={metric} onInput={setMetric} options={METRICS} />
+        <Field label="Comparison" name="rule-comparison" value={comparison} onInput={setComparison} options={[">", ">=", "<", "<="]} />
+        <Field label="Threshold" name="rule-threshold" type="number" value={threshold} onInput={setThreshold} required />
+        <Field label="For (s)" name="rule-duration" type="number" value={duration} onInput={setDuration} />
+        {!props.operator && (
+          <Field label="Then" name="rule-action" value={then} onInput={setThen} options={["notify", "stop_instance"]} />
+        )}
+        <button type="submit" disabled={action.busy}>
+          Add rule
+        </button>
+      </form>
+      <ErrorNote error={action.error} />
+      <Show loaded={rules} empty={(rows) => !rows.length} emptyText="No alert rules.">
+        {(rows) => (
+          <Table
+            caption="Alert rules"
+            rows={rows}
+            rowKey={(r) => r.ruleID}
+            columns={[
+              { label: "Rule", cell: (r) => r.name },
+              { label: "Condition", cell: (r) => `${r.metric} ${r.comparison} ${r.threshold} for ${r.durationS} s` },
+              { label: "Then", cell: (r) => (r.action === "stop_instance" ? "stop the instance" : "notify") },
+              { label: "Severity", cell: (r) => r.severity },
+              {
+                label: "Actions",
+                cell: (r) => (
+                  <button type="button" class="danger" onClick={() => void action.run(() => del(`/alert-rules/${enc(r.ruleID)}`).then(rules.reload))}>
+                    Delete
+                  </button>
+                ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}

@@ -1,0 +1,325 @@
+// The operator's pages: the fleet (quarantine and release), tenants with their quotas and
+// rate limits, prices, revenue and warm stocks.
+import { useState } from "preact/hooks";
+import { api, enc, get, items, patch, post } from "../api";
+import { BarChart, ErrorNote, Field, Page, Show, StateBadge, Table, money, useAction, useLoad, when } from "../ui";
+
+interface FleetGroup {
+  zone: string;
+  gpuType: string;
+  nodes: number;
+  gpus: number;
+  gpusInUse: number;
+  utilizationGpuPct: number | null;
+  quarantinedNodes: number;
+}
+
+interface FleetSummary {
+  nodes: number;
+  gpus: number;
+  gpusInUse: number;
+  byHealth: Record<string, number>;
+  groups: FleetGroup[];
+}
+
+interface NodeView {
+  node: string;
+  zone: string | null;
+  gpuType: string | null;
+  gpus: number;
+  gpusInUse: number;
+  health: string;
+  healthReasons: string[];
+  healthSince: string | null;
+  utilizationGpuPct: number | null;
+  telemetry: string | null;
+}
+
+interface Tenant {
+  tenantID: string;
+  name: string;
+  status: string;
+  limits: { maxGpus: number; maxInstances: number; maxStorageBytes: number; monthlySpendCapCents: number | null };
+  rateLimit: { requestsPerS: number; burst: number };
+  queueWeight: number;
+}
+
+interface Price {
+  meter: string;
+  specName: string | null;
+  amount: string;
+  effectiveFrom: string;
+}
+
+interface Stock {
+  specName: string;
+  target: number;
+  available: number;
+  placing: number;
+  images: string[];
+}
+
+const pct = (n: number | null) => (n === null ? "—" : `${n.toFixed(0)} %`);
+const REFRESH_MS = 10_000;
+
+export function FleetPage() {
+  const summary = useLoad(() => get<FleetSummary>("/fleet"), [], REFRESH_MS);
+  const nodes = useLoad(() => get<NodeView[]>("/nodes"), [], REFRESH_MS);
+  const [reason, setReason] = useState("maintenance");
+  const action = useAction();
+  const quarantine = (node: string) =>
+    void action.run(() => post(`/nodes/${enc(node)}/quarantine`, { reason }).then(nodes.reload));
+  const release = (node: string) => void action.run(() => post(`/nodes/${enc(node)}/release`).then(nodes.reload));
+  return (
+    <Page title="Fleet">
+      <Show loaded={summary}>
+        {(s) => (
+          <>
+            <p>
+              {s.nodes} nodes, {s.gpusInUse} of {s.gpus} GPUs in use;{" "}
+              {Object.entries(s.byHealth)
+                .map(([health, n]) => `${n} ${health}`)
+                .join(", ")}
+              .
+            </p>
+            <Table
+              caption="Fleet by zone and GPU type"
+              rows={s.groups}
+              rowKey={(g) => `${g.zone}/${g.gpuType}`}
+              columns={[
+                { label: "Zone", cell: (g) => g.zone },
+                { label: "GPU type", cell: (g) => g.gpuType },
+                { label: "Nodes", cell: (g) => g.nodes, numeric: true },
+                { label: "GPUs in use", cell: (g) => `${g.gpusInUse} / ${g.gpus}`, numeric: true },
+                { label: "Utilisation", cell: (g) => pct(g.utilizationGpuPct), numeric: true },
+                { label: "Quarantined", cell: (g) => g.quarantinedNodes, numeric: true },
+              ]}
+            />
+          </>
+        )}
+      </Show>
+      <h2>Nodes</h2>
+      <form class="inline" onSubmit={(e) => e.preventDefault()}>
+        <Field label="Quarantine reason" name="quarantine-reason" value={reason} onInput={setReason} required />
+      </form>
+      <ErrorNote error={action.error} />
+      <Show loaded={nodes} empty={(rows) => !rows.length} emptyText="No nodes report yet.">
+        {(rows) => (
+          <Table
+            caption="Nodes"
+            rows={rows}
+            rowKey={(n) => n.node}
+            columns={[
+              { label: "Node", cell: (n) => n.node },
+              { label: "Zone", cell: (n) => n.zone ?? "—" },
+              { label: "GPU type", cell: (n) => n.gpuType ?? "—" },
+              { label: "GPUs in use", cell: (n) => `${n.gpusInUse} / ${n.gpus}`, numeric: true },
+              { label: "Utilisation", cell: (n) => pct(n.utilizationGpuPct), numeric: true },
+              { label: "Health", cell: (n) => <StateBadge state={n.health} /> },
+              { label: "Why", cell: (n) => n.healthReasons.join("; ") || "—" },
+              {
+                label: "Actions",
+                cell: (n) =>
+                  n.health === "healthy" ? (
+                    <button type="button" class="danger" onClick={() => quarantine(n.node)} aria-label={`Quarantine ${n.node}`}>
+                      Quarantine
+                    </button>
+                  ) : (
+                    <button type="button" onClick={() => release(n.node)} aria-label={`Release ${n.node}`}>
+                      Release
+                    </button>
+                  ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </Page>
+  );
+}
+
+export function TenantsPage() {
+  const tenants = useLoad(() => get<{ items: Tenant[] }>("/tenants?limit=200").then(items), []);
+  const [editing, setEditing] = useState<string | null>(null);
+  return (
+    <Page title="Tenants">
+      <Show loaded={tenants} empty={(rows) => !rows.length} emptyText="No tenants yet.">
+        {(rows) => (
+          <Table
+            caption="Tenants"
+            rows={rows}
+            rowKey={(t) => t.tenantID}
+            columns={[
+              { label: "Tenant", cell: (t) => `${t.tenantID} (${t.name})` },
+              { label: "Status", cell: (t) => <StateBadge state={t.status} /> },
+              { label: "GPUs", cell: (t) => t.limits.maxGpus, numeric: true },
+              { label: "Instances", cell: (t) => t.limits.maxInstances, numeric: true },
+              { label: "Requests/s", cell: (t) => `${t.rateLimit.requestsPerS} (burst ${t.rateLimit.burst})`, numeric: true },
+              { label: "Queue weight", cell: (t) => t.queueWeight, numeric: true },
+              {
+                label: "Actions",
+                cell: (t) => (
+                  <button type="button" onClick={() => setEditing(t.tenantID)}>
+                    Edit limits
+                  </button>
+                ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+      {editing && (
+        <TenantLimits
+          tenant={tenants.data!.find((t) => t.tenantID === editing)!}
+          onDone={() => (setEditing(null), tenants.reload())}
+        />
+      )}
+    </Page>
+  );
+}
+
+function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
+  const t = props.tenant;
+  const [maxGpus, setMaxGpus] = useState(String(t.limits.maxGpus));
+  const [maxInstances, setMaxInstances] = useState(String(t.limits.maxInstances));
+  const [rate, setRate] = useState(String(t.rateLimit.requestsPerS));
+  const [burst, setBurst] = useState(String(t.rateLimit.burst));
+  const [weight, setWeight] = useState(String(t.queueWeight));
+  const action = useAction();
+  const save = (e: Event) => {
+    e.preventDefault();
+    const body = {
+      limits: { ...t.limits, maxGpus: Number(maxGpus), maxInstances: Number(maxInstances) },
+      rateLimit: { requestsPerS: Number(rate), burst: Number(burst) },
+      queueWeight: Number(weight),
+    };
+    void action.run(() => patch(`/tenants/${enc(t.tenantID)}`, body).then(props.onDone));
+  };
+  return (
+    <form class="card form-grid" onSubmit={save} aria-labelledby="limits-title">
+      <h2 id="limits-title">Limits of {t.tenantID}</h2>
+      <Field label="Max GPUs" name="maxGpus" type="number" value={maxGpus} onInput={setMaxGpus} required />
+      <Field label="Max instances" name="maxInstances" type="number" value={maxInstances} onInput={setMaxInstances} required />
+      <Field label="Requests per second" name="rate" type="number" value={rate} onInput={setRate} required />
+      <Field label="Burst" name="burst" type="number" value={burst} onInput={setBurst} required />
+      <Field label="Queue weight" name="queueWeight" type="number" value={weight} onInput={setWeight} required />
+      <ErrorNote error={action.error} />
+      <button type="submit" disabled={action.busy}>
+        Save limits
+      </button>
+    </form>
+  );
+}
+
+export function PricesPage() {
+  const prices = useLoad(() => get<Price[] | { items: Price[] }>("/prices").then(items), []);
+  const [specName, setSpecName] = useState("");
+  const [amount, setAmount] = useState("");
+  const action = useAction();
+  const save = (e: Event) => {
+    e.preventDefault();
+    const body = specName ? { meter: "gpu_hour", specName, amount } : { meter: "storage_gb_month", amount };
+    void action.run(() => post("/prices", body).then(prices.reload));
+  };
+  return (
+    <Page title="Prices">
+      <form class="inline card" onSubmit={save}>
+        <Field label="Spec (empty: storage per GB-month)" name="price-spec" value={specName} onInput={setSpecName} />
+        <Field label="Amount (USD)" name="price-amount" type="number" value={amount} onInput={setAmount} required />
+        <button type="submit" disabled={action.busy}>
+          Set price
+        </button>
+      </form>
+      <ErrorNote error={action.error} />
+      <Show loaded={prices} empty={(rows) => !rows.length} emptyText="No prices set.">
+        {(rows) => (
+          <Table
+            caption="Prices"
+            rows={rows}
+            rowKey={(p) => `${p.meter}/${p.specName}/${p.effectiveFrom}`}
+            columns={[
+              { label: "Meter", cell: (p) => (p.meter === "gpu_hour" ? "per GPU-hour" : "per GB-month") },
+              { label: "Spec", cell: (p) => p.specName ?? "—" },
+              { label: "Amount", cell: (p) => money(p.amount), numeric: true },
+              { label: "From", cell: (p) => when(p.effectiveFrom) },
+            ]}
+          />
+        )}
+      </Show>
+    </Page>
+  );
+}
+
+export function RevenuePage() {
+  const start = new Date(Date.now() - 30 * 86_400_000).toISOString();
+  const revenue = (groupBy: string) =>
+    get<{ rows: { key: string; amount: string }[]; total: { amount: string } }>(`/revenue?groupBy=${groupBy}&start=${enc(start)}`);
+  const byType = useLoad(() => revenue("gpu_type"), [], 60_000);
+  const byZone = useLoad(() => revenue("zone"), [], 60_000);
+  const byDay = useLoad(() => revenue("day"), [], 60_000);
+  const bars = (rows: { key: string; amount: string }[]) => rows.map((r) => ({ label: r.key, value: Number(r.amount) }));
+  return (
+    <Page title="Revenue">
+      <Show loaded={byDay}>
+        {(r) => (
+          <section class="card">
+            <p>
+              Last 30 days: <strong>{money(r.total.amount)}</strong>
+            </p>
+            <BarChart title="Revenue by day" unit="USD" bars={bars(r.rows)} />
+          </section>
+        )}
+      </Show>
+      <div class="grid-2">
+        <section class="card">
+          <Show loaded={byType}>{(r) => <BarChart title="By GPU type" unit="USD" bars={bars(r.rows)} />}</Show>
+        </section>
+        <section class="card">
+          <Show loaded={byZone}>{(r) => <BarChart title="By zone" unit="USD" bars={bars(r.rows)} />}</Show>
+        </section>
+      </div>
+    </Page>
+  );
+}
+
+export function StocksPage() {
+  const stocks = useLoad(() => get<Stock[]>("/stocks"), [], REFRESH_MS);
+  const [specName, setSpecName] = useState("");
+  const [number, setNumber] = useState("1");
+  const action = useAction();
+  const change = (add: boolean) => {
+    const body = { specName, number: Number(number), operationID: crypto.randomUUID() };
+    void action.run(() => api(add ? "POST" : "DELETE", "/stocks", body).then(stocks.reload));
+  };
+  return (
+    <Page title="Warm stocks">
+      <form class="inline card" onSubmit={(e) => (e.preventDefault(), change(true))}>
+        <Field label="Spec" name="stock-spec" value={specName} onInput={setSpecName} required />
+        <Field label="Units" name="stock-number" type="number" value={number} onInput={setNumber} required />
+        <button type="submit" disabled={action.busy}>
+          Add units
+        </button>
+        <button type="button" class="danger" disabled={action.busy || !specName} onClick={() => change(false)}>
+          Remove units
+        </button>
+      </form>
+      <ErrorNote error={action.error} />
+      <Show loaded={stocks} empty={(rows) => !rows.length} emptyText="No warm stocks.">
+        {(rows) => (
+          <Table
+            caption="Warm stocks"
+            rows={rows}
+            rowKey={(s) => s.specName}
+            columns={[
+              { label: "Spec", cell: (s) => s.specName },
+              { label: "Target", cell: (s) => s.target, numeric: true },
+              { label: "Ready", cell: (s) => s.available, numeric: true },
+              { label: "Placing", cell: (s) => s.placing, numeric: true },
+              { label: "Pre-pulled images", cell: (s) => s.images.join(", ") || "—" },
+            ]}
+          />
+        )}
+      </Show>
+    </Page>
+  );
+}

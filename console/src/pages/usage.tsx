@@ -1,0 +1,139 @@
+// Usage and costs: spend by day and by spec over the last 30 days, invoices, and the
+// budget with its thresholds.
+import { useState } from "preact/hooks";
+import { ApiError, enc, get, items, put } from "../api";
+import { BarChart, ErrorNote, Field, Page, Show, Table, cents, money, useAction, useLoad, when } from "../ui";
+
+interface UsageRow {
+  key: string;
+  gpuSeconds: number;
+  amount: string;
+}
+
+interface UsageReport {
+  start: string;
+  end: string;
+  rows: UsageRow[];
+  total: UsageRow;
+  asOf: string;
+}
+
+interface Invoice {
+  invoiceID: string;
+  period: string;
+  totalCents: number;
+  status: string;
+  issuedAt: string | null;
+}
+
+interface Budget {
+  period: string;
+  monthlyBudgetCents: number;
+  thresholds: number[];
+  hardStop: boolean;
+  spentCents: number;
+  crossed: number[];
+}
+
+const DAY_MS = 86_400_000;
+
+function report(groupBy: string): Promise<UsageReport> {
+  const start = new Date(Date.now() - 30 * DAY_MS).toISOString();
+  return get<UsageReport>(`/usage?groupBy=${groupBy}&start=${enc(start)}`);
+}
+
+export function UsagePage() {
+  const byDay = useLoad(() => report("day"), [], 30_000);
+  const bySpec = useLoad(() => report("spec"), [], 30_000);
+  const invoices = useLoad(() => get<{ items: Invoice[] }>("/invoices?limit=24").then(items), []);
+  return (
+    <Page title="Usage and costs">
+      <div class="grid-2">
+        <section class="card" aria-label="Spend by day">
+          <Show loaded={byDay}>
+            {(r) => (
+              <>
+                <BarChart title="Spend by day" unit="USD" bars={r.rows.map((row) => ({ label: row.key, value: Number(row.amount) }))} />
+                <p>
+                  Last 30 days: <strong data-testid="usage-total">{money(r.total.amount)}</strong> for{" "}
+                  {(r.total.gpuSeconds / 3600).toFixed(3)} GPU-hours (as of {when(r.asOf)}).
+                </p>
+              </>
+            )}
+          </Show>
+        </section>
+        <section class="card" aria-label="Spend by spec">
+          <Show loaded={bySpec}>
+            {(r) => <BarChart title="Spend by spec" unit="USD" bars={r.rows.map((row) => ({ label: row.key, value: Number(row.amount) }))} />}
+          </Show>
+        </section>
+      </div>
+      <BudgetCard />
+      <section class="card" aria-labelledby="invoices-title">
+        <h2 id="invoices-title">Invoices</h2>
+        <Show loaded={invoices} empty={(rows) => !rows.length} emptyText="No invoices yet: one is issued after each month.">
+          {(rows) => (
+            <Table
+              caption="Invoices"
+              rows={rows}
+              rowKey={(i) => i.invoiceID}
+              columns={[
+                { label: "Period", cell: (i) => i.period },
+                { label: "Total", cell: (i) => cents(i.totalCents), numeric: true },
+                { label: "Status", cell: (i) => i.status },
+                { label: "Issued", cell: (i) => when(i.issuedAt) },
+              ]}
+            />
+          )}
+        </Show>
+      </section>
+    </Page>
+  );
+}
+
+function BudgetCard() {
+  const budget = useLoad(
+    () => get<Budget>("/budget").catch((e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e))),
+    [],
+  );
+  const [dollars, setDollars] = useState("");
+  const [thresholds, setThresholds] = useState("50, 80, 100");
+  const action = useAction();
+  const save = (e: Event) => {
+    e.preventDefault();
+    const body = {
+      monthlyBudgetCents: Math.round(Number(dollars) * 100),
+      thresholds: thresholds.split(",").map((t) => Number(t.trim())).filter(Boolean),
+    };
+    void action.run(async () => {
+      await put("/budget", body);
+      budget.reload();
+    });
+  };
+  return (
+    <section class="card" aria-labelledby="budget-title">
+      <h2 id="budget-title">Budget</h2>
+      <Show loaded={budget}>
+        {(b) =>
+          b ? (
+            <p>
+              {b.period}: {cents(b.spentCents)} spent of {cents(b.monthlyBudgetCents)}; notices at {b.thresholds.join(" %, ")} %
+              {b.crossed.length ? ` (crossed: ${b.crossed.join(" %, ")} %)` : ""}
+              {b.hardStop ? "; work stops at 100 %" : ""}.
+            </p>
+          ) : (
+            <p class="muted">No budget set.</p>
+          )
+        }
+      </Show>
+      <form class="inline" onSubmit={save}>
+        <Field label="Monthly budget (USD)" name="budget" type="number" value={dollars} onInput={setDollars} required />
+        <Field label="Notify at (% list)" name="thresholds" value={thresholds} onInput={setThresholds} />
+        <button type="submit" disabled={action.busy}>
+          Save budget
+        </button>
+      </form>
+      <ErrorNote error={action.error} />
+    </section>
+  );
+}

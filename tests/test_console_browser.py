@@ -1,0 +1,294 @@
+"""The web console in a real browser (headless Chromium from Debian's package, driven by
+Playwright) against the real stack: a tenant signs in, starts an instance and sees it
+run, uploads a file and sees it listed, sees usage charts with data; another tenant sees
+none of it; the operator quarantines and releases a node.
+
+Screenshots of each page go to a temporary directory, or to GPUCLOUD_CONSOLE_SCREENSHOTS
+(`make screenshots` writes docs/console/).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
+
+from gpucloud_stack import browser as stack_browser
+
+from .platform import Platform, TenantAccount, bearer
+from .support import eventually, unique
+
+PASSWORD = "console pass phrase"
+LAPTOP: ViewportSize = {"width": 1366, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+#: How long a page may take to show what the platform did (an instance running, a
+#: storage ready, a health change after the next refresh).
+SLOW_MS = 60_000
+expect.set_options(timeout=SLOW_MS)
+
+
+@pytest.fixture(scope="module")
+async def chromium() -> AsyncIterator[Browser]:
+    executable, libraries = stack_browser.chromium()
+    env: dict[str, str | float | bool] = dict(libraries)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(executable), args=list(stack_browser.HEADLESS_ARGS), env=env
+        )
+        yield browser
+        await browser.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    wanted = os.environ.get("GPUCLOUD_CONSOLE_SCREENSHOTS")
+    directory = Path(wanted) if wanted else tmp_path
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+async def _page(chromium: Browser, platform: Platform, viewport: ViewportSize = LAPTOP) -> Page:
+    context = await chromium.new_context(
+        base_url=str(platform.http.base_url), viewport=viewport, accept_downloads=True
+    )
+    page = await context.new_page()
+    page.set_default_timeout(SLOW_MS)
+    return page
+
+
+async def _sign_in_with_password(page: Page, email: str) -> None:
+    """By keyboard alone: the form's fields are labelled and Enter submits."""
+    await page.goto("/")
+    await page.get_by_role("textbox", name="Email").focus()
+    await page.keyboard.type(email)
+    await page.keyboard.press("Tab")
+    await page.keyboard.type(PASSWORD)
+    await page.keyboard.press("Enter")
+    await expect(page.get_by_test_id("who")).to_contain_text("tenant-admin")
+
+
+async def _sign_in_with_key(page: Page, key: str) -> None:
+    await page.goto("/")
+    await page.get_by_role("radio", name="An API key").check()
+    await page.get_by_label("API key", exact=True).fill(key)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+
+
+async def _priced_spec(platform: Platform) -> str:
+    spec = await platform.spec()
+    price = {"meter": "gpu_hour", "specName": spec, "amount": "3.60"}
+    priced = await platform.http.post("/v1/prices", json=price, headers=platform.admin)
+    assert priced.status_code == 201, priced.text
+    return spec
+
+
+async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
+    chromium: Browser, platform: Platform, shots: Path, tmp_path: Path
+) -> None:
+    account = await platform.tenant(password=PASSWORD)
+    spec = await _priced_spec(platform)
+    page = await _page(chromium, platform)
+    await page.goto("/")
+    await page.screenshot(path=shots / "sign-in.png")
+    # A wrong password is said in words, on the form.
+    await page.get_by_role("textbox", name="Email").fill(f"admin@{account.tenant_id}.test")
+    await page.get_by_label("Password", exact=True).fill("wrong")
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("alert")).to_contain_text("the email or password is wrong")
+    await _sign_in_with_password(page, f"admin@{account.tenant_id}.test")
+
+    # Start an instance from the catalog and watch it run.
+    await expect(page).to_have_url(re.compile("/instances$"))
+    await page.get_by_label("Template").select_option("jupyter")
+    await page.get_by_label("Spec").select_option(spec)
+    await page.get_by_role("button", name="Start", exact=True).click()
+    row = page.get_by_role("row").filter(has_text=spec)
+    await expect(row.get_by_text("running", exact=True)).to_be_visible()
+    await expect(row.get_by_role("button", name="Open :8888")).to_be_visible()
+    await row.get_by_role("button").first.click()  # its history
+    await expect(page.get_by_role("region", name=re.compile("^History of"))).to_contain_text(
+        "running"
+    )
+    await page.screenshot(path=shots / "instances.png", full_page=True)
+
+    # An inference service from the catalog: listed with its one URL.
+    await page.get_by_role("tab", name="Inference services").click()
+    await page.get_by_label("Template").select_option("vllm-openai")
+    await page.get_by_label("Service name (id)").fill("chat")
+    await page.get_by_label("Spec").select_option(spec)
+    await page.get_by_role("button", name="Start service").click()
+    service = page.get_by_role("row").filter(has_text="chat")
+    await expect(service).to_contain_text(f"chat--{account.tenant_id}.")
+    await page.screenshot(path=shots / "services.png", full_page=True)
+    await service.get_by_role("button", name="Delete").click()
+    await expect(service).to_have_count(0)
+    await page.get_by_role("tab", name="Instances").click()
+
+    # A storage, a file uploaded from the browser straight to the store, listed, downloaded.
+    await page.get_by_role("link", name="Storages").click()
+    storage_id = unique("console")
+    await page.get_by_label("Name (id)").fill(storage_id)
+    await page.get_by_label("Size (GiB)").fill("1")
+    await page.get_by_role("button", name="Create").click()
+    await expect(
+        page.get_by_role("row").filter(has_text=storage_id).get_by_text("ready")
+    ).to_be_visible()
+    await page.get_by_role("link", name=storage_id).click()
+    # One file goes up in a single presigned PUT, the other (over the 64 MiB part floor)
+    # in presigned multipart parts, each answering its ETag to the browser (CORS).
+    payload = os.urandom(3 * 1024 * 1024 + 17)
+    upload = tmp_path / "weights.bin"
+    upload.write_bytes(payload)
+    large = tmp_path / "shard-0.bin"
+    large.write_bytes(os.urandom(65 * 1024 * 1024))
+    await page.get_by_label("Files").set_input_files([str(upload), str(large)])
+    await page.get_by_role("button", name="Upload", exact=True).click()
+    await expect(page.get_by_text("Uploaded 2 files")).to_be_visible()
+    await expect(page.get_by_label("Upload progress")).to_have_attribute(
+        "value", str(len(payload) + 65 * 1024 * 1024)
+    )
+    await expect(page.get_by_role("row").filter(has_text="shard-0.bin")).to_contain_text("65.0 MiB")
+    listed = page.get_by_role("row").filter(has_text="weights.bin")
+    await expect(listed).to_contain_text("3.0 MiB")
+    async with page.expect_download() as download_info:
+        await listed.get_by_role("button", name="Download weights.bin").click()
+    saved = tmp_path / "downloaded.bin"
+    await (await download_info.value).save_as(saved)
+    assert saved.read_bytes() == payload
+    # An accessor: its secret is shown once.
+    await page.get_by_role("button", name="New accessor").click()
+    await expect(page.get_by_test_id("secret")).to_contain_text("secret key")
+    await page.screenshot(path=shots / "storage.png", full_page=True)
+
+    # Usage: the running instance's GPU time, priced, as charts.
+    await page.get_by_role("link", name="Usage and costs").click()
+
+    async def spent() -> bool:
+        await page.reload()
+        total = page.get_by_test_id("usage-total")
+        await expect(total).to_be_visible()
+        return (await total.inner_text()) != "$0.00"
+
+    await eventually(spent, timeout=90, interval=5)
+    await expect(page.get_by_role("img", name="Spend by day")).to_be_visible()
+    await expect(page.get_by_role("img", name="Spend by spec")).to_contain_text(spec[:21])
+    await page.screenshot(path=shots / "usage.png", full_page=True)
+
+    # Monitoring: the instance's GPU charts fill in by themselves (1-minute windows).
+    await page.get_by_role("link", name="Monitoring").click()
+    utilisation = page.get_by_role("img", name="Utilisation over time")
+    await expect(utilisation).to_be_visible(timeout=150_000)
+    assert int(await utilisation.get_attribute("data-points") or 0) >= 1
+    await expect(page.get_by_text(re.compile(r"^Power \(W\), latest \d"))).to_be_visible()
+    await page.screenshot(path=shots / "monitoring.png", full_page=True)
+
+    # Admin: a new API key, shown once.
+    await page.get_by_role("link", name="Admin").click()
+    await page.get_by_label("Key name").fill("laptop")
+    await page.get_by_role("button", name="New API key").click()
+    await expect(page.get_by_test_id("secret")).to_contain_text("gpc_")
+    await page.screenshot(path=shots / "admin.png", full_page=True)
+
+    # Stop the instance, then sign out: the session is gone on reload.
+    await page.get_by_role("link", name="Instances").click()
+    await row.get_by_role("button", name=re.compile("^Stop ")).click()
+    await expect(row.get_by_role("button", name=re.compile("^Stop "))).to_have_count(0)
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.get_by_role("heading", name="Sign in to gpucloud")).to_be_visible()
+    await page.reload()
+    await expect(page.get_by_role("heading", name="Sign in to gpucloud")).to_be_visible()
+
+
+async def _a_tenant_with_things(platform: Platform) -> tuple[TenantAccount, str, str]:
+    account = await platform.tenant()
+    spec = await platform.spec()
+    created = await platform.start_instance(account, {"image": "trainer", "specName": spec})
+    assert created.status_code == 202, created.text
+    storage = await platform.storage(account, kind="object", size_bytes=2**30)
+    return account, created.json()["instanceID"], storage["storageID"]
+
+
+async def test_another_tenants_resources_are_nowhere_in_the_console(
+    chromium: Browser, platform: Platform, shots: Path
+) -> None:
+    _, instance_id, storage_id = await _a_tenant_with_things(platform)
+    other = await platform.tenant()
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, other.admin_key)
+    await expect(page.get_by_text("No instances yet")).to_be_visible()
+    await expect(page.get_by_text(instance_id)).to_have_count(0)
+    await page.get_by_role("link", name="Storages").click()
+    await expect(page.get_by_text("No storages yet.")).to_be_visible()
+    # Straight to the other tenant's storage: refused, in words, never a blank page.
+    await page.goto(f"/storages/{storage_id}")
+    await expect(page.get_by_role("alert").first).to_contain_text("not found")
+    await page.get_by_role("link", name="Usage and costs").click()
+    await expect(page.get_by_test_id("usage-total")).to_have_text("$0.00")
+    await page.get_by_role("link", name="Monitoring").click()
+    await expect(page.get_by_text("No running instance")).to_be_visible()
+    # At phone width every page fits the screen.
+    phone = await _page(chromium, platform, PHONE)
+    await _sign_in_with_key(phone, other.admin_key)
+    for path in ("/instances", "/storages", "/usage", "/monitoring", "/admin"):
+        await phone.goto(path)
+        await expect(phone.get_by_role("heading", level=1)).to_be_visible()
+        overflow = await phone.evaluate("document.documentElement.scrollWidth - innerWidth")
+        assert overflow <= 0, (path, overflow)
+    await phone.goto("/instances")
+    await expect(phone.get_by_text("No instances yet")).to_be_visible()
+    await expect(phone.get_by_label("Spec").locator("option")).not_to_have_count(0)
+    await phone.screenshot(path=shots / "phone-instances.png", full_page=True)
+
+
+async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
+    chromium: Browser, platform: Platform, shots: Path
+) -> None:
+    nodes: list[dict[str, Any]] = (
+        await platform.http.get("/v1/nodes", headers=platform.admin)
+    ).json()
+    idle = next(n for n in nodes if n["health"] == "healthy" and n["gpusInUse"] == 0)["node"]
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, platform.admin_key)
+    await expect(page).to_have_url(re.compile("/fleet$"))
+    await expect(page.get_by_role("table", name="Fleet by zone and GPU type")).to_be_visible()
+    await page.get_by_label("Quarantine reason").fill("fan replacement")
+    await page.get_by_role("button", name=f"Quarantine {idle}").click()
+    row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=idle, exact=True))
+    await expect(row.get_by_text("quarantined", exact=True)).to_be_visible()
+    await expect(row).to_contain_text("quarantined by an operator: fan replacement")
+    await row.scroll_into_view_if_needed()
+    await page.screenshot(path=shots / "fleet.png")
+
+    async def cordoned() -> bool:
+        found = await platform.http.get("/v1/nodes", headers=platform.admin)
+        return any(n["node"] == idle and n["health"] == "quarantined" for n in found.json())
+
+    await eventually(cordoned, timeout=30)
+    await row.get_by_role("button", name=f"Release {idle}").click()
+    await expect(row.get_by_text("healthy", exact=True)).to_be_visible()
+    for path, name in (
+        ("/tenants", "tenants"),
+        ("/prices", "prices"),
+        ("/revenue", "revenue"),
+        ("/stocks", "stocks"),
+    ):
+        await page.goto(path)
+        await expect(page.get_by_role("heading", level=1)).to_be_visible()
+        await expect(page.get_by_text("Loading…")).to_have_count(0)
+        await expect(page.get_by_role("alert")).to_have_count(0)
+        await page.screenshot(path=shots / f"operator-{name}.png")
+    # A tenant's key never sees the operator's pages' data.
+    account = await platform.tenant()
+    tenant_page = await _page(chromium, platform)
+    await _sign_in_with_key(tenant_page, account.admin_key)
+    await tenant_page.goto("/fleet")
+    await expect(tenant_page.get_by_role("alert").first).to_contain_text("Forbidden")
+    assert (
+        await platform.http.get("/v1/fleet", headers=bearer(account.admin_key))
+    ).status_code == 403
