@@ -25,10 +25,15 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from gpucloud_gateway.routes import FORWARDED
+from gpucloud_gateway.settings import GatewaySettings
 
 PASSWORD = "fuzzing is a long password"
 EXAMPLES = 8
 SERVICES = ["gateway", "instances", "storage", "metering", "monitoring"]
+#: Longer than the gateway waits on a service, so that a slow or stalled service is
+#: judged by the gateway's own answer (a 504 fails the run) and not by a client that
+#: gave up first on a busy two-core machine.
+CLIENT_TIMEOUT_S = GatewaySettings.model_fields["upstream_read_timeout_s"].default + 15
 
 
 def _token(http: httpx.Client, email: str) -> str:
@@ -138,7 +143,7 @@ def _fuzz(
             )
             def call(case: Any) -> None:
                 nonlocal sent
-                response = case.call(base_url=base_url, headers=headers, timeout=30)
+                response = case.call(base_url=base_url, headers=headers, timeout=CLIENT_TIMEOUT_S)
                 sent += 1
                 _assert_well_behaved(response, case)
 
