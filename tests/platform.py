@@ -54,6 +54,7 @@ class Platform:
         *,
         max_gpus: int = 16,
         max_instances: int = 8,
+        borrow_gpus: int = 0,
         rate_limit: dict[str, Any] | None = None,
         password: str | None = None,
     ) -> TenantAccount:
@@ -65,6 +66,7 @@ class Platform:
                 "maxGpus": max_gpus,
                 "maxInstances": max_instances,
                 "maxStorageBytes": 10**12,
+                **({"borrowGpus": borrow_gpus} if borrow_gpus else {}),
             },
             "admin": {
                 "email": f"admin@{tenant_id}.test",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gpucloud_instances.admission_queue import Queued, TenantShare, decide
+from gpucloud_instances.admission_queue import Queued, Running, TenantShare, decide
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 H100, A100 = "H100", "A100"
@@ -20,8 +20,16 @@ def flood(
     ]
 
 
-def share(max_gpus: int = 8, held: int = 0, weight: float = 1.0) -> TenantShare:
-    return TenantShare(max_gpus, 100, held, 0, {H100: held} if held else {}, weight)
+def share(max_gpus: int = 8, held: int = 0, weight: float = 1.0, borrow: int = 0) -> TenantShare:
+    return TenantShare(max_gpus, 100, held, 0, {H100: held} if held else {}, weight, borrow)
+
+
+def running(tenant: str, count: int, *, gpus: int = 1, priority: int = 0) -> list[Running]:
+    """`count` admitted workloads of `tenant`, the later admitted the higher numbered."""
+    return [
+        Running(f"{tenant}/r{n}", tenant, H100, gpus, priority, T0 + timedelta(seconds=n))
+        for n in range(count)
+    ]
 
 
 def admitted_by_tenant(admit: list[str]) -> dict[str, int]:
@@ -96,3 +104,90 @@ def test_a_tenant_not_known_yet_waits() -> None:
     decision = decide(flood("ghost", 1), {}, {H100: 8}, {H100: 8})
     assert decision.admit == []
     assert decision.waiting["ghost/j0"].reason == "quota"
+
+
+def test_a_tenant_borrows_idle_gpus_beyond_its_quota_up_to_its_limit() -> None:
+    decision = decide(flood("b", 8), {"b": share(max_gpus=2, borrow=3)}, {H100: 8}, {H100: 8})
+    assert decision.admit == ["b/j0", "b/j1", "b/j2", "b/j3", "b/j4"]
+    assert decision.borrowing == {"b/j2", "b/j3", "b/j4"}
+    assert decision.waiting["b/j5"].reason == "quota"
+
+
+def test_guaranteed_work_goes_before_any_borrowing() -> None:
+    # b has the lower share, but its next job is beyond its quota: a, within its
+    # quota, takes the free GPUs first.
+    decision = decide(
+        flood("a", 2) + flood("b", 2),
+        {"a": share(max_gpus=4, held=2), "b": share(max_gpus=1, held=1, borrow=4)},
+        {H100: 2},
+        {H100: 8},
+    )
+    assert decision.admit == ["a/j0", "a/j1"]
+    assert decision.borrowing == set()
+    assert decision.waiting["b/j0"].reason == "capacity"
+
+
+def test_guaranteed_work_reclaims_borrowed_gpus_lowest_priority_and_newest_first() -> None:
+    borrowed = [*running("b", 3, priority=0), Running("b/urgent", "b", H100, 1, 9, T0)]
+    decision = decide(
+        flood("a", 1, gpus=2),
+        {"a": share(max_gpus=4), "b": share(max_gpus=2, held=6, borrow=4)},
+        {H100: 0},
+        {H100: 6},
+        running=borrowed,
+    )
+    assert decision.admit == []
+    assert decision.preempt == ["b/r2", "b/r1"]
+    assert decision.waiting["a/j0"].reason == "reclaim"
+
+
+def test_reclaim_stops_at_the_borrowers_quota() -> None:
+    # b borrows 1 GPU only: reclaiming 2 would take its guaranteed share, so
+    # nothing is preempted and a waits for capacity.
+    decision = decide(
+        flood("a", 1, gpus=2),
+        {"a": share(max_gpus=4), "b": share(max_gpus=3, held=4, borrow=4)},
+        {H100: 0},
+        {H100: 4},
+        running=running("b", 4),
+    )
+    assert decision.preempt == []
+    assert decision.waiting["a/j0"].reason == "capacity"
+
+
+def test_work_beyond_its_own_quota_reclaims_nothing() -> None:
+    decision = decide(
+        flood("a", 1),
+        {"a": share(max_gpus=0, borrow=2), "b": share(max_gpus=0, held=2, borrow=2)},
+        {H100: 0},
+        {H100: 2},
+        running=running("b", 2),
+    )
+    assert decision.preempt == []
+    assert decision.waiting["a/j0"].reason == "capacity"
+
+
+def test_gpus_being_freed_by_a_preemption_are_not_reclaimed_twice() -> None:
+    tenants = {"a": share(max_gpus=4), "b": share(max_gpus=2, held=4, borrow=4)}
+    first = decide(flood("a", 1, gpus=2), tenants, {H100: 0}, {H100: 4}, running=running("b", 4))
+    assert first.preempt == ["b/r3", "b/r2"]
+    gone = [r for r in running("b", 4) if r.key in first.preempt]
+    still = [r for r in running("b", 4) if r.key not in first.preempt]
+    again = decide(
+        flood("a", 1, gpus=2), tenants, {H100: 0}, {H100: 4}, running=still, releasing=gone
+    )
+    assert again.preempt == []
+    assert again.waiting["a/j0"].reason == "reclaim"
+
+
+def test_borrowing_does_not_take_gpus_being_reclaimed() -> None:
+    decision = decide(
+        flood("a", 1, gpus=2) + flood("b", 1),
+        {"a": share(max_gpus=4), "b": share(max_gpus=2, held=4, borrow=4)},
+        {H100: 1},
+        {H100: 5},
+        running=running("b", 4),
+    )
+    assert decision.preempt == ["b/r3"]
+    assert decision.admit == []
+    assert decision.waiting["b/j0"].reason == "capacity"

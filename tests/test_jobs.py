@@ -400,6 +400,69 @@ async def test_the_operators_queue_weights_divide_the_gpus(
     assert abs(heavy / (heavy + light) - 0.75) <= 0.10, (heavy, light)
 
 
+async def test_an_owner_reclaims_borrowed_gpus_and_the_borrower_runs_again_later(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    """A tenant of quota 1 borrows three more GPUs of an idle 4-GPU node. Another
+    tenant's job within its own quota takes two of them back: the borrower's two most
+    recently admitted jobs are preempted, billed to their end, and queued again; they
+    run again once the owner's job is gone."""
+    core = k8s.CoreV1Api(kube)
+    node, product = unique("reclaim"), unique("TEST-GPU")
+    spec = await platform.spec(gpus=1, gpu_type=product)
+    owner_spec = await platform.spec(gpus=2, gpu_type=product)
+    borrower = await platform.tenant(max_gpus=1, borrow_gpus=3)
+    owner = await platform.tenant(max_gpus=4)
+    manifest: Any = fleet.gpu_node(
+        node, product=product, gpus=4, zone="zone-a", cpu="64", memory="512Gi"
+    )
+    await core.create_node(manifest)
+    borrowed: list[str] = []
+    try:
+        for _ in range(4):
+            borrowed.append(await submit(platform, borrower, job_body(spec, run_for="600s")))
+            await in_state(platform, borrower, borrowed[-1], "running")
+        # The quota is 1 GPU and the whole job beyond quota and borrowing is refused.
+        too_big = await platform.post_as_tenant(borrower, "/v1/jobs", job_body(spec, parallelism=5))
+        assert assert_problem(too_big, 422, "quota_exceeded")["limit_value"] == 4
+
+        owners = await submit(platform, owner, job_body(owner_spec, run_for="600s"))
+        await in_state(platform, owner, owners, "running")
+        preempted = [await job(platform, borrower, job_id) for job_id in borrowed[2:]]
+        for found in preempted:
+            assert found["state"] == "queued", found
+            states = [(h["state"], h.get("reason")) for h in found["history"]]
+            assert states[-2:] == [("preempting", "preempted"), ("queued", "preempted")], states
+            [run] = found["runs"]
+            assert run["state"] == "failed", run
+            expected = us(run["endedAt"]) - us(run["scheduledAt"])
+
+            async def billed(job_id: str = found["jobID"], expected: int = expected) -> bool:
+                usage = await platform.http.get(
+                    f"/v1/usage/jobs/{job_id}", headers=bearer(borrower.admin_key)
+                )
+                return usage.status_code == 200 and (
+                    usage.json()["total"]["gpuMicroseconds"] == expected
+                )
+
+            await eventually(billed, timeout=30)
+        # The first two (one within quota, one borrowed) kept running.
+        for job_id in borrowed[:2]:
+            assert (await job(platform, borrower, job_id))["state"] == "running"
+
+        # The owner's job ends: the preempted jobs borrow the GPUs again, as new runs.
+        await platform.http.delete(f"/v1/jobs/{owners}", headers=bearer(owner.admin_key))
+        assert (await settled(platform, owner, owners))["state"] == "cancelled"
+        for job_id in borrowed[2:]:
+            again = await in_state(platform, borrower, job_id, "running")
+            assert [run["state"] for run in again["runs"]].count("failed") == 1, again["runs"]
+            assert len(again["runs"]) == 2
+    finally:
+        for job_id in borrowed:
+            await platform.http.delete(f"/v1/jobs/{job_id}", headers=bearer(borrower.admin_key))
+        await core.delete_node(node)
+
+
 async def test_a_jobs_storage_credentials_reach_its_pods_and_are_revoked_when_it_ends(
     platform: Platform, kube: k8s.ApiClient
 ) -> None:

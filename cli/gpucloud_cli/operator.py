@@ -67,6 +67,7 @@ TENANT_COLUMNS: list[Column] = [
     ("NAME", lambda t: t["name"]),
     ("STATUS", lambda t: t["status"]),
     ("MAX GPUS", lambda t: t["quota"].get("maxGpus")),
+    ("MAY BORROW", lambda t: t["limits"].get("borrowGpus", 0)),
     ("MAX INSTANCES", lambda t: t["quota"].get("maxInstances")),
     ("CREATED", lambda t: t["createdAt"][:19]),
 ]

@@ -14,6 +14,14 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def now_as_stored() -> datetime:
+    """`now()` to the millisecond, as BSON keeps a datetime. An instant that is both
+    recorded in a document and published in an event (a run's end that the watch saw)
+    then reads the same from the API and from the bill."""
+    at = now()
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
 def aware(value: datetime) -> datetime:
     """`value` as an aware UTC datetime (a stored one comes back naive)."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -42,6 +42,8 @@ class TenantQuota(BaseModel):
 
     max_gpus: int = Field(ge=0)
     max_instances: int = Field(ge=0)
+    #: GPUs beyond max_gpus its batch jobs may borrow while idle (docs/queue.md).
+    borrow_gpus: int = Field(default=0, ge=0)
     max_storage_bytes: int = Field(ge=0)
     monthly_spend_cap_cents: int | None = Field(default=None, ge=0)
     #: CPU and memory ceilings of the tenant's namespace; unset means derived
@@ -109,7 +111,10 @@ class InstanceStateChanged(EventData):
 
 # --- jobs (instances -> metering) --------------------------------------------------
 
-JobState = Literal["queued", "admitted", "running", "succeeded", "failed", "cancelled"]
+#: `preempting`: its borrowed GPUs are taken back; it is `queued` again after.
+JobState = Literal[
+    "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempting"
+]
 #: A run is one pod of a job (an attempt, or one of its parallel pods). It holds its
 #: GPUs from `scheduled` until it ends `succeeded` or `failed`.
 JobRunState = Literal["scheduled", "running", "succeeded", "failed"]

@@ -39,7 +39,13 @@ interface Tenant {
   tenantID: string;
   name: string;
   status: string;
-  limits: { maxGpus: number; maxInstances: number; maxStorageBytes: number; monthlySpendCapCents: number | null };
+  limits: {
+    maxGpus: number;
+    maxInstances: number;
+    maxStorageBytes: number;
+    monthlySpendCapCents: number | null;
+    borrowGpus: number;
+  };
   rateLimit: { requestsPerS: number; burst: number };
   queueWeight: number;
 }
@@ -153,6 +159,7 @@ export function TenantsPage() {
               { label: "Tenant", cell: (t) => `${t.tenantID} (${t.name})` },
               { label: "Status", cell: (t) => <StateBadge state={t.status} /> },
               { label: "GPUs", cell: (t) => t.limits.maxGpus, numeric: true },
+              { label: "May borrow", cell: (t) => t.limits.borrowGpus, numeric: true },
               { label: "Instances", cell: (t) => t.limits.maxInstances, numeric: true },
               { label: "Requests/s", cell: (t) => `${t.rateLimit.requestsPerS} (burst ${t.rateLimit.burst})`, numeric: true },
               { label: "Queue weight", cell: (t) => t.queueWeight, numeric: true },
@@ -182,6 +189,7 @@ function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
   const t = props.tenant;
   const [maxGpus, setMaxGpus] = useState(String(t.limits.maxGpus));
   const [maxInstances, setMaxInstances] = useState(String(t.limits.maxInstances));
+  const [borrowGpus, setBorrowGpus] = useState(String(t.limits.borrowGpus));
   const [rate, setRate] = useState(String(t.rateLimit.requestsPerS));
   const [burst, setBurst] = useState(String(t.rateLimit.burst));
   const [weight, setWeight] = useState(String(t.queueWeight));
@@ -189,7 +197,12 @@ function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
   const save = (e: Event) => {
     e.preventDefault();
     const body = {
-      limits: { ...t.limits, maxGpus: Number(maxGpus), maxInstances: Number(maxInstances) },
+      limits: {
+        ...t.limits,
+        maxGpus: Number(maxGpus),
+        maxInstances: Number(maxInstances),
+        borrowGpus: Number(borrowGpus),
+      },
       rateLimit: { requestsPerS: Number(rate), burst: Number(burst) },
       queueWeight: Number(weight),
     };
@@ -200,6 +213,7 @@ function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
       <h2 id="limits-title">Limits of {t.tenantID}</h2>
       <Field label="Max GPUs" name="maxGpus" type="number" value={maxGpus} onInput={setMaxGpus} required />
       <Field label="Max instances" name="maxInstances" type="number" value={maxInstances} onInput={setMaxInstances} required />
+      <Field label="GPUs its jobs may borrow" name="borrowGpus" type="number" value={borrowGpus} onInput={setBorrowGpus} required />
       <Field label="Requests per second" name="rate" type="number" value={rate} onInput={setRate} required />
       <Field label="Burst" name="burst" type="number" value={burst} onInput={setBurst} required />
       <Field label="Queue weight" name="queueWeight" type="number" value={weight} onInput={setWeight} required />

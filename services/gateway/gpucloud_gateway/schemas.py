@@ -46,6 +46,9 @@ class QuotaLimits(ApiModel):
     max_storage_bytes: int = Field(ge=0, le=2**62)
     #: Spend per calendar month, in cents; unset means no cap.
     monthly_spend_cap_cents: int | None = Field(default=None, ge=0, le=2**62)
+    #: GPUs beyond `maxGpus` the tenant's batch jobs may borrow while nobody's
+    #: guaranteed work needs them; taken back by preemption (docs/queue.md).
+    borrow_gpus: int = Field(default=0, ge=0, le=1_000_000)
 
 
 class SelfQuota(ApiModel):

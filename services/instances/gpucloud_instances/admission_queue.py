@@ -20,16 +20,25 @@ The rule, in one pass:
 - It must fit the free GPUs of its type; if not, it waits for `capacity`, and
   so does every later workload of that GPU type this pass, whoever's: a big
   job is not starved by smaller ones slipping past it.
+- Borrowing: once every tenant's guaranteed work is placed, a tenant may go past
+  its quota by up to its `borrow_gpus`, on GPUs nobody's guaranteed work waits
+  for. Such an admission is marked borrowing.
+- Reclaim: a workload within its tenant's quota that finds no free GPUs of its
+  type preempts running workloads of tenants that hold more than their quota
+  (lowest priority, then the most recently admitted, first), while they still
+  do, until enough GPUs come free; it waits for `reclaim` meanwhile. If all of
+  them would not be enough, nothing is preempted.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-WaitReason = Literal["quota", "capacity", "priority"]
+WaitReason = Literal["quota", "capacity", "priority", "reclaim"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,18 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class Running:
+    """An admitted workload that may be preempted to give borrowed GPUs back."""
+
+    key: str
+    tenant_id: str
+    gpu_type: str
+    gpus: int
+    priority: int
+    admitted_at: datetime
+
+
+@dataclass(frozen=True)
 class TenantShare:
     """A tenant's standing: its quota (guaranteed share), what it holds, its weight."""
 
@@ -56,6 +77,8 @@ class TenantShare:
     #: Held GPUs by type, for the dominant share.
     held_by_type: dict[str, int] = field(default_factory=dict)
     weight: float = 1.0
+    #: GPUs beyond `max_gpus` it may borrow while nobody's guaranteed work needs them.
+    borrow_gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,10 @@ class Decision:
     #: In the order they were chosen.
     admit: list[str]
     waiting: dict[str, Waiting]
+    #: The admitted that go past their tenant's quota (they may be preempted).
+    borrowing: set[str] = field(default_factory=set)
+    #: Running workloads to preempt, so that guaranteed work gets its GPUs back.
+    preempt: list[str] = field(default_factory=list)
 
 
 def tenant_order(queued: list[Queued]) -> list[Queued]:
@@ -84,63 +111,151 @@ def decide(
     tenants: dict[str, TenantShare],
     free: dict[str, int],
     capacity: dict[str, int],
+    *,
+    running: Sequence[Running] = (),
+    releasing: Sequence[Running] = (),
 ) -> Decision:
-    """Admit what fits now, fairly; say why the rest waits.
+    """Admit what fits now, fairly; say why the rest waits; preempt borrowed GPUs that
+    guaranteed work needs.
 
     `free`: GPUs free per type right now; `capacity`: GPUs per type in the fleet
-    (the denominator of the dominant share). A workload of a tenant missing from
-    `tenants` (not known yet, or suspended) waits for `quota`.
+    (the denominator of the dominant share); `running`: the admitted workloads that
+    may be preempted; `releasing`: those an earlier pass preempted, whose GPUs are
+    being freed (their tenants no longer count them). A workload of a tenant missing from `tenants` (not known yet, or
+    suspended) waits for `quota`.
     """
-    by_tenant: dict[str, list[Queued]] = defaultdict(list)
-    for item in queued:
-        by_tenant[item.tenant_id].append(item)
-    lines = {tenant: tenant_order(items) for tenant, items in by_tenant.items()}
-    held = {t: dict(s.held_by_type) for t, s in tenants.items()}
-    gpus = {t: s.held_gpus for t, s in tenants.items()}
-    workloads = {t: s.held_workloads for t, s in tenants.items()}
-    free = dict(free)
-    blocked: dict[str, WaitReason] = {}  # tenant -> why its next one waits
-    full_types: set[str] = set()
-    admit: list[str] = []
+    return _Pass(queued, tenants, free, capacity, running, releasing).run()
 
-    def share(tenant: str) -> tuple[float, int, str]:
-        standing = tenants[tenant]
+
+class _Pass:
+    """One admission pass: the guaranteed round, then the borrowing round."""
+
+    def __init__(
+        self,
+        queued: list[Queued],
+        tenants: dict[str, TenantShare],
+        free: dict[str, int],
+        capacity: dict[str, int],
+        running: Sequence[Running],
+        releasing: Sequence[Running],
+    ) -> None:
+        by_tenant: dict[str, list[Queued]] = defaultdict(list)
+        for item in queued:
+            by_tenant[item.tenant_id].append(item)
+        self.lines = {tenant: tenant_order(items) for tenant, items in by_tenant.items()}
+        self.tenants = tenants
+        self.capacity = capacity
+        self.held = {t: dict(s.held_by_type) for t, s in tenants.items()}
+        self.gpus = {t: s.held_gpus for t, s in tenants.items()}
+        self.workloads = {t: s.held_workloads for t, s in tenants.items()}
+        self.free = dict(free)
+        #: GPUs per type that preemptions are freeing, not yet promised to anyone.
+        self.releasing: dict[str, int] = defaultdict(int)
+        for gone in releasing:
+            self.releasing[gone.gpu_type] += gone.gpus
+            if gone.tenant_id in self.tenants:
+                self._hold(gone.tenant_id, gone.gpu_type, -gone.gpus)
+                self.workloads[gone.tenant_id] -= 1
+        #: Preemptible, the first to go first.
+        self.victims = sorted(running, key=lambda r: (r.priority, -r.admitted_at.timestamp()))
+        self.blocked: dict[str, WaitReason] = {}  # tenant -> why its next one waits
+        self.full_types: set[str] = set()
+        self.admit: list[str] = []
+        self.borrowing: set[str] = set()
+        self.preempt: list[str] = []
+
+    def run(self) -> Decision:
+        self._round(borrow=False)
+        # Tenants stopped by their quota may now borrow what nobody's guaranteed
+        # work waits for.
+        for tenant, reason in list(self.blocked.items()):
+            standing = self.tenants.get(tenant)
+            if reason == "quota" and standing is not None and standing.borrow_gpus > 0:
+                del self.blocked[tenant]
+        self._round(borrow=True)
+        return Decision(
+            self.admit, _waiting(self.lines, self.blocked), self.borrowing, self.preempt
+        )
+
+    def _share(self, tenant: str) -> tuple[float, int, str]:
+        standing = self.tenants[tenant]
         dominant = max(
-            (used / capacity[g] for g, used in held[tenant].items() if capacity.get(g)),
+            (
+                used / self.capacity[g]
+                for g, used in self.held[tenant].items()
+                if self.capacity.get(g)
+            ),
             default=0.0,
         )
-        return dominant / max(standing.weight, 1e-9), gpus[tenant], tenant
+        return dominant / max(standing.weight, 1e-9), self.gpus[tenant], tenant
 
-    while True:
-        ready = [t for t, line in lines.items() if line and t not in blocked]
-        if not ready:
-            break
-        unknown = [t for t in ready if t not in tenants]
-        for tenant in unknown:
-            blocked[tenant] = "quota"
-        ready = [t for t in ready if t in tenants]
-        if not ready:
-            break
-        tenant = min(ready, key=share)
-        head = lines[tenant][0]
-        standing = tenants[tenant]
-        if (
-            gpus[tenant] + head.gpus > standing.max_gpus
-            or workloads[tenant] + 1 > standing.max_workloads
-        ):
-            blocked[tenant] = "quota"
-            continue
-        if head.gpu_type in full_types or free.get(head.gpu_type, 0) < head.gpus:
-            full_types.add(head.gpu_type)
-            blocked[tenant] = "capacity"
-            continue
-        lines[tenant].pop(0)
-        admit.append(head.key)
-        free[head.gpu_type] -= head.gpus
-        held[tenant][head.gpu_type] = held[tenant].get(head.gpu_type, 0) + head.gpus
-        gpus[tenant] += head.gpus
-        workloads[tenant] += 1
-    return Decision(admit, _waiting(lines, blocked))
+    def _round(self, *, borrow: bool) -> None:
+        while True:
+            ready = [t for t, line in self.lines.items() if line and t not in self.blocked]
+            for tenant in [t for t in ready if t not in self.tenants]:
+                self.blocked[tenant] = "quota"
+            ready = [t for t in ready if t in self.tenants]
+            if not ready:
+                return
+            tenant = min(ready, key=self._share)
+            head = self.lines[tenant][0]
+            standing = self.tenants[tenant]
+            limit = standing.max_gpus + (standing.borrow_gpus if borrow else 0)
+            if (
+                self.gpus[tenant] + head.gpus > limit
+                or self.workloads[tenant] + 1 > standing.max_workloads
+            ):
+                self.blocked[tenant] = "quota"
+                continue
+            gpu_type = head.gpu_type
+            if gpu_type in self.full_types or self.free.get(gpu_type, 0) < head.gpus:
+                reclaiming = not borrow and gpu_type not in self.full_types and self._reclaim(head)
+                self.full_types.add(gpu_type)
+                self.blocked[tenant] = "reclaim" if reclaiming else "capacity"
+                continue
+            self.lines[tenant].pop(0)
+            self.admit.append(head.key)
+            if self.gpus[tenant] + head.gpus > standing.max_gpus:
+                self.borrowing.add(head.key)
+            self.free[gpu_type] -= head.gpus
+            self._hold(tenant, gpu_type, head.gpus)
+            self.workloads[tenant] += 1
+
+    def _reclaim(self, head: Queued) -> bool:
+        """Preempt borrowers' workloads of `head`'s type until it fits: whether its GPUs
+        are (now) being freed for it. Preempts nothing if that could not be enough."""
+        gpu_type = head.gpu_type
+        short = head.gpus - self.free.get(gpu_type, 0) - self.releasing.get(gpu_type, 0)
+        if short <= 0:
+            self.releasing[gpu_type] = -short  # earlier preemptions free enough
+            return True
+        gpus = dict(self.gpus)
+        chosen: list[Running] = []
+        for victim in self.victims:
+            if short <= 0:
+                break
+            standing = self.tenants.get(victim.tenant_id)
+            if (
+                victim.gpu_type != gpu_type
+                or standing is None
+                or gpus[victim.tenant_id] <= standing.max_gpus  # not borrowing (any more)
+            ):
+                continue
+            chosen.append(victim)
+            gpus[victim.tenant_id] -= victim.gpus
+            short -= victim.gpus
+        if short > 0:
+            return False
+        for victim in chosen:
+            self.victims.remove(victim)
+            self.preempt.append(victim.key)
+            self._hold(victim.tenant_id, gpu_type, -victim.gpus)
+        self.releasing[gpu_type] = -short
+        return True
+
+    def _hold(self, tenant: str, gpu_type: str, gpus: int) -> None:
+        self.held[tenant][gpu_type] = self.held[tenant].get(gpu_type, 0) + gpus
+        self.gpus[tenant] += gpus
 
 
 def _waiting(lines: dict[str, list[Queued]], blocked: dict[str, WaitReason]) -> dict[str, Waiting]:

@@ -27,6 +27,8 @@ class SpecDoc(TypedDict):
 class QuotaDoc(TypedDict):
     max_gpus: int
     max_instances: int
+    #: GPUs beyond max_gpus its jobs may borrow (absent: 0).
+    borrow_gpus: NotRequired[int]
     max_storage_bytes: int
     monthly_spend_cap_cents: int | None
     max_cpu_cores: int | None
@@ -117,6 +119,8 @@ class JobRunDoc(TypedDict):
     started_at: datetime | None
     ended_at: datetime | None
     exit_code: int | None
+    #: Which admission of the job it belongs to (absent: the first).
+    admission: NotRequired[int]
 
 
 class JobDoc(TypedDict):
@@ -151,6 +155,8 @@ class JobDoc(TypedDict):
     exit_code: int | None
     #: Set once its quota claim passed; the queue orders the rest.
     admitted_at: datetime | None
+    #: How often it was admitted: more than once after a preemption (absent: 0 or 1).
+    admissions: NotRequired[int]
     #: Why it waits, as the admission queue's last pass said: quota, capacity, priority.
     queue_reason: NotRequired[str | None]
     runs: dict[str, JobRunDoc]

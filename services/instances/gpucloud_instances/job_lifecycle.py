@@ -1,8 +1,15 @@
 """The batch job lifecycle: a job's states, its runs' states, and what Kubernetes says.
 
     queued ─► admitted ─► running ─► succeeded
-      │           ├───────────┴────► failed(reason, exit code)
-      └───────────┴───────────┴────► cancelled
+      ▲ │         ├───────────┴────► failed(reason, exit code)
+      │ └─────────┴───────────┴────► cancelled
+      │           └───────────┴──► preempting ─► cancelled
+      └─────────────────────────────────┘
+
+A job that borrowed GPUs beyond its tenant's quota is preempted when another
+tenant's guaranteed work needs them (docs/queue.md): its Kubernetes Job and pods
+are deleted, and once they are gone it is queued again, in its old place. Each
+admission runs a fresh Kubernetes Job; its runs are told apart by `admission`.
 
 A job runs as a Kubernetes Job; each of its pods is a *run* (an attempt, or one
 of its parallel pods). Runs are what hold GPUs, so they are what metering bills:
@@ -32,6 +39,11 @@ class JobState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    PREEMPTING = "preempting"
+
+
+#: The reason of a `preempting` transition, and of the `queued` one after it.
+PREEMPTED = "preempted"
 
 
 class JobFailure(StrEnum):
@@ -50,16 +62,25 @@ class RunState(StrEnum):
     FAILED = "failed"
 
 
-LIVE = frozenset({JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING})
+LIVE = frozenset({JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING})
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 RUN_ENDED = frozenset({RunState.SUCCEEDED, RunState.FAILED})
 
 JOB_ALLOWED: dict[JobState, frozenset[JobState]] = {
     JobState.QUEUED: frozenset({JobState.ADMITTED, JobState.FAILED, JobState.CANCELLED}),
     JobState.ADMITTED: frozenset(
-        {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+        {
+            JobState.RUNNING,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.PREEMPTING,
+        }
     ),
-    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTING}
+    ),
+    JobState.PREEMPTING: frozenset({JobState.QUEUED, JobState.CANCELLED}),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),

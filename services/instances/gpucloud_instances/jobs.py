@@ -317,11 +317,14 @@ def job_gpus(spec: SpecDoc, parallelism: int) -> int:
 
 
 def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int) -> None:
-    """A job larger than the tenant's whole quota would wait for ever: refused now."""
-    wanted, limit = job_gpus(spec, parallelism), tenant["quota"]["max_gpus"]
+    """A job larger than the tenant's whole quota, borrowing included, would wait for
+    ever: refused now."""
+    quota = tenant["quota"]
+    wanted, limit = job_gpus(spec, parallelism), quota["max_gpus"] + quota.get("borrow_gpus", 0)
     if wanted > limit:
         raise QuotaExceeded(
-            f"the job needs {wanted} GPUs at once and the tenant may hold {limit}",
+            f"the job needs {wanted} GPUs at once and the tenant may hold {limit}"
+            " (its quota and what it may borrow)",
             limit="max_gpus",
             limit_value=limit,
             in_use=0,

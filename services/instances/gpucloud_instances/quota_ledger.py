@@ -131,6 +131,13 @@ class QuotaLedger:
         claims: dict[str, int] = (doc or {}).get("claims") or {}
         return len(claims), sum(claims.values())
 
+    async def usages(self) -> dict[str, tuple[int, int]]:
+        """`usage` of every tenant that has held anything, in one read."""
+        return {
+            doc["_id"]: (len(doc.get("claims") or {}), sum((doc.get("claims") or {}).values()))
+            async for doc in self._usage.find({}, {"claims": 1})
+        }
+
     async def claimed(self) -> list[tuple[str, str]]:
         """Every (tenant, instance) with a claim."""
         keys = [

@@ -459,6 +459,13 @@ class StockStore:
         await self._stocks.delete_one({"_id": name})
 
 
+#: What the admission queue's pass reads of a job.
+_QUEUE_FIELDS = {
+    "_id": 1, "tenant_id": 1, "state": 1, "gpu_type": 1, "gpu_count": 1, "parallelism": 1,
+    "priority": 1, "created_at": 1, "admitted_at": 1, "queue_reason": 1,
+}  # fmt: skip
+
+
 class JobStore:
     """Batch jobs. Like an instance, a job document is written by the API once (its
     insert) and then by the controller's worker for that job alone; a cancel is an
@@ -522,12 +529,18 @@ class JobStore:
         """Every admitted job that has not started running yet."""
         return await self._in_state(JobState.ADMITTED)
 
-    async def _in_state(self, state: JobState) -> list[JobDoc]:
-        projection = {
-            "_id": 1, "tenant_id": 1, "gpu_type": 1, "gpu_count": 1, "parallelism": 1,
-            "priority": 1, "created_at": 1, "queue_reason": 1,
+    async def holding(self, tenant_ids: list[str]) -> list[JobDoc]:
+        """The admitted, running and preempting jobs of `tenant_ids`: what a reclaim may
+        preempt, or is preempting."""
+        query = {
+            "tenant_id": {"$in": tenant_ids},
+            "state": {"$in": [s.value for s in (JobState.ADMITTED, JobState.RUNNING,
+                                                 JobState.PREEMPTING)]},
         }  # fmt: skip
-        return [doc async for doc in self._jobs.find({"state": state.value}, projection)]
+        return [doc async for doc in self._jobs.find(query, _QUEUE_FIELDS)]
+
+    async def _in_state(self, state: JobState) -> list[JobDoc]:
+        return [doc async for doc in self._jobs.find({"state": state.value}, _QUEUE_FIELDS)]
 
     async def queued(self, tenant_id: str) -> list[JobDoc]:
         """The tenant's queued jobs, in admission order: priority, then age."""

@@ -35,19 +35,22 @@ def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Tenant
     """The stored tenant, with the namespace quota its GPU quota implies and a version
     the controller compares with the one it applied."""
     quota = tenant.quota
+    # The namespace holds borrowed GPUs too; the API's claims keep guaranteed work
+    # within max_gpus (docs/queue.md).
+    ceiling = quota.max_gpus + quota.borrow_gpus
     cpu = (
         quota.max_cpu_cores
         if quota.max_cpu_cores is not None
-        else quota.max_gpus * settings.default_cpu_cores_per_gpu
+        else ceiling * settings.default_cpu_cores_per_gpu
     )
     memory = (
         quota.max_memory_gib
         if quota.max_memory_gib is not None
-        else quota.max_gpus * settings.default_memory_gib_per_gpu
+        else ceiling * settings.default_memory_gib_per_gpu
     )
     namespace_cpu, namespace_memory = str(max(cpu, 1)), f"{max(memory, 1)}Gi"
     stored_quota = QuotaDoc(
-        max_gpus=quota.max_gpus, max_instances=quota.max_instances,
+        max_gpus=quota.max_gpus, max_instances=quota.max_instances, borrow_gpus=quota.borrow_gpus,
         max_storage_bytes=quota.max_storage_bytes,
         monthly_spend_cap_cents=quota.monthly_spend_cap_cents,
         max_cpu_cores=quota.max_cpu_cores, max_memory_gib=quota.max_memory_gib,

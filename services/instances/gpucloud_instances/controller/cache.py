@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gpucloud_libs.clock import now
+from gpucloud_libs.clock import now, now_as_stored
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 
 from .. import manifests
@@ -140,7 +140,7 @@ class ClusterCache:
     def _on_job_pod(self, key: str, event_type: str, pod: Manifest) -> None:
         pods = self.job_pods.setdefault(key, {})
         name = pod["metadata"]["name"]
-        pods[name] = TrackedPod(pod, now() if event_type == "DELETED" else None)
+        pods[name] = TrackedPod(pod, now_as_stored() if event_type == "DELETED" else None)
         self._wake(job_item(key))
 
     def forget_job_pod(self, key: str, name: str) -> None:
@@ -181,7 +181,9 @@ class ClusterCache:
 
     def _on_service_pod(self, key: str, event_type: str, pod: Manifest) -> None:
         pods = self.service_pods.setdefault(key, {})
-        pods[pod["metadata"]["name"]] = TrackedPod(pod, now() if event_type == "DELETED" else None)
+        pods[pod["metadata"]["name"]] = TrackedPod(
+            pod, now_as_stored() if event_type == "DELETED" else None
+        )
         self._wake(service_item(key))
 
     def _on_node(self, event_type: str, node: Manifest) -> None:

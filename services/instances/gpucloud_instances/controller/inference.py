@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
 
-from gpucloud_libs.clock import aware, now
+from gpucloud_libs.clock import aware, now, now_as_stored
 from gpucloud_libs.events import InferenceServiceDeleted, ReplicaState
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest
@@ -153,7 +153,7 @@ class InferenceReconciler:
         """Each replica's transitions since the last pass, with their events."""
         runs = {rid: ReplicaRunDoc(**run) for rid, run in doc["runs"].items()}
         events: list[OutboxEntry] = []
-        at = now()
+        at = now_as_stored()  # a replica's end may be this instant: recorded and billed
         prefix = manifests.deployment_name(doc["service_id"])
         tracked = self._cache.service_pods.get(doc["_id"], {})
         for tracked_pod in tracked.values():

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from faststream.kafka import KafkaBroker
 
-from gpucloud_libs.clock import aware, aware_or_none, now
+from gpucloud_libs.clock import aware, aware_or_none, now, now_as_stored
 from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import job_workload_id
@@ -23,10 +23,11 @@ from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
 from .. import manifests
-from ..admission_queue import Queued, TenantShare, Waiting, decide
+from ..admission_queue import Queued, Running, TenantShare, Waiting, decide
 from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     JOB_ALLOWED,
+    PREEMPTED,
     RUN_ENDED,
     TERMINAL,
     JobFailure,
@@ -103,6 +104,16 @@ class JobReconciler:
             return
         runs, run_events, observed = self._observe_runs(doc)
         steps, changes = self._job_steps(doc, runs, observed, cancel=cancel)
+        if state == JobState.PREEMPTING and not steps and self._drained(doc, runs):
+            # Its borrowed GPUs are free: give back the claim, then queue it again.
+            await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
+            steps = [(JobState.QUEUED, now(), PREEMPTED, None)]
+            changes = {"admitted_at": None, "queue_reason": None}
+            self._queue.wake(ADMISSION)
+        elif not steps and self._plan.get(key) == PREEMPT and state in _PREEMPTIBLE:
+            del self._plan[key]
+            steps = [(JobState.PREEMPTING, now(), PREEMPTED, None)]
+            changes = {"message": PREEMPTED_MESSAGE}
         if steps or run_events or changes:
             saved = await self._save(doc, steps, {"runs": runs, **changes}, run_events)
             if saved is None:
@@ -132,26 +143,40 @@ class JobReconciler:
             accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - missing, 0)
             held = accounting.held.setdefault(doc["tenant_id"], {})
             held[gpu_type] = held.get(gpu_type, 0) + missing
-        tenant_ids = sorted({doc["tenant_id"] for doc in queued})
-        docs, usages = await asyncio.gather(
-            asyncio.gather(*(self._tenants.get(t) for t in tenant_ids)),
-            asyncio.gather(*(self._quota.usage(t) for t in tenant_ids)),
-        )
+        tenant_docs, usages = await asyncio.gather(self._tenants.all(), self._quota.usages())
+        active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
+        borrowers = [
+            tenant_id for tenant_id, (_, gpus) in usages.items()
+            if tenant_id in active and gpus > active[tenant_id]["quota"]["max_gpus"]
+        ]  # fmt: skip
+        holding = await self._jobs.holding(borrowers) if borrowers else []
+        involved = {doc["tenant_id"] for doc in queued} | set(borrowers)
         tenants: dict[str, TenantShare] = {}
-        for tenant_id, tenant, (workloads, gpus) in zip(tenant_ids, docs, usages, strict=True):
-            if tenant is None or tenant["status"] != "active":
-                continue  # unknown here yet, or suspended: its jobs wait
+        for tenant_id in sorted(involved & active.keys()):
+            # Tenants unknown here yet, or suspended, are left out: their jobs wait.
+            quota = active[tenant_id]["quota"]
+            workloads, gpus = usages.get(tenant_id, (0, 0))
             tenants[tenant_id] = TenantShare(
-                tenant["quota"]["max_gpus"], tenant["quota"]["max_instances"], gpus, workloads,
-                accounting.held.get(tenant_id, {}), weight=tenant.get("queue_weight", 1.0),
+                quota["max_gpus"], quota["max_instances"], gpus, workloads,
+                accounting.held.get(tenant_id, {}),
+                weight=active[tenant_id].get("queue_weight", 1.0),
+                borrow_gpus=quota.get("borrow_gpus", 0),
             )  # fmt: skip
         decision = decide(
-            [_queued(doc) for doc in queued], tenants, accounting.free, accounting.capacity
+            [_queued(doc) for doc in queued], tenants, accounting.free, accounting.capacity,
+            running=[_running(doc) for doc in holding if doc["state"] != JobState.PREEMPTING],
+            releasing=[_running(doc) for doc in holding if doc["state"] == JobState.PREEMPTING],
+        )  # fmt: skip
+        self._plan = (
+            {key: BORROW if key in decision.borrowing else ADMIT for key in decision.admit}
+            | decision.waiting
+            | {key: PREEMPT for key in decision.preempt}
         )
-        self._plan = {key: ADMIT for key in decision.admit} | decision.waiting
+        for key in decision.preempt:
+            self._queue.wake(job_item(key))
         for doc in queued:
             planned = self._plan.get(doc["_id"])
-            if planned == ADMIT or (
+            if planned in (ADMIT, BORROW) or (
                 isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason")
             ):
                 self._queue.wake(job_item(doc["_id"]))
@@ -162,21 +187,25 @@ class JobReconciler:
         planned = self._plan.get(doc["_id"])
         if planned is None:
             self._queue.wake(ADMISSION)  # new here: the next pass places it
-        elif planned == ADMIT:
+        elif planned in (ADMIT, BORROW):
             del self._plan[doc["_id"]]
-            await self._admit(doc)
+            await self._admit(doc, borrowing=planned == BORROW)
         elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
             await self._save(doc, [], {"queue_reason": planned.reason})
 
-    async def _admit(self, doc: JobDoc) -> None:
+    async def _admit(self, doc: JobDoc, *, borrowing: bool) -> None:
         """Claim the job's quota and start it. The claim is the last word: the plan was
-        made from figures that may have moved since."""
+        made from figures that may have moved since. A borrowing job's claim may go past
+        the quota by what the tenant may borrow."""
         tenant = await self._tenants.get(doc["tenant_id"])
         if tenant is None or tenant["status"] != "active":
             return
         gpus = doc["gpu_count"] * doc["parallelism"]
+        quota = tenant["quota"].copy()
+        if borrowing:
+            quota["max_gpus"] += quota.get("borrow_gpus", 0)
         claim = await self._quota.claim(
-            doc["tenant_id"], job_workload_id(doc["job_id"]), gpus, tenant["quota"]
+            doc["tenant_id"], job_workload_id(doc["job_id"]), gpus, quota
         )
         if not claim.admitted:
             self._queue.wake(ADMISSION)
@@ -184,8 +213,9 @@ class JobReconciler:
         saved = await self._save(
             doc,
             [(JobState.ADMITTED, now(), None, None)],
-            {"admitted_at": now(), "message": None, "queue_reason": None},
-        )
+            {"admitted_at": now(), "message": None, "queue_reason": None,
+             "admissions": doc.get("admissions", 0) + 1},
+        )  # fmt: skip
         if saved is None:
             await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
             return
@@ -198,7 +228,7 @@ class JobReconciler:
     ) -> tuple[dict[str, JobRunDoc], list[OutboxEntry], list[RunObservation]]:
         """The runs after what the cached pods say, their transitions' events, and what
         each pod still there says."""
-        at = now()
+        at = now_as_stored()  # a run's end may be this instant: recorded and billed
         runs: dict[str, JobRunDoc] = {rid: JobRunDoc(**run) for rid, run in doc["runs"].items()}
         events: list[OutboxEntry] = []
         job_name = manifests.job_object_name(doc["job_id"])
@@ -220,7 +250,8 @@ class JobReconciler:
             if run is None:
                 node = observed.node
                 run = {"state": "", "sequence": 0, "node": node, "zone": self._cache.zone_of(node),
-                       "scheduled_at": None, "started_at": None, "ended_at": None, "exit_code": None}  # fmt: skip
+                       "scheduled_at": None, "started_at": None, "ended_at": None, "exit_code": None,
+                       "admission": doc.get("admissions", 1)}  # fmt: skip
             for state, step_at in steps:
                 if state == RunState.SCHEDULED:
                     run["scheduled_at"] = step_at
@@ -254,6 +285,8 @@ class JobReconciler:
         at = now()
         if cancel:
             return [(JobState.CANCELLED, at, None, None)], {}
+        if state == JobState.PREEMPTING:
+            return [], {}  # its end is decided by reconcile, once its pods are gone
         job = self._cache.jobs.get(doc["_id"])
         if job is None:
             if state == JobState.RUNNING:
@@ -272,6 +305,8 @@ class JobReconciler:
                 run.get("exit_code"),
             )
             for rid, run in runs.items()
+            # An earlier admission's runs ended with its preemption.
+            if run.get("admission", 1) == doc.get("admissions", 1)
         }
         observed = observe_job(job, records, now=at)
         last_at = aware(doc["history"][-1]["at"])
@@ -298,6 +333,16 @@ class JobReconciler:
                 )  # fmt: skip
         return None
 
+    def _drained(self, doc: JobDoc, runs: dict[str, JobRunDoc]) -> bool:
+        """Whether a preempted job's Kubernetes Job and pods are all gone: its GPUs are
+        free, and a new Job of the same name can be made."""
+        pods = self._cache.job_pods.get(doc["_id"], {})
+        return (
+            doc["_id"] not in self._cache.jobs
+            and not any(pod.live for pod in pods.values())
+            and all(RunState(run["state"]) in RUN_ENDED for run in runs.values())
+        )
+
     def _forget_recorded_pods(self, doc: JobDoc) -> None:
         job_name = manifests.job_object_name(doc["job_id"])
         for name, job_pod in list(self._cache.job_pods.get(doc["_id"], {}).items()):
@@ -309,6 +354,11 @@ class JobReconciler:
 
     async def _act(self, doc: JobDoc) -> None:
         state = JobState(doc["state"])
+        if state == JobState.PREEMPTING:
+            if doc["_id"] in self._cache.jobs:
+                job_name = manifests.job_object_name(doc["job_id"])
+                await self._kube.delete("Job", doc["namespace"], job_name, cascade=True)
+            return
         if state not in TERMINAL:
             if state == JobState.ADMITTED and doc["_id"] not in self._cache.jobs:
                 await self._create_job(doc)
@@ -419,8 +469,16 @@ ADMISSION = "admission"
 #: How often the pass runs again while anything waits (quota and capacity free up
 #: as instances and jobs end).
 ADMISSION_RETRY_S = 2.0
-#: In the plan: admit this job now.
+#: In the plan: admit this job now, within its tenant's quota, or borrowing beyond it.
 ADMIT = "admit"
+BORROW = "borrow"
+#: In the plan: preempt this running job, to give its borrowed GPUs back.
+PREEMPT = "preempt"
+_PREEMPTIBLE = frozenset({JobState.ADMITTED, JobState.RUNNING})
+PREEMPTED_MESSAGE = (
+    "preempted: its tenant borrowed these GPUs beyond its quota, and another tenant's"
+    " guaranteed share needs them; it is queued again once its pods are gone"
+)
 #: Failures after which gpucloud itself removes the Job's pods.
 _STOPPED_BY_US = frozenset(
     {JobFailure.IMAGE_PULL_ERROR.value, JobFailure.UNSCHEDULABLE.value, JobFailure.JOB_LOST.value}
@@ -443,6 +501,13 @@ def _path(current: JobState, observed: JobObservation, last_at: datetime) -> lis
     at = max(observed.at, last_at)
     steps.append((observed.state, at, observed.reason, observed.exit_code))
     return steps
+
+
+def _running(doc: JobDoc) -> Running:
+    return Running(
+        doc["_id"], doc["tenant_id"], doc["gpu_type"], doc["gpu_count"] * doc["parallelism"],
+        doc["priority"], aware(doc["admitted_at"] or doc["created_at"]),
+    )  # fmt: skip
 
 
 def _queued(doc: JobDoc) -> Queued:

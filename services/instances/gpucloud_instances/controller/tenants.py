@@ -33,7 +33,8 @@ def tenant_manifests(
         manifests.namespace(namespace_name, {manifests.TENANT: tenant_id}),
         *storage_access,
         manifests.resource_quota(
-            namespace_name, gpus=quota["max_gpus"], instances=quota["max_instances"],
+            namespace_name, gpus=quota["max_gpus"] + quota.get("borrow_gpus", 0),
+            instances=quota["max_instances"],
             cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
         ),
         manifests.limit_range(namespace_name),
