@@ -308,7 +308,8 @@ class InferenceReconciler:
     async def _replace_unhealthy(self, doc: ServiceDoc) -> None:
         """Delete replicas the Deployment would keep but should not: on a quarantined
         or lost node, or crash-looping. It starts each again where it can run."""
-        for tracked in self._cache.service_pods.get(doc["_id"], {}).values():
+        # A copy: the watch changes the cache while a deletion is awaited.
+        for tracked in list(self._cache.service_pods.get(doc["_id"], {}).values()):
             pod = tracked.pod
             if tracked.gone_at is not None or pod["metadata"].get("deletionTimestamp"):
                 continue
