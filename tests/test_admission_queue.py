@@ -15,7 +15,15 @@ def flood(
     tenant: str, count: int, *, gpus: int = 1, gpu_type: str = H100, priority: int = 0
 ) -> list[Queued]:
     return [
-        Queued(f"{tenant}/j{n}", tenant, gpu_type, gpus, priority, T0 + timedelta(seconds=n))
+        Queued(
+            f"{tenant}/j{n}",
+            tenant,
+            gpu_type,
+            gpus,
+            priority,
+            T0 + timedelta(seconds=n),
+            may_borrow=True,
+        )
         for n in range(count)
     ]
 
@@ -191,3 +199,10 @@ def test_borrowing_does_not_take_gpus_being_reclaimed() -> None:
     assert decision.preempt == ["b/r3"]
     assert decision.admit == []
     assert decision.waiting["b/j0"].reason == "capacity"
+
+
+def test_an_instance_never_borrows() -> None:
+    instance = [Queued("b/i0", "b", H100, 1, 0, T0)]
+    decision = decide(instance, {"b": share(max_gpus=1, held=1, borrow=4)}, {H100: 4}, {H100: 8})
+    assert decision.admit == []
+    assert decision.waiting["b/i0"].reason == "quota"

@@ -463,6 +463,88 @@ async def test_an_owner_reclaims_borrowed_gpus_and_the_borrower_runs_again_later
         await core.delete_node(node)
 
 
+async def instance_now(
+    platform: Platform, account: TenantAccount, instance_id: str
+) -> dict[str, Any]:
+    response = await platform.http.get(
+        f"/v1/gpu-instances/{instance_id}", headers=bearer(account.admin_key)
+    )
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+async def test_an_instance_waits_in_the_same_queue_as_the_tenants_jobs(
+    platform: Platform,
+) -> None:
+    """A `queue: true` start that finds the quota full waits in the tenant's one line of
+    jobs and instances, with its place and reason; a stop ends it without it ever
+    holding a GPU; once the quota frees, it starts."""
+    account = await platform.tenant(max_gpus=1)
+    spec, two_gpus = await platform.spec(gpus=1), await platform.spec(gpus=2)
+    holder = await submit(platform, account, job_body(spec, run_for="600s"))
+    await in_state(platform, account, holder, "running")
+    # One that could never fit the quota is refused at once, queue or not.
+    too_big = await platform.start_instance(
+        account, {"image": "busybox", "specName": two_gpus, "queue": True}
+    )
+    assert assert_problem(too_big, 422, "quota_exceeded")["limit"] == "max_gpus"
+
+    started = await platform.start_instance(
+        account, {"image": "busybox", "specName": spec, "queue": True}
+    )
+    assert started.status_code == 202, started.text
+    assert started.json()["state"] == "queued"
+    waiting = started.json()["instanceID"]
+    later_job = await submit(platform, account, job_body(spec))
+    dropped = (
+        await platform.start_instance(
+            account, {"image": "busybox", "specName": spec, "queue": True}
+        )
+    ).json()["instanceID"]
+
+    async def said_quota() -> dict[str, Any] | None:
+        found = await instance_now(platform, account, waiting)
+        return found if (found.get("queue") or {}).get("reason") == "quota" else None
+
+    first = await eventually(said_quota, timeout=30, interval=0.3)
+    assert first["queue"] == {"position": 1, "reason": "quota", "gpusAhead": 0}
+    # One line: the job submitted after the instance stands behind it.
+    assert (await waits_for(platform, account, later_job, "quota"))["queue"] == {
+        "position": 2, "reason": "quota", "gpusAhead": 1,
+    }  # fmt: skip
+    assert (await instance_now(platform, account, dropped))["queue"]["position"] == 3
+
+    stop = await platform.http.delete(
+        f"/v1/gpu-instances/{dropped}", headers=bearer(account.admin_key)
+    )
+    assert stop.status_code == 202, stop.text
+
+    async def stopped() -> dict[str, Any] | None:
+        found = await instance_now(platform, account, dropped)
+        return found if found["state"] == "stopped" else None
+
+    ended = await eventually(stopped, timeout=30, interval=0.3)
+    assert [h["state"] for h in ended["history"]] == ["queued", "stopped"]
+    assert ended["node"] is None
+
+    # The running job ends: the instance, first in line, takes the GPU; the job waits.
+    await platform.http.delete(f"/v1/jobs/{holder}", headers=bearer(account.admin_key))
+
+    async def runs() -> dict[str, Any] | None:
+        found = await instance_now(platform, account, waiting)
+        return found if found["state"] == "running" else None
+
+    up = await eventually(runs, timeout=60, interval=0.5)
+    assert [h["state"] for h in up["history"]][:3] == ["queued", "pending", "scheduled"]
+    assert up["queue"] is None
+    still = await job(platform, account, later_job)
+    assert still["state"] == "queued", still
+    assert still["queue"]["position"] == 1
+    await platform.http.delete(f"/v1/gpu-instances/{waiting}", headers=bearer(account.admin_key))
+    await platform.http.delete(f"/v1/jobs/{later_job}", headers=bearer(account.admin_key))
+
+
 async def test_a_jobs_storage_credentials_reach_its_pods_and_are_revoked_when_it_ends(
     platform: Platform, kube: k8s.ApiClient
 ) -> None:

@@ -66,13 +66,20 @@ def get_instance(session: Session, instance_id: str) -> None:
 @click.option("--storage", "storages", multiple=True, help="A storage id to attach (repeatable).")
 @click.option("--cmd", help="The command line to run instead of the image's.")
 @click.option(
+    "--queue",
+    is_flag=True,
+    help="Wait in the admission queue while the quota or free GPUs are short, instead of "
+    "being refused.",
+)
+@click.option("--priority", type=int, default=0, help="With --queue: its place among yours.")
+@click.option(
     "--wait/--no-wait", default=True, show_default=True, help="Wait until it runs (or fails)."
 )
 @pass_session
 def create_instance(
     session: Session, spec_name: str, image: str, instance_id: str | None, zone: str | None,
     ports: tuple[int, ...], envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None,
-    wait: bool,
+    queue: bool, priority: int, wait: bool,
 ) -> None:  # fmt: skip
     """Start an instance and, by default, wait until it runs.
 
@@ -80,6 +87,7 @@ def create_instance(
     Examples:
       gpucloud instances create --spec h100-1 --image jupyter/base-notebook --port 8888
       gpucloud instances create --spec a100-2 --image pytorch/pytorch --storage models --no-wait
+      gpucloud instances create --spec h100-8 --image pytorch/pytorch --queue
     """
     body: dict[str, Any] = {
         "image": image,
@@ -92,6 +100,7 @@ def create_instance(
         },
         **({"instanceID": instance_id} if instance_id else {}),
         **({"zone": zone} if zone else {}),
+        **({"queue": True, "priority": priority} if queue else {}),
     }
     instance = session.client.create_instance(body)
     if wait:
@@ -110,9 +119,14 @@ def wait_until_settled(
     with session.err.status(f"{name}: {instance['state']}") as status:
 
         def show(current: Instance) -> None:
-            status.update(f"{name}: {current['state']}")
+            line = f"{name}: {current['state']}"
+            if place := current.get("queue"):
+                line += (
+                    f" #{place['position']} ({place['reason']}, {place['gpusAhead']} GPUs ahead)"
+                )
+            status.update(line)
             if session.output == "table" and not session.err.is_terminal:
-                session.note(f"{name}: {current['state']}")
+                session.note(line)
 
         return session.client.wait_for_instance(name, until=until, on_change=show)
 

@@ -22,6 +22,12 @@ class Identity(TypedDict):
     via: str
 
 
+class QueuePosition(TypedDict):
+    position: int
+    reason: str
+    gpusAhead: int
+
+
 class Instance(TypedDict):
     instanceID: str
     tenantID: str
@@ -35,18 +41,15 @@ class Instance(TypedDict):
     zone: str | None
     node: str | None
     fromStock: bool
+    #: While queued: its place in the tenant's admission queue.
+    queue: QueuePosition | None
+    priority: int
     stopRequested: bool
     revision: int
     urls: list[str]
     createdAt: str
     updatedAt: str
     history: list[Transition]
-
-
-class JobQueuePosition(TypedDict):
-    position: int
-    reason: str
-    gpusAhead: int
 
 
 class JobRun(TypedDict):
@@ -66,7 +69,7 @@ class Job(TypedDict):
     reason: str | None
     message: str | None
     exitCode: int | None
-    queue: JobQueuePosition | None
+    queue: QueuePosition | None
     specName: str
     gpuType: str
     gpuCount: int

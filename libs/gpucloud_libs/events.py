@@ -80,7 +80,7 @@ class TenantDeleted(EventData):
 # --- instances (instances -> metering, gateway) -----------------------------------
 
 InstanceState = Literal[
-    "pending", "scheduled", "ready", "running", "stopping", "stopped", "failed", "deleted"
+    "queued", "pending", "scheduled", "ready", "running", "stopping", "stopped", "failed", "deleted"
 ]
 
 

@@ -10,10 +10,21 @@ interface Transition {
   reason?: string | null;
 }
 
+/** Where a queued workload stands in its tenant's admission queue. */
+interface QueuePosition {
+  position: number;
+  reason: string;
+  gpusAhead: number;
+}
+
+const inQueue = (q: QueuePosition | null) =>
+  q ? `#${q.position} (${q.reason}, ${q.gpusAhead} GPUs ahead)` : "—";
+
 interface Instance {
   instanceID: string;
   tenantID: string;
   state: string;
+  queue: QueuePosition | null;
   reason: string | null;
   message: string | null;
   specName: string;
@@ -47,7 +58,7 @@ interface Job {
   jobID: string;
   state: string;
   reason: string | null;
-  queue: { position: number; reason: string; gpusAhead: number } | null;
+  queue: QueuePosition | null;
   specName: string;
   image: string;
   createdAt: string;
@@ -119,7 +130,15 @@ function Instances() {
                   </button>
                 ),
               },
-              { label: "State", cell: (i) => <StateBadge state={i.state} /> },
+              {
+                label: "State",
+                cell: (i) => (
+                  <>
+                    <StateBadge state={i.state} />
+                    {i.queue && <span class="muted"> {inQueue(i.queue)}</span>}
+                  </>
+                ),
+              },
               { label: "Spec", cell: (i) => `${i.specName} (${i.gpuCount}× ${i.gpuType})` },
               { label: "Image", cell: (i) => i.image },
               { label: "Node", cell: (i) => i.node ?? "—" },
@@ -199,6 +218,7 @@ function StartInstance(props: { onStarted: () => void }) {
   const [specName, setSpecName] = useState("");
   const [image, setImage] = useState("");
   const [port, setPort] = useState("");
+  const [whenShort, setWhenShort] = useState("");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("instance")) ?? [];
   const specs = catalog.data?.specs ?? [];
@@ -217,7 +237,7 @@ function StartInstance(props: { onStarted: () => void }) {
     e.preventDefault();
     const template = templates.find((t) => t.templateID === templateID);
     const ports = port ? [{ port: Number(port), isPublic: true }] : [];
-    const body = { image, specName, template: { ports, envs: template?.env ?? [] } };
+    const body = { image, specName, template: { ports, envs: template?.env ?? [] }, queue: whenShort !== "" };
     void action.run(async () => {
       await post("/gpu-instances", body);
       props.onStarted();
@@ -238,6 +258,14 @@ function StartInstance(props: { onStarted: () => void }) {
       <Field label="Spec" name="spec" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
       <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
       <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
+      <Field
+        label="If the quota or free GPUs are short"
+        name="whenShort"
+        value={whenShort}
+        onInput={setWhenShort}
+        options={["", "wait in the queue"]}
+        emptyLabel="refuse the start"
+      />
       <ErrorNote error={action.error} />
       <button type="submit" disabled={action.busy || !specs.length}>
         {action.busy ? "Starting…" : "Start"}
@@ -287,7 +315,7 @@ function Jobs() {
               { label: "State", cell: (j) => <StateBadge state={j.state} /> },
               {
                 label: "Queue",
-                cell: (j) => (j.queue ? `#${j.queue.position} (${j.queue.reason}, ${j.queue.gpusAhead} GPUs ahead)` : "—"),
+                cell: (j) => inQueue(j.queue),
               },
               { label: "Spec", cell: (j) => j.specName },
               { label: "Submitted", cell: (j) => when(j.createdAt) },

@@ -78,8 +78,10 @@ def instance_document(
     storages: list[Document],
     created: datetime,
 ) -> InstanceDoc:
-    """A newly admitted instance as stored: `pending`, with that first transition in
-    its history and its lifecycle event in the outbox for the controller to publish."""
+    """A new instance as stored: `pending` when its quota was claimed, `queued` when it
+    waits for the admission queue (`body.queue`), with that first transition in its
+    history and its lifecycle event in the outbox for the controller to publish."""
+    first = State.QUEUED if body.queue else State.PENDING
     doc: InstanceDoc = {
         "_id": key,
         "tenant_id": tenant["_id"],
@@ -97,7 +99,7 @@ def instance_document(
         "template": body.template.model_dump(by_alias=True),
         "storages": storages,
         "namespace": tenant["namespace"],
-        "state": State.PENDING.value,
+        "state": first.value,
         "reason": None,
         "message": None,
         "sequence": 0,
@@ -108,10 +110,11 @@ def instance_document(
         "node": None,
         "zone": None,
         "from_stock": False,
+        "priority": body.priority,
         "created_at": created,
         "updated_at": created,
     }
-    step = Step(State.PENDING, created)
+    step = Step(first, created)
     doc["outbox"] = transition_events(doc, [step])
     doc["sequence"], doc["has_outbox"] = 1, True
     doc["history"] = [{"state": step.state.value, "at": step.at, "reason": step.reason}]

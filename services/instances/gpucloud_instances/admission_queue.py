@@ -52,6 +52,8 @@ class Queued:
     gpus: int
     priority: int
     created_at: datetime
+    #: Whether it may be admitted beyond its tenant's quota (batch jobs; instances never).
+    may_borrow: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,7 @@ class _Pass:
             tenant = min(ready, key=self._share)
             head = self.lines[tenant][0]
             standing = self.tenants[tenant]
-            limit = standing.max_gpus + (standing.borrow_gpus if borrow else 0)
+            limit = standing.max_gpus + (standing.borrow_gpus if borrow and head.may_borrow else 0)
             if (
                 self.gpus[tenant] + head.gpus > limit
                 or self.workloads[tenant] + 1 > standing.max_workloads

@@ -17,6 +17,7 @@ from .inference import InferenceServices
 from .instances import Instances
 from .jobs import Jobs
 from .pull_secrets import PullSecrets
+from .queue_line import QueueLines
 from .quota_ledger import QuotaLedger
 from .registry_credentials import RegistryCredentials
 from .settings import InstancesSettings
@@ -50,6 +51,7 @@ specs, tenants, instances = (
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
 jobs, services = JobStore(runtime.db), ServiceStore(runtime.db)
+lines = QueueLines(jobs, instances)
 registry_box = SecretBox(
     settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
 )
@@ -89,8 +91,10 @@ app = runtime.create_app(
     parts=[
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
-        Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups, changes),
-        Jobs(kube, specs, tenants, jobs, requests, storage, wakeups),
+        Instances(
+            settings, specs, tenants, instances, requests, quota, storage, wakeups, changes, lines
+        ),
+        Jobs(kube, specs, tenants, jobs, requests, storage, wakeups, lines),
         InferenceServices(settings, specs, tenants, services, requests, quota, storage, wakeups),
         Templates(),
         RegistryCredentials(registry_credentials, tenants, registry_box, pull_secrets),

@@ -93,6 +93,10 @@ class InstanceDoc(TypedDict):
     zone: str | None
     pod_ip: NotRequired[str | None]
     from_stock: bool
+    #: Its place among the tenant's queued workloads (absent: 0).
+    priority: NotRequired[int]
+    #: While queued: why it waits, as the admission queue's last pass said.
+    queue_reason: NotRequired[str | None]
     created_at: datetime
     updated_at: datetime
 

@@ -16,6 +16,7 @@ from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import instance_host
 from gpucloud_libs.tenants import require_active
 
@@ -26,8 +27,9 @@ from .admission import (
     quota_refusal,
     request_hash,
 )
-from .documents import InstanceDoc
-from .lifecycle import ACTIVE, TERMINAL, State
+from .documents import InstanceDoc, SpecDoc, TenantDoc
+from .lifecycle import LIVE, TERMINAL, State
+from .queue_line import Line, QueueLines, queue_position
 from .quota_ledger import QuotaLedger
 from .schemas import (
     Instance,
@@ -72,6 +74,7 @@ class Instances:
         storage: StorageClient,
         wakeups: ControllerWakeups,
         changes: InstanceChanges,
+        lines: QueueLines,
     ) -> None:
         self._settings = settings
         self._specs = specs
@@ -82,6 +85,7 @@ class Instances:
         self._storage = storage
         self._wakeups = wakeups
         self._changes = changes
+        self._lines = lines
 
     async def create(
         self, identity: Identity, body: InstanceCreate, idempotency_key: str | None
@@ -101,7 +105,7 @@ class Instances:
             self._specs.get(body.spec_name),
         )
         if existing is not None:
-            return self._replay(existing, hashed), False
+            return await self._replay(existing, hashed), False
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
@@ -116,15 +120,24 @@ class Instances:
             again = await self._instances.by_idempotency_key(tenant_id, idempotency_key)
             if again is None:
                 raise Conflict("a request with this Idempotency-Key is in progress; retry")
-            return self._replay(again, hashed), False
+            return await self._replay(again, hashed), False
+        if body.queue:
+            # It waits for the admission queue, which claims its quota when it admits
+            # it; one that could never fit the quota is refused now.
+            refusal = quota_refusal(tenant["quota"], 0, 0, wanted=spec["gpu_num"])
+            if refusal is not None:
+                await self._forget_key(tenant_id, idempotency_key)
+                raise refusal
+            return await self._record(identity, key, tenant, spec, body, instance_id=instance_id,
+                                      idempotency_key=idempotency_key, hashed=hashed, zones=zones,
+                                      storages=storages)  # fmt: skip
         # The claim comes first and is keyed by the instance: of concurrent starts,
         # exactly as many as fit pass, and a retry of this one counts once. A claim
         # whose instance never gets recorded (a crash right here) is released by the
         # resync, which waits a full pass before it trusts that.
         claim = await self._quota.claim(tenant_id, instance_id, spec["gpu_num"], tenant["quota"])
         if not claim.admitted:
-            if idempotency_key is not None:
-                await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
+            await self._forget_key(tenant_id, idempotency_key)
             # The claim was refused by this same rule, on these same figures.
             refusal = quota_refusal(
                 tenant["quota"], claim.instances, claim.gpus, wanted=spec["gpu_num"]
@@ -133,6 +146,18 @@ class Instances:
         # Admitted: a warm unit's placeholder (if the spec has a stock) can go while
         # the instance is recorded.
         self._wakeups.reserve_stock(key, spec["name"], zones)
+        return await self._record(identity, key, tenant, spec, body, instance_id=instance_id,
+                                  idempotency_key=idempotency_key, hashed=hashed, zones=zones,
+                                  storages=storages)  # fmt: skip
+
+    async def _record(
+        self, identity: Identity, key: str, tenant: TenantDoc, spec: SpecDoc, body: InstanceCreate,
+        *, instance_id: str, idempotency_key: str | None, hashed: str, zones: list[str],
+        storages: list[Document],
+    ) -> tuple[Instance, bool]:  # fmt: skip
+        """Insert the new instance (or find the one a concurrent request made) and wake
+        the controller."""
+        tenant_id = tenant["_id"]
         doc = instance_document(
             key, identity, tenant, spec, body,
             instance_id=instance_id, idempotency_key=idempotency_key,
@@ -143,14 +168,17 @@ class Instances:
         except DuplicateInstance:
             # A concurrent request with the same instanceID won the insert (the claim
             # it shares with this one is its claim now).
-            if idempotency_key is not None:
-                await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
+            await self._forget_key(tenant_id, idempotency_key)
             again = await self._instances.get(key)
             if again is None:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
-            return self._replay(again, hashed), False
+            return await self._replay(again, hashed), False
         await self._wakeups.wake(key)
-        return self.view(doc), True
+        return await self.view(doc), True
+
+    async def _forget_key(self, tenant_id: str, idempotency_key: str | None) -> None:
+        if idempotency_key is not None:
+            await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
 
     async def _earlier(
         self, tenant_id: str, instance_id: str | None, idempotency_key: str | None
@@ -164,13 +192,13 @@ class Instances:
             return await self._instances.by_idempotency_key(tenant_id, idempotency_key)
         return None
 
-    def _replay(self, existing: InstanceDoc, request_hash: str) -> Instance:
+    async def _replay(self, existing: InstanceDoc, request_hash: str) -> Instance:
         if existing.get("request_hash") != request_hash:
             raise Conflict(
                 f"instance {existing['instance_id']!r} was already created with a different request",
                 instance_id=existing["instance_id"],
             )
-        return self.view(existing)
+        return await self.view(existing)
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
         tenant_id = identity.require_tenant()
@@ -200,7 +228,7 @@ class Instances:
             )
             remaining = deadline - time.monotonic()
             if after_revision is None or doc["sequence"] > after_revision or remaining <= 0:
-                return self.view(doc, stop_requested=stop_requested)
+                return await self.view(doc, stop_requested=stop_requested)
             await self._changes.wait(key, changed, min(remaining, CHANGE_RECHECK_S))
 
     async def endpoint(
@@ -218,7 +246,7 @@ class Instances:
             raise NotFound(f"instance {instance_id!r} has no {kind} port {port}")
         state = State(doc["state"])
         if state != State.RUNNING or not doc.get("pod_ip"):
-            starting = state in ACTIVE and state != State.STOPPING
+            starting = state in LIVE and state != State.STOPPING
             raise InstanceNotRunning(
                 f"instance {instance_id!r} is {state.value}"
                 + ("; it will answer once it is running" if starting else ""),
@@ -247,8 +275,9 @@ class Instances:
         )
         more = len(docs) > limit
         docs = docs[:limit]
+        lines: dict[str, Line] = {}
         return InstancePage(
-            items=[self.view(doc) for doc in docs if doc.get("admitted")],
+            items=[await self.view(doc, lines=lines) for doc in docs if doc.get("admitted")],
             next_cursor=encode_cursor(docs[-1]["_id"]) if more and docs else None,
         )
 
@@ -263,9 +292,23 @@ class Instances:
         if State(doc["state"]) != State.DELETED:
             await self._requests.request(doc["_id"], kind)
             await self._wakeups.wake(doc["_id"])
-        return self.view(doc, stop_requested=kind == "stop")
+        return await self.view(doc, stop_requested=kind == "stop")
 
-    def view(self, doc: InstanceDoc, *, stop_requested: bool = False) -> Instance:
+    async def view(
+        self,
+        doc: InstanceDoc,
+        *,
+        stop_requested: bool = False,
+        lines: dict[str, Line] | None = None,
+    ) -> Instance:
+        """The instance as the API shows it; a queued one with its place in the queue.
+        `lines` shares each tenant's line between the items of one page."""
+        queue = None
+        if doc["state"] == State.QUEUED.value:
+            lines = {} if lines is None else lines
+            if doc["tenant_id"] not in lines:
+                lines[doc["tenant_id"]] = await self._lines.line(doc["tenant_id"])
+            queue = queue_position(doc["_id"], doc.get("queue_reason"), lines[doc["tenant_id"]])
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"
@@ -285,6 +328,8 @@ class Instances:
             zone=doc.get("zone"),
             node=doc.get("node"),
             from_stock=bool(doc.get("from_stock")),
+            queue=queue,
+            priority=doc.get("priority", 0),
             stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
             revision=doc["sequence"],
             urls=urls,

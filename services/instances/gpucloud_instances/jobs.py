@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
@@ -27,7 +27,8 @@ from . import manifests
 from .admission import allowed_zones, known_spec
 from .documents import JobDoc, SpecDoc, TenantDoc
 from .job_lifecycle import TERMINAL, JobState
-from .schemas import Job, JobCreate, JobPage, JobQueuePosition, JobRun, Transition
+from .queue_line import Line, QueueLines, queue_position
+from .schemas import Job, JobCreate, JobPage, JobRun, Transition
 from .storages import StorageClient
 from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
 from .transitions import job_event
@@ -54,11 +55,13 @@ class Jobs:
         requests: RequestStore,
         storage: StorageClient,
         wakeups: ControllerWakeups,
+        lines: QueueLines,
     ) -> None:
         self._kube = kube
         self._specs = specs
         self._tenants = tenants
         self._jobs = jobs
+        self._lines = lines
         self._requests = requests
         self._storage = storage
         self._wakeups = wakeups
@@ -151,8 +154,8 @@ class Jobs:
         docs = await self._jobs.page(scope, states=states, after=after, limit=limit + 1)
         more = len(docs) > limit
         docs = docs[:limit]
-        queues: dict[str, Sequence[JobDoc]] = {}
-        items = [await self.view(doc, queues=queues) for doc in docs]
+        lines: dict[str, Line] = {}
+        items = [await self.view(doc, lines=lines) for doc in docs]
         return JobPage(items=items, next_cursor=encode_cursor(docs[-1]["_id"]) if more else None)
 
     async def cancel(self, identity: Identity, job_id: str) -> Job:
@@ -243,16 +246,18 @@ class Jobs:
         doc: JobDoc,
         *,
         cancel_requested: bool = False,
-        queues: dict[str, Sequence[JobDoc]] | None = None,
+        lines: dict[str, Line] | None = None,
     ) -> Job:
         """The job as the API shows it; a queued job with its place in the queue.
-        `queues` shares each tenant's queue between the items of one page."""
+        `lines` shares each tenant's line between the items of one page."""
         queue = None
         if doc["state"] == JobState.QUEUED.value:
-            queues = {} if queues is None else queues
-            if doc["tenant_id"] not in queues:
-                queues[doc["tenant_id"]] = await self._jobs.queued(doc["tenant_id"])
-            queue = queue_position(doc, queues[doc["tenant_id"]])
+            lines = {} if lines is None else lines
+            if doc["tenant_id"] not in lines:
+                lines[doc["tenant_id"]] = await self._lines.line(doc["tenant_id"])
+            queue = queue_position(
+                job_item(doc["_id"]), doc.get("queue_reason"), lines[doc["tenant_id"]]
+            )
         runs = doc.get("runs") or {}
         return Job(
             job_id=doc["job_id"],
@@ -294,21 +299,6 @@ class Jobs:
                 for h in doc.get("history", [])
             ],
         )
-
-
-def queue_position(doc: JobDoc, queued: Sequence[JobDoc]) -> JobQueuePosition:
-    """Where `doc` stands in its tenant's queue (`queued`, in admission order)."""
-    ahead = []
-    for other in queued:
-        if other["_id"] == doc["_id"]:
-            break
-        ahead.append(other)
-    return JobQueuePosition(
-        position=len(ahead) + 1,
-        # Until the admission queue's first pass over it, it waits for that pass.
-        reason=doc.get("queue_reason") or "admission",
-        gpus_ahead=sum(other["gpu_count"] * other["parallelism"] for other in ahead),
-    )
 
 
 def job_gpus(spec: SpecDoc, parallelism: int) -> int:

@@ -1,7 +1,11 @@
 """The instance lifecycle: states, legal transitions, and what a pod's status means.
 
-    pending ─► scheduled ─► ready ─► running ─► stopping ─► stopped ─► deleted
-       └──────────┴───────────┴─────────┴───────────┴──► failed(reason) ─► deleted
+    queued ─► pending ─► scheduled ─► ready ─► running ─► stopping ─► stopped ─► deleted
+      │          └──────────┴───────────┴─────────┴───────────┴──► failed(reason) ─► deleted
+      └──► stopped
+
+`queued` is a start that asked to wait its turn (`"queue": true`) in the admission
+queue it shares with batch jobs (docs/queue.md); it holds no quota and no GPU.
 
 `ready` is seed 004's "started, readiness probe not passing yet"; `running` is
 "the readiness probe passes, the user can reach it". Everything here is pure:
@@ -17,6 +21,7 @@ from typing import Any
 
 
 class State(StrEnum):
+    QUEUED = "queued"
     PENDING = "pending"
     SCHEDULED = "scheduled"
     READY = "ready"
@@ -43,10 +48,13 @@ GPU_HOLDING = frozenset({State.SCHEDULED, State.READY, State.RUNNING, State.STOP
 #: States that count against the tenant's instance and GPU quota.
 ACTIVE = frozenset({State.PENDING, *GPU_HOLDING})
 TERMINAL = frozenset({State.STOPPED, State.FAILED, State.DELETED})
+#: States from which a stop (the user's, a suspension's, a budget's) has work to do.
+LIVE = frozenset({State.QUEUED, *ACTIVE})
 
 _START_PATH = (State.PENDING, State.SCHEDULED, State.READY, State.RUNNING)
 
 ALLOWED: dict[State, frozenset[State]] = {
+    State.QUEUED: frozenset({State.PENDING, State.STOPPED, State.FAILED}),
     State.PENDING: frozenset({State.SCHEDULED, State.STOPPING, State.STOPPED, State.FAILED}),
     State.SCHEDULED: frozenset({State.READY, State.STOPPING, State.FAILED}),
     State.READY: frozenset({State.RUNNING, State.STOPPING, State.FAILED}),

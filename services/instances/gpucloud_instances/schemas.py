@@ -88,6 +88,27 @@ class InstanceCreate(ApiModel):
     #: environment variables; volume storages are mounted by a template volume.
     storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)
     template: InstanceTemplate = Field(default_factory=InstanceTemplate)
+    #: Wait in the admission queue, with the tenant's batch jobs, while the quota or
+    #: the free GPUs are short, instead of being refused (quota) or failing after the
+    #: schedule timeout (no free GPU). Such a start answers `queued`.
+    queue: bool = False
+    #: Within the tenant's queue, a higher priority is admitted first (with `queue`).
+    priority: int = Field(default=0, ge=-1000, le=1000)
+
+
+class QueuePosition(ApiModel):
+    """Why a queued job or instance waits, and what is ahead of it."""
+
+    #: 1 for the tenant's next workload (job or instance) to be admitted.
+    position: int
+    #: `quota`: the tenant's quota has no room yet; `capacity`: no free GPUs of its
+    #: type (or a bigger workload of that type waits ahead of it); `priority`: a
+    #: workload of higher priority of the same tenant goes first; `reclaim`: GPUs
+    #: borrowed by another tenant are being taken back for it; `admission`: not yet
+    #: placed.
+    reason: str
+    #: GPUs the tenant's workloads ahead of it ask for.
+    gpus_ahead: int
 
 
 class Transition(ApiModel):
@@ -109,6 +130,9 @@ class Instance(ApiModel):
     zone: str | None = None
     node: str | None = None
     from_stock: bool = False
+    #: While `queued`: its place in the tenant's admission queue, and why it waits.
+    queue: QueuePosition | None = None
+    priority: int = 0
     #: A stop was asked for and is being carried out.
     stop_requested: bool = False
     #: Counts the instance's state transitions. GET with `afterRevision` set to it
@@ -207,19 +231,6 @@ class JobCreate(ApiModel):
         return InstanceTemplate(envs=self.env, volumes=self.volumes)
 
 
-class JobQueuePosition(ApiModel):
-    """Why a queued job waits, and what is ahead of it."""
-
-    #: 1 for the next job of the tenant to be admitted.
-    position: int
-    #: `quota`: the tenant's quota has no room yet; `capacity`: no free GPUs of its
-    #: type (or a bigger job of that type waits ahead of it); `priority`: a job of
-    #: higher priority of the same tenant goes first; `admission`: not yet placed.
-    reason: str
-    #: GPUs the jobs ahead of it ask for.
-    gpus_ahead: int
-
-
 class JobRun(ApiModel):
     """One pod of the job: an attempt, or one of its parallel pods."""
 
@@ -240,7 +251,7 @@ class Job(ApiModel):
     reason: str | None = None
     message: str | None = None
     exit_code: int | None = None
-    queue: JobQueuePosition | None = None
+    queue: QueuePosition | None = None
     spec_name: str
     gpu_type: str
     #: GPUs of each pod; the job holds `gpuCount * parallelism` at most.

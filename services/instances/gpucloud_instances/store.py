@@ -208,6 +208,13 @@ class TenantStore:
             await self._namespaces.update_one({"_id": tenant_id}, change)
 
 
+#: What the admission queue reads of a queued instance.
+_QUEUED_INSTANCE_FIELDS = {
+    "_id": 1, "tenant_id": 1, "gpu_type": 1, "gpu_count": 1, "priority": 1, "created_at": 1,
+    "queue_reason": 1,
+}  # fmt: skip
+
+
 class InstanceStore:
     def __init__(self, db: Database) -> None:
         self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
@@ -328,6 +335,16 @@ class InstanceStore:
                 async for doc in self._instances.find({"state": state.value}, {"_id": 1}):
                     live[doc["_id"]] = state
         return live
+
+    async def all_queued(self) -> list[InstanceDoc]:
+        """Every queued instance, for the admission queue's pass."""
+        cursor = self._instances.find({"state": State.QUEUED.value}, _QUEUED_INSTANCE_FIELDS)
+        return [doc async for doc in cursor]
+
+    async def queued(self, tenant_id: str) -> list[InstanceDoc]:
+        """The tenant's queued instances (the API orders them with its jobs)."""
+        query = {"tenant_id": tenant_id, "state": State.QUEUED.value}
+        return [doc async for doc in self._instances.find(query, _QUEUED_INSTANCE_FIELDS)]
 
     async def stale_unadmitted(self, older_than: datetime) -> list[str]:
         cursor = self._instances.find({"admitted": False}, {"_id": 1, "created_at": 1})

@@ -13,7 +13,7 @@ from gpucloud_libs.naming import tenant_namespace
 
 from .documents import QuotaDoc, TenantFields
 from .job_lifecycle import LIVE as LIVE_JOBS
-from .lifecycle import ACTIVE, State
+from .lifecycle import ACTIVE, LIVE, State
 from .settings import InstancesSettings
 from .store import (
     InstanceStore,
@@ -150,7 +150,7 @@ class Tenancy:
     async def _stop_instances(self, tenant_id: str) -> int:
         async def page(after: str | None) -> list[str]:
             docs = await self._instances.page(
-                tenant_id, states=[s.value for s in ACTIVE], spec_name=None, after=after,
+                tenant_id, states=[s.value for s in LIVE], spec_name=None, after=after,
                 limit=STOP_PAGE,
             )  # fmt: skip
             return [doc["_id"] for doc in docs]

@@ -4,7 +4,8 @@ Shared machinery, one job each: `lease` (one replica acts at a time), `cache`
 (list+watch of pods and nodes), `workqueue` (each item reconciled by one worker
 at a time). Reconcilers, one file each, get only what they use: `tenants`
 (namespaces), `instances` (pods and transitions), `stocks` (warm pools),
-`jobs` (batch jobs and their queue), `inference` (inference services' Deployments
+`admissions` (the admission queue's pass over queued jobs and instances), `jobs`
+(batch jobs), `inference` (inference services' Deployments
 and replicas), `nodes` (cordons from node health) and `resync` (the periodic pass).
 `leader` runs them while the lease is held.
 """
@@ -29,6 +30,7 @@ from ..store import (
     TenantStore,
 )
 from ..wakeups import STOCKS, InstanceChanges
+from .admissions import Admissions
 from .cache import ClusterCache
 from .inference import InferenceReconciler
 from .instances import InstanceReconciler
@@ -77,10 +79,11 @@ def build_controller(
     stock_pool = StockPool(
         kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
+    admissions = Admissions(cache, queue, jobs, instances, tenants, quota)
     instance_reconciler = InstanceReconciler(
         kube, broker, cache, queue, instances, requests, quota, changes, tenant_namespaces,
-        stock_pool,
-        storage, pull_secrets, schedule_timeout_s=settings.schedule_timeout_s,
+        stock_pool, storage, pull_secrets, admissions, tenants,
+        schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
     job_reconciler = JobReconciler(
         kube,
@@ -94,6 +97,7 @@ def build_controller(
         tenant_namespaces,
         storage,
         pull_secrets,
+        admissions,
     )
     inference_reconciler = InferenceReconciler(
         kube,
@@ -126,6 +130,7 @@ def build_controller(
         instance_reconciler,
         job_reconciler,
         inference_reconciler,
+        admissions,
         stock_pool,
         Resync(
             cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces

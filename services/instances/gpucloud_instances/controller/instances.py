@@ -22,15 +22,17 @@ from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
+from ..admission_queue import Waiting
 from ..documents import InstanceDoc
 from ..lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
 from ..storages import StorageClient, StorageRefused
-from ..store import InstanceStore, RequestStore
+from ..store import InstanceStore, RequestStore, TenantStore
 from ..transitions import transition_events
 from ..wakeups import InstanceChanges
+from .admissions import ADMISSION, ADMIT, Admissions
 from .cache import ClusterCache
 from .stocks import StockPool
 from .tenants import TenantReconciler
@@ -57,6 +59,8 @@ class InstanceReconciler:
         stocks: StockPool,
         storage: StorageClient,
         pull_secrets: PullSecrets,
+        admissions: Admissions,
+        tenants: TenantStore,
         *,
         schedule_timeout_s: float,
     ) -> None:
@@ -73,6 +77,8 @@ class InstanceReconciler:
         self._stocks = stocks
         self._storage = storage
         self._schedule_timeout_s = schedule_timeout_s
+        self._admissions = admissions
+        self._tenants = tenants
 
     async def reconcile(self, key: str) -> None:
         doc, stop_request = await asyncio.gather(
@@ -82,6 +88,14 @@ class InstanceReconciler:
         if doc is None or not doc.get("admitted"):
             return
         state = State(doc["state"])
+        if state == State.QUEUED:
+            await self._flush(doc)
+            if stop_request is not None:
+                reason = stop_request.get("reason") or "stopped while queued"
+                await self._transition(doc, [Step(State.STOPPED, now(), reason)])
+            else:
+                await self._follow_plan(doc)
+            return
         pod = self._cache.pods.get(key)
         if state == State.PENDING and pod is None and not stop_requested:
             # The pod first: the admission's event is published right after.
@@ -153,6 +167,35 @@ class InstanceReconciler:
                 )
             elif observed.pod_ip and observed.pod_ip != doc.get("pod_ip"):
                 await self._instances.update_fields(doc["_id"], {"pod_ip": observed.pod_ip})
+
+    # --- the admission queue (`queue: true` starts) ----------------------------------
+
+    async def _follow_plan(self, doc: InstanceDoc) -> None:
+        key = doc["_id"]
+        planned = self._admissions.planned(key)
+        if planned is None:
+            self._queue.wake(ADMISSION)  # new here: the next pass places it
+        elif planned == ADMIT:
+            self._admissions.take(key)
+            await self._admit(doc)
+        elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
+            await self._instances.update_fields(key, {"queue_reason": planned.reason})
+
+    async def _admit(self, doc: InstanceDoc) -> None:
+        """Claim the quota, then go `pending`: the next reconcile creates the pod. The
+        claim is the last word: the pass planned from figures that may have moved."""
+        tenant = await self._tenants.get(doc["tenant_id"])
+        if tenant is None or tenant["status"] != "active":
+            return
+        claim = await self._quota.claim(
+            doc["tenant_id"], doc["instance_id"], doc["gpu_count"], tenant["quota"]
+        )
+        if not claim.admitted:
+            self._queue.wake(ADMISSION)
+            return
+        self._stocks.reserve(doc["_id"], doc["spec_name"], doc["zones"])
+        await self._transition(doc, [Step(State.PENDING, now())], queue_reason=None)
+        self._queue.wake(doc["_id"])
 
     # --- transitions and their events ----------------------------------------------
 

@@ -23,7 +23,7 @@ from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
 from .. import manifests
-from ..admission_queue import Queued, Running, TenantShare, Waiting, decide
+from ..admission_queue import Waiting
 from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     JOB_ALLOWED,
@@ -48,6 +48,7 @@ from ..storages import StorageClient, StorageRefused
 from ..store import JobStore, RequestStore, TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import job_item
+from .admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
 from .cache import ClusterCache
 from .tenants import TenantReconciler
 from .workqueue import WorkQueue
@@ -72,6 +73,7 @@ class JobReconciler:
         tenant_namespaces: TenantReconciler,
         storage: StorageClient,
         pull_secrets: PullSecrets,
+        admissions: Admissions,
     ) -> None:
         self._pull_secrets = pull_secrets
         self._kube = kube
@@ -84,8 +86,7 @@ class JobReconciler:
         self._quota = quota
         self._tenant_namespaces = tenant_namespaces
         self._storage = storage
-        #: The last admission pass's outcome, per queued job.
-        self._plan: dict[str, Waiting | str] = {}
+        self._admissions = admissions
 
     async def reconcile(self, key: str) -> None:
         doc, cancel = await asyncio.gather(
@@ -110,8 +111,12 @@ class JobReconciler:
             steps = [(JobState.QUEUED, now(), PREEMPTED, None)]
             changes = {"admitted_at": None, "queue_reason": None}
             self._queue.wake(ADMISSION)
-        elif not steps and self._plan.get(key) == PREEMPT and state in _PREEMPTIBLE:
-            del self._plan[key]
+        elif (
+            not steps
+            and self._admissions.planned(job_item(key)) == PREEMPT
+            and state in _PREEMPTIBLE
+        ):
+            self._admissions.take(job_item(key))
             steps = [(JobState.PREEMPTING, now(), PREEMPTED, None)]
             changes = {"message": PREEMPTED_MESSAGE}
         if steps or run_events or changes:
@@ -122,73 +127,15 @@ class JobReconciler:
         self._forget_recorded_pods(doc)
         await self._act(doc)
 
-    # --- admission -------------------------------------------------------------------
-
-    async def plan_admissions(self) -> None:
-        """One pass of the admission queue (admission_queue.decide) over every queued
-        job. Each job's own worker carries out its part (it is the document's only
-        writer): the admitted are woken to claim and start, the others to record why
-        they wait when that changed."""
-        queued = await self._jobs.all_queued()
-        if not queued:
-            self._plan = {}
-            return
-        accounting = self._cache.gpu_accounting()
-        for doc in await self._jobs.admitted():
-            # Admitted, but its pods are not all there yet: their GPUs are spoken for,
-            # and its tenant holds them as far as fairness goes.
-            pods = self._cache.job_pods.get(doc["_id"], {})
-            missing = max(doc["parallelism"] - len(pods), 0) * doc["gpu_count"]
-            gpu_type = doc["gpu_type"]
-            accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - missing, 0)
-            held = accounting.held.setdefault(doc["tenant_id"], {})
-            held[gpu_type] = held.get(gpu_type, 0) + missing
-        tenant_docs, usages = await asyncio.gather(self._tenants.all(), self._quota.usages())
-        active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
-        borrowers = [
-            tenant_id for tenant_id, (_, gpus) in usages.items()
-            if tenant_id in active and gpus > active[tenant_id]["quota"]["max_gpus"]
-        ]  # fmt: skip
-        holding = await self._jobs.holding(borrowers) if borrowers else []
-        involved = {doc["tenant_id"] for doc in queued} | set(borrowers)
-        tenants: dict[str, TenantShare] = {}
-        for tenant_id in sorted(involved & active.keys()):
-            # Tenants unknown here yet, or suspended, are left out: their jobs wait.
-            quota = active[tenant_id]["quota"]
-            workloads, gpus = usages.get(tenant_id, (0, 0))
-            tenants[tenant_id] = TenantShare(
-                quota["max_gpus"], quota["max_instances"], gpus, workloads,
-                accounting.held.get(tenant_id, {}),
-                weight=active[tenant_id].get("queue_weight", 1.0),
-                borrow_gpus=quota.get("borrow_gpus", 0),
-            )  # fmt: skip
-        decision = decide(
-            [_queued(doc) for doc in queued], tenants, accounting.free, accounting.capacity,
-            running=[_running(doc) for doc in holding if doc["state"] != JobState.PREEMPTING],
-            releasing=[_running(doc) for doc in holding if doc["state"] == JobState.PREEMPTING],
-        )  # fmt: skip
-        self._plan = (
-            {key: BORROW if key in decision.borrowing else ADMIT for key in decision.admit}
-            | decision.waiting
-            | {key: PREEMPT for key in decision.preempt}
-        )
-        for key in decision.preempt:
-            self._queue.wake(job_item(key))
-        for doc in queued:
-            planned = self._plan.get(doc["_id"])
-            if planned in (ADMIT, BORROW) or (
-                isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason")
-            ):
-                self._queue.wake(job_item(doc["_id"]))
-        if decision.waiting:
-            self._queue.wake_later(ADMISSION_RETRY_S, ADMISSION)
+    # --- admission (the pass is admissions.Admissions) -------------------------------
 
     async def _follow_plan(self, doc: JobDoc) -> None:
-        planned = self._plan.get(doc["_id"])
+        item = job_item(doc["_id"])
+        planned = self._admissions.planned(item)
         if planned is None:
             self._queue.wake(ADMISSION)  # new here: the next pass places it
         elif planned in (ADMIT, BORROW):
-            del self._plan[doc["_id"]]
+            self._admissions.take(item)
             await self._admit(doc, borrowing=planned == BORROW)
         elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
             await self._save(doc, [], {"queue_reason": planned.reason})
@@ -464,16 +411,6 @@ class JobReconciler:
 
 #: A job transition to record: (state, at, reason, exit code).
 Step = tuple[JobState, datetime, str | None, int | None]
-#: The work item of the admission queue's pass over every queued job.
-ADMISSION = "admission"
-#: How often the pass runs again while anything waits (quota and capacity free up
-#: as instances and jobs end).
-ADMISSION_RETRY_S = 2.0
-#: In the plan: admit this job now, within its tenant's quota, or borrowing beyond it.
-ADMIT = "admit"
-BORROW = "borrow"
-#: In the plan: preempt this running job, to give its borrowed GPUs back.
-PREEMPT = "preempt"
 _PREEMPTIBLE = frozenset({JobState.ADMITTED, JobState.RUNNING})
 PREEMPTED_MESSAGE = (
     "preempted: its tenant borrowed these GPUs beyond its quota, and another tenant's"
@@ -501,17 +438,3 @@ def _path(current: JobState, observed: JobObservation, last_at: datetime) -> lis
     at = max(observed.at, last_at)
     steps.append((observed.state, at, observed.reason, observed.exit_code))
     return steps
-
-
-def _running(doc: JobDoc) -> Running:
-    return Running(
-        doc["_id"], doc["tenant_id"], doc["gpu_type"], doc["gpu_count"] * doc["parallelism"],
-        doc["priority"], aware(doc["admitted_at"] or doc["created_at"]),
-    )  # fmt: skip
-
-
-def _queued(doc: JobDoc) -> Queued:
-    return Queued(
-        doc["_id"], doc["tenant_id"], doc["gpu_type"], doc["gpu_count"] * doc["parallelism"],
-        doc["priority"], aware(doc["created_at"]),
-    )  # fmt: skip

@@ -15,10 +15,11 @@ from .. import manifests
 from ..settings import InstancesSettings
 from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
 from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
+from .admissions import ADMISSION, Admissions
 from .cache import ClusterCache
 from .inference import InferenceReconciler
 from .instances import InstanceReconciler
-from .jobs import ADMISSION, JobReconciler
+from .jobs import JobReconciler
 from .lease import Lease, LeaseLost
 from .resync import Resync
 from .stocks import StockPool
@@ -49,6 +50,7 @@ class Controller:
         instance_reconciler: InstanceReconciler,
         job_reconciler: JobReconciler,
         inference_reconciler: InferenceReconciler,
+        admissions: Admissions,
         stocks: StockPool,
         resync: Resync,
     ) -> None:
@@ -65,6 +67,7 @@ class Controller:
         self._instance_reconciler = instance_reconciler
         self._job_reconciler = job_reconciler
         self._inference_reconciler = inference_reconciler
+        self._admissions = admissions
         self._stocks = stocks
         self._resync = resync
         self._task: asyncio.Task[None] | None = None
@@ -102,7 +105,7 @@ class Controller:
         elif item.startswith(SERVICE_PREFIX):
             await self._inference_reconciler.reconcile(item.removeprefix(SERVICE_PREFIX))
         elif item == ADMISSION:
-            await self._job_reconciler.plan_admissions()
+            await self._admissions.plan()
         else:
             await self._instance_reconciler.reconcile(item)
 
