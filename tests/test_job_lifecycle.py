@@ -13,7 +13,7 @@ from gpucloud_instances.job_lifecycle import (
     observe_run,
     run_steps,
 )
-from gpucloud_instances.jobs import queue_position
+from gpucloud_instances.queue_line import Waiter, queue_position
 
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 JOB = "job-train"
@@ -123,10 +123,9 @@ def test_a_failed_job_names_why_and_its_last_failed_runs_exit_code() -> None:
     assert observe_job(kube_job(None), {}, now=AT).state == JobState.ADMITTED
 
 
-def test_the_queue_position_counts_the_jobs_and_gpus_ahead() -> None:
-    queued: list[Any] = [
-        {"_id": f"t/{name}", "gpu_count": 2, "parallelism": parallelism, "queue_reason": "quota"}
-        for name, parallelism in (("a", 1), ("b", 3), ("c", 1))
-    ]
-    position = queue_position(queued[2], queued)
+def test_the_queue_position_counts_the_workloads_and_gpus_ahead() -> None:
+    line = [Waiter(f"t/{name}", 0, AT, gpus) for name, gpus in (("a", 2), ("b", 6), ("c", 2))]
+    position = queue_position("t/c", "quota", line)
     assert (position.position, position.gpus_ahead, position.reason) == (3, 8, "quota")
+    # Before the admission queue's first pass over it, it waits for that pass.
+    assert queue_position("t/a", None, line).reason == "admission"
