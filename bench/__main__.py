@@ -18,6 +18,7 @@ from . import (
     instance_start,
     metering_throughput,
     monitoring_ingest,
+    queue_admission,
     stack_startup,
     storage_transfer,
 )
@@ -32,6 +33,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "monitoring": monitoring_ingest,
     "cli": cli_transfer,
     "console": console_load,
+    "queue": queue_admission,
 }
 
 

@@ -73,12 +73,13 @@ class Bench:
         tenant = None if role == "platform-admin" else (tenant_id or self.tenant)
         return SignedAs(self.signer, role=role, tenant_id=tenant, subject="bench")
 
-    async def add_nodes(self, prefix: str, count: int, product: str) -> None:
+    async def add_nodes(self, prefix: str, count: int, product: str, gpus: int = 8) -> None:
         async def one(index: int) -> None:
             try:
                 node: Any = fleet.gpu_node(
-                    f"{prefix}-{index}", product=product, gpus=8, zone="zone-a", labels=BENCH_LABEL
-                )
+                    f"{prefix}-{index}", product=product, gpus=gpus, zone="zone-a",
+                    labels=BENCH_LABEL,
+                )  # fmt: skip
                 await self.core.create_node(node)
             except k8s.ApiException as error:
                 if error.status != 409:

@@ -438,6 +438,21 @@ def inference_deployment(
         }
         for key in ("kubernetes.io/hostname", ZONE_LABEL)
     ]
+    # The spread above is one score among the scheduler's others (free resources,
+    # images), and replicas created at once could still share a node; a strongly
+    # weighted preference against a sibling on the same node keeps them apart while
+    # nodes allow, and never blocks a replica when they do not.
+    pod_spec["affinity"]["podAntiAffinity"] = {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": selector},
+                },
+            }
+        ]
+    }
     pod_spec["tolerations"] = [
         *pod_spec["tolerations"],
         *(
