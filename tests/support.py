@@ -114,7 +114,22 @@ async def loopback_gpu_nodes(
             memory="256Gi", pod_cidr=f"127.{base}.{random.randint(0, 250)}.0/24",
         )  # fmt: skip
         await core.create_node(node)
+
+    async def schedulable() -> bool:
+        """Every node Ready, and its not-ready taint gone: the scheduler can use all of
+        them, so a test's placement sees the whole set."""
+        for name in names:
+            found = await core.read_node(name)
+            ready = any(
+                c.type == "Ready" and c.status == "True" for c in found.status.conditions or []
+            )
+            tainted = any(t.key.startswith("node.kubernetes.io/") for t in found.spec.taints or [])
+            if not ready or tainted:
+                return False
+        return True
+
     try:
+        await eventually(schedulable, timeout=60, interval=0.2)
         yield product, names
     finally:
         for name in names:
