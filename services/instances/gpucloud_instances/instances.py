@@ -29,7 +29,7 @@ from .admission import (
 )
 from .documents import InstanceDoc, SpecDoc, TenantDoc
 from .lifecycle import LIVE, TERMINAL, State
-from .queue_line import Line, QueueLines, queue_position
+from .queue_line import Line, QueueLines
 from .quota_ledger import QuotaLedger
 from .schemas import (
     Instance,
@@ -303,12 +303,16 @@ class Instances:
     ) -> Instance:
         """The instance as the API shows it; a queued one with its place in the queue.
         `lines` shares each tenant's line between the items of one page."""
-        queue = None
-        if doc["state"] == State.QUEUED.value:
-            lines = {} if lines is None else lines
-            if doc["tenant_id"] not in lines:
-                lines[doc["tenant_id"]] = await self._lines.line(doc["tenant_id"])
-            queue = queue_position(doc["_id"], doc.get("queue_reason"), lines[doc["tenant_id"]])
+        queue = (
+            await self._lines.position(
+                doc["tenant_id"],
+                doc["_id"],
+                doc.get("queue_reason"),
+                {} if lines is None else lines,
+            )
+            if doc["state"] == State.QUEUED.value
+            else None
+        )
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"

@@ -27,7 +27,7 @@ from . import manifests
 from .admission import allowed_zones, known_spec
 from .documents import JobDoc, SpecDoc, TenantDoc
 from .job_lifecycle import TERMINAL, JobState
-from .queue_line import Line, QueueLines, queue_position
+from .queue_line import Line, QueueLines
 from .schemas import Job, JobCreate, JobPage, JobRun, Transition
 from .storages import StorageClient
 from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
@@ -250,14 +250,16 @@ class Jobs:
     ) -> Job:
         """The job as the API shows it; a queued job with its place in the queue.
         `lines` shares each tenant's line between the items of one page."""
-        queue = None
-        if doc["state"] == JobState.QUEUED.value:
-            lines = {} if lines is None else lines
-            if doc["tenant_id"] not in lines:
-                lines[doc["tenant_id"]] = await self._lines.line(doc["tenant_id"])
-            queue = queue_position(
-                job_item(doc["_id"]), doc.get("queue_reason"), lines[doc["tenant_id"]]
+        queue = (
+            await self._lines.position(
+                doc["tenant_id"],
+                job_item(doc["_id"]),
+                doc.get("queue_reason"),
+                {} if lines is None else lines,
             )
+            if doc["state"] == JobState.QUEUED.value
+            else None
+        )
         runs = doc.get("runs") or {}
         return Job(
             job_id=doc["job_id"],

@@ -49,6 +49,15 @@ class QueueLines:
         ]  # fmt: skip
         return sorted(waiters, key=lambda w: (-w.priority, w.created_at, w.item))
 
+    async def position(
+        self, tenant_id: str, item: str, reason: str | None, lines: dict[str, Line]
+    ) -> QueuePosition:
+        """Where a queued workload stands; `lines` keeps each tenant's line read once
+        for all the items of one page."""
+        if tenant_id not in lines:
+            lines[tenant_id] = await self.line(tenant_id)
+        return queue_position(item, reason, lines[tenant_id])
+
 
 def queue_position(item: str, reason: str | None, line: Sequence[Waiter]) -> QueuePosition:
     """Where `item` stands in its tenant's `line`, and why it waits."""
