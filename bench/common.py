@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
 
 from gpucloud_libs.identity import IdentitySigner
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -65,6 +67,15 @@ def stack_env(service: str | None = None, store: str | None = None) -> dict[str,
         stack("env", "--json", *(["--service", service] if service else []), store=store)
     )
     return env
+
+
+async def kube_client(env: dict[str, str]) -> k8s.ApiClient:
+    """A Kubernetes API client for the stack's cluster (its kubeconfig); close it after."""
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
+    )
+    return k8s.ApiClient(configuration)
 
 
 def gateway_signer() -> IdentitySigner:

@@ -31,12 +31,11 @@ import aiohttp
 import httpx
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 
 from gpucloud_libs.naming import SERVICE_LABEL, tenant_namespace
 from gpucloud_stack import fleet
 
-from .common import bench_tenant, percentile, stack_env
+from .common import bench_tenant, kube_client, percentile, stack_env
 from .gateway_overhead import CONCURRENCY, bench_gateway, latency, line, throughput
 
 PORT = 18_090
@@ -120,11 +119,7 @@ async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {0})  # the load generator keeps to core 0
     env = stack_env()
     admin = {"Authorization": f"Bearer {env['GPUCLOUD_BOOTSTRAP_ADMIN_KEY']}"}
-    configuration = k8s.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
-    )
-    kube = k8s.ApiClient(configuration)
+    kube = await kube_client(env)
     core = k8s.CoreV1Api(kube)
     product, base = f"BENCH-SVC-{uuid.uuid4().hex[:6]}", random.randint(100, 240)
     nodes = [f"bench-svc-{uuid.uuid4().hex[:8]}" for _ in range(NODES)]

@@ -25,7 +25,6 @@ from typing import Any
 
 import httpx
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio import watch
 
 from gpucloud_libs import naming
@@ -36,7 +35,7 @@ from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TENANTS
 from gpucloud_stack import fleet
 
-from .common import gateway_signer, percentile, stack_env
+from .common import gateway_signer, kube_client, percentile, stack_env
 
 PRODUCT = "BENCH-GPU"
 #: 8 GPUs each: room for a path's starts and, on the stock path, as many warm units.
@@ -309,12 +308,8 @@ async def main(args: argparse.Namespace) -> None:
         args.starts, args.concurrent, args.clients = 30, 60, 16
     ratios: dict[str, float] = {}
     env = stack_env()
-    configuration = k8s.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
-    )
     async with (
-        k8s.ApiClient(configuration) as kube,
+        await kube_client(env) as kube,
         httpx.AsyncClient(base_url=env["GPUCLOUD_INSTANCES_URL"], timeout=60) as http,
     ):
         bench = Bench(env, kube, http)

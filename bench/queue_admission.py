@@ -30,7 +30,6 @@ from typing import Any
 
 import httpx
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio import watch
 
 from gpucloud_instances import manifests
@@ -41,7 +40,7 @@ from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TENANTS
 from gpucloud_stack import layout
 
-from .common import percentile, stack_env
+from .common import kube_client, percentile, stack_env
 from .instance_start import Bench
 
 PRODUCT = "QUEUE-BENCH-GPU"
@@ -270,12 +269,8 @@ async def main(args: argparse.Namespace) -> None:
     if args.nodes * args.gpus_per_node < args.jobs:
         raise SystemExit("the nodes must hold every job at once: raise --nodes or --gpus-per-node")
     env = stack_env()
-    configuration = k8s.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
-    )
     async with (
-        k8s.ApiClient(configuration) as kube,
+        await kube_client(env) as kube,
         httpx.AsyncClient(base_url=env["GPUCLOUD_INSTANCES_URL"], timeout=120) as http,
     ):
         bench = Bench(env, kube, http)
