@@ -88,14 +88,19 @@ class Bench:
             await asyncio.gather(*(one(i) for i in range(start, min(count, start + 50))))
 
     async def remove_nodes(self) -> None:
-        """Delete the bench's nodes; a thousand of them can outlast one request (504)."""
-        for _ in range(10):
+        """Delete the bench's nodes and wait until they are gone, so that none outlives the
+        run; a thousand of them can outlast one request (504)."""
+        selector = "gpucloud.io/bench=true"
+        for _ in range(60):
             try:
-                await self.core.delete_collection_node(label_selector="gpucloud.io/bench=true")
-                return
+                await self.core.delete_collection_node(label_selector=selector)
             except k8s.ApiException as error:
                 if error.status != 504:
                     raise
+            if not (await self.core.list_node(label_selector=selector, limit=1)).items:
+                return
+            await asyncio.sleep(1)
+        raise RuntimeError(f"the bench's nodes ({selector}) are still there; delete them")
 
     async def provision(
         self, max_gpus: int, max_instances: int, tenants: list[str] | None = None
@@ -314,6 +319,7 @@ async def main(args: argparse.Namespace) -> None:
     ):
         bench = Bench(env, kube, http)
         try:
+            await bench.remove_nodes()  # those of an earlier run that was killed
             await bench.add_nodes("bench", BENCH_NODES, PRODUCT)
             await bench.provision(max_gpus=100_000, max_instances=100_000)
             spec, stock_spec = "bench-1gpu", "bench-1gpu-stock"

@@ -275,6 +275,7 @@ async def main(args: argparse.Namespace) -> None:
     ):
         bench = Bench(env, kube, http)
         try:
+            await bench.remove_nodes()  # those of an earlier run that was killed
             await bench.add_nodes("queue", args.nodes, PRODUCT, gpus=args.gpus_per_node)
             await bench.provision(max_gpus=args.jobs, max_instances=args.jobs)
             await bench.spec(SPEC, PRODUCT)
