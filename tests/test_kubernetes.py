@@ -47,12 +47,24 @@ async def test_fleet_has_gpu_nodes_in_two_zones(kube: k8s.ApiClient) -> None:
     nodes = (await k8s.CoreV1Api(kube).list_node(label_selector=fleet)).items
     products = {node.metadata.labels["nvidia.com/gpu.product"] for node in nodes}
     zones = {node.metadata.labels["topology.kubernetes.io/zone"] for node in nodes}
-    assert products == {H100, "NVIDIA-A100-SXM4-40GB", "NVIDIA-L40S"}
+    assert products == {H100, "NVIDIA-A100-SXM4-40GB", "NVIDIA-L40S", "NVIDIA-L40S-SHARED"}
     assert zones == {"zone-a", "zone-b"}
+    shared = {}
     for node in nodes:
         ready = {c.type: c.status for c in node.status.conditions}["Ready"]
         assert ready == "True", node.metadata.name
-        assert node.status.allocatable["nvidia.com/gpu"] in {"4", "8"}
+        allocatable = node.status.allocatable
+        if allocatable["nvidia.com/gpu"] == "0":  # every GPU is shared out
+            shared[node.metadata.name] = {k: v for k, v in allocatable.items() if "nvidia" in k}
+        else:
+            assert allocatable["nvidia.com/gpu"] in {"4", "8"}
+    # As the device plugin advertises MIG (mixed strategy) and time-slicing.
+    assert shared == {
+        "a100-mig-zone-a-0": {
+            "nvidia.com/gpu": "0", "nvidia.com/mig-1g.5gb": "28", "nvidia.com/mig-3g.20gb": "8"
+        },
+        "l40s-shared-zone-a-0": {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "16"},
+    }  # fmt: skip
 
 
 async def test_eight_gpu_pod_is_scheduled_on_h100_and_runs(

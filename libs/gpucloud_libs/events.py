@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .naming import GPU_RESOURCE
+
 SPEC_VERSION = "1.0"
 CONTENT_TYPE = "application/json"
 
@@ -79,6 +81,9 @@ class TenantDeleted(EventData):
 
 # --- instances (instances -> metering, gateway) -----------------------------------
 
+#: An exact fraction of a GPU: `1`, `1/7`, `3/7`, `1/4`.
+GpuWeight = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,3}(/[1-9][0-9]{0,3})?$")]
+
 InstanceState = Literal[
     "queued", "pending", "scheduled", "ready", "running", "stopping", "stopped", "failed", "deleted"
 ]
@@ -95,6 +100,10 @@ class InstanceStateChanged(EventData):
     spec_name: str
     gpu_type: str
     gpu_count: int = Field(ge=0)
+    #: The GPU kind its `gpu_count` units are, and one unit's part of a GPU (libs
+    #: gpu_shares); whole GPUs when absent.
+    gpu_resource: str = GPU_RESOURCE
+    gpu_weight: GpuWeight = "1"
     zone: str | None = None
     node: str | None = None
     state: InstanceState
@@ -154,6 +163,10 @@ class JobRunStateChanged(EventData):
     spec_name: str
     gpu_type: str
     gpu_count: int = Field(ge=0)
+    #: The GPU kind its `gpu_count` units are, and one unit's part of a GPU (libs
+    #: gpu_shares); whole GPUs when absent.
+    gpu_resource: str = GPU_RESOURCE
+    gpu_weight: GpuWeight = "1"
     zone: str | None = None
     node: str | None = None
     state: JobRunState
@@ -186,6 +199,10 @@ class ReplicaStateChanged(EventData):
     spec_name: str
     gpu_type: str
     gpu_count: int = Field(ge=0)
+    #: The GPU kind its `gpu_count` units are, and one unit's part of a GPU (libs
+    #: gpu_shares); whole GPUs when absent.
+    gpu_resource: str = GPU_RESOURCE
+    gpu_weight: GpuWeight = "1"
     zone: str | None = None
     node: str | None = None
     #: The service's revision the replica runs.

@@ -65,25 +65,53 @@ def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
     fleet = tomllib.loads(fleet_file.read_text())
     region = fleet.get("region", "local-1")
     return [
-        gpu_node(
-            f"{pool['name']}-{zone}-{index}",
-            product=pool["gpu_product"],
-            gpus=pool["gpus"],
-            zone=zone,
-            cpu=pool["cpu"],
-            memory=pool["memory"],
-            labels={
-                "node.kubernetes.io/instance-type": pool["instance_type"],
-                "topology.kubernetes.io/region": region,
-                "nvidia.com/gpu.memory": str(pool["gpu_memory_mib"]),
-                "nvidia.com/gpu.family": pool["gpu_family"],
-                "gpucloud.io/node-pool": pool["name"],
-            },
+        _shared(
+            gpu_node(
+                f"{pool['name']}-{zone}-{index}",
+                product=pool["gpu_product"],
+                gpus=pool["gpus"],
+                zone=zone,
+                cpu=pool["cpu"],
+                memory=pool["memory"],
+                labels={
+                    "node.kubernetes.io/instance-type": pool["instance_type"],
+                    "topology.kubernetes.io/region": region,
+                    "nvidia.com/gpu.memory": str(pool["gpu_memory_mib"]),
+                    "nvidia.com/gpu.family": pool["gpu_family"],
+                    "gpucloud.io/node-pool": pool["name"],
+                },
+            ),
+            pool,
         )
         for pool in fleet["pool"]
         for zone in pool["zones"]
         for index in range(pool["count"])
     ]
+
+
+def _shared(node: dict[str, Any], pool: dict[str, Any]) -> dict[str, Any]:
+    """`node` as the device plugin and GPU feature discovery show a pool's shared GPUs:
+    MIG instances per profile (`mig`), or time-sliced replicas (`time_slicing_replicas`).
+    Either way no whole GPU is left to request; `nvidia.com/gpu.count` still counts the
+    physical ones."""
+    labels = node["metadata"]["labels"]
+    shared: dict[str, str] = {}
+    if mig := pool.get("mig"):
+        labels |= {"nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "mixed"}
+        for profile, count in mig.items():
+            shared[f"nvidia.com/mig-{profile}"] = str(count)
+            labels[f"nvidia.com/mig-{profile}.count"] = str(count)
+    elif replicas := pool.get("time_slicing_replicas"):
+        labels |= {
+            "nvidia.com/gpu.product": f"{pool['gpu_product']}-SHARED",
+            "nvidia.com/gpu.replicas": str(replicas),
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        }
+        shared["nvidia.com/gpu.shared"] = str(pool["gpus"] * replicas)
+    if shared:
+        for amounts in (node["status"]["capacity"], node["status"]["allocatable"]):
+            amounts |= {"nvidia.com/gpu": "0", **shared}
+    return node
 
 
 #: The local cluster's storage class for volume storages. Nothing provisions it

@@ -9,6 +9,7 @@ from datetime import datetime
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import GPU_RESOURCE
 
 from .documents import InstanceDoc, QuotaDoc, SpecDoc, TenantDoc
 from .lifecycle import State, Step
@@ -92,6 +93,8 @@ def instance_document(
         "spec_name": spec["name"],
         "gpu_type": spec["gpu_type"],
         "gpu_count": spec["gpu_num"],
+        "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
+        "gpu_weight": spec.get("gpu_weight", "1"),
         "cpu": spec["cpu"],
         "memory": spec["memory"],
         "zones": zones,

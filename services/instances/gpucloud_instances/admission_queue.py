@@ -47,13 +47,20 @@ class Queued:
 
     key: str
     tenant_id: str
+    #: The pool its GPUs come from (`GpuShare.capacity_key`): a product, or a shared kind.
     gpu_type: str
-    #: GPUs it holds once admitted (all of its pods).
+    #: GPUs of quota it holds once admitted (all of its pods).
     gpus: int
     priority: int
     created_at: datetime
     #: Whether it may be admitted beyond its tenant's quota (batch jobs; instances never).
     may_borrow: bool = False
+    #: What it takes of its pool, where that differs from `gpus` (shared GPUs' slices).
+    units: int | None = None
+
+    @property
+    def takes(self) -> int:
+        return self.gpus if self.units is None else self.units
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,11 @@ class Running:
     gpus: int
     priority: int
     admitted_at: datetime
+    units: int | None = None
+
+    @property
+    def takes(self) -> int:
+        return self.gpus if self.units is None else self.units
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class TenantShare:
     max_workloads: int
     held_gpus: int
     held_workloads: int
-    #: Held GPUs by type, for the dominant share.
+    #: Held units by pool (`Queued.gpu_type`), for the dominant share.
     held_by_type: dict[str, int] = field(default_factory=dict)
     weight: float = 1.0
     #: GPUs beyond `max_gpus` it may borrow while nobody's guaranteed work needs them.
@@ -120,7 +132,7 @@ def decide(
     """Admit what fits now, fairly; say why the rest waits; preempt borrowed GPUs that
     guaranteed work needs.
 
-    `free`: GPUs free per type right now; `capacity`: GPUs per type in the fleet
+    `free`: units free per pool right now; `capacity`: units per pool in the fleet
     (the denominator of the dominant share); `running`: the admitted workloads that
     may be preempted; `releasing`: those an earlier pass preempted, whose GPUs are
     being freed (their tenants no longer count them). A workload of a tenant missing from `tenants` (not known yet, or
@@ -154,9 +166,9 @@ class _Pass:
         #: GPUs per type that preemptions are freeing, not yet promised to anyone.
         self.releasing: dict[str, int] = defaultdict(int)
         for gone in releasing:
-            self.releasing[gone.gpu_type] += gone.gpus
+            self.releasing[gone.gpu_type] += gone.takes
             if gone.tenant_id in self.tenants:
-                self._hold(gone.tenant_id, gone.gpu_type, -gone.gpus)
+                self._hold(gone.tenant_id, gone.gpu_type, -gone.takes, -gone.gpus)
                 self.workloads[gone.tenant_id] -= 1
         #: Preemptible, the first to go first.
         self.victims = sorted(running, key=lambda r: (r.priority, -r.admitted_at.timestamp()))
@@ -210,7 +222,7 @@ class _Pass:
                 self.blocked[tenant] = "quota"
                 continue
             gpu_type = head.gpu_type
-            if gpu_type in self.full_types or self.free.get(gpu_type, 0) < head.gpus:
+            if gpu_type in self.full_types or self.free.get(gpu_type, 0) < head.takes:
                 reclaiming = not borrow and gpu_type not in self.full_types and self._reclaim(head)
                 self.full_types.add(gpu_type)
                 self.blocked[tenant] = "reclaim" if reclaiming else "capacity"
@@ -219,15 +231,15 @@ class _Pass:
             self.admit.append(head.key)
             if self.gpus[tenant] + head.gpus > standing.max_gpus:
                 self.borrowing.add(head.key)
-            self.free[gpu_type] -= head.gpus
-            self._hold(tenant, gpu_type, head.gpus)
+            self.free[gpu_type] -= head.takes
+            self._hold(tenant, gpu_type, head.takes, head.gpus)
             self.workloads[tenant] += 1
 
     def _reclaim(self, head: Queued) -> bool:
         """Preempt borrowers' workloads of `head`'s type until it fits: whether its GPUs
         are (now) being freed for it. Preempts nothing if that could not be enough."""
         gpu_type = head.gpu_type
-        short = head.gpus - self.free.get(gpu_type, 0) - self.releasing.get(gpu_type, 0)
+        short = head.takes - self.free.get(gpu_type, 0) - self.releasing.get(gpu_type, 0)
         if short <= 0:
             self.releasing[gpu_type] = -short  # earlier preemptions free enough
             return True
@@ -245,18 +257,18 @@ class _Pass:
                 continue
             chosen.append(victim)
             gpus[victim.tenant_id] -= victim.gpus
-            short -= victim.gpus
+            short -= victim.takes
         if short > 0:
             return False
         for victim in chosen:
             self.victims.remove(victim)
             self.preempt.append(victim.key)
-            self._hold(victim.tenant_id, gpu_type, -victim.gpus)
+            self._hold(victim.tenant_id, gpu_type, -victim.takes, -victim.gpus)
         self.releasing[gpu_type] = -short
         return True
 
-    def _hold(self, tenant: str, gpu_type: str, gpus: int) -> None:
-        self.held[tenant][gpu_type] = self.held[tenant].get(gpu_type, 0) + gpus
+    def _hold(self, tenant: str, gpu_type: str, units: int, gpus: int) -> None:
+        self.held[tenant][gpu_type] = self.held[tenant].get(gpu_type, 0) + units
         self.gpus[tenant] += gpus
 
 

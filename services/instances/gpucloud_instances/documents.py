@@ -22,6 +22,9 @@ class SpecDoc(TypedDict):
     gpu_num: int
     zones: list[str]
     created_at: datetime
+    #: Shared GPUs (libs gpu_shares); absent on whole-GPU specs made before them.
+    gpu_resource: NotRequired[str]
+    gpu_weight: NotRequired[str]
 
 
 class QuotaDoc(TypedDict):
@@ -71,6 +74,9 @@ class InstanceDoc(TypedDict):
     spec_name: str
     gpu_type: str
     gpu_count: int
+    #: Shared GPUs (libs gpu_shares, `GpuShare.of`); absent: whole GPUs.
+    gpu_resource: NotRequired[str]
+    gpu_weight: NotRequired[str]
     cpu: str
     memory: str
     zones: list[str]
@@ -138,6 +144,9 @@ class JobDoc(TypedDict):
     gpu_type: str
     #: GPUs of each pod.
     gpu_count: int
+    #: Shared GPUs (libs gpu_shares, `GpuShare.of`); absent: whole GPUs.
+    gpu_resource: NotRequired[str]
+    gpu_weight: NotRequired[str]
     cpu: str
     memory: str
     zones: list[str]
@@ -254,6 +263,9 @@ class ServiceDoc(TypedDict):
     spec_name: str
     gpu_type: str
     gpu_count: int
+    #: Shared GPUs (libs gpu_shares, `GpuShare.of`); absent: whole GPUs.
+    gpu_resource: NotRequired[str]
+    gpu_weight: NotRequired[str]
     cpu: str
     memory: str
     zones: list[str]

@@ -19,9 +19,10 @@ import secrets
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.naming import service_host, service_workload_id
+from gpucloud_libs.naming import GPU_RESOURCE, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
 from .admission import allowed_zones, known_spec, quota_refusal
@@ -69,9 +70,9 @@ class ServiceState:
     DELETING = "deleting"
 
 
-def claimed_gpus(config: ServiceConfigDoc, gpus_per_replica: int) -> int:
+def claimed_gpus(config: ServiceConfigDoc, share: GpuShare, units_per_replica: int) -> int:
     """What a service holds of its tenant's quota: its most replicas, plus the surge."""
-    return (config["max_replicas"] + config["max_surge"]) * gpus_per_replica
+    return share.quota_gpus((config["max_replicas"] + config["max_surge"]) * units_per_replica)
 
 
 class InferenceServices:
@@ -124,7 +125,9 @@ class InferenceServices:
             "rolled_back_from": None,
             "created_at": created,
         }
-        await self._claim(tenant, service_id, claimed_gpus(config, spec["gpu_num"]), grow=False)
+        await self._claim(
+            tenant, service_id, claimed_gpus(config, GpuShare.of(spec), spec["gpu_num"]), grow=False
+        )
         doc: ServiceDoc = {
             "_id": key,
             "tenant_id": tenant_id,
@@ -134,6 +137,8 @@ class InferenceServices:
             "spec_name": spec["name"],
             "gpu_type": spec["gpu_type"],
             "gpu_count": spec["gpu_num"],
+            "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
+            "gpu_weight": spec.get("gpu_weight", "1"),
             "cpu": spec["cpu"],
             "memory": spec["memory"],
             "zones": zones,
@@ -313,8 +318,8 @@ class InferenceServices:
     async def _record(
         self, doc: ServiceDoc, configs: list[ServiceConfigDoc], config: ServiceConfigDoc
     ) -> InferenceService:
-        before = claimed_gpus(configs[-1], doc["gpu_count"])
-        after = claimed_gpus(config, doc["gpu_count"])
+        before = claimed_gpus(configs[-1], GpuShare.of(doc), doc["gpu_count"])
+        after = claimed_gpus(config, GpuShare.of(doc), doc["gpu_count"])
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         if after != before:
             await self._claim(tenant, doc["service_id"], after, grow=True)

@@ -14,6 +14,7 @@ import time
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
@@ -135,7 +136,8 @@ class Instances:
         # exactly as many as fit pass, and a retry of this one counts once. A claim
         # whose instance never gets recorded (a crash right here) is released by the
         # resync, which waits a full pass before it trusts that.
-        claim = await self._quota.claim(tenant_id, instance_id, spec["gpu_num"], tenant["quota"])
+        gpus = GpuShare.of(spec).quota_gpus(spec["gpu_num"])
+        claim = await self._quota.claim(tenant_id, instance_id, gpus, tenant["quota"])
         if not claim.admitted:
             await self._forget_key(tenant_id, idempotency_key)
             # The claim was refused by this same rule, on these same figures.

@@ -18,9 +18,11 @@ from collections.abc import AsyncIterator
 
 from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, NotFoundError
+from gpucloud_libs.naming import GPU_RESOURCE
 from gpucloud_libs.tenants import require_active
 
 from . import manifests
@@ -305,7 +307,7 @@ class Jobs:
 
 def job_gpus(spec: SpecDoc, parallelism: int) -> int:
     """The GPUs a job holds at most, and claims from its tenant's quota."""
-    return spec["gpu_num"] * parallelism
+    return GpuShare.of(spec).quota_gpus(spec["gpu_num"] * parallelism)
 
 
 def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int) -> None:
@@ -353,6 +355,8 @@ def _job_document(
         "spec_name": spec["name"],
         "gpu_type": spec["gpu_type"],
         "gpu_count": spec["gpu_num"],
+        "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
+        "gpu_weight": spec.get("gpu_weight", "1"),
         "cpu": spec["cpu"],
         "memory": spec["memory"],
         "zones": zones,

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from gpucloud_libs import naming
+from gpucloud_libs.gpu_shares import SHARED_GPU_RESOURCE, SHARING_LABEL
 
 from .schemas import InstanceTemplate
 
@@ -188,29 +189,56 @@ def _public_blocks(denied_cidrs: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def _placement(gpu_type: str, zones: list[str], node: str | None) -> dict[str, Any]:
+def _placement(
+    gpu_type: str, zones: list[str], node: str | None, sole_tenant: str | None = None
+) -> dict[str, Any]:
+    """Where a workload's pods may go. `sole_tenant`: its GPUs are time-sliced, and the
+    node's must serve that tenant alone (time-slicing does not fence memory)."""
     terms: list[dict[str, Any]] = [
         {"key": HEALTH, "operator": "NotIn", "values": ["quarantined"]},
     ]
     if zones:
         terms.append({"key": ZONE_LABEL, "operator": "In", "values": zones})
     placement: dict[str, Any] = {"nodeName": node} if node else {}
+    affinity: dict[str, Any] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": terms}]
+            }
+        }
+    }
+    if sole_tenant is not None:
+        # No node holding another tenant's time-sliced pod, in any namespace. The
+        # scheduler also checks the pods already there against this one, so the rule
+        # holds both ways.
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "namespaceSelector": {},
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {"key": SHARING_LABEL, "operator": "Exists"},
+                            {"key": TENANT, "operator": "NotIn", "values": [sole_tenant]},
+                        ]
+                    },
+                }
+            ]
+        }
     return placement | {
         "nodeSelector": {GPU_PRODUCT_LABEL: gpu_type},
         "tolerations": [GPU_TOLERATION],
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": terms}]
-                }
-            }
-        },
+        "affinity": affinity,
     }
 
 
-def _resources(cpu: str, memory: str, gpus: int) -> dict[str, Any]:
-    amounts = {"cpu": cpu, "memory": memory, GPU_RESOURCE: str(gpus)}
+def _resources(cpu: str, memory: str, gpus: int, gpu_resource: str = GPU_RESOURCE) -> Manifest:
+    amounts = {"cpu": cpu, "memory": memory, gpu_resource: str(gpus)}
     return {"requests": amounts, "limits": amounts}
+
+
+def _sharing_labels(gpu_resource: str) -> dict[str, str]:
+    return {SHARING_LABEL: "time-sliced"} if gpu_resource == SHARED_GPU_RESOURCE else {}
 
 
 _CONTAINER_SECURITY = {
@@ -237,11 +265,15 @@ def instance_pod(
     node: str | None = None,
     storage_secrets: list[tuple[str, str]] | None = None,
     pull_secrets: list[str] | None = None,
+    gpu_resource: str = GPU_RESOURCE,
 ) -> Manifest:
     """`storage_secrets`: (Secret, variable prefix) per object storage, in request order;
-    `pull_secrets`: the image pull Secrets of the image's registry."""
+    `pull_secrets`: the image pull Secrets of the image's registry; `gpu_resource`: whole
+    GPUs, or a shared kind (libs gpu_shares)."""
     probe_port = next((port for port in template.ports if port.is_probe), None)
-    container = _workload_container(image, template, cpu, memory, gpus, storage_secrets)
+    container = _workload_container(
+        image, template, cpu, memory, (gpu_resource, gpus), storage_secrets
+    )
     container["ports"] = [
         {"containerPort": port.port, "protocol": port.protocol, "name": f"p{port.port}"}
         for port in template.ports
@@ -267,10 +299,18 @@ def instance_pod(
                 INSTANCE: instance_id,
                 SPEC: spec_name,
                 **({FROM_STOCK: "true"} if node else {}),
+                **_sharing_labels(gpu_resource),
             },
         },
         "spec": _workload_pod_spec(
-            container, template, "Always", gpu_type, zones, node, pull_secrets or []
+            container,
+            template,
+            "Always",
+            gpu_type,
+            zones,
+            node,
+            pull_secrets or [],
+            _sole_tenant(gpu_resource, tenant_id),
         ),
     }
 
@@ -300,14 +340,16 @@ def batch_job(
     deadline_seconds: int | None,
     storage_secrets: list[tuple[str, str]] | None = None,
     pull_secrets: list[str] | None = None,
+    gpu_resource: str = GPU_RESOURCE,
 ) -> Manifest:
     """A batch job as a Kubernetes Job: Kubernetes' own Job controller runs its pods,
     retries failed ones up to `retry_limit` and enforces the deadline. Pods are never
     restarted in place (a run that fails is a new run), and a finished Job stays a
     day for its logs and runs, then Kubernetes removes it."""
     container = _workload_container(
-        image, template, cpu, memory, gpus, storage_secrets, command=command, args=args
-    )
+        image, template, cpu, memory, (gpu_resource, gpus), storage_secrets, command=command,
+        args=args,
+    )  # fmt: skip
     labels = {MANAGED: "true", TENANT: tenant_id, JOB: job_id}
     spec: Manifest = {
         "parallelism": parallelism,
@@ -315,9 +357,16 @@ def batch_job(
         "backoffLimit": retry_limit,
         "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
         "template": {
-            "metadata": {"labels": {**labels, SPEC: spec_name}},
+            "metadata": {"labels": {**labels, SPEC: spec_name, **_sharing_labels(gpu_resource)}},
             "spec": _workload_pod_spec(
-                container, template, "Never", gpu_type, zones, None, pull_secrets or []
+                container,
+                template,
+                "Never",
+                gpu_type,
+                zones,
+                None,
+                pull_secrets or [],
+                _sole_tenant(gpu_resource, tenant_id),
             ),
         },
     }
@@ -409,14 +458,16 @@ def inference_deployment(
     max_unavailable: int,
     storage_secrets: list[tuple[str, str]] | None = None,
     pull_secrets: list[str] | None = None,
+    gpu_resource: str = GPU_RESOURCE,
 ) -> Manifest:
     """An inference service as a Kubernetes Deployment: Kubernetes' own controllers
     roll a new revision out under the strategy and replace lost replicas. Replicas
     prefer distinct nodes and zones, avoid quarantined nodes like every workload,
     and drain for REPLICA_DRAIN_S before they stop."""
     container = _workload_container(
-        image, template, cpu, memory, gpus, storage_secrets, command=command, args=args
-    )
+        image, template, cpu, memory, (gpu_resource, gpus), storage_secrets, command=command,
+        args=args,
+    )  # fmt: skip
     container["ports"] = [{"containerPort": port, "protocol": "TCP", "name": "serve"}]
     container["readinessProbe"] = {
         "httpGet": {"port": port, "path": readiness_path},
@@ -426,7 +477,14 @@ def inference_deployment(
     container["lifecycle"] = {"preStop": {"sleep": {"seconds": REPLICA_DRAIN_S}}}
     selector = {TENANT: tenant_id, SERVICE: service_id}
     pod_spec = _workload_pod_spec(
-        container, template, "Always", gpu_type, zones, None, pull_secrets or []
+        container,
+        template,
+        "Always",
+        gpu_type,
+        zones,
+        None,
+        pull_secrets or [],
+        _sole_tenant(gpu_resource, tenant_id),
     )
     pod_spec["terminationGracePeriodSeconds"] = REPLICA_DRAIN_S + 25
     pod_spec["topologySpreadConstraints"] = [
@@ -442,17 +500,17 @@ def inference_deployment(
     # images), and replicas created at once could still share a node; a strongly
     # weighted preference against a sibling on the same node keeps them apart while
     # nodes allow, and never blocks a replica when they do not.
-    pod_spec["affinity"]["podAntiAffinity"] = {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {
-                "weight": 100,
-                "podAffinityTerm": {
-                    "topologyKey": "kubernetes.io/hostname",
-                    "labelSelector": {"matchLabels": selector},
-                },
-            }
-        ]
-    }
+    pod_spec["affinity"].setdefault("podAntiAffinity", {})[
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ] = [
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": selector},
+            },
+        }
+    ]
     pod_spec["tolerations"] = [
         *pod_spec["tolerations"],
         *(
@@ -479,7 +537,14 @@ def inference_deployment(
                 "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
             },
             "template": {
-                "metadata": {"labels": {**labels, SPEC: spec_name, REVISION: str(revision)}},
+                "metadata": {
+                    "labels": {
+                        **labels,
+                        SPEC: spec_name,
+                        REVISION: str(revision),
+                        **_sharing_labels(gpu_resource),
+                    }
+                },
                 "spec": pod_spec,
             },
         },
@@ -491,7 +556,7 @@ def _workload_container(
     template: InstanceTemplate,
     cpu: str,
     memory: str,
-    gpus: int,
+    gpus: tuple[str, int],
     storage_secrets: list[tuple[str, str]] | None,
     *,
     command: list[str] | None = None,
@@ -503,7 +568,7 @@ def _workload_container(
         "name": "workload",
         "image": image,
         "env": [{"name": env.name, "value": env.value} for env in template.envs],
-        "resources": _resources(cpu, memory, gpus),
+        "resources": _resources(cpu, memory, gpus[1], gpus[0]),
         "securityContext": _CONTAINER_SECURITY,
         "volumeMounts": [
             {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
@@ -532,6 +597,7 @@ def _workload_pod_spec(
     zones: list[str],
     node: str | None,
     pull_secrets: list[str],
+    sole_tenant: str | None = None,
 ) -> Manifest:
     volumes = [
         {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
@@ -548,8 +614,12 @@ def _workload_pod_spec(
         "containers": [container],
         "volumes": volumes,
         **({"imagePullSecrets": [{"name": name} for name in pull_secrets]} if pull_secrets else {}),
-        **_placement(gpu_type, zones, node),
+        **_placement(gpu_type, zones, node, sole_tenant),
     }
+
+
+def _sole_tenant(gpu_resource: str, tenant_id: str) -> str | None:
+    return tenant_id if gpu_resource == SHARED_GPU_RESOURCE else None
 
 
 def instance_service(
@@ -591,6 +661,7 @@ def placeholder_pod(
     gpu_type: str,
     zones: list[str],
     images: list[str] | None = None,
+    gpu_resource: str = GPU_RESOURCE,
 ) -> Manifest:
     """A warm-stock placeholder: holds a spec's capacity at the lowest priority, and
     pulls the stock's `images` onto its node before it runs (`_prepull`)."""
@@ -615,7 +686,7 @@ def placeholder_pod(
                 {
                     "name": "hold",
                     "image": PLACEHOLDER_IMAGE,
-                    "resources": _resources(cpu, memory, gpus),
+                    "resources": _resources(cpu, memory, gpus, gpu_resource),
                     "securityContext": _CONTAINER_SECURITY,
                 }
             ],

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gpucloud_libs.clock import aware
+from gpucloud_libs.gpu_shares import GpuShare
 
 from .schemas import QueuePosition
 from .store import InstanceStore, JobStore
@@ -41,10 +42,11 @@ class QueueLines:
         )
         waiters = [
             Waiter(job_item(doc["_id"]), doc["priority"], aware(doc["created_at"]),
-                   doc["gpu_count"] * doc["parallelism"])
+                   GpuShare.of(doc).quota_gpus(doc["gpu_count"] * doc["parallelism"]))
             for doc in jobs
         ] + [
-            Waiter(doc["_id"], doc.get("priority", 0), aware(doc["created_at"]), doc["gpu_count"])
+            Waiter(doc["_id"], doc.get("priority", 0), aware(doc["created_at"]),
+                   GpuShare.of(doc).quota_gpus(doc["gpu_count"]))
             for doc in instances
         ]  # fmt: skip
         return sorted(waiters, key=lambda w: (-w.priority, w.created_at, w.item))

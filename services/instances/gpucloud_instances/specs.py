@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound
+from gpucloud_libs.gpu_shares import MIG_RESOURCE_PREFIX, GpuShare
 
 from .documents import SpecDoc
 from .schemas import Spec, SpecCreate
@@ -11,9 +12,14 @@ from .store import SpecStore, StockStore
 
 
 def spec_view(doc: SpecDoc) -> Spec:
+    share = GpuShare.of(doc)
     return Spec(
         name=doc["name"], cpu=doc["cpu"], memory=doc["memory"], gpu_type=doc["gpu_type"],
-        gpu_num=doc["gpu_num"], zones=doc["zones"], created_at=doc["created_at"],
+        gpu_num=doc["gpu_num"], zones=doc["zones"], gpu_sharing=share.sharing,
+        mig_profile=share.resource.removeprefix(MIG_RESOURCE_PREFIX)
+        if share.sharing == "mig" else None,
+        time_slicing_replicas=share.weight.denominator if share.time_sliced else None,
+        gpu_resource=share.resource, gpu_weight=str(share.weight), created_at=doc["created_at"],
     )  # fmt: skip
 
 
@@ -23,16 +29,15 @@ class Specs:
         self._stocks = stocks
 
     async def create(self, body: SpecCreate) -> Spec:
-        spec = Spec(**body.model_dump(), created_at=now())
-        if not await self._specs.insert(
-            {
-                "_id": spec.name, "name": spec.name, "cpu": spec.cpu, "memory": spec.memory,
-                "gpu_type": spec.gpu_type, "gpu_num": spec.gpu_num, "zones": spec.zones,
-                "created_at": spec.created_at,
-            }
-        ):  # fmt: skip
+        share = body.share()
+        doc: SpecDoc = {
+            "_id": body.name, "name": body.name, "cpu": body.cpu, "memory": body.memory,
+            "gpu_type": body.gpu_type, "gpu_num": body.gpu_num, "zones": body.zones,
+            "created_at": now(), "gpu_resource": share.resource, "gpu_weight": str(share.weight),
+        }  # fmt: skip
+        if not await self._specs.insert(doc):
             raise Conflict(f"spec {body.name!r} already exists")
-        return spec
+        return spec_view(doc)
 
     async def get(self, name: str) -> Spec:
         doc = await self._specs.get(name)

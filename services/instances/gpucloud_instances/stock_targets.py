@@ -20,7 +20,14 @@ class StockTargets:
     async def change(self, change: StockChange, *, add: bool) -> StockStatus:
         if not add and change.images is not None:
             raise ValidationFailed("images are set when adding units, not when removing them")
-        await self._specs.get(change.spec_name)
+        spec = await self._specs.get(change.spec_name)
+        if add and spec.gpu_sharing == "time-sliced":
+            # A start from the stock is bound to the unit's node without the scheduler,
+            # which alone keeps a time-sliced node to one tenant.
+            raise ValidationFailed(
+                "a time-sliced spec has no warm stock: the tenant its node serves is "
+                "chosen by the scheduler at each start"
+            )
         delta = change.number if add else -change.number
         await self._stocks.record_operation(
             change.spec_name, delta, change.operation_id, change.images

@@ -19,6 +19,7 @@ from gpucloud_libs.events import (
     ReplicaState,
     ReplicaStateChanged,
 )
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.outbox import OutboxEntry, outbox_entry
 
 from .documents import InstanceDoc, JobDoc, JobRunDoc, ReplicaRunDoc, ServiceDoc
@@ -39,6 +40,8 @@ def lifecycle_event(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
+        gpu_resource=GpuShare.of(doc).resource,
+        gpu_weight=str(GpuShare.of(doc).weight),
         zone=doc.get("zone"),
         node=doc.get("node"),
         state=step.state.value,
@@ -107,6 +110,8 @@ def run_event(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
+        gpu_resource=GpuShare.of(doc).resource,
+        gpu_weight=str(GpuShare.of(doc).weight),
         zone=run.get("zone"),
         node=run.get("node"),
         state=state.value,
@@ -134,6 +139,8 @@ def replica_event(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
+        gpu_resource=GpuShare.of(doc).resource,
+        gpu_weight=str(GpuShare.of(doc).weight),
         zone=run.get("zone"),
         node=run.get("node"),
         revision=run["revision"],

@@ -28,7 +28,11 @@ class TransitionDoc(TypedDict):
     at_us: int
     spec_name: str
     gpu_type: str
+    #: Units held: whole GPUs, or slices of shared ones (`gpu_resource`), each weighing
+    #: `gpu_weight` of a GPU (an exact fraction); facts from before them are whole GPUs.
     gpu_count: int
+    gpu_resource: NotRequired[str]
+    gpu_weight: NotRequired[str]
     zone: str | None
     node: NotRequired[str | None]  # facts recorded before nodes were lack it
     user_id: str | None

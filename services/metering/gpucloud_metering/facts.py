@@ -55,6 +55,8 @@ class FactRecorder:
             "spec_name": data.spec_name,
             "gpu_type": data.gpu_type,
             "gpu_count": data.gpu_count,
+            "gpu_resource": data.gpu_resource,
+            "gpu_weight": data.gpu_weight,
             "zone": data.zone,
             "node": data.node,
             "user_id": data.user_id,

@@ -37,11 +37,16 @@ class Price(ApiModel):
 class UsageRow(ApiModel):
     #: The group's value: an instance id, spec, user, day (YYYY-MM-DD), GPU type or zone.
     key: str
-    #: Billed GPU time.
+    #: Billed GPU time. A shared GPU's unit counts at its weight (a 1g MIG slice a
+    #: seventh, a replica of a GPU time-sliced four ways a quarter), rounded down to
+    #: the microsecond once per row.
     gpu_microseconds: int
     gpu_seconds: float
     #: GPU time on nodes quarantined for a hardware fault: not billed, not in the above.
     credited_gpu_microseconds: int = 0
+    #: Time held on shared-GPU units (MIG slices, time-sliced replicas), unweighted:
+    #: their price is per unit-hour, so this is what it multiplies.
+    slice_microseconds: int = 0
     storage_gb_hours: Decimal
     #: Exact, before rounding.
     amount: Decimal

@@ -8,10 +8,12 @@ nodes, and sums per report group. No I/O: every capability that reads usage
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 
 from . import ledger
 from .documents import HealthChangeDoc, PriceDoc, SampleDoc, TransitionDoc
@@ -21,14 +23,18 @@ from .schemas import GroupBy, UsageRow
 
 @dataclass
 class Tally:
-    gpu_us: int = 0
-    credited_gpu_us: int = 0
+    #: GPU time at each unit's weight: a MIG slice of 1/7 counts a seventh. Exact.
+    gpu_us: Fraction = field(default_factory=Fraction)
+    credited_gpu_us: Fraction = field(default_factory=Fraction)
+    #: Time on shared-GPU units, unweighted: what their per-unit-hour price multiplies.
+    slice_us: int = 0
     byte_us: int = 0
     amount: Decimal = field(default_factory=Decimal)
 
     def add(self, other: Tally) -> None:
         self.gpu_us += other.gpu_us
         self.credited_gpu_us += other.credited_gpu_us
+        self.slice_us += other.slice_us
         self.byte_us += other.byte_us
         self.amount += other.amount
 
@@ -52,6 +58,8 @@ class InstanceFacts:
     job_id: str = "-"
     #: The inference service whose replica this is; `-` otherwise.
     service_id: str = "-"
+    #: The part of a GPU one of its units is (shared GPUs); 1 for whole GPUs.
+    gpu_weight: Fraction = Fraction(1)
 
 
 def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
@@ -81,6 +89,7 @@ def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
                 {d["sequence"]: d.get("recorded_us", 0) for d in docs},
                 first.get("job_id") or "-",
                 first.get("service_id") or "-",
+                Fraction(first.get("gpu_weight") or 1),
             )
         )
     return facts
@@ -155,11 +164,15 @@ def tally(
                     piece_start, piece_end, interval.gpus, prices.gpu(instance.spec_name),
                     faults.of(interval.node),
                 ):  # fmt: skip
+                    # `use.gpu_us` counts units, as the price does; reports weigh them.
+                    weighted = use.gpu_us * instance.gpu_weight
                     if use.credited:
-                        rows[key].credited_gpu_us += use.gpu_us
-                    else:
-                        rows[key].gpu_us += use.gpu_us
-                        rows[key].amount += use.amount
+                        rows[key].credited_gpu_us += weighted
+                        continue
+                    rows[key].gpu_us += weighted
+                    rows[key].amount += use.amount
+                    if instance.gpu_weight != 1:
+                        rows[key].slice_us += use.gpu_us
     by_storage: dict[str, list[Sample]] = defaultdict(list)
     for doc in samples:
         by_storage[doc["storage_id"]].append(Sample(doc["at_us"], doc["bytes_used"]))
@@ -187,9 +200,10 @@ def tally(
 def usage_row(key: str, tallied: Tally) -> UsageRow:
     return UsageRow(
         key=key,
-        gpu_microseconds=tallied.gpu_us,
-        gpu_seconds=tallied.gpu_us / ledger.US_PER_S,
-        credited_gpu_microseconds=tallied.credited_gpu_us,
+        gpu_microseconds=math.floor(tallied.gpu_us),
+        gpu_seconds=float(tallied.gpu_us / ledger.US_PER_S),
+        credited_gpu_microseconds=math.floor(tallied.credited_gpu_us),
+        slice_microseconds=tallied.slice_us,
         storage_gb_hours=ledger.gb_hours(tallied.byte_us),
         amount=tallied.amount,
     )

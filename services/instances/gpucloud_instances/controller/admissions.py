@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from gpucloud_libs.clock import aware
+from gpucloud_libs.gpu_shares import GpuShare
 
 from ..admission_queue import Queued, Running, TenantShare, Waiting, decide
 from ..documents import InstanceDoc, JobDoc
@@ -79,7 +80,7 @@ class Admissions:
             # and its tenant holds them as far as fairness goes.
             pods = self._cache.job_pods.get(doc["_id"], {})
             missing = max(doc["parallelism"] - len(pods), 0) * doc["gpu_count"]
-            gpu_type = doc["gpu_type"]
+            gpu_type = GpuShare.of(doc).capacity_key(doc["gpu_type"])
             accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - missing, 0)
             held = accounting.held.setdefault(doc["tenant_id"], {})
             held[gpu_type] = held.get(gpu_type, 0) + missing
@@ -128,23 +129,27 @@ class Admissions:
 
 
 def _queued_job(doc: JobDoc) -> Queued:
+    share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Queued(
-        job_item(doc["_id"]), doc["tenant_id"], doc["gpu_type"],
-        doc["gpu_count"] * doc["parallelism"], doc["priority"], aware(doc["created_at"]),
-        may_borrow=True,
+        job_item(doc["_id"]), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        share.quota_gpus(units), doc["priority"], aware(doc["created_at"]), may_borrow=True,
+        units=units,
     )  # fmt: skip
 
 
 def _queued_instance(doc: InstanceDoc) -> Queued:
+    share = GpuShare.of(doc)
     return Queued(
-        doc["_id"], doc["tenant_id"], doc["gpu_type"], doc["gpu_count"],
-        doc.get("priority", 0), aware(doc["created_at"]),
+        doc["_id"], doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        share.quota_gpus(doc["gpu_count"]), doc.get("priority", 0), aware(doc["created_at"]),
+        units=doc["gpu_count"],
     )  # fmt: skip
 
 
 def _running(doc: JobDoc) -> Running:
+    share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Running(
-        job_item(doc["_id"]), doc["tenant_id"], doc["gpu_type"],
-        doc["gpu_count"] * doc["parallelism"], doc["priority"],
-        aware(doc["admitted_at"] or doc["created_at"]),
+        job_item(doc["_id"]), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        share.quota_gpus(units), doc["priority"], aware(doc["admitted_at"] or doc["created_at"]),
+        units=units,
     )  # fmt: skip

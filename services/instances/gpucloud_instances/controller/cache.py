@@ -17,10 +17,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpucloud_libs.clock import now, now_as_stored
+from gpucloud_libs.gpu_shares import GpuShare, gpu_units
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 
 from .. import manifests
+from ..documents import InstanceDoc, JobDoc
 from ..wakeups import job_item, service_item
+
+#: What `fits_fleet` reads: a workload whose pods each hold `gpu_count` units.
+Workload = InstanceDoc | JobDoc
 
 log = logging.getLogger(__name__)
 
@@ -227,23 +232,26 @@ class ClusterCache:
         zone: str | None = labels.get(manifests.ZONE_LABEL)
         return zone
 
-    def fits_fleet(self, gpu_type: str, gpus: int, zones: list[str]) -> bool:
-        """Whether any node of the fleet could ever hold `gpus` GPUs of `gpu_type` in
-        one of `zones` (any zone when empty), busy or not."""
+    def fits_fleet(self, doc: Workload) -> bool:
+        """Whether any node of the fleet could ever hold one pod of the workload `doc`:
+        its `gpu_count` units of its GPU kind and type, in one of its zones (any zone
+        when it names none), busy or not."""
+        resource, zones = GpuShare.of(doc).resource, doc["zones"]
         for node in self.nodes.values():
             labels = node["metadata"].get("labels", {})
-            if labels.get(manifests.GPU_PRODUCT_LABEL) != gpu_type:
+            if labels.get(manifests.GPU_PRODUCT_LABEL) != doc["gpu_type"]:
                 continue
             if zones and labels.get(manifests.ZONE_LABEL) not in zones:
                 continue
-            if _gpus_of(node) >= gpus:
+            if _gpus_of(node).get(resource, 0) >= doc["gpu_count"]:
                 return True
         return False
 
     def gpu_accounting(self) -> GpuAccounting:
-        """GPUs per type: in the fleet's usable nodes, free on them, and held per tenant
-        by live instance and job pods (a pod waiting for a node counts against the
-        free GPUs of its type: it takes them as soon as the scheduler binds it)."""
+        """GPU units per pool (`GpuShare.capacity_key`: whole GPUs by type, each shared
+        kind apart): in the fleet's usable nodes, free on them, and held per tenant by
+        live instance and job pods (a pod waiting for a node counts against the free
+        units of its pool: it takes them as soon as the scheduler binds it)."""
         accounting = GpuAccounting()
         usable: dict[str, str] = {}  # node -> GPU type
         for name, node in self.nodes.items():
@@ -254,7 +262,9 @@ class ClusterCache:
             if self.node_quarantined(name):
                 continue
             usable[name] = gpu_type
-            accounting.capacity[gpu_type] = accounting.capacity.get(gpu_type, 0) + _gpus_of(node)
+            for resource, units in _gpus_of(node).items():
+                pool = GpuShare(resource).capacity_key(gpu_type)
+                accounting.capacity[pool] = accounting.capacity.get(pool, 0) + units
         accounting.free = dict(accounting.capacity)
         live = (
             list(self.pods.values())
@@ -274,15 +284,16 @@ class ClusterCache:
         for pod in live:
             spec = pod.get("spec", {})
             gpu_type = (spec.get("nodeSelector") or {}).get(manifests.GPU_PRODUCT_LABEL)
-            gpus = _pod_gpus(pod)
             node = spec.get("nodeName")
-            if not gpu_type or not gpus or (node and node not in usable):
+            if not gpu_type or (node and node not in usable):
                 continue
-            accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - gpus, 0)
             tenant = pod["metadata"].get("labels", {}).get(manifests.TENANT)
-            if tenant:
-                held = accounting.held.setdefault(tenant, {})
-                held[gpu_type] = held.get(gpu_type, 0) + gpus
+            for resource, units in _pod_gpus(pod).items():
+                pool = GpuShare(resource).capacity_key(gpu_type)
+                accounting.free[pool] = max(accounting.free.get(pool, 0) - units, 0)
+                if tenant:
+                    held = accounting.held.setdefault(tenant, {})
+                    held[pool] = held.get(pool, 0) + units
         return accounting
 
     def pod_node_ok(self, pod: Manifest) -> bool:
@@ -310,11 +321,11 @@ def _service_key(pod: Manifest) -> str | None:
     return f"{tenant}/{service}" if tenant and service else None
 
 
-def _gpus_of(node: Manifest) -> int:
-    return int(node.get("status", {}).get("allocatable", {}).get(manifests.GPU_RESOURCE, "0"))
+def _gpus_of(node: Manifest) -> dict[str, int]:
+    """A node's allocatable GPU units, by resource (whole GPUs and shared kinds)."""
+    return gpu_units(node.get("status", {}).get("allocatable", {}))
 
 
-def _pod_gpus(pod: Manifest) -> int:
+def _pod_gpus(pod: Manifest) -> dict[str, int]:
     containers = pod.get("spec", {}).get("containers") or [{}]
-    requests = (containers[0].get("resources") or {}).get("requests") or {}
-    return int(requests.get(manifests.GPU_RESOURCE, 0))
+    return gpu_units((containers[0].get("resources") or {}).get("requests") or {})

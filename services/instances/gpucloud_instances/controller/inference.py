@@ -24,6 +24,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, now, now_as_stored
 from gpucloud_libs.events import InferenceServiceDeleted, ReplicaState
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest
 from gpucloud_libs.mongo import Document
@@ -288,6 +289,7 @@ class InferenceReconciler:
             memory=doc["memory"],
             gpus=doc["gpu_count"],
             gpu_type=doc["gpu_type"],
+            gpu_resource=GpuShare.of(doc).resource,
             zones=doc["zones"],
             replicas=replicas,
             max_surge=config["max_surge"],

@@ -17,6 +17,7 @@ from typing import Any
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, now
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest, QuotaRejectedError
 from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
@@ -188,7 +189,10 @@ class InstanceReconciler:
         if tenant is None or tenant["status"] != "active":
             return
         claim = await self._quota.claim(
-            doc["tenant_id"], doc["instance_id"], doc["gpu_count"], tenant["quota"]
+            doc["tenant_id"],
+            doc["instance_id"],
+            GpuShare.of(doc).quota_gpus(doc["gpu_count"]),
+            tenant["quota"],
         )
         if not claim.admitted:
             self._queue.wake(ADMISSION)
@@ -235,7 +239,7 @@ class InstanceReconciler:
     async def _check_pending(self, doc: InstanceDoc, unschedulable: str | None) -> None:
         if unschedulable is None:
             return
-        if not self._cache.fits_fleet(doc["gpu_type"], doc["gpu_count"], doc["zones"]):
+        if not self._cache.fits_fleet(doc):
             await self._fail(
                 doc,
                 FailureReason.UNSCHEDULABLE,
@@ -273,7 +277,7 @@ class InstanceReconciler:
             spec_name=doc["spec_name"], image=doc["image"], template=template,
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
             zones=doc["zones"], node=node, storage_secrets=storage_secrets,
-            pull_secrets=pull_secrets,
+            pull_secrets=pull_secrets, gpu_resource=GpuShare.of(doc).resource,
         )  # fmt: skip
         try:
             created = await self._kube.create(pod)

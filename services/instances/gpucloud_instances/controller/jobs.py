@@ -16,6 +16,7 @@ from datetime import datetime
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, aware_or_none, now, now_as_stored
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import job_workload_id
@@ -147,7 +148,7 @@ class JobReconciler:
         tenant = await self._tenants.get(doc["tenant_id"])
         if tenant is None or tenant["status"] != "active":
             return
-        gpus = doc["gpu_count"] * doc["parallelism"]
+        gpus = GpuShare.of(doc).quota_gpus(doc["gpu_count"] * doc["parallelism"])
         quota = tenant["quota"].copy()
         if borrowing:
             quota["max_gpus"] += quota.get("borrow_gpus", 0)
@@ -270,9 +271,7 @@ class JobReconciler:
                     JobState.FAILED, now(), JobFailure.IMAGE_PULL_ERROR.value,
                     message=observed.image_pull_error,
                 )  # fmt: skip
-            if observed.unschedulable and not self._cache.fits_fleet(
-                doc["gpu_type"], doc["gpu_count"], doc["zones"]
-            ):
+            if observed.unschedulable and not self._cache.fits_fleet(doc):
                 return JobObservation(
                     JobState.FAILED, now(), JobFailure.UNSCHEDULABLE.value,
                     message=f"no {doc['gpu_type']} node can hold {doc['gpu_count']} GPUs: "
@@ -335,7 +334,7 @@ class JobReconciler:
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
             zones=doc["zones"], parallelism=doc["parallelism"], completions=doc["completions"],
             retry_limit=doc["retry_limit"], deadline_seconds=doc.get("deadline_seconds"),
-            storage_secrets=storage_secrets,
+            storage_secrets=storage_secrets, gpu_resource=GpuShare.of(doc).resource,
             pull_secrets=await self._pull_secrets.for_image(
                 doc["tenant_id"], doc["namespace"], doc["image"]
             ),

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, timedelta
 
 from gpucloud_libs.clock import now
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import KubeClient, KubeError
 
 from .. import manifests
@@ -193,6 +194,7 @@ class StockPool:
                         spec_name=spec_name, cpu=spec["cpu"], memory=spec["memory"],
                         gpus=spec["gpu_num"], gpu_type=spec["gpu_type"],
                         zones=list(spec.get("zones") or []), images=images,
+                        gpu_resource=GpuShare.of(spec).resource,
                     )
                 )  # fmt: skip
             except KubeError as error:
