@@ -33,7 +33,7 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pymongo import AsyncMongoClient
 
-from gpucloud_agent.simulated import SimulatedFleet
+from gpucloud_agent.simulated import Placement, SimulatedFleet
 from gpucloud_libs.events import CloudEvent, TelemetryBatch
 from gpucloud_libs.identity import SignedAs
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -73,7 +73,9 @@ async def publish_fleet(kafka: KafkaConnection, seconds: int, run: str) -> int:
     names = [f"bench-{run}-{index}" for index in range(NODES)]
     for name in names:
         fleet.set_node(name, "NVIDIA-H100-80GB-HBM3", GPUS_PER_NODE)
-        fleet.place(name, [("bench", f"i-{name}-{gpu}", 1) for gpu in range(GPUS_PER_NODE // 2)])
+        fleet.place(
+            name, [Placement("bench", f"i-{name}-{gpu}", 1) for gpu in range(GPUS_PER_NODE // 2)]
+        )
     producer = await _producer(kafka)
     start = datetime.now(UTC) - timedelta(seconds=seconds)
     try:

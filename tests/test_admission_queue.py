@@ -206,3 +206,23 @@ def test_an_instance_never_borrows() -> None:
     decision = decide(instance, {"b": share(max_gpus=1, held=1, borrow=4)}, {H100: 4}, {H100: 8})
     assert decision.admit == []
     assert decision.waiting["b/i0"].reason == "quota"
+
+
+def test_a_multi_node_job_is_admitted_only_when_each_pod_has_a_node_of_its_own() -> None:
+    gang = Queued("a/gang", "a", H100, 6, 0, T0, may_borrow=True, spread=2)
+    small = Queued("b/small", "b", H100, 2, 0, T0 + timedelta(seconds=1))
+    tenants = {"a": share(), "b": share()}
+
+    # 6 GPUs free in all, but no node with 3: the gang waits, and holds the type's line.
+    scattered = {H100: {"n1": 2, "n2": 2, "n3": 2}}
+    waiting = decide([gang, small], tenants, {H100: 6}, {H100: 24}, node_free=scattered)
+    assert waiting.admit == []
+    assert waiting.waiting["a/gang"].reason == "capacity"
+    # One roomy node is not enough either.
+    one = {H100: {"n1": 6, "n2": 2, "n3": 2}}
+    assert decide([gang], tenants, {H100: 10}, {H100: 24}, node_free=one).admit == []
+
+    # Two nodes with 3 free each: admitted whole; the small job fits what is left.
+    two = {H100: {"n1": 3, "n2": 4, "n3": 2}}
+    decision = decide([gang, small], tenants, {H100: 9}, {H100: 24}, node_free=two)
+    assert decision.admit == ["a/gang", "b/small"]

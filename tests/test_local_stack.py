@@ -28,13 +28,19 @@ def test_default_fleet_mixes_three_gpu_types_over_two_zones() -> None:
             by_product.get(labels["nvidia.com/gpu.product"], 0) + 1
         )
         assert labels["topology.kubernetes.io/zone"] in {"zone-a", "zone-b"}
-        assert node["status"]["capacity"]["nvidia.com/gpu"] == labels["nvidia.com/gpu.count"]
+        capacity = node["status"]["capacity"]
+        shared = [
+            name for name in capacity if name.startswith(("nvidia.com/mig-", "nvidia.com/gpu."))
+        ]
+        # A node's GPUs are advertised whole, or all shared out (MIG, time-slicing).
+        assert capacity["nvidia.com/gpu"] == ("0" if shared else labels["nvidia.com/gpu.count"])
         assert node["spec"]["taints"] == [fleet.GPU_TAINT]
         assert node["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"}
     assert by_product == {
         "NVIDIA-H100-80GB-HBM3": 4,
-        "NVIDIA-A100-SXM4-40GB": 4,
+        "NVIDIA-A100-SXM4-40GB": 5,  # one of them in MIG mode
         "NVIDIA-L40S": 4,
+        "NVIDIA-L40S-SHARED": 1,
     }
 
 

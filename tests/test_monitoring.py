@@ -20,7 +20,7 @@ from aiohttp import web
 from aiokafka import AIOKafkaProducer
 from kubernetes_asyncio import client as k8s
 
-from gpucloud_agent.simulated import SimulatedFleet
+from gpucloud_agent.simulated import Placement, SimulatedFleet
 from gpucloud_libs.events import GpuSample, NodeInventory, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -169,7 +169,7 @@ class Telemetry:
         self.kafka = kafka
         self.kube = kube
         self.fleet = SimulatedFleet(seed=11)
-        self.placements: dict[str, list[tuple[str, str, int]]] = {}
+        self.placements: dict[str, list[Placement]] = {}
 
     async def node(self, *, product: str, gpus: int = 2) -> str:
         name = unique("mon-node")
@@ -206,12 +206,12 @@ class Telemetry:
         pods = await k8s.CoreV1Api(self.kube).list_pod_for_all_namespaces(
             label_selector="gpucloud.io/instance"
         )
-        placed: dict[str, list[tuple[str, str, int]]] = {}
+        placed: dict[str, list[Placement]] = {}
         for pod in pods.items:
             labels = pod.metadata.labels
             if pod.spec.node_name in self.fleet.nodes and pod.status.phase == "Running":
                 placed.setdefault(pod.spec.node_name, []).append(
-                    (labels["gpucloud.io/tenant"], labels["gpucloud.io/instance"], 1)
+                    Placement(labels["gpucloud.io/tenant"], labels["gpucloud.io/instance"], 1)
                 )
         for name in self.fleet.nodes:
             self.fleet.place(name, placed.get(name, []))

@@ -5,6 +5,7 @@ each unit as the part of a GPU it is."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -12,8 +13,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_agent.agent import sync_fleet
+from gpucloud_agent.simulated import SimulatedFleet, model_memory_mib
 from gpucloud_instances.admission_queue import Queued, TenantShare, decide
 from gpucloud_libs.gpu_shares import GpuShare
+from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.naming import tenant_namespace
 from gpucloud_metering import ledger
 
@@ -210,3 +214,39 @@ async def test_a_time_sliced_node_serves_one_tenant_at_a_time(
     # Once the first tenant's pods are gone, the node is the second tenant's.
     running = await eventually(placed, timeout=90, interval=0.5)
     assert running["node"] == "l40s-shared-zone-a-0"
+
+
+async def test_the_simulator_reports_each_mig_slice_for_the_instance_holding_it(
+    platform: Platform, stack_env: dict[str, str]
+) -> None:
+    spec = await shared_spec(
+        platform, gpuType=A100, gpuNum=2, gpuSharing="mig", migProfile="3g.20gb"
+    )
+    account = await platform.tenant(max_gpus=2)
+    instance = await instance_on(platform, account, spec["name"], "running")
+    assert instance["node"] == "a100-mig-zone-a-0"
+    fleet = SimulatedFleet(seed=3)
+    kube = KubeClient(stack_env["GPUCLOUD_KUBECONFIG"])
+    await kube.connect()
+    try:
+        # As the node agent's simulator follows the cluster.
+        await sync_fleet(fleet, kube, "gpucloud.io/node-pool=a100-mig")
+    finally:
+        await kube.close()
+
+    samples = fleet.sample("a100-mig-zone-a-0", datetime.now(UTC))
+
+    # One sample per MIG device the node advertises, none for the partitioned GPUs.
+    assert len(samples) == 28 + 8
+    assert {s.slice for s in samples} == {"1g.5gb", "3g.20gb"}
+    mine = [s for s in samples if s.instance_id == instance["instanceID"]]
+    assert [(s.slice, s.tenant_id) for s in mine] == [("3g.20gb", account.tenant_id)] * 2
+    assert all(s.utilization_gpu_pct >= 70 for s in mine)
+    # Each is part of a physical GPU: its memory is its profile's share of it.
+    for sample in mine:
+        assert sample.parent_gpu_uuid is not None
+        assert sample.parent_gpu_uuid.startswith("GPU-sim-a100-mig-zone-a-0-")
+        assert sample.memory_total_mib == round(model_memory_mib(A100) * 3 / 7)
+    idle = [s for s in samples if s.instance_id is None]
+    assert len(idle) == 34
+    assert all(s.utilization_gpu_pct <= 3 for s in idle)

@@ -32,6 +32,7 @@ from pydantic import Field, SecretStr
 
 from gpucloud_libs.errors import NotFound, Unauthenticated
 from gpucloud_libs.events import NodeInventory, TelemetryBatch
+from gpucloud_libs.gpu_shares import gpu_units
 from gpucloud_libs.http import ApiModel, install_error_handlers
 from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka import create_broker, publish_event
@@ -42,9 +43,11 @@ from gpucloud_libs.settings import ServiceSettings
 from gpucloud_libs.topics import TELEMETRY, require_topics
 
 from .nvml import NvmlSource, NvmlUnavailable, pod_uid_of
-from .simulated import Fault, SimulatedFleet
+from .simulated import Fault, Placement, SimulatedFleet, slice_layout
 
 log = logging.getLogger("gpucloud.agent")
+#: GPU feature discovery's count of a node's physical GPUs.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 SOURCE = "/gpucloud/agent"
 INVENTORY_EVERY_S = 600.0
 #: The simulator re-reads nodes and instance pods this often: listing every pod
@@ -261,17 +264,21 @@ async def sync_fleet(fleet: SimulatedFleet, kube: KubeClient, selector: str) -> 
     pods, _ = await kube.list("Pod", label_selector=INSTANCE_LABEL)
     seen, added = set(), []
     for node in nodes:
-        name = node["metadata"]["name"]
-        gpus = int(node.get("status", {}).get("capacity", {}).get(GPU_RESOURCE, "0"))
+        name, labels = node["metadata"]["name"], node["metadata"].get("labels", {})
+        units = gpu_units(node.get("status", {}).get("capacity", {}))
+        # A node whose GPUs are all shared out advertises no whole ones; GPU feature
+        # discovery's count label still says how many there are.
+        gpus = units.pop(GPU_RESOURCE, 0) or int(labels.get(GPU_COUNT_LABEL, "0"))
+        shared = {resource: count for resource, count in units.items() if count}
         if gpus == 0:
             continue
         seen.add(name)
         if name not in fleet.nodes:
             added.append(name)
         fleet.set_node(
-            name, node["metadata"].get("labels", {}).get(GPU_PRODUCT_LABEL, "unknown"), gpus
+            name, labels.get(GPU_PRODUCT_LABEL, "unknown"), gpus, slice_layout(gpus, shared)
         )
-    placed: dict[str, list[tuple[str, str, int, str]]] = {}
+    placed: dict[str, list[tuple[str, Placement]]] = {}
     for pod in pods:
         node_name = pod.get("spec", {}).get("nodeName")
         labels = pod["metadata"].get("labels", {})
@@ -281,16 +288,17 @@ async def sync_fleet(fleet: SimulatedFleet, kube: KubeClient, selector: str) -> 
             and pod.get("status", {}).get("phase") == "Running"
         ):
             limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
-            placed.setdefault(node_name, []).append(
-                (labels[TENANT_LABEL], labels[INSTANCE_LABEL], int(limits.get(GPU_RESOURCE, "0")),
-                 pod["metadata"].get("creationTimestamp", ""))
-            )  # fmt: skip
+            for resource, count in gpu_units(limits).items():
+                placed.setdefault(node_name, []).append((
+                    pod["metadata"].get("creationTimestamp", ""),
+                    Placement(labels[TENANT_LABEL], labels[INSTANCE_LABEL], count, resource),
+                ))  # fmt: skip
     for name in list(fleet.nodes):
         if name not in seen:
             fleet.remove_node(name)
             continue
-        ordered = sorted(placed.get(name, []), key=lambda item: (item[3], item[1]))
-        fleet.place(name, [(tenant, instance, gpus) for tenant, instance, gpus, _ in ordered])
+        ordered = sorted(placed.get(name, []), key=lambda item: (item[0], item[1].instance_id))
+        fleet.place(name, [placement for _, placement in ordered])
     return added
 
 

@@ -138,71 +138,116 @@ class NvmlSource:
         """PIDs of compute processes, by GPU UUID."""
         found: dict[str, list[int]] = {}
         for handle in self._handles:
-            uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-            running = _maybe(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
-            found[uuid] = [int(process.pid) for process in running]
+            # A MIG device runs its own processes; its parent lists none of them.
+            for device in [handle, *mig_devices(handle)]:
+                uuid = _text(pynvml.nvmlDeviceGetUUID(device))
+                running = _maybe(pynvml.nvmlDeviceGetComputeRunningProcesses, device) or []
+                found[uuid] = [int(process.pid) for process in running]
         return found
 
     def sample(self, at: datetime | None = None) -> list[GpuSample]:
+        """One sample per GPU; a GPU in MIG mode is read as its MIG devices instead, each
+        with the physical GPU's health readings (NVML reads those per GPU only)."""
         at = at or datetime.now(UTC)
         xids = self.xids()
         samples = []
         for index, handle in enumerate(self._handles):
-            uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-            rates = _maybe(pynvml.nvmlDeviceGetUtilizationRates, handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            power = _maybe(pynvml.nvmlDeviceGetPowerUsage, handle)
-            samples.append(
-                GpuSample(
-                    gpu_uuid=uuid,
-                    index=index,
-                    at=at,
-                    utilization_gpu_pct=float(rates.gpu) if rates else 0.0,
-                    utilization_memory_pct=float(rates.memory) if rates else 0.0,
-                    memory_used_mib=memory.used / 2**20,
-                    memory_total_mib=memory.total / 2**20,
-                    temperature_c=float(
-                        _maybe(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
-                        or 0
-                    ),
-                    power_w=(power or 0) / 1000,
-                    sm_clock_mhz=_maybe(
-                        pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM
-                    ),
-                    memory_clock_mhz=_maybe(
-                        pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM
-                    ),
-                    throttle_reasons=_maybe(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
-                    or 0,
-                    ecc_corrected=_maybe(
-                        pynvml.nvmlDeviceGetTotalEccErrors,
-                        handle,
-                        pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                        pynvml.NVML_VOLATILE_ECC,
-                    )
-                    or 0,
-                    ecc_uncorrected=_maybe(
-                        pynvml.nvmlDeviceGetTotalEccErrors,
-                        handle,
-                        pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                        pynvml.NVML_VOLATILE_ECC,
-                    )
-                    or 0,
-                    pcie_tx_kibps=_float(
-                        _maybe(
-                            pynvml.nvmlDeviceGetPcieThroughput,
-                            handle,
-                            pynvml.NVML_PCIE_UTIL_TX_BYTES,
-                        )
-                    ),
-                    pcie_rx_kibps=_float(
-                        _maybe(
-                            pynvml.nvmlDeviceGetPcieThroughput,
-                            handle,
-                            pynvml.NVML_PCIE_UTIL_RX_BYTES,
-                        )
-                    ),
-                    xid_errors=tuple(xids.get(uuid, ())),
-                )
-            )
+            whole = self._sample(index, handle, at, xids)
+            devices = mig_devices(handle)
+            samples += [mig_sample(whole, device) for device in devices] if devices else [whole]
         return samples
+
+    def _sample(
+        self, index: int, handle: Any, at: datetime, xids: dict[str, list[int]]
+    ) -> GpuSample:
+        uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
+        rates = _maybe(pynvml.nvmlDeviceGetUtilizationRates, handle)
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        power = _maybe(pynvml.nvmlDeviceGetPowerUsage, handle)
+        return GpuSample(
+            gpu_uuid=uuid,
+            index=index,
+            at=at,
+            utilization_gpu_pct=float(rates.gpu) if rates else 0.0,
+            utilization_memory_pct=float(rates.memory) if rates else 0.0,
+            memory_used_mib=memory.used / 2**20,
+            memory_total_mib=memory.total / 2**20,
+            temperature_c=float(
+                _maybe(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU) or 0
+            ),
+            power_w=(power or 0) / 1000,
+            sm_clock_mhz=_maybe(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
+            memory_clock_mhz=_maybe(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM),
+            throttle_reasons=_maybe(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle) or 0,
+            ecc_corrected=_maybe(
+                pynvml.nvmlDeviceGetTotalEccErrors,
+                handle,
+                pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                pynvml.NVML_VOLATILE_ECC,
+            )
+            or 0,
+            ecc_uncorrected=_maybe(
+                pynvml.nvmlDeviceGetTotalEccErrors,
+                handle,
+                pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                pynvml.NVML_VOLATILE_ECC,
+            )
+            or 0,
+            pcie_tx_kibps=_float(
+                _maybe(
+                    pynvml.nvmlDeviceGetPcieThroughput,
+                    handle,
+                    pynvml.NVML_PCIE_UTIL_TX_BYTES,
+                )
+            ),
+            pcie_rx_kibps=_float(
+                _maybe(
+                    pynvml.nvmlDeviceGetPcieThroughput,
+                    handle,
+                    pynvml.NVML_PCIE_UTIL_RX_BYTES,
+                )
+            ),
+            xid_errors=tuple(xids.get(uuid, ())),
+        )
+
+
+#: `nvmlDeviceGetName` of a MIG device ends with its profile: "... MIG 1g.5gb".
+_MIG_PROFILE = re.compile(r"MIG (\S+)$")
+
+
+def mig_devices(handle: Any) -> list[Any]:
+    """The MIG devices of a GPU in MIG mode; none for a GPU that is not (or cannot be)."""
+    mode = _maybe(pynvml.nvmlDeviceGetMigMode, handle)
+    if not mode or mode[0] != pynvml.NVML_DEVICE_MIG_ENABLE:
+        return []
+    devices = []
+    for slot in range(_maybe(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0):
+        device = _maybe(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+        if device is not None:  # an empty slot
+            devices.append(device)
+    return devices
+
+
+def mig_sample(whole: GpuSample, device: Any) -> GpuSample:
+    """A MIG device's sample: its own UUID, profile and memory; engine activity where the
+    driver reports it per device, else the GPU's; health readings the GPU's."""
+    memory = pynvml.nvmlDeviceGetMemoryInfo(device)
+    rates = _maybe(pynvml.nvmlDeviceGetUtilizationRates, device)
+    match = _MIG_PROFILE.search(_text(_maybe(pynvml.nvmlDeviceGetName, device) or ""))
+    return whole.model_copy(
+        update={
+            "gpu_uuid": _text(pynvml.nvmlDeviceGetUUID(device)),
+            "parent_gpu_uuid": whole.gpu_uuid,
+            "slice": match.group(1) if match else "mig",
+            "memory_used_mib": memory.used / 2**20,
+            "memory_total_mib": memory.total / 2**20,
+            **(
+                {
+                    "utilization_gpu_pct": float(rates.gpu),
+                    "utilization_memory_pct": float(rates.memory),
+                }
+                if rates
+                else {}
+            ),
+        }
+    )

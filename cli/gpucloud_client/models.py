@@ -76,6 +76,8 @@ class Job(TypedDict):
     image: str
     parallelism: int
     completions: int
+    #: A multi-node job's pods, one per node (a JobSet); None for any other job.
+    nodes: NotRequired[int | None]
     retryLimit: int
     priority: int
     cancelRequested: bool
@@ -149,6 +151,8 @@ class UsageRow(TypedDict):
     gpuMicroseconds: int
     gpuSeconds: float
     creditedGpuMicroseconds: int
+    #: Time on shared-GPU units (MIG slices, replicas), unweighted.
+    sliceMicroseconds: NotRequired[int]
     storageGbHours: str
     amount: str
 

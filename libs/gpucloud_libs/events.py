@@ -290,6 +290,11 @@ class GpuSample(BaseModel):
     #: (instance ids are unique per tenant, so both are given).
     instance_id: str | None = None
     tenant_id: str | None = None
+    #: A slice of a shared GPU (a MIG device, or a time-sliced replica in the
+    #: simulator): the physical GPU it is part of, and its MIG profile or `replica`.
+    #: Its health readings are the physical GPU's; `index` is the physical GPU's.
+    parent_gpu_uuid: str | None = None
+    slice: str | None = None
 
 
 class TelemetryBatch(EventData):

@@ -10,6 +10,7 @@ crosses into the rest of the service.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -100,6 +101,19 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
 }
 
 
+#: Custom resources: kind -> (group, version, plural), all namespaced.
+_CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+}
+_CUSTOM_VERBS = {
+    "create": "create_namespaced_custom_object",
+    "read": "get_namespaced_custom_object",
+    "patch": "patch_namespaced_custom_object",
+    "replace": "replace_namespaced_custom_object",
+    "delete": "delete_namespaced_custom_object",
+}
+
+
 class KubeClient:
     """Connects on service start (kubeconfig path, or in-cluster when none is given)."""
 
@@ -132,6 +146,8 @@ class KubeClient:
         return self._api
 
     def _method(self, kind: str, verb: str) -> tuple[Any, bool]:
+        if kind in _CUSTOM_KINDS:
+            return self._custom_method(kind, verb), True
         api_class, resource, namespaced = _KINDS[kind]
         if api_class not in self._apis:
             self._apis[api_class] = getattr(client, api_class)(self.api)
@@ -140,6 +156,26 @@ class KubeClient:
             scope = ""
             resource = f"{resource}_for_all_namespaces"
         return getattr(self._apis[api_class], f"{verb}_{scope}{resource}"), namespaced
+
+    def _custom_method(self, kind: str, verb: str) -> Any:
+        """A CustomObjectsApi call taking the arguments the built-in kinds' calls take:
+        (namespace, body) to create, (name, namespace[, body]) otherwise."""
+        group, version, plural = _CUSTOM_KINDS[kind]
+        if "CustomObjectsApi" not in self._apis:
+            self._apis["CustomObjectsApi"] = client.CustomObjectsApi(self.api)
+        api = self._apis["CustomObjectsApi"]
+        if verb == "list":
+            return functools.partial(api.list_cluster_custom_object, group, version, plural)
+        method = getattr(api, _CUSTOM_VERBS[verb])
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if verb == "create":
+                namespace, body = args
+                return method(group, version, namespace, plural, body, **kwargs)
+            name, namespace, *rest = args
+            return method(group, version, namespace, plural, name, *rest, **kwargs)
+
+        return call
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the API and return the server's JSON as it came. The library's models

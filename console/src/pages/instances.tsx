@@ -281,11 +281,18 @@ function Jobs() {
   const [image, setImage] = useState("");
   const [command, setCommand] = useState("");
   const [specName, setSpecName] = useState("");
+  const [nodes, setNodes] = useState("");
   const action = useAction();
   const specs = catalog.data?.specs ?? [];
   const submit = (e: Event) => {
     e.preventDefault();
-    const body = { image, specName: specName || specs[0]?.name, command: command ? command.split(" ") : undefined };
+    const body = {
+      image,
+      specName: specName || specs[0]?.name,
+      command: command ? command.split(" ") : undefined,
+      // A multi-node job: its pods start together, a node each (docs/jobs.md).
+      nodes: Number(nodes) > 1 ? Number(nodes) : undefined,
+    };
     void action.run(async () => {
       await post("/jobs", body);
       list.reload();
@@ -298,6 +305,7 @@ function Jobs() {
         <Field label="Spec" name="job-spec" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
         <Field label="Image" name="job-image" value={image} onInput={setImage} required placeholder="pytorch/pytorch" />
         <Field label="Command" name="job-command" value={command} onInput={setCommand} placeholder="python train.py" />
+        <Field label="Nodes (multi-node, optional)" name="job-nodes" type="number" value={nodes} onInput={setNodes} placeholder="1" />
         <ErrorNote error={action.error} />
         <button type="submit" disabled={action.busy || !specs.length}>
           Submit

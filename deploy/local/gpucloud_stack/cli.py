@@ -54,6 +54,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     provision.ensure_all()
     ctx = components.context()
     _bring_up(components.infra(), ctx)
+    _bring_up(components.ADDONS, ctx)
     if not args.infra_only:
         _bring_up(components.SERVICES, ctx)
     _say(f"\nup in {time.monotonic() - started:.1f}s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from typing import Literal
 from . import ceph, kube_access, layout, probes, provision
 from .errors import StackError
 from .layout import HOST, PORTS
-from .secrets import Secrets, ensure_kube_pki, load_or_create
+from .secrets import Secrets, ensure_kube_pki, issue_serving_cert, load_or_create
 
 
 @dataclass(frozen=True)
@@ -478,6 +479,107 @@ KWOK = Component(
     ports=(PORTS.kwok,),
 )
 
+# --- JobSet ------------------------------------------------------------------------
+
+#: JobSet's admission webhooks (its module's config/components/webhook), reached at the
+#: controller's own address: it runs on this machine, not behind a Service.
+_JOBSET_WEBHOOKS = {
+    "MutatingWebhookConfiguration": [
+        ("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobsets", ["CREATE"]),
+        ("mpod.kb.io", "/mutate--v1-pod", "pods", ["CREATE"]),
+    ],
+    "ValidatingWebhookConfiguration": [
+        (
+            "vjobset.kb.io",
+            "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+            "jobsets",
+            ["CREATE", "UPDATE"],
+        ),
+        ("vpod.kb.io", "/validate--v1-pod", "pods", ["CREATE"]),
+    ],
+}
+
+
+def _jobset_dir() -> Path:
+    return layout.etc_dir() / "jobset"
+
+
+def _prepare_jobset(ctx: Context) -> None:
+    """The controller's configuration and serving certificate, then its CRD and webhooks
+    (server-side applied, so a new JobSet version updates them)."""
+    directory = _jobset_dir()
+    certs = directory / "certs"
+    issue_serving_cert(ctx.pki, certs, "jobset-webhook")
+    (directory / "config.yaml").write_text(
+        "apiVersion: config.jobset.x-k8s.io/v1alpha1\n"
+        "kind: Configuration\n"
+        "leaderElection: {leaderElect: false}\n"
+        f"health: {{healthProbeBindAddress: '{HOST}:{PORTS.jobset_health}'}}\n"
+        "metrics: {bindAddress: '0'}\n"
+        f"webhook: {{host: '{HOST}', port: {PORTS.jobset_webhook}, certDir: '{certs}'}}\n"
+        "internalCertManagement: {enable: false}\n"
+    )
+    crd = provision.JOBSET.path("jobset.x-k8s.io_jobsets.yaml").read_text()
+    kube_access.server_side_apply(
+        ctx.pki / "ca.crt", ctx.secrets.kube_admin_token,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io",
+        crd,
+    )  # fmt: skip
+    ca_bundle = base64.b64encode((ctx.pki / "ca.crt").read_bytes()).decode()
+    for kind, hooks in _JOBSET_WEBHOOKS.items():
+        manifest = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {"name": "gpucloud-jobset"},
+            "webhooks": [_jobset_webhook(*hook, ca_bundle) for hook in hooks],
+        }
+        plural = kind.lower() + "s"
+        kube_access.server_side_apply(
+            ctx.pki / "ca.crt", ctx.secrets.kube_admin_token,
+            f"/apis/admissionregistration.k8s.io/v1/{plural}/gpucloud-jobset", json.dumps(manifest),
+        )  # fmt: skip
+
+
+def _jobset_webhook(
+    name: str, path: str, resource: str, operations: list[str], ca_bundle: str
+) -> dict[str, object]:
+    jobsets = resource == "jobsets"
+    hook: dict[str, object] = {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": {"url": f"https://{HOST}:{PORTS.jobset_webhook}{path}", "caBundle": ca_bundle},
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "rules": [{
+            "apiGroups": ["jobset.x-k8s.io" if jobsets else ""],
+            "apiVersions": ["v1alpha2" if jobsets else "v1"],
+            "operations": operations,
+            "resources": [resource],
+        }],
+    }  # fmt: skip
+    if not jobsets:  # the pod hooks see JobSet's pods only, as its own kustomization has it
+        hook["objectSelector"] = {
+            "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+        }
+    return hook
+
+
+#: JobSet (sigs.k8s.io/jobset) runs multi-node jobs: a group of Jobs created, and
+#: restarted, together. Started after the control plane: its CRD must be there.
+JOBSET = Component(
+    name="jobset",
+    kind="infra",
+    prepare=_prepare_jobset,
+    argv=lambda ctx: [
+        str(provision.JOBSET.path("jobset")),
+        f"--kubeconfig={ctx.kubeconfig}",
+        f"--config={_jobset_dir() / 'config.yaml'}",
+        "--zap-log-level=info",
+    ],
+    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.jobset_health}/readyz"),
+    ports=(PORTS.jobset_webhook, PORTS.jobset_health),
+)
+
 # --- Object storage -------------------------------------------------------------
 
 MINIO = Component(
@@ -755,9 +857,11 @@ SERVICES: tuple[Component, ...] = (
     *(_service(name) for name in SERVICE_NAMES),
     GPU_SIMULATOR,
 )
+#: What runs on the cluster's control plane once it is up: started after `infra()`.
+ADDONS: tuple[Component, ...] = (JOBSET,)
 #: Every component either object store may run: `down`, `logs` and `reset` reach them all.
 ALL: tuple[Component, ...] = (
     ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES,
-    FERRETDB, MINIO, *CEPH, *SERVICES,
+    FERRETDB, MINIO, *CEPH, *ADDONS, *SERVICES,
 )  # fmt: skip
 BY_NAME = {component.name: component for component in ALL}

@@ -69,6 +69,7 @@ def manifests() -> list[Manifest]:
             {"apiGroups": [""], "resources": ["nodes"], "verbs": [*_READ, "patch"]},
             {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": _ALL},
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _ALL},
+            {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": _ALL},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": _ALL},
             # Image pull Secrets only (the admission policy): written, never read.
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "delete"]},
@@ -182,22 +183,28 @@ def _path(manifest: Manifest) -> str:
 
 def apply(ca: Path, admin_token: str) -> int:
     """Server-side apply every object as the cluster admin; returns how many."""
-    tls = ssl.create_default_context(cafile=str(ca))
     objects = manifests()
     for manifest in objects:
-        request = urllib.request.Request(
-            f"https://{HOST}:{PORTS.kube_apiserver}{_path(manifest)}"
-            "?fieldManager=gpucloud-stack&force=true",
-            data=json.dumps(manifest).encode(),
-            method="PATCH",
-            headers={
-                "Authorization": f"Bearer {admin_token}",
-                "Content-Type": "application/apply-patch+yaml",
-            },
-        )
-        with urllib.request.urlopen(request, context=tls, timeout=10):
-            pass
+        server_side_apply(ca, admin_token, _path(manifest), json.dumps(manifest))
     return len(objects)
+
+
+def server_side_apply(ca: Path, admin_token: str, path: str, body: str) -> None:
+    """Apply one object (JSON or YAML text) at its API `path` as the cluster admin: made
+    if missing, brought in line if not."""
+    request = urllib.request.Request(
+        f"https://{HOST}:{PORTS.kube_apiserver}{path}?fieldManager=gpucloud-stack&force=true",
+        data=body.encode(),
+        method="PATCH",
+        headers={
+            "Authorization": f"Bearer {admin_token}",
+            "Content-Type": "application/apply-patch+yaml",
+        },
+    )
+    with urllib.request.urlopen(
+        request, context=ssl.create_default_context(cafile=str(ca)), timeout=30
+    ):
+        pass
 
 
 def write_kubeconfig(path: Path, user_name: str, token: str, ca: Path) -> None:

@@ -17,6 +17,7 @@ FERRETDB_VERSION = "v1.24.2"
 KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.5.35"
 KWOK_VERSION = "v0.7.0"
+JOBSET_VERSION = "v0.11.0"
 #: Not a server: renders the chart for its tests (tests/test_helm_chart.py).
 HELM_VERSION = "v3.16.4"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
@@ -40,6 +41,8 @@ class Ports:
     kube_controller_manager: int = 10257
     kube_scheduler: int = 10259
     kwok: int = 10247
+    jobset_webhook: int = 10263
+    jobset_health: int = 10264
     minio: int = 9000
     minio_console: int = 9001
     ceph_mon: int = 3300

@@ -47,6 +47,9 @@ class Artifact:
     #: Output name when one package is built (several are named after their paths).
     binary: str | None = None
     ldflags: str = "-s -w"
+    #: Files of a Go module the build needs beside the binary (manifests), as
+    #: (module, path in it): copied from the module cache under their base names.
+    module_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -55,6 +58,8 @@ class Artifact:
     def _fingerprint(self) -> str:
         digest = hashlib.sha256(self.ldflags.encode())
         digest.update(" ".join(self.debian).encode())
+        if self.module_files:  # (only then: the other builds keep their cache keys)
+            digest.update(repr(self.module_files).encode())
         for path in sorted(self.source.iterdir()) if not self.debian else ():
             if path.is_file():
                 digest.update(path.name.encode())
@@ -77,6 +82,16 @@ KUBERNETES = Artifact(
         "k8s.io/kubernetes/cmd/kube-scheduler",
     ),
     ldflags=f"-s -w {_K8S_VERSION_LDFLAGS}",
+)
+JOBSET = Artifact(
+    "jobset",
+    layout.JOBSET_VERSION,
+    GO_DIR / "jobset",
+    ("sigs.k8s.io/jobset",),
+    binary="jobset",
+    module_files=(
+        ("sigs.k8s.io/jobset", "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+    ),
 )
 ETCD = Artifact(
     "etcd", layout.ETCD_VERSION, GO_DIR / "etcd", ("go.etcd.io/etcd/server/v3",), binary="etcd"
@@ -110,7 +125,7 @@ CEPH = Artifact(
 CHROMIUM = Artifact("chromium", layout.CHROMIUM_VERSION, layout.LOCAL_DIR, debian=("chromium",))
 
 #: What every stack needs; the object store's own artifacts come with it (object_store()).
-ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, HELM)
+ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, JOBSET, HELM)
 
 
 def object_store_artifacts() -> tuple[Artifact, ...]:
@@ -191,6 +206,21 @@ def _command(artifact: Artifact, staging: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _copy_module_files(artifact: Artifact, staging: Path, env: dict[str, str], out: IO[str]) -> int:
+    """Copy `artifact.module_files` out of the module cache the build just filled."""
+    go = _require_tool(artifact, "go", "install Go 1.24 or newer")
+    for module, relative in artifact.module_files:
+        found = subprocess.run(
+            [go, "list", "-m", "-f", "{{.Dir}}", module],
+            cwd=artifact.source, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if found.returncode != 0:
+            out.write(found.stderr)
+            return found.returncode
+        shutil.copyfile(Path(found.stdout.strip()) / relative, staging / Path(relative).name)
+    return 0
+
+
 def ensure(artifact: Artifact, *, say: bool = True) -> Path:
     """Build `artifact` unless the cache already holds it; returns its directory."""
     target = artifact.directory
@@ -219,6 +249,8 @@ def ensure(artifact: Artifact, *, say: bool = True) -> Path:
                 stderr=subprocess.STDOUT,
                 check=False,
             ).returncode
+        if returncode == 0 and artifact.module_files:
+            returncode = _copy_module_files(artifact, staging, env, out)
     if returncode != 0:
         raise StackError(artifact.name, f"build failed with exit code {returncode}", log)
     (staging / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")

@@ -163,3 +163,25 @@ def ensure_kube_pki() -> Path:
     for key in pki.glob("*.key"):
         key.chmod(0o600)
     return pki
+
+
+def issue_serving_cert(pki: Path, directory: Path, name: str) -> None:
+    """`directory`/tls.crt and tls.key: a serving certificate for this machine's loopback
+    address, from the stack's CA (for a webhook the API server calls); made once."""
+    if (directory / "tls.crt").exists():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    (directory / "tls.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl("genrsa", "-out", "tls.key", "2048")
+    openssl("req", "-new", "-key", "tls.key", "-subj", f"/CN={name}", "-out", "tls.csr")
+    openssl("x509", "-req", "-in", "tls.csr", "-CA", str(pki / "ca.crt"), "-CAkey",
+            str(pki / "ca.key"), "-CAcreateserial", "-CAserial", "tls.srl", "-days", "3650",
+            "-extfile", "tls.ext", "-out", "tls.crt")  # fmt: skip
+    (directory / "tls.key").chmod(0o600)

@@ -20,6 +20,9 @@ The rule, in one pass:
 - It must fit the free GPUs of its type; if not, it waits for `capacity`, and
   so does every later workload of that GPU type this pass, whoever's: a big
   job is not starved by smaller ones slipping past it.
+- A multi-node job (`spread`) must also find that many nodes, each with one
+  pod's GPUs free, or it waits for `capacity` the same way: it is admitted
+  whole or not at all.
 - Borrowing: once every tenant's guaranteed work is placed, a tenant may go past
   its quota by up to its `borrow_gpus`, on GPUs nobody's guaranteed work waits
   for. Such an admission is marked borrowing.
@@ -57,6 +60,8 @@ class Queued:
     may_borrow: bool = False
     #: What it takes of its pool, where that differs from `gpus` (shared GPUs' slices).
     units: int | None = None
+    #: A multi-node job's pods, each needing a node of its own; 0 for any other.
+    spread: int = 0
 
     @property
     def takes(self) -> int:
@@ -128,6 +133,7 @@ def decide(
     *,
     running: Sequence[Running] = (),
     releasing: Sequence[Running] = (),
+    node_free: dict[str, dict[str, int]] | None = None,
 ) -> Decision:
     """Admit what fits now, fairly; say why the rest waits; preempt borrowed GPUs that
     guaranteed work needs.
@@ -135,10 +141,11 @@ def decide(
     `free`: units free per pool right now; `capacity`: units per pool in the fleet
     (the denominator of the dominant share); `running`: the admitted workloads that
     may be preempted; `releasing`: those an earlier pass preempted, whose GPUs are
-    being freed (their tenants no longer count them). A workload of a tenant missing from `tenants` (not known yet, or
-    suspended) waits for `quota`.
+    being freed (their tenants no longer count them); `node_free`: units free per
+    node, by pool, for multi-node jobs. A workload of a tenant missing from `tenants`
+    (not known yet, or suspended) waits for `quota`.
     """
-    return _Pass(queued, tenants, free, capacity, running, releasing).run()
+    return _Pass(queued, tenants, free, capacity, running, releasing, node_free or {}).run()
 
 
 class _Pass:
@@ -152,6 +159,7 @@ class _Pass:
         capacity: dict[str, int],
         running: Sequence[Running],
         releasing: Sequence[Running],
+        node_free: dict[str, dict[str, int]],
     ) -> None:
         by_tenant: dict[str, list[Queued]] = defaultdict(list)
         for item in queued:
@@ -163,6 +171,7 @@ class _Pass:
         self.gpus = {t: s.held_gpus for t, s in tenants.items()}
         self.workloads = {t: s.held_workloads for t, s in tenants.items()}
         self.free = dict(free)
+        self.node_free = {pool: dict(nodes) for pool, nodes in node_free.items()}
         #: GPUs per type that preemptions are freeing, not yet promised to anyone.
         self.releasing: dict[str, int] = defaultdict(int)
         for gone in releasing:
@@ -227,6 +236,10 @@ class _Pass:
                 self.full_types.add(gpu_type)
                 self.blocked[tenant] = "reclaim" if reclaiming else "capacity"
                 continue
+            if head.spread and not self._place_spread(head):
+                self.full_types.add(gpu_type)
+                self.blocked[tenant] = "capacity"
+                continue
             self.lines[tenant].pop(0)
             self.admit.append(head.key)
             if self.gpus[tenant] + head.gpus > standing.max_gpus:
@@ -265,6 +278,18 @@ class _Pass:
             self.preempt.append(victim.key)
             self._hold(victim.tenant_id, gpu_type, -victim.takes, -victim.gpus)
         self.releasing[gpu_type] = -short
+        return True
+
+    def _place_spread(self, head: Queued) -> bool:
+        """Find `head.spread` nodes with one pod's units free each, tightest first so
+        that roomy nodes stay whole, and take them; False, taking nothing, if too few."""
+        per_pod = head.takes // head.spread
+        nodes = self.node_free.get(head.gpu_type, {})
+        fitting = sorted((free, node) for node, free in nodes.items() if free >= per_pod)
+        if len(fitting) < head.spread:
+            return False
+        for _, node in fitting[: head.spread]:
+            nodes[node] -= per_pod
         return True
 
     def _hold(self, tenant: str, gpu_type: str, units: int, gpus: int) -> None:

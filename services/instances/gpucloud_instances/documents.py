@@ -157,6 +157,8 @@ class JobDoc(TypedDict):
     template: dict[str, Any]
     storages: list[dict[str, Any]]
     parallelism: int
+    #: A multi-node job's pods (then `parallelism` and `completions` too): a JobSet.
+    nodes: NotRequired[int | None]
     completions: int
     retry_limit: int
     deadline_seconds: int | None

@@ -53,6 +53,7 @@ class JobFailure(StrEnum):
     UNSCHEDULABLE = "unschedulable"  # no node of the spec's type could ever hold a run
     STORAGE_UNAVAILABLE = "storage_unavailable"
     JOB_LOST = "job_lost"  # the Kubernetes Job vanished before it ended
+    JOBSET_UNAVAILABLE = "jobset_unavailable"  # a multi-node job on a cluster without JobSet
 
 
 class RunState(StrEnum):
@@ -220,7 +221,7 @@ _FAILURE_REASONS = {
 def observe_job(
     job: dict[str, Any], runs: dict[str, RunRecord], *, now: datetime
 ) -> JobObservation:
-    """The job's state from its Kubernetes Job and its recorded runs.
+    """The job's state from its Kubernetes Job (or JobSet) and its recorded runs.
 
     A job ends only once every run has ended, at the last run's end, so no GPU
     time is billed past the job's own end.
@@ -233,8 +234,10 @@ def observe_job(
     all_ended = all(run.state in RUN_ENDED for run in runs.values())
     last_end = max((run.ended_at for run in runs.values() if run.ended_at), default=None)
     started_at = min((run.started_at for run in runs.values() if run.started_at), default=None)
-    if "Complete" in conditions and all_ended:
-        at = last_end or timestamp(conditions["Complete"].get("lastTransitionTime"), now)
+    # A Job says `Complete`; a multi-node job's JobSet says `Completed`.
+    complete = conditions.get("Complete") or conditions.get("Completed")
+    if complete is not None and all_ended:
+        at = last_end or timestamp(complete.get("lastTransitionTime"), now)
         return JobObservation(JobState.SUCCEEDED, at, started_at=started_at)
     if "Failed" in conditions and all_ended:
         condition = conditions["Failed"]

@@ -84,7 +84,7 @@ class Jobs:
             return await self._replay(existing, hashed), False
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
-        _fits_quota(tenant, spec, body.parallelism)
+        _fits_quota(tenant, spec, body.pods)
         zones = allowed_zones(spec, body.zone)
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
@@ -277,6 +277,7 @@ class Jobs:
             image=doc["image"],
             parallelism=doc["parallelism"],
             completions=doc["completions"],
+            nodes=doc.get("nodes"),
             retry_limit=doc["retry_limit"],
             deadline_seconds=doc.get("deadline_seconds"),
             priority=doc["priority"],
@@ -365,8 +366,9 @@ def _job_document(
         "args": body.args,
         "template": body.template.model_dump(by_alias=True),
         "storages": storages,
-        "parallelism": body.parallelism,
-        "completions": body.completions or body.parallelism,
+        "parallelism": body.pods,
+        "completions": body.completions or body.pods,
+        "nodes": body.nodes,
         "retry_limit": body.retry_limit,
         "deadline_seconds": body.deadline_seconds,
         "priority": body.priority,

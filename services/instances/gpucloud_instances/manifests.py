@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from gpucloud_libs import naming
@@ -319,69 +320,128 @@ def job_object_name(job_id: str) -> str:
     return f"job-{job_id}"
 
 
-def batch_job(
-    *,
-    namespace_name: str,
-    tenant_id: str,
-    job_id: str,
-    spec_name: str,
-    image: str,
-    command: list[str] | None,
-    args: list[str] | None,
-    template: InstanceTemplate,
-    cpu: str,
-    memory: str,
-    gpus: int,
-    gpu_type: str,
-    zones: list[str],
-    parallelism: int,
-    completions: int,
-    retry_limit: int,
-    deadline_seconds: int | None,
-    storage_secrets: list[tuple[str, str]] | None = None,
-    pull_secrets: list[str] | None = None,
-    gpu_resource: str = GPU_RESOURCE,
-) -> Manifest:
+@dataclass(frozen=True)
+class JobPods:
+    """What a batch job's pods are, whichever object runs them (`batch_job`, `job_set`)."""
+
+    namespace_name: str
+    tenant_id: str
+    job_id: str
+    spec_name: str
+    image: str
+    command: list[str] | None
+    args: list[str] | None
+    template: InstanceTemplate
+    cpu: str
+    memory: str
+    gpus: int
+    gpu_type: str
+    zones: list[str]
+    retry_limit: int
+    deadline_seconds: int | None
+    storage_secrets: list[tuple[str, str]] | None = None
+    pull_secrets: list[str] | None = None
+    gpu_resource: str = GPU_RESOURCE
+
+    @property
+    def owner(self) -> dict[str, str]:
+        return {TENANT: self.tenant_id, JOB: self.job_id}
+
+    def container(self) -> Manifest:
+        return _workload_container(
+            self.image, self.template, self.cpu, self.memory, (self.gpu_resource, self.gpus),
+            self.storage_secrets, command=self.command, args=self.args,
+        )  # fmt: skip
+
+    def pod_template(self, container: Manifest) -> Manifest:
+        labels = {MANAGED: "true", **self.owner, SPEC: self.spec_name}
+        return {
+            "metadata": {"labels": {**labels, **_sharing_labels(self.gpu_resource)}},
+            "spec": _workload_pod_spec(
+                container, self.template, "Never", self.gpu_type, self.zones, None,
+                self.pull_secrets or [], _sole_tenant(self.gpu_resource, self.tenant_id),
+            ),
+        }  # fmt: skip
+
+
+def batch_job(pods: JobPods, *, parallelism: int, completions: int) -> Manifest:
     """A batch job as a Kubernetes Job: Kubernetes' own Job controller runs its pods,
     retries failed ones up to `retry_limit` and enforces the deadline. Pods are never
     restarted in place (a run that fails is a new run), and a finished Job stays a
     day for its logs and runs, then Kubernetes removes it."""
-    container = _workload_container(
-        image, template, cpu, memory, (gpu_resource, gpus), storage_secrets, command=command,
-        args=args,
-    )  # fmt: skip
-    labels = {MANAGED: "true", TENANT: tenant_id, JOB: job_id}
     spec: Manifest = {
         "parallelism": parallelism,
         "completions": completions,
-        "backoffLimit": retry_limit,
+        "backoffLimit": pods.retry_limit,
         "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
-        "template": {
-            "metadata": {"labels": {**labels, SPEC: spec_name, **_sharing_labels(gpu_resource)}},
-            "spec": _workload_pod_spec(
-                container,
-                template,
-                "Never",
-                gpu_type,
-                zones,
-                None,
-                pull_secrets or [],
-                _sole_tenant(gpu_resource, tenant_id),
-            ),
-        },
+        "template": pods.pod_template(pods.container()),
     }
-    if deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = deadline_seconds
+    if pods.deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = pods.deadline_seconds
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_object_name(job_id),
-            "namespace": namespace_name,
-            "labels": labels,
+            "name": job_object_name(pods.job_id),
+            "namespace": pods.namespace_name,
+            "labels": {MANAGED: "true", **pods.owner},
         },
         "spec": spec,
     }
+
+
+#: A multi-node job's one replicated Job in its JobSet.
+JOBSET_WORKERS = "workers"
+
+
+def job_set(pods: JobPods, *, nodes: int) -> Manifest:
+    """A multi-node job as a JobSet: one Indexed Job of `nodes` pods, each on a node of
+    its own, that JobSet restarts as a whole (up to `retry_limit` times) when a pod
+    fails, since a distributed run cannot go on without one of its ranks.
+
+    Each pod finds the others by name: JobSet gives them stable hostnames under a
+    headless Service. `GPUCLOUD_LEADER_HOST` is rank 0's, `GPUCLOUD_NODES` the count,
+    and Kubernetes sets each pod's rank as `JOB_COMPLETION_INDEX`."""
+    name = job_object_name(pods.job_id)
+    container = pods.container()
+    container["env"] += [
+        {"name": "GPUCLOUD_NODES", "value": str(nodes)},
+        {"name": "GPUCLOUD_LEADER_HOST", "value": f"{name}-{JOBSET_WORKERS}-0-0.{name}"},
+    ]
+    template = pods.pod_template(container)
+    template["spec"]["affinity"].setdefault("podAntiAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", []
+    ).append(
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": pods.owner}}
+    )
+    job_spec: Manifest = {
+        "parallelism": nodes,
+        "completions": nodes,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,  # a failed pod fails the Job; JobSet restarts them all
+        "template": template,
+    }
+    if pods.deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = pods.deadline_seconds
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name, "namespace": pods.namespace_name,
+            "labels": {MANAGED: "true", **pods.owner},
+        },
+        "spec": {
+            "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
+            "failurePolicy": {"maxRestarts": pods.retry_limit},
+            "successPolicy": {"operator": "All"},
+            "network": {"enableDNSHostnames": True},
+            # Its Jobs carry no MANAGED label: the JobSet is the one object to watch.
+            "replicatedJobs": [
+                {"name": JOBSET_WORKERS, "replicas": 1,
+                 "template": {"metadata": {"labels": pods.owner}, "spec": job_spec}}
+            ],
+        },
+    }  # fmt: skip
 
 
 #: Image pull Secrets are named so; the admission policy lets the instances service

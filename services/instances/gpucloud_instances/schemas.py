@@ -242,6 +242,11 @@ class JobCreate(ApiModel):
     volumes: list[VolumeSpec] = Field(default_factory=list, max_length=16)
     #: Pods that run at once, each with the spec's GPUs.
     parallelism: int = Field(default=1, ge=1, le=64)
+    #: A multi-node job: this many pods, each on a node of its own with the spec's
+    #: GPUs, admitted and started together or not at all, and restarted together (up
+    #: to `retryLimit` times) when one fails. Runs as a JobSet; instead of
+    #: `parallelism` and `completions`.
+    nodes: int | None = Field(default=None, ge=2, le=64)
     #: Successful pods that complete the job; `parallelism` when left out.
     completions: int | None = Field(default=None, ge=1, le=1024)
     #: Failed pods retried before the job fails (Kubernetes' backoffLimit).
@@ -254,7 +259,14 @@ class JobCreate(ApiModel):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         _check_env_and_volumes(self.env, self.volumes)
+        if self.nodes is not None and (self.parallelism != 1 or self.completions is not None):
+            raise ValueError("a multi-node job gives nodes, not parallelism or completions")
         return self
+
+    @property
+    def pods(self) -> int:
+        """Pods that run at once."""
+        return self.nodes or self.parallelism
 
     @property
     def template(self) -> InstanceTemplate:
@@ -290,6 +302,8 @@ class Job(ApiModel):
     image: str
     parallelism: int
     completions: int
+    #: Set for a multi-node job (a JobSet): its pods, one per node, all or nothing.
+    nodes: int | None = None
     retry_limit: int
     deadline_seconds: int | None = None
     priority: int

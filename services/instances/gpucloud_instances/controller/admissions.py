@@ -107,6 +107,7 @@ class Admissions:
             queued, tenants, accounting.free, accounting.capacity,
             running=[_running(doc) for doc in holding if doc["state"] != JobState.PREEMPTING],
             releasing=[_running(doc) for doc in holding if doc["state"] == JobState.PREEMPTING],
+            node_free=accounting.node_free,
         )  # fmt: skip
         self._plan = (
             {item: BORROW if item in decision.borrowing else ADMIT for item in decision.admit}
@@ -133,7 +134,7 @@ def _queued_job(doc: JobDoc) -> Queued:
     return Queued(
         job_item(doc["_id"]), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
         share.quota_gpus(units), doc["priority"], aware(doc["created_at"]), may_borrow=True,
-        units=units,
+        units=units, spread=doc.get("nodes") or 0,
     )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from gpucloud_libs.clock import now, now_as_stored
 from gpucloud_libs.gpu_shares import GpuShare, gpu_units
-from gpucloud_libs.kube import GoneError, KubeClient, Manifest
+from gpucloud_libs.kube import GoneError, KubeClient, Manifest, NotFoundError
 
 from .. import manifests
 from ..documents import InstanceDoc, JobDoc
@@ -29,7 +29,10 @@ Workload = InstanceDoc | JobDoc
 
 log = logging.getLogger(__name__)
 
-KINDS = ("Pod", "Node", "Job")
+#: What the controller watches; a multi-node job is a JobSet (sigs.k8s.io/jobset).
+KINDS = ("Pod", "Node", "Job", "JobSet")
+#: How long to wait before looking again for a JobSet CRD that is not installed.
+JOBSET_ABSENT_RETRY_S = 60.0
 _ENDED = frozenset({"Succeeded", "Failed"})
 
 
@@ -39,6 +42,8 @@ class GpuAccounting:
     free: dict[str, int] = field(default_factory=dict)
     #: tenant -> GPU type -> GPUs its live pods hold (or wait to hold).
     held: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: pool -> node -> units free on it (pods not bound to a node yet not counted).
+    node_free: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,6 +98,19 @@ class ClusterCache:
     async def watch_jobs(self) -> None:
         await self._informer("Job", f"{manifests.MANAGED}=true", self._on_job)
 
+    async def watch_job_sets(self) -> None:
+        """Multi-node jobs' JobSets. A cluster without JobSet runs every other workload:
+        its absence is logged, and the watch starts once the CRD is there."""
+        while True:
+            try:
+                await self._informer("JobSet", f"{manifests.MANAGED}=true", self._on_job)
+            except NotFoundError:
+                log.warning("JobSet is not installed: multi-node jobs wait until it is")
+                self._synced_kinds.add("JobSet")
+                if self._synced_kinds >= set(KINDS):
+                    self.synced.set()
+                await asyncio.sleep(JOBSET_ABSENT_RETRY_S)
+
     async def _informer(
         self, kind: str, selector: str, on_event: Callable[[str, Manifest], None]
     ) -> None:
@@ -118,10 +136,11 @@ class ClusterCache:
         if kind == "Node":
             self.nodes = {node["metadata"]["name"]: node for node in items}
             return
-        if kind == "Job":
-            self.jobs.clear()
+        if kind in ("Job", "JobSet"):
+            for key in [key for key, job in self.jobs.items() if job.get("kind") == kind]:
+                del self.jobs[key]
             for job in items:
-                self._on_job("ADDED", job)
+                self._on_job("ADDED", {"kind": kind, **job})  # list items omit their kind
             return
         self.pods.clear()
         self.stock_pods.clear()
@@ -133,6 +152,7 @@ class ClusterCache:
             self._wake(key)
 
     def _on_job(self, event_type: str, job: Manifest) -> None:
+        """A job's Kubernetes object: its Job, or a multi-node job's JobSet."""
         key = _job_key(job)
         if key is None:
             return
@@ -265,6 +285,7 @@ class ClusterCache:
             for resource, units in _gpus_of(node).items():
                 pool = GpuShare(resource).capacity_key(gpu_type)
                 accounting.capacity[pool] = accounting.capacity.get(pool, 0) + units
+                accounting.node_free.setdefault(pool, {})[name] = units
         accounting.free = dict(accounting.capacity)
         live = (
             list(self.pods.values())
@@ -291,6 +312,9 @@ class ClusterCache:
             for resource, units in _pod_gpus(pod).items():
                 pool = GpuShare(resource).capacity_key(gpu_type)
                 accounting.free[pool] = max(accounting.free.get(pool, 0) - units, 0)
+                on_node = accounting.node_free.get(pool, {})
+                if node in on_node:
+                    on_node[node] = max(on_node[node] - units, 0)
                 if tenant:
                     held = accounting.held.setdefault(tenant, {})
                     held[pool] = held.get(pool, 0) + units

@@ -17,7 +17,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, aware_or_none, now, now_as_stored
 from gpucloud_libs.gpu_shares import GpuShare
-from gpucloud_libs.kube import ConflictError, KubeClient, QuotaRejectedError
+from gpucloud_libs.kube import ConflictError, KubeClient, NotFoundError, QuotaRejectedError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import job_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
@@ -302,8 +302,7 @@ class JobReconciler:
         state = JobState(doc["state"])
         if state == JobState.PREEMPTING:
             if doc["_id"] in self._cache.jobs:
-                job_name = manifests.job_object_name(doc["job_id"])
-                await self._kube.delete("Job", doc["namespace"], job_name, cascade=True)
+                await self._delete_job(doc)
             return
         if state not in TERMINAL:
             if state == JobState.ADMITTED and doc["_id"] not in self._cache.jobs:
@@ -314,12 +313,18 @@ class JobReconciler:
         ):
             # Its pods stop now. Kubernetes stopped those of a job that failed on its own,
             # and keeps the Job a day for its logs.
-            job_name = manifests.job_object_name(doc["job_id"])
-            await self._kube.delete("Job", doc["namespace"], job_name, cascade=True)
+            await self._delete_job(doc)
         live_pods = any(pod.live for pod in self._cache.job_pods.get(doc["_id"], {}).values())
         if not live_pods and all(RunState(r["state"]) in RUN_ENDED for r in doc["runs"].values()):
             await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
             self._queue.wake(ADMISSION)  # its quota and GPUs are free for the queue
+
+    async def _delete_job(self, doc: JobDoc) -> None:
+        """Delete the job's Kubernetes object (a Job, or a multi-node job's JobSet) and,
+        through their owners, its pods."""
+        kind = "JobSet" if doc.get("nodes") else "Job"
+        name = manifests.job_object_name(doc["job_id"])
+        await self._kube.delete(kind, doc["namespace"], name, cascade=True)
 
     async def _create_job(self, doc: JobDoc) -> None:
         if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
@@ -327,22 +332,36 @@ class JobReconciler:
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:
             return
-        manifest = manifests.batch_job(
+        pods = manifests.JobPods(
             namespace_name=doc["namespace"], tenant_id=doc["tenant_id"], job_id=doc["job_id"],
             spec_name=doc["spec_name"], image=doc["image"], command=doc.get("command"),
             args=doc.get("args"), template=InstanceTemplate.model_validate(doc["template"]),
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
-            zones=doc["zones"], parallelism=doc["parallelism"], completions=doc["completions"],
-            retry_limit=doc["retry_limit"], deadline_seconds=doc.get("deadline_seconds"),
-            storage_secrets=storage_secrets, gpu_resource=GpuShare.of(doc).resource,
+            zones=doc["zones"], retry_limit=doc["retry_limit"],
+            deadline_seconds=doc.get("deadline_seconds"), storage_secrets=storage_secrets,
+            gpu_resource=GpuShare.of(doc).resource,
             pull_secrets=await self._pull_secrets.for_image(
                 doc["tenant_id"], doc["namespace"], doc["image"]
             ),
         )  # fmt: skip
+        nodes = doc.get("nodes")
+        manifest = (
+            manifests.job_set(pods, nodes=nodes)
+            if nodes
+            else manifests.batch_job(
+                pods, parallelism=doc["parallelism"], completions=doc["completions"]
+            )
+        )
         try:
             created = await self._kube.create(manifest)
         except ConflictError:
             return  # created by an earlier attempt; the watch brings it
+        except NotFoundError:
+            # The cluster has no JobSet CRD: a multi-node job cannot run here.
+            step = (JobState.FAILED, now(), JobFailure.JOBSET_UNAVAILABLE.value, None)
+            message = "this cluster has no JobSet (sigs.k8s.io/jobset) for multi-node jobs"
+            await self._save(doc, [step], {"message": message})
+            return
         except QuotaRejectedError as error:
             # The namespace quota backs the API's own claim; a Job object is not a pod,
             # so this is unexpected: retry rather than lose the job.

@@ -136,6 +136,7 @@ class Controller:
             group.create_task(self._cache.watch_pods())
             group.create_task(self._cache.watch_nodes())
             group.create_task(self._cache.watch_jobs())
+            group.create_task(self._cache.watch_job_sets())
             await self._cache.synced.wait()
             for index in range(self._settings.reconcile_workers):
                 group.create_task(self._queue.work(index, self.handle))
