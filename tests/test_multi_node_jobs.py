@@ -98,3 +98,20 @@ async def test_a_multi_node_job_gives_nodes_not_parallelism(platform: Platform) 
         account, "/v1/jobs", job_body(spec, nodes=2, parallelism=2)
     )
     assert_problem(response, 422, "validation_failed")
+
+
+async def test_a_multi_node_job_wider_than_the_fleet_fails_unschedulable(
+    platform: Platform, kube: k8s.ApiClient
+) -> None:
+    async with loopback_gpu_nodes(kube, 2, gpus=2) as (product, _):
+        account = await platform.tenant(max_gpus=6)
+        spec = await spec_of(platform, product, 2)
+        job_id = await submit(platform, account, job_body(spec, nodes=3))
+
+        done = await settled(platform, account, job_id)
+
+        assert done["state"] == "failed", done
+        assert done["reason"] == "unschedulable"
+        assert "needs 3 nodes" in done["message"]
+        assert "the fleet has 2" in done["message"]
+        assert done["runs"] == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from kubernetes_asyncio import client as k8s
@@ -106,19 +106,40 @@ async def test_a_spec_says_its_gpu_kind_and_weight_and_bad_ones_are_refused(
     assert_problem(stock, 422, "validation_failed")
 
 
-async def test_a_mig_job_runs_on_its_slices_and_is_billed_at_their_weight(
-    platform: Platform, kube: k8s.ApiClient
+class SharedKind(NamedTuple):
+    spec: dict[str, Any]
+    node: str  # the fleet's one node of the kind
+    resource: str
+    weight: Fraction
+
+
+SHARED_KINDS = {
+    "mig": SharedKind(
+        {"gpuType": A100, "gpuNum": 2, "gpuSharing": "mig", "migProfile": "1g.5gb"},
+        "a100-mig-zone-a-0", "nvidia.com/mig-1g.5gb", Fraction(1, 7),
+    ),
+    "time-sliced": SharedKind(
+        {"gpuType": L40S_SHARED, "gpuNum": 1, "gpuSharing": "time-sliced",
+         "timeSlicingReplicas": 4},
+        "l40s-shared-zone-a-0", "nvidia.com/gpu.shared", Fraction(1, 4),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", SHARED_KINDS)
+async def test_a_shared_gpu_job_runs_on_its_units_and_is_billed_at_their_weight(
+    platform: Platform, kube: k8s.ApiClient, kind: str
 ) -> None:
-    spec = await shared_spec(
-        platform, gpuType=A100, gpuNum=2, gpuSharing="mig", migProfile="1g.5gb"
-    )
+    fields, node, resource, weight = SHARED_KINDS[kind]
+    units: int = fields["gpuNum"]
+    spec = await shared_spec(platform, **fields)
     price = await platform.http.post(
         "/v1/prices",
         json={"meter": "gpu_hour", "specName": spec["name"], "amount": "0.90"},
         headers=platform.admin,
     )
     assert price.status_code == 201, price.text
-    # 2 slices of 1/7 hold one GPU of quota: a tenant of one GPU runs it.
+    # Its units weigh less than a GPU: a tenant of one GPU runs it.
     account = await platform.tenant(max_gpus=1)
     job_id = await submit(platform, account, job_body(spec["name"], run_for="2s"))
 
@@ -126,12 +147,12 @@ async def test_a_mig_job_runs_on_its_slices_and_is_billed_at_their_weight(
 
     assert done["state"] == "succeeded", done
     [run] = done["runs"]
-    assert run["node"] == "a100-mig-zone-a-0"
+    assert run["node"] == node
     pods = await k8s.CoreV1Api(kube).list_namespaced_pod(
         tenant_namespace(account.tenant_id), label_selector=f"gpucloud.io/job={job_id}"
     )
     [pod] = pods.items
-    assert pod.spec.containers[0].resources.requests["nvidia.com/mig-1g.5gb"] == "2"
+    assert pod.spec.containers[0].resources.requests[resource] == str(units)
     assert "nvidia.com/gpu" not in pod.spec.containers[0].resources.requests
     held_us = us(run["endedAt"]) - us(run["scheduledAt"])
 
@@ -140,16 +161,19 @@ async def test_a_mig_job_runs_on_its_slices_and_is_billed_at_their_weight(
             f"/v1/usage/jobs/{job_id}", headers=bearer(account.admin_key)
         )
         total = usage.json().get("total", {}) if usage.status_code == 200 else {}
-        return usage.json() if total.get("sliceMicroseconds") == 2 * held_us else None
+        return usage.json() if total.get("sliceMicroseconds") == units * held_us else None
 
     report = await eventually(billed, timeout=30)
     total = report["total"]
-    # GPU time at the slices' weight; the price is per slice-hour.
-    assert total["gpuMicroseconds"] == 2 * held_us // 7
+    # GPU time at the units' weight; the price is per unit-hour.
+    assert total["gpuMicroseconds"] == int(units * held_us * weight)
     # Priced from the price's first moment on: a run's start is Kubernetes' timestamp,
     # to the second, so it may come before it.
     priced_us = us(run["endedAt"]) - max(us(run["scheduledAt"]), us(price.json()["effectiveFrom"]))
-    assert Decimal(str(total["amount"])) == Decimal(2 * priced_us) * Decimal("0.90") / 3_600_000_000
+    assert (
+        Decimal(str(total["amount"]))
+        == Decimal(units * priced_us) * Decimal("0.90") / 3_600_000_000
+    )
 
 
 async def instance_on(

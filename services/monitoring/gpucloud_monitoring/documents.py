@@ -16,6 +16,8 @@ class RollupDoc(TypedDict):
 
     _id: str  # <gpu>@<start>#<tenant>/<instance>
     gpu_uuid: str
+    #: The physical GPU of a slice (a MIG device); absent or None for a whole GPU.
+    parent_gpu_uuid: NotRequired[str | None]
     node: str
     tenant_id: str | None
     instance_id: str | None
@@ -43,6 +45,7 @@ class GpuStatus(TypedDict):
 
     tenant_id: str | None
     instance_id: str | None
+    parent_gpu_uuid: NotRequired[str | None]
     utilization_gpu_pct_avg: float
     memory_used_mib_avg: float
     memory_total_mib: float

@@ -63,6 +63,12 @@ class Fleet:
     ) -> NodeView:
         gpus = inventory["gpus"] if inventory else []
         current = list(status["gpus"].values()) if status else []
+        # A slice of a shared GPU puts its physical GPU in use.
+        in_use = {
+            gpu.get("parent_gpu_uuid") or uuid
+            for uuid, gpu in (status["gpus"].items() if status else [])
+            if gpu["instance_id"]
+        }
         labels = self._node_labels.get(name, {})
         return NodeView(
             node=name,
@@ -73,7 +79,7 @@ class Fleet:
             health=health["health"] if health else "healthy",
             health_reasons=health["reasons"] if health else [],
             health_since=health["since"] if health else None,
-            gpus_in_use=sum(1 for gpu in current if gpu["instance_id"]),
+            gpus_in_use=len(in_use),
             utilization_gpu_pct=round(
                 sum(g["utilization_gpu_pct_avg"] for g in current) / len(current), 1
             )

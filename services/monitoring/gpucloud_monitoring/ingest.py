@@ -98,6 +98,7 @@ class Ingest:
                 doc["gpu_uuid"]: {
                     "tenant_id": doc["tenant_id"],
                     "instance_id": doc["instance_id"],
+                    "parent_gpu_uuid": doc.get("parent_gpu_uuid"),
                     "utilization_gpu_pct_avg": doc["utilization_gpu_pct_avg"],
                     "memory_used_mib_avg": doc["memory_used_mib_avg"],
                     "memory_total_mib": doc["memory_total_mib"],

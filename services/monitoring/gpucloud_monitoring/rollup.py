@@ -43,9 +43,12 @@ class _Window:
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
     xids: list[int] = field(default_factory=list)
+    #: The physical GPU, for a slice of a shared one (a MIG device).
+    parent_gpu_uuid: str | None = None
 
     def add(self, sample: GpuSample) -> None:
         self.samples += 1
+        self.parent_gpu_uuid = sample.parent_gpu_uuid
         for name in SERIES:
             value = float(getattr(sample, name))
             self.sums[name] += value
@@ -63,6 +66,7 @@ class _Window:
         return {
             "_id": f"{gpu_uuid}@{int(self.start.timestamp())}#{owner}",
             "gpu_uuid": gpu_uuid,
+            "parent_gpu_uuid": self.parent_gpu_uuid,
             "node": self.node,
             "tenant_id": self.tenant_id,
             "instance_id": self.instance_id,

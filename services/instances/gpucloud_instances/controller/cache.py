@@ -256,7 +256,12 @@ class ClusterCache:
         """Whether any node of the fleet could ever hold one pod of the workload `doc`:
         its `gpu_count` units of its GPU kind and type, in one of its zones (any zone
         when it names none), busy or not."""
+        return self.nodes_that_fit(doc) > 0
+
+    def nodes_that_fit(self, doc: Workload) -> int:
+        """How many nodes of the fleet could ever hold one pod of `doc` (see fits_fleet)."""
         resource, zones = GpuShare.of(doc).resource, doc["zones"]
+        fitting = 0
         for node in self.nodes.values():
             labels = node["metadata"].get("labels", {})
             if labels.get(manifests.GPU_PRODUCT_LABEL) != doc["gpu_type"]:
@@ -264,8 +269,8 @@ class ClusterCache:
             if zones and labels.get(manifests.ZONE_LABEL) not in zones:
                 continue
             if _gpus_of(node).get(resource, 0) >= doc["gpu_count"]:
-                return True
-        return False
+                fitting += 1
+        return fitting
 
     def gpu_accounting(self) -> GpuAccounting:
         """GPU units per pool (`GpuShare.capacity_key`: whole GPUs by type, each shared

@@ -138,6 +138,19 @@ class JobReconciler:
         elif planned in (ADMIT, BORROW):
             self._admissions.take(item)
             await self._admit(doc, borrowing=planned == BORROW)
+        elif (
+            isinstance(planned, Waiting)
+            and (nodes := doc.get("nodes"))
+            and (fitting := self._cache.nodes_that_fit(doc)) < nodes
+        ):
+            # A multi-node job needs that many nodes able to hold a pod: it would wait
+            # for ever.
+            step = (JobState.FAILED, now(), JobFailure.UNSCHEDULABLE.value, None)
+            message = f"the job needs {nodes} nodes that can hold {doc['gpu_count']} " + (
+                f"{doc['gpu_type']} GPUs each; the fleet has {fitting}"
+            )
+            await self._save(doc, [step], {"message": message})
+            self._queue.wake(ADMISSION)
         elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
             await self._save(doc, [], {"queue_reason": planned.reason})
 
