@@ -78,6 +78,16 @@ def test_health_degrades_on_heat_quarantines_on_xid_and_waits_for_release() -> N
     assert released.health == "healthy"
 
 
+def test_a_fault_of_a_mig_gpu_is_one_reason_however_many_slices_report_it() -> None:
+    slices = [
+        sample(0, gpu_uuid=f"MIG-{n}", parent_gpu_uuid="GPU-1", slice="1g.5gb", xid_errors=(79,))
+        for n in range(7)
+    ]
+    quarantined = HealthTracker().observe("n", slices, T0)
+    assert quarantined is not None
+    assert quarantined.reasons == ("GPU 0: XID 79",)
+
+
 def test_a_rule_fires_after_its_duration_and_resolves_once() -> None:
     engine = RuleEngine()
     engine.set_rules([Rule("r", "temperature_c", ">", 90, duration_s=3, severity="critical")])

@@ -95,6 +95,8 @@ class HealthTracker:
             self._signs(
                 state.gpus.setdefault(sample.gpu_uuid, _GpuWatch()), sample, critical, warnings
             )
+        # The slices of a shared GPU (MIG devices) carry its readings: one sign each.
+        critical, warnings = list(dict.fromkeys(critical)), list(dict.fromkeys(warnings))
         if critical:
             wanted, reasons = "quarantined", tuple(critical)
         elif state.health == "quarantined":
