@@ -64,8 +64,12 @@ class GpuShare:
 
     @classmethod
     def of(cls, doc: Any) -> GpuShare:
-        """From a stored workload or spec; documents from before shared GPUs hold whole ones."""
-        return cls(doc.get("gpu_resource") or GPU_RESOURCE, Fraction(doc.get("gpu_weight") or 1))
+        """From a stored workload or spec; documents from before shared GPUs hold whole ones.
+        (The admission pass reads thousands a second: whole GPUs skip the fraction.)"""
+        resource, weight = doc.get("gpu_resource"), doc.get("gpu_weight")
+        if resource in (None, GPU_RESOURCE) and weight in (None, "1"):
+            return _WHOLE
+        return cls(resource or GPU_RESOURCE, Fraction(weight or 1))
 
     @property
     def sharing(self) -> Sharing:
@@ -80,6 +84,8 @@ class GpuShare:
 
     def quota_gpus(self, units: int) -> int:
         """Whole GPUs of quota that `units` hold: their weight, rounded up."""
+        if self.weight.denominator == 1:
+            return units * self.weight.numerator
         return math.ceil(units * self.weight)
 
     def capacity_key(self, gpu_type: str) -> str:
@@ -87,6 +93,9 @@ class GpuShare:
         if self.resource == GPU_RESOURCE:
             return gpu_type
         return f"{gpu_type} {self.resource.removeprefix('nvidia.com/')}"
+
+
+_WHOLE = GpuShare()
 
 
 def is_gpu_resource(name: str) -> bool:
