@@ -47,7 +47,7 @@ class GpuShare:
 
     @classmethod
     def whole(cls) -> GpuShare:
-        return cls()
+        return _WHOLE
 
     @classmethod
     def mig(cls, profile: str) -> GpuShare:

@@ -44,8 +44,19 @@ from typing import Literal
 WaitReason = Literal["quota", "capacity", "priority", "reclaim"]
 
 
+class _Holding:
+    """What a queued or running workload takes of its pool."""
+
+    gpus: int
+    units: int | None
+
+    @property
+    def takes(self) -> int:
+        return self.gpus if self.units is None else self.units
+
+
 @dataclass(frozen=True)
-class Queued:
+class Queued(_Holding):
     """A workload waiting for admission."""
 
     key: str
@@ -63,13 +74,9 @@ class Queued:
     #: A multi-node job's pods, each needing a node of its own; 0 for any other.
     spread: int = 0
 
-    @property
-    def takes(self) -> int:
-        return self.gpus if self.units is None else self.units
-
 
 @dataclass(frozen=True)
-class Running:
+class Running(_Holding):
     """An admitted workload that may be preempted to give borrowed GPUs back."""
 
     key: str
@@ -79,10 +86,6 @@ class Running:
     priority: int
     admitted_at: datetime
     units: int | None = None
-
-    @property
-    def takes(self) -> int:
-        return self.gpus if self.units is None else self.units
 
 
 @dataclass(frozen=True)

@@ -353,6 +353,28 @@ class JobPods:
             self.storage_secrets, command=self.command, args=self.args,
         )  # fmt: skip
 
+    def metadata(self) -> Manifest:
+        """The job's Kubernetes object (a Job, or a JobSet)."""
+        return {
+            "name": job_object_name(self.job_id),
+            "namespace": self.namespace_name,
+            "labels": {MANAGED: "true", **self.owner},
+        }
+
+    def job_spec(
+        self, *, parallelism: int, completions: int, backoff_limit: int, template: Manifest
+    ) -> Manifest:
+        """A batch/v1 Job's spec for these pods, with the job's deadline."""
+        spec: Manifest = {
+            "parallelism": parallelism,
+            "completions": completions,
+            "backoffLimit": backoff_limit,
+            "template": template,
+        }
+        if self.deadline_seconds is not None:
+            spec["activeDeadlineSeconds"] = self.deadline_seconds
+        return spec
+
     def pod_template(self, container: Manifest) -> Manifest:
         labels = {MANAGED: "true", **self.owner, SPEC: self.spec_name}
         return {
@@ -369,25 +391,14 @@ def batch_job(pods: JobPods, *, parallelism: int, completions: int) -> Manifest:
     retries failed ones up to `retry_limit` and enforces the deadline. Pods are never
     restarted in place (a run that fails is a new run), and a finished Job stays a
     day for its logs and runs, then Kubernetes removes it."""
-    spec: Manifest = {
-        "parallelism": parallelism,
-        "completions": completions,
-        "backoffLimit": pods.retry_limit,
-        "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
-        "template": pods.pod_template(pods.container()),
-    }
-    if pods.deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = pods.deadline_seconds
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_object_name(pods.job_id),
-            "namespace": pods.namespace_name,
-            "labels": {MANAGED: "true", **pods.owner},
-        },
-        "spec": spec,
-    }
+    spec = pods.job_spec(
+        parallelism=parallelism,
+        completions=completions,
+        backoff_limit=pods.retry_limit,
+        template=pods.pod_template(pods.container()),
+    )
+    spec["ttlSecondsAfterFinished"] = FINISHED_JOB_TTL_S
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": pods.metadata(), "spec": spec}
 
 
 #: A multi-node job's one replicated Job in its JobSet.
@@ -414,22 +425,15 @@ def job_set(pods: JobPods, *, nodes: int) -> Manifest:
     ).append(
         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": pods.owner}}
     )
-    job_spec: Manifest = {
-        "parallelism": nodes,
-        "completions": nodes,
-        "completionMode": "Indexed",
-        "backoffLimit": 0,  # a failed pod fails the Job; JobSet restarts them all
-        "template": template,
-    }
-    if pods.deadline_seconds is not None:
-        job_spec["activeDeadlineSeconds"] = pods.deadline_seconds
+    # A failed pod fails the Job (no backoff); JobSet restarts them all.
+    job_spec = pods.job_spec(
+        parallelism=nodes, completions=nodes, backoff_limit=0, template=template
+    )
+    job_spec["completionMode"] = "Indexed"
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": {
-            "name": name, "namespace": pods.namespace_name,
-            "labels": {MANAGED: "true", **pods.owner},
-        },
+        "metadata": pods.metadata(),
         "spec": {
             "ttlSecondsAfterFinished": FINISHED_JOB_TTL_S,
             "failurePolicy": {"maxRestarts": pods.retry_limit},

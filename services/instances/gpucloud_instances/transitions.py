@@ -33,6 +33,7 @@ def lifecycle_event(
     doc: InstanceDoc, step: Step, sequence: int, previous: State | None
 ) -> OutboxEntry:
     """The outbox entry for one transition of the instance `doc`."""
+    share = GpuShare.of(doc)
     data = InstanceStateChanged(
         instance_id=doc["instance_id"],
         tenant_id=doc["tenant_id"],
@@ -40,8 +41,8 @@ def lifecycle_event(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
-        gpu_resource=GpuShare.of(doc).resource,
-        gpu_weight=str(GpuShare.of(doc).weight),
+        gpu_resource=share.resource,
+        gpu_weight=str(share.weight),
         zone=doc.get("zone"),
         node=doc.get("node"),
         state=step.state.value,
@@ -102,6 +103,7 @@ def run_event(
 ) -> OutboxEntry:
     """The outbox entry of a run's next transition; `run` is the run before it."""
     sequence = run["sequence"] + 1
+    share = GpuShare.of(doc)
     data = JobRunStateChanged(
         job_id=doc["job_id"],
         run_id=run_id,
@@ -110,8 +112,8 @@ def run_event(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
-        gpu_resource=GpuShare.of(doc).resource,
-        gpu_weight=str(GpuShare.of(doc).weight),
+        gpu_resource=share.resource,
+        gpu_weight=str(share.weight),
         zone=run.get("zone"),
         node=run.get("node"),
         state=state.value,
@@ -131,6 +133,7 @@ def replica_event(
 ) -> OutboxEntry:
     """The outbox entry of a replica's next transition; `run` is the replica before it."""
     sequence = run["sequence"] + 1
+    share = GpuShare.of(doc)
     data = ReplicaStateChanged(
         service_id=doc["service_id"],
         replica_id=replica_id,
@@ -139,8 +142,8 @@ def replica_event(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
-        gpu_resource=GpuShare.of(doc).resource,
-        gpu_weight=str(GpuShare.of(doc).weight),
+        gpu_resource=share.resource,
+        gpu_weight=str(share.weight),
         zone=run.get("zone"),
         node=run.get("node"),
         revision=run["revision"],
