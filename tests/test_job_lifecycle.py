@@ -13,7 +13,7 @@ from gpucloud_instances.job_lifecycle import (
     observe_run,
     run_steps,
 )
-from gpucloud_instances.queue_line import Waiter, queue_position
+from gpucloud_instances.queue_line import Line
 
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 JOB = "job-train"
@@ -124,8 +124,23 @@ def test_a_failed_job_names_why_and_its_last_failed_runs_exit_code() -> None:
 
 
 def test_the_queue_position_counts_the_workloads_and_gpus_ahead() -> None:
-    line = [Waiter(f"t/{name}", 0, AT, gpus) for name, gpus in (("a", 2), ("b", 6), ("c", 2))]
-    position = queue_position("t/c", "quota", line)
+    line = Line(["t/a", "t/b", "t/c"], [2, 6, 2], [5, 0, 0])
+    position = line.position("t/c", 0, "quota")
     assert (position.position, position.gpus_ahead, position.reason) == (3, 8, "quota")
     # Before the admission queue's first pass over it, it waits for that pass.
-    assert queue_position("t/a", None, line).reason == "admission"
+    assert line.position("t/a", 5, None).reason == "admission"
+
+
+def test_a_workload_the_line_does_not_hold_yet_stands_behind_its_priority() -> None:
+    line = Line(["t/a", "t/b", "t/c"], [2, 6, 2], [5, 0, 0])
+    assert line.bands == [[5, 1, 2], [0, 2, 8]]
+    # Submitted since the last pass: behind everything of its priority or higher.
+    assert (
+        line.position("t/new", 0, None).position,
+        line.position("t/new", 0, None).gpus_ahead,
+    ) == (4, 10)
+    assert (
+        line.position("t/new", 5, None).position,
+        line.position("t/new", 5, None).gpus_ahead,
+    ) == (2, 2)
+    assert line.position("t/new", 9, None).position == 1

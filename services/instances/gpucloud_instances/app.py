@@ -28,6 +28,7 @@ from .store import (
     INDEXES,
     InstanceStore,
     JobStore,
+    QueueLineStore,
     RegistryCredentialStore,
     RequestStore,
     ServiceStore,
@@ -51,7 +52,8 @@ specs, tenants, instances = (
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
 jobs, services = JobStore(runtime.db), ServiceStore(runtime.db)
-lines = QueueLines(jobs, instances)
+line_store = QueueLineStore(runtime.db)
+lines = QueueLines(line_store)
 registry_box = SecretBox(
     settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
 )
@@ -62,7 +64,7 @@ changes = InstanceChanges()
 storage = StorageClient(settings.storage_url, runtime.identity_signer())
 controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=jobs,
-    services=services, stocks=stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage,
+    services=services, stocks=stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage, lines=line_store,
 )  # fmt: skip
 wakeups = ControllerWakeups(requests, controller.wake, controller.reserve_stock)
 spec_catalog = Specs(specs, stocks)

@@ -133,6 +133,24 @@ class JobRunDoc(TypedDict):
     admission: NotRequired[int]
 
 
+class QueueLineDoc(TypedDict):
+    """A tenant's queued workloads in admission order, as parallel lists (compact)."""
+
+    _id: str  # the tenant
+    #: Work items (an instance's key, `job_item` of a job's).
+    items: list[str]
+    #: GPUs of quota each asks for.
+    gpus: list[int]
+    priorities: list[int]
+
+
+class QueueBandsDoc(TypedDict):
+    """A tenant's line summed by priority, highest first: [priority, workloads, GPUs]."""
+
+    _id: str  # the tenant
+    bands: list[list[int]]
+
+
 class JobDoc(TypedDict):
     _id: str  # <tenant>/<job>
     tenant_id: str

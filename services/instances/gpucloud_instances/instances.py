@@ -176,7 +176,7 @@ class Instances:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
             return await self._replay(again, hashed), False
         await self._wakeups.wake(key)
-        return await self.view(doc), True
+        return await self.view(doc, new=True), True
 
     async def _forget_key(self, tenant_id: str, idempotency_key: str | None) -> None:
         if idempotency_key is not None:
@@ -302,19 +302,22 @@ class Instances:
         *,
         stop_requested: bool = False,
         lines: dict[str, Line] | None = None,
+        new: bool = False,
     ) -> Instance:
         """The instance as the API shows it; a queued one with its place in the queue.
-        `lines` shares each tenant's line between the items of one page."""
-        queue = (
-            await self._lines.position(
+        `lines` shares each tenant's line between the items of one page; a `new` one
+        (just created) is placed from its tenant's priority bands."""
+        queue = None
+        if doc["state"] == State.QUEUED.value and new:
+            queue = await self._lines.new_place(doc["tenant_id"], doc.get("priority", 0))
+        elif doc["state"] == State.QUEUED.value:
+            queue = await self._lines.position(
                 doc["tenant_id"],
                 doc["_id"],
+                doc.get("priority", 0),
                 doc.get("queue_reason"),
                 {} if lines is None else lines,
             )
-            if doc["state"] == State.QUEUED.value
-            else None
-        )
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"

@@ -106,7 +106,7 @@ class Jobs:
                 raise Conflict("a concurrent request is creating this job; retry") from None
             return await self._replay(again, hashed), False
         await self._wakeups.wake(job_item(key))
-        return await self.view(doc), True
+        return await self.view(doc, new=True), True
 
     async def _earlier(
         self, tenant_id: str, job_id: str | None, idempotency_key: str | None
@@ -249,19 +249,22 @@ class Jobs:
         *,
         cancel_requested: bool = False,
         lines: dict[str, Line] | None = None,
+        new: bool = False,
     ) -> Job:
         """The job as the API shows it; a queued job with its place in the queue.
-        `lines` shares each tenant's line between the items of one page."""
-        queue = (
-            await self._lines.position(
+        `lines` shares each tenant's line between the items of one page; a `new` job
+        (just submitted) is placed from its tenant's priority bands."""
+        queue = None
+        if doc["state"] == JobState.QUEUED.value and new:
+            queue = await self._lines.new_place(doc["tenant_id"], doc["priority"])
+        elif doc["state"] == JobState.QUEUED.value:
+            queue = await self._lines.position(
                 doc["tenant_id"],
                 job_item(doc["_id"]),
+                doc["priority"],
                 doc.get("queue_reason"),
                 {} if lines is None else lines,
             )
-            if doc["state"] == JobState.QUEUED.value
-            else None
-        )
         runs = doc.get("runs") or {}
         return Job(
             job_id=doc["job_id"],

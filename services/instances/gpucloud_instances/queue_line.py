@@ -1,76 +1,95 @@
-"""A tenant's line in the admission queue: its queued jobs and instances, in the order
-the pass takes them (priority, then age), and where one of them stands in it."""
+"""A tenant's line in the admission queue, as the pass publishes it, and where one
+queued job or instance stands in it.
+
+The pass (controller/admissions.py) publishes each tenant's line when it changed
+(QueueLineStore). A workload the line does not hold yet, one submitted since,
+stands behind every queued workload of its priority or higher: that is where the
+next pass puts it, since within a priority the oldest goes first.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate
 
-from gpucloud_libs.clock import aware
-from gpucloud_libs.gpu_shares import GpuShare
-
+from .documents import QueueLineDoc
 from .schemas import QueuePosition
-from .store import InstanceStore, JobStore
-from .wakeups import job_item
+from .store import QueueLineStore
+
+#: Until the admission queue's first pass over it, a workload waits for that pass.
+NOT_PLACED_YET = "admission"
 
 
 @dataclass(frozen=True)
-class Waiter:
-    """One queued workload, named by its controller work item (an instance's key, or
-    `job_item` of a job's), which is also its key in the admission pass."""
+class Line:
+    """One tenant's queued workloads (their work items) in admission order."""
 
-    item: str
-    priority: int
-    created_at: datetime
-    gpus: int
+    items: list[str] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)
+    priorities: list[int] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, doc: QueueLineDoc | None) -> Line:
+        return cls() if doc is None else cls(doc["items"], doc["gpus"], doc["priorities"])
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {item: index for index, item in enumerate(self.items)}
+
+    @cached_property
+    def _gpus_before(self) -> list[int]:
+        return [0, *accumulate(self.gpus)]
+
+    def position(self, item: str, priority: int, reason: str | None) -> QueuePosition:
+        index = self._index.get(item)
+        if index is None:
+            return place_new(self.bands, priority, reason)
+        return QueuePosition(
+            position=index + 1,
+            reason=reason or NOT_PLACED_YET,
+            gpus_ahead=self._gpus_before[index],
+        )
+
+    @cached_property
+    def bands(self) -> list[list[int]]:
+        """The line summed by priority, highest first: [priority, workloads, GPUs]."""
+        totals: dict[int, list[int]] = {}
+        for priority, gpus in zip(self.priorities, self.gpus, strict=True):
+            band = totals.setdefault(priority, [priority, 0, 0])
+            band[1] += 1
+            band[2] += gpus
+        return sorted(totals.values(), reverse=True)
 
 
-#: A tenant's queued workloads, in admission order.
-Line = list[Waiter]
+def place_new(bands: list[list[int]], priority: int, reason: str | None) -> QueuePosition:
+    """Where a workload of `priority` that a line does not hold yet will stand: behind
+    every workload of its priority or higher (`bands` as `Line.bands`)."""
+    ahead = [(count, gpus) for band_priority, count, gpus in bands if band_priority >= priority]
+    return QueuePosition(
+        position=sum(count for count, _ in ahead) + 1,
+        reason=reason or NOT_PLACED_YET,
+        gpus_ahead=sum(gpus for _, gpus in ahead),
+    )
 
 
 class QueueLines:
-    def __init__(self, jobs: JobStore, instances: InstanceStore) -> None:
-        self._jobs = jobs
-        self._instances = instances
+    """Reads the published lines, by `_id` only."""
 
-    async def line(self, tenant_id: str) -> Line:
-        jobs, instances = await asyncio.gather(
-            self._jobs.queued(tenant_id), self._instances.queued(tenant_id)
-        )
-        waiters = [
-            Waiter(job_item(doc["_id"]), doc["priority"], aware(doc["created_at"]),
-                   GpuShare.of(doc).quota_gpus(doc["gpu_count"] * doc["parallelism"]))
-            for doc in jobs
-        ] + [
-            Waiter(doc["_id"], doc.get("priority", 0), aware(doc["created_at"]),
-                   GpuShare.of(doc).quota_gpus(doc["gpu_count"]))
-            for doc in instances
-        ]  # fmt: skip
-        return sorted(waiters, key=lambda w: (-w.priority, w.created_at, w.item))
+    def __init__(self, store: QueueLineStore) -> None:
+        self._store = store
 
     async def position(
-        self, tenant_id: str, item: str, reason: str | None, lines: dict[str, Line]
+        self, tenant_id: str, item: str, priority: int, reason: str | None, lines: dict[str, Line]
     ) -> QueuePosition:
         """Where a queued workload stands; `lines` keeps each tenant's line read once
         for all the items of one page."""
         if tenant_id not in lines:
-            lines[tenant_id] = await self.line(tenant_id)
-        return queue_position(item, reason, lines[tenant_id])
+            lines[tenant_id] = Line.of(await self._store.line(tenant_id))
+        return lines[tenant_id].position(item, priority, reason)
 
-
-def queue_position(item: str, reason: str | None, line: Sequence[Waiter]) -> QueuePosition:
-    """Where `item` stands in its tenant's `line`, and why it waits."""
-    ahead = []
-    for waiter in line:
-        if waiter.item == item:
-            break
-        ahead.append(waiter)
-    return QueuePosition(
-        position=len(ahead) + 1,
-        # Until the admission queue's first pass over it, it waits for that pass.
-        reason=reason or "admission",
-        gpus_ahead=sum(waiter.gpus for waiter in ahead),
-    )
+    async def new_place(self, tenant_id: str, priority: int) -> QueuePosition:
+        """Where a workload just submitted will stand, from the tenant's priority bands
+        alone (a few numbers, not the line)."""
+        doc = await self._store.bands(tenant_id)
+        return place_new([] if doc is None else doc["bands"], priority, None)

@@ -31,6 +31,8 @@ from gpucloud_libs.outbox import OutboxEntry
 from .documents import (
     InstanceDoc,
     JobDoc,
+    QueueBandsDoc,
+    QueueLineDoc,
     RegistryCredentialDoc,
     ServiceConfigDoc,
     ServiceDoc,
@@ -59,6 +61,8 @@ SERVICES = "inference_services"
 SERVICE_CONFIGS = "inference_service_configs"
 SERVICE_LOAD = "inference_service_load"
 REGISTRY_CREDENTIALS = "registry_credentials"
+QUEUE_LINES = "queue_lines"
+QUEUE_BANDS = "queue_bands"
 
 INDEXES: IndexPlan = {
     INSTANCES: [
@@ -173,6 +177,37 @@ class SpecStore:
 
     async def delete(self, name: str) -> bool:
         return (await self._specs.delete_one({"_id": name})).deleted_count == 1
+
+
+class QueueLineStore:
+    """Each tenant's line in the admission queue as the last pass left it, read by `_id`.
+
+    The pass (on the leader) is the only writer. A submission reads the tenant's
+    priority bands, a few numbers, for the place it returns; a read of one queued
+    workload reads the line. Before these, each read queried the tenant's queued
+    jobs, and FerretDB decoded every one of them: at 10,000 queued, every submission
+    paid for the whole line.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._lines: Collection[QueueLineDoc] = typed(db, QUEUE_LINES, QueueLineDoc)
+        self._bands: Collection[QueueBandsDoc] = typed(db, QUEUE_BANDS, QueueBandsDoc)
+
+    async def publish(self, line: QueueLineDoc, bands: QueueBandsDoc) -> None:
+        await asyncio.gather(
+            self._lines.replace_one({"_id": line["_id"]}, line, upsert=True),
+            self._bands.replace_one({"_id": bands["_id"]}, bands, upsert=True),
+        )
+
+    async def line(self, tenant_id: str) -> QueueLineDoc | None:
+        return await self._lines.find_one({"_id": tenant_id})
+
+    async def bands(self, tenant_id: str) -> QueueBandsDoc | None:
+        return await self._bands.find_one({"_id": tenant_id})
+
+    async def tenants(self) -> list[str]:
+        """The tenants with a published line (read once per leadership)."""
+        return [doc["_id"] async for doc in self._lines.find({}, {"_id": 1})]
 
 
 class TenantStore:
@@ -340,11 +375,6 @@ class InstanceStore:
         """Every queued instance, for the admission queue's pass."""
         cursor = self._instances.find({"state": State.QUEUED.value}, _QUEUED_INSTANCE_FIELDS)
         return [doc async for doc in cursor]
-
-    async def queued(self, tenant_id: str) -> list[InstanceDoc]:
-        """The tenant's queued instances (the API orders them with its jobs)."""
-        query = {"tenant_id": tenant_id, "state": State.QUEUED.value}
-        return [doc async for doc in self._instances.find(query, _QUEUED_INSTANCE_FIELDS)]
 
     async def stale_unadmitted(self, older_than: datetime) -> list[str]:
         cursor = self._instances.find({"admitted": False}, {"_id": 1, "created_at": 1})
@@ -559,16 +589,6 @@ class JobStore:
 
     async def _in_state(self, state: JobState) -> list[JobDoc]:
         return [doc async for doc in self._jobs.find({"state": state.value}, _QUEUE_FIELDS)]
-
-    async def queued(self, tenant_id: str) -> list[JobDoc]:
-        """The tenant's queued jobs, in admission order: priority, then age."""
-        cursor = self._jobs.find(
-            {"tenant_id": tenant_id, "state": JobState.QUEUED.value},
-            {"_id": 1, "job_id": 1, "priority": 1, "created_at": 1, "gpu_count": 1,
-             "parallelism": 1},
-        )  # fmt: skip
-        docs = [doc async for doc in cursor]
-        return sorted(docs, key=lambda doc: (-doc["priority"], doc["created_at"], doc["_id"]))
 
     async def live_keys(self) -> list[str]:
         """Every job that has not ended (one equality query per state, for FerretDB)."""

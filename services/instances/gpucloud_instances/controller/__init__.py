@@ -23,6 +23,7 @@ from ..storages import StorageClient
 from ..store import (
     InstanceStore,
     JobStore,
+    QueueLineStore,
     RequestStore,
     ServiceStore,
     SpecStore,
@@ -66,6 +67,7 @@ def build_controller(
     changes: InstanceChanges,
     storage: StorageClient,
     pull_secrets: PullSecrets,
+    lines: QueueLineStore,
 ) -> Controller:
     queue = WorkQueue()
 
@@ -79,7 +81,7 @@ def build_controller(
     stock_pool = StockPool(
         kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
-    admissions = Admissions(cache, queue, jobs, instances, tenants, quota)
+    admissions = Admissions(cache, queue, jobs, instances, tenants, quota, lines)
     instance_reconciler = InstanceReconciler(
         kube, broker, cache, queue, instances, requests, quota, changes, tenant_namespaces,
         stock_pool, storage, pull_secrets, admissions, tenants,

@@ -1,24 +1,33 @@
 """The admission queue's pass over every queued job and instance, and its plan.
 
 One pass (admission_queue.decide) at a time, on the leader, as the work item
-ADMISSION. The pass writes nothing itself: it keeps its plan, keyed by each
+ADMISSION. The pass writes no workload itself: it keeps its plan, keyed by each
 workload's work item, and wakes those it concerns. Each workload's own worker, the
 only writer of its document, carries out its part: claims the quota and starts (an
 admitted one), records why it waits (when that changed), or is preempted.
+
+The pass reads the queue from memory, not from the store: the workers keep the
+waiting room (`WaitingRoom`) as they read and write each workload's document, and
+the leader fills it from the store once, before its workers start. A pass then
+costs no query per queued workload; at 10,000 queued it read them all, each time.
+It publishes each tenant's line (QueueLineStore), for the places the API shows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass, field
 
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 
 from ..admission_queue import Queued, Running, TenantShare, Waiting, decide
-from ..documents import InstanceDoc, JobDoc
+from ..documents import InstanceDoc, JobDoc, QueueBandsDoc, QueueLineDoc
 from ..job_lifecycle import JobState
+from ..queue_line import Line
 from ..quota_ledger import QuotaLedger
-from ..store import InstanceStore, JobStore, TenantStore
+from ..store import InstanceStore, JobStore, QueueLineStore, TenantStore
 from ..wakeups import job_item
 from .cache import ClusterCache
 from .workqueue import WorkQueue
@@ -28,6 +37,10 @@ ADMISSION = "admission"
 #: How often the pass runs again while anything waits (quota and capacity free up
 #: as instances and jobs end).
 ADMISSION_RETRY_S = 2.0
+#: The lines are published (and the workers told the reasons of the waits) at most
+#: this often while they keep changing; a pass that may not publish yet makes another
+#: one due when it may.
+LINE_PUBLISH_S = 1.0
 #: In the plan: admit now, within the tenant's quota, or borrowing beyond it.
 ADMIT = "admit"
 BORROW = "borrow"
@@ -35,6 +48,75 @@ BORROW = "borrow"
 PREEMPT = "preempt"
 
 Planned = Waiting | str
+
+
+@dataclass(frozen=True)
+class Starting:
+    """An admitted job whose pods are not all there yet: their GPUs are spoken for."""
+
+    key: str
+    tenant_id: str
+    pool: str
+    pods: int
+    units_per_pod: int
+
+
+@dataclass
+class WaitingRoom:
+    """What the pass knows of the queue, kept by the workers as they go: each queued
+    workload by work item, the reason its document records, and the admitted jobs
+    still starting. Only the leader's workers and pass touch it (one event loop)."""
+
+    queued: dict[str, Queued] = field(default_factory=dict)
+    recorded: dict[str, str | None] = field(default_factory=dict)
+    starting: dict[str, Starting] = field(default_factory=dict)
+
+    def job(self, doc: JobDoc) -> None:
+        """Note a job as its worker just read or wrote it."""
+        item = job_item(doc["_id"])
+        state = JobState(doc["state"])
+        if state == JobState.QUEUED:
+            self._wait(queued_job(doc), doc.get("queue_reason"))
+        else:
+            self.leave(item)
+        if state == JobState.ADMITTED:
+            share = GpuShare.of(doc)
+            self.starting[item] = Starting(
+                doc["_id"], doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+                doc["parallelism"], doc["gpu_count"],
+            )  # fmt: skip
+        else:
+            self.starting.pop(item, None)
+
+    def instance(self, doc: InstanceDoc) -> None:
+        """Note an instance as its worker just read or wrote it."""
+        if doc["state"] == "queued":
+            self._wait(queued_instance(doc), doc.get("queue_reason"))
+        else:
+            self.leave(doc["_id"])
+
+    def leave(self, item: str) -> None:
+        self.queued.pop(item, None)
+        self.recorded.pop(item, None)
+
+    def forget(self, item: str) -> None:
+        """The workload's document is gone."""
+        self.leave(item)
+        self.starting.pop(item, None)
+
+    def record_reason(self, item: str, reason: str) -> None:
+        """The worker recorded why the workload waits."""
+        if item in self.queued:
+            self.recorded[item] = reason
+
+    def clear(self) -> None:
+        self.queued.clear()
+        self.recorded.clear()
+        self.starting.clear()
+
+    def _wait(self, queued: Queued, reason: str | None) -> None:
+        self.queued[queued.key] = queued
+        self.recorded[queued.key] = reason
 
 
 class Admissions:
@@ -46,6 +128,7 @@ class Admissions:
         instances: InstanceStore,
         tenants: TenantStore,
         quota: QuotaLedger,
+        lines: QueueLineStore,
     ) -> None:
         self._cache = cache
         self._queue = queue
@@ -53,8 +136,34 @@ class Admissions:
         self._instances = instances
         self._tenants = tenants
         self._quota = quota
+        self._lines = lines
+        self.room = WaitingRoom()
         #: The last pass's outcome, by work item.
         self._plan: dict[str, Planned] = {}
+        #: Each tenant's line as last published (None: whatever a former leader left),
+        #: and when.
+        self._published: dict[str, Line | None] = {}
+        self._published_at = 0.0
+
+    async def fill(self) -> None:
+        """Read the queue from the store, once per leadership, before the workers start:
+        from then on they keep the waiting room."""
+        self.reset()
+        queued_jobs, queued_instances, admitted, published = await asyncio.gather(
+            self._jobs.all_queued(), self._instances.all_queued(), self._jobs.admitted(),
+            self._lines.tenants(),
+        )  # fmt: skip
+        self._published = dict.fromkeys(published)
+        for doc in [*queued_jobs, *admitted]:
+            self.room.job(doc)
+        for instance in queued_instances:
+            self.room.instance(instance)
+
+    def reset(self) -> None:
+        """Leadership lost: the next leader fills its room from the store."""
+        self.room.clear()
+        self._plan = {}
+        self._published = {}
 
     def planned(self, item: str) -> Planned | None:
         return self._plan.get(item)
@@ -65,25 +174,18 @@ class Admissions:
 
     async def plan(self) -> None:
         """One pass over every queued workload."""
-        queued_jobs, queued_instances = await asyncio.gather(
-            self._jobs.all_queued(), self._instances.all_queued()
-        )
-        queued = [_queued_job(doc) for doc in queued_jobs] + [
-            _queued_instance(doc) for doc in queued_instances
-        ]
+        queued = list(self.room.queued.values())
         if not queued:
             self._plan = {}
+            await self._publish({})
             return
         accounting = self._cache.gpu_accounting()
-        for doc in await self._jobs.admitted():
-            # Admitted, but its pods are not all there yet: their GPUs are spoken for,
-            # and its tenant holds them as far as fairness goes.
-            pods = self._cache.job_pods.get(doc["_id"], {})
-            missing = max(doc["parallelism"] - len(pods), 0) * doc["gpu_count"]
-            gpu_type = GpuShare.of(doc).capacity_key(doc["gpu_type"])
-            accounting.free[gpu_type] = max(accounting.free.get(gpu_type, 0) - missing, 0)
-            held = accounting.held.setdefault(doc["tenant_id"], {})
-            held[gpu_type] = held.get(gpu_type, 0) + missing
+        for job in self.room.starting.values():
+            pods = self._cache.job_pods.get(job.key, {})
+            missing = max(job.pods - len(pods), 0) * job.units_per_pod
+            accounting.free[job.pool] = max(accounting.free.get(job.pool, 0) - missing, 0)
+            held = accounting.held.setdefault(job.tenant_id, {})
+            held[job.pool] = held.get(job.pool, 0) + missing
         tenant_docs, usages = await asyncio.gather(self._tenants.all(), self._quota.usages())
         active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
         borrowers = [
@@ -114,22 +216,51 @@ class Admissions:
             | decision.waiting
             | {item: PREEMPT for item in decision.preempt}
         )
-        for item in decision.preempt:
+        for item in [*decision.preempt, *decision.admit]:
             self._queue.wake(item)
-        reasons = {job_item(doc["_id"]): doc.get("queue_reason") for doc in queued_jobs} | {
-            doc["_id"]: doc.get("queue_reason") for doc in queued_instances
-        }
-        for item, recorded in reasons.items():
-            planned = self._plan.get(item)
-            if planned in (ADMIT, BORROW) or (
-                isinstance(planned, Waiting) and planned.reason != recorded
-            ):
-                self._queue.wake(item)
         if decision.waiting:
             self._queue.wake_later(ADMISSION_RETRY_S, ADMISSION)
+        since = time.monotonic() - self._published_at
+        if since < LINE_PUBLISH_S:
+            self._queue.wake_soon(ADMISSION, LINE_PUBLISH_S - since)
+            return
+        await self._publish(decision.waiting, {item.key: item for item in queued})
+        # The places just published and the reasons the workers record now agree.
+        for item, recorded in list(self.room.recorded.items()):
+            planned = self._plan.get(item)
+            if isinstance(planned, Waiting) and planned.reason != recorded:
+                self._queue.wake(item)
+
+    async def _publish(
+        self, waiting: dict[str, Waiting], queued: dict[str, Queued] | None = None
+    ) -> None:
+        """Publish each tenant's line that changed since the last time."""
+        queued = queued or {}
+        places: dict[str, list[tuple[int, Queued]]] = {}
+        for item, place in waiting.items():
+            places.setdefault(queued[item].tenant_id, []).append((place.position, queued[item]))
+        lines = {tenant: Line() for tenant in self._published}
+        for tenant, entries in places.items():
+            entries.sort(key=lambda entry: entry[0])
+            lines[tenant] = Line(
+                [item.key for _, item in entries],
+                [item.gpus for _, item in entries],
+                [item.priority for _, item in entries],
+            )
+        changed = {t: line for t, line in lines.items() if self._published.get(t) != line}
+        await asyncio.gather(*(self._publish_line(t, line) for t, line in changed.items()))
+        self._published = {t: line for t, line in lines.items() if line.items}
+        self._published_at = time.monotonic()
+
+    async def _publish_line(self, tenant_id: str, line: Line) -> None:
+        await self._lines.publish(
+            QueueLineDoc(_id=tenant_id, items=line.items, gpus=line.gpus,
+                         priorities=line.priorities),
+            QueueBandsDoc(_id=tenant_id, bands=line.bands),
+        )  # fmt: skip
 
 
-def _queued_job(doc: JobDoc) -> Queued:
+def queued_job(doc: JobDoc) -> Queued:
     share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Queued(
         job_item(doc["_id"]), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
@@ -138,7 +269,7 @@ def _queued_job(doc: JobDoc) -> Queued:
     )  # fmt: skip
 
 
-def _queued_instance(doc: InstanceDoc) -> Queued:
+def queued_instance(doc: InstanceDoc) -> Queued:
     share = GpuShare.of(doc)
     return Queued(
         doc["_id"], doc["tenant_id"], share.capacity_key(doc["gpu_type"]),

@@ -87,7 +87,9 @@ class InstanceReconciler:
         )
         stop_requested = stop_request is not None
         if doc is None or not doc.get("admitted"):
+            self._admissions.room.forget(key)
             return
+        self._admissions.room.instance(doc)
         state = State(doc["state"])
         if state == State.QUEUED:
             await self._flush(doc)
@@ -181,6 +183,7 @@ class InstanceReconciler:
             await self._admit(doc)
         elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
             await self._instances.update_fields(key, {"queue_reason": planned.reason})
+            self._admissions.room.record_reason(key, planned.reason)
 
     async def _admit(self, doc: InstanceDoc) -> None:
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
@@ -210,6 +213,7 @@ class InstanceReconciler:
         if done is None:
             self._queue.wake(doc["_id"])  # the document moved under us; look again
             return
+        self._admissions.room.instance(done)
         self._changes.notify(done["_id"])
         await self._flush(done)
         if State(done["state"]) in TERMINAL:

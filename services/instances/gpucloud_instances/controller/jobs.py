@@ -94,7 +94,9 @@ class JobReconciler:
             self._jobs.get(key), self._requests.requested(key, "cancel")
         )
         if doc is None:
+            self._admissions.room.forget(job_item(key))
             return
+        self._admissions.room.job(doc)
         await self._flush(doc)
         state = JobState(doc["state"])
         if state == JobState.QUEUED:
@@ -429,6 +431,7 @@ class JobReconciler:
         if saved is None:
             self._queue.wake(job_item(doc["_id"]))  # moved under us; look again
             return None
+        self._admissions.room.job(saved)
         await self._flush(saved)
         return saved
 

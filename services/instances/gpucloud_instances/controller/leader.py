@@ -127,6 +127,7 @@ class Controller:
             finally:
                 self._queue.accepting = False
                 self._cache.reset()
+                self._admissions.reset()
             await asyncio.sleep(RETRY_LEAD_S)
 
     async def _lead(self) -> None:
@@ -138,6 +139,7 @@ class Controller:
             group.create_task(self._cache.watch_jobs())
             group.create_task(self._cache.watch_job_sets())
             await self._cache.synced.wait()
+            await self._admissions.fill()
             for index in range(self._settings.reconcile_workers):
                 group.create_task(self._queue.work(index, self.handle))
             # Transitions publish inline; these are the ones a crash left unpublished.
