@@ -35,7 +35,7 @@ The rule, in one pass:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -167,7 +167,7 @@ class _Pass:
         by_tenant: dict[str, list[Queued]] = defaultdict(list)
         for item in queued:
             by_tenant[item.tenant_id].append(item)
-        self.lines = {tenant: tenant_order(items) for tenant, items in by_tenant.items()}
+        self.lines = {tenant: deque(tenant_order(items)) for tenant, items in by_tenant.items()}
         self.tenants = tenants
         self.capacity = capacity
         self.held = {t: dict(s.held_by_type) for t, s in tenants.items()}
@@ -243,7 +243,7 @@ class _Pass:
                 self.full_types.add(gpu_type)
                 self.blocked[tenant] = "capacity"
                 continue
-            self.lines[tenant].pop(0)
+            self.lines[tenant].popleft()
             self.admit.append(head.key)
             if self.gpus[tenant] + head.gpus > standing.max_gpus:
                 self.borrowing.add(head.key)
@@ -300,13 +300,16 @@ class _Pass:
         self.gpus[tenant] += gpus
 
 
-def _waiting(lines: dict[str, list[Queued]], blocked: dict[str, WaitReason]) -> dict[str, Waiting]:
+def _waiting(lines: dict[str, deque[Queued]], blocked: dict[str, WaitReason]) -> dict[str, Waiting]:
     waiting: dict[str, Waiting] = {}
     for tenant, line in lines.items():
         ahead_gpus = 0
+        # The line is in priority order, so the first item's priority is the highest.
+        top = line[0].priority if line else 0
         for position, item in enumerate(line, start=1):
-            outranked = any(other.priority > item.priority for other in line[: position - 1])
-            reason: WaitReason = "priority" if outranked else blocked.get(tenant, "capacity")
+            reason: WaitReason = (
+                "priority" if item.priority < top else blocked.get(tenant, "capacity")
+            )
             waiting[item.key] = Waiting(position, reason, ahead_gpus)
             ahead_gpus += item.gpus
     return waiting
