@@ -79,9 +79,10 @@ class _Change:
         held = claims.get(self.instance_id)
         if held is not None and (not self.resize or held == self.gpus):
             return True  # a retried claim that went through
-        others = {key: gpus for key, gpus in claims.items() if key != self.instance_id}
+        # What the others hold, without copying the claims (thousands, for a big queue).
+        others, others_gpus = len(claims) - (held is not None), sum(claims.values()) - (held or 0)
         if self.gpus > (held or 0) and quota_refusal(
-            self.quota, len(others), sum(others.values()), wanted=self.gpus
+            self.quota, others, others_gpus, wanted=self.gpus
         ):
             return False
         claims[self.instance_id] = self.gpus
