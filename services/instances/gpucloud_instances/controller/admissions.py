@@ -25,6 +25,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 from ..admission_queue import Queued, Running, TenantShare, Waiting, decide
 from ..documents import InstanceDoc, JobDoc, QueueBandsDoc, QueueLineDoc
 from ..job_lifecycle import JobState
+from ..lifecycle import State
 from ..queue_line import Line
 from ..quota_ledger import QuotaLedger
 from ..store import InstanceStore, JobStore, QueueLineStore, TenantStore
@@ -90,7 +91,7 @@ class WaitingRoom:
 
     def instance(self, doc: InstanceDoc) -> None:
         """Note an instance as its worker just read or wrote it."""
-        if doc["state"] == "queued":
+        if doc["state"] == State.QUEUED.value:
             self._wait(queued_instance(doc), doc.get("queue_reason"))
         else:
             self.leave(doc["_id"])
