@@ -307,17 +307,14 @@ class Instances:
         """The instance as the API shows it; a queued one with its place in the queue.
         `lines` shares each tenant's line between the items of one page; a `new` one
         (just created) is placed from its tenant's priority bands."""
-        queue = None
-        if doc["state"] == State.QUEUED.value and new:
-            queue = await self._lines.new_place(doc["tenant_id"], doc.get("priority", 0))
-        elif doc["state"] == State.QUEUED.value:
-            queue = await self._lines.position(
-                doc["tenant_id"],
-                doc["_id"],
-                doc.get("priority", 0),
-                doc.get("queue_reason"),
-                {} if lines is None else lines,
+        queue = (
+            await self._lines.place(
+                doc["tenant_id"], doc["_id"], doc.get("priority", 0), doc.get("queue_reason"),
+                lines=lines, new=new,
             )
+            if doc["state"] == State.QUEUED.value
+            else None
+        )  # fmt: skip
         template = InstanceTemplate.model_validate(doc["template"])
         urls = [
             f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"

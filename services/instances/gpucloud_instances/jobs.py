@@ -254,17 +254,14 @@ class Jobs:
         """The job as the API shows it; a queued job with its place in the queue.
         `lines` shares each tenant's line between the items of one page; a `new` job
         (just submitted) is placed from its tenant's priority bands."""
-        queue = None
-        if doc["state"] == JobState.QUEUED.value and new:
-            queue = await self._lines.new_place(doc["tenant_id"], doc["priority"])
-        elif doc["state"] == JobState.QUEUED.value:
-            queue = await self._lines.position(
-                doc["tenant_id"],
-                job_item(doc["_id"]),
-                doc["priority"],
-                doc.get("queue_reason"),
-                {} if lines is None else lines,
+        queue = (
+            await self._lines.place(
+                doc["tenant_id"], job_item(doc["_id"]), doc["priority"], doc.get("queue_reason"),
+                lines=lines, new=new,
             )
+            if doc["state"] == JobState.QUEUED.value
+            else None
+        )  # fmt: skip
         runs = doc.get("runs") or {}
         return Job(
             job_id=doc["job_id"],

@@ -79,17 +79,23 @@ class QueueLines:
     def __init__(self, store: QueueLineStore) -> None:
         self._store = store
 
-    async def position(
-        self, tenant_id: str, item: str, priority: int, reason: str | None, lines: dict[str, Line]
+    async def place(
+        self,
+        tenant_id: str,
+        item: str,
+        priority: int,
+        reason: str | None,
+        *,
+        lines: dict[str, Line] | None = None,
+        new: bool = False,
     ) -> QueuePosition:
-        """Where a queued workload stands; `lines` keeps each tenant's line read once
-        for all the items of one page."""
+        """Where a queued workload stands. A `new` one (just submitted) is placed from
+        its tenant's priority bands alone (a few numbers, not the line); `lines` keeps
+        each tenant's line read once for all the items of one page."""
+        if new:
+            bands = await self._store.bands(tenant_id)
+            return place_new([] if bands is None else bands["bands"], priority, None)
+        lines = {} if lines is None else lines
         if tenant_id not in lines:
             lines[tenant_id] = Line.of(await self._store.line(tenant_id))
         return lines[tenant_id].position(item, priority, reason)
-
-    async def new_place(self, tenant_id: str, priority: int) -> QueuePosition:
-        """Where a workload just submitted will stand, from the tenant's priority bands
-        alone (a few numbers, not the line)."""
-        doc = await self._store.bands(tenant_id)
-        return place_new([] if doc is None else doc["bands"], priority, None)

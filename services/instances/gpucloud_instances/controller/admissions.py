@@ -178,7 +178,7 @@ class Admissions:
         queued = list(self.room.queued.values())
         if not queued:
             self._plan = {}
-            await self._publish({})
+            await self._publish({}, {})
             return
         accounting = self._cache.gpu_accounting()
         for job in self.room.starting.values():
@@ -232,11 +232,8 @@ class Admissions:
             if isinstance(planned, Waiting) and planned.reason != recorded:
                 self._queue.wake(item)
 
-    async def _publish(
-        self, waiting: dict[str, Waiting], queued: dict[str, Queued] | None = None
-    ) -> None:
+    async def _publish(self, waiting: dict[str, Waiting], queued: dict[str, Queued]) -> None:
         """Publish each tenant's line that changed since the last time."""
-        queued = queued or {}
         places: dict[str, list[tuple[int, Queued]]] = {}
         for item, place in waiting.items():
             places.setdefault(queued[item].tenant_id, []).append((place.position, queued[item]))
