@@ -19,9 +19,10 @@ from gpucloud_instances.settings import InstancesSettings
 from gpucloud_instances.stock_targets import stock_status
 from gpucloud_instances.tenancy import tenant_fields
 from gpucloud_instances.transitions import transition_events
+from gpucloud_instances.wakeups import InstanceChanges
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.events import TenantQuota, TenantUpserted
-from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kube import KubeClient, _env_proxy
 
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 QUOTA = QuotaDoc(
@@ -139,6 +140,37 @@ async def test_the_work_queue_merges_wakeups_and_reruns_an_item_woken_while_busy
     await asyncio.sleep(0.05)
     worker.cancel()
     assert seen == ["a", "a"]
+
+
+async def test_readers_waiting_on_an_instance_are_handed_the_recorded_document() -> None:
+    changes = InstanceChanges()
+    first, second = changes.listen("acme/i-1"), changes.listen("acme/i-1")
+    assert first is second  # readers of one instance share one wait
+    readers = [
+        asyncio.create_task(changes.wait("acme/i-1", first, 5.0)),
+        asyncio.create_task(changes.wait("acme/i-1", second, 5.0)),
+    ]
+    await asyncio.sleep(0)
+    changes.notify(InstanceDoc(_id="acme/i-1", state="running"), stop_requested=False)  # type: ignore[typeddict-item]
+    for recorded in await asyncio.gather(*readers):
+        assert recorded is not None
+        assert (recorded.doc["state"], recorded.stop_requested) == ("running", False)
+    # Nobody told within the time: look again; the next reader waits afresh.
+    news = changes.listen("acme/i-1")
+    assert await changes.wait("acme/i-1", news, 0.01) is None
+    assert changes.listen("acme/i-1") is not news
+
+
+def test_the_kubernetes_proxy_comes_from_the_environment_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert _env_proxy("https://10.0.0.1:6443") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert _env_proxy("https://10.0.0.1:6443") == "http://proxy.example:3128"
+    monkeypatch.setenv("NO_PROXY", "10.0.0.1")
+    assert _env_proxy("https://10.0.0.1:6443") is None
 
 
 def node(ready: str, since: datetime) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from .store import (
     TenantStore,
     instance_key,
 )
-from .wakeups import ControllerWakeups, InstanceChanges
+from .wakeups import ControllerWakeups, InstanceChanges, Recorded
 
 #: How often a reader waiting for a transition looks at the store again, for the
 #: transitions another replica's controller records.
@@ -222,16 +222,21 @@ class Instances:
         poll of at most `wait_s`: the answer comes as the transition is recorded)."""
         key = instance_key(identity.require_tenant(), instance_id)
         deadline = time.monotonic() + wait_s
+        recorded: Recorded | None = None
         while True:
-            changed = self._changes.listen(key)
-            # Both by `_id`, at once; a stop request only shows while the instance is live.
-            doc, stop_requested = await asyncio.gather(
-                self._owned(identity, instance_id), self._requests.requested(key, "stop")
-            )
+            news = self._changes.listen(key)
+            if recorded is None:
+                # Both by `_id`, at once; a stop request only shows while it is live.
+                recorded = Recorded(
+                    *await asyncio.gather(
+                        self._owned(identity, instance_id), self._requests.requested(key, "stop")
+                    )
+                )
+            doc = recorded.doc
             remaining = deadline - time.monotonic()
             if after_revision is None or doc["sequence"] > after_revision or remaining <= 0:
-                return await self.view(doc, stop_requested=stop_requested)
-            await self._changes.wait(key, changed, min(remaining, CHANGE_RECHECK_S))
+                return await self.view(doc, stop_requested=recorded.stop_requested)
+            recorded = await self._changes.wait(key, news, min(remaining, CHANGE_RECHECK_S))
 
     async def endpoint(
         self, identity: Identity, instance_id: str, port: int, *, tunnel: bool = False

@@ -4,9 +4,10 @@ after a recorded request, and news of recorded transitions for waiting readers."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
+from typing import NamedTuple
 
+from .documents import InstanceDoc
 from .store import RequestStore
 
 #: The controller's work items: an instance key (`<tenant>/<instance>`), a job
@@ -49,25 +50,42 @@ class ControllerWakeups:
             await self._requests.wake(item)
 
 
+class Recorded(NamedTuple):
+    """An instance as a transition left it, and whether a stop was being carried out."""
+
+    doc: InstanceDoc
+    stop_requested: bool
+
+
 class InstanceChanges:
-    """Readers waiting for an instance's next transition, woken as the controller
-    records it. Only this replica's controller notifies, so a reader served by
-    another replica looks at the store again every so often instead."""
+    """Readers waiting for an instance's next transition, handed the recorded document
+    as the controller records it, so the answer needs no read of its own. Only this
+    replica's controller tells, so a reader served by another replica looks at the
+    store again every so often instead."""
 
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        self._news: dict[str, asyncio.Future[Recorded]] = {}
 
-    def listen(self, key: str) -> asyncio.Event:
+    def listen(self, key: str) -> asyncio.Future[Recorded]:
         """Take this before reading the instance, so no transition falls in between."""
-        return self._events.setdefault(key, asyncio.Event())
+        news = self._news.get(key)
+        if news is None or news.done():
+            news = self._news[key] = asyncio.get_running_loop().create_future()
+        return news
 
-    def notify(self, key: str) -> None:
-        event = self._events.pop(key, None)
-        if event is not None:
-            event.set()
+    def notify(self, doc: InstanceDoc, *, stop_requested: bool) -> None:
+        news = self._news.pop(doc["_id"], None)
+        if news is not None and not news.done():
+            news.set_result(Recorded(doc, stop_requested))
 
-    async def wait(self, key: str, event: asyncio.Event, timeout_s: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
-        if not event.is_set() and self._events.get(key) is event:
-            del self._events[key]  # others sharing it fall back to looking again
+    async def wait(
+        self, key: str, news: asyncio.Future[Recorded], timeout_s: float
+    ) -> Recorded | None:
+        """The transition recorded next, or None after `timeout_s` (look again)."""
+        try:
+            # Shielded: readers of the same instance share the future.
+            return await asyncio.wait_for(asyncio.shield(news), timeout_s)
+        except TimeoutError:
+            if self._news.get(key) is news:
+                del self._news[key]  # others sharing it fall back to looking again
+            return None

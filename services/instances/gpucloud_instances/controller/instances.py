@@ -132,7 +132,7 @@ class InstanceReconciler:
             await self.delete_workload(namespace_name, name)
             await self._transition(doc, _to_stopped(State(doc["state"]), reason=reason))
         elif State(doc["state"]) != State.STOPPING:
-            await self._transition(doc, [Step(State.STOPPING, now(), reason)])
+            await self._transition(doc, [Step(State.STOPPING, now(), reason)], stop_requested=True)
 
     async def _without_pod(self, doc: InstanceDoc) -> None:
         state = State(doc["state"])
@@ -206,7 +206,11 @@ class InstanceReconciler:
 
     # --- transitions and their events ----------------------------------------------
 
-    async def _transition(self, doc: InstanceDoc, steps: list[Step], **extra: Any) -> None:
+    async def _transition(
+        self, doc: InstanceDoc, steps: list[Step], *, stop_requested: bool = False, **extra: Any
+    ) -> None:
+        """Record the steps (with `extra` fields), tell the readers waiting on the
+        instance, then publish the events. `stop_requested`: a stop is being carried out."""
         done = await self._instances.transition(
             doc, steps, events=transition_events(doc, steps), extra=extra
         )
@@ -214,7 +218,7 @@ class InstanceReconciler:
             self._queue.wake(doc["_id"])  # the document moved under us; look again
             return
         self._admissions.room.instance(done)
-        self._changes.notify(done["_id"])
+        self._changes.notify(done, stop_requested=stop_requested)
         await self._flush(done)
         if State(done["state"]) in TERMINAL:
             await self._quota.release(done["tenant_id"], done["instance_id"])
