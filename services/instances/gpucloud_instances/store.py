@@ -355,8 +355,11 @@ class InstanceStore:
             return_document=ReturnDocument.AFTER,
         )
 
-    async def update_fields(self, key: str, fields: Document) -> None:
-        await self._instances.update_one({"_id": key}, {"$set": {**fields, "updated_at": now()}})
+    async def update_fields(self, key: str, fields: Document) -> Document:
+        """Set `fields` (and `updated_at`); returns what was set."""
+        written = {**fields, "updated_at": now()}
+        await self._instances.update_one({"_id": key}, {"$set": written})
+        return written
 
     async def live_states(self) -> dict[str, State]:
         """Every instance that is not terminal, with its state.

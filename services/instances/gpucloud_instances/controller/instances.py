@@ -19,13 +19,14 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest, QuotaRejectedError
+from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
 from ..admission_queue import Waiting
 from ..documents import InstanceDoc
-from ..lifecycle import TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..lifecycle import LIVE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
@@ -43,6 +44,64 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 30
 QUOTA_RETRY_S = 2.0
+
+
+class KnownInstances:
+    """The leader's last word on each live instance: its document as the controller
+    last read or wrote it, and the stop request recorded then.
+
+    The controller is an instance's only writer after the API inserts it, and every
+    change from outside (the insert, a stop or delete request, another replica's
+    wake-up, a resync) forgets the instance before it wakes the controller. So a
+    reconcile woken by the pod watch, most of a start's, needs no read of the store.
+    """
+
+    def __init__(self, instances: InstanceStore, requests: RequestStore) -> None:
+        self._instances = instances
+        self._requests = requests
+        self._known: dict[str, tuple[InstanceDoc, Document | None]] = {}
+        self._reading: set[str] = set()
+        self._forgotten_while_reading: set[str] = set()
+
+    async def read(self, key: str) -> tuple[InstanceDoc | None, Document | None]:
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        self._reading.add(key)
+        try:
+            doc, stop_request = await asyncio.gather(
+                self._instances.get(key), self._requests.stop_request(key)
+            )
+        finally:
+            self._reading.discard(key)
+            # Told of an outside change while reading: the next reconcile reads again.
+            told = key in self._forgotten_while_reading
+            self._forgotten_while_reading.discard(key)
+        if not told and doc is not None and doc.get("admitted"):
+            self.remember(doc, stop_request)
+        return doc, stop_request
+
+    def remember(self, doc: InstanceDoc, stop_request: Document | None) -> None:
+        if State(doc["state"]) in LIVE:
+            self._known[doc["_id"]] = (doc, stop_request)
+        else:
+            self._known.pop(doc["_id"], None)  # settled: rarely reconciled again
+
+    def wrote(self, doc: InstanceDoc) -> None:
+        """The controller wrote `doc`: keep it, unless the instance was forgotten since."""
+        known = self._known.get(doc["_id"])
+        if known is not None:
+            self.remember(doc, known[1])
+
+    def forget(self, key: str) -> None:
+        self._known.pop(key, None)
+        if key in self._reading:
+            self._forgotten_while_reading.add(key)
+
+    def forget_all(self) -> None:
+        """Leadership ended: the next leader's word is the store's."""
+        self._known.clear()
+        self._forgotten_while_reading.update(self._reading)
 
 
 class InstanceReconciler:
@@ -80,11 +139,17 @@ class InstanceReconciler:
         self._schedule_timeout_s = schedule_timeout_s
         self._admissions = admissions
         self._tenants = tenants
+        self.known = KnownInstances(instances, requests)
 
     async def reconcile(self, key: str) -> None:
-        doc, stop_request = await asyncio.gather(
-            self._instances.get(key), self._requests.stop_request(key)
-        )
+        try:
+            await self._reconcile(key)
+        except BaseException:
+            self.known.forget(key)  # a write may or may not have landed
+            raise
+
+    async def _reconcile(self, key: str) -> None:
+        doc, stop_request = await self.known.read(key)
         stop_requested = stop_request is not None
         if doc is None or not doc.get("admitted"):
             self._admissions.room.forget(key)
@@ -169,7 +234,7 @@ class InstanceReconciler:
                     doc, steps, node=node, zone=zone, pod_ip=observed.pod_ip, from_stock=from_stock
                 )
             elif observed.pod_ip and observed.pod_ip != doc.get("pod_ip"):
-                await self._instances.update_fields(doc["_id"], {"pod_ip": observed.pod_ip})
+                await self._update_fields(doc, {"pod_ip": observed.pod_ip})
 
     # --- the admission queue (`queue: true` starts) ----------------------------------
 
@@ -182,7 +247,7 @@ class InstanceReconciler:
             self._admissions.take(key)
             await self._admit(doc)
         elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
-            await self._instances.update_fields(key, {"queue_reason": planned.reason})
+            await self._update_fields(doc, {"queue_reason": planned.reason})
             self._admissions.room.record_reason(key, planned.reason)
 
     async def _admit(self, doc: InstanceDoc) -> None:
@@ -215,8 +280,10 @@ class InstanceReconciler:
             doc, steps, events=transition_events(doc, steps), extra=extra
         )
         if done is None:
+            self.known.forget(doc["_id"])
             self._queue.wake(doc["_id"])  # the document moved under us; look again
             return
+        self.known.wrote(done)
         self._admissions.room.instance(done)
         self._changes.notify(done, stop_requested=stop_requested)
         await self._flush(done)
@@ -232,6 +299,11 @@ class InstanceReconciler:
         if doc.get("outbox"):
             await publish_in_order(self._broker, INSTANCE_LIFECYCLE, doc["outbox"])
             await self._instances.clear_outbox(doc["_id"], doc["sequence"])
+            self.known.wrote({**doc, "outbox": [], "has_outbox": False})
+
+    async def _update_fields(self, doc: InstanceDoc, fields: Document) -> None:
+        written = await self._instances.update_fields(doc["_id"], fields)
+        self.known.wrote({**doc, **written})  # type: ignore[typeddict-item]
 
     async def _fail(
         self, doc: InstanceDoc, reason: FailureReason, message: str | None, *, pod_exists: bool
@@ -258,7 +330,7 @@ class InstanceReconciler:
         if _waited_s(doc) > self._schedule_timeout_s:
             await self._fail(doc, FailureReason.INSUFFICIENT_GPUS, unschedulable, pod_exists=True)
         elif doc.get("message") != unschedulable:
-            await self._instances.update_fields(doc["_id"], {"message": unschedulable})
+            await self._update_fields(doc, {"message": unschedulable})
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
         if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
@@ -316,9 +388,7 @@ class InstanceReconciler:
         if _waited_s(doc) > self._schedule_timeout_s:
             await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
             return
-        await self._instances.update_fields(
-            doc["_id"], {"message": "waiting for the namespace quota to free up"}
-        )
+        await self._update_fields(doc, {"message": "waiting for the namespace quota to free up"})
         self._queue.wake_later(QUOTA_RETRY_S, doc["_id"])
 
     async def delete_workload(self, namespace_name: str, name: str, *, pod: bool = True) -> None:

@@ -87,6 +87,7 @@ class Controller:
         or `stocks`); only the
         leader acts (False elsewhere), and other replicas' API calls reach it through
         the store."""
+        self._instance_reconciler.known.forget(item)  # the caller changed the store
         return self._queue.wake(item)
 
     def reserve_stock(self, key: str, spec_name: str, zones: list[str]) -> None:
@@ -126,6 +127,7 @@ class Controller:
                 log.exception("controller crashed; restarting")
             finally:
                 self._queue.accepting = False
+                self._instance_reconciler.known.forget_all()
                 self._cache.reset()
                 self._admissions.reset()
             await asyncio.sleep(RETRY_LEAD_S)
@@ -155,6 +157,7 @@ class Controller:
     async def _poll_wakeups(self) -> None:
         """Other replicas' API calls wake the leader through inserted documents."""
         for item in await self._requests.take_wakeups():
+            self._instance_reconciler.known.forget(item)
             self._queue.wake(item)
 
     async def _ensure_cluster_objects(self) -> None:

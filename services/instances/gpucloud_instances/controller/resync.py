@@ -109,6 +109,7 @@ class Resync:
                 or state == State.PENDING
                 or observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at).state != state
             ):
+                self._instance_reconciler.known.forget(key)  # read it afresh
                 self._queue.wake(key)
 
     async def _delete_orphan_pods(self, live: dict[str, State]) -> None:
