@@ -112,6 +112,14 @@ def test_each_service_gets_only_its_own_secrets(rendered: list[dict[str, Any]]) 
     )
 
 
+def test_instance_lists_come_from_memory_only_with_one_instances_replica(
+    rendered: list[dict[str, Any]],
+) -> None:
+    assert _env(rendered, "instances")["GPUCLOUD_LISTS_FROM_MEMORY"] == "false"  # 2 by default
+    single = render("s3.rootSecret=minio-root", "services.instances.replicas=1")
+    assert _env(single, "instances")["GPUCLOUD_LISTS_FROM_MEMORY"] == "true"
+
+
 def test_the_storage_service_can_run_on_a_rook_object_store() -> None:
     docs = render(
         "s3.objectStore=rgw",

@@ -3,6 +3,8 @@ Kubernetes."""
 
 from __future__ import annotations
 
+import asyncio
+
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
@@ -16,6 +18,7 @@ from .handlers import EventHandlers
 from .inference import InferenceServices
 from .instances import Instances
 from .jobs import Jobs
+from .list_model import InstanceListModel
 from .pull_secrets import PullSecrets
 from .queue_line import QueueLines
 from .quota_ledger import QuotaLedger
@@ -48,7 +51,7 @@ kube = KubeClient(settings.kubeconfig)
 specs, tenants, instances = (
     SpecStore(runtime.db),
     TenantStore(runtime.db),
-    InstanceStore(runtime.db),
+    InstanceStore(runtime.db, InstanceListModel() if settings.lists_from_memory else None),
 )
 stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
 jobs, services = JobStore(runtime.db), ServiceStore(runtime.db)
@@ -71,9 +74,24 @@ spec_catalog = Specs(specs, stocks)
 tenancy = Tenancy(settings, tenants, instances, jobs, services, requests, wakeups)
 handlers = EventHandlers(tenancy, NodeCordons(kube))
 
+filling: list[asyncio.Task[None]] = []
+
+
+async def start_filling_lists() -> None:
+    filling.append(asyncio.create_task(instances.fill_lists(), name="fill-instance-lists"))
+
+
+async def stop_filling_lists() -> None:
+    for task in filling:
+        task.cancel()
+    await asyncio.gather(*filling, return_exceptions=True)
+
+
 runtime.on_start(kube.connect)
+runtime.on_start(start_filling_lists)
 runtime.on_start(controller.start)
 runtime.on_stop(controller.stop)
+runtime.on_stop(stop_filling_lists)
 runtime.on_stop(quota.close)
 runtime.on_stop(kube.close)
 runtime.on_stop(storage.close)

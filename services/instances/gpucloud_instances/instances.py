@@ -204,7 +204,7 @@ class Instances:
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
         tenant_id = identity.require_tenant()
-        doc = await self._instances.get(instance_key(tenant_id, instance_id))
+        doc = await self._instances.current(instance_key(tenant_id, instance_id))
         if doc is None or not doc.get("admitted"):
             # Another tenant's instance and a missing one look the same.
             raise NotFound(f"instance {instance_id!r} does not exist")

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from pymongo import ASCENDING, IndexModel, ReturnDocument
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
@@ -44,6 +45,7 @@ from .documents import (
 from .job_lifecycle import LIVE as LIVE_JOB_STATES
 from .job_lifecycle import JobState
 from .lifecycle import TERMINAL, State, Step
+from .list_model import InstanceListModel
 
 DocT = TypeVar("DocT", InstanceDoc, JobDoc, ServiceDoc)
 
@@ -106,6 +108,10 @@ RequestKind = Literal["stop", "delete", "cancel"]
 
 #: The most tenants the platform admin's list queries at once.
 MAX_TENANTS_PER_ROUND = 8
+#: How long a failed fill of the list model waits before it reads again.
+LIST_FILL_RETRY_S = 2.0
+
+log = logging.getLogger(__name__)
 
 
 def instance_key(tenant_id: str, instance_id: str) -> str:
@@ -251,19 +257,74 @@ _QUEUED_INSTANCE_FIELDS = {
 
 
 class InstanceStore:
-    def __init__(self, db: Database) -> None:
+    """Instance documents. With a list model (list_model.py), every write is handed
+    to it too, and pages and the API's reads come from it once it is filled."""
+
+    def __init__(self, db: Database, lists: InstanceListModel | None = None) -> None:
         self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
         self._tenants = db[TENANTS]
         self._idempotency = db[IDEMPOTENCY]
+        self._lists = lists
+
+    async def fill_lists(self) -> None:
+        """Fill the list model from the store, once, retrying until the store answers
+        (pages come from the store meanwhile)."""
+        if self._lists is None:
+            return
+
+        async def every_instance() -> list[InstanceDoc]:
+            query = {"state": {"$ne": State.DELETED.value}}
+            return [doc async for doc in self._instances.find(query, {"outbox": 0})]
+
+        while True:
+            try:
+                await self._lists.fill(every_instance)
+                return
+            except PyMongoError as error:
+                log.warning(
+                    "filling the instance lists failed; retrying", extra={"error": str(error)}
+                )
+                await asyncio.sleep(LIST_FILL_RETRY_S)
+
+    @contextlib.contextmanager
+    def _writing(self, key: str) -> Iterator[None]:
+        """A write that fails may have landed: the list model reads it again."""
+        try:
+            yield
+        except BaseException:
+            if self._lists is not None:
+                self._lists.unsure(key)
+            raise
 
     async def insert(self, document: InstanceDoc) -> None:
         try:
-            await self._instances.insert_one(document)
+            with self._writing(document["_id"]):
+                await self._instances.insert_one(document)
         except DuplicateKeyError as error:
             raise DuplicateInstance(str(error)) from error
+        if self._lists is not None:
+            self._lists.written(document)
 
     async def get(self, key: str) -> InstanceDoc | None:
         return await self._instances.find_one({"_id": key})
+
+    async def current(self, key: str) -> InstanceDoc | None:
+        """`get`, from the list model where it holds the instance (the API's reads;
+        the controller reads the store)."""
+        if self._lists is not None and self._lists.ready:
+            await self._refresh_unsure()
+            doc = self._lists.get(key)
+            if doc is not None:
+                return doc
+        return await self.get(key)
+
+    async def _refresh_unsure(self) -> None:
+        assert self._lists is not None
+        keys = self._lists.take_unsure()
+        if keys:
+            docs = await asyncio.gather(*(self.get(key) for key in keys))
+            for key, doc in zip(keys, docs, strict=True):
+                self._lists.refreshed(key, doc)
 
     async def by_idempotency_key(self, tenant_id: str, idempotency_key: str) -> InstanceDoc | None:
         mapping = await self._idempotency.find_one({"_id": f"{tenant_id}|{idempotency_key}"})
@@ -283,7 +344,10 @@ class InstanceStore:
         await self._idempotency.delete_one({"_id": f"{tenant_id}|{idempotency_key}"})
 
     async def remove(self, key: str) -> None:
-        await self._instances.delete_one({"_id": key})
+        with self._writing(key):
+            await self._instances.delete_one({"_id": key})
+        if self._lists is not None:
+            self._lists.removed(key)
 
     async def page(
         self,
@@ -299,6 +363,15 @@ class InstanceStore:
         if tenant_id is None:
             return await self._every_tenant_page(
                 states=states, spec_name=spec_name, after=after, limit=limit
+            )
+        if (
+            self._lists is not None
+            and self._lists.ready
+            and State.DELETED.value not in (states or ())
+        ):
+            await self._refresh_unsure()
+            return self._lists.page(
+                tenant_id, states=states, spec_name=spec_name, after=after, limit=limit
             )
         query: Document = {"tenant_id": tenant_id}
         if states:
@@ -345,20 +418,27 @@ class InstanceStore:
             **(extra or {}),
         }
         history = [{"state": s.state.value, "at": s.at, "reason": s.reason} for s in steps]
-        return await self._instances.find_one_and_update(
-            {"_id": doc["_id"], "sequence": doc["sequence"]},
-            {
-                "$set": changes,
-                "$inc": {"sequence": len(steps)},
-                "$push": {"history": {"$each": history}, "outbox": {"$each": events}},
-            },
-            return_document=ReturnDocument.AFTER,
-        )
+        with self._writing(doc["_id"]):
+            done = await self._instances.find_one_and_update(
+                {"_id": doc["_id"], "sequence": doc["sequence"]},
+                {
+                    "$set": changes,
+                    "$inc": {"sequence": len(steps)},
+                    "$push": {"history": {"$each": history}, "outbox": {"$each": events}},
+                },
+                return_document=ReturnDocument.AFTER,
+            )
+        if done is not None and self._lists is not None:
+            self._lists.written(done)
+        return done
 
     async def update_fields(self, key: str, fields: Document) -> Document:
         """Set `fields` (and `updated_at`); returns what was set."""
         written = {**fields, "updated_at": now()}
-        await self._instances.update_one({"_id": key}, {"$set": written})
+        with self._writing(key):
+            await self._instances.update_one({"_id": key}, {"$set": written})
+        if self._lists is not None:
+            self._lists.merge(key, written)
         return written
 
     async def live_states(self) -> dict[str, State]:
