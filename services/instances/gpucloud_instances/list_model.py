@@ -117,6 +117,10 @@ class InstanceListModel:
                 break
         return page
 
+    def tenants(self) -> list[str]:
+        """The tenants holding any instance not deleted."""
+        return list(self._keys)
+
     def get(self, key: str) -> InstanceDoc | None:
         return self._docs.get(key)
 

@@ -364,11 +364,8 @@ class InstanceStore:
             return await self._every_tenant_page(
                 states=states, spec_name=spec_name, after=after, limit=limit
             )
-        if (
-            self._lists is not None
-            and self._lists.ready
-            and State.DELETED.value not in (states or ())
-        ):
+        if self._from_memory(states):
+            assert self._lists is not None
             await self._refresh_unsure()
             return self._lists.page(
                 tenant_id, states=states, spec_name=spec_name, after=after, limit=limit
@@ -394,8 +391,21 @@ class InstanceStore:
                 tenant, states=states, spec_name=spec_name, after=after, limit=wanted
             )
 
-        tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
+        if self._from_memory(states):
+            assert self._lists is not None
+            tenants = self._lists.tenants()  # those holding any instance not deleted
+        else:
+            tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
         return await walk_tenants(tenants, after, limit, one_tenant)
+
+    def _from_memory(self, states: list[str] | None) -> bool:
+        """Whether a page with these states comes from the list model (which holds no
+        deleted instance)."""
+        return (
+            self._lists is not None
+            and self._lists.ready
+            and State.DELETED.value not in (states or ())
+        )
 
     async def transition(
         self,
