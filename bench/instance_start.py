@@ -568,7 +568,7 @@ async def scale(bench: Bench, http: httpx.AsyncClient, instances: int = SCALE_IN
         )
         tenant_lists.append(time.perf_counter() - t)
         assert len(response.json()["items"]) == per_tenant
-    for _ in range(20):
+    for _ in range(100):
         t = time.perf_counter()
         response = await http.get(
             "/gpu-instances", params={"limit": 100}, auth=bench.auth("platform-admin")
