@@ -175,7 +175,7 @@ class Instances:
             if again is None:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
             return await self._replay(again, hashed), False
-        await self._wakeups.wake(key)
+        await self._wakeups.wake_new(doc)
         return await self.view(doc, new=True), True
 
     async def _forget_key(self, tenant_id: str, idempotency_key: str | None) -> None:

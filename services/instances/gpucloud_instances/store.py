@@ -578,17 +578,18 @@ class StockStore:
         query = {} if spec_name is None else {"spec_name": spec_name}
         return [doc async for doc in self._stocks.find(query)]
 
-    async def add_unit(self, name: str, spec_name: str) -> None:
-        await self._stocks.insert_one(
-            {
-                "_id": name,
-                "spec_name": spec_name,
-                "state": "placing",
-                "node": None,
-                "zone": None,
-                "created_at": now(),
-            }
-        )
+    async def add_unit(self, name: str, spec_name: str) -> StockUnitDoc:
+        """Record a unit being placed; returns it as recorded."""
+        unit: StockUnitDoc = {
+            "_id": name,
+            "spec_name": spec_name,
+            "state": "placing",
+            "node": None,
+            "zone": None,
+            "created_at": now(),
+        }
+        await self._stocks.insert_one(unit)
+        return unit
 
     async def mark_available(self, name: str, node: str, zone: str | None) -> None:
         await self._stocks.update_one(

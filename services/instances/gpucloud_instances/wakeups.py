@@ -36,10 +36,12 @@ class ControllerWakeups:
         self,
         requests: RequestStore,
         wake_local: Callable[[str], bool],
+        wake_new_local: Callable[[InstanceDoc], bool],
         reserve_stock: Callable[[str, str, list[str]], None],
     ) -> None:
         self._requests = requests
         self._wake_local = wake_local
+        self._wake_new_local = wake_new_local
         self.reserve_stock = reserve_stock
 
     async def wake(self, item: str) -> None:
@@ -48,6 +50,12 @@ class ControllerWakeups:
         resync, which queues every instance not yet settled."""
         if not self._wake_local(item):
             await self._requests.wake(item)
+
+    async def wake_new(self, doc: InstanceDoc) -> None:
+        """`wake` for an instance just inserted: a leading replica's controller takes
+        the document as inserted, so its first reconcile reads nothing."""
+        if not self._wake_new_local(doc):
+            await self._requests.wake(doc["_id"])
 
 
 class Recorded(NamedTuple):

@@ -338,7 +338,6 @@ class InstanceReconciler:
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:
             return
-        node = await self._stocks.claim(doc)
         template = InstanceTemplate.model_validate(doc["template"])
         namespace_name, instance_id, tenant_id = (
             doc["namespace"],
@@ -346,12 +345,14 @@ class InstanceReconciler:
             doc["tenant_id"],
         )
         service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
-        if service is not None:
-            with contextlib.suppress(ConflictError):
-                await self._kube.create(service)
-        # A warm unit's node is known: bind there directly, skipping the scheduler
-        # (that is what the stock paid for); otherwise the scheduler places it.
-        pull_secrets = await self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"])
+        # A warm unit's node is known once its placeholder is gone: bind there
+        # directly, skipping the scheduler (that is what the stock paid for);
+        # otherwise the scheduler places it. The rest is done meanwhile.
+        node, pull_secrets, _ = await asyncio.gather(
+            self._stocks.claim(doc),
+            self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"]),
+            self._create_service(service),
+        )
         pod = manifests.instance_pod(
             namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
             spec_name=doc["spec_name"], image=doc["image"], template=template,
@@ -367,6 +368,11 @@ class InstanceReconciler:
             await self._wait_for_quota(doc, error)
             return
         self._cache.pods.setdefault(doc["_id"], created)
+
+    async def _create_service(self, service: Manifest | None) -> None:
+        if service is not None:
+            with contextlib.suppress(ConflictError):
+                await self._kube.create(service)
 
     async def _attach_storages(self, doc: InstanceDoc) -> list[tuple[str, str]] | None:
         """The (secret, env prefix) pairs of the instance's object storages; None when the

@@ -12,6 +12,7 @@ from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
 
 from .. import manifests
+from ..documents import InstanceDoc
 from ..settings import InstancesSettings
 from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
 from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
@@ -90,6 +91,14 @@ class Controller:
         self._instance_reconciler.known.forget(item)  # the caller changed the store
         return self._queue.wake(item)
 
+    def wake_new(self, doc: InstanceDoc) -> bool:
+        """`wake` for an instance the API has just inserted, as inserted: it has no
+        stop request yet, so the controller need not read either."""
+        if not self._queue.accepting:
+            return False
+        self._instance_reconciler.known.remember(doc, None)
+        return self._queue.wake(doc["_id"])
+
     def reserve_stock(self, key: str, spec_name: str, zones: list[str]) -> None:
         """An instance was just admitted: start freeing a warm unit for it (leader only)."""
         if self._queue.accepting:
@@ -128,6 +137,7 @@ class Controller:
             finally:
                 self._queue.accepting = False
                 self._instance_reconciler.known.forget_all()
+                self._stocks.reset()
                 self._cache.reset()
                 self._admissions.reset()
             await asyncio.sleep(RETRY_LEAD_S)

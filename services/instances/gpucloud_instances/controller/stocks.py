@@ -54,6 +54,9 @@ class StockPool:
         self._claimed: set[str] = set()
         self._pending_removals: set[str] = set()  # claimed units the store still lists
         self._reserved: dict[str, asyncio.Task[str | None]] = {}  # instance key -> its claim
+        # The store's units, as this leader wrote them: it is their only writer, so
+        # they are read once per leadership (None: not yet), not on every pass.
+        self._units: dict[str, StockUnitDoc] | None = None
         # Specs with a stock target, as of the last pass: starts of other specs
         # skip the claim altogether.
         self._stocked_specs: set[str] = set()
@@ -122,12 +125,20 @@ class StockPool:
         """Keep each spec's units at its target. Claims go on meanwhile (they never
         wait for a pass); a stale view here only over- or under-fills by a unit until
         the next pass."""
+        try:
+            await self._reconcile()
+        except BaseException:
+            self._units = None  # a write may or may not have landed: read them again
+            raise
+
+    async def _reconcile(self) -> None:
+        if self._units is None:
+            self._units = {unit["_id"]: unit for unit in await self._stocks.units()}
         for name in list(self._pending_removals):
-            await self._stocks.remove_unit(name)
+            await self._remove_unit(name)
             self._pending_removals.discard(name)
-        listed = await self._stocks.units()
-        self._claimed &= {unit["_id"] for unit in listed}  # the store dropped the rest
-        units = {unit["_id"]: unit for unit in listed if unit["_id"] not in self._claimed}
+        self._claimed &= set(self._units)  # the store dropped the rest
+        units = {name: unit for name, unit in self._units.items() if name not in self._claimed}
         await self._observe_placeholders(units)
         await self._drop_vanished(units)
         targets = await self._stocks.targets()
@@ -144,7 +155,7 @@ class StockPool:
             # Surplus: drop the ones still placing first, then available ones.
             surplus = sorted(live, key=lambda unit: unit["state"] != "placing")[: max(-missing, 0)]
             for unit in surplus:
-                await self._stocks.remove_unit(unit["_id"])
+                await self._remove_unit(unit["_id"])
                 await self._kube.delete("Pod", self._namespace, unit["_id"], grace_s=0)
                 units.pop(unit["_id"])
         self._available = {
@@ -170,6 +181,7 @@ class StockPool:
             ):
                 zone = self._cache.zone_of(node)
                 await self._stocks.mark_available(name, node, zone)
+                # `unit` is the leader's own copy of it (`_units`).
                 unit["state"], unit["node"], unit["zone"] = "available", node, zone
 
     async def _drop_vanished(self, units: dict[str, StockUnitDoc]) -> None:
@@ -180,13 +192,14 @@ class StockPool:
                 name not in self._cache.stock_pods
                 and unit["created_at"].replace(tzinfo=UTC) < grace
             ):
-                await self._stocks.remove_unit(name)
+                await self._remove_unit(name)
                 units.pop(name)
 
     async def _fill(self, spec_name: str, spec: SpecDoc, missing: int, images: list[str]) -> None:
         for _ in range(missing):
             name = f"stock-{spec_name}-{secrets.token_hex(4)}"
-            await self._stocks.add_unit(name, spec_name)
+            assert self._units is not None
+            self._units[name] = await self._stocks.add_unit(name, spec_name)
             try:
                 await self._kube.create(
                     manifests.placeholder_pod(
@@ -202,12 +215,22 @@ class StockPool:
                     raise
                 # Kubernetes will never take this spec's placeholder: say so once
                 # per pass and go on with the other specs' stocks.
-                await self._stocks.remove_unit(name)
+                await self._remove_unit(name)
                 log.error(
                     "stock placeholder refused; fix or delete the spec",
                     extra={"spec": spec_name, "error": str(error)[:300]},
                 )
                 return
+
+    async def _remove_unit(self, name: str) -> None:
+        await self._stocks.remove_unit(name)
+        if self._units is not None:
+            self._units.pop(name, None)
+
+    def reset(self) -> None:
+        """Leadership ended: the next leader reads the units from the store."""
+        self._units = None
+        self._available.clear()
 
 
 def _log_failed_reservation(task: asyncio.Task[str | None]) -> None:
