@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_instances.controller.stocks import REFILL_QUIET_S
 from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
 from gpucloud_libs.identity import IdentitySigner, Role, SignedAs
 from gpucloud_libs.kafka import create_broker, publish_event
@@ -395,6 +397,39 @@ async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) ->
         response = await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
         assert response.json()["target"] == 0
     await eventually(lambda: stock(0), timeout=30)
+
+
+async def test_a_stock_refills_once_the_starts_pause(api: Instances) -> None:
+    spec = await api.spec(gpus=1, gpu_type="NVIDIA-A100-SXM4-40GB")
+    change = {"number": 2, "operationID": unique("op"), "specName": spec}
+    assert (await api.http.post("/stocks", json=change, auth=api.admin)).status_code == 200
+
+    async def row() -> dict[str, Any]:
+        rows = (await api.http.get("/stocks", auth=api.admin)).json()
+        found: dict[str, Any] = next(r for r in rows if r["specName"] == spec)
+        return found
+
+    async def units(available: int) -> dict[str, Any] | None:
+        found = await row()
+        return found if (found["available"], found["placing"]) == (available, 0) else None
+
+    removal = {"number": 2, "operationID": unique("op"), "specName": spec}
+    try:
+        await eventually(lambda: units(2), timeout=30)
+        tenant = await api.tenant()
+        created = await api.start(tenant, spec)  # claims a unit before it answers
+        claimed_by = time.monotonic()
+        # No new placeholder while starts may still come (a refill would slow them)...
+        while time.monotonic() - claimed_by < REFILL_QUIET_S - 0.3:
+            assert (await row())["placing"] == 0
+            await asyncio.sleep(0.1)
+        running = await api.wait_state(tenant, created["instanceID"], "running")
+        assert running["fromStock"] is True
+        # ... then the claimed unit is replaced.
+        await eventually(lambda: units(2), timeout=30)
+    finally:
+        await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
+    await eventually(lambda: units(0), timeout=30)
 
 
 async def test_stock_placeholders_pull_the_stocks_images_before_they_are_offered(

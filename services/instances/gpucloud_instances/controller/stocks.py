@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from datetime import UTC, timedelta
 
@@ -28,6 +29,11 @@ log = logging.getLogger(__name__)
 RESERVATION_TTL_S = 30.0
 #: A unit whose placeholder has not shown up in the cache for this long is replaced.
 PLACEHOLDER_GRACE = timedelta(seconds=10)
+#: Claimed units are replaced once starts have claimed none for this long, or at
+#: once when a spec's stock is empty. A refill is a second pod's worth of work per
+#: start, and made during a burst it slowed the burst's starts; on a real cluster
+#: its placeholders, pulling images, would not be ready for that burst anyway.
+REFILL_QUIET_S = 2.0
 
 
 class StockPool:
@@ -57,6 +63,7 @@ class StockPool:
         # The store's units, as this leader wrote them: it is their only writer, so
         # they are read once per leadership (None: not yet), not on every pass.
         self._units: dict[str, StockUnitDoc] | None = None
+        self._last_claim = -REFILL_QUIET_S  # time.monotonic()
         # Specs with a stock target, as of the last pass: starts of other specs
         # skip the claim altogether.
         self._stocked_specs: set[str] = set()
@@ -118,6 +125,7 @@ class StockPool:
             raise
         # Off the start's path: until the store forgets the unit, _claimed keeps it out.
         self._pending_removals.add(unit["_id"])
+        self._last_claim = time.monotonic()
         self._wake()  # refill, once the burst of starts is over
         return unit["node"]
 
@@ -150,7 +158,7 @@ class StockPool:
                 continue
             live = [unit for unit in units.values() if unit["spec_name"] == spec_name]
             missing = target - len(live)
-            if missing > 0:
+            if missing > 0 and self._may_refill(len(live)):
                 await self._fill(spec_name, spec, missing, images.get(spec_name, []))
             # Surplus: drop the ones still placing first, then available ones.
             surplus = sorted(live, key=lambda unit: unit["state"] != "placing")[: max(-missing, 0)]
@@ -163,6 +171,12 @@ class StockPool:
             for name, unit in units.items()
             if unit["state"] == "available" and unit["node"] and name not in self._claimed
         }
+
+    def _may_refill(self, live: int) -> bool:
+        if live == 0 or time.monotonic() - self._last_claim >= REFILL_QUIET_S:
+            return True
+        self._wake()  # look again once the starts quiet down
+        return False
 
     async def _observe_placeholders(self, units: dict[str, StockUnitDoc]) -> None:
         """Running placeholders make their units available where they run; orphans go."""
