@@ -394,6 +394,13 @@ async def main(args: argparse.Namespace) -> None:
                 await http.request(
                     "DELETE", "/stocks", json=removal, auth=bench.auth("platform-admin")
                 )
+                # The stock's placeholders go too before the next run is measured.
+                while (
+                    await bench.core.list_namespaced_pod(
+                        "gpucloud-stocks", label_selector=f"gpucloud.io/stock={stock_spec}", limit=1
+                    )
+                ).items:
+                    await asyncio.sleep(0.5)
 
                 print(
                     f"instance start latency, {args.starts} sequential starts each, 1-GPU pods on {BENCH_NODES} kwok nodes:"
