@@ -33,6 +33,7 @@ from .kafka import (
 from .kafka_access import ServiceAccess
 from .logs import setup_logging
 from .mongo import Database, Document, IndexPlan, create_client, ensure_indexes, ping
+from .server_timing import ServerTimingMiddleware
 from .settings import ServiceSettings
 from .telemetry import Telemetry, TracingMiddleware, setup_telemetry
 from .topics import TopicSpec, dead_letter_topic, require_topics
@@ -213,6 +214,7 @@ class ServiceRuntime:
         app.state.identity_verifier = self.identity_verifier
         app.add_middleware(BodyLimitMiddleware, max_bytes=self.settings.max_body_bytes)
         app.add_middleware(RejectNulMiddleware)
+        app.add_middleware(ServerTimingMiddleware)
         app.add_middleware(TracingMiddleware, service=self.name)
 
         @app.get("/healthz", tags=["health"], summary="Liveness: the process is up")

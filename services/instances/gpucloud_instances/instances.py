@@ -19,6 +19,7 @@ from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import instance_host
+from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
 from .admission import (
@@ -100,11 +101,12 @@ class Instances:
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
         hashed = request_hash(body)
-        existing, tenant, spec = await asyncio.gather(
-            self._earlier(tenant_id, body.instance_id, idempotency_key),
-            self._tenants.get(tenant_id),
-            self._specs.get(body.spec_name),
-        )
+        with phase("reads"):
+            existing, tenant, spec = await asyncio.gather(
+                self._earlier(tenant_id, body.instance_id, idempotency_key),
+                self._tenants.get(tenant_id),
+                self._specs.get(body.spec_name),
+            )
         if existing is not None:
             return await self._replay(existing, hashed), False
         tenant = require_active(tenant, service="instances")
@@ -137,7 +139,8 @@ class Instances:
         # whose instance never gets recorded (a crash right here) is released by the
         # resync, which waits a full pass before it trusts that.
         gpus = GpuShare.of(spec).quota_gpus(spec["gpu_num"])
-        claim = await self._quota.claim(tenant_id, instance_id, gpus, tenant["quota"])
+        with phase("quota"):
+            claim = await self._quota.claim(tenant_id, instance_id, gpus, tenant["quota"])
         if not claim.admitted:
             await self._forget_key(tenant_id, idempotency_key)
             # The claim was refused by this same rule, on these same figures.
@@ -166,7 +169,8 @@ class Instances:
             request_hash=hashed, zones=zones, storages=storages, created=now(),
         )  # fmt: skip
         try:
-            await self._instances.insert(doc)
+            with phase("insert"):
+                await self._instances.insert(doc)
         except DuplicateInstance:
             # A concurrent request with the same instanceID won the insert (the claim
             # it shares with this one is its claim now).
