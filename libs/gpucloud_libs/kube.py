@@ -363,7 +363,12 @@ class KubeClient:
                 yield event["type"], raw
         except ApiException as error:
             raise _error(error) from error
-        except (TimeoutError, OSError) as error:
+        except (TimeoutError, OSError, aiohttp.ClientError) as error:
+            raise DependencyUnavailable(f"Kubernetes watch broke: {error}") from error
+        except RuntimeError as error:
+            # aiohttp's word for a stream the server closed midway.
+            if "Connection closed" not in str(error):
+                raise
             raise DependencyUnavailable(f"Kubernetes watch broke: {error}") from error
         finally:
             stream.stop()

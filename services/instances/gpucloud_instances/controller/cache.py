@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpucloud_libs.clock import now, now_as_stored
+from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.gpu_shares import GpuShare, gpu_units
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest, NotFoundError
 
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 KINDS = ("Pod", "Node", "Job", "JobSet")
 #: How long to wait before looking again for a JobSet CRD that is not installed.
 JOBSET_ABSENT_RETRY_S = 60.0
+#: A watch the API server broke is relisted after this.
+WATCH_RETRY_S = 1.0
 _ENDED = frozenset({"Succeeded", "Failed"})
 
 
@@ -131,6 +134,11 @@ class ClusterCache:
                             on_event(event_type, obj)
             except GoneError:
                 log.info("watch expired; relisting", extra={"kind": kind})
+            except DependencyUnavailable as error:
+                # The API server closed the stream midway (a restart, an overload):
+                # what happened meanwhile comes with the relist.
+                log.warning("watch broke; relisting", extra={"kind": kind, "error": str(error)})
+                await asyncio.sleep(WATCH_RETRY_S)
 
     def _replace(self, kind: str, items: list[Manifest]) -> None:
         if kind == "Node":
