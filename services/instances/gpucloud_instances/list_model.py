@@ -13,7 +13,9 @@ the store (`lists_from_memory` off; the Helm chart turns it off with more than
 one replica).
 
 The copy is filled from the store once, at start; until then pages come from
-the store. A write made during the fill wins over what the fill read.
+the store. A write made during the fill wins over what the fill read. Pages and
+`get` hand out the copy's own documents: callers read them and never change
+them (a changed document is a new dict, as everywhere in the service).
 """
 
 from __future__ import annotations
