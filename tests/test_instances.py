@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
+from pymongo import AsyncMongoClient
 
 from gpucloud_instances.controller.stocks import REFILL_QUIET_S
 from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
@@ -370,6 +371,26 @@ async def test_platform_admin_list_walks_every_tenant_once(api: Instances) -> No
         "/gpu-instances", params={"specName": spec, "tenantID": tenants[0]}, auth=api.admin
     )
     assert {item["tenantID"] for item in one_tenant.json()["items"]} == {tenants[0]}
+
+
+async def test_published_events_leave_the_outbox_once_the_start_settles(
+    api: Instances, mongo: AsyncMongoClient[dict[str, Any]]
+) -> None:
+    spec = await api.spec(gpus=1)
+    tenant = await api.tenant()
+    created = await api.start(tenant, spec)
+    await api.wait_state(tenant, created["instanceID"], "running")
+    stored = mongo["gpucloud_instances"]["instances"]
+
+    async def cleared() -> dict[str, Any] | None:
+        doc = await stored.find_one({"_id": f"{tenant}/{created['instanceID']}"})
+        return doc if doc is not None and not doc["outbox"] and not doc["has_outbox"] else None
+
+    # Each transition replaced the published events before it; the last ones go a
+    # moment after, so a new leader has nothing to publish again.
+    await eventually(cleared, timeout=10)
+    events = await lifecycle_events(api.kafka, tenant, created["instanceID"])
+    assert [e["state"] for e in events] == ["pending", "scheduled", "ready", "running"]
 
 
 async def test_stock_fast_path_claims_a_warm_unit_and_refills(api: Instances) -> None:

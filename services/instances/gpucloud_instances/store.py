@@ -414,8 +414,11 @@ class InstanceStore:
         *,
         events: list[OutboxEntry],
         extra: Document | None = None,
+        drop_published: bool = False,
     ) -> InstanceDoc | None:
-        """Apply transitions if nobody else did first; returns the new document or None."""
+        """Apply transitions if nobody else did first; returns the new document or None.
+        `drop_published`: the outbox holds only events already published, so the new
+        ones replace them (which spares clearing them on their own)."""
         steps = list(steps)
         if not steps:
             return doc
@@ -432,9 +435,12 @@ class InstanceStore:
             done = await self._instances.find_one_and_update(
                 {"_id": doc["_id"], "sequence": doc["sequence"]},
                 {
-                    "$set": changes,
+                    "$set": {**changes, **({"outbox": events} if drop_published else {})},
                     "$inc": {"sequence": len(steps)},
-                    "$push": {"history": {"$each": history}, "outbox": {"$each": events}},
+                    "$push": {
+                        "history": {"$each": history},
+                        **({} if drop_published else {"outbox": {"$each": events}}),
+                    },
                 },
                 return_document=ReturnDocument.AFTER,
             )

@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 30
 QUOTA_RETRY_S = 2.0
+#: Published events leave the outbox this long after, unless the next transition,
+#: which replaces them, comes first: a start's transitions follow each other
+#: within tens of milliseconds, and each clear was a write of its own.
+OUTBOX_CLEAR_DELAY_S = 1.0
 
 
 class KnownInstances:
@@ -140,6 +144,10 @@ class InstanceReconciler:
         self._admissions = admissions
         self._tenants = tenants
         self.known = KnownInstances(instances, requests)
+        # Instances whose outbox this leader published up to a sequence, and whose
+        # clear is still to come; the tasks that clear them.
+        self._published: dict[str, int] = {}
+        self._clearing: set[asyncio.Task[None]] = set()
 
     async def reconcile(self, key: str) -> None:
         try:
@@ -277,8 +285,9 @@ class InstanceReconciler:
         """Record the steps (with `extra` fields), tell the readers waiting on the
         instance, then publish the events. `stop_requested`: a stop is being carried out."""
         done = await self._instances.transition(
-            doc, steps, events=transition_events(doc, steps), extra=extra
-        )
+            doc, steps, events=transition_events(doc, steps), extra=extra,
+            drop_published=self._published.get(doc["_id"]) == doc["sequence"],
+        )  # fmt: skip
         if done is None:
             self.known.forget(doc["_id"])
             self._queue.wake(doc["_id"])  # the document moved under us; look again
@@ -291,15 +300,42 @@ class InstanceReconciler:
             await self._quota.release(done["tenant_id"], done["instance_id"])
 
     async def _flush(self, doc: InstanceDoc) -> None:
-        """Publish an instance's recorded transitions in order, then drop them.
+        """Publish an instance's recorded transitions in order, then drop them: with
+        the next transition, or `OUTBOX_CLEAR_DELAY_S` later.
 
         A crash between publish and drop republishes the same event ids, which
         consumers dedupe; an event is never dropped before the broker acknowledged it.
         """
-        if doc.get("outbox"):
+        if not doc.get("outbox"):
+            return
+        key, sequence = doc["_id"], doc["sequence"]
+        if self._published.get(key) != sequence:
             await publish_in_order(self._broker, INSTANCE_LIFECYCLE, doc["outbox"])
-            await self._instances.clear_outbox(doc["_id"], doc["sequence"])
-            self.known.wrote({**doc, "outbox": [], "has_outbox": False})
+            self._published[key] = sequence
+            task = asyncio.create_task(self._clear_later(key, sequence))
+            self._clearing.add(task)
+            task.add_done_callback(self._clearing.discard)
+        self.known.wrote({**doc, "outbox": [], "has_outbox": False})
+
+    async def _clear_later(self, key: str, sequence: int) -> None:
+        await asyncio.sleep(OUTBOX_CLEAR_DELAY_S)
+        if self._published.get(key) != sequence:
+            return  # a later transition replaced them
+        try:
+            await self._instances.clear_outbox(key, sequence)
+        except Exception as error:  # the next leader publishes them again, deduped
+            log.warning("clearing a published outbox failed", extra={"instance": key,
+                                                                      "error": str(error)})  # fmt: skip
+            return
+        if self._published.get(key) == sequence:
+            del self._published[key]
+
+    def reset(self) -> None:
+        """Leadership ended: the next leader's word is the store's."""
+        self.known.forget_all()
+        self._published.clear()
+        for task in self._clearing:
+            task.cancel()
 
     async def _update_fields(self, doc: InstanceDoc, fields: Document) -> None:
         written = await self._instances.update_fields(doc["_id"], fields)

@@ -136,7 +136,7 @@ class Controller:
                 log.exception("controller crashed; restarting")
             finally:
                 self._queue.accepting = False
-                self._instance_reconciler.known.forget_all()
+                self._instance_reconciler.reset()
                 self._stocks.reset()
                 self._cache.reset()
                 self._admissions.reset()
