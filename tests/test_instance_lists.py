@@ -29,6 +29,14 @@ def instance(tenant: str, number: int, state: str, spec: str) -> Any:
     }  # fmt: skip
 
 
+def remembering(
+    mongo: AsyncMongoClient[dict[str, Any]], db_name: str
+) -> tuple[InstanceListModel, InstanceStore]:
+    """A store that hands its writes to a list model, and the model."""
+    model = InstanceListModel()
+    return model, InstanceStore(mongo[db_name], model)
+
+
 @pytest.fixture
 async def db_name(mongo: AsyncMongoClient[dict[str, Any]]) -> AsyncIterator[str]:
     name = unique("gpucloud_lists_test").replace("-", "_")
@@ -48,8 +56,7 @@ async def test_pages_from_memory_are_the_stores_pages(
     for doc in docs:
         await store.insert(doc)
     await mongo[db_name][TENANTS].insert_many([{"_id": "acme"}, {"_id": "globex"}])
-    model = InstanceListModel()
-    remembered = InstanceStore(mongo[db_name], model)
+    model, remembered = remembering(mongo, db_name)
     await remembered.fill_lists()
     assert model.ready
 
@@ -73,8 +80,7 @@ async def test_pages_from_memory_are_the_stores_pages(
 async def test_each_write_shows_in_the_next_page(
     mongo: AsyncMongoClient[dict[str, Any]], db_name: str
 ) -> None:
-    model = InstanceListModel()
-    store = InstanceStore(mongo[db_name], model)
+    _, store = remembering(mongo, db_name)
     await store.insert(instance("acme", 1, "pending", "spec-0"))
     await store.fill_lists()
     await store.insert(instance("acme", 2, "pending", "spec-0"))
@@ -109,8 +115,7 @@ async def test_each_write_shows_in_the_next_page(
 async def test_a_write_during_the_fill_wins_over_what_the_fill_read(
     mongo: AsyncMongoClient[dict[str, Any]], db_name: str
 ) -> None:
-    model = InstanceListModel()
-    store = InstanceStore(mongo[db_name], model)
+    model, store = remembering(mongo, db_name)
     await store.insert(instance("acme", 1, "pending", "spec-0"))
     read_at_fill = asyncio.Event()
 

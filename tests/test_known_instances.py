@@ -21,7 +21,7 @@ KEY = "acme/i-1"
 @pytest.fixture
 async def stores(
     mongo: AsyncMongoClient[dict[str, Any]],
-) -> AsyncIterator[tuple[InstanceStore, RequestStore]]:
+) -> AsyncIterator[tuple[KnownInstances, InstanceStore, RequestStore]]:
     name = unique("gpucloud_known_test").replace("-", "_")
     instances, requests = InstanceStore(mongo[name]), RequestStore(mongo[name])
     # Only what the memory looks at; the store takes any document.
@@ -33,15 +33,14 @@ async def stores(
         "admitted": True,
     }
     await instances.insert(live)
-    yield instances, requests
+    yield KnownInstances(instances, requests), instances, requests
     await mongo.drop_database(name)
 
 
 async def test_a_stop_request_shows_once_the_controller_is_told(
-    stores: tuple[InstanceStore, RequestStore],
+    stores: tuple[KnownInstances, InstanceStore, RequestStore],
 ) -> None:
-    instances, requests = stores
-    known = KnownInstances(instances, requests)
+    known, _, requests = stores
     doc, stop = await known.read(KEY)
     assert doc is not None
     assert (doc["sequence"], stop) == (3, None)
@@ -54,10 +53,9 @@ async def test_a_stop_request_shows_once_the_controller_is_told(
 
 
 async def test_what_a_read_brings_is_not_trusted_when_a_change_was_told_meanwhile(
-    stores: tuple[InstanceStore, RequestStore],
+    stores: tuple[KnownInstances, InstanceStore, RequestStore],
 ) -> None:
-    instances, requests = stores
-    known = KnownInstances(instances, requests)
+    known, _, requests = stores
     reading = asyncio.create_task(known.read(KEY))
     await asyncio.sleep(0)
     assert not reading.done()
@@ -70,10 +68,9 @@ async def test_what_a_read_brings_is_not_trusted_when_a_change_was_told_meanwhil
 
 
 async def test_the_controllers_own_writes_are_kept_and_settled_ones_dropped(
-    stores: tuple[InstanceStore, RequestStore],
+    stores: tuple[KnownInstances, InstanceStore, RequestStore],
 ) -> None:
-    instances, requests = stores
-    known = KnownInstances(instances, requests)
+    known, instances, _ = stores
     doc, _ = await known.read(KEY)
     assert doc is not None
     known.wrote({**doc, "pod_ip": "10.0.0.7"})

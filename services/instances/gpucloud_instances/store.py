@@ -311,15 +311,16 @@ class InstanceStore:
     async def current(self, key: str) -> InstanceDoc | None:
         """`get`, from the list model where it holds the instance (the API's reads;
         the controller reads the store)."""
-        if self._lists is not None and self._lists.ready:
+        if lists := self._memory(None):
             await self._refresh_unsure()
-            doc = self._lists.get(key)
+            doc = lists.get(key)
             if doc is not None:
                 return doc
         return await self.get(key)
 
     async def _refresh_unsure(self) -> None:
-        assert self._lists is not None
+        if self._lists is None:
+            return
         keys = self._lists.take_unsure()
         if keys:
             docs = await asyncio.gather(*(self.get(key) for key in keys))
@@ -364,10 +365,9 @@ class InstanceStore:
             return await self._every_tenant_page(
                 states=states, spec_name=spec_name, after=after, limit=limit
             )
-        if self._from_memory(states):
-            assert self._lists is not None
+        if lists := self._memory(states):
             await self._refresh_unsure()
-            return self._lists.page(
+            return lists.page(
                 tenant_id, states=states, spec_name=spec_name, after=after, limit=limit
             )
         query: Document = {"tenant_id": tenant_id}
@@ -391,21 +391,18 @@ class InstanceStore:
                 tenant, states=states, spec_name=spec_name, after=after, limit=wanted
             )
 
-        if self._from_memory(states):
-            assert self._lists is not None
-            tenants = self._lists.tenants()  # those holding any instance not deleted
+        if lists := self._memory(states):
+            tenants = lists.tenants()  # those holding any instance not deleted
         else:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
         return await walk_tenants(tenants, after, limit, one_tenant)
 
-    def _from_memory(self, states: list[str] | None) -> bool:
-        """Whether a page with these states comes from the list model (which holds no
+    def _memory(self, states: list[str] | None) -> InstanceListModel | None:
+        """The list model, where a page with these states comes from it (it holds no
         deleted instance)."""
-        return (
-            self._lists is not None
-            and self._lists.ready
-            and State.DELETED.value not in (states or ())
-        )
+        if self._lists is None or not self._lists.ready or State.DELETED.value in (states or ()):
+            return None
+        return self._lists
 
     async def transition(
         self,
