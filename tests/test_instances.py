@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import watch
 from pymongo import AsyncMongoClient
 
 from gpucloud_instances.controller.stocks import REFILL_QUIET_S
@@ -459,41 +460,160 @@ async def test_stock_placeholders_pull_the_stocks_images_before_they_are_offered
     spec = await api.spec(gpus=1, gpu_type="NVIDIA-L40S")
     image = "nvcr.io/nvidia/pytorch:24.10-py3"
     change = {"number": 1, "operationID": unique("op"), "specName": spec, "images": [image]}
-    response = await api.http.post("/stocks", json=change, auth=api.admin)
-    assert response.status_code == 200, response.text
-    assert response.json()["images"] == [image]
-    refused = await api.http.request(
-        "DELETE", "/stocks", json={**change, "operationID": unique("op")}, auth=api.admin
-    )
-    assert refused.status_code == 422, refused.text
-
-    async def placeholder() -> dict[str, Any] | None:
-        pods = await k8s.CoreV1Api(kube).list_namespaced_pod(
-            "gpucloud-stocks", label_selector=f"gpucloud.io/stock={spec}"
-        )
-        running = [pod for pod in pods.items if pod.status.phase == "Running"]
-        return api_client_dict(kube, running[0]) if running else None
-
     removal = {"number": 1, "operationID": unique("op"), "specName": spec}
+    # A placeholder lives only until its unit is armed: watch for it from the start.
+    async with stock_pods_seen(kube, spec) as seen:
+        response = await api.http.post("/stocks", json=change, auth=api.admin)
+        assert response.status_code == 200, response.text
+        assert response.json()["images"] == [image]
+        refused = await api.http.request(
+            "DELETE", "/stocks", json={**change, "operationID": unique("op")}, auth=api.admin
+        )
+        assert refused.status_code == 422, refused.text
+        try:
+
+            async def offered() -> bool:
+                rows = (await api.http.get("/stocks", auth=api.admin)).json()
+                return any(r["specName"] == spec and r["available"] == 1 for r in rows)
+
+            await eventually(offered, timeout=30)
+            [placeholder] = [
+                pod
+                for pod in seen.values()
+                if "gpucloud.io/stock-hold" not in pod["metadata"]["labels"]
+            ]
+            steps = placeholder["spec"]["initContainers"]
+            # The tool first, then the stock's image, which runs the tool's `true`.
+            assert [step["image"] for step in steps][1:] == [image]
+            assert steps[1]["command"][-1] == "true"
+            assert steps[1]["command"][0] == steps[0]["command"][-1]
+
+            tenant = await api.tenant()
+            created = await api.start(tenant, spec, image=image)
+            running = await api.wait_state(tenant, created["instanceID"], "running")
+            assert running["fromStock"] is True
+            assert running["node"] == placeholder["spec"]["nodeName"]  # where it pulled
+        finally:
+            await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
+
+
+async def test_a_warm_unit_holds_its_gpus_with_no_pod_on_its_node(
+    api: Instances, kube: k8s.ApiClient, lone_gpu_node: tuple[str, str]
+) -> None:
+    """An available unit's GPUs are held by a gated hold pod nominated to the node,
+    which the kubelet never sees: a start binds there with nothing to delete first,
+    and no other pod gets those GPUs meanwhile."""
+    node, product = lone_gpu_node
+    core = k8s.CoreV1Api(kube)
+    spec = await api.spec(gpus=1, gpu_type=product)
+    change = {"number": 3, "operationID": unique("op"), "specName": spec}
+    removal = {**change, "operationID": unique("op")}
+    assert (await api.http.post("/stocks", json=change, auth=api.admin)).status_code == 200
+    outsider = f"outsider-{unique('p')}"
     try:
-        pod = await eventually(placeholder, timeout=30)
-        steps = pod["spec"]["initContainers"]
-        # The tool first, then the stock's image, which runs the tool's `true`.
-        assert [step["image"] for step in steps][1:] == [image]
-        assert steps[1]["command"][-1] == "true"
-        assert steps[1]["command"][0] == steps[0]["command"][-1]
+        await eventually(lambda: stock_row(api, spec, available=3), timeout=30)
+        holds = (
+            await core.list_namespaced_pod(
+                "gpucloud-stocks", label_selector=f"gpucloud.io/stock={spec}"
+            )
+        ).items
+        assert len(holds) == 3
+        for hold in holds:
+            assert hold.metadata.labels["gpucloud.io/stock-hold"] == "true"
+            assert not hold.spec.node_name
+            assert hold.status.nominated_node_name == node
+        bound = await core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        assert bound.items == []  # the kubelet would see nothing holding the GPUs
 
-        async def offered() -> bool:
-            rows = (await api.http.get("/stocks", auth=api.admin)).json()
-            return any(r["specName"] == spec and r["available"] == 1 for r in rows)
+        # A pod from outside the platform finds the node full.
+        pod: Any = {
+            "metadata": {"name": outsider, "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "c", "image": "pause",
+                                "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                "nodeSelector": {"nvidia.com/gpu.product": product},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            },
+        }  # fmt: skip
+        await core.create_namespaced_pod("default", pod)
 
-        await eventually(offered, timeout=30)
+        async def unschedulable() -> bool:
+            found = await core.read_namespaced_pod(outsider, "default")
+            return any(
+                c.type == "PodScheduled" and c.reason == "Unschedulable"
+                for c in found.status.conditions or []
+            )
+
+        await eventually(unschedulable, timeout=30)
+
         tenant = await api.tenant()
-        created = await api.start(tenant, spec, image=image)
+        created = await api.start(tenant, spec)
         running = await api.wait_state(tenant, created["instanceID"], "running")
-        assert running["fromStock"] is True
+        assert (running["fromStock"], running["node"]) == (True, node)
+        # Its unit's hold goes once the pod is there; the other two stay.
+        await eventually(lambda: stock_row(api, spec, available=2), timeout=30)
+        assert (await core.read_namespaced_pod(outsider, "default")).spec.node_name is None
     finally:
         await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
+        with contextlib.suppress(k8s.ApiException):
+            await core.delete_namespaced_pod(outsider, "default", grace_period_seconds=0)
+
+
+async def test_warm_units_make_way_for_a_start_that_finds_no_room(
+    api: Instances, lone_gpu_node: tuple[str, str]
+) -> None:
+    """Stocks yield to demand: a cold start of another spec that fits only where
+    units are held takes their place, as it would preempt placeholders."""
+    node, product = lone_gpu_node
+    stocked, other = (
+        await api.spec(gpus=1, gpu_type=product),
+        await api.spec(gpus=2, gpu_type=product),
+    )
+    change = {"number": 3, "operationID": unique("op"), "specName": stocked}
+    removal = {**change, "operationID": unique("op")}
+    assert (await api.http.post("/stocks", json=change, auth=api.admin)).status_code == 200
+    try:
+        await eventually(lambda: stock_row(api, stocked, available=3), timeout=30)
+        tenant = await api.tenant()
+        created = await api.start(tenant, other)
+        running = await api.wait_state(tenant, created["instanceID"], "running", timeout=60)
+        assert (running["fromStock"], running["node"]) == (False, node)
+        # Two units made way; their replacements wait for room.
+        row = await eventually(lambda: stock_row(api, stocked, available=1), timeout=30)
+        assert row["target"] == 3
+    finally:
+        await api.http.request("DELETE", "/stocks", json=removal, auth=api.admin)
+
+
+async def stock_row(api: Instances, spec: str, *, available: int) -> dict[str, Any] | None:
+    """The spec's row of `GET /stocks` once it shows `available` units."""
+    rows = (await api.http.get("/stocks", auth=api.admin)).json()
+    row: dict[str, Any] = next(r for r in rows if r["specName"] == spec)
+    return row if row["available"] == available else None
+
+
+@contextlib.asynccontextmanager
+async def stock_pods_seen(kube: k8s.ApiClient, spec: str) -> AsyncIterator[dict[str, Any]]:
+    """Every pod of the spec's stock (placeholders and holds) as last seen, by name."""
+    seen: dict[str, Any] = {}
+
+    async def follow() -> None:
+        stream = watch.Watch()
+        async for event in stream.stream(
+            k8s.CoreV1Api(kube).list_namespaced_pod, "gpucloud-stocks",
+            label_selector=f"gpucloud.io/stock={spec}", timeout_seconds=120,
+        ):  # fmt: skip
+            pod = event["raw_object"]
+            seen[pod["metadata"]["name"]] = pod
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.5)  # the watch is established
+    try:
+        yield seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def api_client_dict(kube: k8s.ApiClient, model: Any) -> dict[str, Any]:

@@ -178,7 +178,7 @@ class KubeClient:
             raise DependencyUnavailable("Kubernetes client is not connected yet")
         return self._api
 
-    def _method(self, kind: str, verb: str) -> tuple[Any, bool]:
+    def _method(self, kind: str, verb: str, subresource: str = "") -> tuple[Any, bool]:
         if kind in _CUSTOM_KINDS:
             return self._custom_method(kind, verb), True
         api_class, resource, namespaced = _KINDS[kind]
@@ -188,7 +188,8 @@ class KubeClient:
         if verb == "list" and namespaced:
             scope = ""
             resource = f"{resource}_for_all_namespaces"
-        return getattr(self._apis[api_class], f"{verb}_{scope}{resource}"), namespaced
+        suffix = f"_{subresource}" if subresource else ""
+        return getattr(self._apis[api_class], f"{verb}_{scope}{resource}{suffix}"), namespaced
 
     def _custom_method(self, kind: str, verb: str) -> Any:
         """A CustomObjectsApi call taking the arguments the built-in kinds' calls take:
@@ -262,6 +263,15 @@ class KubeClient:
 
     async def patch(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
         method, namespaced = self._method(kind, "patch")
+        args = (name, namespace, body) if namespaced else (name, body)
+        result: Manifest = await self._call(method, *args)
+        return result
+
+    async def patch_status(
+        self, kind: str, namespace: str | None, name: str, body: Manifest
+    ) -> Manifest:
+        """`patch` of the object's status subresource (a built-in kind)."""
+        method, namespaced = self._method(kind, "patch", "status")
         args = (name, namespace, body) if namespaced else (name, body)
         result: Manifest = await self._call(method, *args)
         return result

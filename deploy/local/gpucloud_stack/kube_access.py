@@ -74,6 +74,8 @@ def manifests() -> list[Manifest]:
             # Image pull Secrets only (the admission policy): written, never read.
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "delete"]},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            # Nominates warm units' hold pods to their nodes (controller/stocks.py).
+            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
              "verbs": ["get", "list", "create"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

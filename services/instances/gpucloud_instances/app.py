@@ -69,9 +69,7 @@ controller = build_controller(
     settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=jobs,
     services=services, stocks=stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage, lines=line_store,
 )  # fmt: skip
-wakeups = ControllerWakeups(
-    requests, controller.wake, controller.wake_new, controller.reserve_stock
-)
+wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
 spec_catalog = Specs(specs, stocks)
 tenancy = Tenancy(settings, tenants, instances, jobs, services, requests, wakeups)
 handlers = EventHandlers(tenancy, NodeCordons(kube))

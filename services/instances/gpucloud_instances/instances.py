@@ -148,9 +148,6 @@ class Instances:
                 tenant["quota"], claim.instances, claim.gpus, wanted=spec["gpu_num"]
             )
             raise refusal or QuotaExceeded("the quota has no room for this instance")
-        # Admitted: a warm unit's placeholder (if the spec has a stock) can go while
-        # the instance is recorded.
-        self._wakeups.reserve_stock(key, spec["name"], zones)
         return await self._record(identity, key, tenant, spec, body, instance_id=instance_id,
                                   idempotency_key=idempotency_key, hashed=hashed, zones=zones,
                                   storages=storages)  # fmt: skip

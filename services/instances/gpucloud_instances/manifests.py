@@ -28,8 +28,12 @@ SERVICE = naming.SERVICE_LABEL
 REVISION = "gpucloud.io/revision"
 SPEC = "gpucloud.io/spec"
 STOCK = "gpucloud.io/stock"
-#: On an instance pod bound to the node of the warm unit it claimed.
+#: On an instance pod bound to the node of the warm unit it claimed; the annotation
+#: names the unit, whose hold goes once the pod is seen.
 FROM_STOCK = "gpucloud.io/from-stock"
+STOCK_UNIT = "gpucloud.io/stock-unit"
+#: A warm unit's hold pod: the label, and the scheduling gate that keeps it unbound.
+STOCK_HOLD = "gpucloud.io/stock-hold"
 HEALTH = "gpucloud.io/health"
 
 GPU_RESOURCE = naming.GPU_RESOURCE
@@ -233,6 +237,21 @@ def _placement(
     }
 
 
+def placement_zones(pod: Manifest) -> list[str]:
+    """The zones `_placement` limited a pod to; empty: any zone."""
+    affinity = pod.get("spec", {}).get("affinity") or {}
+    required = affinity.get("nodeAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}
+    )
+    return [
+        zone
+        for term in required.get("nodeSelectorTerms") or []
+        for expression in term.get("matchExpressions") or []
+        if expression.get("key") == ZONE_LABEL and expression.get("operator") == "In"
+        for zone in expression.get("values") or []
+    ]
+
+
 def _resources(cpu: str, memory: str, gpus: int, gpu_resource: str = GPU_RESOURCE) -> Manifest:
     amounts = {"cpu": cpu, "memory": memory, gpu_resource: str(gpus)}
     return {"requests": amounts, "limits": amounts}
@@ -263,14 +282,16 @@ def instance_pod(
     gpus: int,
     gpu_type: str,
     zones: list[str],
-    node: str | None = None,
+    stock: tuple[str, str] | None = None,
     storage_secrets: list[tuple[str, str]] | None = None,
     pull_secrets: list[str] | None = None,
     gpu_resource: str = GPU_RESOURCE,
 ) -> Manifest:
-    """`storage_secrets`: (Secret, variable prefix) per object storage, in request order;
+    """`stock`: the (unit, node) of the warm unit it claimed, where it is bound;
+    `storage_secrets`: (Secret, variable prefix) per object storage, in request order;
     `pull_secrets`: the image pull Secrets of the image's registry; `gpu_resource`: whole
     GPUs, or a shared kind (libs gpu_shares)."""
+    unit, node = stock if stock is not None else (None, None)
     probe_port = next((port for port in template.ports if port.is_probe), None)
     container = _workload_container(
         image, template, cpu, memory, (gpu_resource, gpus), storage_secrets
@@ -302,6 +323,7 @@ def instance_pod(
                 **({FROM_STOCK: "true"} if node else {}),
                 **_sharing_labels(gpu_resource),
             },
+            **({"annotations": {STOCK_UNIT: unit}} if unit else {}),
         },
         "spec": _workload_pod_spec(
             container,
@@ -727,18 +749,56 @@ def placeholder_pod(
     images: list[str] | None = None,
     gpu_resource: str = GPU_RESOURCE,
 ) -> Manifest:
-    """A warm-stock placeholder: holds a spec's capacity at the lowest priority, and
-    pulls the stock's `images` onto its node before it runs (`_prepull`)."""
+    """A warm-stock placeholder: finds a node for a unit at the lowest priority, and
+    pulls the stock's `images` onto it before it runs (`_prepull`)."""
+    pod = _stock_pod(
+        namespace_name, name, {STOCK: spec_name}, STOCK_PRIORITY_CLASS,
+        _resources(cpu, memory, gpus, gpu_resource),
+    )  # fmt: skip
+    pod["spec"] |= {**_prepull(images or []), **_placement(gpu_type, zones, None)}
+    return pod
+
+
+HOLD_SUFFIX = "-hold"
+
+
+def hold_name(unit: str) -> str:
+    return unit + HOLD_SUFFIX
+
+
+def stock_hold_pod(
+    *, namespace_name: str, unit: str, spec_name: str, resources: Manifest
+) -> Manifest:
+    """What holds a warm unit's GPUs once its placeholder has gone: a pod kept unbound
+    by a scheduling gate, which the controller nominates to the unit's node.
+
+    The scheduler counts a nominated pod's requests against its node for every pod of
+    the same or lower priority (instances, jobs, services and placeholders alike); the
+    kubelet never sees it. So an instance can be bound to the node at once, with
+    nothing to delete first.
+    """
+    pod = _stock_pod(
+        namespace_name, hold_name(unit), {STOCK: spec_name, STOCK_HOLD: "true"},
+        INSTANCE_PRIORITY_CLASS, resources,
+    )  # fmt: skip
+    pod["spec"]["schedulingGates"] = [{"name": STOCK_HOLD}]
+    return pod
+
+
+def _stock_pod(
+    namespace_name: str, name: str, labels: dict[str, str], priority_class: str, resources: Manifest
+) -> Manifest:
+    """What placeholders and holds share: one pause container asking for the unit."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
             "namespace": namespace_name,
-            "labels": {MANAGED: "true", STOCK: spec_name},
+            "labels": {MANAGED: "true", **labels},
         },
         "spec": {
-            "priorityClassName": STOCK_PRIORITY_CLASS,
+            "priorityClassName": priority_class,
             "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": 0,
             "securityContext": {
@@ -750,12 +810,10 @@ def placeholder_pod(
                 {
                     "name": "hold",
                     "image": PLACEHOLDER_IMAGE,
-                    "resources": _resources(cpu, memory, gpus, gpu_resource),
+                    "resources": resources,
                     "securityContext": _CONTAINER_SECURITY,
                 }
             ],
-            **_prepull(images or []),
-            **_placement(gpu_type, zones, None),
         },
     }
 

@@ -37,12 +37,10 @@ class ControllerWakeups:
         requests: RequestStore,
         wake_local: Callable[[str], bool],
         wake_new_local: Callable[[InstanceDoc], bool],
-        reserve_stock: Callable[[str, str, list[str]], None],
     ) -> None:
         self._requests = requests
         self._wake_local = wake_local
         self._wake_new_local = wake_new_local
-        self.reserve_stock = reserve_stock
 
     async def wake(self, item: str) -> None:
         """At once when this replica leads, through the store for the leader otherwise.

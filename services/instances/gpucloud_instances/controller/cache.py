@@ -78,7 +78,8 @@ class ClusterCache:
         self._wake_stocks = wake_stocks
         self._node_lost_grace_s = node_lost_grace_s
         self.pods: dict[str, Manifest] = {}  # instance key -> pod
-        self.stock_pods: dict[str, Manifest] = {}  # placeholder name -> pod
+        self.stock_pods: dict[str, Manifest] = {}  # placeholder (unit) name -> pod
+        self.stock_holds: dict[str, Manifest] = {}  # unit name -> its hold pod
         self.nodes: dict[str, Manifest] = {}
         self.jobs: dict[str, Manifest] = {}  # job key -> Kubernetes Job
         self.job_pods: dict[str, dict[str, TrackedPod]] = {}  # job key -> pod name -> pod
@@ -152,6 +153,7 @@ class ClusterCache:
             return
         self.pods.clear()
         self.stock_pods.clear()
+        self.stock_holds.clear()
         self.job_pods.clear()
         self.service_pods.clear()
         for pod in items:
@@ -188,12 +190,17 @@ class ClusterCache:
         labels = pod.get("metadata", {}).get("labels", {})
         if manifests.STOCK in labels:
             name = pod["metadata"]["name"]
+            pods = self.stock_pods
+            if manifests.STOCK_HOLD in labels:
+                pods, name = self.stock_holds, name.removesuffix(manifests.HOLD_SUFFIX)
             if event_type == "DELETED":
-                self.stock_pods.pop(name, None)
+                pods.pop(name, None)
             else:
-                self.stock_pods[name] = pod
+                pods[name] = pod
             self._wake_stocks()
             return
+        if event_type != "DELETED" and _waits_for_a_node(pod):
+            self._wake_stocks()  # a warm unit may have to make room for it
         job_key = _job_key(pod)
         if job_key is not None:
             self._on_job_pod(job_key, event_type, pod)
@@ -237,6 +244,34 @@ class ClusterCache:
     def node_quarantined(self, name: str) -> bool:
         labels = self.nodes.get(name, {}).get("metadata", {}).get("labels", {})
         return bool(labels.get(manifests.HEALTH) == "quarantined")
+
+    def node_usable(self, name: str) -> bool:
+        """Whether new pods may go to `name`: Ready, neither cordoned nor quarantined."""
+        node = self.nodes.get(name)
+        return (
+            node is not None
+            and not node.get("spec", {}).get("unschedulable")
+            and self.node_ok(name)
+            and not self.node_quarantined(name)
+        )
+
+    def stock_units_in_use(self) -> set[str]:
+        """The warm units whose instance pods exist (bound to their nodes)."""
+        return {
+            unit
+            for pod in self.pods.values()
+            if (unit := pod["metadata"].get("annotations", {}).get(manifests.STOCK_UNIT))
+        }
+
+    def waiting_for_a_node(self) -> list[Manifest]:
+        """Live instance, job and service pods the scheduler found no room for."""
+        live = list(self.pods.values()) + [
+            tracked.pod
+            for tracked_by_name in (*self.job_pods.values(), *self.service_pods.values())
+            for tracked in tracked_by_name.values()
+            if tracked.live
+        ]
+        return [pod for pod in live if _waits_for_a_node(pod)]
 
     def node_ok(self, name: str | None) -> bool:
         """Whether a pod on `name` can be trusted: Ready, or NotReady only briefly."""
@@ -290,9 +325,7 @@ class ClusterCache:
         for name, node in self.nodes.items():
             labels = node["metadata"].get("labels", {})
             gpu_type = labels.get(manifests.GPU_PRODUCT_LABEL)
-            if not gpu_type or node.get("spec", {}).get("unschedulable") or not self.node_ok(name):
-                continue
-            if self.node_quarantined(name):
+            if not gpu_type or not self.node_usable(name):
                 continue
             usable[name] = gpu_type
             for resource, units in _gpus_of(node).items():
@@ -322,7 +355,7 @@ class ClusterCache:
             if not gpu_type or (node and node not in usable):
                 continue
             tenant = pod["metadata"].get("labels", {}).get(manifests.TENANT)
-            for resource, units in _pod_gpus(pod).items():
+            for resource, units in pod_gpus(pod).items():
                 pool = GpuShare(resource).capacity_key(gpu_type)
                 accounting.free[pool] = max(accounting.free.get(pool, 0) - units, 0)
                 on_node = accounting.node_free.get(pool, {})
@@ -363,6 +396,16 @@ def _gpus_of(node: Manifest) -> dict[str, int]:
     return gpu_units(node.get("status", {}).get("allocatable", {}))
 
 
-def _pod_gpus(pod: Manifest) -> dict[str, int]:
+def _waits_for_a_node(pod: Manifest) -> bool:
+    """Unbound, and the scheduler's last pass found no node with room for it."""
+    if pod.get("spec", {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
+    )
+
+
+def pod_gpus(pod: Manifest) -> dict[str, int]:
     containers = pod.get("spec", {}).get("containers") or [{}]
     return gpu_units((containers[0].get("resources") or {}).get("requests") or {})

@@ -273,7 +273,6 @@ class InstanceReconciler:
         if not claim.admitted:
             self._queue.wake(ADMISSION)
             return
-        self._stocks.reserve(doc["_id"], doc["spec_name"], doc["zones"])
         await self._transition(doc, [Step(State.PENDING, now())], queue_reason=None)
         self._queue.wake(doc["_id"])
 
@@ -381,11 +380,10 @@ class InstanceReconciler:
             doc["tenant_id"],
         )
         service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
-        # A warm unit's node is known once its placeholder is gone: bind there
-        # directly, skipping the scheduler (that is what the stock paid for);
-        # otherwise the scheduler places it. The rest is done meanwhile.
-        node, pull_secrets, _ = await asyncio.gather(
-            self._stocks.claim(doc),
+        # A warm unit's pod is bound to its node directly, skipping the scheduler
+        # (that is what the stock paid for); otherwise the scheduler places it.
+        stock = self._stocks.claim(doc)
+        pull_secrets, _ = await asyncio.gather(
             self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"]),
             self._create_service(service),
         )
@@ -393,7 +391,7 @@ class InstanceReconciler:
             namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
             spec_name=doc["spec_name"], image=doc["image"], template=template,
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
-            zones=doc["zones"], node=node, storage_secrets=storage_secrets,
+            zones=doc["zones"], stock=stock, storage_secrets=storage_secrets,
             pull_secrets=pull_secrets, gpu_resource=GpuShare.of(doc).resource,
         )  # fmt: skip
         try:

@@ -99,11 +99,6 @@ class Controller:
         self._instance_reconciler.known.remember(doc, None)
         return self._queue.wake(doc["_id"])
 
-    def reserve_stock(self, key: str, spec_name: str, zones: list[str]) -> None:
-        """An instance was just admitted: start freeing a warm unit for it (leader only)."""
-        if self._queue.accepting:
-            self._stocks.reserve(key, spec_name, zones)
-
     async def handle(self, item: str) -> None:
         """Route one work item to its reconciler."""
         if item == STOCKS:
