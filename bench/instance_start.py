@@ -6,9 +6,12 @@ Side by side in one run, on the same cluster and the same fake GPU nodes:
             at each recorded transition) until it shows `running`
   api+stock the same, with a warm stock of the spec kept ahead of the starts
 
-Starts run one after another so each figure is a latency, not a queueing effect;
-what a path started stays until its run ends, then goes before the next path runs. `--scale` then fills 1,000 nodes (8,000
-GPUs) with 5,000 live instances and measures list and start latency at that size.
+Starts run one after another so each figure is a latency, not a queueing effect.
+The bare path runs first. The two API paths then take turns, a cold start then a
+stocked one, so that whatever drifts during the run (the database's growth, the
+stack's background work) weighs on both alike; what they started stays until both
+end. `--scale` then fills 1,000 nodes (8,000 GPUs) with 5,000 live instances and
+measures list and start latency at that size.
 """
 
 from __future__ import annotations
@@ -202,6 +205,29 @@ class Bench:
         await stream.close()
         return elapsed
 
+    async def stock(self, spec: str, units: int) -> None:
+        """Stock `units` of the spec and wait until every one is available."""
+        operation = {"number": units, "operationID": f"bench-{uuid.uuid4().hex}", "specName": spec}
+        await self.http.post("/stocks", json=operation, auth=self.auth("platform-admin"))
+        for _ in range(240):
+            rows = (await self.http.get("/stocks", auth=self.auth("platform-admin"))).json()
+            if any(r["specName"] == spec and r["available"] >= units for r in rows):
+                return
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"the stock of {spec} did not reach {units} available units")
+
+    async def unstock(self, spec: str, units: int) -> None:
+        """Take the stock back and wait until its pods are gone, so the next run is
+        measured without them."""
+        removal = {"number": units, "operationID": f"bench-{uuid.uuid4().hex}", "specName": spec}
+        await self.http.request("DELETE", "/stocks", json=removal, auth=self.auth("platform-admin"))
+        while (
+            await self.core.list_namespaced_pod(
+                "gpucloud-stocks", label_selector=f"gpucloud.io/stock={spec}", limit=1
+            )
+        ).items:
+            await asyncio.sleep(0.5)
+
     async def stop_all(self, instance_ids: list[str]) -> None:
         """Stop every instance and wait until each one has stopped."""
         gate = asyncio.Semaphore(16)
@@ -377,52 +403,27 @@ async def main(args: argparse.Namespace) -> None:
 
                 timeline = await PodTimeline(bench.core, bench.tenant).__aenter__()
                 started_ids: list[str] = []
-                cold_flags: list[bool] = []
-                cold_stages: list[dict[str, float]] = []
                 await timed(WARM_UP_STARTS, await via_api(spec, [], []))
                 await bench.stop_all(started_ids)
                 started_ids.clear()
-                api = await timed(args.starts, await via_api(spec, cold_flags, cold_stages))
-                await bench.stop_all(started_ids)
-                started_ids.clear()
+                await bench.stock(stock_spec, args.starts)
 
-                operation = {
-                    "number": args.starts,
-                    "operationID": f"bench-{uuid.uuid4().hex}",
-                    "specName": stock_spec,
-                }
-                await http.post("/stocks", json=operation, auth=bench.auth("platform-admin"))
-                for _ in range(120):
-                    rows = (await http.get("/stocks", auth=bench.auth("platform-admin"))).json()
-                    if any(
-                        r["specName"] == stock_spec and r["available"] >= args.starts for r in rows
-                    ):
-                        break
-                    await asyncio.sleep(0.5)
+                cold_flags: list[bool] = []
+                cold_stages: list[dict[str, float]] = []
                 stock_flags: list[bool] = []
                 stock_stages: list[dict[str, float]] = []
-                stocked = await timed(
-                    args.starts, await via_api(stock_spec, stock_flags, stock_stages)
-                )
+                cold_start = await via_api(spec, cold_flags, cold_stages)
+                stocked_start = await via_api(stock_spec, stock_flags, stock_stages)
+                api: list[float] = []
+                stocked: list[float] = []
+                for index in range(args.starts):  # in turns: see the module's docstring
+                    api.append(await cold_start(index))
+                    stocked.append(await stocked_start(index))
                 await timeline.__aexit__()
                 if args.verbose:
                     print("api+stock each start (ms):", [round(x * 1000) for x in stocked])
                 await bench.stop_all(started_ids)
-                removal = {
-                    "number": args.starts,
-                    "operationID": f"bench-{uuid.uuid4().hex}",
-                    "specName": stock_spec,
-                }
-                await http.request(
-                    "DELETE", "/stocks", json=removal, auth=bench.auth("platform-admin")
-                )
-                # The stock's placeholders go too before the next run is measured.
-                while (
-                    await bench.core.list_namespaced_pod(
-                        "gpucloud-stocks", label_selector=f"gpucloud.io/stock={stock_spec}", limit=1
-                    )
-                ).items:
-                    await asyncio.sleep(0.5)
+                await bench.unstock(stock_spec, args.starts)
 
                 print(
                     f"instance start latency, {args.starts} sequential starts each, 1-GPU pods on {BENCH_NODES} kwok nodes:"
