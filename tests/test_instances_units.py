@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from gpucloud_instances import manifests
 from gpucloud_instances.admission import allowed_zones, quota_refusal, request_hash
 from gpucloud_instances.controller.cache import ClusterCache
 from gpucloud_instances.controller.workqueue import WorkQueue
 from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc, StockUnitDoc
 from gpucloud_instances.lifecycle import State, Step
-from gpucloud_instances.schemas import InstanceCreate
+from gpucloud_instances.schemas import InstanceCreate, InstanceTemplate
 from gpucloud_instances.settings import InstancesSettings
 from gpucloud_instances.stock_targets import stock_status
 from gpucloud_instances.tenancy import tenant_fields
@@ -194,3 +195,49 @@ def test_a_node_is_trusted_through_a_short_not_ready_blip_only() -> None:
     assert not cache.node_ok("n1")
     assert not cache.node_ok("gone")
     assert cache.node_ok(None)  # not placed yet
+
+
+def test_pods_the_scheduler_found_no_room_for_wake_the_stocks() -> None:
+    """Warm units make way only for live workload pods reported Unschedulable, and
+    the report wakes the stock pass."""
+    woken: list[bool] = []
+    cache = ClusterCache(
+        KubeClient(None), wake=lambda _item: None, wake_stocks=lambda: woken.append(True),
+        node_lost_grace_s=120,
+    )  # fmt: skip
+
+    def instance_pod(instance: str, node: str | None, reason: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": f"inst-{instance}", "labels": {
+                "gpucloud.io/tenant": "t", "gpucloud.io/instance": instance}},
+            "spec": {"nodeName": node} if node else {},
+            "status": {"conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": reason}]},
+        }  # fmt: skip
+
+    cache._on_pod("ADDED", instance_pod("bound", "n1", "Unschedulable"))
+    cache._on_pod("ADDED", instance_pod("gated", None, "SchedulingGated"))
+    assert cache.waiting_for_a_node() == []
+    assert woken == []
+    cache._on_pod("MODIFIED", instance_pod("waits", None, "Unschedulable"))
+    assert [p["metadata"]["name"] for p in cache.waiting_for_a_node()] == ["inst-waits"]
+    assert woken == [True]
+
+
+def test_a_pods_zones_are_read_back_from_its_placement() -> None:
+    template = InstanceTemplate()
+    pod = manifests.instance_pod(
+        namespace_name="ns", tenant_id="t", instance_id="i", spec_name="s", image="img",
+        template=template, cpu="1", memory="1Gi", gpus=1, gpu_type="A100",
+        zones=["zone-a", "zone-b"], stock=("stock-s-1", "n1"),
+    )  # fmt: skip
+    assert manifests.placement_zones(pod) == ["zone-a", "zone-b"]
+    assert pod["spec"]["nodeName"] == "n1"
+    assert pod["metadata"]["annotations"] == {manifests.STOCK_UNIT: "stock-s-1"}
+    anywhere = manifests.instance_pod(
+        namespace_name="ns", tenant_id="t", instance_id="i", spec_name="s", image="img",
+        template=template, cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=[],
+    )  # fmt: skip
+    assert manifests.placement_zones(anywhere) == []
+    assert "nodeName" not in anywhere["spec"]
+    assert "annotations" not in anywhere["metadata"]
