@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from . import (
+    agent_sample,
     cli_transfer,
     console_load,
     gateway_overhead,
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "cli": cli_transfer,
     "console": console_load,
     "queue": queue_admission,
+    "agent": agent_sample,
 }
 
 

@@ -38,6 +38,7 @@ from gpucloud_libs.events import CloudEvent, TelemetryBatch
 from gpucloud_libs.identity import SignedAs
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import ALERTS, TELEMETRY
+from gpucloud_monitoring.webhook_secrets import WebhookSecrets
 from gpucloud_stack import layout
 
 from .common import (
@@ -176,9 +177,12 @@ async def main(args: argparse.Namespace) -> None:
         targets = await end_offsets(kafka, TELEMETRY.name)
         records = sum(targets.values())  # the topic from its start, old records included
         raw_records, raw_s = await run_raw(env, TELEMETRY.name, targets)
+        # The copy seals its own (bench) webhook secrets: a key of its own, not the stack's.
+        sealing = {"GPUCLOUD_WEBHOOK_SECRETS_KEY": WebhookSecrets.generate_key()}
         monitoring_s, process = await run_service_until_caught_up(
-            "monitoring", env, name=name, port=BENCH_PORT, topic=TELEMETRY.name, targets=targets
-        )
+            "monitoring", env, name=name, port=BENCH_PORT, topic=TELEMETRY.name,
+            targets=targets, settings=sealing,
+        )  # fmt: skip
         started.append(process)
         probes = await alert_latency(env, args.probes, run)
     finally:

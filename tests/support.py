@@ -100,18 +100,19 @@ async def loopback_server(app: web.Application) -> AsyncIterator[int]:
 
 @contextlib.asynccontextmanager
 async def loopback_gpu_nodes(
-    kube: k8s.ApiClient, count: int, *, gpus: int = 2
+    kube: k8s.ApiClient, count: int, *, gpus: int = 2, pod_cidr: str | None = None
 ) -> AsyncIterator[tuple[str, list[str]]]:
     """kwok GPU nodes of a GPU product of their own, alternating between two zones,
     whose pods get 127.x.y.z addresses: a test serves a workload on a pod's own
-    address. Yields (product, node names); the nodes are deleted after."""
+    address. `pod_cidr` gives every node that range instead (a test of what the
+    platform refuses to dial). Yields (product, node names); the nodes are deleted after."""
     core = k8s.CoreV1Api(kube)
     product, base = unique("LOOP-GPU"), random.randint(100, 240)
     names = [unique("loop") for _ in range(count)]
     for index, name in enumerate(names):
         node: Any = fleet.gpu_node(
             name, product=product, gpus=gpus, zone=f"zone-{'ab'[index % 2]}", cpu="32",
-            memory="256Gi", pod_cidr=f"127.{base}.{random.randint(0, 250)}.0/24",
+            memory="256Gi", pod_cidr=pod_cidr or f"127.{base}.{random.randint(0, 250)}.0/24",
         )  # fmt: skip
         await core.create_node(node)
 

@@ -11,6 +11,7 @@ import signal
 import stat
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,10 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
         rows = {row["key"]: row for row in report["rows"]}
         return rows.get("train-1") if rows.get("train-1", {}).get("gpuMicroseconds") else None
 
-    assert (await eventually(billed, timeout=30))["gpuMicroseconds"] >= 2_000_000
+    # Billed exactly what the job's record says its run held: bound to its end.
+    [run] = (await cli.ok("-o", "json", "jobs", "get", "train-1")).json()["runs"]
+    held = _us(run["endedAt"]) - _us(run["scheduledAt"])
+    assert (await eventually(billed, timeout=30))["gpuMicroseconds"] == held
 
     # Another tenant's profile sees none of it.
     assert (await cli.login(other.admin_key, profile="other")).code == 0
@@ -180,6 +184,12 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     await cli.ok("profiles", "use", "default")
     stopped = await cli.ok("-o", "json", "instances", "stop", instance["instanceID"], "--wait")
     assert stopped.json()["state"] == "stopped"
+    # A second stop is harmless: the record stays, still stopped.
+    again = await cli.ok("-o", "json", "instances", "stop", instance["instanceID"])
+    assert again.json()["state"] == "stopped"
+    await asyncio.sleep(1)  # the controller would have carried out a deletion by now
+    kept = await cli.ok("-o", "json", "instances", "get", instance["instanceID"])
+    assert kept.json()["state"] == "stopped"
     deleted = await cli.ok("-o", "json", "instances", "delete", instance["instanceID"])
     assert deleted.json()["instanceID"] == instance["instanceID"]
 
@@ -212,6 +222,16 @@ async def test_errors_are_one_clear_line_and_a_non_zero_exit(
     unreachable = await nowhere.run("whoami")
     assert unreachable.code == 1
     assert "cannot reach the API at http://127.0.0.1:9" in unreachable.err
+
+    # A refused field is named, with the API's message for it.
+    bad_port = await cli.run(
+        "instances", "create", "--spec", "h100-1", "--image", "x", "--port", "70000"
+    )
+    assert bad_port.code == 1, bad_port
+    assert "(validation_failed, HTTP 422)" in bad_port.err, bad_port
+    assert "  template.ports[0].port: Input should be less than or equal to 65535" in (
+        bad_port.err
+    ), bad_port
 
     both_local = await cli.run("cp", "a", "b")
     assert both_local.code == 2
@@ -397,3 +417,9 @@ async def test_the_cli_installs_as_one_command(tmp_path: Path) -> None:
     script, _ = await ran.communicate()
     assert ran.returncode == 0
     assert "_GPUCLOUD_COMPLETE=bash_complete" in script.decode()
+
+
+def _us(stamp: str) -> int:
+    """An API time as microseconds since the epoch."""
+    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond

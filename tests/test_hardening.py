@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gpucloud_gateway import credentials
+from gpucloud_gateway.security_headers import SecurityHeaders
 from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner, b64, generate_key_pair
 from gpucloud_stack import layout
 
@@ -236,3 +237,58 @@ async def test_the_simulators_fault_api_takes_the_operators_token(
         assert (
             await simulator.delete(f"/faults/{fault['node']}", headers=token)
         ).status_code == 204
+
+
+async def test_answers_carry_no_banner_and_secrets_are_never_cached(platform: Platform) -> None:
+    account = await platform.tenant()
+    _, _, key = await platform.member(account)
+    minted = await platform.http.post(
+        "/v1/api-keys", json={"name": unique("k")}, headers=bearer(key)
+    )
+    assert minted.status_code == 201, minted.text
+    whoami = await platform.http.get("/v1/whoami", headers=bearer(key))
+    console = await platform.http.get("/")
+    for answer in (minted, whoami, console):
+        assert "server" not in answer.headers, answer.headers
+        assert answer.headers["x-frame-options"] == "DENY"
+        # The local stack is plain http: HSTS there would pin a scheme it does not serve.
+        assert "strict-transport-security" not in answer.headers
+    assert minted.headers["cache-control"] == "no-store"
+    assert whoami.headers["cache-control"] == "no-store"
+    assert console.headers["cache-control"] == "no-cache"  # the console's own policy stands
+
+
+async def test_a_gateway_served_over_tls_sends_hsts() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    transport = httpx.ASGITransport(app=SecurityHeaders(app, served_over_tls=True))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        answer = await client.get("/v1/whoami")
+    assert answer.headers["strict-transport-security"] == "max-age=63072000; includeSubDomains"
+    assert answer.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/gpu-instances", {"image": "x", "specName": "s",
+         "template": {"envs": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}},
+         ["body", "template", "envs", 0, "name"]),
+        ("/v1/jobs", {"image": "x", "specName": "s",
+         "env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1,2,3"}]}, ["body", "env", 0, "name"]),
+        ("/v1/inference-services", {"serviceID": "svc", "image": "x", "specName": "s", "port": 8000,
+         "env": [{"name": "nvidia_driver_capabilities", "value": "all"}]}, ["body", "env", 0, "name"]),
+    ],
+)  # fmt: skip
+async def test_a_tenant_cannot_choose_its_gpus_through_the_environment(
+    platform: Platform, path: str, body: dict[str, Any], field: list[Any]
+) -> None:
+    """With the NVIDIA toolkit's defaults, NVIDIA_VISIBLE_DEVICES=all in a pod's env reaches
+    every GPU of the node; no workload of a tenant may carry it, or its kin."""
+    account = await platform.tenant()
+    refused = await platform.http.post(path, json=body, headers=bearer(account.admin_key))
+    problem = assert_problem(refused, 422, "validation_failed")
+    [error] = [e for e in problem["errors"] if e["loc"] == field]
+    assert "below the allocation" in error["msg"]

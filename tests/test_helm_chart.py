@@ -30,9 +30,14 @@ REQUIRED = (
 
 
 def render(*values: str) -> list[dict[str, Any]]:
+    return render_chart(RELEASE, NAMESPACE, *values)
+
+
+def render_chart(release: str, namespace: str, *values: str) -> list[dict[str, Any]]:
+    """The chart's objects as Helm renders them for `release` in `namespace`."""
     helm = provision.ensure(provision.HELM, say=False) / "helm"
     done = subprocess.run(
-        [str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        [str(helm), "template", release, str(CHART), "--namespace", namespace,
          *(arg for value in (*REQUIRED, *values) for arg in ("--set", value))],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -164,8 +169,11 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     [condition] = policy["spec"]["matchConditions"]
     for name in ("instances", "storage"):
         assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-{name}" in condition["expression"]
-    namespaces, pull_secrets = policy["spec"]["validations"]
+    namespaces, pull_secrets, _bindings, _pod_security = policy["spec"]["validations"]
     assert "startsWith('gpc-')" in namespaces["expression"]
+    # Never the release's own namespace: it holds the platform's Secrets.
+    assert f"'{NAMESPACE}'" not in namespaces["expression"]
+    assert f'"{NAMESPACE}"' not in namespaces["expression"]
     # The instances service's Secrets: image pull Secrets named gpc-registry-*, no other.
     instances = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-instances"
     assert instances in pull_secrets["expression"]

@@ -11,11 +11,14 @@ from gpucloud_instances.job_lifecycle import (
     RunState,
     observe_job,
     observe_run,
+    run_floor,
     run_steps,
 )
 from gpucloud_instances.queue_line import Line
 
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+#: A floor that does not bind: before everything the pods say.
+EARLIER = AT - timedelta(hours=1)
 JOB = "job-train"
 
 
@@ -49,15 +52,37 @@ def observe(manifest: dict[str, Any], gone_at: datetime | None = None) -> Any:
 def test_a_run_first_seen_ended_passes_through_every_state_with_the_pods_own_times() -> None:
     observed = observe(pod("Succeeded"))
     assert observed.run_id == "abcde"
-    assert run_steps(None, observed) == [
+    assert run_steps(None, observed, not_before=EARLIER) == [
         (RunState.SCHEDULED, AT),
         (RunState.RUNNING, AT + timedelta(seconds=2)),
         (RunState.SUCCEEDED, AT + timedelta(seconds=5)),
     ]
-    assert run_steps(RunState.RUNNING, observed) == [
+    assert run_steps(RunState.RUNNING, observed, not_before=EARLIER) == [
         (RunState.SUCCEEDED, AT + timedelta(seconds=5))
     ]
-    assert run_steps(RunState.SUCCEEDED, observed) == []
+    assert run_steps(RunState.SUCCEEDED, observed, not_before=EARLIER) == []
+
+
+def test_a_run_never_starts_before_its_admission_though_kubernetes_rounds_down() -> None:
+    """The pod's times are whole seconds; the admission is the platform's own clock.
+    A run bound in the second its job was admitted starts at the admission, not at
+    the rounded-down second before it, and its later steps keep their order."""
+    admitted = AT + timedelta(microseconds=231_456)
+    steps = run_steps(None, observe(pod("Succeeded")), not_before=admitted)
+    assert steps == [
+        (RunState.SCHEDULED, admitted),
+        (RunState.RUNNING, AT + timedelta(seconds=2)),
+        (RunState.SUCCEEDED, AT + timedelta(seconds=5)),
+    ]
+    # A run already recorded as scheduled after its own floor never steps back.
+    recorded = {"scheduled_at": AT + timedelta(seconds=2, microseconds=500_000)}
+    floor = run_floor(admitted, recorded, seen_at=None)
+    assert floor == recorded["scheduled_at"]
+    [(state, at)] = run_steps(RunState.SCHEDULED, observe(pod("Running")), not_before=floor)
+    assert (state, at) == (RunState.RUNNING, floor)
+    # The pod first seen by the watch after the admission: that moment is the floor.
+    seen = AT + timedelta(seconds=3, microseconds=10)
+    assert run_floor(admitted, None, seen_at=seen) == seen
 
 
 def test_a_failed_run_carries_its_exit_code() -> None:
@@ -67,12 +92,15 @@ def test_a_failed_run_carries_its_exit_code() -> None:
 
 
 def test_an_unbound_run_holds_nothing_and_a_deleted_one_ends_when_it_was_deleted() -> None:
-    assert run_steps(None, observe(pod("Pending", node=None))) == []
+    assert run_steps(None, observe(pod("Pending", node=None)), not_before=EARLIER) == []
     gone = AT + timedelta(seconds=7)
     deleted = observe(pod("Pending"), gone_at=gone)  # bound, never started, then deleted
-    assert run_steps(None, deleted) == [(RunState.SCHEDULED, AT), (RunState.FAILED, gone)]
+    assert run_steps(None, deleted, not_before=EARLIER) == [
+        (RunState.SCHEDULED, AT),
+        (RunState.FAILED, gone),
+    ]
     running = observe(pod("Running"), gone_at=gone)
-    assert run_steps(RunState.RUNNING, running) == [(RunState.FAILED, gone)]
+    assert run_steps(RunState.RUNNING, running, not_before=EARLIER) == [(RunState.FAILED, gone)]
 
 
 def test_an_image_that_cannot_be_pulled_is_reported() -> None:

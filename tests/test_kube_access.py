@@ -15,6 +15,7 @@ from gpucloud_libs.naming import TENANT_STORAGE_ROLE, tenant_namespace
 from .conftest import stack_service_env
 from .platform import Platform
 from .support import eventually, unique
+from .test_helm_chart import render_chart
 
 
 @pytest.fixture
@@ -84,28 +85,51 @@ async def test_instances_writes_in_tenant_namespaces_only(
     namespace_body: Any = {"metadata": {"name": unique("evil")}}
     assert await _status(core.create_namespace(namespace_body)) == 403
 
-    def binding(role: str) -> Any:
+    def binding(role: str, to: str = "gpucloud-storage") -> Any:
         return {
             "metadata": {"name": unique("grant")},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "User", "name": "gpucloud-instances",
-                          "apiGroup": "rbac.authorization.k8s.io"}],
+            "subjects": [{"kind": "User", "name": to, "apiGroup": "rbac.authorization.k8s.io"}],
         }  # fmt: skip
 
-    # It may grant the storage role in a tenant namespace, and nothing more, nowhere else.
-    assert (
-        await _status(rbac.create_namespaced_role_binding(namespace, binding("cluster-admin")))
-        == 403
-    )
-    assert (
-        await _status(
-            rbac.create_namespaced_role_binding("kube-system", binding(TENANT_STORAGE_ROLE))
-        )
-        == 403
-    )
+    # It may grant the storage role to the storage service in a tenant namespace, and
+    # nothing more, to nobody else, nowhere else.
+    refused = {
+        "another role": (namespace, binding("cluster-admin")),
+        "the platform's namespace": ("gpucloud-system", binding(TENANT_STORAGE_ROLE)),
+        "kube-system": ("kube-system", binding(TENANT_STORAGE_ROLE)),
+        # The review's C1: the storage role (every Secret of the namespace) to itself.
+        "itself": (namespace, binding(TENANT_STORAGE_ROLE, to="gpucloud-instances")),
+    }
+    for what, (where, body) in refused.items():
+        assert await _status(rbac.create_namespaced_role_binding(where, body)) == 403, what
+    assert await _status(core.list_namespaced_secret(namespace)) == 403  # still none to read
     allowed = binding(TENANT_STORAGE_ROLE)
     assert await _status(rbac.create_namespaced_role_binding(namespace, allowed)) == 200
     await rbac.delete_namespaced_role_binding(allowed["metadata"]["name"], namespace)
+
+
+async def test_instances_cannot_reach_the_platforms_namespace_or_loosen_pod_security(
+    platform: Platform, kube: k8s.ApiClient, as_service: Callable[[str], Any]
+) -> None:
+    """The platform's namespace holds its Secrets: the instances service writes nothing
+    there, and it cannot lift the Pod Security of a namespace it keeps."""
+    namespace = await _tenant_namespace(platform, kube)
+    core = k8s.CoreV1Api(await as_service("instances"))
+    pod: Any = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("probe")},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }  # fmt: skip
+    assert await _status(core.create_namespaced_pod("gpucloud-system", pod)) == 403
+    assert await _status(core.list_namespaced_secret("gpucloud-system")) == 403
+    for label, value in (
+        ("pod-security.kubernetes.io/enforce", "privileged"),
+        ("pod-security.kubernetes.io/enforce-version", "v1.20"),
+    ):
+        loosened = {"metadata": {"labels": {label: value}}}
+        assert await _status(core.patch_namespace(namespace, loosened)) == 403, label
+    kept = {"metadata": {"labels": {"gpucloud.io/probe": "1"}}}
+    assert await _status(core.patch_namespace(namespace, kept)) == 200
 
 
 async def test_instances_writes_image_pull_secrets_and_reads_no_secret(
@@ -131,3 +155,86 @@ async def test_instances_writes_image_pull_secrets_and_reads_no_secret(
     assert await _status(core.read_namespaced_secret(pull["metadata"]["name"], namespace)) == 403
     assert await _status(core.list_namespaced_secret(namespace)) == 403
     assert await _status(core.delete_namespaced_secret(pull["metadata"]["name"], namespace)) == 200
+
+
+async def test_the_charts_admission_policy_stops_the_escalation_on_a_real_api_server(
+    platform: Platform, kube: k8s.ApiClient, stack_env: dict[str, str]
+) -> None:
+    """The Helm chart's own policy, applied to this API server, judges requests made as
+    the chart's instances ServiceAccount. The caller is also in system:masters, so RBAC
+    allows everything and only the policy stands between it and the review's C1 steps."""
+    namespace = await _tenant_namespace(platform, kube)
+    release, chart_namespace = "gcc", "gpucloud-system"
+    docs = [
+        doc
+        for doc in render_chart(release, chart_namespace)
+        if doc["kind"].startswith("ValidatingAdmissionPolicy")
+    ]
+    admission = k8s.AdmissionregistrationV1Api(kube)
+    for doc in docs:
+        body: Any = doc
+        if doc["kind"] == "ValidatingAdmissionPolicy":
+            await admission.create_validating_admission_policy(body)
+        else:
+            await admission.create_validating_admission_policy_binding(body)
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=stack_env["GPUCLOUD_KUBECONFIG"], client_configuration=configuration
+    )
+    impersonated = k8s.ApiClient(configuration)
+    impersonated.set_default_header(
+        "Impersonate-User", f"system:serviceaccount:{chart_namespace}:{release}-instances"
+    )
+    impersonated.set_default_header("Impersonate-Group", "system:masters")
+    core, rbac = k8s.CoreV1Api(impersonated), k8s.RbacAuthorizationV1Api(impersonated)
+
+    def binding(to: Any) -> Any:
+        return {
+            "metadata": {"name": unique("grant")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": TENANT_STORAGE_ROLE},
+            "subjects": [to],
+        }  # fmt: skip
+
+    itself = {
+        "kind": "ServiceAccount",
+        "name": f"{release}-instances",
+        "namespace": chart_namespace,
+    }
+    storage = {"kind": "ServiceAccount", "name": f"{release}-storage", "namespace": chart_namespace}
+    pod: Any = {"metadata": {"name": unique("probe")},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+    try:
+
+        async def enforced() -> bool:
+            step = rbac.create_namespaced_role_binding(chart_namespace, binding(itself))
+            return await _status(step) == 403
+
+        # The policy is live once the API server has compiled it (about a second).
+        await eventually(enforced, timeout=30, interval=0.5)
+        steps = {
+            "bind the storage role to itself in a tenant namespace":
+                rbac.create_namespaced_role_binding(namespace, binding(itself)),
+            "bind it in the release's namespace":
+                rbac.create_namespaced_role_binding(chart_namespace, binding(storage)),
+            "run a pod in the release's namespace":
+                core.create_namespaced_pod(chart_namespace, pod),
+            "lift a tenant namespace's Pod Security":
+                core.patch_namespace(namespace, {"metadata": {"labels": {
+                    "pod-security.kubernetes.io/enforce": "privileged"}}}),
+        }  # fmt: skip
+        for what, step in steps.items():
+            assert await _status(step) == 403, what
+        allowed = binding(storage)
+        assert await _status(rbac.create_namespaced_role_binding(namespace, allowed)) == 200
+        await k8s.RbacAuthorizationV1Api(kube).delete_namespaced_role_binding(
+            allowed["metadata"]["name"], namespace
+        )
+    finally:
+        await impersonated.close()
+        for doc in docs:
+            name = doc["metadata"]["name"]
+            if doc["kind"] == "ValidatingAdmissionPolicy":
+                await admission.delete_validating_admission_policy(name)
+            else:
+                await admission.delete_validating_admission_policy_binding(name)

@@ -120,16 +120,34 @@ def test_path_fills_skipped_start_states_in_order() -> None:
     at = {state: NOW for state in State}
     at[State.SCHEDULED] = NOW - timedelta(seconds=5)
     at[State.READY] = NOW - timedelta(seconds=6)  # one-second condition precision
-    steps = path(State.PENDING, State.RUNNING, at)
+    steps = path(State.PENDING, State.RUNNING, at, not_before=NOW - timedelta(seconds=30))
     assert [step.state for step in steps] == [State.SCHEDULED, State.READY, State.RUNNING]
     assert [step.at for step in steps] == sorted(step.at for step in steps)
 
 
+def test_no_step_precedes_the_admission_recorded_before_it() -> None:
+    """Admitted (pending) at .323 s; the pod's conditions say the whole second before.
+    The GPU-holding steps start at the admission, never before it."""
+    pending_at = NOW + timedelta(microseconds=323_000)
+    at = {state: NOW for state in State}
+    steps = path(State.PENDING, State.RUNNING, at, not_before=pending_at)
+    assert [(step.state, step.at) for step in steps] == [
+        (State.SCHEDULED, pending_at),
+        (State.READY, pending_at),
+        (State.RUNNING, pending_at),
+    ]
+    later = NOW + timedelta(seconds=2)
+    at[State.RUNNING] = later
+    [step] = path(State.READY, State.RUNNING, at, not_before=pending_at)
+    assert step.at == later  # a later Kubernetes time stands
+
+
 def test_illegal_transitions_are_refused() -> None:
     at = {state: NOW for state in State}
-    assert path(State.RUNNING, State.RUNNING, at) == []
-    assert path(State.RUNNING, State.STOPPING, at) == [Step(State.STOPPING, NOW)]
+    floor = NOW - timedelta(seconds=1)
+    assert path(State.RUNNING, State.RUNNING, at, not_before=floor) == []
+    assert path(State.RUNNING, State.STOPPING, at, not_before=floor) == [Step(State.STOPPING, NOW)]
     with pytest.raises(ValueError, match="illegal transition"):
-        path(State.STOPPED, State.RUNNING, at)
+        path(State.STOPPED, State.RUNNING, at, not_before=floor)
     with pytest.raises(ValueError, match="illegal transition"):
-        path(State.FAILED, State.STOPPING, at)
+        path(State.FAILED, State.STOPPING, at, not_before=floor)

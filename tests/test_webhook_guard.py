@@ -117,3 +117,41 @@ def test_a_sealed_secret_opens_only_with_its_key() -> None:
     assert secret not in sealed
     assert mine.open(sealed) == secret
     assert other.open(sealed) is None
+
+
+async def test_a_delivery_never_follows_a_redirect(store: MonitoringStore) -> None:
+    """A receiver that answers 307 towards the platform's insides gets a failed attempt,
+    not a second request to wherever it pointed."""
+    hits: list[str] = []
+
+    async def redirect(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        raise web.HTTPTemporaryRedirect("/internal")
+
+    async def internal(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/hook", redirect)
+    app.router.add_post("/internal", internal)
+    async with loopback_server(app) as port:
+        secrets = WebhookSecrets(WebhookSecrets.generate_key())
+        webhooks = Webhooks(store, WebhookGuard(allow_private_networks=True), secrets)
+        webhooks.set_targets({"rule-1": (f"http://127.0.0.1:{port}/hook", None)})
+        await webhooks.enqueue("rule-1", "delivery-1", {"state": "firing"})
+        await webhooks.deliver()
+        await webhooks.close()
+    attempt = await store.delivery("delivery-1")
+    assert attempt is not None
+    assert (attempt["state"], attempt["last_error"]) == ("pending", "HTTP 307")
+    assert hits == ["/hook"]
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "64:ff9b:1::1"])
+async def test_nat64_and_6to4_addresses_are_not_global(address: str) -> None:
+    """NAT64 and 6to4 prefixes embed an IPv4 address (here 169.254.169.254, the cloud
+    metadata service); Python calls some of them global."""
+    guard = WebhookGuard(allow_private_networks=False)
+    with pytest.raises(ValidationFailed, match="not a globally routable address"):
+        await guard.check(f"http://[{address}]/hook")

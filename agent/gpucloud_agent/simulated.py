@@ -30,10 +30,13 @@ from gpucloud_libs.naming import GPU_RESOURCE
 Fault = Literal["overheat", "ecc", "xid79", "idle"]
 FAULTS: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 
-#: Memory (MiB) and board power limit (W) by model fragment; others get defaults.
+#: Memory (MiB) and board power limit (W) by model fragment, the first that matches;
+#: others get defaults.
 _MODELS = {
     "H200": (143_771, 700.0),
     "H100": (81_559, 700.0),
+    "A100-SXM4-40GB": (40_960, 400.0),
+    "A100-PCIE-40GB": (40_960, 250.0),
     "A100": (81_920, 400.0),
     "L40S": (46_068, 350.0),
     "L4": (23_034, 72.0),

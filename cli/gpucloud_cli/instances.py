@@ -136,7 +136,8 @@ def wait_until_settled(
 @click.option("--wait/--no-wait", default=False, help="Wait until it has stopped.")
 @pass_session
 def stop_instance(session: Session, instance_id: str, wait: bool) -> None:
-    """Stop an instance (its GPUs are released and billing ends)."""
+    """Stop an instance (its GPUs are released and billing ends). Safe to repeat: a
+    stopped instance stays stopped, and its record stays."""
     instance = session.client.stop_instance(instance_id)
     if wait:
         instance = wait_until_settled(session, instance, STOPPED_INSTANCE_STATES)
@@ -153,7 +154,7 @@ def delete_instance(session: Session, instance_id: str) -> None:
         raise Failure(
             f"instance {instance_id} is {instance['state']}: stop it first (`gpucloud instances stop`)"
         )
-    session.emit(session.client.stop_instance(instance_id), COLUMNS)
+    session.emit(session.client.delete_instance(instance_id), COLUMNS)
 
 
 @instances.command("open")

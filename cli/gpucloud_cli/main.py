@@ -33,7 +33,8 @@ Examples:
 def describe(error: ClientError) -> str:
     if isinstance(error, ApiError):
         text = f"{error.title} ({error.code}, HTTP {error.status})"
-        return f"{text}: {error.detail}" if error.detail else text
+        text = f"{text}: {error.detail}" if error.detail else text
+        return "\n".join([text, *(f"  {field}: {message}" for field, message in error.fields)])
     if isinstance(error, Unreachable):
         return f"cannot reach the API at {error}"
     return str(error)

@@ -176,7 +176,11 @@ class Client:
         return cast(Instance, self.request("POST", "/gpu-instances", json=body, headers=headers))
 
     def stop_instance(self, instance_id: str) -> Instance:
-        """Stop a live instance; on a stopped or failed one, delete its record."""
+        """Stop a live instance; one already stopping, stopped or failed is left as is."""
+        return cast(Instance, self.request("POST", f"/gpu-instances/{_id(instance_id)}/stop"))
+
+    def delete_instance(self, instance_id: str) -> Instance:
+        """Delete the record of a stopped or failed instance (a live one is stopped)."""
         return cast(Instance, self.request("DELETE", f"/gpu-instances/{_id(instance_id)}"))
 
     def wait_for_instance(

@@ -261,4 +261,5 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
         log_config=None,
         access_log=False,
         proxy_headers=False,
+        server_header=False,  # no banner naming the server and its version
     )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from typing import Self
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .egress import EgressPolicy, require_loopback_endpoints
 from .kafka_connection import KafkaConnection, SaslMechanism
 
 
@@ -40,6 +43,29 @@ class ServiceSettings(BaseSettings):
     #: This service's own Ed25519 private key; only signers (the gateway, and the
     #: instances service for its calls to storage) have one.
     identity_private_key: SecretStr = Field(default=SecretStr(""))
+
+    #: Dial loopback alone (127.0.0.0/8, ::1): set by the local stack, whose pods,
+    #: webhook receivers and servers all live on this machine (egress.py). Off in
+    #: the Helm chart. Checked at start against the configured endpoints, and on
+    #: every connection a service makes on a user's behalf.
+    loopback_only: bool = False
+
+    @model_validator(mode="after")
+    def _endpoints_on_loopback(self) -> Self:
+        if self.loopback_only:
+            require_loopback_endpoints(self.dialed_endpoints())
+        return self
+
+    def dialed_endpoints(self) -> dict[str, str]:
+        """The endpoints this service dials, by setting; a service adds its own."""
+        endpoints = {"kafka_bootstrap": self.kafka_bootstrap, "mongodb_uri": self.mongodb_uri}
+        if self.otlp_endpoint:
+            endpoints["otlp_endpoint"] = self.otlp_endpoint
+        return endpoints
+
+    @property
+    def egress(self) -> EgressPolicy:
+        return EgressPolicy(loopback_only=self.loopback_only)
 
     @property
     def kafka(self) -> KafkaConnection:

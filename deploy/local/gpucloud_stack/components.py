@@ -469,7 +469,9 @@ KWOK = Component(
         # Its own pod stages plus ours, which end batch jobs' pods on cue, and the
         # log every fake container serves.
         f"--config={_kwok_config()}",
-        "--cidr=10.244.0.0/16",
+        # Pods of a node without a podCIDR of its own get loopback addresses too:
+        # whatever the platform dials at a pod's address stays on this machine.
+        f"--cidr={layout.KWOK_FALLBACK_CIDR}",
         # Every fake node's kubelet is kwok itself: the API server reaches it there
         # for pod logs (a new node takes these; `reset` re-registers the fleet).
         f"--node-ip={HOST}",
@@ -671,6 +673,8 @@ def _common_env(ctx: Context) -> dict[str, str]:
         for name in SERVICE_NAMES
     }
     return {
+        # Nothing the stack dials may leave this machine (gpucloud_libs/egress.py).
+        "GPUCLOUD_LOOPBACK_ONLY": "true",
         "GPUCLOUD_KAFKA_BOOTSTRAP": f"{HOST}:{PORTS.kafka}",
         "GPUCLOUD_MONGODB_URI": f"mongodb://{HOST}:{PORTS.ferretdb}/",
         "GPUCLOUD_KUBECONFIG": str(ctx.kubeconfig),
@@ -791,10 +795,8 @@ def apply_kafka_access(ctx: Context) -> str:
 _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
     "storage": {"GPUCLOUD_USAGE_INTERVAL_S": "5", "GPUCLOUD_SWEEP_INTERVAL_S": "5"},
     "metering": {"GPUCLOUD_USAGE_SETTLE_S": "5"},
-    # Webhook receivers of a local stack (and its tests) listen on loopback.
-    "monitoring": {"GPUCLOUD_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true"},
     # The storage service's rights in each tenant namespace (kube_access.py).
-    "instances": {"GPUCLOUD_TENANT_STORAGE_SUBJECT": "User:gpucloud-storage"},
+    "instances": {"GPUCLOUD_TENANT_STORAGE_SUBJECT": kube_access.STORAGE_SUBJECT},
 }
 
 
@@ -805,6 +807,7 @@ def _local_settings(name: str) -> dict[str, str]:
         # pages upload straight to the object store.
         settings["GPUCLOUD_CONSOLE_DIR"] = str(provision.console_directory())
         settings["GPUCLOUD_CONSOLE_COOKIE_SECURE"] = "false"
+        settings["GPUCLOUD_SERVED_OVER_TLS"] = "false"
         settings["GPUCLOUD_CONSOLE_CONNECT_SOURCES"] = json.dumps([s3_endpoint()])
     return settings
 

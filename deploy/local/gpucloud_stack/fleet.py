@@ -64,6 +64,12 @@ def gpu_node(
 def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
     fleet = tomllib.loads(fleet_file.read_text())
     region = fleet.get("region", "local-1")
+    nodes = [
+        (pool, zone, index)
+        for pool in fleet["pool"]
+        for zone in pool["zones"]
+        for index in range(pool["count"])
+    ]
     return [
         _shared(
             gpu_node(
@@ -80,12 +86,11 @@ def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
                     "nvidia.com/gpu.family": pool["gpu_family"],
                     "gpucloud.io/node-pool": pool["name"],
                 },
+                pod_cidr=layout.fleet_pod_cidr(position),
             ),
             pool,
         )
-        for pool in fleet["pool"]
-        for zone in pool["zones"]
-        for index in range(pool["count"])
+        for position, (pool, zone, index) in enumerate(nodes)
     ]
 
 

@@ -27,8 +27,11 @@ Manifest = dict[str, Any]
 
 #: The services that talk to the Kubernetes API, each as user `gpucloud-<service>`.
 KUBE_SERVICES = ("instances", "storage", "monitoring", "agent")
-#: The namespaces the instances service keeps besides the tenants' (its settings).
-INSTANCES_NAMESPACES = ("gpucloud-system", "gpucloud-stocks")
+#: The namespace the instances service keeps besides the tenants' (its settings): its
+#: warm-stock pods and its lease, and no Secret. Never the platform's own namespace.
+INSTANCES_NAMESPACES = ("gpucloud-stocks",)
+#: The storage service's identity, the one subject the instances service may bind.
+STORAGE_SUBJECT = "User:gpucloud-storage"
 TENANT_STORAGE_ROLE = "gpucloud-tenant-storage"  # gpucloud_libs.naming
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -102,7 +105,8 @@ def manifests() -> list[Manifest]:
         *admission_policy(
             [user("instances"), user("storage")],
             INSTANCES_NAMESPACES,
-            pull_secret_writer=user("instances"),
+            instances_user=user("instances"),
+            storage_subject=STORAGE_SUBJECT,
         ),
     ]
 
@@ -114,13 +118,58 @@ IMAGE_PULL_RULE = (
 )
 
 
+def binding_rule(instances_user: str, storage_subject: str) -> str:
+    """CEL: a RoleBinding the instances service writes grants the storage role, to the
+    storage service alone, in a tenant namespace. Anything else would let it grant
+    itself, or anyone, what the storage role holds: every tenant Secret."""
+    kind, _, rest = storage_subject.partition(":")
+    if kind == "ServiceAccount":
+        namespace, _, name = rest.partition(":")
+        subject = (
+            f"s.kind == 'ServiceAccount' && s.name == {json.dumps(name)} && "
+            f"has(s.namespace) && s.namespace == {json.dumps(namespace)}"
+        )
+    else:
+        subject = f"s.kind == {json.dumps(kind)} && s.name == {json.dumps(rest)}"
+    return (
+        f"request.userInfo.username != {json.dumps(instances_user)} || "
+        "request.kind.kind != 'RoleBinding' || request.operation == 'DELETE' || "
+        "(request.namespace.startsWith('gpc-') && object.roleRef.kind == 'ClusterRole' && "
+        f"object.roleRef.name == {json.dumps(TENANT_STORAGE_ROLE)} && "
+        f"size(object.subjects) == 1 && object.subjects.all(s, {subject}))"
+    )
+
+
+def restricted_namespace_rule(instances_user: str) -> str:
+    """CEL: a namespace the instances service makes or changes enforces Pod Security
+    `restricted`, at the latest version: its labels cannot be loosened."""
+    labels = "object.metadata.labels"
+    enforce, version = (
+        "pod-security.kubernetes.io/enforce",
+        "pod-security.kubernetes.io/enforce-version",
+    )
+    return (
+        f"request.userInfo.username != {json.dumps(instances_user)} || "
+        "request.kind.kind != 'Namespace' || request.operation == 'DELETE' || "
+        f"(has(object.metadata.labels) && '{enforce}' in {labels} && "
+        f"{labels}['{enforce}'] == 'restricted' && "
+        f"(!('{version}' in {labels}) || {labels}['{version}'] == 'latest'))"
+    )
+
+
 def admission_policy(
-    users: list[str], own_namespaces: tuple[str, ...], *, pull_secret_writer: str
+    users: list[str],
+    own_namespaces: tuple[str, ...],
+    *,
+    instances_user: str,
+    storage_subject: str,
 ) -> list[Manifest]:
-    """Writes by these users land in tenant namespaces (`gpc-*`) or the platform's
-    own, and a namespace they make or delete is one of those: RBAC cannot say
-    "namespaces named so", an admission policy can. The Secrets `pull_secret_writer`
-    writes are image pull Secrets named `gpc-registry-*`, nothing else."""
+    """Writes by these users land in tenant namespaces (`gpc-*`) or the services' own,
+    and a namespace they make or delete is one of those: RBAC cannot say "namespaces
+    named so", an admission policy can. The instances service's Secrets are image pull
+    Secrets named `gpc-registry-*`, its RoleBindings grant the storage role to the
+    storage service alone, and its namespaces enforce Pod Security `restricted`."""
+    pull_secret_writer = instances_user
     allowed = json.dumps(list(own_namespaces))
     in_scope = f"(name.startsWith('gpc-') || name in {allowed})"
     policy: Manifest = {
@@ -158,6 +207,16 @@ def admission_policy(
                         f"{IMAGE_PULL_RULE}"
                     ),
                     "message": "the instances service writes only image pull Secrets (gpc-registry-*)",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": binding_rule(instances_user, storage_subject),
+                    "message": "the instances service binds only the storage role, to the storage service, in tenant namespaces",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": restricted_namespace_rule(instances_user),
+                    "message": "a namespace of the instances service enforces Pod Security restricted",
                     "reason": "Forbidden",
                 },
             ],

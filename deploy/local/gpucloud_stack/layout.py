@@ -28,6 +28,18 @@ CHROMIUM_VERSION = "debian12"
 
 HOST = "127.0.0.1"
 
+#: Pod addresses of the embedded cluster, all in 127.0.0.0/8, so whatever the
+#: platform dials at a pod (an instance's URL, a tunnel, a service's replica) stays
+#: on this machine. Fleet nodes get a /24 each (`fleet_pod_cidr`); a node registered
+#: without a podCIDR of its own, as the benchmarks' are, takes kwok's shared range.
+#: Tests give their nodes 127.100.x.0/24 to 127.240.x.0/24.
+KWOK_FALLBACK_CIDR = "127.32.0.0/16"
+
+
+def fleet_pod_cidr(index: int) -> str:
+    """The podCIDR of the fleet's `index`-th node: 127.64.0.0/24, 127.64.1.0/24, …"""
+    return f"127.{64 + index // 256}.{index % 256}.0/24"
+
 
 @dataclass(frozen=True)
 class Ports:

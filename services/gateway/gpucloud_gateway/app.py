@@ -22,6 +22,7 @@ from .identity_cache import IdentityCache
 from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
 from .openapi import OpenApiAggregator
 from .ratelimit import RateLimiter
+from .security_headers import SecurityHeaders
 from .service_load import ServiceLoad
 from .sessions import Sessions
 from .settings import GatewaySettings
@@ -68,10 +69,12 @@ audit = AuditLog(
 api_upstream = Upstream(
     connect_timeout_s=settings.upstream_connect_timeout_s,
     read_timeout_s=settings.upstream_read_timeout_s,
+    egress=settings.egress,
 )
 instance_upstream = Upstream(
     connect_timeout_s=settings.upstream_connect_timeout_s,
     read_timeout_s=settings.instance_read_timeout_s,
+    egress=settings.egress,
 )
 forwarder = Forwarder(settings, api_upstream, signer)
 service_load = ServiceLoad(settings, api_upstream, signer)
@@ -133,4 +136,6 @@ async def _relay_problem(_request: Request, problem: Exception) -> Response:
 
 app.add_exception_handler(RelayedProblem, _relay_problem)
 app.add_middleware(AuditMiddleware, audit=audit)
+# Inside InstanceHosts: a workload's own answers through its URL keep their headers.
+app.add_middleware(SecurityHeaders, served_over_tls=settings.served_over_tls)
 app.add_middleware(InstanceHosts, proxy=instance_proxy)

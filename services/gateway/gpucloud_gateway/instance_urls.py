@@ -117,6 +117,7 @@ class InstanceProxy:
         self.sessions = sessions
         self.upstream = upstream
         self.signer = signer
+        self.egress = settings.egress
         self._domain_suffix = "." + settings.instance_domain
         self.cookie_name = session_cookie_name(settings)
         self._addresses = TtlCache[tuple[str, str, int, bool], str](
@@ -214,7 +215,9 @@ class InstanceProxy:
         async def resolve(_: tuple[str, str, int, bool]) -> str:
             path = f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
             query = "?tunnel=true" if tunnel else ""
-            return str((await self._instances_call(principal, path, query))["address"])
+            address = str((await self._instances_call(principal, path, query))["address"])
+            self.egress.check(address, f"instance {instance_id}")
+            return address
 
         key = (principal.tenant_id or "", instance_id, port, tunnel)
         return await self._addresses.get(key, resolve)
@@ -249,6 +252,8 @@ class InstanceProxy:
             addresses, port = body.get("addresses"), body.get("port")
             if not isinstance(addresses, list) or not isinstance(port, int):
                 raise InstanceUnreachable("the instances service answered without endpoints")
+            for address in addresses:
+                self.egress.check(str(address), f"a replica of service {service_id}")
             return [str(address) for address in addresses], port
 
         return await self._replicas.get(key, resolve)
@@ -452,6 +457,8 @@ class InstanceProxy:
                 f"the instance's port {port} did not accept the WebSocket"
             )
             await deny_handshake(socket, problem_response(refused, socket))
+        except GpucloudError as error:  # the egress policy refused the address
+            await deny_handshake(socket, problem_response(error, socket))
 
 
 async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:

@@ -69,6 +69,13 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "DELETE", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:write"
     ),
+    ForwardedRoute(
+        "POST",
+        "/v1/gpu-instances/{instance_id}/stop",
+        "instances",
+        TENANT_MEMBERS,
+        "instances:write",
+    ),
     # A batch job is a workload like an instance: the same roles and scopes.
     ForwardedRoute("POST", "/v1/jobs", "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("GET", "/v1/jobs", "instances", EVERYONE, "instances:read"),

@@ -37,6 +37,10 @@ class GatewaySettings(ServiceSettings):
     console_session_ttl_s: int = 12 * 3600
     console_connect_sources: tuple[str, ...] = ()
 
+    #: The gateway's public address is https (here, or at an ingress that terminates
+    #: TLS in front of it): its answers carry Strict-Transport-Security.
+    served_over_tls: bool = True
+
     #: Per API key, and per tenant unless the tenant has its own (per replica).
     key_rate_limit_per_s: float = 50.0
     key_rate_limit_burst: int = 100
@@ -62,3 +66,12 @@ class GatewaySettings(ServiceSettings):
     instance_read_timeout_s: float = 3600.0
     #: Background republishing of tenant and audit events that did not get out.
     outbox_sweep_s: float = 15.0
+
+    def dialed_endpoints(self) -> dict[str, str]:
+        return {
+            **super().dialed_endpoints(),
+            "instances_url": self.instances_url,
+            "storage_url": self.storage_url,
+            "metering_url": self.metering_url,
+            "monitoring_url": self.monitoring_url,
+        }

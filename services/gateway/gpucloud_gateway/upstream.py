@@ -15,6 +15,8 @@ from typing import Any
 import aiohttp
 from starlette.types import Receive, Scope, Send
 
+from gpucloud_libs.egress import EgressPolicy, EgressRefused, OutsideLoopback
+
 #: Connection-level headers (RFC 9110 §7.6.1) are never forwarded.
 HOP_BY_HOP = frozenset(
     {
@@ -94,21 +96,41 @@ def forwardable(headers: Iterable[tuple[str, str]], drop: frozenset[str] = froze
     ]
 
 
+def _refused_by_policy(error: Exception) -> EgressRefused | None:
+    """The egress policy's refusal inside aiohttp's connection error, as our own error."""
+    if isinstance(error, aiohttp.ClientConnectorError) and isinstance(
+        error.os_error, OutsideLoopback
+    ):
+        return EgressRefused(f"{error.host}:{error.port}: {error.os_error.strerror}")
+    return None
+
+
 class Upstream:
     def __init__(
-        self, *, connect_timeout_s: float, read_timeout_s: float, max_connections: int = 512
+        self,
+        *,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+        egress: EgressPolicy,
+        max_connections: int = 512,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(
             total=None, connect=connect_timeout_s, sock_read=read_timeout_s
         )
         self._max_connections = max_connections
+        self._egress = egress
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0),
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections,
+                    limit_per_host=0,
+                    # Every connection is checked as it is made (egress.py).
+                    socket_factory=self._egress.socket_factory(),
+                ),
                 timeout=self._timeout,
                 auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(),
@@ -134,7 +156,9 @@ class Upstream:
                     await response.read(),
                 )
         except (aiohttp.ClientConnectionError, TimeoutError) as error:
-            raise UpstreamUnreachable(f"{type(error).__name__}: {error}") from error
+            raise _refused_by_policy(error) or UpstreamUnreachable(
+                f"{type(error).__name__}: {error}"
+            ) from error
 
     async def get_json(self, url: str, *, headers: Headers) -> Any:
         try:
@@ -154,7 +178,9 @@ class Upstream:
                 method, url, headers=headers, data=body, allow_redirects=False
             )
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
-            raise UpstreamRefused(f"{type(error).__name__}: {error}") from error
+            raise _refused_by_policy(error) or UpstreamRefused(
+                f"{type(error).__name__}: {error}"
+            ) from error
         except (aiohttp.ClientConnectionError, TimeoutError) as error:
             raise UpstreamUnreachable(f"{type(error).__name__}: {error}") from error
 
@@ -179,7 +205,9 @@ class Upstream:
                 url, headers=headers, protocols=protocols, max_msg_size=64 * 2**20, heartbeat=30
             )
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise UpstreamUnreachable(f"{type(error).__name__}: {error}") from error
+            raise _refused_by_policy(error) or UpstreamUnreachable(
+                f"{type(error).__name__}: {error}"
+            ) from error
         try:
             yield UpstreamSocket(socket)
         finally:

@@ -222,6 +222,18 @@ async def stop_instance(
 
 
 @router.post(
+    "/gpu-instances/{instance_id}/stop",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["instances"],
+    summary="Stop an instance; idempotent: one already stopping, stopped or failed is left as it is",
+)
+async def request_stop(
+    instance_id: str, identity: CurrentIdentity, instances: InstancesPart
+) -> Instance:
+    return await instances.stop(identity, instance_id, keep_record=True)
+
+
+@router.post(
     "/jobs",
     status_code=status.HTTP_202_ACCEPTED,
     tags=["jobs"],

@@ -289,13 +289,18 @@ class Instances:
             next_cursor=encode_cursor(docs[-1]["_id"]) if more and docs else None,
         )
 
-    async def stop(self, identity: Identity, instance_id: str) -> Instance:
-        """Ask for a stop; on a stopped or failed instance, ask for its record's deletion.
+    async def stop(
+        self, identity: Identity, instance_id: str, *, keep_record: bool = False
+    ) -> Instance:
+        """Ask for a stop; on a stopped or failed instance, ask for its record's deletion,
+        unless `keep_record` (a stop that may be repeated safely).
 
         The controller carries it out (it is the instance document's only writer);
         the answer is the instance as it is now, with the request noted.
         """
         doc = await self._owned(identity, instance_id)
+        if keep_record and State(doc["state"]) not in LIVE:
+            return await self.view(doc)  # stopping, stopped or failed already: nothing to do
         kind: RequestKind = "delete" if State(doc["state"]) in TERMINAL else "stop"
         if State(doc["state"]) != State.DELETED:
             await self._requests.request(doc["_id"], kind)

@@ -24,10 +24,13 @@ time and the end of its billing are the same instant. Everything here is pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from gpucloud_libs.clock import aware
 
 from .lifecycle import timestamp
 
@@ -170,11 +173,16 @@ def _main_container(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_steps(
-    current: RunState | None, observed: RunObservation
+    current: RunState | None, observed: RunObservation, *, not_before: datetime
 ) -> list[tuple[RunState, datetime]]:
     """The run's transitions from `current` to what was observed, in order, filling
     in skipped ones (a run first seen ended was still scheduled, and ran if its pod
-    started); never earlier than the step before."""
+    started); never earlier than the step before.
+
+    `not_before` is the latest time the platform recorded itself that the run cannot
+    precede: its workload's admission, the run's own last step, the moment its pod
+    was first seen. Kubernetes' times are rounded down to the second, so they may
+    move a step later than that, never earlier: nothing is billed before it."""
     if observed.state is None or current in RUN_ENDED:
         return []  # nothing held yet, or an ended run, which does not come back
     wanted = [RunState.SCHEDULED]
@@ -186,9 +194,20 @@ def run_steps(
         wanted = wanted[wanted.index(current) + 1 :] if current in wanted else wanted[1:]
     steps: list[tuple[RunState, datetime]] = []
     for state in wanted:
-        at = observed.at[state]
-        steps.append((state, max(at, steps[-1][1]) if steps else at))
+        at = max(observed.at[state], steps[-1][1] if steps else not_before)
+        steps.append((state, at))
     return steps
+
+
+def run_floor(
+    admitted_at: datetime | None, run: Mapping[str, Any] | None, seen_at: datetime | None
+) -> datetime:
+    """The earliest a run's next step may be recorded at: the latest of its workload's
+    admission, its own steps so far and when its pod was first seen. All three are
+    the platform's own microsecond clock, not Kubernetes' rounded seconds."""
+    recorded = [aware(at) for at in (run or {}).values() if isinstance(at, datetime)]
+    candidates = [at for at in (admitted_at, seen_at, *recorded) if at is not None]
+    return max(candidates, default=datetime.min.replace(tzinfo=UTC))
 
 
 @dataclass(frozen=True)

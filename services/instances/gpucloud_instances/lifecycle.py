@@ -75,12 +75,19 @@ class Step:
     reason: str | None = None
 
 
-def path(current: State, target: State, at: dict[State, datetime]) -> list[Step]:
+def path(
+    current: State, target: State, at: dict[State, datetime], *, not_before: datetime
+) -> list[Step]:
     """The transitions from `current` to `target`, filling in skipped start states.
 
     A pod observed already Running after `pending` still passed through
     `scheduled` and `ready`; those steps are emitted with the pod's own
     condition timestamps so GPU-seconds start when the GPUs were bound.
+
+    `not_before` is the instance's last recorded step (its admission, for a pod
+    first seen bound). Kubernetes' times have one-second precision, rounded down:
+    they may move a step later than that, never earlier, so the history never
+    goes back and nothing is billed before the platform admitted the instance.
     """
     if target == current:
         return []
@@ -88,17 +95,17 @@ def path(current: State, target: State, at: dict[State, datetime]) -> list[Step]
         start, end = _START_PATH.index(current), _START_PATH.index(target)
         if end > start:
             steps = [Step(state, at[state]) for state in _START_PATH[start + 1 : end + 1]]
-            return _monotonic(steps)
+            return _monotonic(steps, not_before)
     if target not in ALLOWED[current]:
         raise ValueError(f"illegal transition {current} -> {target}")
-    return [Step(target, at[target])]
+    return _monotonic([Step(target, at[target])], not_before)
 
 
-def _monotonic(steps: list[Step]) -> list[Step]:
-    """Condition timestamps have one-second precision; never let a step precede the last."""
+def _monotonic(steps: list[Step], not_before: datetime) -> list[Step]:
+    """Each step at its own time or the one before it, whichever is later."""
     fixed: list[Step] = []
     for step in steps:
-        at = max(step.at, fixed[-1].at) if fixed else step.at
+        at = max(step.at, fixed[-1].at if fixed else not_before)
         fixed.append(Step(step.state, at, step.reason))
     return fixed
 

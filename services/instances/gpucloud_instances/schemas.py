@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gpucloud_libs.gpu_shares import MIG_PROFILE, GpuShare, Sharing
 from gpucloud_libs.http import ApiModel
@@ -31,9 +32,30 @@ class PortSpec(ApiModel):
     base_url: str | None = Field(default=None, pattern=r"^/[\x21-\x7e]*$", max_length=256)
 
 
+#: Environment names that select GPUs or driver capabilities below the allocation:
+#: with the NVIDIA container toolkit's defaults, `NVIDIA_VISIBLE_DEVICES=all` in a
+#: pod's env reaches every GPU of the node, other tenants' included (docs/security.md).
+#: The device plugin sets these; a tenant may not.
+_DEVICE_SELECTORS = re.compile(
+    r"^(NVIDIA_.*|CUDA_VISIBLE_DEVICES|CUDA_MPS_.*|GPU_DEVICE_ORDINAL|ROCR_VISIBLE_DEVICES"
+    r"|HIP_VISIBLE_DEVICES)$",
+    re.IGNORECASE,
+)
+
+
 class EnvVar(ApiModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
     value: str = Field(max_length=32768)
+
+    @field_validator("name")
+    @classmethod
+    def _not_a_device_selector(cls, name: str) -> str:
+        if _DEVICE_SELECTORS.match(name):
+            raise ValueError(
+                f"{name} selects GPUs or driver features below the allocation; the platform "
+                "sets it from the GPUs the workload was given"
+            )
+        return name
 
 
 class VolumeSpec(ApiModel):

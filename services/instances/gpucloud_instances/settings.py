@@ -19,9 +19,11 @@ class InstancesSettings(ServiceSettings):
     http_port: int = 8001
     #: Path to a kubeconfig; unset means in-cluster configuration.
     kubeconfig: str | None = None
-    #: Where the controller's lease and the warm-stock placeholders live.
-    system_namespace: str = "gpucloud-system"
+    #: Where the warm-stock placeholders and the controller's lease live: a namespace
+    #: of the service's own that holds no Secret, never the platform's, whose Secrets
+    #: the service must not be able to reach (docs/security.md, C1).
     stock_namespace: str = "gpucloud-stocks"
+    lease_namespace: str = "gpucloud-stocks"
     #: Who may manage claims and Secrets in tenant namespaces, and only there: the
     #: storage service's Kubernetes identity, `User:<name>` or
     #: `ServiceAccount:<namespace>:<name>`. Each tenant namespace gets a RoleBinding
@@ -72,3 +74,6 @@ class InstancesSettings(ServiceSettings):
     def tenant_egress_denied_cidrs(self) -> list[str]:
         extra = [str(network) for network in self.tenant_egress_extra_denied_cidrs]
         return [*DENIED_BY_DEFAULT, *extra]
+
+    def dialed_endpoints(self) -> dict[str, str]:
+        return {**super().dialed_endpoints(), "storage_url": self.storage_url}

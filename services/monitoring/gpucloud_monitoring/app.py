@@ -30,6 +30,7 @@ store = MonitoringStore(runtime.db)
 engine, tracker = RuleEngine(), HealthTracker()
 guard = WebhookGuard(
     allow_private_networks=settings.webhook_allow_private_networks,
+    loopback_only=settings.loopback_only,
     nameservers=settings.webhook_nameservers,
 )
 webhook_secrets = WebhookSecrets(settings.webhook_secrets_key.get_secret_value())

@@ -3,9 +3,14 @@ connection that delivers.
 
 A rule's URL is checked when it is saved (a clear 422), and again, for real,
 when a delivery connects: the delivery session resolves through
-`GuardedResolver`, so the addresses it checks are the addresses it dials. A name
-that answered with a public address at creation and a private one later (DNS
-rebinding) is refused at delivery, before any connection is made.
+`GuardedResolver`, so the addresses it checks are the addresses it dials, and its
+socket factory checks the peer once more as the socket is made, whatever path the
+address took. A name that answered with a public address at creation and a private
+one later (DNS rebinding) is refused at delivery, before any connection is made.
+Deliveries never follow redirects: a 3xx is a failed attempt, not a new target.
+
+On the local stack (`loopback_only`) a receiver must be on loopback instead, so a
+rule's delivery never leaves the machine.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
+from typing import Any
 from urllib.parse import urlparse
 
 import aiohttp
@@ -21,33 +27,64 @@ from aiohttp.resolver import AsyncResolver, ThreadedResolver
 
 from gpucloud_libs.errors import ValidationFailed
 
+#: IPv6 prefixes that carry an IPv4 address inside (NAT64, its local-use range, 6to4):
+#: a global-looking address that reaches a private or metadata one.
+_EMBEDDED_IPV4 = tuple(
+    ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16")
+)
+
 
 class PrivateAddress(OSError):
-    """A webhook's host is, or resolves to, an address that is not global."""
+    """A webhook's host is, or resolves to, an address the guard does not allow."""
 
 
-def _require_global(host: str, address: str) -> None:
-    # Not private, loopback, link-local (cloud metadata), shared (CGNAT),
-    # multicast or reserved.
-    if not ipaddress.ip_address(address).is_global:
-        # errno and strerror both set: aiohttp quotes strerror in its connection error.
-        raise PrivateAddress(errno.EACCES, f"{host} is {address}, not a globally routable address")
+class Reach:
+    """Which peers a delivery may connect to."""
+
+    def __init__(self, *, allow_private_networks: bool, loopback_only: bool) -> None:
+        self.allow_private_networks = allow_private_networks
+        self.loopback_only = loopback_only
+
+    def require(self, host: str, address: str) -> None:
+        peer = ipaddress.ip_address(address.split("%", maxsplit=1)[0])
+        if self.loopback_only:
+            if not peer.is_loopback:
+                raise PrivateAddress(
+                    errno.EACCES, f"{host} is {address}, outside loopback (a local stack)"
+                )
+            return
+        # Not private, loopback, link-local (cloud metadata), shared (CGNAT),
+        # multicast or reserved. errno and strerror both set: aiohttp quotes
+        # strerror in its connection error.
+        if not self.allow_private_networks and (
+            not peer.is_global or any(peer in network for network in _EMBEDDED_IPV4)
+        ):
+            raise PrivateAddress(
+                errno.EACCES, f"{host} is {address}, not a globally routable address"
+            )
+
+    def socket_factory(self, addr_info: tuple[Any, ...]) -> socket.socket:
+        """aiohttp's socket factory: the peer is checked as the socket is made."""
+        family, kind, proto, _, sockaddr = addr_info
+        self.require(str(sockaddr[0]), str(sockaddr[0]))
+        made = socket.socket(family=family, type=kind, proto=proto)
+        made.setblocking(False)
+        return made
 
 
 class GuardedResolver(AbstractResolver):
     """Resolves for aiohttp's connector, refusing a host with any non-global address."""
 
-    def __init__(self, inner: AbstractResolver, *, allow_private_networks: bool) -> None:
+    def __init__(self, inner: AbstractResolver, reach: Reach) -> None:
         self._inner = inner
-        self._allow_private_networks = allow_private_networks
+        self._reach = reach
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
-        if not self._allow_private_networks:
-            for result in results:
-                _require_global(host, result["host"])
+        for result in results:
+            self._reach.require(host, result["host"])
         return results
 
     async def close(self) -> None:
@@ -58,9 +95,15 @@ class WebhookGuard:
     """A tenant's rule must not make the control plane call its own internals."""
 
     def __init__(
-        self, *, allow_private_networks: bool, nameservers: list[str] | None = None
+        self,
+        *,
+        allow_private_networks: bool,
+        loopback_only: bool = False,
+        nameservers: list[str] | None = None,
     ) -> None:
-        self._allow_private_networks = allow_private_networks
+        self._reach = Reach(
+            allow_private_networks=allow_private_networks, loopback_only=loopback_only
+        )
         self._nameservers = nameservers or []
 
     def resolver(self) -> GuardedResolver:
@@ -70,7 +113,7 @@ class WebhookGuard:
             if self._nameservers
             else ThreadedResolver()  # the system's resolver, off the event loop
         )
-        return GuardedResolver(inner, allow_private_networks=self._allow_private_networks)
+        return GuardedResolver(inner, self._reach)
 
     def check_shape(self, url: str) -> str:
         """The URL's host, if the URL is http(s) and any literal address in it is global.
@@ -79,17 +122,16 @@ class WebhookGuard:
         if parsed.scheme not in {"http", "https"} or not parsed.hostname:
             raise ValidationFailed("webhookURL must be an http(s) URL")
         host = parsed.hostname
-        if not self._allow_private_networks:
-            try:
-                ipaddress.ip_address(host)
-            except ValueError:
-                return host  # a name: checked when resolved
-            try:
-                _require_global(host, host)
-            except PrivateAddress as error:
-                raise ValidationFailed(
-                    f"webhookURL must not point into a private network: {error}"
-                ) from error
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return host  # a name: checked when resolved
+        try:
+            self._reach.require(host, host)
+        except PrivateAddress as error:
+            raise ValidationFailed(
+                f"webhookURL must not point into a private network: {error}"
+            ) from error
         return host
 
     async def check(self, url: str) -> None:
@@ -109,7 +151,11 @@ class WebhookGuard:
 
     def session(self, timeout_s: float) -> aiohttp.ClientSession:
         """A client session whose every connection goes through the guarded resolver."""
-        connector = aiohttp.TCPConnector(resolver=self.resolver(), use_dns_cache=False)
+        connector = aiohttp.TCPConnector(
+            resolver=self.resolver(),
+            use_dns_cache=False,
+            socket_factory=self._reach.socket_factory,
+        )
         return aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)
         )

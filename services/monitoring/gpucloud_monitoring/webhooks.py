@@ -95,9 +95,12 @@ class Webhooks:
             self._guard.check_shape(delivery["url"])
             body = json.dumps(delivery["payload"], separators=(",", ":")).encode()
             async with self._session().post(
-                delivery["url"], data=body, headers=self._headers(delivery, body)
+                delivery["url"],
+                data=body,
+                headers=self._headers(delivery, body),
+                allow_redirects=False,
             ) as response:
-                if response.ok:
+                if 200 <= response.status < 300:  # a 3xx is not followed, nor a delivery
                     await self._store.update_delivery(
                         delivery_id,
                         {"state": "delivered", "attempts": attempts, "delivered_at": now()},

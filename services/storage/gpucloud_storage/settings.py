@@ -32,3 +32,9 @@ class StorageSettings(ServiceSettings):
     #: Smallest part of a multipart upload (S3's floor is 5 MiB; larger parts mean
     #: fewer requests for a 10 GB model).
     multipart_part_bytes: int = 64 * 1024 * 1024
+
+    def dialed_endpoints(self) -> dict[str, str]:
+        endpoints = {**super().dialed_endpoints(), "s3_endpoint": self.s3_endpoint}
+        if self.s3_public_endpoint:
+            endpoints["s3_public_endpoint"] = self.s3_public_endpoint
+        return endpoints

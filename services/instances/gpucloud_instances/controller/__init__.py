@@ -118,7 +118,7 @@ def build_controller(
         kube,
         Lease(
             kube,
-            namespace=settings.system_namespace,
+            namespace=settings.lease_namespace,
             holder=settings.replica_id,
             duration_s=settings.lease_duration_s,
         ),

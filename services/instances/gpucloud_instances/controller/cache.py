@@ -37,6 +37,8 @@ JOBSET_ABSENT_RETRY_S = 60.0
 #: A watch the API server broke is relisted after this.
 WATCH_RETRY_S = 1.0
 _ENDED = frozenset({"Succeeded", "Failed"})
+#: The event a relist's pods are replayed as: present, but not necessarily new.
+LISTED = "LISTED"
 
 
 @dataclass
@@ -57,6 +59,9 @@ class TrackedPod:
     pod: Manifest
     #: When the watch reported it deleted.
     gone_at: datetime | None = None
+    #: When this process's watch first reported it: no run of it began before (None
+    #: for a pod found by a list, which may be older than the process).
+    seen_at: datetime | None = None
 
     @property
     def live(self) -> bool:
@@ -157,7 +162,7 @@ class ClusterCache:
         self.job_pods.clear()
         self.service_pods.clear()
         for pod in items:
-            self._on_pod("ADDED", pod)
+            self._on_pod(LISTED, pod)
         for key in list(self.pods):
             self._wake(key)
 
@@ -173,9 +178,7 @@ class ClusterCache:
         self._wake(job_item(key))
 
     def _on_job_pod(self, key: str, event_type: str, pod: Manifest) -> None:
-        pods = self.job_pods.setdefault(key, {})
-        name = pod["metadata"]["name"]
-        pods[name] = TrackedPod(pod, now_as_stored() if event_type == "DELETED" else None)
+        _track(self.job_pods.setdefault(key, {}), event_type, pod)
         self._wake(job_item(key))
 
     def forget_job_pod(self, key: str, name: str) -> None:
@@ -220,10 +223,7 @@ class ClusterCache:
         self._wake(key)
 
     def _on_service_pod(self, key: str, event_type: str, pod: Manifest) -> None:
-        pods = self.service_pods.setdefault(key, {})
-        pods[pod["metadata"]["name"]] = TrackedPod(
-            pod, now_as_stored() if event_type == "DELETED" else None
-        )
+        _track(self.service_pods.setdefault(key, {}), event_type, pod)
         self._wake(service_item(key))
 
     def _on_node(self, event_type: str, node: Manifest) -> None:
@@ -409,3 +409,14 @@ def _waits_for_a_node(pod: Manifest) -> bool:
 def pod_gpus(pod: Manifest) -> dict[str, int]:
     containers = pod.get("spec", {}).get("containers") or [{}]
     return gpu_units((containers[0].get("resources") or {}).get("requests") or {})
+
+
+def _track(pods: dict[str, TrackedPod], event_type: str, pod: Manifest) -> None:
+    """Keep a job's or a service's pod, with when it was first seen and seen gone."""
+    name = pod["metadata"]["name"]
+    previous = pods.get(name)
+    seen_at = previous.seen_at if previous else None
+    if previous is None and event_type == "ADDED":
+        seen_at = now_as_stored()
+    gone_at = now_as_stored() if event_type == "DELETED" else None
+    pods[name] = TrackedPod(pod, gone_at, seen_at)

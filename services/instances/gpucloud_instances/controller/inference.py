@@ -40,7 +40,7 @@ from ..documents import (
     ServiceDoc,
     ServiceReplicaDoc,
 )
-from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_steps
+from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import InstanceTemplate
@@ -163,7 +163,8 @@ class InferenceReconciler:
             )
             run = runs.get(observed.run_id)
             current = None if run is None else _run_state(run["state"])
-            steps = run_steps(current, observed)
+            floor = run_floor(aware(doc["created_at"]), run, tracked_pod.seen_at)
+            steps = run_steps(current, observed, not_before=floor)
             if not steps:
                 continue
             if run is None:

@@ -232,7 +232,8 @@ class InstanceReconciler:
         elif observed.state == State.PENDING:
             await self._check_pending(doc, observed.unschedulable_message)
         else:
-            steps = path(state, observed.state, observed.at)
+            last_at = aware(doc["history"][-1]["at"]) if doc["history"] else at
+            steps = path(state, observed.state, observed.at, not_before=last_at)
             if steps:
                 node = observed.node
                 zone = self._cache.zone_of(node)

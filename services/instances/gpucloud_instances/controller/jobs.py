@@ -39,6 +39,7 @@ from ..job_lifecycle import (
     RunState,
     observe_job,
     observe_run,
+    run_floor,
     run_id,
     run_steps,
 )
@@ -173,10 +174,11 @@ class JobReconciler:
         if not claim.admitted:
             self._queue.wake(ADMISSION)
             return
+        admitted_at = now_as_stored()
         saved = await self._save(
             doc,
-            [(JobState.ADMITTED, now(), None, None)],
-            {"admitted_at": now(), "message": None, "queue_reason": None,
+            [(JobState.ADMITTED, admitted_at, None, None)],
+            {"admitted_at": admitted_at, "message": None, "queue_reason": None,
              "admissions": doc.get("admissions", 0) + 1},
         )  # fmt: skip
         if saved is None:
@@ -198,6 +200,7 @@ class JobReconciler:
         pods = self._cache.job_pods.get(doc["_id"], {})
         seen: set[str] = set()
         present: list[RunObservation] = []
+        admitted_at = aware_or_none(doc["admitted_at"])
         for job_pod in pods.values():
             observed = observe_run(
                 job_pod.pod, job_object_name=job_name, now=at, gone_at=job_pod.gone_at
@@ -207,7 +210,9 @@ class JobReconciler:
                 present.append(observed)
             run = runs.get(observed.run_id)
             current = RunState(run["state"]) if run else None
-            steps = run_steps(current, observed)
+            steps = run_steps(
+                current, observed, not_before=run_floor(admitted_at, run, job_pod.seen_at)
+            )
             if not steps:
                 continue
             if run is None:
