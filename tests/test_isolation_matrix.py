@@ -361,6 +361,20 @@ async def _stop_instance(world: World) -> None:
     assert mine.json()["stopRequested"] is False
 
 
+@row("POST", "/v1/gpu-instances/{instance_id}/stop")
+async def _request_stop(world: World) -> None:
+    # As DELETE: "A's" id names at most B's own instance of that id; A's is untouched.
+    for headers in world.outsiders.values():
+        stopped = await world.http.post(
+            f"/v1/gpu-instances/{world.a_instance}/stop", headers=headers
+        )
+        assert stopped.status_code == 404 or stopped.json()["tenantID"] == world.b.tenant_id
+    mine = await world.http.get(
+        f"/v1/gpu-instances/{world.a_instance}", headers=bearer(world.a.admin_key)
+    )
+    assert mine.json()["stopRequested"] is False
+
+
 # --- batch jobs --------------------------------------------------------------------
 
 
