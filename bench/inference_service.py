@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -110,7 +111,7 @@ async def _service(
     for _ in range(600):
         got = (await http.get(path, headers=headers)).json()
         if got["state"] == "ready" and got["readyReplicas"] == ready:
-            return str(created.json()["url"]).removeprefix("https://").rstrip("/")
+            return urlsplit(str(created.json()["url"])).netloc
         await asyncio.sleep(0.1)
     raise RuntimeError(f"the service did not get {ready} ready replicas: {got}")
 

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from aiokafka import AIOKafkaConsumer
@@ -136,3 +137,15 @@ async def loopback_gpu_nodes(
         for name in names:
             with contextlib.suppress(k8s.ApiException):
                 await core.delete_node(name)
+
+
+def url_host(url: str) -> str:
+    """The `host[:port]` of an instance or service URL: what a client sends as Host
+    (the local stack's URLs carry the gateway's port; production's carry none)."""
+    return urlsplit(url).netloc
+
+
+def url_path(url: str) -> str:
+    """The path and query of a URL: what a test sends to the gateway with its Host."""
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client as k8s
 from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
 
+from gpucloud_libs.naming import tenant_namespace
 from gpucloud_stack import browser as stack_browser
 
 from .platform import Platform, TenantAccount, bearer
@@ -292,3 +294,78 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     assert (
         await platform.http.get("/v1/fleet", headers=bearer(account.admin_key))
     ).status_code == 403
+
+
+async def test_each_catalog_template_starts_as_its_template_from_the_console(
+    chromium: Browser, platform: Platform, kube: k8s.ApiClient
+) -> None:
+    """Picked in the console, a template's command, arguments, environment and ports
+    reach the pod as the catalog gives them; the SSH box takes the user's public key."""
+    account = await platform.tenant(max_gpus=16, max_instances=8)
+    spec = await platform.spec()
+    owner = bearer(account.admin_key)
+    catalog = (await platform.http.get("/v1/templates", headers=owner)).json()
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, account.admin_key)
+    core = k8s.CoreV1Api(kube)
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJvb3RzdHJhcHBlZGtleWZvcnRoZXRlc3Q dev@laptop"
+    for template in [t for t in catalog if "instance" in t["kinds"]]:
+        instance_id = await _start_from_console(page, platform, owner, template, spec, key)
+        pod = await _pod_of(core, account, instance_id)
+        [container] = pod.spec.containers
+        name = template["templateID"]
+        assert container.image == template["image"], name
+        assert container.command == template["command"], name
+        assert container.args == template["args"], name
+        assert sorted(p.container_port for p in container.ports) == sorted(
+            p["port"] for p in template["ports"]
+        ), name
+        env = {e.name: e.value for e in container.env or []}
+        for wanted in template["env"]:
+            expected = key if wanted["name"] == "PUBLIC_KEY" else wanted["value"]
+            assert env.get(wanted["name"]) == expected, (name, wanted["name"])
+        if template["servingPort"] and template["readinessPath"]:
+            probe = container.readiness_probe
+            assert probe.http_get.path == template["readinessPath"], name
+            assert probe.http_get.port == template["servingPort"], name
+
+
+async def _start_from_console(
+    page: Page,
+    platform: Platform,
+    owner: dict[str, str],
+    template: dict[str, Any],
+    spec: str,
+    key: str,
+) -> str:
+    """Start `template` on `spec` from the console's form; the new instance's id."""
+    before = set(await _instance_ids(platform, owner))
+    await page.get_by_label("Template").select_option(template["templateID"])
+    await page.get_by_label("Spec").select_option(spec)
+    if any(env["name"] == "PUBLIC_KEY" for env in template["env"]):
+        await page.get_by_label("SSH public key").fill(key)
+    await page.get_by_role("button", name="Start", exact=True).click()
+
+    async def started() -> str | None:
+        new = [i for i in await _instance_ids(platform, owner) if i not in before]
+        return new[0] if new else None
+
+    return await eventually(started, timeout=30)
+
+
+async def _instance_ids(platform: Platform, owner: dict[str, str]) -> list[str]:
+    listed = (await platform.http.get("/v1/gpu-instances", headers=owner)).json()
+    items = listed["items"] if isinstance(listed, dict) else listed
+    return [instance["instanceID"] for instance in items]
+
+
+async def _pod_of(core: k8s.CoreV1Api, account: TenantAccount, instance_id: str) -> Any:
+    async def made() -> Any:
+        try:
+            return await core.read_namespaced_pod(
+                f"inst-{instance_id}", tenant_namespace(account.tenant_id)
+            )
+        except k8s.ApiException:
+            return None
+
+    return await eventually(made, timeout=30)

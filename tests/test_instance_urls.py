@@ -17,7 +17,7 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_libs.naming import tenant_namespace
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
-from .support import eventually, loopback_gpu_nodes
+from .support import eventually, loopback_gpu_nodes, url_host, url_path
 
 #: Secure, host-only and Path=/: no other instance host can set or shadow it.
 COOKIE = "__Host-gpucloud_session"
@@ -120,7 +120,7 @@ async def running(
     )
     assert pod.status.pod_ip.startswith("127.")
     runner = await _workload(pod.status.pod_ip, port)
-    host = instance["urls"][0].removeprefix("https://").split("/")[0]
+    host = url_host(instance["urls"][0])
     try:
         yield RunningInstance(account, instance_id, port, host)
     finally:
@@ -136,9 +136,7 @@ async def session_cookie(platform: Platform, running: RunningInstance) -> str:
         f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
         headers=bearer(running.account.admin_key),
     )
-    opened = await platform.http.get(
-        link.json()["url"].removeprefix(f"https://{running.host}"), headers={"Host": running.host}
-    )
+    opened = await platform.http.get(url_path(link.json()["url"]), headers={"Host": running.host})
     cookie: str = opened.headers["set-cookie"].split(";")[0]
     return cookie
 
@@ -187,8 +185,9 @@ async def test_session_link_sets_a_cookie_for_that_host_only(
     )
     assert link.status_code == 200, link.text
     url = link.json()["url"]
-    assert url.startswith(f"https://{running.host}/_gpucloud/session?token=")
-    path = url.removeprefix(f"https://{running.host}")
+    assert url_host(url) == running.host
+    path = url_path(url)
+    assert path.startswith("/_gpucloud/session?token=")
 
     other = await platform.tenant()
     assert_problem(
@@ -337,7 +336,7 @@ async def test_an_instance_not_yet_running_says_so(platform: Platform) -> None:
          "isPublic": True}, {"port": 9000}]}},
     )  # fmt: skip
     assert started.status_code == 202, started.text
-    host = started.json()["urls"][0].removeprefix("https://").split("/")[0]
+    host = url_host(started.json()["urls"][0])
     owner = {**bearer(account.admin_key), "Host": host}
     waiting = await platform.http.get("/", headers=owner)
     body = assert_problem(waiting, 409, "instance_not_running")

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -162,7 +163,9 @@ async def lifecycle_events(
     return events
 
 
-async def test_instance_starts_runs_and_stops(api: Instances, kube: k8s.ApiClient) -> None:
+async def test_instance_starts_runs_and_stops(
+    api: Instances, kube: k8s.ApiClient, stack_env: dict[str, str]
+) -> None:
     spec = await api.spec(gpus=8)
     tenant = await api.tenant()
     template = {
@@ -203,8 +206,9 @@ async def test_instance_starts_runs_and_stops(api: Instances, kube: k8s.ApiClien
     assert [p.metadata.name for p in policies.items] == ["gpucloud-tenant-isolation"]
     # Instance URLs are served by the gateway, never exposed by an Ingress of their own.
     assert not (await k8s.NetworkingV1Api(kube).list_namespaced_ingress(ns)).items
-    host = created["urls"][0].removeprefix("https://").split("/")[0]
-    assert parse_instance_host(host, tenant, "instances.gpucloud.local") == (instance_id, 8888)
+    host = urlsplit(created["urls"][0]).hostname or ""
+    domain = stack_env["GPUCLOUD_INSTANCE_DOMAIN"]
+    assert parse_instance_host(host, tenant, domain) == (instance_id, 8888)
     policy = policies.items[0].spec.ingress[0]._from
     assert [peer.namespace_selector.match_labels for peer in policy if peer.namespace_selector] == [
         {"kubernetes.io/metadata.name": "gpucloud-system"}

@@ -44,6 +44,7 @@ from gpucloud_libs.topics import TELEMETRY, require_topics
 
 from .nvml import NvmlSource, NvmlUnavailable, pod_uid_of
 from .simulated import Fault, Placement, SimulatedFleet, slice_layout
+from .standin import Standins
 
 log = logging.getLogger("gpucloud.agent")
 #: GPU feature discovery's count of a node's physical GPUs.
@@ -204,8 +205,10 @@ async def run_simulated(
     control_port: int | None = None,
     fleet: SimulatedFleet | None = None,
     control_token: str = "",
+    standins: bool = False,
 ) -> None:
-    """Telemetry for every node matching `selector`, load following their instances."""
+    """Telemetry for every node matching `selector`, load following their instances;
+    with `standins`, a page at each instance pod's ports (standin.py)."""
     fleet = fleet or SimulatedFleet(seed)
     control: asyncio.Task[None] | None = None
     if control_port:
@@ -218,43 +221,66 @@ async def run_simulated(
             )
         )
         control = asyncio.create_task(server.serve())
+    serving = Standins(kube, lambda node: node in fleet.nodes) if standins else None
     try:
-        await _simulate(broker, kube, fleet, selector, interval_s)
+        await _simulate(broker, kube, fleet, selector, interval_s, serving)
     finally:
         if control is not None:
             control.cancel()
 
 
 async def _simulate(
-    broker: KafkaBroker, kube: KubeClient, fleet: SimulatedFleet, selector: str, interval_s: float
+    broker: KafkaBroker,
+    kube: KubeClient,
+    fleet: SimulatedFleet,
+    selector: str,
+    interval_s: float,
+    standins: Standins | None = None,
 ) -> None:
     loop = asyncio.get_running_loop()
     inventory_due = sync_due = 0.0
-    while True:
-        started = loop.time()
-        added = []
-        if started >= sync_due:
-            added, sync_due = await sync_fleet(fleet, kube, selector), started + SYNC_EVERY_S
-        if started >= inventory_due:
-            added, inventory_due = list(fleet.nodes), started + INVENTORY_EVERY_S
-        if added:
-            log.info("simulating nodes", extra={"nodes": len(fleet.nodes), "new": len(added)})
-        for name in added:
-            await _publish(
-                broker,
-                NodeInventory(
-                    node=name, source="simulated", gpus=tuple(fleet.inventory(name)), at=_now()
-                ),
-            )
-        at = _now()
-        for name in fleet.nodes:
-            await _publish(
-                broker,
-                TelemetryBatch(
-                    node=name, source="simulated", samples=tuple(fleet.sample(name, at))
-                ),
-            )
-        await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
+    serving: asyncio.Task[None] | None = None
+    try:
+        while True:
+            started = loop.time()
+            if started >= sync_due:
+                added = await sync_fleet(fleet, kube, selector)
+                sync_due = started + SYNC_EVERY_S
+                if standins is not None and serving is None:
+                    # Once the simulated nodes are known: a pod is served only on one.
+                    serving = asyncio.create_task(standins.run())
+            else:
+                added = []
+            inventory_due = await _tick(broker, fleet, started, inventory_due, added)
+            await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))
+    finally:
+        if serving is not None:
+            serving.cancel()
+
+
+async def _tick(
+    broker: KafkaBroker,
+    fleet: SimulatedFleet,
+    started: float,
+    inventory_due: float,
+    added: list[str],
+) -> float:
+    """One round: inventories of new nodes (of all, when due) and every node's samples.
+    Returns when the next full inventory is due."""
+    if started >= inventory_due:
+        added, inventory_due = list(fleet.nodes), started + INVENTORY_EVERY_S
+    if added:
+        log.info("simulating nodes", extra={"nodes": len(fleet.nodes), "new": len(added)})
+    for name in added:
+        inventory = NodeInventory(
+            node=name, source="simulated", gpus=tuple(fleet.inventory(name)), at=_now()
+        )
+        await _publish(broker, inventory)
+    at = _now()
+    for name in fleet.nodes:
+        batch = TelemetryBatch(node=name, source="simulated", samples=tuple(fleet.sample(name, at)))
+        await _publish(broker, batch)
+    return inventory_due
 
 
 async def sync_fleet(fleet: SimulatedFleet, kube: KubeClient, selector: str) -> list[str]:
@@ -348,6 +374,7 @@ async def _main(args: argparse.Namespace) -> None:
                 args.seed,
                 control_port=args.control_port,
                 control_token=settings.simulator_token.get_secret_value(),
+                standins=args.standins,
             )
         else:
             await run_nvml(broker, args.node, settings.telemetry_interval_s, kube)
@@ -365,6 +392,11 @@ def main() -> None:
     parser.add_argument("--selector", default="gpucloud.io/node-pool", help="nodes to simulate")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--control-port", type=int, help="serve the fault-injection API here")
+    parser.add_argument(
+        "--standins",
+        action="store_true",
+        help="with --simulate: serve a stand-in page at each instance pod's ports (standin.py)",
+    )
     args = parser.parse_args()
     if args.once:
         sys.exit(print_once())

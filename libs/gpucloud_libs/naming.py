@@ -52,6 +52,13 @@ HOST_SEPARATOR = "--"
 ID_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
 
+def public_origin(scheme: str, host: str, port: int | None) -> str:
+    """`scheme://host[:port]`, the port left out where it is the scheme's own: how
+    instance and service URLs are written (the local stack's carry the gateway's port)."""
+    default = {"https": 443, "http": 80}.get(scheme)
+    return f"{scheme}://{host}" + ("" if port in {None, default} else f":{port}")
+
+
 def instance_host(instance_id: str, tenant_id: str, port: int, domain: str) -> str:
     """`<instance>--<port>--<tenant>.<domain>`: one host per public port of an instance."""
     return HOST_SEPARATOR.join((instance_id, str(port), _tenant_label(tenant_id))) + f".{domain}"

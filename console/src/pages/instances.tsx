@@ -42,10 +42,39 @@ interface Template {
   name: string;
   kinds: ("instance" | "service")[];
   image: string;
+  command: string[] | null;
+  args: string[] | null;
   env: { name: string; value: string }[];
   ports: { port: number; appProtocol: string; isPublic: boolean }[];
   servingPort: number | null;
   readinessPath: string | null;
+}
+
+/** The environment variable a template reads the user's SSH public key from. */
+const PUBLIC_KEY_ENV = "PUBLIC_KEY";
+
+/** What an instance started from `template` runs: its command, arguments, environment
+ * (the user's public key where it takes one), every port it declares, and its
+ * readiness probe on the serving port. The HTTP port field may replace the public one. */
+function instanceTemplate(template: Template | undefined, port: string, publicKey: string) {
+  if (!template) {
+    return { ports: port ? [{ port: Number(port), isPublic: true }] : [] };
+  }
+  const http = template.ports.find((p) => p.appProtocol === "http");
+  const ports = template.ports.map((p) => ({
+    port: p === http && port ? Number(port) : p.port,
+    isPublic: p.isPublic,
+    ...(p.port === template.servingPort && template.readinessPath
+      ? { isProbe: true, baseUrl: template.readinessPath }
+      : {}),
+  }));
+  const envs = template.env.map((e) => (e.name === PUBLIC_KEY_ENV ? { ...e, value: publicKey.trim() } : e));
+  return {
+    ports,
+    envs,
+    ...(template.command ? { command: template.command } : {}),
+    ...(template.args ? { args: template.args } : {}),
+  };
 }
 
 interface Spec {
@@ -218,9 +247,12 @@ function StartInstance(props: { onStarted: () => void }) {
   const [specName, setSpecName] = useState("");
   const [image, setImage] = useState("");
   const [port, setPort] = useState("");
+  const [publicKey, setPublicKey] = useState("");
   const [whenShort, setWhenShort] = useState("");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("instance")) ?? [];
+  const chosen = templates.find((t) => t.templateID === templateID);
+  const takesKey = chosen?.env.some((e) => e.name === PUBLIC_KEY_ENV) ?? false;
   const specs = catalog.data?.specs ?? [];
   useEffect(() => {
     if (!specName && specs.length) setSpecName(specs[0].name);
@@ -235,9 +267,8 @@ function StartInstance(props: { onStarted: () => void }) {
   };
   const submit = (e: Event) => {
     e.preventDefault();
-    const template = templates.find((t) => t.templateID === templateID);
-    const ports = port ? [{ port: Number(port), isPublic: true }] : [];
-    const body = { image, specName, template: { ports, envs: template?.env ?? [] }, queue: whenShort !== "" };
+    const template = image === chosen?.image ? chosen : undefined; // a changed image is the user's own
+    const body = { image, specName, template: instanceTemplate(template, port, publicKey), queue: whenShort !== "" };
     void action.run(async () => {
       await post("/gpu-instances", body);
       props.onStarted();
@@ -258,6 +289,16 @@ function StartInstance(props: { onStarted: () => void }) {
       <Field label="Spec" name="spec" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
       <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
       <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
+      {takesKey && (
+        <Field
+          label="SSH public key"
+          name="publicKey"
+          value={publicKey}
+          onInput={setPublicKey}
+          required
+          placeholder="ssh-ed25519 AAAA… you@laptop"
+        />
+      )}
       <Field
         label="If the quota or free GPUs are short"
         name="whenShort"

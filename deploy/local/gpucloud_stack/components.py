@@ -675,6 +675,12 @@ def _common_env(ctx: Context) -> dict[str, str]:
     return {
         # Nothing the stack dials may leave this machine (gpucloud_libs/egress.py).
         "GPUCLOUD_LOOPBACK_ONLY": "true",
+        # Instance and service URLs a browser here opens with no DNS: `*.localhost` is
+        # loopback (RFC 6761), and the gateway listens on its own port over http.
+        # Browsers treat these hosts as secure, so the `__Host-` cookie still holds.
+        "GPUCLOUD_INSTANCE_DOMAIN": layout.INSTANCE_DOMAIN,
+        "GPUCLOUD_INSTANCE_URL_SCHEME": "http",
+        "GPUCLOUD_INSTANCE_URL_PORT": str(PORTS.gateway),
         "GPUCLOUD_KAFKA_BOOTSTRAP": f"{HOST}:{PORTS.kafka}",
         "GPUCLOUD_MONGODB_URI": f"mongodb://{HOST}:{PORTS.ferretdb}/",
         "GPUCLOUD_KUBECONFIG": str(ctx.kubeconfig),
@@ -851,6 +857,9 @@ GPU_SIMULATOR = Component(
         *(_venv_python(), "-m", "gpucloud_agent", "--simulate"),
         *("--selector", "gpucloud.io/node-pool"),
         *("--control-port", str(PORTS.gpu_simulator)),
+        # A page at each instance pod's loopback address and ports: what "Open" shows
+        # here, where kwok runs no container (gpucloud_agent/standin.py).
+        "--standins",
     ],
     env=lambda ctx: principal_env(ctx, "agent"),
     healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.gpu_simulator}/healthz"),

@@ -34,6 +34,9 @@ HOST = "127.0.0.1"
 #: without a podCIDR of its own, as the benchmarks' are, takes kwok's shared range.
 #: Tests give their nodes 127.100.x.0/24 to 127.240.x.0/24.
 KWOK_FALLBACK_CIDR = "127.32.0.0/16"
+#: Instance and service hosts of the local stack: `*.localhost` resolves to loopback
+#: in browsers without any DNS (RFC 6761).
+INSTANCE_DOMAIN = "instances.localhost"
 
 
 def fleet_pod_cidr(index: int) -> str:

@@ -39,7 +39,12 @@ from gpucloud_libs.errors import (
 )
 from gpucloud_libs.http import problem_response
 from gpucloud_libs.identity import IdentitySigner
-from gpucloud_libs.naming import instance_host, parse_instance_host, parse_service_host
+from gpucloud_libs.naming import (
+    instance_host,
+    parse_instance_host,
+    parse_service_host,
+    public_origin,
+)
 
 from .authentication import Authenticator
 from .authorization import InsufficientScope
@@ -148,7 +153,10 @@ class InstanceProxy:
         )
         token = self.sessions.sign_session(claims)
         return InstanceSession(
-            url=f"{self.settings.instance_url_scheme}://{host}{SESSION_PATH}?token={token}",
+            url=public_origin(
+                self.settings.instance_url_scheme, host, self.settings.instance_url_port
+            )
+            + f"{SESSION_PATH}?token={token}",
             expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
         )
 
@@ -324,10 +332,15 @@ class InstanceProxy:
         *,
         drop: frozenset[str] = frozenset(),
     ) -> Headers:
-        """The caller's headers minus the gateway's credentials, plus X-Forwarded-*."""
+        """The caller's headers minus the gateway's credentials, plus X-Forwarded-*.
+        X-Forwarded-Host is the Host as the caller sent it, port and all: a workload
+        that writes its own absolute links (Jupyter's redirects) must name the port."""
         headers: Headers = []
+        forwarded_host = host
         for name, value in request_headers:
             lower = name.lower()
+            if lower == "host":
+                forwarded_host = value.strip().lower()
             if lower in drop:
                 continue
             if lower == "authorization" and value.partition(" ")[2].startswith(("gpc_", "gpt_")):
@@ -340,7 +353,7 @@ class InstanceProxy:
             headers.append((name, value))
         headers = forwardable(headers)
         headers += [
-            ("X-Forwarded-Host", host),
+            ("X-Forwarded-Host", forwarded_host),
             ("X-Forwarded-Proto", self.settings.instance_url_scheme),
             ("X-Forwarded-For", client),
         ]

@@ -18,11 +18,13 @@ class GatewaySettings(ServiceSettings):
     metering_url: str = "http://127.0.0.1:8003"
     monitoring_url: str = "http://127.0.0.1:8004"
 
-    #: Instance URLs are <instance>-<port>-<tenant>.<instance_domain>; a wildcard DNS
+    #: Instance URLs are <instance>--<port>--<tenant>.<instance_domain>; a wildcard DNS
     #: record sends them to the gateway. Must match the instances service's setting.
     instance_domain: str = "instances.gpucloud.local"
-    #: How instance URLs are written in the links the gateway hands out.
+    #: How instance URLs are written in the links the gateway hands out, and the port
+    #: in them (unset: the scheme's own). Must match the instances service's.
     instance_url_scheme: str = "https"
+    instance_url_port: int | None = None
     #: The browser session cookie set on an instance host.
     instance_cookie_name: str = "gpucloud_session"
     instance_cookie_secure: bool = True

@@ -36,6 +36,10 @@ HOP_BY_HOP = frozenset(
 
 Headers = list[tuple[str, str]]
 
+#: How long an idle pooled connection is kept: below the services' (uvicorn's)
+#: keep-alive of 5 s.
+IDLE_CONNECTION_S = 4.0
+
 
 class UpstreamUnreachable(Exception):
     """The upstream did not accept the connection or did not answer in time."""
@@ -128,6 +132,10 @@ class Upstream:
                 connector=aiohttp.TCPConnector(
                     limit=self._max_connections,
                     limit_per_host=0,
+                    # Under uvicorn's 5 s: an idle connection is dropped here before
+                    # the service closes it, so a POST is never sent on one the
+                    # service is closing (a 503 for a request that was fine).
+                    keepalive_timeout=IDLE_CONNECTION_S,
                     # Every connection is checked as it is made (egress.py).
                     socket_factory=self._egress.socket_factory(),
                 ),

@@ -22,7 +22,7 @@ from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.naming import GPU_RESOURCE, service_host, service_workload_id
+from gpucloud_libs.naming import GPU_RESOURCE, public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
 from .admission import allowed_zones, known_spec, quota_refusal
@@ -397,7 +397,12 @@ class InferenceServices:
             service_id=doc["service_id"],
             tenant_id=doc["tenant_id"],
             state=state,
-            url=f"https://{service_host(doc['service_id'], doc['tenant_id'], self._settings.instance_domain)}/",
+            url=public_origin(
+                self._settings.instance_url_scheme,
+                service_host(doc["service_id"], doc["tenant_id"], self._settings.instance_domain),
+                self._settings.instance_url_port,
+            )
+            + "/",
             spec_name=doc["spec_name"],
             gpu_type=doc["gpu_type"],
             gpu_count=doc["gpu_count"],

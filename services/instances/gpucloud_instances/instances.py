@@ -18,7 +18,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.naming import instance_host
+from gpucloud_libs.naming import instance_host, public_origin
 from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
@@ -307,6 +307,11 @@ class Instances:
             await self._wakeups.wake(doc["_id"])
         return await self.view(doc, stop_requested=kind == "stop")
 
+    def _url(self, host: str) -> str:
+        return public_origin(
+            self._settings.instance_url_scheme, host, self._settings.instance_url_port
+        )
+
     async def view(
         self,
         doc: InstanceDoc,
@@ -327,8 +332,10 @@ class Instances:
             else None
         )  # fmt: skip
         template = InstanceTemplate.model_validate(doc["template"])
+        domain = self._settings.instance_domain
         urls = [
-            f"https://{instance_host(doc['instance_id'], doc['tenant_id'], port.port, self._settings.instance_domain)}{port.base_url or '/'}"
+            self._url(instance_host(doc["instance_id"], doc["tenant_id"], port.port, domain))
+            + (port.base_url or "/")
             for port in template.ports
             if port.is_public
         ]

@@ -302,6 +302,10 @@ def instance_pod(
     ]
     if template.cmd:
         container["command"] = ["/bin/sh", "-c", template.cmd]
+    if template.command:
+        container["command"] = list(template.command)
+    if template.args:
+        container["args"] = list(template.args)
     if probe_port is not None:
         probe_action: dict[str, Any] = (
             {"httpGet": {"port": probe_port.port, "path": probe_port.base_url or "/"}}

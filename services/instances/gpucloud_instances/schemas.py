@@ -73,11 +73,20 @@ class VolumeSpec(ApiModel):
 class InstanceTemplate(ApiModel):
     ports: list[PortSpec] = Field(default_factory=list, max_length=16)
     envs: list[EnvVar] = Field(default_factory=list, max_length=128)
+    #: A shell command line, run with `/bin/sh -c` (seed 004's `cmd`)...
     cmd: str | None = Field(default=None, max_length=16384)
+    #: ...or the container's entrypoint and arguments as lists, as Kubernetes and the
+    #: catalog's templates give them (no shell; either may be left to the image).
+    command: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=256
+    )
+    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     volumes: list[VolumeSpec] = Field(default_factory=list, max_length=16)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        if self.cmd and (self.command or self.args):
+            raise ValueError("give either `cmd` (a shell line) or `command`/`args`, not both")
         ports = [port.port for port in self.ports]
         if len(set(ports)) != len(ports):
             raise ValueError("port numbers must be unique")

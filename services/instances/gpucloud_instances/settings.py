@@ -45,6 +45,10 @@ class InstancesSettings(ServiceSettings):
     #: Instance URLs are <instance>-<port>-<tenant>.<instance_domain>; the wildcard
     #: DNS name points at the gateway (the gateway's setting must match).
     instance_domain: str = "instances.gpucloud.local"
+    #: How instance and service URLs are written; must match the gateway's settings.
+    instance_url_scheme: str = "https"
+    #: The port in those URLs; unset, the scheme's own.
+    instance_url_port: int | None = None
     #: A pending instance that fits the fleet but finds no free GPUs fails after this.
     schedule_timeout_s: float = 300.0
     #: A node NotReady for longer than this counts as lost, failing its instances
