@@ -18,7 +18,9 @@ from typing import Any
 import asyncssh
 from kubernetes_asyncio import client as k8s
 
-from .platform import MIB, Platform, TenantAccount
+from gpucloud_libs.naming import tenant_namespace
+
+from .platform import MIB, Platform, TenantAccount, bearer
 from .support import eventually, loopback_gpu_nodes
 
 GPUCLOUD = Path(sys.executable).parent / "gpucloud"
@@ -423,3 +425,73 @@ def _us(stamp: str) -> int:
     """An API time as microseconds since the epoch."""
     moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+async def test_the_catalog_templates_services_and_a_logout_that_revokes(
+    platform: Platform, kube: k8s.ApiClient, tmp_path: Path
+) -> None:
+    """What a dstack or SkyPilot user reaches for first: what can be rented and at
+    what price, starting a catalog app by name, services, and a logout that leaves no
+    working key behind."""
+    account = await platform.tenant(max_gpus=8, max_instances=4)
+    spec = await platform.spec()
+    price = {"meter": "gpu_hour", "specName": spec, "amount": "2.50"}
+    assert (await platform.http.post("/v1/prices", json=price, headers=platform.admin)).is_success
+    _, _, key = await platform.member(account, role="tenant-admin")
+    await ready_tenant(platform, account)
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(key)).code == 0
+
+    offered = {o["specName"]: o for o in (await cli.ok("-o", "json", "offer")).json()}
+    assert offered[spec]["pricePerHour"] == "$2.50/h"
+    assert offered[spec]["gpuNum"] == 1
+    listed = {t["templateID"] for t in (await cli.ok("-o", "json", "templates")).json()}
+    assert {"jupyter", "ssh-devbox", "vllm-openai"} <= listed
+
+    # A template that reads a public key says so, and takes it from a file.
+    keyless = await cli.run("instances", "create", "--spec", spec, "--template", "ssh-devbox")
+    assert keyless.code == 2, keyless
+    assert "--public-key" in keyless.err
+    public_key = tmp_path / "id_ed25519.pub"
+    public_key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevBoxKeyForTheTest dev@laptop\n")
+    box = (await cli.ok("-o", "json", "instances", "create", "--spec", spec, "--template",
+                        "ssh-devbox", "--public-key", str(public_key))).json()  # fmt: skip
+    notebook = (await cli.ok("-o", "json", "instances", "create", "--spec", spec,
+                             "--template", "jupyter")).json()  # fmt: skip
+    core = k8s.CoreV1Api(kube)
+    namespace = tenant_namespace(account.tenant_id)
+    [box_container] = (
+        await core.read_namespaced_pod(f"inst-{box['instanceID']}", namespace)
+    ).spec.containers
+    assert {e.name: e.value for e in box_container.env}[
+        "PUBLIC_KEY"
+    ] == public_key.read_text().strip()
+    assert [p.container_port for p in box_container.ports] == [2222]
+    [lab] = (
+        await core.read_namespaced_pod(f"inst-{notebook['instanceID']}", namespace)
+    ).spec.containers
+    template = (await platform.http.get("/v1/templates/jupyter", headers=bearer(key))).json()
+    assert (lab.command, lab.args) == (template["command"], template["args"])
+    for instance in (box, notebook):
+        await cli.ok("instances", "stop", instance["instanceID"])
+
+    created = (await cli.ok("-o", "json", "services", "create", "chat", "--spec", spec,
+                            "--template", "vllm-openai")).json()  # fmt: skip
+    assert created["port"] == 8000
+    assert [s["serviceID"] for s in (await cli.ok("-o", "json", "services", "ls")).json()] == [
+        "chat"
+    ]
+
+    async def replica_recorded() -> list[dict[str, Any]] | None:
+        runs = (await cli.ok("-o", "json", "services", "replicas", "chat")).json()
+        return runs if runs and runs[0]["scheduledAt"] else None
+
+    [run] = await eventually(replica_recorded, timeout=60)
+    assert run["endedAt"] is None
+    await cli.ok("services", "delete", "chat", "--yes")
+
+    # Logging out revokes the key: it no longer opens anything, anywhere.
+    out = await cli.ok("logout")
+    assert "revoked on the server" in out.err
+    refused = await platform.http.get("/v1/whoami", headers=bearer(key))
+    assert refused.status_code == 401, refused.text

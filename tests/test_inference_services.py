@@ -449,6 +449,16 @@ async def test_each_replica_is_billed_exactly_from_its_scheduling_to_its_end(
 ) -> None:
     service: RunningService = await make_service(2)
     headers = bearer(service.account.admin_key)
+    # Each replica's billed interval, as the service's own record: a tenant checks
+    # its bill against these. Another tenant sees none of them.
+    replicas = await platform.http.get(f"{service.path}/replicas", headers=headers)
+    assert replicas.status_code == 200, replicas.text
+    recorded = {run["replicaID"]: run for run in replicas.json()["items"]}
+    assert len(recorded) == 2, recorded
+    assert all(run["endedAt"] is None and run["scheduledAt"] for run in recorded.values())
+    other = await platform.tenant()
+    hidden = await platform.http.get(f"{service.path}/replicas", headers=bearer(other.admin_key))
+    assert hidden.status_code == 404, hidden.text
     deleted = await platform.http.delete(service.path, headers=headers)
     assert deleted.status_code == 202, deleted.text
 
@@ -469,6 +479,8 @@ async def test_each_replica_is_billed_exactly_from_its_scheduling_to_its_end(
             ("scheduled", 1), ("running", 2), ("ended", 3),
         ]  # fmt: skip
         assert {e["revision"] for e in replica_events} == {1}
+        scheduled = recorded[replica_events[0]["replica_id"]]["scheduledAt"]
+        assert _us(scheduled) == _us(replica_events[0]["at"])  # the API's start is the bill's
         held_us += _us(replica_events[-1]["at"]) - _us(replica_events[0]["at"])
 
     async def billed() -> dict[str, Any] | None:

@@ -548,6 +548,24 @@ async def _get_service(world: World) -> None:
         refused(await world.http.get(f"{path}-nope", headers=headers))
 
 
+@row("GET", "/v1/inference-services/{service_id}/replicas")
+async def _service_replicas(world: World) -> None:
+    # B's own service of that id answers with B's replicas; A's are never shown.
+    for headers in world.outsiders.values():
+        path = f"/v1/inference-services/{world.a_service}/replicas"
+        got = await world.http.get(path, headers=headers)
+        if got.status_code != 404:
+            assert got.status_code == 200, got.text
+            mine = await world.http.get(path, headers=bearer(world.a.admin_key))
+            theirs = {run["replicaID"] for run in got.json()["items"]}
+            assert not theirs & {run["replicaID"] for run in mine.json()["items"]}
+        refused(
+            await world.http.get(
+                f"/v1/inference-services/{world.a_service}-nope/replicas", headers=headers
+            )
+        )
+
+
 @row("PATCH", "/v1/inference-services/{service_id}")
 async def _change_service(world: World) -> None:
     for headers in world.outsiders.values():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import webbrowser
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -52,7 +52,18 @@ def get_instance(session: Session, instance_id: str) -> None:
 
 @instances.command("create")
 @click.option("--spec", "spec_name", required=True, help="The spec (GPU type and count) to run on.")
-@click.option("--image", required=True, help="The container image.")
+@click.option(
+    "--template",
+    "template_id",
+    help="Start a catalog template (`gpucloud templates`): its image, command, ports, "
+    "environment and probe; the options below add to or replace them.",
+)
+@click.option(
+    "--public-key",
+    type=click.File("r"),
+    help="Your SSH public key file, for a template that takes one (ssh-devbox).",
+)
+@click.option("--image", help="The container image (the template's, with --template).")
 @click.option("--id", "instance_id", help="Your own id for it (default: generated).")
 @click.option("--zone", help="Pin to a zone.")
 @click.option("--port", "ports", type=int, multiple=True, help="A public port (repeatable).")
@@ -77,9 +88,10 @@ def get_instance(session: Session, instance_id: str) -> None:
 )
 @pass_session
 def create_instance(
-    session: Session, spec_name: str, image: str, instance_id: str | None, zone: str | None,
-    ports: tuple[int, ...], envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None,
-    queue: bool, priority: int, wait: bool,
+    session: Session, spec_name: str, template_id: str | None, public_key: TextIO | None,
+    image: str | None, instance_id: str | None, zone: str | None, ports: tuple[int, ...],
+    envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None, queue: bool,
+    priority: int, wait: bool,
 ) -> None:  # fmt: skip
     """Start an instance and, by default, wait until it runs.
 
@@ -88,16 +100,28 @@ def create_instance(
       gpucloud instances create --spec h100-1 --image jupyter/base-notebook --port 8888
       gpucloud instances create --spec a100-2 --image pytorch/pytorch --storage models --no-wait
       gpucloud instances create --spec h100-8 --image pytorch/pytorch --queue
+      gpucloud instances create --spec h100-1 --template jupyter
+      gpucloud instances create --spec h100-1 --template ssh-devbox --public-key ~/.ssh/id_ed25519.pub
     """
+    template: dict[str, Any] = {
+        "ports": [{"port": port, "isPublic": True} for port in ports],
+        "envs": parse_env(envs),
+        **({"cmd": cmd} if cmd else {}),
+    }
+    if template_id:
+        catalog = session.client.get_template(template_id)
+        key = public_key.read().strip() if public_key else None
+        image = image or catalog["image"]
+        template = from_catalog(catalog, template, public_key=key)
+    elif public_key:
+        raise click.UsageError("--public-key goes with a --template that takes one")
+    if not image:
+        raise click.UsageError("give --image, or a --template")
     body: dict[str, Any] = {
         "image": image,
         "specName": spec_name,
         "storageIDs": list(storages),
-        "template": {
-            "ports": [{"port": port, "isPublic": True} for port in ports],
-            "envs": parse_env(envs),
-            **({"cmd": cmd} if cmd else {}),
-        },
+        "template": template,
         **({"instanceID": instance_id} if instance_id else {}),
         **({"zone": zone} if zone else {}),
         **({"queue": True, "priority": priority} if queue else {}),
@@ -129,6 +153,43 @@ def wait_until_settled(
                 session.note(line)
 
         return session.client.wait_for_instance(name, until=until, on_change=show)
+
+
+def from_catalog(
+    catalog: dict[str, Any], given: dict[str, Any], *, public_key: str | None
+) -> dict[str, Any]:
+    """An instance template from a catalog template, with what the user gave on top:
+    their ports replace the template's, their variables override its, their `--cmd`
+    replaces its command. A template that reads a public key must be given one."""
+    env = {e["name"]: e["value"] for e in catalog["env"]}
+    if "PUBLIC_KEY" in env:
+        if not public_key:
+            raise click.UsageError(
+                f"template {catalog['templateID']!r} needs your SSH public key: --public-key FILE"
+            )
+        env["PUBLIC_KEY"] = public_key
+    env |= {e["name"]: e["value"] for e in given["envs"]}
+    ports = given["ports"] or [
+        {
+            "port": p["port"],
+            "isPublic": p["isPublic"],
+            **(
+                {"isProbe": True, "baseUrl": catalog["readinessPath"]}
+                if p["port"] == catalog["servingPort"] and catalog["readinessPath"]
+                else {}
+            ),
+        }
+        for p in catalog["ports"]
+    ]
+    command: dict[str, Any] = (
+        {"cmd": given["cmd"]}
+        if given.get("cmd")
+        else {
+            **({"command": catalog["command"]} if catalog["command"] else {}),
+            **({"args": catalog["args"]} if catalog["args"] else {}),
+        }
+    )
+    return {"ports": ports, "envs": [{"name": k, "value": v} for k, v in env.items()], **command}
 
 
 @instances.command("stop")

@@ -11,9 +11,11 @@ from click.shell_completion import get_completion_class
 from gpucloud_client import ApiError, Client, ClientError, Unreachable
 
 from . import config
+from .catalog import offer, templates
 from .instances import instances
 from .jobs import jobs
 from .operator import fleet, tenants
+from .services import services
 from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
 from .storages import cp, storages
@@ -103,10 +105,26 @@ def login(ctx: click.Context, endpoint: str, api_key_stdin: bool, name: str | No
 
 
 @cli.command()
+@click.option(
+    "--keep-key", is_flag=True, help="Only forget the key here; it keeps working elsewhere."
+)
 @pass_session
-def logout(session: Session) -> None:
-    """Forget the current (or --profile) profile's key."""
+def logout(session: Session, keep_key: bool) -> None:
+    """Revoke the current (or --profile) profile's API key on the server, and forget it.
+
+    A key made for this machine should not outlive the login; `--keep-key` leaves it
+    working (a key shared with scripts elsewhere)."""
     name = session.profile_name or config.profiles()[0]
+    if not keep_key and name in config.profiles()[1]:
+        key_id = session.client.whoami()["keyID"]
+        try:
+            if key_id is None:
+                raise ApiError(409, {"detail": "this credential is not an API key"})
+            session.client.revoke_key(key_id)
+            session.note(f"key {key_id} revoked on the server")
+        except ApiError as error:
+            # The bootstrap key, or one this login may not revoke: say so, forget it anyway.
+            session.note(f"the key stays valid on the server: {error.detail or error.title}")
     if not config.remove(name):
         raise Failure(f"no profile {name!r}")
     session.note(f"profile {name!r} removed")
@@ -159,7 +177,21 @@ def completion(shell: str) -> None:
     click.echo(completer(cli, {}, "gpucloud", "_GPUCLOUD_COMPLETE").source())
 
 
-for command in (instances, jobs, storages, cp, usage, alerts, fleet, tenants, ssh, tunnel):
+for command in (
+    instances,
+    services,
+    jobs,
+    storages,
+    cp,
+    usage,
+    alerts,
+    fleet,
+    tenants,
+    ssh,
+    tunnel,
+    offer,
+    templates,
+):
     cli.add_command(command)
 
 

@@ -161,6 +161,51 @@ class Client:
     def whoami(self) -> Identity:
         return cast(Identity, self.request("GET", "/whoami"))
 
+    def revoke_key(self, key_id: str) -> None:
+        """Revoke an API key on the server: it stops working at once."""
+        self.request("DELETE", f"/api-keys/{_id(key_id)}")
+
+    # --- the catalog: specs, prices, templates --------------------------------------------
+
+    def list_specs(self) -> list[dict[str, Any]]:
+        return _items(self.request("GET", "/specs"))
+
+    def list_prices(self) -> list[dict[str, Any]]:
+        return _items(self.request("GET", "/prices"))
+
+    def list_templates(self) -> list[dict[str, Any]]:
+        return _items(self.request("GET", "/templates"))
+
+    def get_template(self, template_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", f"/templates/{_id(template_id)}"))
+
+    # --- inference services ------------------------------------------------------------
+
+    def list_services(self) -> Iterator[dict[str, Any]]:
+        return self.pages("/inference-services", {"limit": 200})
+
+    def get_service(self, service_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", f"/inference-services/{_id(service_id)}"))
+
+    def create_service(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("POST", "/inference-services", json=body))
+
+    def update_service(self, service_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        path = f"/inference-services/{_id(service_id)}"
+        return cast(dict[str, Any], self.request("PATCH", path, json=changes))
+
+    def rollback_service(self, service_id: str) -> dict[str, Any]:
+        path = f"/inference-services/{_id(service_id)}/rollback"
+        return cast(dict[str, Any], self.request("POST", path))
+
+    def delete_service(self, service_id: str) -> dict[str, Any]:
+        path = f"/inference-services/{_id(service_id)}"
+        return cast(dict[str, Any], self.request("DELETE", path))
+
+    def service_replicas(self, service_id: str) -> list[dict[str, Any]]:
+        path = f"/inference-services/{_id(service_id)}/replicas"
+        return _items(self.request("GET", path))
+
     # --- instances ---------------------------------------------------------------------
 
     def list_instances(self, *, states: list[str] | None = None) -> Iterator[Instance]:
@@ -344,6 +389,11 @@ def _id(value: str) -> str:
     if not value or "/" in value or value in {".", ".."}:
         raise ValueError(f"not an id: {value!r}")
     return value
+
+
+def _items(answer: Any) -> list[dict[str, Any]]:
+    """A list answer's items, whether the API sends a bare list or a page."""
+    return list(answer["items"] if isinstance(answer, dict) else answer)
 
 
 def _clean(params: Params | None) -> Params | None:

@@ -101,6 +101,7 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ),
     ForwardedRoute("GET", "/v1/inference-services", "instances", EVERYONE, "instances:read"),
     ForwardedRoute("GET", SERVICE, "instances", TENANT_MEMBERS, "instances:read"),
+    ForwardedRoute("GET", f"{SERVICE}/replicas", "instances", TENANT_MEMBERS, "instances:read"),
     ForwardedRoute("PATCH", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("DELETE", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("POST", f"{SERVICE}/rollback", "instances", TENANT_MEMBERS, "instances:write"),

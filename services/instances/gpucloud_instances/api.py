@@ -31,6 +31,7 @@ from .schemas import (
     JobPage,
     RegistryCredential,
     RegistryCredentialCreate,
+    ReplicaRunPage,
     RollbackRequest,
     ServiceEndpoints,
     ServiceLoadReport,
@@ -349,6 +350,18 @@ async def list_services(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> InferenceServicePage:
     return await services.page(identity, cursor=cursor, limit=limit, tenant_id=tenant_id)
+
+
+@router.get(
+    "/inference-services/{service_id}/replicas",
+    tags=["inference-services"],
+    summary="Each replica the service has run, from its binding to a node to its end: "
+    "what its usage is billed from",
+)
+async def service_replicas(
+    service_id: str, identity: CurrentIdentity, services: ServicesPart
+) -> ReplicaRunPage:
+    return await services.replica_runs(identity, service_id)
 
 
 @router.get(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from gpucloud_libs.clock import aware, now
+from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
@@ -35,6 +35,8 @@ from .schemas import (
     InferenceServiceCreate,
     InferenceServicePage,
     InferenceServicePatch,
+    ReplicaRun,
+    ReplicaRunPage,
     RollbackRequest,
     ServiceEndpoints,
     ServiceLoadReport,
@@ -202,6 +204,24 @@ class InferenceServices:
             self._requests.requested(service_request_key(doc), "delete"),
         )
         return self.view(doc, configs, deleting=deleting)
+
+    async def replica_runs(self, identity: Identity, service_id: str) -> ReplicaRunPage:
+        """Every replica the service has run, with the interval it was billed for."""
+        doc = await self._owned(identity, service_id)
+        runs = [
+            ReplicaRun(
+                replica_id=replica_id,
+                revision=run["revision"],
+                node=run["node"],
+                zone=run["zone"],
+                state=run["state"],
+                scheduled_at=aware_or_none(run["scheduled_at"]),
+                ended_at=aware_or_none(run["ended_at"]),
+            )
+            for replica_id, run in doc["runs"].items()
+        ]
+        runs.sort(key=lambda run: (run.scheduled_at is None, run.scheduled_at, run.replica_id))
+        return ReplicaRunPage(items=runs)
 
     async def page(
         self, identity: Identity, *, cursor: str | None, limit: int, tenant_id: str | None = None

@@ -478,6 +478,26 @@ class ServiceReplica(ApiModel):
     terminating: bool = False
 
 
+class ReplicaRun(ApiModel):
+    """One replica's billed interval, as recorded: from its binding to a node to its
+    end. A service's GPU time is the sum over its replicas of (end - scheduled) x
+    GPUs, which a tenant can check against its usage to the microsecond."""
+
+    replica_id: str = Field(alias="replicaID")
+    revision: int
+    node: str | None = None
+    zone: str | None = None
+    #: scheduled, running or ended.
+    state: str
+    scheduled_at: datetime | None = None
+    #: None while it still holds its GPUs.
+    ended_at: datetime | None = None
+
+
+class ReplicaRunPage(ApiModel):
+    items: list[ReplicaRun]
+
+
 class InferenceService(ApiModel):
     service_id: str = Field(alias="serviceID")
     tenant_id: str = Field(alias="tenantID")

@@ -1,0 +1,64 @@
+"""`gpucloud offer` and `gpucloud templates`: what can be rented, and what to run on it,
+before anything is launched."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import click
+
+from .session import Column, Session, pass_session
+
+TEMPLATE_COLUMNS: list[Column] = [
+    ("TEMPLATE", lambda t: t["templateID"]),
+    ("NAME", lambda t: t["name"]),
+    ("FOR", lambda t: ", ".join(t["kinds"])),
+    ("IMAGE", lambda t: t["image"]),
+    ("PORTS", lambda t: ", ".join(f"{p['port']}/{p['appProtocol']}" for p in t["ports"])),
+]
+OFFER_COLUMNS: list[Column] = [
+    ("SPEC", lambda o: o["specName"]),
+    ("GPUS", lambda o: f"{o['gpuNum']} x {o['gpuType']}"),
+    ("CPU", lambda o: o["cpu"]),
+    ("MEMORY", lambda o: o["memory"]),
+    ("PRICE", lambda o: o["pricePerHour"]),
+]
+
+
+def offers(specs: list[dict[str, Any]], prices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each spec with its price per hour: its price per GPU-hour (per unit-hour for a
+    shared GPU's units) times its GPUs or units, in USD."""
+    per_gpu_hour = {
+        p["specName"]: Decimal(str(p["amount"])) for p in prices if p["meter"] == "gpu_hour"
+    }
+    found = []
+    for spec in sorted(specs, key=lambda s: (s["gpuType"], s["gpuNum"], s["name"])):
+        price = per_gpu_hour.get(spec["name"])
+        units = Decimal(spec["gpuNum"])
+        found.append({
+            "specName": spec["name"], "gpuType": spec["gpuType"], "gpuNum": spec["gpuNum"],
+            "cpu": spec["cpu"], "memory": spec["memory"],
+            "pricePerHour": "no price set" if price is None else f"${price * units:.2f}/h",
+        })  # fmt: skip
+    return found
+
+
+@click.command("offer")
+@pass_session
+def offer(session: Session) -> None:
+    """The specs you can start, with their GPUs and price per hour.
+
+    \b
+    Example:
+      gpucloud offer
+      gpucloud instances create --spec h100-1 --template jupyter
+    """
+    session.emit(offers(session.client.list_specs(), session.client.list_prices()), OFFER_COLUMNS)
+
+
+@click.command("templates")
+@pass_session
+def templates(session: Session) -> None:
+    """The app catalog: what `--template` starts (Jupyter, vLLM, Triton, an SSH box)."""
+    session.emit(session.client.list_templates(), TEMPLATE_COLUMNS)

@@ -1,0 +1,127 @@
+"""`gpucloud services`: inference services, several replicas behind one URL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .session import Column, Session, pass_session
+
+COLUMNS: list[Column] = [
+    ("ID", lambda s: s["serviceID"]),
+    ("STATE", lambda s: s["state"]),
+    ("SPEC", lambda s: s["specName"]),
+    ("REPLICAS", lambda s: f"{s['readyReplicas']}/{s['desiredReplicas']}"),
+    ("REVISION", lambda s: s["revision"]),
+    ("URL", lambda s: s["url"]),
+]
+REPLICA_COLUMNS: list[Column] = [
+    ("REPLICA", lambda r: r["replicaID"]),
+    ("REVISION", lambda r: r["revision"]),
+    ("STATE", lambda r: r["state"]),
+    ("NODE", lambda r: r["node"]),
+    ("SCHEDULED (UTC)", lambda r: r["scheduledAt"]),
+    ("ENDED (UTC)", lambda r: r["endedAt"] or "-"),
+]
+
+
+@click.group()
+def services() -> None:
+    """Inference services: replicas of a model server behind one URL, rolled out
+    revision by revision, billed per replica."""
+
+
+@services.command("ls")
+@pass_session
+def list_services(session: Session) -> None:
+    """List the tenant's services."""
+    session.emit(session.client.list_services(), COLUMNS)
+
+
+@services.command("get")
+@click.argument("service_id")
+@pass_session
+def get_service(session: Session, service_id: str) -> None:
+    """One service: its state, replicas and URL."""
+    session.emit(session.client.get_service(service_id), COLUMNS)
+
+
+@services.command("create")
+@click.argument("service_id")
+@click.option("--spec", "spec_name", required=True, help="The spec each replica runs on.")
+@click.option("--template", "template_id", help="A catalog template that serves (vllm, triton).")
+@click.option("--image", help="The server's image (the template's, with --template).")
+@click.option("--port", type=int, help="The port replicas serve on (the template's).")
+@click.option("--readiness-path", help="Where a replica says it is ready (the template's).")
+@click.option("--replicas", "min_replicas", type=int, default=1, show_default=True)
+@click.option("--max-replicas", type=int, help="With autoscaling: at most this many.")
+@pass_session
+def create_service(
+    session: Session, service_id: str, spec_name: str, template_id: str | None,
+    image: str | None, port: int | None, readiness_path: str | None, min_replicas: int,
+    max_replicas: int | None,
+) -> None:  # fmt: skip
+    """Create a service and print its URL.
+
+    \b
+    Examples:
+      gpucloud services create chat --spec h100-1 --template vllm-openai --replicas 2
+      gpucloud services create echo --spec l40s-1 --image hashicorp/http-echo --port 5678
+    """
+    body: dict[str, Any] = {"serviceID": service_id, "specName": spec_name,
+                            "minReplicas": min_replicas}  # fmt: skip
+    if template_id:
+        template = session.client.get_template(template_id)
+        body |= {
+            "image": template["image"], "command": template["command"], "args": template["args"],
+            "env": template["env"], "port": template["servingPort"],
+            "readinessPath": template["readinessPath"] or "/",
+        }  # fmt: skip
+    body |= {key: value for key, value in (("image", image), ("port", port),
+             ("readinessPath", readiness_path), ("maxReplicas", max_replicas)) if value}  # fmt: skip
+    if "image" not in body or "port" not in body:
+        raise click.UsageError("give --image and --port, or a --template")
+    session.emit(session.client.create_service(body), COLUMNS)
+
+
+@services.command("scale")
+@click.argument("service_id")
+@click.option("--replicas", "min_replicas", type=int, required=True, help="How many to run.")
+@click.option("--max-replicas", type=int, help="With autoscaling: at most this many.")
+@pass_session
+def scale_service(
+    session: Session, service_id: str, min_replicas: int, max_replicas: int | None
+) -> None:
+    """Set how many replicas run (0 scales to zero until a request comes)."""
+    changes: dict[str, Any] = {"minReplicas": min_replicas}
+    changes["maxReplicas"] = max_replicas if max_replicas is not None else max(min_replicas, 1)
+    session.emit(session.client.update_service(service_id, changes), COLUMNS)
+
+
+@services.command("rollback")
+@click.argument("service_id")
+@pass_session
+def rollback_service(session: Session, service_id: str) -> None:
+    """Roll back to the revision before the current one."""
+    session.emit(session.client.rollback_service(service_id), COLUMNS)
+
+
+@services.command("delete")
+@click.argument("service_id")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@pass_session
+def delete_service(session: Session, service_id: str, yes: bool) -> None:
+    """Delete a service: its replicas stop and its URL goes."""
+    if not yes and session.interactive:
+        click.confirm(f"Delete service {service_id} and stop its replicas?", abort=True)
+    session.emit(session.client.delete_service(service_id), COLUMNS)
+
+
+@services.command("replicas")
+@click.argument("service_id")
+@pass_session
+def service_replicas(session: Session, service_id: str) -> None:
+    """Every replica the service has run, with the interval it is billed for: the sum of
+    (ended - scheduled) x GPUs is the service's GPU time."""
+    session.emit(session.client.service_replicas(service_id), REPLICA_COLUMNS)
