@@ -452,6 +452,12 @@ async def test_the_catalog_templates_services_and_a_logout_that_revokes(
     keyless = await cli.run("instances", "create", "--spec", spec, "--template", "ssh-devbox")
     assert keyless.code == 2, keyless
     assert "--public-key" in keyless.err
+    private_key = tmp_path / "id_ed25519"
+    private_key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
+    leaked = await cli.run("instances", "create", "--spec", spec, "--template", "ssh-devbox",
+                           "--public-key", str(private_key))  # fmt: skip
+    assert leaked.code == 2, leaked
+    assert "a private key never leaves this machine" in leaked.err
     public_key = tmp_path / "id_ed25519.pub"
     public_key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDevBoxKeyForTheTest dev@laptop\n")
     box = (await cli.ok("-o", "json", "instances", "create", "--spec", spec, "--template",

@@ -148,7 +148,9 @@ async def test_a_delivery_never_follows_a_redirect(store: MonitoringStore) -> No
     assert hits == ["/hook"]
 
 
-@pytest.mark.parametrize("address", ["64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "64:ff9b:1::1"])
+@pytest.mark.parametrize(
+    "address", ["64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "64:ff9b:1::1", "::a9fe:a9fe"]
+)
 async def test_nat64_and_6to4_addresses_are_not_global(address: str) -> None:
     """NAT64 and 6to4 prefixes embed an IPv4 address (here 169.254.169.254, the cloud
     metadata service); Python calls some of them global."""

@@ -107,7 +107,9 @@ class PcieCounters:
         for index, handle in enumerate(self._handles):
             values = _maybe(pynvml.nvmlDeviceGetFieldValues, handle, list(_PCIE_COUNTERS))
             if values is None or any(v.nvmlReturn != pynvml.NVML_SUCCESS for v in values):
-                continue  # the driver or GPU does not count PCIe bytes
+                with self._lock:  # a gap: the next reading starts the count afresh
+                    self._last[index] = None
+                continue
             tx, rx = values[0].value.ullVal, values[1].value.ullVal
             at = max(values[0].timestamp, values[1].timestamp)
             width = _width(values[0].valueType)
@@ -115,7 +117,7 @@ class PcieCounters:
                 last, total = self._last[index], self._totals[index]
                 self._last[index] = (tx, rx)
                 if last is None or total is None:
-                    self._totals[index] = (at, 0, 0)
+                    self._totals[index] = (at, *(total[1:] if total else (0, 0)))
                 else:
                     self._totals[index] = (
                         at,

@@ -108,6 +108,11 @@ class Standins:
                 except (GoneError, DependencyUnavailable) as error:
                     log.info("pod watch ended; relisting", extra={"error": str(error)})
                     await asyncio.sleep(WATCH_RETRY_S)
+                except Exception:
+                    # The pages are a convenience of the local stack: an error here
+                    # is logged and the watch starts over, never the simulator's end.
+                    log.exception("stand-ins failed; relisting")
+                    await asyncio.sleep(WATCH_RETRY_S)
         finally:
             await self.close()
 

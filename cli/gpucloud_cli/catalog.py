@@ -3,6 +3,7 @@ before anything is launched."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -29,9 +30,12 @@ OFFER_COLUMNS: list[Column] = [
 def offers(specs: list[dict[str, Any]], prices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each spec with its price per hour: its price per GPU-hour (per unit-hour for a
     shared GPU's units) times its GPUs or units, in USD."""
-    per_gpu_hour = {
-        p["specName"]: Decimal(str(p["amount"])) for p in prices if p["meter"] == "gpu_hour"
-    }
+    now = datetime.now(UTC)
+    in_force = sorted(
+        (p for p in prices if p["meter"] == "gpu_hour" and _utc(p["effectiveFrom"]) <= now),
+        key=lambda p: _utc(p["effectiveFrom"]),
+    )
+    per_gpu_hour = {p["specName"]: Decimal(str(p["amount"])) for p in in_force}
     found = []
     for spec in sorted(specs, key=lambda s: (s["gpuType"], s["gpuNum"], s["name"])):
         price = per_gpu_hour.get(spec["name"])
@@ -42,6 +46,11 @@ def offers(specs: list[dict[str, Any]], prices: list[dict[str, Any]]) -> list[di
             "pricePerHour": "no price set" if price is None else f"${price * units:.2f}/h",
         })  # fmt: skip
     return found
+
+
+def _utc(stamp: str) -> datetime:
+    """An API time, for comparing."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 @click.command("offer")

@@ -91,6 +91,14 @@ def profiles() -> tuple[str, dict[str, str]]:
     return data["current"], {name: p["endpoint"] for name, p in data["profiles"].items()}
 
 
+def load_profile(name: str) -> Profile:
+    """The profile as stored, whatever GPUCLOUD_ENDPOINT and GPUCLOUD_API_KEY say."""
+    stored = _read()["profiles"].get(name)
+    if stored is None:
+        raise NotLoggedIn(f"no profile {name!r}")
+    return Profile(name, stored["endpoint"], stored["apiKey"])
+
+
 def load(name: str | None) -> Profile:
     env_endpoint, env_key = os.environ.get("GPUCLOUD_ENDPOINT"), os.environ.get("GPUCLOUD_API_KEY")
     if env_endpoint and env_key and name is None:

@@ -111,6 +111,11 @@ def create_instance(
     if template_id:
         catalog = session.client.get_template(template_id)
         key = public_key.read().strip() if public_key else None
+        if key is not None and not key.startswith(PUBLIC_KEY_PREFIXES):
+            raise click.UsageError(
+                "--public-key takes an SSH public key (a .pub file: ssh-ed25519 ...); "
+                "a private key never leaves this machine"
+            )
         image = image or catalog["image"]
         template = from_catalog(catalog, template, public_key=key)
     elif public_key:
@@ -155,6 +160,10 @@ def wait_until_settled(
         return session.client.wait_for_instance(name, until=until, on_change=show)
 
 
+#: How an OpenSSH public key line begins; a private key begins `-----BEGIN`.
+PUBLIC_KEY_PREFIXES = ("ssh-", "ecdsa-", "sk-")
+
+
 def from_catalog(
     catalog: dict[str, Any], given: dict[str, Any], *, public_key: str | None
 ) -> dict[str, Any]:
@@ -162,13 +171,14 @@ def from_catalog(
     their ports replace the template's, their variables override its, their `--cmd`
     replaces its command. A template that reads a public key must be given one."""
     env = {e["name"]: e["value"] for e in catalog["env"]}
-    if "PUBLIC_KEY" in env:
+    given_env = {e["name"]: e["value"] for e in given["envs"]}
+    if "PUBLIC_KEY" in env and not given_env.get("PUBLIC_KEY"):
         if not public_key:
             raise click.UsageError(
                 f"template {catalog['templateID']!r} needs your SSH public key: --public-key FILE"
             )
         env["PUBLIC_KEY"] = public_key
-    env |= {e["name"]: e["value"] for e in given["envs"]}
+    env |= given_env
     ports = given["ports"] or [
         {
             "port": p["port"],

@@ -116,15 +116,19 @@ def logout(session: Session, keep_key: bool) -> None:
     working (a key shared with scripts elsewhere)."""
     name = session.profile_name or config.profiles()[0]
     if not keep_key and name in config.profiles()[1]:
-        key_id = session.client.whoami()["keyID"]
+        # The profile's own key, never GPUCLOUD_API_KEY's (a script's, set in the shell).
+        stored = config.load_profile(name)
         try:
-            if key_id is None:
-                raise ApiError(409, {"detail": "this credential is not an API key"})
-            session.client.revoke_key(key_id)
+            with Client(stored.endpoint, stored.api_key) as client:
+                key_id = client.whoami()["keyID"]
+                if key_id is None:
+                    raise ApiError(409, {"detail": "this credential is not an API key"})
+                client.revoke_key(key_id)
             session.note(f"key {key_id} revoked on the server")
-        except ApiError as error:
-            # The bootstrap key, or one this login may not revoke: say so, forget it anyway.
-            session.note(f"the key stays valid on the server: {error.detail or error.title}")
+        except ClientError as error:
+            # The bootstrap key, one this login may not revoke, or no answer: say so,
+            # and forget it here anyway.
+            session.note(f"the key may still be valid on the server: {error}")
     if not config.remove(name):
         raise Failure(f"no profile {name!r}")
     session.note(f"profile {name!r} removed")

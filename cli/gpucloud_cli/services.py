@@ -73,6 +73,10 @@ def create_service(
                             "minReplicas": min_replicas}  # fmt: skip
     if template_id:
         template = session.client.get_template(template_id)
+        if "service" not in template["kinds"] or template["servingPort"] is None:
+            raise click.UsageError(
+                f"template {template_id!r} does not serve: start it as an instance"
+            )
         body |= {
             "image": template["image"], "command": template["command"], "args": template["args"],
             "env": template["env"], "port": template["servingPort"],
@@ -95,16 +99,30 @@ def scale_service(
 ) -> None:
     """Set how many replicas run (0 scales to zero until a request comes)."""
     changes: dict[str, Any] = {"minReplicas": min_replicas}
-    changes["maxReplicas"] = max_replicas if max_replicas is not None else max(min_replicas, 1)
+    if max_replicas is not None:
+        changes["maxReplicas"] = max_replicas
+    else:
+        # Raise the ceiling only where the new floor goes above it; never lower it.
+        ceiling = session.client.get_service(service_id)["maxReplicas"]
+        if min_replicas > ceiling:
+            changes["maxReplicas"] = min_replicas
     session.emit(session.client.update_service(service_id, changes), COLUMNS)
 
 
 @services.command("rollback")
 @click.argument("service_id")
+@click.option(
+    "--to", "revision", type=int, help="The revision to go back to (default: the one before)."
+)
 @pass_session
-def rollback_service(session: Session, service_id: str) -> None:
-    """Roll back to the revision before the current one."""
-    session.emit(session.client.rollback_service(service_id), COLUMNS)
+def rollback_service(session: Session, service_id: str, revision: int | None) -> None:
+    """Roll back: a new revision with an earlier one's template."""
+    if revision is None:
+        current = session.client.get_service(service_id)["revision"]
+        if current <= 1:
+            raise click.UsageError(f"service {service_id} has no revision before {current}")
+        revision = current - 1
+    session.emit(session.client.rollback_service(service_id, revision), COLUMNS)
 
 
 @services.command("delete")

@@ -194,9 +194,10 @@ class Client:
         path = f"/inference-services/{_id(service_id)}"
         return cast(dict[str, Any], self.request("PATCH", path, json=changes))
 
-    def rollback_service(self, service_id: str) -> dict[str, Any]:
+    def rollback_service(self, service_id: str, revision: int) -> dict[str, Any]:
+        """A new revision made from `revision`'s template."""
         path = f"/inference-services/{_id(service_id)}/rollback"
-        return cast(dict[str, Any], self.request("POST", path))
+        return cast(dict[str, Any], self.request("POST", path, json={"revision": revision}))
 
     def delete_service(self, service_id: str) -> dict[str, Any]:
         path = f"/inference-services/{_id(service_id)}"

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 
 from .errors import GpucloudError
 
-#: `localhost` is loopback by RFC 6761; other names must be resolved and checked.
+#: `localhost` is loopback by RFC 6761 (and /etc/hosts); any other name, even one
+#: under `.localhost`, resolves as the system's resolver says and is not trusted here.
 _LOOPBACK_NAMES = frozenset({"localhost"})
 
 
@@ -40,7 +41,7 @@ class OutsideLoopback(OSError):
 
 def is_loopback(host: str) -> bool:
     """`host` is a literal loopback address (127.0.0.0/8, ::1) or `localhost`."""
-    if host.lower().rstrip(".") in _LOOPBACK_NAMES or host.lower().endswith(".localhost"):
+    if host.lower().rstrip(".") in _LOOPBACK_NAMES:
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from urllib.parse import quote
@@ -75,6 +76,9 @@ from .upstream import (
 )
 
 SESSION_PATH = "/_gpucloud/session"
+#: A Host header a workload may be told it was reached at: a host name, and digits
+#: for a port; anything else is replaced by the bare host the gateway matched.
+_HOST_AND_PORT = re.compile(r"[a-z0-9.-]+(:[0-9]{1,5})?")
 #: The link that sets the cookie is good for this long.
 SESSION_LINK_TTL_S = 60
 _WS_HANDSHAKE = frozenset(
@@ -339,7 +343,7 @@ class InstanceProxy:
         forwarded_host = host
         for name, value in request_headers:
             lower = name.lower()
-            if lower == "host":
+            if lower == "host" and _HOST_AND_PORT.fullmatch(value.strip().lower()):
                 forwarded_host = value.strip().lower()
             if lower in drop:
                 continue

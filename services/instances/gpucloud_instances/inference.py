@@ -29,6 +29,7 @@ from .admission import allowed_zones, known_spec, quota_refusal
 from .documents import ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
 from .quota_ledger import QuotaLedger
 from .schemas import (
+    STORED,
     Autoscaling,
     EnvVar,
     InferenceService,
@@ -432,7 +433,7 @@ class InferenceServices:
             readiness_path=doc["readiness_path"],
             message=doc.get("message"),
             image=template["image"],
-            env=[EnvVar.model_validate(env) for env in template["env"]],
+            env=[EnvVar.model_validate(env, context=STORED) for env in template["env"]],
             command=template["command"],
             args=template["args"],
             volumes=[VolumeSpec.model_validate(volume) for volume in template["volumes"]],

@@ -34,6 +34,7 @@ from .lifecycle import LIVE, TERMINAL, State
 from .queue_line import Line, QueueLines
 from .quota_ledger import QuotaLedger
 from .schemas import (
+    STORED,
     Instance,
     InstanceCreate,
     InstanceEndpoint,
@@ -245,7 +246,7 @@ class Instances:
         """Where the gateway reaches one port of the caller's instance: a public one for
         its URL, any declared TCP port for a tunnel (`gpucloud ssh`)."""
         doc = await self._owned(identity, instance_id)
-        template = InstanceTemplate.model_validate(doc["template"])
+        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         if not any(
             p.port == port and (p.is_public or tunnel) and p.protocol == "TCP"
             for p in template.ports
@@ -331,7 +332,7 @@ class Instances:
             if doc["state"] == State.QUEUED.value
             else None
         )  # fmt: skip
-        template = InstanceTemplate.model_validate(doc["template"])
+        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         domain = self._settings.instance_domain
         urls = [
             self._url(instance_host(doc["instance_id"], doc["tenant_id"], port.port, domain))

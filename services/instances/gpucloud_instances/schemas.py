@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from gpucloud_libs.gpu_shares import MIG_PROFILE, GpuShare, Sharing
 from gpucloud_libs.http import ApiModel
@@ -43,14 +43,19 @@ _DEVICE_SELECTORS = re.compile(
 )
 
 
+#: Validation context for what the service reads back from its own documents: rules
+#: added for requests since (device selectors) do not make an old record unreadable.
+STORED = {"stored": True}
+
+
 class EnvVar(ApiModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
     value: str = Field(max_length=32768)
 
     @field_validator("name")
     @classmethod
-    def _not_a_device_selector(cls, name: str) -> str:
-        if _DEVICE_SELECTORS.match(name):
+    def _not_a_device_selector(cls, name: str, info: ValidationInfo) -> str:
+        if not (info.context or {}).get("stored") and _DEVICE_SELECTORS.match(name):
             raise ValueError(
                 f"{name} selects GPUs or driver features below the allocation; the platform "
                 "sets it from the GPUs the workload was given"

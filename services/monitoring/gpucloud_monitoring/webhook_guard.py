@@ -30,7 +30,8 @@ from gpucloud_libs.errors import ValidationFailed
 #: IPv6 prefixes that carry an IPv4 address inside (NAT64, its local-use range, 6to4):
 #: a global-looking address that reaches a private or metadata one.
 _EMBEDDED_IPV4 = tuple(
-    ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16")
+    ipaddress.IPv6Network(prefix)
+    for prefix in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "::/96")
 )
 
 

@@ -43,7 +43,7 @@ from ..documents import (
 from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
-from ..schemas import InstanceTemplate
+from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore, ServiceStore, service_request_key
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
@@ -282,7 +282,7 @@ class InferenceReconciler:
             command=template["command"],
             args=template["args"],
             template=InstanceTemplate.model_validate(
-                {"envs": template["env"], "volumes": template["volumes"]}
+                {"envs": template["env"], "volumes": template["volumes"]}, context=STORED
             ),
             port=doc["port"],
             readiness_path=doc["readiness_path"],

@@ -29,7 +29,7 @@ from ..documents import InstanceDoc
 from ..lifecycle import LIVE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
-from ..schemas import InstanceTemplate
+from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageClient, StorageRefused
 from ..store import InstanceStore, RequestStore, TenantStore
 from ..transitions import transition_events
@@ -374,7 +374,7 @@ class InstanceReconciler:
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:
             return
-        template = InstanceTemplate.model_validate(doc["template"])
+        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         namespace_name, instance_id, tenant_id = (
             doc["namespace"],
             doc["instance_id"],

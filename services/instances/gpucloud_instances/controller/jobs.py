@@ -45,7 +45,7 @@ from ..job_lifecycle import (
 )
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
-from ..schemas import InstanceTemplate
+from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageClient, StorageRefused
 from ..store import JobStore, RequestStore, TenantStore
 from ..transitions import job_event, run_event
@@ -355,7 +355,7 @@ class JobReconciler:
         pods = manifests.JobPods(
             namespace_name=doc["namespace"], tenant_id=doc["tenant_id"], job_id=doc["job_id"],
             spec_name=doc["spec_name"], image=doc["image"], command=doc.get("command"),
-            args=doc.get("args"), template=InstanceTemplate.model_validate(doc["template"]),
+            args=doc.get("args"), template=InstanceTemplate.model_validate(doc["template"], context=STORED),
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
             zones=doc["zones"], retry_limit=doc["retry_limit"],
             deadline_seconds=doc.get("deadline_seconds"), storage_secrets=storage_secrets,
