@@ -38,7 +38,7 @@ from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.logs import setup_logging
-from gpucloud_libs.naming import GPU_PRODUCT_LABEL, GPU_RESOURCE, INSTANCE_LABEL, TENANT_LABEL
+from gpucloud_libs.naming import GPU_PRODUCT_LABEL, GPU_RESOURCE, TENANT_LABEL, workload_of
 from gpucloud_libs.settings import ServiceSettings
 from gpucloud_libs.topics import TELEMETRY, require_topics
 
@@ -73,20 +73,18 @@ async def _publish(broker: KafkaBroker, data: TelemetryBatch | NodeInventory) ->
     await publish_event(broker, TELEMETRY, data, source=SOURCE)
 
 
-async def _instances_by_pod(kube: KubeClient | None, node: str) -> dict[str, tuple[str, str]]:
-    """Pod UID -> (tenant, instance) of the gpucloud instances on this node."""
+async def _workloads_by_pod(kube: KubeClient | None, node: str) -> dict[str, tuple[str, str]]:
+    """Pod UID -> (tenant, workload) of the platform's pods on this node: instances,
+    batch jobs' runs and inference services' replicas alike."""
     if kube is None:
         return {}
     pods, _ = await kube.list(
-        "Pod", label_selector=INSTANCE_LABEL, field_selector=f"spec.nodeName={node}"
+        "Pod", label_selector=TENANT_LABEL, field_selector=f"spec.nodeName={node}"
     )
     return {
-        pod["metadata"]["uid"]: (
-            pod["metadata"]["labels"][TENANT_LABEL],
-            pod["metadata"]["labels"][INSTANCE_LABEL],
-        )
+        pod["metadata"]["uid"]: workload
         for pod in pods
-        if TENANT_LABEL in pod["metadata"].get("labels", {})
+        if (workload := workload_of(pod["metadata"].get("labels", {}))) is not None
     }
 
 
@@ -147,7 +145,7 @@ async def _attribution(
     if kube is None:
         return {}
     try:
-        by_pod = await _instances_by_pod(kube, node)
+        by_pod = await _workloads_by_pod(kube, node)
     except Exception as error:  # attribution is best effort; telemetry goes on
         log.warning("cannot list this node's pods: %s", error)
         return {}
@@ -287,7 +285,7 @@ async def sync_fleet(fleet: SimulatedFleet, kube: KubeClient, selector: str) -> 
     """Bring the simulated nodes and their instances in line with the cluster; returns
     the nodes that are new (their inventory is due)."""
     nodes, _ = await kube.list("Node", label_selector=selector)
-    pods, _ = await kube.list("Pod", label_selector=INSTANCE_LABEL)
+    pods, _ = await kube.list("Pod", label_selector=TENANT_LABEL)
     seen, added = set(), []
     for node in nodes:
         name, labels = node["metadata"]["name"], node["metadata"].get("labels", {})
@@ -307,17 +305,18 @@ async def sync_fleet(fleet: SimulatedFleet, kube: KubeClient, selector: str) -> 
     placed: dict[str, list[tuple[str, Placement]]] = {}
     for pod in pods:
         node_name = pod.get("spec", {}).get("nodeName")
-        labels = pod["metadata"].get("labels", {})
+        workload = workload_of(pod["metadata"].get("labels", {}))
         if (
             node_name in seen
-            and TENANT_LABEL in labels
+            and workload is not None
             and pod.get("status", {}).get("phase") == "Running"
         ):
+            tenant, workload_id = workload
             limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
             for resource, count in gpu_units(limits).items():
                 placed.setdefault(node_name, []).append((
                     pod["metadata"].get("creationTimestamp", ""),
-                    Placement(labels[TENANT_LABEL], labels[INSTANCE_LABEL], count, resource),
+                    Placement(tenant, workload_id, count, resource),
                 ))  # fmt: skip
     for name in list(fleet.nodes):
         if name not in seen:

@@ -9,6 +9,7 @@ parsed by the gateway, which serves every instance host.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 NAMESPACE_PREFIX = "gpc-"
 
@@ -29,6 +30,13 @@ TENANT_STORAGE_ROLE = "gpucloud-tenant-storage"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def gpu_product(nvml_name: str) -> str:
+    """A GPU's product as GPU feature discovery labels its node (`nvidia.com/gpu.product`,
+    which specs name): NVML's name with each run of spaces a dash, so `NVIDIA H100 80GB
+    HBM3` from a node's agent and `NVIDIA-H100-80GB-HBM3` from its labels are one type."""
+    return "-".join(nvml_name.split())
 
 
 def tenant_namespace(tenant_id: str) -> str:
@@ -127,3 +135,19 @@ def service_workload_id(service_id: str) -> str:
 def storage_env_prefix(storage_id: str) -> str:
     """The prefix of an object storage's variables in an instance, e.g. STORAGE_MODELS_."""
     return "STORAGE_" + storage_id.upper().replace("-", "_") + "_"
+
+
+def workload_of(labels: Mapping[str, str]) -> tuple[str, str] | None:
+    """(tenant, workload id) of a pod the platform made: an instance's id, a batch
+    job's `job--<job>`, an inference service's `svc--<service>`; None for another pod.
+    Telemetry attributes a GPU to its workload by this, whichever kind it is."""
+    tenant = labels.get(TENANT_LABEL)
+    if not tenant:
+        return None
+    if instance := labels.get(INSTANCE_LABEL):
+        return tenant, instance
+    if job := labels.get(JOB_LABEL):
+        return tenant, job_workload_id(job)
+    if service := labels.get(SERVICE_LABEL):
+        return tenant, service_workload_id(service)
+    return None

@@ -13,7 +13,7 @@ from gpucloud_libs.events import NodeHealthRequest, NodeQuarantineRequested, Nod
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL
+from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL, gpu_product
 from gpucloud_libs.topics import TELEMETRY
 
 from .documents import HealthDoc, InventoryDoc, NodeStatusDoc
@@ -73,7 +73,8 @@ class Fleet:
         return NodeView(
             node=name,
             zone=labels.get(ZONE_LABEL),
-            gpu_type=labels.get(GPU_PRODUCT_LABEL) or (gpus[0]["name"] if gpus else None),
+            gpu_type=labels.get(GPU_PRODUCT_LABEL)
+            or (gpu_product(gpus[0]["name"]) if gpus else None),
             gpus=len(gpus),
             tiers=sorted({gpu["tier"] for gpu in gpus}),
             health=health["health"] if health else "healthy",

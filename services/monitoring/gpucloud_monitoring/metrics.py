@@ -13,6 +13,7 @@ from gpucloud_libs.clock import aware
 from gpucloud_libs.errors import NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import gpu_product
 
 from .documents import RollupDoc
 from .schemas import GpuView, MetricPoint, MetricSeries
@@ -70,6 +71,7 @@ class Metrics:
                         node=node,
                         index=gpu["index"],
                         name=gpu["name"],
+                        gpu_type=gpu_product(gpu["name"]),
                         tier=gpu["tier"],
                         tier_reasons=gpu["tier_reasons"],
                         memory_total_mib=gpu["memory_total_mib"],

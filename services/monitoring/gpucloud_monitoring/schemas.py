@@ -90,7 +90,10 @@ class GpuView(ApiModel):
     gpu_uuid: str = Field(alias="gpuUUID")
     node: str
     index: int
+    #: The name NVML gives the GPU (`NVIDIA H100 80GB HBM3`)...
     name: str
+    #: ...and its type as specs and node labels name it (`NVIDIA-H100-80GB-HBM3`).
+    gpu_type: str
     tier: str
     tier_reasons: list[str] = Field(default_factory=list)
     memory_total_mib: float
