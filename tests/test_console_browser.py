@@ -315,6 +315,7 @@ async def test_each_catalog_template_starts_as_its_template_from_the_console(
         [container] = pod.spec.containers
         name = template["templateID"]
         assert container.image == template["image"], name
+        assert container.image_pull_policy == "Always", name  # a cached image is no key
         assert container.command == template["command"], name
         assert container.args == template["args"], name
         assert sorted(p.container_port for p in container.ports) == sorted(

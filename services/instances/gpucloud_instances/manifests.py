@@ -657,6 +657,10 @@ def _workload_container(
     container: dict[str, Any] = {
         "name": "workload",
         "image": image,
+        # Every start asks the registry with this tenant's own pull secret: an image
+        # another tenant's credentials pulled onto the node is not this tenant's to
+        # run (review H3). Its layers stay cached, so a warm node pulls no bytes.
+        "imagePullPolicy": "Always",
         "env": [{"name": env.name, "value": env.value} for env in template.envs],
         "resources": _resources(cpu, memory, gpus[1], gpus[0]),
         "securityContext": _CONTAINER_SECURITY,
