@@ -9,15 +9,23 @@ Screenshots of each page go to a temporary directory, or to GPUCLOUD_CONSOLE_SCR
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client as k8s
-from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
+from playwright.async_api import (
+    Browser,
+    Dialog,
+    Page,
+    ViewportSize,
+    async_playwright,
+    expect,
+)
 
 from gpucloud_libs.naming import tenant_namespace
 from gpucloud_stack import browser as stack_browser
@@ -54,12 +62,22 @@ def shots(tmp_path: Path) -> Path:
     return directory
 
 
-async def _page(chromium: Browser, platform: Platform, viewport: ViewportSize = LAPTOP) -> Page:
+async def _page(
+    chromium: Browser,
+    platform: Platform,
+    viewport: ViewportSize = LAPTOP,
+    *,
+    answer: Callable[[Dialog], Awaitable[None]] | None = None,
+) -> Page:
+    """A signed-out page. Stop, delete, revoke and quarantine ask first: these journeys
+    say yes, unless `answer` says otherwise."""
     context = await chromium.new_context(
         base_url=str(platform.http.base_url), viewport=viewport, accept_downloads=True
     )
     page = await context.new_page()
     page.set_default_timeout(SLOW_MS)
+    reply = answer or (lambda dialog: dialog.accept())
+    page.on("dialog", lambda dialog: asyncio.ensure_future(reply(dialog)))
     return page
 
 
@@ -290,7 +308,10 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     tenant_page = await _page(chromium, platform)
     await _sign_in_with_key(tenant_page, account.admin_key)
     await tenant_page.goto("/fleet")
-    await expect(tenant_page.get_by_role("alert").first).to_contain_text("Forbidden")
+    await expect(tenant_page.get_by_role("heading", level=1)).to_have_text(
+        "Not a page for your role"
+    )
+    await expect(tenant_page.get_by_label("Quarantine reason")).to_have_count(0)
     assert (
         await platform.http.get("/v1/fleet", headers=bearer(account.admin_key))
     ).status_code == 403
@@ -370,3 +391,58 @@ async def _pod_of(core: k8s.CoreV1Api, account: TenantAccount, instance_id: str)
             return None
 
     return await eventually(made, timeout=30)
+
+
+async def test_a_tenant_user_sees_their_own_spend_and_no_forms_they_may_not_use(
+    chromium: Browser, platform: Platform
+) -> None:
+    account = await platform.tenant()
+    spec = await _priced_spec(platform)
+    _, _, user_key = await platform.member(account)  # a tenant user
+    started = await platform.start_instance(account, {"image": "trainer", "specName": spec})
+    assert started.status_code == 202, started.text
+    mine = await platform.http.post(
+        "/v1/gpu-instances", json={"image": "trainer", "specName": spec}, headers=bearer(user_key)
+    )
+    assert mine.status_code == 202, mine.text
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, user_key)
+
+    # Their own spend: the report counts what they started, not the admin's instance.
+    async def own_rows() -> list[str] | None:
+        report = await platform.http.get("/v1/usage/mine", headers=bearer(user_key))
+        assert report.status_code == 200, report.text
+        keys = [row["key"] for row in report.json()["rows"]]
+        return keys or None
+
+    assert await eventually(own_rows, timeout=30) == [mine.json()["instanceID"]]
+    await page.goto("/usage")
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Your usage and costs")
+    await expect(page.get_by_test_id("usage-total")).to_contain_text("$")
+    await expect(page.get_by_role("alert")).to_have_count(0)
+    await expect(page.get_by_label("Monthly budget (USD)")).to_have_count(0)
+    await page.goto("/monitoring")
+    await expect(page.get_by_text("Alert rules are your tenant admins' to set.")).to_be_visible()
+    await expect(page.get_by_role("alert")).to_have_count(0)
+    await page.goto("/fleet")
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Not a page for your role")
+
+    # Stop asks first; saying no leaves the instance as it was.
+    asked: list[str] = []
+
+    async def decline(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        await dialog.dismiss()
+
+    careful = await _page(chromium, platform, answer=decline)
+    await _sign_in_with_key(careful, user_key)
+    instance_id = mine.json()["instanceID"]
+    await careful.get_by_role("button", name=f"Stop {instance_id}").click()
+
+    async def was_asked() -> bool:
+        return bool(asked)
+
+    await eventually(was_asked, timeout=10, interval=0.2)
+    assert asked[0].startswith(f"Stop {instance_id}?")
+    got = await platform.http.get(f"/v1/gpu-instances/{instance_id}", headers=bearer(user_key))
+    assert got.json()["stopRequested"] is False

@@ -655,6 +655,21 @@ async def _add_price(world: World) -> None:
     await _everyone_refused(world, "POST", "/v1/prices", lower_too=True, body=body)
 
 
+@row("GET", "/v1/usage/mine")
+async def _my_usage(world: World) -> None:
+    # Each caller's own, in their own tenant: B's members never see A's workloads,
+    # whatever tenant they name.
+    # (B has an instance of A's shared id of its own; A's only instance is A's alone.)
+    for headers in world.outsiders.values():
+        asked = await world.http.get(
+            "/v1/usage/mine", params={"tenantID": world.a.tenant_id}, headers=headers
+        )
+        assert asked.status_code == 200, asked.text
+        assert asked.json()["tenantID"] == world.b.tenant_id
+        keys = {row["key"] for row in asked.json()["rows"]}
+        assert world.a_only_instance not in keys, keys
+
+
 @row("GET", "/v1/usage")
 async def _usage(world: World) -> None:
     refused(await world.http.get("/v1/usage", headers=world.lower))

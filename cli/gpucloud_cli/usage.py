@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import click
 
 from .session import Column, Session, pass_session
@@ -13,10 +15,15 @@ GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone"]
 @click.option("--group-by", type=click.Choice(GROUPS), default="instance", show_default=True)
 @click.option("--start", help="ISO 8601 start (default: the start of this month, UTC).")
 @click.option("--end", help="ISO 8601 end (default: now).")
+@click.option(
+    "--mine", is_flag=True, help="Only what you started (a tenant user sees nothing else)."
+)
 @pass_session
-def usage(session: Session, group_by: str, start: str | None, end: str | None) -> None:
-    """GPU time and cost over a period, grouped; running work counts up to now."""
-    report = session.client.usage(group_by=group_by, start=start, end=end)
+def usage(session: Session, group_by: str, start: str | None, end: str | None, mine: bool) -> None:
+    """GPU time and cost over a period, grouped; running work counts up to now. Amounts
+    are in USD, times in UTC."""
+    mine = mine or session.client.whoami()["role"] == "tenant-user"
+    report = session.client.usage(group_by=group_by, start=start, end=end, mine=mine)
     if session.output == "json":
         session.emit_json(report)
         return
@@ -24,10 +31,11 @@ def usage(session: Session, group_by: str, start: str | None, end: str | None) -
         (group_by.upper(), lambda r: r["key"]),
         ("GPU-HOURS", lambda r: f"{r['gpuMicroseconds'] / 3.6e9:.4f}"),
         ("STORAGE GB-H", lambda r: f"{float(r['storageGbHours']):.4f}"),
-        ("AMOUNT", lambda r: r["amount"]),
+        ("AMOUNT (USD)", lambda r: f"${Decimal(str(r['amount'])):,.2f}"),
     ]
+    whose = "your own usage, " if mine else ""
     session.emit([*report["rows"], {**report["total"], "key": "TOTAL"}], columns,
-                 title=f"{report['start'][:19]} → {report['asOf'][:19]}")  # fmt: skip
+                 title=f"{whose}{report['start'][:19]}Z → {report['asOf'][:19]}Z")  # fmt: skip
 
 
 @click.group()

@@ -351,10 +351,17 @@ class Client:
     # --- usage, alerts, fleet, tenants -------------------------------------------------
 
     def usage(
-        self, *, group_by: str = "instance", start: str | None = None, end: str | None = None
+        self,
+        *,
+        group_by: str = "instance",
+        start: str | None = None,
+        end: str | None = None,
+        mine: bool = False,
     ) -> UsageReport:
+        """The tenant's usage, or with `mine` the caller's own (what they started)."""
         params = {"groupBy": group_by, "start": start, "end": end}
-        return cast(UsageReport, self.request("GET", "/usage", params=params))
+        path = "/usage/mine" if mine else "/usage"
+        return cast(UsageReport, self.request("GET", path, params=params))
 
     def list_alerts(self, *, state: str | None = None) -> list[Alert]:
         return cast(list[Alert], self.request("GET", "/alerts", params={"state": state}))

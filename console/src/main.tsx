@@ -31,8 +31,28 @@ const OPERATOR_PAGES: [string, string][] = [
   ["/admin", "Admin"],
 ];
 
+/** Whether a page is one the caller's role works with: an operator's pages are not a
+ * tenant's, nor a tenant's an operator's (their forms would only answer 403). */
+function forRole(path: string, operator: boolean): boolean {
+  const pages = operator ? OPERATOR_PAGES : TENANT_PAGES;
+  return pages.some(([page]) => page === path) || (!operator && path.startsWith("/storages/"));
+}
+
 function route(path: string, session: ConsoleSession) {
   const operator = session.principal.role === "platform-admin";
+  const known = [...TENANT_PAGES, ...OPERATOR_PAGES].some(([page]) => page === path) || path.startsWith("/storages/");
+  if (known && !forRole(path, operator)) {
+    const home = (operator ? OPERATOR_PAGES : TENANT_PAGES)[0];
+    return (
+      <section class="page">
+        <h1 id="page-title">Not a page for your role</h1>
+        <p>
+          <code>{path}</code> is {operator ? "a tenant's page" : "the operator's"}; you are signed in as{" "}
+          {session.principal.role}. <Link href={home[0]}>Go to {home[1]}</Link>.
+        </p>
+      </section>
+    );
+  }
   const storage = /^\/storages\/([^/]+)$/.exec(path);
   if (storage) return <StoragePage storageID={decodeURIComponent(storage[1])} />;
   switch (path) {
@@ -41,9 +61,9 @@ function route(path: string, session: ConsoleSession) {
     case "/storages":
       return <StoragesPage />;
     case "/usage":
-      return <UsagePage />;
+      return <UsagePage role={session.principal.role} />;
     case "/monitoring":
-      return <MonitoringPage operator={operator} />;
+      return <MonitoringPage operator={operator} admin={session.principal.role !== "tenant-user"} />;
     case "/admin":
       return <AdminPage principal={session.principal} />;
     case "/fleet":

@@ -146,12 +146,19 @@ export function Table<T>(props: { caption: string; rows: T[]; columns: Column<T>
   );
 }
 
+/** Ask before an action that cannot be undone: stop, delete, revoke, quarantine. */
+export function confirmed(question: string): boolean {
+  return window.confirm(question);
+}
+
 export function Field(props: {
   label: string;
   name: string;
   value: string;
   onInput: (value: string) => void;
   type?: string;
+  /** A number field's granularity: "0.01" for money, "any" for fractions. */
+  step?: string;
   required?: boolean;
   placeholder?: string;
   autocomplete?: string;
@@ -176,6 +183,7 @@ export function Field(props: {
           id={id}
           name={props.name}
           type={props.type ?? "text"}
+          step={props.step}
           value={props.value}
           onInput={onInput}
           required={props.required}

@@ -1,7 +1,7 @@
 // Admin: users and their roles, API keys (the secret is shown once), the audit log.
 import { useState } from "preact/hooks";
 import { del, enc, get, items, patch, post, type Principal } from "../api";
-import { ErrorNote, Field, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when } from "../ui";
+import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when } from "../ui";
 
 interface User {
   userID: string;
@@ -161,7 +161,7 @@ function Keys() {
                   k.revokedAt ? (
                     `revoked ${when(k.revokedAt)}`
                   ) : (
-                    <button type="button" class="danger" onClick={() => void action.run(() => del(`/api-keys/${enc(k.keyID)}`).then(keys.reload))}>
+                    <button type="button" class="danger" onClick={() => confirmed(`Revoke key ${k.name ?? k.keyID}? It stops working at once.`) && void action.run(() => del(`/api-keys/${enc(k.keyID)}`).then(keys.reload))}>
                       Revoke
                     </button>
                   ),

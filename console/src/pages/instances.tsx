@@ -2,7 +2,7 @@
 // its URL, stop it.
 import { useEffect, useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
-import { ErrorNote, Field, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
+import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
 
 interface Transition {
   state: string;
@@ -183,7 +183,7 @@ function Instances() {
                         </button>
                       ))}
                     {!ENDED.has(i.state) && (
-                      <button type="button" class="danger" onClick={() => void stop(i)} aria-label={`Stop ${i.instanceID}`}>
+                      <button type="button" class="danger" onClick={() => confirmed(`Stop ${i.instanceID}? Its GPUs are released and its billing ends.`) && void stop(i)} aria-label={`Stop ${i.instanceID}`}>
                         Stop
                       </button>
                     )}
@@ -372,7 +372,7 @@ function Jobs() {
                 label: "Actions",
                 cell: (j) =>
                   !ENDED.has(j.state) && (
-                    <button type="button" class="danger" onClick={() => void action.run(() => del(`/jobs/${enc(j.jobID)}`).then(list.reload))}>
+                    <button type="button" class="danger" onClick={() => confirmed(`Cancel job ${j.jobID}?`) && void action.run(() => del(`/jobs/${enc(j.jobID)}`).then(list.reload))}>
                       Cancel
                     </button>
                   ),
@@ -472,7 +472,7 @@ function Services() {
               {
                 label: "Actions",
                 cell: (s) => (
-                  <button type="button" class="danger" onClick={() => void action.run(() => del(`/inference-services/${enc(s.serviceID)}`).then(list.reload))}>
+                  <button type="button" class="danger" onClick={() => confirmed(`Delete service ${s.serviceID}? Its replicas stop and its URL goes.`) && void action.run(() => del(`/inference-services/${enc(s.serviceID)}`).then(list.reload))}>
                     Delete
                   </button>
                 ),

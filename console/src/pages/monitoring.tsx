@@ -2,7 +2,7 @@
 // temperature, power) that refresh by themselves; alert rules and alerts.
 import { useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
-import { ErrorNote, Field, LineChart, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
+import { ErrorNote, Field, confirmed, LineChart, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
 
 interface Instance {
   instanceID: string;
@@ -46,12 +46,16 @@ interface Alert {
 const METRICS = ["utilization_gpu_pct", "utilization_memory_pct", "memory_used_mib", "temperature_c", "power_w"];
 const REFRESH_MS = 10_000;
 
-export function MonitoringPage(props: { operator: boolean }) {
+/** Charts for tenants; alerts and rules for those who may manage them (admins). */
+export function MonitoringPage(props: { operator: boolean; admin: boolean }) {
   return (
     <Page title={props.operator ? "Alerts" : "Monitoring"}>
       {!props.operator && <InstanceCharts />}
       <Alerts />
-      <Rules operator={props.operator} />
+      {props.admin && <Rules operator={props.operator} />}
+      {!props.admin && (
+        <p class="muted">Alert rules are your tenant admins' to set.</p>
+      )}
     </Page>
   );
 }
@@ -184,7 +188,7 @@ function Rules(props: { operator: boolean }) {
               {
                 label: "Actions",
                 cell: (r) => (
-                  <button type="button" class="danger" onClick={() => void action.run(() => del(`/alert-rules/${enc(r.ruleID)}`).then(rules.reload))}>
+                  <button type="button" class="danger" onClick={() => confirmed(`Delete alert rule ${r.name}?`) && void action.run(() => del(`/alert-rules/${enc(r.ruleID)}`).then(rules.reload))}>
                     Delete
                   </button>
                 ),

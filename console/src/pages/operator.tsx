@@ -2,7 +2,7 @@
 // rate limits, prices, revenue and warm stocks.
 import { useState } from "preact/hooks";
 import { api, enc, get, items, patch, post } from "../api";
-import { BarChart, ErrorNote, Field, Page, Show, StateBadge, Table, money, useAction, useLoad, when } from "../ui";
+import { BarChart, ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, money, useAction, useLoad, when } from "../ui";
 
 interface FleetGroup {
   zone: string;
@@ -127,7 +127,7 @@ export function FleetPage() {
                 label: "Actions",
                 cell: (n) =>
                   n.health === "healthy" ? (
-                    <button type="button" class="danger" onClick={() => quarantine(n.node)} aria-label={`Quarantine ${n.node}`}>
+                    <button type="button" class="danger" onClick={() => confirmed(`Quarantine ${n.node}? Nothing new is placed on it.`) && quarantine(n.node)} aria-label={`Quarantine ${n.node}`}>
                       Quarantine
                     </button>
                   ) : (
@@ -239,7 +239,7 @@ export function PricesPage() {
     <Page title="Prices">
       <form class="inline card" onSubmit={save}>
         <Field label="Spec (empty: storage per GB-month)" name="price-spec" value={specName} onInput={setSpecName} />
-        <Field label="Amount (USD)" name="price-amount" type="number" value={amount} onInput={setAmount} required />
+        <Field label="Amount (USD)" name="price-amount" type="number" step="0.01" value={amount} onInput={setAmount} required />
         <button type="submit" disabled={action.busy}>
           Set price
         </button>

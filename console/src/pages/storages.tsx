@@ -7,6 +7,7 @@ import { Link } from "../nav";
 import {
   ErrorNote,
   Field,
+  confirmed,
   Page,
   Progress,
   Show,
@@ -107,7 +108,7 @@ export function StoragesPage() {
               {
                 label: "Actions",
                 cell: (s) => (
-                  <button type="button" class="danger" onClick={() => void action.run(() => del(`/storages/${enc(s.storageID)}`).then(list.reload))}>
+                  <button type="button" class="danger" onClick={() => confirmed(`Delete storage ${s.storageID} and everything in it?`) && void action.run(() => del(`/storages/${enc(s.storageID)}`).then(list.reload))}>
                     Delete
                   </button>
                 ),
@@ -344,7 +345,7 @@ function Accessors(props: { base: string }) {
               {
                 label: "Actions",
                 cell: (a) => (
-                  <button type="button" class="danger" onClick={() => void action.run(() => del(`${props.base}/accessors/${enc(a.accessorID)}`).then(list.reload))}>
+                  <button type="button" class="danger" onClick={() => confirmed(`Revoke credentials ${a.accessorID}? They stop working at once.`) && void action.run(() => del(`${props.base}/accessors/${enc(a.accessorID)}`).then(list.reload))}>
                     Revoke
                   </button>
                 ),

@@ -37,17 +37,24 @@ interface Budget {
 
 const DAY_MS = 86_400_000;
 
-function report(groupBy: string): Promise<UsageReport> {
+/** The tenant's report, or a tenant user's own (`mine`: what they started). */
+function report(groupBy: string, mine: boolean): Promise<UsageReport> {
   const start = new Date(Date.now() - 30 * DAY_MS).toISOString();
-  return get<UsageReport>(`/usage?groupBy=${groupBy}&start=${enc(start)}`);
+  return get<UsageReport>(`/usage${mine ? "/mine" : ""}?groupBy=${groupBy}&start=${enc(start)}`);
 }
 
-export function UsagePage() {
-  const byDay = useLoad(() => report("day"), [], 30_000);
-  const bySpec = useLoad(() => report("spec"), [], 30_000);
-  const invoices = useLoad(() => get<{ items: Invoice[] }>("/invoices?limit=24").then(items), []);
+/** A tenant admin sees the tenant's spend, budget and invoices; a tenant user sees
+ * what their own workloads cost, and nothing they may not read. */
+export function UsagePage(props: { role: string }) {
+  const mine = props.role === "tenant-user";
+  const byDay = useLoad(() => report("day", mine), [], 30_000);
+  const bySpec = useLoad(() => report("spec", mine), [], 30_000);
+  const invoices = useLoad(
+    () => (mine ? Promise.resolve([]) : get<{ items: Invoice[] }>("/invoices?limit=24").then(items)),
+    [],
+  );
   return (
-    <Page title="Usage and costs">
+    <Page title={mine ? "Your usage and costs" : "Usage and costs"}>
       <div class="grid-2">
         <section class="card" aria-label="Spend by day">
           <Show loaded={byDay}>
@@ -68,8 +75,8 @@ export function UsagePage() {
           </Show>
         </section>
       </div>
-      <BudgetCard />
-      <section class="card" aria-labelledby="invoices-title">
+      {!mine && <BudgetCard />}
+      {!mine && <section class="card" aria-labelledby="invoices-title">
         <h2 id="invoices-title">Invoices</h2>
         <Show loaded={invoices} empty={(rows) => !rows.length} emptyText="No invoices yet: one is issued after each month.">
           {(rows) => (
@@ -86,7 +93,7 @@ export function UsagePage() {
             />
           )}
         </Show>
-      </section>
+      </section>}
     </Page>
   );
 }
@@ -127,7 +134,7 @@ function BudgetCard() {
         }
       </Show>
       <form class="inline" onSubmit={save}>
-        <Field label="Monthly budget (USD)" name="budget" type="number" value={dollars} onInput={setDollars} required />
+        <Field label="Monthly budget (USD)" name="budget" type="number" step="0.01" value={dollars} onInput={setDollars} required />
         <Field label="Notify at (% list)" name="thresholds" value={thresholds} onInput={setThresholds} />
         <button type="submit" disabled={action.busy}>
           Save budget

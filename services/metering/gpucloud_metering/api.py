@@ -92,6 +92,22 @@ async def usage(report: TenantReport) -> UsageReport:
 
 
 @router.get(
+    "/usage/mine",
+    tags=["usage"],
+    summary="The caller's own usage and cost: the GPU time of the workloads they started",
+)
+async def my_usage(
+    identity: CurrentIdentity,
+    reports: ReportsPart,
+    start: Start = None,
+    end: End = None,
+    group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
+) -> UsageReport:
+    tenant_id = identity.require_tenant()
+    return await reports.report(tenant_id, *_range(start, end), group_by, user_id=identity.subject)
+
+
+@router.get(
     "/usage.csv",
     tags=["usage"],
     summary="The same report as CSV",
