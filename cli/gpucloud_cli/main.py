@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import click
+import httpx
 from click.shell_completion import get_completion_class
 
 from gpucloud_client import ApiError, Client, ClientError, Unreachable
@@ -125,7 +126,7 @@ def logout(session: Session, keep_key: bool) -> None:
                     raise ApiError(409, {"detail": "this credential is not an API key"})
                 client.revoke_key(key_id)
             session.note(f"key {key_id} revoked on the server")
-        except ClientError as error:
+        except (ClientError, httpx.InvalidURL) as error:
             # The bootstrap key, one this login may not revoke, or no answer: say so,
             # and forget it here anyway.
             session.note(f"the key may still be valid on the server: {error}")

@@ -168,8 +168,8 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
     ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),
     ForwardedRoute("GET", "/v1/usage", "metering", ADMINS, "billing:read"),
-    # A member's own spend: what they started, as they may read their instances.
-    ForwardedRoute("GET", "/v1/usage/mine", "metering", TENANT_MEMBERS, "instances:read"),
+    # A member's own spend: what they started.
+    ForwardedRoute("GET", "/v1/usage/mine", "metering", TENANT_MEMBERS, "billing:read"),
     ForwardedRoute("GET", "/v1/usage.csv", "metering", ADMINS, "billing:read"),
     ForwardedRoute(
         "GET", "/v1/usage/instances/{instance_id}", "metering", TENANT_MEMBERS, "billing:read"

@@ -261,7 +261,10 @@ class InferenceServices:
                     exclude_unset=True,
                     include={"image", "env", "command", "args", "volumes"},
                 ),
-            }
+            },
+            # The stored revision may predate a request rule; the patch was checked
+            # strictly as it came in.
+            context=STORED,
         )
         strategy = body.strategy or UpdateStrategy(
             max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]

@@ -15,7 +15,7 @@ from typing import Any
 from gpucloud_libs import naming
 from gpucloud_libs.gpu_shares import SHARED_GPU_RESOURCE, SHARING_LABEL
 
-from .schemas import InstanceTemplate
+from .schemas import InstanceTemplate, is_device_selector
 
 Manifest = dict[str, Any]
 
@@ -661,7 +661,13 @@ def _workload_container(
         # another tenant's credentials pulled onto the node is not this tenant's to
         # run (review H3). Its layers stay cached, so a warm node pulls no bytes.
         "imagePullPolicy": "Always",
-        "env": [{"name": env.name, "value": env.value} for env in template.envs],
+        # A record stored before device selectors were refused still never passes one
+        # to a pod: the device plugin alone chooses the GPUs (review H1).
+        "env": [
+            {"name": env.name, "value": env.value}
+            for env in template.envs
+            if not is_device_selector(env.name)
+        ],
         "resources": _resources(cpu, memory, gpus[1], gpus[0]),
         "securityContext": _CONTAINER_SECURITY,
         "volumeMounts": [

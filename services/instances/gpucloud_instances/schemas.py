@@ -48,6 +48,11 @@ _DEVICE_SELECTORS = re.compile(
 STORED = {"stored": True}
 
 
+def is_device_selector(name: str) -> bool:
+    """Whether an environment variable chooses GPUs or driver features itself."""
+    return _DEVICE_SELECTORS.match(name) is not None
+
+
 class EnvVar(ApiModel):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
     value: str = Field(max_length=32768)
@@ -55,7 +60,7 @@ class EnvVar(ApiModel):
     @field_validator("name")
     @classmethod
     def _not_a_device_selector(cls, name: str, info: ValidationInfo) -> str:
-        if not (info.context or {}).get("stored") and _DEVICE_SELECTORS.match(name):
+        if not (info.context or {}).get("stored") and is_device_selector(name):
             raise ValueError(
                 f"{name} selects GPUs or driver features below the allocation; the platform "
                 "sets it from the GPUs the workload was given"

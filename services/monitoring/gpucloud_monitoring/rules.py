@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Literal
 
 from gpucloud_libs.events import GpuSample
+from gpucloud_libs.naming import HOST_SEPARATOR
 
 Metric = Literal[
     "utilization_gpu_pct",
@@ -151,11 +152,13 @@ class RuleEngine:
 
 
 def _by_instance(samples: list[GpuSample], metric: str) -> list[tuple[str, GpuSample, float]]:
-    """(instance id, its latest sample, its busiest GPU's value) for each instance."""
+    """(instance id, its latest sample, its busiest GPU's value) for each instance. A
+    job's run or a service's replica (`job--…`, `svc--…`: workload ids hold `--`, an
+    instance id never does) spans nodes and is stopped by no rule here: left out."""
     busiest: dict[str, tuple[GpuSample, float]] = {}
     for sample in samples:
         value = metric_value(sample, metric)
-        if sample.instance_id is None or value is None:
+        if sample.instance_id is None or value is None or HOST_SEPARATOR in sample.instance_id:
             continue
         seen = busiest.get(sample.instance_id)
         if seen is None or value > seen[1]:

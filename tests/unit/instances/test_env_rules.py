@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from gpucloud_instances import manifests
 from gpucloud_instances.schemas import STORED, EnvVar, InstanceTemplate
 
 
@@ -23,3 +24,13 @@ def test_a_stored_record_with_one_still_reads_back() -> None:
     template = InstanceTemplate.model_validate(stored, context=STORED)
     assert [env.name for env in template.envs] == ["CUDA_VISIBLE_DEVICES"]
     assert EnvVar.model_validate({"name": "CUDA_HOME", "value": "/usr/local/cuda"}).name
+
+
+def test_a_stored_device_selector_never_reaches_a_pod() -> None:
+    stored = {"envs": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                       {"name": "MODE", "value": "dev"}]}  # fmt: skip
+    template = InstanceTemplate.model_validate(stored, context=STORED)
+    container = manifests._workload_container(  # the one writer of a pod's env
+        "busybox", template, "1", "1Gi", ("nvidia.com/gpu", 1), None
+    )
+    assert container["env"] == [{"name": "MODE", "value": "dev"}]
