@@ -15,10 +15,12 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from minio import Minio
+from playwright.async_api import Browser, async_playwright
 from pymongo import AsyncMongoClient
 
 from gpucloud_libs.identity import IdentitySigner
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_stack import browser as stack_browser
 
 from .platform import Platform
 
@@ -98,3 +100,16 @@ async def platform(stack_env: dict[str, str]) -> AsyncIterator[Platform]:
         client = Platform(http, stack_env["GPUCLOUD_BOOTSTRAP_ADMIN_KEY"])
         yield client
         await client.cleanup()
+
+
+@pytest.fixture(scope="module")
+async def chromium() -> AsyncIterator[Browser]:
+    """Headless Chromium, as the stack provisions it, for a module's browser tests."""
+    executable, libraries = stack_browser.chromium()
+    env: dict[str, str | float | bool] = dict(libraries)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(executable), args=list(stack_browser.HEADLESS_ARGS), env=env
+        )
+        yield browser
+        await browser.close()

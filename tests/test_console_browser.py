@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,10 @@ from playwright.async_api import (
     Dialog,
     Page,
     ViewportSize,
-    async_playwright,
     expect,
 )
 
 from gpucloud_libs.naming import tenant_namespace
-from gpucloud_stack import browser as stack_browser
 
 from .platform import Platform, TenantAccount, bearer
 from .support import eventually, unique
@@ -40,18 +38,6 @@ PHONE: ViewportSize = {"width": 390, "height": 844}
 #: storage ready, a health change after the next refresh).
 SLOW_MS = 60_000
 expect.set_options(timeout=SLOW_MS)
-
-
-@pytest.fixture(scope="module")
-async def chromium() -> AsyncIterator[Browser]:
-    executable, libraries = stack_browser.chromium()
-    env: dict[str, str | float | bool] = dict(libraries)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(executable), args=list(stack_browser.HEADLESS_ARGS), env=env
-        )
-        yield browser
-        await browser.close()
 
 
 @pytest.fixture

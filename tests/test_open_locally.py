@@ -4,28 +4,12 @@ stand-in page at the pod's loopback address (kwok runs no container)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-from playwright.async_api import Browser, async_playwright
-
-from gpucloud_stack import browser as stack_browser
+from playwright.async_api import Browser
 
 from .platform import Platform, bearer
 from .support import eventually, unique, url_host, url_path
-
-
-@pytest.fixture(scope="module")
-async def chromium() -> AsyncIterator[Browser]:
-    executable, libraries = stack_browser.chromium()
-    env: dict[str, str | float | bool] = dict(libraries)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(executable), args=list(stack_browser.HEADLESS_ARGS), env=env
-        )
-        yield browser
-        await browser.close()
 
 
 async def test_open_lands_on_the_instance_through_the_gateway(

@@ -77,12 +77,18 @@ def refuse_outside_loopback(addr_info: tuple[Any, ...]) -> socket.socket:
     """A socket for `addr_info` (family, type, proto, canonname, sockaddr), made only
     when its address is loopback: the check sits on the connection itself, after any
     name resolution, so no resolver answer can steer a dial off the machine."""
-    family, kind, proto, _, sockaddr = addr_info
-    address = str(sockaddr[0])
+    address = str(addr_info[4][0])
     if not ipaddress.ip_address(address.split("%", maxsplit=1)[0]).is_loopback:
         raise OutsideLoopback(
             errno.EACCES, f"{address} is outside loopback; this stack dials loopback only"
         )
+    return nonblocking_socket(addr_info)
+
+
+def nonblocking_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """The socket an HTTP client's connector would make for `addr_info`: what a socket
+    factory returns once its check has passed."""
+    family, kind, proto, _, _ = addr_info
     made = socket.socket(family=family, type=kind, proto=proto)
     made.setblocking(False)
     return made

@@ -25,6 +25,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import AsyncResolver, ThreadedResolver
 
+from gpucloud_libs.egress import nonblocking_socket
 from gpucloud_libs.errors import ValidationFailed
 
 #: IPv6 prefixes that carry an IPv4 address inside (NAT64, its local-use range, 6to4):
@@ -66,11 +67,9 @@ class Reach:
 
     def socket_factory(self, addr_info: tuple[Any, ...]) -> socket.socket:
         """aiohttp's socket factory: the peer is checked as the socket is made."""
-        family, kind, proto, _, sockaddr = addr_info
-        self.require(str(sockaddr[0]), str(sockaddr[0]))
-        made = socket.socket(family=family, type=kind, proto=proto)
-        made.setblocking(False)
-        return made
+        peer = str(addr_info[4][0])
+        self.require(peer, peer)
+        return nonblocking_socket(addr_info)
 
 
 class GuardedResolver(AbstractResolver):
