@@ -325,6 +325,7 @@ async def test_each_catalog_template_starts_as_its_template_from_the_console(
         assert container.image_pull_policy == "Always", name  # a cached image is no key
         assert container.command == template["command"], name
         assert container.args == template["args"], name
+        assert pod.spec.security_context.run_as_user == template["runAsUser"], name
         assert sorted(p.container_port for p in container.ports) == sorted(
             p["port"] for p in template["ports"]
         ), name
@@ -336,6 +337,31 @@ async def test_each_catalog_template_starts_as_its_template_from_the_console(
             probe = container.readiness_probe
             assert probe.http_get.path == template["readinessPath"], name
             assert probe.http_get.port == template["servingPort"], name
+
+    # A serving template started as a service brings its command, arguments and user too.
+    await page.get_by_role("tab", name="Inference services").click()
+    form = page.locator("form", has=page.get_by_role("heading", name="Start an inference service"))
+    for template in [t for t in catalog if "service" in t["kinds"]]:
+        service_id = unique("tpl")
+        await form.get_by_label("Template").select_option(template["templateID"])
+        await form.get_by_label("Service name (id)").fill(service_id)
+        await form.get_by_label("Spec").select_option(spec)
+        await form.get_by_role("button", name="Start service").click()
+
+        async def replica(service: str = service_id) -> Any:
+            pods = await core.list_namespaced_pod(
+                tenant_namespace(account.tenant_id),
+                label_selector=f"gpucloud.io/inference-service={service}",
+            )
+            return pods.items[0] if pods.items else None
+
+        pod = await eventually(replica, timeout=30)
+        [container] = pod.spec.containers
+        name = template["templateID"]
+        assert (container.command, container.args) == (template["command"], template["args"]), name
+        assert pod.spec.security_context.run_as_user == template["runAsUser"], name
+        env = {e.name: e.value for e in container.env or []}
+        assert all(env.get(e["name"]) == e["value"] for e in template["env"]), name
 
 
 async def _start_from_console(

@@ -12,36 +12,15 @@ import subprocess
 from typing import Any
 
 import pytest
-import yaml
 
-from gpucloud_stack import layout, provision
+from .chart_support import CHART, helm, render_chart
 
-CHART = layout.REPO_ROOT / "deploy" / "helm" / "gpucloud"
 RELEASE, NAMESPACE = "gc", "gpucloud-system"
 SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
 
 
-REQUIRED = (
-    "identity.existingSecret=identity-keys",
-    "identity.publicKeys.gateway=gateway-public-key",
-    "identity.publicKeys.instances=instances-public-key",
-    "kafka.admin.existingSecret=kafka-admin",
-)
-
-
 def render(*values: str) -> list[dict[str, Any]]:
     return render_chart(RELEASE, NAMESPACE, *values)
-
-
-def render_chart(release: str, namespace: str, *values: str) -> list[dict[str, Any]]:
-    """The chart's objects as Helm renders them for `release` in `namespace`."""
-    helm = provision.ensure(provision.HELM, say=False) / "helm"
-    done = subprocess.run(
-        [str(helm), "template", release, str(CHART), "--namespace", namespace,
-         *(arg for value in (*REQUIRED, *values) for arg in ("--set", value))],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 @pytest.fixture(scope="module")
@@ -193,9 +172,8 @@ def test_the_api_ingress_caps_bodies_and_instances_stream(rendered: list[dict[st
 
 
 def test_the_chart_refuses_to_render_without_identity_keys() -> None:
-    helm = provision.ensure(provision.HELM, say=False) / "helm"
     done = subprocess.run(
-        [str(helm), "template", RELEASE, str(CHART)], capture_output=True, text=True, check=False
+        [str(helm()), "template", RELEASE, str(CHART)], capture_output=True, text=True, check=False
     )
     assert done.returncode != 0
     assert "identity.publicKeys.gateway" in done.stderr

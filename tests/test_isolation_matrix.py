@@ -19,6 +19,7 @@ import pytest
 from gpucloud_libs.events import GpuSample, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.naming import job_workload_id, service_workload_id
 from gpucloud_libs.topics import TELEMETRY
 
 from .platform import MIB, Platform, TenantAccount, assert_problem, bearer
@@ -970,6 +971,26 @@ async def _instance_metrics(world: World) -> None:
     await _outsiders_404(world, "GET", path)
 
 
+@row("GET", "/v1/jobs/{job_id}/metrics")
+async def _job_metrics(world: World) -> None:
+    # B has a job of the same id, which never ran on a GPU: A's GPUs stay A's.
+    await _workload_metrics(world, f"/v1/jobs/{world.a_job}/metrics")
+
+
+@row("GET", "/v1/inference-services/{service_id}/metrics")
+async def _service_metrics(world: World) -> None:
+    await _workload_metrics(world, f"/v1/inference-services/{world.a_service}/metrics")
+
+
+async def _workload_metrics(world: World, path: str) -> None:
+    start = f"?start={(datetime.now(UTC) - timedelta(hours=1)).isoformat().replace('+00:00', 'Z')}"
+    mine = await world.http.get(path + start, headers=bearer(world.a.admin_key))
+    assert mine.status_code == 200, mine.text
+    assert mine.json()["points"], mine.text
+    await _outsiders_404(world, "GET", path + start)
+    await _outsiders_404(world, "GET", f"{path}{start}&tenantID={world.a.tenant_id}")
+
+
 @row("GET", "/v1/metrics/tenant")
 async def _tenant_metrics(world: World) -> None:
     for headers in world.outsiders.values():
@@ -1117,18 +1138,17 @@ async def world(platform: Platform, kafka: KafkaConnection) -> World:
         headers=bearer(a.admin_key),
     )  # fmt: skip
     assert upload.json()["uploadID"], upload.text
+    jobs, a_service = [unique("a-job"), unique("only-a-job")], unique("a-svc")
     a_gpu, a_node, a_rule, a_alert = await _a_gpu_history(
-        platform, a, started.json()["instanceID"], kafka
-    )
-    jobs = []
-    for job_id in (unique("a-job"), unique("only-a-job")):
+        platform, a, kafka, started.json()["instanceID"],
+        job_workload_id(jobs[0]), service_workload_id(a_service),
+    )  # fmt: skip
+    for job_id in jobs:
         # Runs long enough to be running, and billed, through the whole matrix.
         body = {"jobID": job_id, "image": "busybox", "specName": spec,
                 "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "600s"}]}  # fmt: skip
         submitted = await platform.http.post("/v1/jobs", json=body, headers=bearer(a.admin_key))
         assert submitted.status_code == 202, submitted.text
-        jobs.append(job_id)
-    a_service = unique("a-svc")
     service = await platform.http.post(
         "/v1/inference-services",
         json={"serviceID": a_service, "image": A_SERVICE_IMAGE, "specName": spec, "port": 8000},
@@ -1152,10 +1172,15 @@ async def world(platform: Platform, kafka: KafkaConnection) -> World:
 
 
 async def _a_gpu_history(
-    platform: Platform, a: TenantAccount, instance_id: str, kafka: KafkaConnection
+    platform: Platform,
+    a: TenantAccount,
+    kafka: KafkaConnection,
+    instance_id: str,
+    *other_workloads: str,
 ) -> tuple[str, str, str, str]:
     """Telemetry of a GPU that ran A's instance over the last minutes (back-dated, so
-    its first minute is closed and stored), and an alert of A's own rule about it."""
+    its first minute is closed and stored), and an alert of A's own rule about it; and
+    of one more GPU per other workload id (A's job, A's service)."""
     rule = await platform.http.post(
         "/v1/alert-rules",
         json={"name": "warm", "metric": "temperature_c", "threshold": 10, "durationS": 0},
@@ -1168,13 +1193,23 @@ async def _a_gpu_history(
     await broker.start()
     try:
         for seconds_ago in (150, 90, 30):
-            sample = GpuSample(
-                gpu_uuid=gpu, index=0, at=now - timedelta(seconds=seconds_ago),
-                utilization_gpu_pct=80, utilization_memory_pct=40, memory_used_mib=1000,
-                memory_total_mib=81_559, temperature_c=60, power_w=500,
-                tenant_id=a.tenant_id, instance_id=instance_id,
-            )  # fmt: skip
-            batch = TelemetryBatch(node=node, source="simulated", samples=(sample,))
+            samples = tuple(
+                GpuSample(
+                    gpu_uuid=gpu if index == 0 else f"{gpu}-{index}",
+                    index=index,
+                    at=now - timedelta(seconds=seconds_ago),
+                    utilization_gpu_pct=80,
+                    utilization_memory_pct=40,
+                    memory_used_mib=1000,
+                    memory_total_mib=81_559,
+                    temperature_c=60,
+                    power_w=500,
+                    tenant_id=a.tenant_id,
+                    instance_id=workload,
+                )
+                for index, workload in enumerate((instance_id, *other_workloads))
+            )
+            batch = TelemetryBatch(node=node, source="simulated", samples=samples)
             await publish_event(broker, TELEMETRY, batch, source="/tests")
     finally:
         await broker.stop()

@@ -12,10 +12,10 @@ from kubernetes_asyncio import config as k8s_config
 
 from gpucloud_libs.naming import TENANT_STORAGE_ROLE, tenant_namespace
 
+from .chart_support import render_chart
 from .conftest import stack_service_env
 from .platform import Platform
 from .support import eventually, unique
-from .test_helm_chart import render_chart
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import click
 from gpucloud_client.client import SETTLED_INSTANCE_STATES, STOPPED_INSTANCE_STATES
 from gpucloud_client.models import Instance
 
+from .metrics import metrics_command
 from .session import Column, Failure, Session, pass_session
 
 COLUMNS: list[Column] = [
@@ -77,6 +78,12 @@ def get_instance(session: Session, instance_id: str) -> None:
 @click.option("--storage", "storages", multiple=True, help="A storage id to attach (repeatable).")
 @click.option("--cmd", help="The command line to run instead of the image's.")
 @click.option(
+    "--user",
+    "run_as_user",
+    type=click.IntRange(min=1),
+    help="The uid to run as, for an image whose own user is root (the template's).",
+)
+@click.option(
     "--queue",
     is_flag=True,
     help="Wait in the admission queue while the quota or free GPUs are short, instead of "
@@ -90,8 +97,8 @@ def get_instance(session: Session, instance_id: str) -> None:
 def create_instance(
     session: Session, spec_name: str, template_id: str | None, public_key: TextIO | None,
     image: str | None, instance_id: str | None, zone: str | None, ports: tuple[int, ...],
-    envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None, queue: bool,
-    priority: int, wait: bool,
+    envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None,
+    run_as_user: int | None, queue: bool, priority: int, wait: bool,
 ) -> None:  # fmt: skip
     """Start an instance and, by default, wait until it runs.
 
@@ -122,6 +129,8 @@ def create_instance(
         raise click.UsageError("--public-key goes with a --template that takes one")
     if not image:
         raise click.UsageError("give --image, or a --template")
+    if run_as_user is not None:
+        template["runAsUser"] = run_as_user
     body: dict[str, Any] = {
         "image": image,
         "specName": spec_name,
@@ -199,7 +208,12 @@ def from_catalog(
             **({"args": catalog["args"]} if catalog["args"] else {}),
         }
     )
-    return {"ports": ports, "envs": [{"name": k, "value": v} for k, v in env.items()], **command}
+    return {
+        "ports": ports,
+        "envs": [{"name": k, "value": v} for k, v in env.items()],
+        "runAsUser": catalog["runAsUser"],
+        **command,
+    }
 
 
 @instances.command("stop")
@@ -266,3 +280,6 @@ def parse_env(pairs: tuple[str, ...]) -> list[dict[str, str]]:
             raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--env")
         env.append({"name": name, "value": value})
     return env
+
+
+instances.add_command(metrics_command("gpu-instances", "instance"))

@@ -14,6 +14,7 @@ from gpucloud_client import ApiError
 from gpucloud_client.client import ENDED_JOB_STATES
 from gpucloud_client.models import Job
 
+from .metrics import metrics_command
 from .session import Column, Session, pass_session
 
 POLL_S = 1.0
@@ -199,3 +200,6 @@ def finish(session: Session, job: Job) -> None:
         session.emit_json(job)
     if job["state"] != "succeeded":
         raise SystemExit(1)
+
+
+jobs.add_command(metrics_command("jobs", "job"))

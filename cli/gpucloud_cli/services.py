@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from .metrics import metrics_command
 from .session import Column, Session, pass_session
 
 COLUMNS: list[Column] = [
@@ -80,7 +81,7 @@ def create_service(
         body |= {
             "image": template["image"], "command": template["command"], "args": template["args"],
             "env": template["env"], "port": template["servingPort"],
-            "readinessPath": template["readinessPath"] or "/",
+            "readinessPath": template["readinessPath"] or "/", "runAsUser": template["runAsUser"],
         }  # fmt: skip
     body |= {key: value for key, value in (("image", image), ("port", port),
              ("readinessPath", readiness_path), ("maxReplicas", max_replicas)) if value}  # fmt: skip
@@ -143,3 +144,6 @@ def service_replicas(session: Session, service_id: str) -> None:
     """Every replica the service has run, with the interval it is billed for: the sum of
     (ended - scheduled) x GPUs is the service's GPU time."""
     session.emit(session.client.service_replicas(service_id), REPLICA_COLUMNS)
+
+
+services.add_command(metrics_command("inference-services", "service"))

@@ -38,7 +38,8 @@ def tunnel(session: Session, instance_id: str, port: int) -> None:
 @click.argument("instance_id")
 @click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
               help="The instance's SSH port.")  # fmt: skip
-@click.option("--user", "-l", default="root", show_default=True, help="Who to log in as.")
+@click.option("--user", "-l", default="abc", show_default=True,
+              help="Who to log in as (ssh-devbox's user; tenant pods never run as root).")  # fmt: skip
 @click.argument("ssh_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def ssh(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import httpx
@@ -206,6 +207,14 @@ class Client:
     def service_replicas(self, service_id: str) -> list[dict[str, Any]]:
         path = f"/inference-services/{_id(service_id)}/replicas"
         return _items(self.request("GET", path))
+
+    def workload_metrics(self, kind: str, workload_id: str, minutes: int) -> dict[str, Any]:
+        """A workload's GPUs over the last `minutes`, a point a minute. `kind` is the
+        collection: gpu-instances, jobs or inference-services."""
+        start = datetime.now(UTC) - timedelta(minutes=minutes)
+        params = {"start": start.isoformat(), "resolution": "1m"}
+        path = f"/{kind}/{_id(workload_id)}/metrics"
+        return cast(dict[str, Any], self.request("GET", path, params=params))
 
     # --- instances ---------------------------------------------------------------------
 

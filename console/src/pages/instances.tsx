@@ -48,6 +48,8 @@ interface Template {
   ports: { port: number; appProtocol: string; isPublic: boolean }[];
   servingPort: number | null;
   readinessPath: string | null;
+  /** The uid it runs as: tenant pods never run as root. */
+  runAsUser: number;
 }
 
 /** The environment variable a template reads the user's SSH public key from. */
@@ -74,6 +76,7 @@ function instanceTemplate(template: Template | undefined, port: string, publicKe
     envs,
     ...(template.command ? { command: template.command } : {}),
     ...(template.args ? { args: template.args } : {}),
+    runAsUser: template.runAsUser,
   };
 }
 
@@ -408,7 +411,10 @@ function StartService(props: { onStarted: () => void }) {
   };
   const submit = (e: Event) => {
     e.preventDefault();
-    const template = templates.find((t) => t.templateID === templateID);
+    // The template's command, arguments, variables and user, unless the image was
+    // changed to the user's own.
+    const picked = templates.find((t) => t.templateID === templateID);
+    const template = picked && picked.image === image ? picked : undefined;
     const body = {
       serviceID: serviceID || undefined,
       image,
@@ -417,6 +423,9 @@ function StartService(props: { onStarted: () => void }) {
       readinessPath,
       minReplicas: Number(replicas),
       env: template?.env ?? [],
+      ...(template?.command ? { command: template.command } : {}),
+      ...(template?.args ? { args: template.args } : {}),
+      ...(template ? { runAsUser: template.runAsUser } : {}),
     };
     void action.run(async () => {
       await post("/inference-services", body);

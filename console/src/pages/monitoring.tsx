@@ -1,4 +1,4 @@
-// Monitoring: live GPU charts of each running instance (utilisation, memory,
+// Monitoring: live GPU charts of each running instance, job or inference service (utilisation, memory,
 // temperature, power) that refresh by themselves; alert rules and alerts.
 import { useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
@@ -50,7 +50,7 @@ const REFRESH_MS = 10_000;
 export function MonitoringPage(props: { operator: boolean; admin: boolean }) {
   return (
     <Page title={props.operator ? "Alerts" : "Monitoring"}>
-      {!props.operator && <InstanceCharts />}
+      {!props.operator && <WorkloadCharts />}
       <Alerts />
       {props.admin && <Rules operator={props.operator} />}
       {!props.admin && (
@@ -60,38 +60,55 @@ export function MonitoringPage(props: { operator: boolean; admin: boolean }) {
   );
 }
 
-function InstanceCharts() {
-  const running = useLoad(
-    () => get<{ items: Instance[] }>("/gpu-instances?limit=100").then(items),
-    [],
-    30_000,
-  );
+interface Workload {
+  /** The API collection its metrics read is under, and how the picker shows it. */
+  collection: "gpu-instances" | "jobs" | "inference-services";
+  id: string;
+  label: string;
+}
+
+/** The running instances, jobs and inference services: whatever holds GPUs now. */
+async function runningWorkloads(): Promise<Workload[]> {
+  const [instances, jobs, services] = await Promise.all([
+    get<{ items: Instance[] }>("/gpu-instances?limit=100").then(items),
+    get<{ items: { jobID: string; state: string }[] }>("/jobs?limit=100").then(items),
+    get<{ items: { serviceID: string; readyReplicas?: number; replicas?: number }[] }>("/inference-services?limit=100").then(items),
+  ]);
+  return [
+    ...instances.filter((i) => i.state === "running").map((i) => ({ collection: "gpu-instances" as const, id: i.instanceID, label: `instance ${i.instanceID}` })),
+    ...jobs.filter((j) => j.state === "running").map((j) => ({ collection: "jobs" as const, id: j.jobID, label: `job ${j.jobID}` })),
+    ...services.map((s) => ({ collection: "inference-services" as const, id: s.serviceID, label: `service ${s.serviceID}` })),
+  ];
+}
+
+function WorkloadCharts() {
+  const running = useLoad(runningWorkloads, [], 30_000);
   const [picked, setPicked] = useState("");
-  const instances = (running.data ?? []).filter((i) => i.state === "running");
-  const instanceID = picked || instances[0]?.instanceID || "";
+  const workloads = running.data ?? [];
+  const chosen = workloads.find((w) => w.label === picked) ?? workloads[0];
   return (
     <section class="card" aria-labelledby="charts-title">
       <h2 id="charts-title">GPU metrics</h2>
       <ErrorNote error={running.error} />
-      {instances.length ? (
+      {chosen ? (
         <>
-          <Field label="Instance" name="metrics-instance" value={instanceID} onInput={setPicked} options={instances.map((i) => i.instanceID)} />
-          <Charts instanceID={instanceID} />
+          <Field label="Workload" name="metrics-workload" value={chosen.label} onInput={setPicked} options={workloads.map((w) => w.label)} />
+          <Charts path={`/${chosen.collection}/${enc(chosen.id)}/metrics`} />
         </>
       ) : (
-        <p class="muted">{running.loading ? "Loading…" : "No running instance: its GPU charts show here while it runs."}</p>
+        <p class="muted">{running.loading ? "Loading…" : "Nothing running: an instance's, job's or service's GPU charts show here while it runs."}</p>
       )}
     </section>
   );
 }
 
-function Charts(props: { instanceID: string }) {
+function Charts(props: { path: string }) {
   const series = useLoad(
     () => {
       const start = new Date(Date.now() - 3_600_000).toISOString();
-      return get<{ points: MetricPoint[] }>(`/gpu-instances/${enc(props.instanceID)}/metrics?resolution=1m&start=${enc(start)}`);
+      return get<{ points: MetricPoint[] }>(`${props.path}?resolution=1m&start=${enc(start)}`);
     },
-    [props.instanceID],
+    [props.path],
     REFRESH_MS,
   );
   return (

@@ -144,6 +144,14 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute(
         "GET", "/v1/gpu-instances/{instance_id}/metrics", "monitoring", EVERYONE, "monitoring:read"
     ),
+    ForwardedRoute("GET", "/v1/jobs/{job_id}/metrics", "monitoring", EVERYONE, "monitoring:read"),
+    ForwardedRoute(
+        "GET",
+        "/v1/inference-services/{service_id}/metrics",
+        "monitoring",
+        EVERYONE,
+        "monitoring:read",
+    ),
     ForwardedRoute("GET", "/v1/metrics/tenant", "monitoring", EVERYONE, "monitoring:read"),
     ForwardedRoute("GET", "/v1/nodes", "monitoring", PLATFORM_ADMIN, "monitoring:read"),
     ForwardedRoute(

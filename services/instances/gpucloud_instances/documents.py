@@ -212,6 +212,8 @@ class ServingTemplateDoc(TypedDict):
     command: list[str] | None
     args: list[str] | None
     volumes: list[dict[str, Any]]
+    #: Absent from revisions stored before it existed.
+    runAsUser: NotRequired[int | None]
 
 
 class ServiceConfigDoc(TypedDict):

@@ -59,6 +59,7 @@ from .store import (
     instance_key,
     service_request_key,
 )
+from .templates import require_non_root
 from .wakeups import ControllerWakeups, service_item
 
 #: Who reports service load (the gateway's own subject, never a caller's).
@@ -102,6 +103,7 @@ class InferenceServices:
     async def create(self, identity: Identity, body: InferenceServiceCreate) -> InferenceService:
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
+        require_non_root(body.image, body.run_as_user, "runAsUser")
         service_id = body.service_id or f"s-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, service_id)
         existing, tenant, spec = await asyncio.gather(
@@ -259,13 +261,15 @@ class InferenceServices:
                 **body.model_dump(
                     by_alias=True,
                     exclude_unset=True,
-                    include={"image", "env", "command", "args", "volumes"},
+                    include={"image", "env", "command", "args", "volumes", "run_as_user"},
                 ),
             },
             # The stored revision may predate a request rule; the patch was checked
             # strictly as it came in.
             context=STORED,
         )
+        if body.model_fields_set & {"image", "run_as_user"}:
+            require_non_root(template.image, template.run_as_user, "runAsUser")
         strategy = body.strategy or UpdateStrategy(
             max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
         )
@@ -288,7 +292,8 @@ class InferenceServices:
                 min_replicas=min_replicas,
             )
         template_doc = _template_doc(template)
-        changed_template = template_doc != current["template"]
+        # A revision stored before `runAsUser` existed holds none: the same as None.
+        changed_template = template_doc != {"runAsUser": None, **current["template"]}
         config = _next_config(
             current,
             template=template_doc,
@@ -440,6 +445,7 @@ class InferenceServices:
             command=template["command"],
             args=template["args"],
             volumes=[VolumeSpec.model_validate(volume) for volume in template["volumes"]],
+            run_as_user=template.get("runAsUser"),
             min_replicas=current["min_replicas"],
             max_replicas=current["max_replicas"],
             strategy=UpdateStrategy(
@@ -482,6 +488,7 @@ def _template_doc(template: ServingTemplate) -> ServingTemplateDoc:
         "command": dumped["command"],
         "args": dumped["args"],
         "volumes": dumped["volumes"],
+        "runAsUser": dumped["runAsUser"],
     }
 
 

@@ -53,6 +53,7 @@ from .store import (
     TenantStore,
     instance_key,
 )
+from .templates import require_non_root
 from .wakeups import ControllerWakeups, InstanceChanges, Recorded
 
 #: How often a reader waiting for a transition looks at the store again, for the
@@ -101,6 +102,7 @@ class Instances:
         """
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
+        require_non_root(body.image, body.template.run_as_user, "template.runAsUser")
         hashed = request_hash(body)
         with phase("reads"):
             existing, tenant, spec = await asyncio.gather(

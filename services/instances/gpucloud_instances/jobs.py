@@ -33,6 +33,7 @@ from .queue_line import Line, QueueLines
 from .schemas import Job, JobCreate, JobPage, JobRun, Transition
 from .storages import StorageClient
 from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
+from .templates import require_non_root
 from .transitions import job_event
 from .wakeups import ControllerWakeups, job_item
 
@@ -74,6 +75,7 @@ class Jobs:
         """Record a new job, queued (202), or return the one this request already made (200)."""
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
+        require_non_root(body.image, body.run_as_user, "runAsUser")
         hashed = _request_hash(body)
         existing, tenant, spec = await asyncio.gather(
             self._earlier(tenant_id, body.job_id, idempotency_key),

@@ -710,7 +710,11 @@ def _workload_pod_spec(
         "restartPolicy": restart_policy,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+            **({"runAsUser": template.run_as_user} if template.run_as_user else {}),
+        },
         "containers": [container],
         "volumes": volumes,
         **({"imagePullSecrets": [{"name": name} for name in pull_secrets]} if pull_secrets else {}),

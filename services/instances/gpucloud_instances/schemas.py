@@ -80,6 +80,11 @@ class VolumeSpec(ApiModel):
         return storage_claim_name(self.storage_id) if self.storage_id else None
 
 
+#: The user the container runs as, when the image's own is root or a name: tenant pods
+#: run with runAsNonRoot, and a kubelet starts such an image only with a non-zero uid.
+RunAsUser = Annotated[int | None, Field(default=None, ge=1, le=2**31 - 1, alias="runAsUser")]
+
+
 class InstanceTemplate(ApiModel):
     ports: list[PortSpec] = Field(default_factory=list, max_length=16)
     envs: list[EnvVar] = Field(default_factory=list, max_length=128)
@@ -92,6 +97,7 @@ class InstanceTemplate(ApiModel):
     )
     args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     volumes: list[VolumeSpec] = Field(default_factory=list, max_length=16)
+    run_as_user: RunAsUser = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -275,6 +281,7 @@ class JobCreate(ApiModel):
     )
     args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     env: list[EnvVar] = Field(default_factory=list, max_length=128)
+    run_as_user: RunAsUser = None
     spec_name: DnsLabel
     zone: LabelValue | None = None
     #: As for instances: object storages arrive as S3 credentials in environment
@@ -311,8 +318,8 @@ class JobCreate(ApiModel):
 
     @property
     def template(self) -> InstanceTemplate:
-        """What the pods share with an instance's: env and volumes (no ports)."""
-        return InstanceTemplate(envs=self.env, volumes=self.volumes)
+        """What the pods share with an instance's: env, volumes and user (no ports)."""
+        return InstanceTemplate(envs=self.env, volumes=self.volumes, run_as_user=self.run_as_user)
 
 
 class JobRun(ApiModel):
@@ -396,6 +403,7 @@ class ServingTemplate(ApiModel):
     args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     #: Scratch space per replica (`storageID` is not taken yet).
     volumes: list[VolumeSpec] = Field(default_factory=list, max_length=16)
+    run_as_user: RunAsUser = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -447,8 +455,8 @@ class InferenceServiceCreate(ServingTemplate):
 
 
 class InferenceServicePatch(ApiModel):
-    """Fields left out keep their value. A new image, env, command, args or volumes
-    make a new revision; replica counts and the strategy apply to the current one."""
+    """Fields left out keep their value. A new image, env, command, args, volumes or
+    runAsUser make a new revision; replica counts and the strategy apply to the current one."""
 
     image: ImageRef | None = None
     env: list[EnvVar] | None = Field(default=None, max_length=128)
@@ -457,6 +465,7 @@ class InferenceServicePatch(ApiModel):
     )
     args: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=256)
     volumes: list[VolumeSpec] | None = Field(default=None, max_length=16)
+    run_as_user: RunAsUser = None
     min_replicas: int | None = Field(default=None, ge=0, le=64)
     max_replicas: int | None = Field(default=None, ge=1, le=64)
     strategy: UpdateStrategy | None = None
@@ -531,6 +540,7 @@ class InferenceService(ApiModel):
     command: list[str] | None = None
     args: list[str] | None = None
     volumes: list[VolumeSpec] = Field(default_factory=list)
+    run_as_user: int | None = Field(default=None, alias="runAsUser")
     min_replicas: int
     max_replicas: int
     strategy: UpdateStrategy
@@ -608,6 +618,11 @@ class CatalogTemplate(ApiModel):
     serving_port: int | None = None
     readiness_path: str | None = None
     suggested_specs: list[SuggestedSpec]
+    #: The uid it runs as (`runAsUser` of what it starts): the image's own user, by
+    #: number, so the kubelet's non-root check passes.
+    run_as_user: int = Field(alias="runAsUser")
+    #: The image's default user and where that is documented: why `runAsUser` is this.
+    image_user: str
 
 
 # --- registry credentials ------------------------------------------------------------

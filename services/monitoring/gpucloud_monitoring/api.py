@@ -14,7 +14,7 @@ from gpucloud_libs.http import CurrentIdentity, app_part
 from .alert_rules import AlertRules
 from .alerts import Alerts
 from .fleet import Fleet
-from .metrics import Metrics
+from .metrics import Metrics, Workload
 from .schemas import (
     Alert,
     AlertRule,
@@ -78,8 +78,44 @@ async def instance_metrics(
     resolution: Resolution = "1m",
     tenant_id: TenantParam = None,
 ) -> MetricSeries:
-    return await metrics.instance_metrics(
-        identity, instance_id, *_range(start, end), resolution, tenant_id
+    return await metrics.workload_metrics(
+        identity, Workload.instance(instance_id), *_range(start, end), resolution, tenant_id
+    )
+
+
+@router.get("/jobs/{job_id}/metrics", tags=["gpus"], summary="A batch job's GPUs over time")
+async def job_metrics(
+    job_id: str,
+    identity: CurrentIdentity,
+    metrics: MetricsPart,
+    start: Start = None,
+    end: End = None,
+    resolution: Resolution = "1m",
+    tenant_id: TenantParam = None,
+) -> MetricSeries:
+    """Every run's GPUs, all of a multi-node run's pods together."""
+    return await metrics.workload_metrics(
+        identity, Workload.job(job_id), *_range(start, end), resolution, tenant_id
+    )
+
+
+@router.get(
+    "/inference-services/{service_id}/metrics",
+    tags=["gpus"],
+    summary="An inference service's GPUs over time",
+)
+async def service_metrics(
+    service_id: str,
+    identity: CurrentIdentity,
+    metrics: MetricsPart,
+    start: Start = None,
+    end: End = None,
+    resolution: Resolution = "1m",
+    tenant_id: TenantParam = None,
+) -> MetricSeries:
+    """Every replica's GPUs together."""
+    return await metrics.workload_metrics(
+        identity, Workload.service(service_id), *_range(start, end), resolution, tenant_id
     )
 
 

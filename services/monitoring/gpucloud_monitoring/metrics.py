@@ -7,13 +7,14 @@ split by user), and never the GPU's hardware identity or who else used it.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpucloud_libs.clock import aware
 from gpucloud_libs.errors import NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.naming import gpu_product
+from gpucloud_libs.naming import gpu_product, job_workload_id, service_workload_id
 
 from .documents import RollupDoc
 from .schemas import GpuView, MetricPoint, MetricSeries
@@ -47,6 +48,28 @@ def points(subject: str, resolution: str, docs: list[RollupDoc]) -> MetricSeries
             )
         )
     return MetricSeries(subject=subject, resolution=resolution, points=points)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a metrics read names: its kind and id as the tenant knows them, and the id
+    its GPUs' samples carry (a job's runs and a service's replicas share one)."""
+
+    kind: str
+    name: str
+    telemetry_id: str
+
+    @classmethod
+    def instance(cls, instance_id: str) -> Workload:
+        return cls("instance", instance_id, instance_id)
+
+    @classmethod
+    def job(cls, job_id: str) -> Workload:
+        return cls("job", job_id, job_workload_id(job_id))
+
+    @classmethod
+    def service(cls, service_id: str) -> Workload:
+        return cls("inference service", service_id, service_workload_id(service_id))
 
 
 class Metrics:
@@ -111,21 +134,23 @@ class Metrics:
             raise NotFound(f"no metrics of GPU {gpu_uuid!r} for this tenant")
         return points(gpu_uuid, resolution, docs)
 
-    async def instance_metrics(
-        self, identity: Identity, instance_id: str, start: datetime, end: datetime,
+    async def workload_metrics(
+        self, identity: Identity, workload: Workload, start: datetime, end: datetime,
         resolution: str, tenant_id: str | None,
     ) -> MetricSeries:  # fmt: skip
+        """The GPUs of one instance, job (its runs) or inference service (its replicas)
+        over time, under the workload id the node agent attributes them to."""
         if identity.is_platform_admin:
             if tenant_id is None:
-                raise ValidationFailed("the platform admin names the instance's tenantID")
+                raise ValidationFailed(f"the platform admin names the {workload.kind}'s tenantID")
         else:
             tenant_id = identity.require_tenant()
         docs = await self._series(
-            {"tenant_id": tenant_id, "instance_id": instance_id}, start, end, resolution
+            {"tenant_id": tenant_id, "instance_id": workload.telemetry_id}, start, end, resolution
         )
         if not docs:
-            raise NotFound(f"no metrics of instance {instance_id!r}")
-        return points(instance_id, resolution, docs)
+            raise NotFound(f"no metrics of {workload.kind} {workload.name!r}")
+        return points(workload.name, resolution, docs)
 
     async def tenant_metrics(
         self, identity: Identity, start: datetime, end: datetime, resolution: str,

@@ -282,7 +282,12 @@ class InferenceReconciler:
             command=template["command"],
             args=template["args"],
             template=InstanceTemplate.model_validate(
-                {"envs": template["env"], "volumes": template["volumes"]}, context=STORED
+                {
+                    "envs": template["env"],
+                    "volumes": template["volumes"],
+                    "runAsUser": template.get("runAsUser"),
+                },
+                context=STORED,
             ),
             port=doc["port"],
             readiness_path=doc["readiness_path"],
