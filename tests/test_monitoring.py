@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -31,6 +32,7 @@ from gpucloud_monitoring.rules import Rule, RuleEngine
 from gpucloud_monitoring.tiers import Capability, classify
 from gpucloud_stack.fleet import gpu_node
 
+from .conftest import stack_service_env
 from .platform import Platform, assert_problem, bearer
 from .support import eventually, loopback_server, read_topic, unique
 
@@ -167,6 +169,32 @@ def test_the_agent_says_clearly_when_there_is_no_gpu() -> None:
     report = json.loads(done.stdout)
     assert report["nvml"] == "unavailable"
     assert "NVML" in report["reason"]
+
+
+def test_the_agent_check_names_what_is_missing_and_its_fix() -> None:
+    """`--check` on a host with no GPU: exit 3, the driver's failure with its fix, and
+    Kafka checked with the agent's own principal, which a wrong password fails."""
+    kafka = {k: v for k, v in stack_service_env("agent").items() if k.startswith("GPUCLOUD_KAFKA")}
+
+    def check(**changes: str) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": os.environ["PATH"], **kafka, **changes}
+        return subprocess.run(
+            [sys.executable, "-m", "gpucloud_agent", "--check"],
+            capture_output=True, text=True, timeout=60, check=False, env=env,
+        )  # fmt: skip
+
+    ready = check()
+    assert ready.returncode == 3, ready
+    lines = ready.stdout.splitlines()
+    assert lines[0].startswith("FAIL driver"), lines
+    assert "fix: install the NVIDIA driver" in lines[1], lines
+    assert lines[2].startswith("ok   kafka"), lines
+    assert f"as {kafka['GPUCLOUD_KAFKA_USERNAME']}: sees gpucloud.telemetry.v1" in lines[2]
+    refused = check(GPUCLOUD_KAFKA_PASSWORD="not-the-password")
+    assert refused.returncode == 3, refused
+    assert any(line.startswith("FAIL kafka") for line in refused.stdout.splitlines()), refused
+    assert "GPUCLOUD_KAFKA_PASSWORD" in refused.stdout
+    assert "not-the-password" not in refused.stdout + refused.stderr
 
 
 # --- over the stack ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
     python -m gpucloud_agent --node "$NODE_NAME"      # on a GPU node (DaemonSet)
     python -m gpucloud_agent --once                    # print what NVML returns, publish nothing
+    python -m gpucloud_agent --check                   # is this host ready? (check.py)
     python -m gpucloud_agent --simulate --selector gpucloud.io/node-pool --control-port 8005
 
 Every interval it publishes one `telemetry.batch.v1` per node (all its GPUs),
@@ -42,6 +43,7 @@ from gpucloud_libs.naming import GPU_PRODUCT_LABEL, GPU_RESOURCE, TENANT_LABEL, 
 from gpucloud_libs.settings import ServiceSettings
 from gpucloud_libs.topics import TELEMETRY, require_topics
 
+from .check import run_checks
 from .nvml import NvmlSource, NvmlUnavailable, pod_uid_of
 from .simulated import Fault, Placement, SimulatedFleet, slice_layout
 from .standin import Standins
@@ -387,6 +389,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m gpucloud_agent", description=__doc__)
     parser.add_argument("--node", default=os.environ.get("NODE_NAME", socket.gethostname()))
     parser.add_argument("--once", action="store_true", help="print NVML's answers and exit")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check this host is ready for the agent (driver, GPUs, sample cost, Kafka) and exit",
+    )
     parser.add_argument("--simulate", action="store_true", help="simulate the kwok fleet's GPUs")
     parser.add_argument("--selector", default="gpucloud.io/node-pool", help="nodes to simulate")
     parser.add_argument("--seed", type=int, default=7)
@@ -399,4 +406,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.once:
         sys.exit(print_once())
+    if args.check:
+        sys.exit(run_checks(AgentSettings().kafka))
     asyncio.run(_main(args))

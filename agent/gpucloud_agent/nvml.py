@@ -178,6 +178,11 @@ class NvmlSource:
                     self._events,
                 )
 
+    @property
+    def listens_for_xids(self) -> bool:
+        """Whether the driver took the XID event set (it may refuse an unprivileged agent)."""
+        return self._events is not None
+
     def close(self) -> None:
         if self._counters is not None:
             self._counters.stop()
