@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 import yaml
+from cryptography import x509
 
-from gpucloud_stack import fleet, layout, supervisor
-from gpucloud_stack.components import Component, Context
+from gpucloud_stack import compose_jobset, fleet, jobset, layout, supervisor
+from gpucloud_stack.components import ALL, CEPH, Component, Context
 from gpucloud_stack.errors import StackError
 from gpucloud_stack.secrets import Secrets
 
@@ -124,6 +127,59 @@ def test_logs_of_an_unknown_component_is_a_clear_error(stack_env: dict[str, str]
     result = subprocess.run([*STACK, "logs", "kafak"], capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "kafak: unknown component; one of: etcd, kube-apiserver" in result.stderr
+
+
+#: What runs each native component in docker-compose.yml. The control plane is one
+#: kwok cluster image there; MongoDB's wire is FerretDB on PostgreSQL here, MongoDB
+#: there. Ceph is the second object store the tests run, not a deployment's.
+COMPOSE_RUNS = {
+    "etcd": "kwok", "kube-apiserver": "kwok", "kube-controller-manager": "kwok",
+    "kube-scheduler": "kwok", "kwok": "kwok", "kafka": "kafka", "postgres": "mongo",
+    "ferretdb": "mongo", "minio": "minio", "jobset": "jobset", "gateway": "gateway",
+    "instances": "instances", "storage": "storage", "metering": "metering",
+    "monitoring": "monitoring", "gpu-simulator": "gpu-simulator",
+}  # fmt: skip
+#: One-shot steps compose runs where the native stack does the same in-process.
+COMPOSE_STEPS = {"kafka-access", "minio-access", "jobset-setup", "fleet"}
+
+
+def test_compose_runs_what_the_native_stack_runs() -> None:
+    native = {c.name for c in ALL if c not in CEPH}
+    assert native == set(COMPOSE_RUNS), "a native component has no compose counterpart"
+    compose = yaml.safe_load((layout.REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    assert set(compose) == set(COMPOSE_RUNS.values()) | COMPOSE_STEPS
+    assert compose["jobset"]["image"] == f"registry.k8s.io/jobset/jobset:{layout.JOBSET_VERSION}"
+    assert compose["kwok"]["image"].startswith(
+        f"registry.k8s.io/kwok/cluster:{layout.KWOK_VERSION}-"
+    )
+    simulator = compose["gpu-simulator"]
+    assert simulator["command"][:4] == ["python", "-m", "gpucloud_agent", "--simulate"]
+    assert simulator["environment"]["GPUCLOUD_KAFKA_USERNAME"] == "gpucloud-agent"
+    assert "GPUCLOUD_KAFKA_PASSWORD_AGENT" in compose["kafka-access"]["environment"]
+
+
+def test_compose_installs_jobset_as_the_native_stack_does(tmp_path: Path) -> None:
+    """Same webhooks, reached at the controller's compose name over a certificate the
+    API server can check; the CRD goes first."""
+    ca_pem = compose_jobset.issue_certificate(tmp_path, "jobset")
+    assert compose_jobset.issue_certificate(tmp_path, "jobset") == ca_pem  # kept on rerun
+    serving = x509.load_pem_x509_certificate((tmp_path / "certs" / "tls.crt").read_bytes())
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    serving.verify_directly_issued_by(ca)
+    names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["jobset"]
+    applied = compose_jobset.objects(ca_pem, "jobset", crd="kind: CustomResourceDefinition")
+    assert applied[0] == (jobset.CRD_PATH, "kind: CustomResourceDefinition")
+    native = dict(jobset.webhook_configurations("https://127.0.0.1:10263", "native-ca"))
+    for path, body in applied[1:]:
+        hooks = json.loads(body)["webhooks"]
+        assert {hook["clientConfig"]["url"].split("/")[2] for hook in hooks} == {"jobset:9443"}
+        assert {hook["clientConfig"]["caBundle"] for hook in hooks} == {
+            base64.b64encode(ca_pem).decode()
+        }
+        same_hooks = cast(list[dict[str, object]], native[path]["webhooks"])
+        for hook, same in zip(hooks, same_hooks, strict=True):
+            assert {**hook, "clientConfig": None} == {**same, "clientConfig": None}
 
 
 def test_compose_matches_the_native_stack() -> None:

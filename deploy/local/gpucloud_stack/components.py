@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from . import ceph, kube_access, layout, probes, provision
+from . import ceph, jobset, kube_access, layout, probes, provision
 from .errors import StackError
 from .layout import HOST, PORTS
 from .secrets import Secrets, ensure_kube_pki, issue_serving_cert, load_or_create
@@ -483,24 +483,6 @@ KWOK = Component(
 
 # --- JobSet ------------------------------------------------------------------------
 
-#: JobSet's admission webhooks (its module's config/components/webhook), reached at the
-#: controller's own address: it runs on this machine, not behind a Service.
-_JOBSET_WEBHOOKS = {
-    "MutatingWebhookConfiguration": [
-        ("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobsets", ["CREATE"]),
-        ("mpod.kb.io", "/mutate--v1-pod", "pods", ["CREATE"]),
-    ],
-    "ValidatingWebhookConfiguration": [
-        (
-            "vjobset.kb.io",
-            "/validate-jobset-x-k8s-io-v1alpha2-jobset",
-            "jobsets",
-            ["CREATE", "UPDATE"],
-        ),
-        ("vpod.kb.io", "/validate--v1-pod", "pods", ["CREATE"]),
-    ],
-}
-
 
 def _jobset_dir() -> Path:
     return layout.etc_dir() / "jobset"
@@ -513,57 +495,24 @@ def _prepare_jobset(ctx: Context) -> None:
     certs = directory / "certs"
     issue_serving_cert(ctx.pki, certs, "jobset-webhook")
     (directory / "config.yaml").write_text(
-        "apiVersion: config.jobset.x-k8s.io/v1alpha1\n"
-        "kind: Configuration\n"
-        "leaderElection: {leaderElect: false}\n"
-        f"health: {{healthProbeBindAddress: '{HOST}:{PORTS.jobset_health}'}}\n"
-        "metrics: {bindAddress: '0'}\n"
-        f"webhook: {{host: '{HOST}', port: {PORTS.jobset_webhook}, certDir: '{certs}'}}\n"
-        "internalCertManagement: {enable: false}\n"
+        jobset.controller_config(
+            webhook_host=HOST,
+            webhook_port=PORTS.jobset_webhook,
+            certs=str(certs),
+            health=f"{HOST}:{PORTS.jobset_health}",
+        )
     )
     crd = provision.JOBSET.path("jobset.x-k8s.io_jobsets.yaml").read_text()
     kube_access.server_side_apply(
-        ctx.pki / "ca.crt", ctx.secrets.kube_admin_token,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io",
-        crd,
-    )  # fmt: skip
+        ctx.pki / "ca.crt", ctx.secrets.kube_admin_token, jobset.CRD_PATH, crd
+    )
+    # Its webhooks, reached at the controller's own address: it runs on this machine.
     ca_bundle = base64.b64encode((ctx.pki / "ca.crt").read_bytes()).decode()
-    for kind, hooks in _JOBSET_WEBHOOKS.items():
-        manifest = {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": kind,
-            "metadata": {"name": "gpucloud-jobset"},
-            "webhooks": [_jobset_webhook(*hook, ca_bundle) for hook in hooks],
-        }
-        plural = kind.lower() + "s"
+    base_url = f"https://{HOST}:{PORTS.jobset_webhook}"
+    for path, manifest in jobset.webhook_configurations(base_url, ca_bundle):
         kube_access.server_side_apply(
-            ctx.pki / "ca.crt", ctx.secrets.kube_admin_token,
-            f"/apis/admissionregistration.k8s.io/v1/{plural}/gpucloud-jobset", json.dumps(manifest),
-        )  # fmt: skip
-
-
-def _jobset_webhook(
-    name: str, path: str, resource: str, operations: list[str], ca_bundle: str
-) -> dict[str, object]:
-    jobsets = resource == "jobsets"
-    hook: dict[str, object] = {
-        "name": name,
-        "admissionReviewVersions": ["v1"],
-        "clientConfig": {"url": f"https://{HOST}:{PORTS.jobset_webhook}{path}", "caBundle": ca_bundle},
-        "failurePolicy": "Fail",
-        "sideEffects": "None",
-        "rules": [{
-            "apiGroups": ["jobset.x-k8s.io" if jobsets else ""],
-            "apiVersions": ["v1alpha2" if jobsets else "v1"],
-            "operations": operations,
-            "resources": [resource],
-        }],
-    }  # fmt: skip
-    if not jobsets:  # the pod hooks see JobSet's pods only, as its own kustomization has it
-        hook["objectSelector"] = {
-            "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
-        }
-    return hook
+            ctx.pki / "ca.crt", ctx.secrets.kube_admin_token, path, json.dumps(manifest)
+        )
 
 
 #: JobSet (sigs.k8s.io/jobset) runs multi-node jobs: a group of Jobs created, and

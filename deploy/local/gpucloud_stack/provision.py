@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from . import layout
+from . import jobset, layout
 from .errors import StackError
 
 _K8S_VERSION_LDFLAGS = " ".join(
@@ -89,9 +89,7 @@ JOBSET = Artifact(
     GO_DIR / "jobset",
     ("sigs.k8s.io/jobset",),
     binary="jobset",
-    module_files=(
-        ("sigs.k8s.io/jobset", "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
-    ),
+    module_files=(("sigs.k8s.io/jobset", jobset.CRD_FILE),),
 )
 ETCD = Artifact(
     "etcd", layout.ETCD_VERSION, GO_DIR / "etcd", ("go.etcd.io/etcd/server/v3",), binary="etcd"
