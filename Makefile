@@ -63,11 +63,13 @@ screenshots: venv ## the console's browser tests, saving each page's screenshot 
 	@$(STACK) up
 	@GPUCLOUD_CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/test_console_browser.py $(PYTEST_ARGS)
 
-lint: venv ## ruff, formatting, mypy (strict) and the import-layering contracts
+lint: venv ## ruff, formatting, mypy (strict), the import-layering contracts and helm lint
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/mypy $(addprefix -p ,$(PKGS) tests bench)
 	@$(VENV)/bin/lint-imports
+	@"$$($(VENV)/bin/python -c 'from gpucloud_stack import provision; print(provision.ensure(provision.HELM, say=False) / "helm")')" \
+		lint --strict --quiet deploy/helm/gpucloud --set identity.existingSecret=identity-keys,identity.publicKeys.gateway=key,identity.publicKeys.instances=key,kafka.admin.existingSecret=kafka-admin
 
 fmt: venv ## apply ruff fixes and formatting
 	@$(VENV)/bin/ruff check --fix .

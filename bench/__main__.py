@@ -12,6 +12,7 @@ from typing import Any
 
 from . import (
     agent_sample,
+    chart_install,
     cli_transfer,
     console_load,
     gateway_overhead,
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "console": console_load,
     "queue": queue_admission,
     "agent": agent_sample,
+    "chart": chart_install,
 }
 
 

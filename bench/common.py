@@ -150,6 +150,28 @@ async def run_raw(
     return int(result["records"]), float(result["seconds"])
 
 
+async def start_service(
+    service: str, env: dict[str, str], *, name: str, port: int, settings: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start `python -m gpucloud_<service>` pinned to core 1, as `name` (its own consumer
+    group and database), with the bench's `settings` over the stack's."""
+    process_env = {
+        **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name, "GPUCLOUD_HTTP_PORT": str(port),
+        "GPUCLOUD_LOG_LEVEL": "WARNING", **settings,
+    }  # fmt: skip
+    # Services never create topics: the operator (this benchmark) makes the copy's own.
+    await ensure_topics(KafkaConnection.from_env(env), [dead_letter_topic(f"gpucloud-{name}")])
+    with service_log(service).open("w") as out:
+        return subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched by the caller
+            [TASKSET, "-c", "1", sys.executable, "-m", f"gpucloud_{service}"],
+            env=process_env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def service_log(service: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"gpucloud-bench-{service}.log"
+
+
 async def run_service_until_caught_up(
     service: str,
     env: dict[str, str],
@@ -160,31 +182,19 @@ async def run_service_until_caught_up(
     targets: dict[TopicPartition, int],
     settings: dict[str, str] | None = None,
 ) -> tuple[float, subprocess.Popen[bytes]]:
-    """Start `python -m gpucloud_<service>` pinned to core 1, as `name` (its own consumer
-    group and database), and wait until it has committed `targets` on `topic`.
+    """`start_service`, then wait until it has committed `targets` on `topic`.
 
     Returns the seconds from process start, and the process, still running.
     """
-    process_env = {
-        **os.environ, **env, "GPUCLOUD_SERVICE_NAME": name, "GPUCLOUD_HTTP_PORT": str(port),
-        "GPUCLOUD_LOG_LEVEL": "WARNING", **(settings or {}),
-    }  # fmt: skip
+    process = await start_service(service, env, name=name, port=port, settings=settings or {})
     kafka = KafkaConnection.from_env(env)
-    # Services never create topics: the operator (this benchmark) makes the copy's own.
-    await ensure_topics(kafka, [dead_letter_topic(f"gpucloud-{name}")])
-    log = Path(tempfile.gettempdir()) / f"gpucloud-bench-{service}.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, watched below
-            [TASKSET, "-c", "1", sys.executable, "-m", f"gpucloud_{service}"],
-            env=process_env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     started = time.perf_counter()
     while True:
         done = await committed(kafka, f"gpucloud-{name}", topic)
         if all(done.get(tp, 0) >= offset for tp, offset in targets.items()):
             return time.perf_counter() - started, process
         if process.poll() is not None:
-            raise RuntimeError(f"the bench {service} process exited; see {log}")
+            raise RuntimeError(f"the bench {service} process exited; see {service_log(service)}")
         await asyncio.sleep(0.25)
 
 

@@ -88,13 +88,19 @@ async def publish(kafka: KafkaConnection, events: list[CloudEvent]) -> None:
         await producer.stop()
 
 
+def copy_settings() -> dict[str, str]:
+    """What the bench's metering copy runs with over the stack's settings: no budget
+    or usage passes while it is timed."""
+    return {"GPUCLOUD_BUDGET_INTERVAL_S": "1000000", "GPUCLOUD_USAGE_INTERVAL_S": "1000000"}
+
+
 async def run_metering(
     env: dict[str, str], targets: dict[TopicPartition, int], name: str
 ) -> tuple[int, float, subprocess.Popen[bytes]]:
     """Start the bench metering process; returns (records, seconds to catch up, process)."""
     elapsed, process = await run_service_until_caught_up(
         "metering", env, name=name, port=BENCH_PORT, topic=TOPIC, targets=targets,
-        settings={"GPUCLOUD_BUDGET_INTERVAL_S": "1000000", "GPUCLOUD_USAGE_INTERVAL_S": "1000000"},
+        settings=copy_settings(),
     )  # fmt: skip
     async with httpx.AsyncClient() as http:  # serving, for the lag probes
         while (await http.get(f"http://127.0.0.1:{BENCH_PORT}/healthz")).status_code != 200:

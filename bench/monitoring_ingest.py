@@ -155,6 +155,12 @@ def _pause(component: str) -> int | None:
     return pid
 
 
+def copy_settings() -> dict[str, str]:
+    """What the bench's monitoring copy runs with over the stack's settings: it seals
+    its own (bench) webhook secrets, with a key of its own, not the stack's."""
+    return {"GPUCLOUD_WEBHOOK_SECRETS_KEY": WebhookSecrets.generate_key()}
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench monitoring", description=__doc__)
     parser.add_argument("--seconds", type=int, default=30, help="seconds of fleet telemetry")
@@ -177,11 +183,9 @@ async def main(args: argparse.Namespace) -> None:
         targets = await end_offsets(kafka, TELEMETRY.name)
         records = sum(targets.values())  # the topic from its start, old records included
         raw_records, raw_s = await run_raw(env, TELEMETRY.name, targets)
-        # The copy seals its own (bench) webhook secrets: a key of its own, not the stack's.
-        sealing = {"GPUCLOUD_WEBHOOK_SECRETS_KEY": WebhookSecrets.generate_key()}
         monitoring_s, process = await run_service_until_caught_up(
             "monitoring", env, name=name, port=BENCH_PORT, topic=TELEMETRY.name,
-            targets=targets, settings=sealing,
+            targets=targets, settings=copy_settings(),
         )  # fmt: skip
         started.append(process)
         probes = await alert_latency(env, args.probes, run)

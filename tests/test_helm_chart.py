@@ -137,9 +137,9 @@ def test_storage_has_no_cluster_wide_rights(rendered: list[dict[str, Any]]) -> N
     binds = [rule for rule in instances["rules"] if "bind" in rule["verbs"]]
     assert binds == [
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-         "verbs": ["bind"], "resourceNames": ["gpucloud-tenant-storage"]}
+         "verbs": ["bind"], "resourceNames": [f"{RELEASE}-tenant-storage"]}
     ]  # fmt: skip
-    secrets = _one(rendered, "ClusterRole", "gpucloud-tenant-storage")["rules"]
+    secrets = _one(rendered, "ClusterRole", f"{RELEASE}-tenant-storage")["rules"]
     assert secrets[0]["resources"] == ["persistentvolumeclaims", "secrets"]
 
 

@@ -192,7 +192,7 @@ async def test_the_charts_admission_policy_stops_the_escalation_on_a_real_api_se
         return {
             "metadata": {"name": unique("grant")},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": TENANT_STORAGE_ROLE},
+                        "name": f"{release}-tenant-storage"},
             "subjects": [to],
         }  # fmt: skip
 

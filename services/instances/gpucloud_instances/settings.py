@@ -5,6 +5,7 @@ import socket
 
 from pydantic import Field, IPvAnyNetwork, SecretStr
 
+from gpucloud_libs.naming import TENANT_STORAGE_ROLE
 from gpucloud_libs.settings import ServiceSettings
 
 DENIED_BY_DEFAULT = (
@@ -31,6 +32,8 @@ class InstancesSettings(ServiceSettings):
     tenant_storage_subject: str | None = Field(
         default=None, pattern=r"^(User:[^:]+|ServiceAccount:[^:]+:[^:]+)$"
     )
+    #: The ClusterRole that RoleBinding grants: the chart names it after its release.
+    tenant_storage_role: str = TENANT_STORAGE_ROLE
     #: The namespace allowed to reach tenant pods (the default-deny NetworkPolicy):
     #: the gateway serves instance URLs.
     gateway_namespace: str = "gpucloud-system"

@@ -2,6 +2,12 @@
 {{- default (printf "%s-secrets" .Release.Name) .Values.secrets.existingSecret -}}
 {{- end -}}
 
+{{- /* The ClusterRole the instances service binds in each tenant namespace for the
+storage service: the release's own, so two releases on one cluster keep theirs. */ -}}
+{{- define "gpucloud.tenantStorageRole" -}}
+{{ .Release.Name }}-tenant-storage
+{{- end -}}
+
 {{- define "gpucloud.labels" -}}
 app.kubernetes.io/part-of: gpucloud
 app.kubernetes.io/managed-by: {{ .Release.Service }}

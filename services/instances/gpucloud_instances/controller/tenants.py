@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.naming import TENANT_STORAGE_ROLE
 
 from .. import manifests
 from ..documents import TenantDoc
@@ -25,7 +24,7 @@ def tenant_manifests(
     namespace_name = tenant["namespace"]
     quota = tenant["quota"]
     storage_access = (
-        [manifests.role_binding(namespace_name, TENANT_STORAGE_ROLE, subject)]
+        [manifests.role_binding(namespace_name, settings.tenant_storage_role, subject)]
         if (subject := settings.tenant_storage_subject)
         else []
     )
