@@ -15,6 +15,7 @@ from . import (
     chart_install,
     cli_transfer,
     console_load,
+    failover,
     gateway_overhead,
     inference_service,
     instance_start,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "queue": queue_admission,
     "agent": agent_sample,
     "chart": chart_install,
+    "failover": failover,
 }
 
 

@@ -15,10 +15,14 @@ def now() -> datetime:
 
 
 def now_as_stored() -> datetime:
-    """`now()` to the millisecond, as BSON keeps a datetime. An instant that is both
-    recorded in a document and published in an event (a run's end that the watch saw)
-    then reads the same from the API and from the bill."""
-    at = now()
+    """`now()` to the millisecond, as BSON keeps a datetime (`as_stored`)."""
+    return as_stored(now())
+
+
+def as_stored(at: datetime) -> datetime:
+    """`at` to the millisecond, as BSON keeps a datetime. An instant that is both
+    recorded in a document and published in an event (a transition the bill counts
+    from) then reads the same from the API and from the bill."""
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from gpucloud_libs.clock import as_stored
+
 
 class State(StrEnum):
     QUEUED = "queued"
@@ -68,11 +70,15 @@ ALLOWED: dict[State, frozenset[State]] = {
 
 @dataclass(frozen=True)
 class Step:
-    """One transition to persist and publish."""
+    """One transition to persist and publish, at the millisecond the history keeps, so
+    the instance's history and its bill read the same instant."""
 
     state: State
     at: datetime
     reason: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "at", as_stored(self.at))
 
 
 def path(

@@ -100,7 +100,10 @@ class Controller:
         return self._queue.wake(doc["_id"])
 
     async def handle(self, item: str) -> None:
-        """Route one work item to its reconciler."""
+        """Route one work item to its reconciler; nothing while the lease is stale (the
+        renewal loop ends this lead within a second, and a new lead resyncs all)."""
+        if not self._lease.fresh():
+            return
         if item == STOCKS:
             await self._stocks.reconcile()
         elif item.startswith(TENANT_PREFIX):
@@ -156,8 +159,10 @@ class Controller:
                 self._queue.wake(job_item(key))
             for key in await self._services.keys_with_outbox():
                 self._queue.wake(service_item(key))
-            group.create_task(_every(WAKEUP_POLL_S, self._poll_wakeups))
-            group.create_task(_every(self._settings.resync_interval_s, self._resync.run))
+            group.create_task(_every(WAKEUP_POLL_S, self._poll_wakeups, self._lease))
+            group.create_task(
+                _every(self._settings.resync_interval_s, self._resync.run, self._lease)
+            )
 
     async def _poll_wakeups(self) -> None:
         """Other replicas' API calls wake the leader through inserted documents."""
@@ -172,11 +177,13 @@ class Controller:
         await self._kube.ensure(manifests.namespace(self._settings.stock_namespace, {}))
 
 
-async def _every(interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
-    """Run `job` every `interval_s` for as long as this replica leads."""
+async def _every(interval_s: float, job: Callable[[], Awaitable[None]], lease: Lease) -> None:
+    """Run `job` every `interval_s` for as long as this replica leads (not while its
+    lease is stale: the renewal loop is about to end the lead)."""
     while True:
         try:
-            await job()
+            if lease.fresh():
+                await job()
         except (KubeError, DependencyUnavailable) as error:
             log.warning("periodic job failed", extra={"job": job.__qualname__, "error": str(error)})
         await asyncio.sleep(interval_s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,14 @@ class Lease:
         self._holder = holder
         self._duration_s = duration_s
         self.held = False
+        #: When this replica last took or renewed the lease, by its own monotonic clock.
+        self._renewed_at = 0.0
+
+    def fresh(self) -> bool:
+        """Held, and renewed within the lease's duration by this process's own clock. A
+        process frozen past its lease (a paused VM, a stopped process) resumes stale:
+        another replica may lead by then, so it must not act before it renews."""
+        return self.held and time.monotonic() - self._renewed_at < self._duration_s
 
     def _body(self, resource_version: str | None) -> dict[str, Any]:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -54,7 +63,7 @@ class Lease:
                 await self._kube.create(self._body(None))
             except ConflictError:
                 return False
-            self.held = True
+            self._took()
             return True
         spec = lease.get("spec", {})
         holder = spec.get("holderIdentity")
@@ -69,20 +78,32 @@ class Lease:
             )
         except ConflictError:
             return False
-        self.held = True
+        self._took()
         return True
 
+    def _took(self) -> None:
+        self.held = True
+        self._renewed_at = time.monotonic()
+
     async def renew_forever(self) -> None:
-        """Renew every third of the duration; raises LeaseLost when another took it."""
+        """Renew every third of the duration; raises LeaseLost when another took it, or
+        when this process went longer than the lease without renewing (it was frozen)."""
         while True:
-            await asyncio.sleep(self._duration_s / 3)
+            await asyncio.sleep(min(1.0, self._duration_s / 3))
+            if not self.fresh():
+                self.held = False
+                raise LeaseLost
+            if time.monotonic() - self._renewed_at < self._duration_s / 3:
+                continue
             try:
                 lease = await self._kube.read("Lease", self._namespace, LEASE_NAME)
                 if lease.get("spec", {}).get("holderIdentity") != self._holder:
+                    self.held = False
                     raise LeaseLost
                 body = self._body(lease["metadata"]["resourceVersion"])
                 body["spec"]["acquireTime"] = lease["spec"].get("acquireTime")
                 await self._kube.replace("Lease", self._namespace, LEASE_NAME, body)
+                self._renewed_at = time.monotonic()
             except (ConflictError, NotFoundError) as error:
                 self.held = False
                 raise LeaseLost from error
