@@ -339,6 +339,9 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("create", "pull-secrets"): lambda c, ns, _: _core(c).create_namespaced_secret(
         ns, _secret(unique("gpc-registry"), "kubernetes.io/dockerconfigjson"), dry_run=DRY
     ),
+    ("create", "storage-secrets"): lambda c, ns, _: _core(c).create_namespaced_secret(
+        ns, _secret(unique("gpc-storage"), "Opaque"), dry_run=DRY
+    ),
     ("create", "opaque-secrets"): lambda c, ns, _: _core(c).create_namespaced_secret(
         ns, _secret(unique("gpc-registry"), "Opaque"), dry_run=DRY
     ),

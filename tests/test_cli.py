@@ -65,6 +65,10 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     assert "running" in table
     link = await cli.ok("instances", "open", instance["instanceID"], "--print-url")
     assert link.out.startswith("http"), link
+    # Its log, the last lines of the simulated workload's.
+    log = await cli.ok("instances", "logs", instance["instanceID"], "--tail", "3")
+    assert "epoch" in log.out, log
+    assert len(log.out.strip().splitlines()) <= 3, log
 
     job_file = tmp_path / "job.yaml"
     job_file.write_text(

@@ -121,7 +121,25 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(page.get_by_role("region", name=re.compile("^History of"))).to_contain_text(
         "running"
     )
+    # Its log's last lines beside it (the simulated workload's).
+    await expect(page.get_by_role("region", name=re.compile("^Log of"))).to_contain_text("epoch")
     await page.screenshot(path=shots / "instances.png", full_page=True)
+
+    # A job that fails says why, and its log is a click away.
+    failing = {"jobID": "broken", "image": "busybox", "specName": spec,
+               "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "1s"},
+                       {"name": "GPUCLOUD_SIM_EXIT_CODE", "value": "3"}]}  # fmt: skip
+    submitted = await platform.post_as_tenant(account, "/v1/jobs", failing)
+    assert submitted.status_code == 202, submitted.text
+    await page.get_by_role("tab", name="Jobs").click()
+    job = page.get_by_role("row").filter(has_text="broken")
+    await expect(job.get_by_text("failed", exact=True)).to_be_visible(timeout=30_000)
+    await expect(job).to_contain_text("exit code 3")
+    await job.get_by_role("button", name="Log").click()
+    await expect(page.get_by_role("region", name=re.compile("^Log of broken"))).to_contain_text(
+        "epoch"
+    )
+    await page.get_by_role("tab", name="Instances").click()
 
     # An inference service from the catalog: listed with its one URL.
     await page.get_by_role("tab", name="Inference services").click()
@@ -237,7 +255,7 @@ async def test_another_tenants_resources_are_nowhere_in_the_console(
     await page.get_by_role("link", name="Usage and costs").click()
     await expect(page.get_by_test_id("usage-total")).to_have_text("$0.00")
     await page.get_by_role("link", name="Monitoring").click()
-    await expect(page.get_by_text("No running instance")).to_be_visible()
+    await expect(page.get_by_text("Nothing running")).to_be_visible()
     # At phone width every page fits the screen.
     phone = await _page(chromium, platform, PHONE)
     await _sign_in_with_key(phone, other.admin_key)

@@ -131,7 +131,7 @@ def _us(at: str) -> int:
 
 
 async def test_a_leader_frozen_past_its_lease_stops_acting_before_it_renews(
-    stack_env: dict[str, str]
+    stack_env: dict[str, str],
 ) -> None:
     """A process stopped longer than its lease (a paused VM) resumes stale: another
     replica may lead. It must count itself leader no longer, by its own clock, and its

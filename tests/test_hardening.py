@@ -229,7 +229,8 @@ async def test_the_simulators_fault_api_takes_the_operators_token(
     fault = {"node": unique("no-such-node"), "gpu": 0, "fault": "overheat"}
     simulator_url = f"http://{layout.HOST}:{layout.PORTS.gpu_simulator}"
     async with httpx.AsyncClient(base_url=simulator_url) as simulator:
-        for headers in ({}, {"Authorization": "Bearer guessed"}):
+        # A non-ASCII guess is refused the same way, never a 500 (review L2).
+        for headers in ({}, {"Authorization": "Bearer guessed"}, NON_ASCII_BEARER):
             assert_problem(await simulator.post("/faults", json=fault, headers=headers), 401)
             assert_problem(await simulator.delete("/faults/h100-zone-a-0", headers=headers), 401)
         # With the token: past authentication (an unknown node is a 404; clearing is a no-op).
@@ -237,6 +238,21 @@ async def test_the_simulators_fault_api_takes_the_operators_token(
         assert (
             await simulator.delete(f"/faults/{fault['node']}", headers=token)
         ).status_code == 204
+
+
+#: A credential with non-ASCII characters, as a client may send one (UTF-8 bytes).
+NON_ASCII_BEARER: Any = {"Authorization": "Bearer gpt_c2Vzc2lvbg.s\u00e9cr\u00e8t".encode()}
+
+
+async def test_a_credential_with_non_ascii_characters_is_a_401_not_a_500(
+    platform: Platform,
+) -> None:
+    """Every comparison of a presented secret takes any characters (review L2)."""
+    headers: Any = NON_ASCII_BEARER
+    for path in ("/v1/whoami", "/v1/gpu-instances"):
+        assert_problem(await platform.http.get(path, headers=headers), 401)
+    key_like: Any = {"Authorization": "Bearer gpc_k\u00e9y_\u00fcnicode-secret-value".encode()}
+    assert_problem(await platform.http.get("/v1/whoami", headers=key_like), 401)
 
 
 async def test_answers_carry_no_banner_and_secrets_are_never_cached(platform: Platform) -> None:

@@ -140,7 +140,10 @@ def test_storage_has_no_cluster_wide_rights(rendered: list[dict[str, Any]]) -> N
          "verbs": ["bind"], "resourceNames": [f"{RELEASE}-tenant-storage"]}
     ]  # fmt: skip
     secrets = _one(rendered, "ClusterRole", f"{RELEASE}-tenant-storage")["rules"]
-    assert secrets[0]["resources"] == ["persistentvolumeclaims", "secrets"]
+    assert secrets[0]["resources"] == ["persistentvolumeclaims"]
+    # Secrets are written, never read: pull Secrets share the namespace (review M3).
+    assert secrets[1] == {"apiGroups": [""], "resources": ["secrets"],
+                          "verbs": ["create", "update", "patch", "delete"]}  # fmt: skip
 
 
 def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[str, Any]]) -> None:

@@ -28,7 +28,12 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_instances.manifests import HEALTH as HEALTH_LABEL
 from gpucloud_instances.manifests import REPLICA_DRAIN_S
 from gpucloud_libs.kafka_connection import KafkaConnection
-from gpucloud_libs.naming import SERVICE_LABEL, tenant_namespace
+from gpucloud_libs.naming import (
+    SERVICE_LABEL,
+    service_workload_id,
+    storage_secret_name,
+    tenant_namespace,
+)
 from gpucloud_libs.topics import INFERENCE_LIFECYCLE
 from gpucloud_metering import ledger
 
@@ -408,6 +413,48 @@ async def test_quota_covers_the_most_replicas_and_the_surge_and_deletion_frees_i
     await eventually(recreated, timeout=60)
 
 
+async def test_concurrent_changes_leave_the_quota_holding_what_the_winner_holds(
+    platform: Platform,
+) -> None:
+    """Two PATCHes at once, one growing the service and one shrinking it: whichever is
+    recorded, the quota ledger holds that configuration's GPUs, never the loser's or the
+    one before (review M2). Checked as a tenant sees it: what other starts fit after."""
+    quota = 12
+    account = await platform.tenant(max_gpus=quota, max_instances=20)
+    spec = await platform.spec()
+    headers = bearer(account.admin_key)
+    created = await platform.post_as_tenant(
+        account, "/v1/inference-services",
+        {"serviceID": "raced", "specName": spec, "image": "registry.test/llm:1", "port": PORT,
+         "minReplicas": 0, "maxReplicas": 3, "autoscaling": {"targetInFlight": 4}},
+    )  # fmt: skip
+    assert created.status_code == 201, created.text
+    path = "/v1/inference-services/raced"
+    whole = await platform.spec(gpus=quota)  # never fits beside the service: a probe
+    for _ in range(25):
+        grow, shrink = await asyncio.gather(
+            platform.http.patch(path, json={"maxReplicas": 8}, headers=headers),
+            platform.http.patch(path, json={"maxReplicas": 2}, headers=headers),
+        )
+        assert {grow.status_code, shrink.status_code} <= {200, 409}, (grow.text, shrink.text)
+        service = (await platform.http.get(path, headers=headers)).json()
+        probe = await platform.start_instance(account, {"image": "busybox", "specName": whole})
+        held_now = assert_problem(probe, 422, "quota_exceeded")["in_use"]
+        assert held_now == service["maxReplicas"] + service["strategy"]["maxSurge"], (
+            held_now, service["maxReplicas"], grow.status_code, shrink.status_code,
+        )  # fmt: skip
+    service = (await platform.http.get(path, headers=headers)).json()
+    held = (service["maxReplicas"] + service["strategy"]["maxSurge"]) * 1
+    admitted = 0
+    while True:
+        started = await platform.start_instance(account, {"image": "busybox", "specName": spec})
+        if started.status_code != 202:
+            assert_problem(started, 422, "quota_exceeded")
+            break
+        admitted += 1
+    assert admitted == quota - held, (admitted, service["maxReplicas"])
+
+
 async def test_bad_changes_are_refused_with_clear_errors(
     platform: Platform, loopback_fleet: LoopbackFleet
 ) -> None:
@@ -619,7 +666,7 @@ async def test_replicas_get_credentials_of_the_services_object_storage_until_it_
     assert created.status_code == 201, created.text
     assert created.json()["storageIDs"] == [storage]
     namespace = tenant_namespace(account.tenant_id)
-    secret_name = f"gpc-storage-{storage}-svc--{service_id}"
+    secret_name = storage_secret_name(storage, service_workload_id(service_id))
     apps, core = k8s.AppsV1Api(kube), k8s.CoreV1Api(kube)
 
     async def deployed() -> Any:

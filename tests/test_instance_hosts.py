@@ -7,7 +7,12 @@ import itertools
 import random
 import re
 
-from gpucloud_libs.naming import ID_PATTERN, instance_host, parse_instance_host
+from gpucloud_libs.naming import (
+    ID_PATTERN,
+    instance_host,
+    parse_instance_host,
+    storage_secret_name,
+)
 
 from .platform import Platform, assert_problem
 from .support import unique
@@ -82,3 +87,16 @@ async def test_an_ambiguous_tenant_or_instance_id_cannot_be_made(platform: Platf
         account, {"image": "busybox", "specName": spec, "instanceID": "nb--8888"}
     )
     assert_problem(started, 422, "validation_failed")
+
+
+def test_two_storage_and_instance_pairs_never_share_a_secret_name() -> None:
+    """Both ids may hold dashes; the pair's digest keeps their Secrets apart (L8)."""
+    assert storage_secret_name("a", "b-c") != storage_secret_name("a-b", "c")
+    assert storage_secret_name("models", "job--train") != storage_secret_name("models-job", "train")
+    names = {
+        storage_secret_name(storage, instance)
+        for storage in ("a", "a-b", "a-b-c", "models")
+        for instance in ("c", "b-c", "job--x", "svc--y")
+    }
+    assert len(names) == 16
+    assert all(len(name) <= 253 for name in names)

@@ -350,6 +350,21 @@ async def _get_instance(world: World) -> None:
         assert got.status_code == 404 or got.json()["tenantID"] == world.b.tenant_id
 
 
+@row("GET", "/v1/gpu-instances/{instance_id}/logs")
+async def _instance_logs(world: World) -> None:
+    mine = await world.http.get(
+        f"/v1/gpu-instances/{world.a_only_instance}/logs", headers=bearer(world.a.admin_key)
+    )
+    # A reaches its own instance: its log while it runs, else why there is none.
+    assert mine.status_code == 200 or mine.json()["code"] == "instance_not_running", mine.text
+    # B gets a 404 for the instance only A has, whatever its state: nothing leaks.
+    path = f"/v1/gpu-instances/{world.a_only_instance}/logs"
+    for headers in world.outsiders.values():
+        for query in ("", "?follow=true"):
+            response = await world.http.get(path + query, headers=headers)
+            assert_problem(response, 404)
+
+
 @row("DELETE", "/v1/gpu-instances/{instance_id}")
 async def _stop_instance(world: World) -> None:
     # Stopping "A's" id stops at most B's own instance of that id; A's is untouched.

@@ -59,13 +59,17 @@ async def _tenant_namespace(platform: Platform, kube: k8s.ApiClient) -> str:
     return namespace
 
 
-async def test_storage_reads_secrets_in_tenant_namespaces_only(
+async def test_storage_writes_secrets_in_tenant_namespaces_and_reads_none(
     platform: Platform, kube: k8s.ApiClient, as_service: Callable[[str], Any]
 ) -> None:
+    """It writes its instances' credentials there; it reads no Secret, so not the image
+    pull Secrets beside them (review M3)."""
     namespace = await _tenant_namespace(platform, kube)
     core = k8s.CoreV1Api(await as_service("storage"))
-    assert await _status(core.list_namespaced_secret(namespace)) == 200
-    assert await _status(core.read_namespaced_secret("absent", namespace)) == 404
+    secret: Any = {"metadata": {"name": unique("gpc-storage-probe")}, "stringData": {"k": "v"}}
+    assert await _status(core.create_namespaced_secret(namespace, secret, dry_run="All")) == 200
+    assert await _status(core.list_namespaced_secret(namespace)) == 403
+    assert await _status(core.read_namespaced_secret("absent", namespace)) == 403
     for elsewhere in ("default", "kube-system", "gpucloud-system"):
         assert await _status(core.list_namespaced_secret(elsewhere)) == 403, elsewhere
     assert await _status(core.list_secret_for_all_namespaces()) == 403

@@ -88,6 +88,10 @@ def table(own_namespace: str) -> list[tuple[str, Destination, bool]]:
         ("shared address space", Destination("100.64.3.4", 443), False),
         ("another tenant's pod", Destination("10.244.3.9", 8888, namespace="t-other", pod_labels={"app": "x"}), False),
         ("a private IPv6 address", Destination("fd00::10", 443), False),
+        # IPv6 prefixes that embed an IPv4 address reach it through a translator (M9).
+        ("cloud metadata through NAT64", Destination("64:ff9b::a9fe:a9fe", 80), False),
+        ("cloud metadata through local-use NAT64", Destination("64:ff9b:1::a9fe:a9fe", 80), False),
+        ("a private address through 6to4", Destination("2002:0a00:0001::1", 443), False),
         ("the cluster DNS, on port 53", Destination("10.244.0.2", 53, "UDP", namespace="kube-system", pod_labels=dns), True),
         ("the cluster DNS, on another port", Destination("10.244.0.2", 8080, namespace="kube-system", pod_labels=dns), False),
         ("a pod of its own namespace", Destination("10.244.5.6", 29500, namespace=own_namespace), True),

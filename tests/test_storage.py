@@ -22,7 +22,7 @@ from minio import Minio
 from minio.error import S3Error
 
 from gpucloud_libs.kafka_connection import KafkaConnection
-from gpucloud_libs.naming import storage_claim_name, tenant_namespace
+from gpucloud_libs.naming import storage_claim_name, storage_secret_name, tenant_namespace
 from gpucloud_libs.topics import STORAGE_USAGE
 
 from .conftest import stack_service_env
@@ -581,7 +581,7 @@ async def test_storages_attached_to_an_instance(platform: Platform, kube: k8s.Ap
     created = await eventually(pod, timeout=60)
     volumes = {v.name: v for v in created.spec.volumes}
     assert volumes["data"].persistent_volume_claim.claim_name == volume["claimName"]
-    secret_name = f"gpc-storage-{bucket['storageID']}-{instance_id}"
+    secret_name = storage_secret_name(bucket["storageID"], instance_id)
     env_from = created.spec.containers[0].env_from
     assert [(e.prefix, e.secret_ref.name) for e in env_from] == [
         (None, secret_name),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hmac
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ from gpucloud_libs.errors import NotFound, Unauthenticated
 from gpucloud_libs.events import NodeInventory, TelemetryBatch
 from gpucloud_libs.gpu_shares import gpu_units
 from gpucloud_libs.http import ApiModel, install_error_handlers
-from gpucloud_libs.identity import require_strong_key
+from gpucloud_libs.identity import require_strong_key, secrets_equal
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.logs import setup_logging
@@ -175,7 +174,7 @@ def control_app(fleet: SimulatedFleet, token: str) -> FastAPI:
 
     def operator(authorization: Annotated[str, Header()] = "") -> None:
         scheme, _, presented = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(presented, token):
+        if scheme.lower() != "bearer" or not secrets_equal(presented, token):
             raise Unauthenticated("send the simulator token as `Authorization: Bearer <token>`")
 
     @app.get("/healthz")

@@ -11,7 +11,7 @@ from gpucloud_client.client import SETTLED_INSTANCE_STATES, STOPPED_INSTANCE_STA
 from gpucloud_client.models import Instance
 
 from .metrics import metrics_command
-from .session import Column, Failure, Session, pass_session
+from .session import Column, Failure, Session, echo, pass_session
 
 COLUMNS: list[Column] = [
     ("ID", lambda i: i["instanceID"]),
@@ -240,6 +240,17 @@ def delete_instance(session: Session, instance_id: str) -> None:
             f"instance {instance_id} is {instance['state']}: stop it first (`gpucloud instances stop`)"
         )
     session.emit(session.client.delete_instance(instance_id), COLUMNS)
+
+
+@instances.command("logs")
+@click.argument("instance_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, until it ends.")
+@click.option("--tail", "tail_lines", type=int, help="Only the last N lines.")
+@pass_session
+def instance_logs(session: Session, instance_id: str, follow: bool, tail_lines: int | None) -> None:
+    """Print a running instance's log (a tenant follows at most 4 logs at once)."""
+    with session.client.instance_log(instance_id, follow=follow, tail_lines=tail_lines) as chunks:
+        echo(chunks)
 
 
 @instances.command("open")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -15,7 +13,7 @@ from gpucloud_client.client import ENDED_JOB_STATES
 from gpucloud_client.models import Job
 
 from .metrics import metrics_command
-from .session import Column, Session, pass_session
+from .session import Column, Session, echo, pass_session
 
 POLL_S = 1.0
 COLUMNS: list[Column] = [
@@ -177,13 +175,6 @@ def print_log(session: Session, job_id: str, run_id: str, *, follow: bool) -> No
             echo(chunks)
     except ApiError as error:  # a run whose pod is gone has no log left to show
         session.note(f"(no log for run {run_id}: {error.detail or error.title})")
-
-
-def echo(chunks: Iterator[str]) -> None:
-    """A log to stdout as it comes, not when a buffer fills."""
-    for chunk in chunks:
-        sys.stdout.write(chunk)
-        sys.stdout.flush()
 
 
 def queue_text(job: Job) -> str:

@@ -89,4 +89,11 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def echo(chunks: Iterable[str]) -> None:
+    """A log to stdout as it comes, not when a buffer fills."""
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+
+
 pass_session = click.make_pass_decorator(Session)

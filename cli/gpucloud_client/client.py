@@ -299,6 +299,15 @@ class Client:
         with self.stream(f"/jobs/{_id(job_id)}/logs", params=params) as response:
             yield response.iter_text()
 
+    @contextmanager
+    def instance_log(
+        self, instance_id: str, *, follow: bool = False, tail_lines: int | None = None
+    ) -> Iterator[Iterator[str]]:
+        """The instance's log as text chunks; with `follow`, until it ends."""
+        params = {"follow": "true" if follow else None, "tailLines": tail_lines}
+        with self.stream(f"/gpu-instances/{_id(instance_id)}/logs", params=params) as response:
+            yield response.iter_text()
+
     # --- storages ----------------------------------------------------------------------
 
     def list_storages(self) -> Iterator[Storage]:

@@ -71,17 +71,27 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   if (response.status === 204) return undefined as T;
   const text = await response.text();
   const parsed: unknown = text ? safeJson(text) : undefined;
-  if (!response.ok) {
-    const problem = (parsed ?? {}) as { title?: string; detail?: string; errors?: FieldError[] };
-    if (response.status === 401 && path !== "/console/session") onSignedOut();
-    throw new ApiError(
-      response.status,
-      problem.title ?? `HTTP ${response.status}`,
-      problem.detail ?? text.slice(0, 300),
-      problem.errors ?? [],
-    );
-  }
+  if (!response.ok) throw failure(response, path, text, parsed);
   return parsed as T;
+}
+
+/** A plain-text answer, as a log is. */
+export async function getText(path: string): Promise<string> {
+  const response = await fetch(`/v1${path}`, { headers: { accept: "text/plain, application/problem+json" }, credentials: "same-origin" });
+  const text = await response.text();
+  if (!response.ok) throw failure(response, path, text, safeJson(text));
+  return text;
+}
+
+function failure(response: Response, path: string, text: string, parsed: unknown): ApiError {
+  const problem = (parsed ?? {}) as { title?: string; detail?: string; errors?: FieldError[] };
+  if (response.status === 401 && path !== "/console/session") onSignedOut();
+  return new ApiError(
+    response.status,
+    problem.title ?? `HTTP ${response.status}`,
+    problem.detail ?? text.slice(0, 300),
+    problem.errors ?? [],
+  );
 }
 
 function safeJson(text: string): unknown {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hmac
 import json
 import secrets
 import sys
@@ -47,6 +48,12 @@ PLACEHOLDER_KEYS = frozenset({"change-me", "changeme", "secret", "password", "te
 
 class WeakKey(RuntimeError):
     """A configured key that anyone could guess, or none at all: the service refuses to start."""
+
+
+def secrets_equal(presented: str, expected: str) -> bool:
+    """A constant-time comparison of two texts, any characters: `hmac.compare_digest`
+    refuses a non-ASCII str with TypeError, which a caller must never turn into a 500."""
+    return hmac.compare_digest(presented.encode(), expected.encode())
 
 
 def require_strong_key(key: str, *, setting: str) -> None:

@@ -14,7 +14,7 @@ import functools
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -330,7 +330,7 @@ class KubeClient:
         container: str,
         follow: bool,
         tail_lines: int | None = None,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes]:
         """A container's log as the kubelet serves it, in chunks as they come; with
         `follow`, until the container ends or the caller stops reading."""
         method = client.CoreV1Api(self.api).read_namespaced_pod_log

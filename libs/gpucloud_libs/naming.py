@@ -115,8 +115,11 @@ def storage_claim_name(storage_id: str) -> str:
 
 
 def storage_secret_name(storage_id: str, instance_id: str) -> str:
-    """The Secret holding an object storage's credentials for one instance."""
-    return f"gpc-storage-{storage_id}-{instance_id}"
+    """The Secret holding an object storage's credentials for one instance. Both ids may
+    hold dashes (storage `a` with instance `b-c`, storage `a-b` with `c`), so a digest
+    of the pair keeps two pairs from one name (review L8)."""
+    digest = hashlib.sha256(f"{storage_id}/{instance_id}".encode()).hexdigest()[:12]
+    return f"gpc-storage-{storage_id}-{instance_id}-{digest}"
 
 
 def job_workload_id(job_id: str) -> str:

@@ -1,7 +1,7 @@
 // Instances, batch jobs and inference services: start one, watch its state live, open
 // its URL, stop it.
 import { useEffect, useState } from "preact/hooks";
-import { del, enc, get, items, post } from "../api";
+import { del, enc, get, getText, items, post } from "../api";
 import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
 
 interface Transition {
@@ -90,6 +90,9 @@ interface Job {
   jobID: string;
   state: string;
   reason: string | null;
+  /** The reason in words, where the API gives more than a code. */
+  message: string | null;
+  exitCode: number | null;
   queue: QueuePosition | null;
   specName: string;
   image: string;
@@ -198,6 +201,9 @@ function Instances() {
         )}
       </Show>
       {shown && <History instance={list.data?.find((i) => i.instanceID === shown)} />}
+      {shown && list.data?.find((i) => i.instanceID === shown)?.state === "running" && (
+        <LogTail path={`/gpu-instances/${enc(shown)}/logs`} title={`Log of ${shown}`} />
+      )}
     </>
   );
 }
@@ -211,6 +217,27 @@ function portsOf(instance: Instance): number[] {
     .filter((label) => label.startsWith(prefix) && label.endsWith(suffix))
     .map((label) => Number(label.slice(prefix.length, label.length - suffix.length)))
     .filter((port) => Number.isInteger(port) && port > 0);
+}
+
+/** Why a job ended as it did (or waits), as the API says it: its reason, the words
+ * the API gives with it, and the exit code. */
+function jobReason(job: Job): string {
+  const parts = [job.reason, job.message].filter((part): part is string => Boolean(part));
+  const exit = job.exitCode !== null && job.exitCode !== undefined ? `exit code ${job.exitCode}` : "";
+  return [...parts, exit].filter(Boolean).join(", ");
+}
+
+/** The last lines of a log, read again every few seconds while shown: a tail, not a
+ * follow, since a tenant follows at most four logs at once. */
+function LogTail(props: { path: string; title: string }) {
+  const log = useLoad(() => getText(`${props.path}?tailLines=200`), [props.path], 3000);
+  return (
+    <section class="card" aria-label={props.title}>
+      <h3>{props.title}</h3>
+      <ErrorNote error={log.error} />
+      <pre class="log" data-testid="log">{log.data ?? (log.loading ? "Loading…" : "")}</pre>
+    </section>
+  );
 }
 
 function History(props: { instance: Instance | undefined }) {
@@ -321,6 +348,7 @@ function StartInstance(props: { onStarted: () => void }) {
 
 function Jobs() {
   const list = useLoad(() => get<{ items: Job[] }>("/jobs?limit=100").then(items), [], LIVE_MS);
+  const [logOf, setLogOf] = useState<string | null>(null);
   const catalog = useCatalog();
   const [image, setImage] = useState("");
   const [command, setCommand] = useState("");
@@ -371,19 +399,30 @@ function Jobs() {
               },
               { label: "Spec", cell: (j) => j.specName },
               { label: "Submitted", cell: (j) => when(j.createdAt) },
+              // Why it failed, or why it waits, as the API says it.
+              { label: "Reason", cell: (j) => jobReason(j) },
               {
                 label: "Actions",
-                cell: (j) =>
-                  !ENDED.has(j.state) && (
-                    <button type="button" class="danger" onClick={() => confirmed(`Cancel job ${j.jobID}?`) && void action.run(() => del(`/jobs/${enc(j.jobID)}`).then(list.reload))}>
-                      Cancel
-                    </button>
-                  ),
+                cell: (j) => (
+                  <div class="row-actions">
+                    {j.state !== "queued" && (
+                      <button type="button" aria-expanded={logOf === j.jobID} onClick={() => setLogOf(logOf === j.jobID ? null : j.jobID)}>
+                        Log
+                      </button>
+                    )}
+                    {!ENDED.has(j.state) && (
+                      <button type="button" class="danger" onClick={() => confirmed(`Cancel job ${j.jobID}?`) && void action.run(() => del(`/jobs/${enc(j.jobID)}`).then(list.reload))}>
+                        Cancel
+                      </button>
+                    )}
+                  </div>
+                ),
               },
             ]}
           />
         )}
       </Show>
+      {logOf && <LogTail path={`/jobs/${enc(logOf)}/logs`} title={`Log of ${logOf}'s latest run`} />}
     </>
   );
 }

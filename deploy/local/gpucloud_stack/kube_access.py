@@ -89,10 +89,16 @@ def manifests() -> list[Manifest]:
              "resourceNames": [TENANT_STORAGE_ROLE]},
         ],
     )  # fmt: skip
+    # Secrets written, never read: a tenant namespace also holds image pull Secrets,
+    # whose passwords are the instances service's to write alone (review M3).
     tenant_storage = _cluster_role(
         TENANT_STORAGE_ROLE,
-        [{"apiGroups": [""], "resources": ["persistentvolumeclaims", "secrets"], "verbs": _ALL}],
-    )
+        [
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _ALL},
+            {"apiGroups": [""], "resources": ["secrets"],
+             "verbs": ["create", "update", "patch", "delete"]},
+        ],
+    )  # fmt: skip
     readers = _cluster_role(
         "gpucloud-monitoring", [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": _READ}]
     )

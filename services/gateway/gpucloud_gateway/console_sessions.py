@@ -25,6 +25,7 @@ from fastapi import Request, Response
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Forbidden, Unauthenticated
+from gpucloud_libs.identity import secrets_equal
 
 from .authentication import Authenticator
 from .credentials import KEY_PREFIX
@@ -163,7 +164,7 @@ class ConsoleSessions:
         if is_cross_site(request.headers, request.url.hostname or ""):
             raise Forbidden("a console request that changes state must come from the console")
         presented = request.headers.get(CSRF_HEADER, "")
-        if not hmac.compare_digest(presented, self._csrf_token(session_id)):
+        if not secrets_equal(presented, self._csrf_token(session_id)):
             raise Forbidden(
                 "a console request that changes state needs the session's X-CSRF-Token header"
             )

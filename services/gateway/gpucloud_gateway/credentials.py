@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpucloud_libs.identity import Role, b64, unb64
+from gpucloud_libs.identity import Role, b64, secrets_equal, unb64
 
 from .schemas import Scope
 
@@ -55,7 +55,7 @@ def hash_api_key(presented: str) -> str:
 
 
 def api_key_matches(presented: str, stored_hash: str) -> bool:
-    return hmac.compare_digest(hash_api_key(presented), stored_hash)
+    return secrets_equal(hash_api_key(presented), stored_hash)
 
 
 def hash_password(password: str) -> str:
@@ -72,7 +72,7 @@ def password_matches(password: str, stored: str) -> bool:
         )
     except ValueError:
         return False
-    return hmac.compare_digest(computed.hex(), digest)
+    return secrets_equal(computed.hex(), digest)
 
 
 @functools.cache
@@ -120,7 +120,7 @@ def seal(key: bytes, payload: bytes) -> str:
 def unseal(key: bytes, token: str) -> bytes | None:
     """The payload of a token `seal` made with `key`; None if the signature fails."""
     encoded, _, signature = token.partition(".")
-    if not hmac.compare_digest(signature, _mac(key, encoded)):
+    if not secrets_equal(signature, _mac(key, encoded)):
         return None
     try:
         return unb64(encoded)
@@ -143,6 +143,6 @@ def read_token(session_secret: str, presented: str, *, audience: str) -> Session
         token = SessionToken.model_validate_json(payload)
     except ValidationError:
         return None
-    if token.expires_at < time.time() or not hmac.compare_digest(token.audience, audience):
+    if token.expires_at < time.time() or not secrets_equal(token.audience, audience):
         return None
     return token

@@ -64,6 +64,14 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("POST", "/v1/gpu-instances", "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("GET", "/v1/gpu-instances", "instances", EVERYONE, "instances:read"),
     ForwardedRoute(
+        "GET",
+        "/v1/gpu-instances/{instance_id}/logs",
+        "instances",
+        TENANT_MEMBERS,
+        "instances:read",
+        streams=True,
+    ),
+    ForwardedRoute(
         "GET", "/v1/gpu-instances/{instance_id}", "instances", TENANT_MEMBERS, "instances:read"
     ),
     ForwardedRoute(

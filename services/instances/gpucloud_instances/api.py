@@ -305,6 +305,30 @@ async def job_logs(
     return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
 
 
+@router.get(
+    "/gpu-instances/{instance_id}/logs",
+    tags=["instances"],
+    summary="The instance's log; with follow, as it grows",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/plain": {}}},
+        409: {"description": "The instance is not running"},
+        429: {"description": "The tenant already follows the most logs at once"},
+    },
+)
+async def instance_logs(
+    instance_id: str,
+    identity: CurrentIdentity,
+    instances: InstancesPart,
+    follow: Annotated[bool, Query(description="Keep the stream open as the log grows")] = False,
+    tail_lines: Annotated[
+        int | None, Query(alias="tailLines", ge=1, le=100_000, description="Only the last lines")
+    ] = None,
+) -> StreamingResponse:
+    chunks = await instances.logs(identity, instance_id, follow=follow, tail_lines=tail_lines)
+    return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")
+
+
 @router.delete(
     "/jobs/{job_id}",
     status_code=status.HTTP_202_ACCEPTED,

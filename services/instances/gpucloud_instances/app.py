@@ -19,6 +19,7 @@ from .inference import InferenceServices
 from .instances import Instances
 from .jobs import Jobs
 from .list_model import InstanceListModel
+from .log_streams import LogStreams
 from .pull_secrets import PullSecrets
 from .queue_line import QueueLines
 from .quota_ledger import QuotaLedger
@@ -48,6 +49,7 @@ runtime = ServiceRuntime(
     settings, kafka_access=ACCESS["instances"], indexes={**INDEXES, **quota_ledger.INDEXES}
 )
 kube = KubeClient(settings.kubeconfig)
+log_streams = LogStreams.from_settings(settings)
 specs, tenants, instances = (
     SpecStore(runtime.db),
     TenantStore(runtime.db),
@@ -88,12 +90,14 @@ async def stop_filling_lists() -> None:
 
 
 runtime.on_start(kube.connect)
+runtime.on_start(log_streams.connect)
 runtime.on_start(start_filling_lists)
 runtime.on_start(controller.start)
 runtime.on_stop(controller.stop)
 runtime.on_stop(stop_filling_lists)
 runtime.on_stop(quota.close)
 runtime.on_stop(kube.close)
+runtime.on_stop(log_streams.close)
 runtime.on_stop(storage.close)
 runtime.add_readiness_check("kubernetes", kube.ping)
 runtime.subscribe(TENANTS, handlers.on_tenant)
@@ -112,9 +116,19 @@ app = runtime.create_app(
         spec_catalog,
         StockTargets(spec_catalog, stocks, wakeups),
         Instances(
-            settings, specs, tenants, instances, requests, quota, storage, wakeups, changes, lines
+            settings,
+            specs,
+            tenants,
+            instances,
+            requests,
+            quota,
+            storage,
+            wakeups,
+            changes,
+            lines,
+            log_streams,
         ),
-        Jobs(kube, specs, tenants, jobs, requests, storage, wakeups, lines),
+        Jobs(log_streams, specs, tenants, jobs, requests, storage, wakeups, lines),
         InferenceServices(settings, specs, tenants, services, requests, quota, storage, wakeups),
         Templates(),
         RegistryCredentials(registry_credentials, tenants, registry_box, pull_secrets),

@@ -131,8 +131,9 @@ class InferenceServices:
             "created_at": created,
         }
         await self._claim(
-            tenant, service_id, claimed_gpus(config, GpuShare.of(spec), spec["gpu_num"]), grow=False
-        )
+            tenant, service_id, claimed_gpus(config, GpuShare.of(spec), spec["gpu_num"]),
+            grow=False, generation=config["generation"],
+        )  # fmt: skip
         doc: ServiceDoc = {
             "_id": key,
             "tenant_id": tenant_id,
@@ -173,10 +174,14 @@ class InferenceServices:
         await self._wakeups.wake(service_item(key))
         return self.view(doc, [config], deleting=False)
 
-    async def _claim(self, tenant: TenantDoc, service_id: str, gpus: int, *, grow: bool) -> None:
+    async def _claim(
+        self, tenant: TenantDoc, service_id: str, gpus: int, *, grow: bool, generation: int
+    ) -> None:
         workload = service_workload_id(service_id)
         if grow:
-            claim = await self._quota.resize(tenant["_id"], workload, gpus, tenant["quota"])
+            claim = await self._quota.resize(
+                tenant["_id"], workload, gpus, tenant["quota"], generation=generation
+            )
         else:
             claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"])
         if claim.admitted:
@@ -351,14 +356,20 @@ class InferenceServices:
         after = claimed_gpus(config, GpuShare.of(doc), doc["gpu_count"])
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         if after != before:
-            await self._claim(tenant, doc["service_id"], after, grow=True)
+            await self._claim(
+                tenant, doc["service_id"], after, grow=True, generation=config["generation"]
+            )
         try:
             await self._services.add_config(config)
         except DuplicateGeneration:
             if after != before:
-                await self._quota.resize(
-                    doc["tenant_id"], service_workload_id(doc["service_id"]), before,
-                    tenant["quota"],
+                # A concurrent change was recorded, and our resize may have overwritten
+                # its claim: hold what the recorded configuration holds (review M2).
+                won = (await self._services.configs(doc["_id"]))[-1]
+                await self._quota.restore(
+                    doc["tenant_id"], service_workload_id(doc["service_id"]),
+                    claimed_gpus(won, GpuShare.of(doc), doc["gpu_count"]), tenant["quota"],
+                    generation=won["generation"],
                 )  # fmt: skip
             raise Conflict(
                 f"inference service {doc['service_id']!r} was changed meanwhile; read it and retry",

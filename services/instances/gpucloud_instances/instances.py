@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import AsyncIterator
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
@@ -22,6 +23,7 @@ from gpucloud_libs.naming import instance_host, public_origin
 from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
+from . import manifests
 from .admission import (
     allowed_zones,
     instance_document,
@@ -31,6 +33,7 @@ from .admission import (
 )
 from .documents import InstanceDoc, SpecDoc, TenantDoc
 from .lifecycle import LIVE, TERMINAL, State
+from .log_streams import LogStreams
 from .queue_line import Line, QueueLines
 from .quota_ledger import QuotaLedger
 from .schemas import (
@@ -79,6 +82,7 @@ class Instances:
         wakeups: ControllerWakeups,
         changes: InstanceChanges,
         lines: QueueLines,
+        logs: LogStreams,
     ) -> None:
         self._settings = settings
         self._specs = specs
@@ -90,6 +94,7 @@ class Instances:
         self._wakeups = wakeups
         self._changes = changes
         self._lines = lines
+        self._logs = logs
 
     async def create(
         self, identity: Identity, body: InstanceCreate, idempotency_key: str | None
@@ -213,6 +218,29 @@ class Instances:
             # Another tenant's instance and a missing one look the same.
             raise NotFound(f"instance {instance_id!r} does not exist")
         return doc
+
+    async def logs(
+        self, identity: Identity, instance_id: str, *, follow: bool, tail_lines: int | None
+    ) -> AsyncIterator[bytes]:
+        """The instance's log as the kubelet serves it; with `follow`, as it grows, until
+        the instance ends. Errors come before the first byte, so they answer as problems."""
+        doc = await self._owned(identity, instance_id)
+        if State(doc["state"]) in TERMINAL or doc.get("node") is None:
+            raise InstanceNotRunning(
+                f"instance {instance_id!r} is {doc['state']}: its log is kept only while its "
+                "pod runs",
+                state=doc["state"],
+            )
+
+        async def ended() -> bool:
+            now = await self._instances.current(doc["_id"])
+            return now is None or State(now["state"]) in TERMINAL
+
+        return await self._logs.open(
+            doc["tenant_id"], doc["namespace"], manifests.pod_name(doc["instance_id"]),
+            follow=follow, tail_lines=tail_lines,
+            gone=f"instance {instance_id!r} has no pod now", ended=ended,
+        )  # fmt: skip
 
     async def get(
         self,

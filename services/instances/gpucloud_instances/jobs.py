@@ -10,7 +10,6 @@ inserted request, as an instance's stop is.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import secrets
@@ -21,7 +20,6 @@ from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient, NotFoundError
 from gpucloud_libs.naming import GPU_RESOURCE
 from gpucloud_libs.tenants import require_active
 
@@ -29,6 +27,7 @@ from . import manifests
 from .admission import allowed_zones, known_spec
 from .documents import JobDoc, SpecDoc, TenantDoc
 from .job_lifecycle import TERMINAL, JobState
+from .log_streams import LogStreams
 from .queue_line import Line, QueueLines
 from .schemas import Job, JobCreate, JobPage, JobRun, Transition
 from .storages import StorageClient
@@ -36,11 +35,6 @@ from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantS
 from .templates import require_non_root
 from .transitions import job_event
 from .wakeups import ControllerWakeups, job_item
-
-#: How often a followed log checks whether its run has ended, and how long it then
-#: waits for the last output before it closes.
-RUN_END_CHECK_S = 2.0
-LOG_DRAIN_S = 1.0
 
 
 class JobHasNoRuns(Conflict):
@@ -51,7 +45,7 @@ class JobHasNoRuns(Conflict):
 class Jobs:
     def __init__(
         self,
-        kube: KubeClient,
+        logs: LogStreams,
         specs: SpecStore,
         tenants: TenantStore,
         jobs: JobStore,
@@ -60,7 +54,7 @@ class Jobs:
         wakeups: ControllerWakeups,
         lines: QueueLines,
     ) -> None:
-        self._kube = kube
+        self._logs = logs
         self._specs = specs
         self._tenants = tenants
         self._jobs = jobs
@@ -197,48 +191,14 @@ class Jobs:
         elif run_id not in runs:
             raise NotFound(f"job {job_id!r} has no run {run_id!r}")
         pod_name = f"{manifests.job_object_name(job_id)}-{run_id}"
-        stream = self._kube.pod_logs(
-            doc["namespace"], pod_name, container="workload", follow=follow, tail_lines=tail_lines
+        gone = (
+            f"the logs of run {run_id!r} are no longer kept (a finished job's pods are kept "
+            "for a day)"
         )
-        try:
-            first = await anext(stream, b"")
-        except NotFoundError:
-            raise NotFound(
-                f"the logs of run {run_id!r} are no longer kept (a finished job's pods are "
-                "kept for a day)"
-            ) from None
-        chunks = _prepend(first, stream)
-        return self._until_run_ends(chunks, doc["_id"], run_id) if follow else chunks
-
-    async def _until_run_ends(
-        self, chunks: AsyncIterator[bytes], key: str, run_id: str
-    ) -> AsyncIterator[bytes]:
-        """A followed log that ends with its run. A kubelet closes the stream when the
-        container ends, but one that does not (kwok, a kubelet restarting) would hold the
-        reader forever; so the run's own record is checked too, and once it has ended
-        the stream closes after LOG_DRAIN_S without output."""
-        ended = False
-        next_chunk = asyncio.ensure_future(anext(chunks))
-        try:
-            while True:
-                done, _ = await asyncio.wait(
-                    {next_chunk}, timeout=LOG_DRAIN_S if ended else RUN_END_CHECK_S
-                )
-                if next_chunk in done:
-                    try:
-                        chunk = next_chunk.result()
-                    except StopAsyncIteration:
-                        return
-                    yield chunk
-                    next_chunk = asyncio.ensure_future(anext(chunks))
-                elif ended:
-                    return
-                else:
-                    ended = await self._run_ended(key, run_id)
-        finally:
-            next_chunk.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await next_chunk
+        return await self._logs.open(
+            doc["tenant_id"], doc["namespace"], pod_name, follow=follow, tail_lines=tail_lines,
+            gone=gone, ended=lambda: self._run_ended(doc["_id"], run_id),
+        )  # fmt: skip
 
     async def _run_ended(self, key: str, run_id: str) -> bool:
         doc = await self._jobs.get(key)
@@ -393,10 +353,3 @@ def _job_document(
     doc["sequence"] = 1
     doc["history"] = [{"state": JobState.QUEUED.value, "at": created, "reason": None}]
     return doc
-
-
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    if first:
-        yield first
-    async for chunk in rest:
-        yield chunk

@@ -72,21 +72,38 @@ class _Change:
     quota: QuotaDoc | None
     #: Change the GPUs of a claim already held (an inference service's maximum).
     resize: bool = False
+    #: The configuration generation the GPUs are for: a claim never goes back to an
+    #: older generation's (concurrent changes of one service, review M2).
+    generation: int | None = None
+    #: The GPUs of a configuration already recorded, which passed its own check:
+    #: restored without checking the quota again.
+    in_force: bool = False
 
-    def apply(self, claims: dict[str, int]) -> bool:
+    def apply(self, claims: dict[str, int], generations: dict[str, int]) -> bool:
         if self.quota is None:
+            generations.pop(self.instance_id, None)
             return claims.pop(self.instance_id, None) is not None
+        if self.generation is not None and generations.get(self.instance_id, 0) > self.generation:
+            return True  # a newer generation's claim stands
         held = claims.get(self.instance_id)
         if held is not None and (not self.resize or held == self.gpus):
+            self._note_generation(generations)
             return True  # a retried claim that went through
         # What the others hold, without copying the claims (thousands, for a big queue).
         others, others_gpus = len(claims) - (held is not None), sum(claims.values()) - (held or 0)
-        if self.gpus > (held or 0) and quota_refusal(
-            self.quota, others, others_gpus, wanted=self.gpus
+        if (
+            not self.in_force
+            and self.gpus > (held or 0)
+            and quota_refusal(self.quota, others, others_gpus, wanted=self.gpus)
         ):
             return False
         claims[self.instance_id] = self.gpus
+        self._note_generation(generations)
         return True
+
+    def _note_generation(self, generations: dict[str, int]) -> None:
+        if self.generation is not None:
+            generations[self.instance_id] = self.generation
 
 
 @dataclass
@@ -96,6 +113,8 @@ class _Hold:
     token: str
     until: float  # time.monotonic()
     claims: dict[str, int]
+    #: The configuration generation each resized claim is for (services only).
+    generations: dict[str, int]
 
 
 class QuotaLedger:
@@ -116,11 +135,23 @@ class QuotaLedger:
         return await self._change(tenant_id, _Change(instance_id, gpus, quota))
 
     async def resize(
-        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc
+        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc, *, generation: int
     ) -> QuotaClaim:
-        """Hold `gpus` for a claim, made or not yet: a growth must fit the quota, a
-        shrink always passes."""
-        return await self._change(tenant_id, _Change(instance_id, gpus, quota, resize=True))
+        """Hold `gpus` for a claim, made or not yet, for configuration `generation`: a
+        growth must fit the quota, a shrink always passes; an older generation's never
+        replaces a newer one's."""
+        change = _Change(instance_id, gpus, quota, resize=True, generation=generation)
+        return await self._change(tenant_id, change)
+
+    async def restore(
+        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc, *, generation: int
+    ) -> None:
+        """Hold what the recorded configuration `generation` holds, after a concurrent
+        change's resize overwrote it; it passed the quota when it was made."""
+        change = _Change(
+            instance_id, gpus, quota, resize=True, generation=generation, in_force=True
+        )
+        await self._change(tenant_id, change)
 
     async def release(self, tenant_id: str, instance_id: str) -> None:
         await self._change(tenant_id, _Change(instance_id, 0, None))
@@ -186,17 +217,18 @@ class QuotaLedger:
 
     async def _apply(self, tenant_id: str, changes: list[_Change]) -> list[QuotaClaim]:
         hold = await self._hold(tenant_id)
-        claims = dict(hold.claims)
+        claims, generations = dict(hold.claims), dict(hold.generations)
         results = []
         for change in changes:
-            admitted = change.apply(claims)
+            admitted = change.apply(claims, generations)
             results.append(QuotaClaim(admitted, len(claims), sum(claims.values())))
-        if claims != hold.claims:
+        if claims != hold.claims or generations != hold.generations:
             await self._usage.update_one(
                 {"_id": tenant_id},
-                {"$set": {"claims": claims, "count": len(claims), "gpus": sum(claims.values())}},
-            )
-            hold.claims = claims
+                {"$set": {"claims": claims, "generations": generations, "count": len(claims),
+                          "gpus": sum(claims.values())}},
+            )  # fmt: skip
+            hold.claims, hold.generations = claims, generations
         return results
 
     # --- the lock ------------------------------------------------------------------
@@ -216,7 +248,9 @@ class QuotaLedger:
         except BaseException:
             await self._locks.delete_one({"_id": _lock_id(tenant_id), "token": token})
             raise
-        hold = _Hold(token, until, dict(doc.get("claims") or {}))
+        hold = _Hold(
+            token, until, dict(doc.get("claims") or {}), dict(doc.get("generations") or {})
+        )
         self._holds[tenant_id] = hold
         return hold
 

@@ -12,6 +12,9 @@ DENIED_BY_DEFAULT = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
     "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3",
     "::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+    # Prefixes that embed an IPv4 address (NAT64, local-use NAT64, 6to4, IPv4-compatible):
+    # through a translator they reach the private ranges above (review M9).
+    "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "::/96",
 )  # fmt: skip
 
 
@@ -62,6 +65,10 @@ class InstancesSettings(ServiceSettings):
     #: Full resync of every live instance against Kubernetes.
     resync_interval_s: float = 15.0
     lease_duration_s: int = 15
+    #: Logs a tenant may follow at once from one replica (review H4), and how long one
+    #: follow may stay open; reads and follows use a Kubernetes client of their own.
+    log_follows_per_tenant: int = Field(default=4, ge=1, le=100)
+    log_follow_max_s: float = Field(default=3600.0, gt=0)
     #: This replica's identity in the controller lease.
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     #: Serve instance lists and the API's reads of an instance from a copy in memory,

@@ -12,7 +12,7 @@ import logging
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient, NotFoundError
+from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.naming import (
     storage_claim_name,
     storage_env_prefix,
@@ -86,7 +86,7 @@ class Attachments:
         key = storage_key(tenant_id, instance_id)
         existing = await self._attachments.get(key)
         if existing is not None:
-            if await self._secrets_present(existing):
+            if existing.get("complete"):
                 return attachment_plan(existing)
             # An earlier attempt died half-way: undo it and start over.
             await self.release(tenant_id, instance_id)
@@ -124,6 +124,7 @@ class Attachments:
         except BaseException:
             await self.release(tenant_id, instance_id)
             raise
+        await self._attachments.mark_complete(key)
         return attachment_plan(attachment)
 
     async def _grant_instance(self, storage: StorageDoc, instance_id: str, read_only: bool) -> None:
@@ -144,20 +145,6 @@ class Attachments:
                 storage["storage_id"], instance_id, variables,
             )
         )  # fmt: skip
-
-    async def _secrets_present(self, attachment: AttachmentDoc) -> bool:
-        for item in attachment["items"]:
-            if item["kind"] != "object":
-                continue
-            try:
-                await self._kube.read(
-                    "Secret",
-                    tenant_namespace(attachment["tenant_id"]),
-                    storage_secret_name(item["storage_id"], attachment["instance_id"]),
-                )
-            except NotFoundError:
-                return False
-        return True
 
     async def release_ended(self, instances: list[tuple[str, str]]) -> None:
         """Release the storages of instances that ended (tenant, instance pairs)."""

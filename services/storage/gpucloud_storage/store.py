@@ -184,6 +184,9 @@ class AttachmentStore:
     async def remove(self, key: str) -> None:
         await self._attachments.delete_one({"_id": key})
 
+    async def mark_complete(self, key: str) -> None:
+        await self._attachments.update_one({"_id": key}, {"$set": {"complete": True}})
+
     async def of_tenant(self, tenant_id: str) -> list[AttachmentDoc]:
         return [doc async for doc in self._attachments.find({"tenant_id": tenant_id})]
 

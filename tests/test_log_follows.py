@@ -1,0 +1,124 @@
+"""Log reads and follows never starve the controller (review H4): they run on a
+Kubernetes client of their own, a tenant follows at most 4 logs at once, and no
+follow outlives its cap."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+
+import httpx
+import pytest
+
+from gpucloud_instances.log_streams import LogStreams
+from gpucloud_libs.errors import RateLimited
+from gpucloud_libs.naming import tenant_namespace
+
+from .conftest import stack_service_env
+from .platform import Platform, TenantAccount, assert_problem, bearer
+from .support import eventually
+
+FOLLOWS = 70
+PER_TENANT = 4
+
+
+async def _running(platform: Platform, account: TenantAccount, spec: str) -> str:
+    started = await platform.start_instance(account, {"image": "busybox", "specName": spec})
+    assert started.status_code == 202, started.text
+    instance_id = str(started.json()["instanceID"])
+
+    async def running() -> bool:
+        got = await platform.http.get(
+            f"/v1/gpu-instances/{instance_id}", headers=bearer(account.admin_key)
+        )
+        return bool(got.json()["state"] == "running")
+
+    await eventually(running, timeout=30, interval=0.2)
+    return instance_id
+
+
+@contextlib.asynccontextmanager
+async def _follow(
+    http: httpx.AsyncClient, path: str, headers: dict[str, str]
+) -> AsyncIterator[httpx.Response]:
+    async with http.stream("GET", path, params={"follow": "true"}, headers=headers) as response:
+        yield response
+
+
+async def test_seventy_follows_from_one_tenant_get_four_and_another_tenant_starts_as_usual(
+    platform: Platform,
+) -> None:
+    spec = await platform.spec(gpus=1)
+    noisy = await platform.tenant(rate_limit={"requestsPerS": 1000, "burst": 1000})
+    other = await platform.tenant()
+    instance_id = await _running(platform, noisy, spec)
+    path = f"/v1/gpu-instances/{instance_id}/logs"
+    headers = bearer(noisy.admin_key)
+
+    async with contextlib.AsyncExitStack() as streams:
+
+        async def follow() -> int:
+            try:
+                response = await streams.enter_async_context(_follow(platform.http, path, headers))
+            except httpx.ReadTimeout:
+                return 0
+            if response.status_code != 200:
+                await response.aread()
+                problem = assert_problem(response, 429, "rate_limited")
+                assert "already follows 4 logs" in problem["detail"], problem
+                assert response.headers["Retry-After"] == "5"
+            return response.status_code
+
+        answers = await asyncio.gather(*(follow() for _ in range(FOLLOWS)))
+        assert sorted(answers).count(200) == PER_TENANT, answers
+        assert answers.count(429) == FOLLOWS - PER_TENANT, answers
+        # The follows hold their streams open; another tenant's start is not held up.
+        began = time.monotonic()
+        await _running(platform, other, spec)
+        assert time.monotonic() - began < 10
+        # Reads without follow are not counted against the cap.
+        read = await platform.http.get(path, headers=headers)
+        assert read.status_code == 200, read.text
+    # Closed streams give their slots back.
+
+    async def again() -> bool:
+        async with _follow(platform.http, path, headers) as response:
+            return response.status_code == 200
+
+    await eventually(again, timeout=10)
+
+
+async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
+    platform: Platform, stack_env: dict[str, str]
+) -> None:
+    """Against the real API server's pod log, as the service reads it."""
+    spec = await platform.spec(gpus=1)
+    account = await platform.tenant()
+    instance_id = await _running(platform, account, spec)
+    kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
+    streams = LogStreams(kubeconfig, per_tenant=1, max_follow_s=1.5)
+    await streams.connect()
+    try:
+
+        async def never_ends() -> bool:
+            return False
+
+        def open_follow() -> Awaitable[AsyncGenerator[bytes]]:
+            return streams.open(
+                account.tenant_id, tenant_namespace(account.tenant_id), f"inst-{instance_id}",
+                follow=True, tail_lines=None, gone="gone", ended=never_ends,
+            )  # fmt: skip
+
+        began = time.monotonic()
+        chunks = await open_follow()
+        with pytest.raises(RateLimited, match="already follows 1 logs"):
+            await open_follow()
+        received = b"".join([chunk async for chunk in chunks])
+        assert received, "the simulated workload writes a log"
+        assert 1.5 <= time.monotonic() - began < 5
+        second = await open_follow()  # the slot came back when the first ended
+        await second.aclose()
+    finally:
+        await streams.close()
