@@ -19,8 +19,8 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_libs.naming import tenant_namespace
 
 from .cli_support import Cli, cli_for, ready_tenant
-from .platform import MIB, Platform, bearer
-from .support import eventually, loopback_gpu_nodes
+from .platform import H100, MIB, Platform, bearer
+from .support import eventually, loopback_gpu_nodes, unique
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -165,6 +165,39 @@ async def test_errors_are_one_clear_line_and_a_non_zero_exit(
     both_local = await cli.run("cp", "a", "b")
     assert both_local.code == 2
     assert "one side must be local" in both_local.err
+
+
+async def test_the_operator_onboards_a_customer_who_then_finds_the_priced_spec(
+    platform: Platform, tmp_path: Path
+) -> None:
+    operator = cli_for(tmp_path / "operator", platform)
+    assert (await operator.login(platform.admin_key)).code == 0
+    spec, tenant_id = unique("cli-spec"), unique("t-cli")
+    await operator.ok("specs", "create", spec, "--gpu-type", H100, "--gpus", "2")
+    assert spec in (await operator.ok("specs", "ls")).out
+    typo = await operator.run("prices", "set", "2.50", "--spec", f"{spec}-typo")
+    assert typo.code == 2, typo
+    assert "no spec" in typo.err
+    priced = await operator.ok("-o", "json", "prices", "set", "2.50", "--spec", spec)
+    assert priced.json()["amount"] == "2.50"
+    created = await operator.ok(
+        "tenants", "create", tenant_id, "--name", "CLI Ltd", "--max-gpus", "4",
+        "--max-instances", "2", "--admin-email", f"admin@{tenant_id}.test",
+        "--admin-name", "First Admin",
+    )  # fmt: skip
+    platform.tenants.append(tenant_id)
+    key = created.out.strip().splitlines()[-1]
+    assert key.startswith("gpc_"), created
+    assert "shown this once" in created.err
+
+    customer = cli_for(tmp_path / "customer", platform)
+    assert (await customer.login(key)).code == 0
+    offered = (await customer.ok("-o", "json", "offer")).json()
+    [row] = [o for o in offered if o["specName"] == spec]
+    assert row["gpuNum"] == 2, row
+    withdrawn = await operator.ok("specs", "delete", spec, "--yes")
+    assert f"spec {spec} deleted" in withdrawn.err
+    assert spec not in (await operator.ok("specs", "ls")).out
 
 
 async def test_the_operator_quarantines_and_releases_a_node(

@@ -28,7 +28,7 @@ from playwright.async_api import (
 
 from gpucloud_libs.naming import tenant_namespace
 
-from .platform import Platform, TenantAccount, bearer
+from .platform import H100, Platform, TenantAccount, bearer
 from .support import eventually, unique
 
 PASSWORD = "console pass phrase"
@@ -476,3 +476,51 @@ async def test_a_tenant_user_sees_their_own_spend_and_no_forms_they_may_not_use(
     assert asked[0].startswith(f"Stop {instance_id}?")
     got = await platform.http.get(f"/v1/gpu-instances/{instance_id}", headers=bearer(user_key))
     assert got.json()["stopRequested"] is False
+
+
+async def test_the_operator_onboards_a_customer_from_the_console(
+    chromium: Browser, platform: Platform
+) -> None:
+    """A spec, its price in cents, a tenant with its first admin (whose key is shown
+    once), and that admin starting on the new spec; then the spec goes."""
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, platform.admin_key)
+    spec, tenant_id = unique("onboard"), unique("t-onboard")
+
+    await page.get_by_role("link", name="Specs").click()
+    await page.get_by_label("Spec name").fill(spec)
+    await page.get_by_label("GPU type").select_option(H100)  # the fleet's types
+    await page.get_by_label("GPUs", exact=True).fill("1")
+    await page.get_by_role("button", name="Create spec").click()
+    row = page.get_by_role("row").filter(has_text=spec)
+    await expect(row).to_contain_text(f"1 x {H100}")
+
+    await page.get_by_role("link", name="Prices").click()
+    await page.get_by_label("Spec").select_option(spec)  # only specs that exist
+    await page.get_by_label("Amount (USD)").fill("2.50")
+    await page.get_by_role("button", name="Set price").click()
+    await expect(page.get_by_role("row").filter(has_text=spec)).to_contain_text("2.50")
+
+    await page.get_by_role("link", name="Tenants").click()
+    form = page.get_by_role("form", name="New tenant")
+    await form.get_by_label("Tenant id").fill(tenant_id)
+    await form.get_by_label("Name", exact=True).fill("Onboarded Ltd")
+    await form.get_by_label("Admin's email").fill(f"admin@{tenant_id}.test")
+    await form.get_by_label("Admin's name").fill("First Admin")
+    await form.get_by_role("button", name="Create tenant").click()
+    platform.tenants.append(tenant_id)  # removed at the end, as the fixture's own
+    key = await form.get_by_test_id("secret").inner_text()
+    assert key.startswith("gpc_"), key
+    await expect(page.get_by_role("row").filter(has_text=tenant_id)).to_be_visible()
+
+    # The new admin signs in with the key handed over and finds the new spec.
+    admin = await _page(chromium, platform)
+    await _sign_in_with_key(admin, key)
+    await expect(admin.get_by_test_id("who")).to_contain_text(tenant_id)
+    await expect(admin.get_by_label("Spec").first.locator(f"option[value='{spec}']")).to_have_count(
+        1
+    )
+
+    await page.get_by_role("link", name="Specs").click()
+    await page.get_by_role("row").filter(has_text=spec).get_by_role("button", name="Delete").click()
+    await expect(page.get_by_role("row").filter(has_text=spec)).to_have_count(0)

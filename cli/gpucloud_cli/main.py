@@ -15,7 +15,7 @@ from . import config
 from .catalog import offer, templates
 from .instances import instances
 from .jobs import jobs
-from .operator import fleet, tenants
+from .operator import fleet, prices, specs, tenants
 from .services import services
 from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
@@ -192,6 +192,8 @@ for command in (
     alerts,
     fleet,
     tenants,
+    specs,
+    prices,
     ssh,
     tunnel,
     offer,

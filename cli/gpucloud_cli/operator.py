@@ -1,4 +1,5 @@
-"""The operator's commands: `gpucloud fleet` and `gpucloud tenants` (platform admins)."""
+"""The operator's commands (platform admins): `gpucloud fleet`, `gpucloud tenants`,
+`gpucloud specs` and `gpucloud prices`."""
 
 from __future__ import annotations
 
@@ -86,3 +87,116 @@ def list_tenants(session: Session) -> None:
 def get_tenant(session: Session, tenant_id: str) -> None:
     """One tenant."""
     session.emit(session.client.get_tenant(tenant_id), TENANT_COLUMNS)
+
+
+@tenants.command("create")
+@click.argument("tenant_id")
+@click.option("--name", required=True, help="The customer's name.")
+@click.option("--max-gpus", type=click.IntRange(min=0), required=True)
+@click.option("--max-instances", type=click.IntRange(min=0), required=True)
+@click.option("--storage-gib", type=click.IntRange(min=0), default=1024, show_default=True)
+@click.option("--admin-email", required=True, help="The tenant's first admin.")
+@click.option("--admin-name", required=True)
+@pass_session
+def create_tenant(
+    session: Session, tenant_id: str, name: str, max_gpus: int, max_instances: int,
+    storage_gib: int, admin_email: str, admin_name: str,
+) -> None:  # fmt: skip
+    """Onboard a customer: the tenant, its limits and its first admin, whose API key is
+    printed this once, to hand over (`gpucloud login --api-key-stdin`)."""
+    created = session.client.create_tenant({
+        "tenantID": tenant_id, "name": name,
+        "limits": {"maxGpus": max_gpus, "maxInstances": max_instances,
+                   "maxStorageBytes": storage_gib * 1024**3},
+        "admin": {"email": admin_email, "name": admin_name, "role": "tenant-admin"},
+    })  # fmt: skip
+    if session.output == "json":
+        session.emit_json(created)
+        return
+    session.emit(created["tenant"], TENANT_COLUMNS)
+    session.note(f"API key of {admin_email}, shown this once:")
+    click.echo(created["adminKey"]["secret"])
+
+
+@click.group()
+def specs() -> None:
+    """Specs: the GPU type and count, CPU and memory tenants start on (platform admin)."""
+
+
+SPEC_COLUMNS: list[Column] = [
+    ("SPEC", lambda s: s["name"]),
+    ("GPUS", lambda s: f"{s['gpuNum']} x {s['gpuType']}"),
+    ("CPU", lambda s: s["cpu"]),
+    ("MEMORY", lambda s: s["memory"]),
+]
+
+
+@specs.command("ls")
+@pass_session
+def list_specs(session: Session) -> None:
+    """List specs."""
+    session.emit(session.client.list_specs(), SPEC_COLUMNS)
+
+
+@specs.command("create")
+@click.argument("name")
+@click.option("--gpu-type", required=True, help="GPU feature discovery's product name.")
+@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--cpu", default="8", show_default=True)
+@click.option("--memory", default="64Gi", show_default=True)
+@pass_session
+def create_spec(
+    session: Session, name: str, gpu_type: str, gpus: int, cpu: str, memory: str
+) -> None:
+    """Offer a new spec."""
+    body = {"name": name, "gpuType": gpu_type, "gpuNum": gpus, "cpu": cpu, "memory": memory}
+    session.emit(session.client.create_spec(body), SPEC_COLUMNS)
+
+
+@specs.command("delete")
+@click.argument("name")
+@click.confirmation_option(prompt="New starts on this spec will be refused. Delete it?")
+@pass_session
+def delete_spec(session: Session, name: str) -> None:
+    """Withdraw a spec: new starts are refused, running ones go on."""
+    session.client.delete_spec(name)
+    session.note(f"spec {name} deleted")
+
+
+@click.group()
+def prices() -> None:
+    """Prices per GPU-hour of a spec, or per GB-month of storage (platform admin)."""
+
+
+PRICE_COLUMNS: list[Column] = [
+    ("METER", lambda p: p["meter"]),
+    ("SPEC", lambda p: p.get("specName")),
+    ("USD", lambda p: p["amount"]),
+    ("FROM (UTC)", lambda p: p["effectiveFrom"][:19].replace("T", " ")),
+]
+
+
+@prices.command("ls")
+@pass_session
+def list_prices(session: Session) -> None:
+    """Every price, with when it takes effect."""
+    session.emit(session.client.list_prices(), PRICE_COLUMNS)
+
+
+@prices.command("set")
+@click.argument("amount")
+@click.option("--spec", "spec_name", help="The spec priced per GPU-hour.")
+@click.option("--storage", is_flag=True, help="Price storage per GB-month instead.")
+@pass_session
+def set_price(session: Session, amount: str, spec_name: str | None, storage: bool) -> None:
+    """Set a price in USD (decimals, e.g. 2.50), in force from now."""
+    if bool(spec_name) == storage:
+        raise click.UsageError("give --spec NAME or --storage")
+    if spec_name and spec_name not in {s["name"] for s in session.client.list_specs()}:
+        raise click.UsageError(f"no spec {spec_name!r}; `gpucloud specs ls` lists them")
+    body = (
+        {"meter": "gpu_hour", "specName": spec_name, "amount": amount}
+        if spec_name
+        else {"meter": "storage_gb_month", "amount": amount}
+    )
+    session.emit(session.client.set_price(body), PRICE_COLUMNS)

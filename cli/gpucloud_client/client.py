@@ -174,6 +174,21 @@ class Client:
     def list_prices(self) -> list[dict[str, Any]]:
         return _items(self.request("GET", "/prices"))
 
+    # --- the operator's catalog and customers --------------------------------------------
+
+    def create_spec(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("POST", "/specs", json=body))
+
+    def delete_spec(self, name: str) -> None:
+        self.request("DELETE", f"/specs/{_id(name)}")
+
+    def set_price(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("POST", "/prices", json=body))
+
+    def create_tenant(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The tenant, its first admin and that admin's API key (shown this once)."""
+        return cast(dict[str, Any], self.request("POST", "/tenants", json=body))
+
     def list_templates(self) -> list[dict[str, Any]]:
         return _items(self.request("GET", "/templates"))
 

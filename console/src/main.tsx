@@ -11,7 +11,7 @@ import { StoragesPage, StoragePage } from "./pages/storages";
 import { UsagePage } from "./pages/usage";
 import { MonitoringPage } from "./pages/monitoring";
 import { AdminPage } from "./pages/admin";
-import { FleetPage, PricesPage, RevenuePage, StocksPage, TenantsPage } from "./pages/operator";
+import { FleetPage, PricesPage, RevenuePage, SpecsPage, StocksPage, TenantsPage } from "./pages/operator";
 import "./style.css";
 
 const TENANT_PAGES: [string, string][] = [
@@ -24,6 +24,7 @@ const TENANT_PAGES: [string, string][] = [
 const OPERATOR_PAGES: [string, string][] = [
   ["/fleet", "Fleet"],
   ["/tenants", "Tenants"],
+  ["/specs", "Specs"],
   ["/prices", "Prices"],
   ["/revenue", "Revenue"],
   ["/stocks", "Stocks"],
@@ -70,6 +71,8 @@ function route(path: string, session: ConsoleSession) {
       return <FleetPage />;
     case "/tenants":
       return <TenantsPage />;
+    case "/specs":
+      return <SpecsPage />;
     case "/prices":
       return <PricesPage />;
     case "/revenue":

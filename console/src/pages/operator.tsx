@@ -1,8 +1,8 @@
 // The operator's pages: the fleet (quarantine and release), tenants with their quotas and
 // rate limits, prices, revenue and warm stocks.
 import { useState } from "preact/hooks";
-import { api, enc, get, items, patch, post } from "../api";
-import { BarChart, ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, money, useAction, useLoad, when } from "../ui";
+import { api, del, enc, get, items, patch, post } from "../api";
+import { BarChart, ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, money, useAction, useLoad, when } from "../ui";
 
 interface FleetGroup {
   zone: string;
@@ -48,6 +48,14 @@ interface Tenant {
   };
   rateLimit: { requestsPerS: number; burst: number };
   queueWeight: number;
+}
+
+interface Spec {
+  name: string;
+  gpuType: string;
+  gpuNum: number;
+  cpu: string;
+  memory: string;
 }
 
 interface Price {
@@ -149,6 +157,7 @@ export function TenantsPage() {
   const [editing, setEditing] = useState<string | null>(null);
   return (
     <Page title="Tenants">
+      <NewTenant onCreated={tenants.reload} />
       <Show loaded={tenants} empty={(rows) => !rows.length} emptyText="No tenants yet.">
         {(rows) => (
           <Table
@@ -182,6 +191,51 @@ export function TenantsPage() {
         />
       )}
     </Page>
+  );
+}
+
+/** Onboard a customer: the tenant, its limits, and its first admin, whose API key is
+ * shown once to hand over (they set a password or make more keys themselves). */
+function NewTenant(props: { onCreated: () => void }) {
+  const [tenantID, setTenantID] = useState("");
+  const [name, setName] = useState("");
+  const [maxGpus, setMaxGpus] = useState("8");
+  const [maxInstances, setMaxInstances] = useState("8");
+  const [storageGib, setStorageGib] = useState("1024");
+  const [adminEmail, setAdminEmail] = useState("");
+  const [adminName, setAdminName] = useState("");
+  const [key, setKey] = useState<string | null>(null);
+  const action = useAction();
+  const create = (e: Event) => {
+    e.preventDefault();
+    const body = {
+      tenantID,
+      name,
+      limits: { maxGpus: Number(maxGpus), maxInstances: Number(maxInstances), maxStorageBytes: Number(storageGib) * 1024 ** 3 },
+      admin: { email: adminEmail, name: adminName, role: "tenant-admin" },
+    };
+    void action.run(async () => {
+      const created = await post<{ adminKey: { secret: string } }>("/tenants", body);
+      setKey(created.adminKey.secret);
+      props.onCreated();
+    });
+  };
+  return (
+    <form class="card form-grid" onSubmit={create} aria-labelledby="new-tenant-title">
+      <h2 id="new-tenant-title">New tenant</h2>
+      <Field label="Tenant id" name="tenantID" value={tenantID} onInput={setTenantID} required placeholder="acme" />
+      <Field label="Name" name="tenantName" value={name} onInput={setName} required placeholder="Acme Research" />
+      <Field label="Max GPUs" name="newMaxGpus" type="number" value={maxGpus} onInput={setMaxGpus} required />
+      <Field label="Max instances" name="newMaxInstances" type="number" value={maxInstances} onInput={setMaxInstances} required />
+      <Field label="Storage (GiB)" name="storageGib" type="number" value={storageGib} onInput={setStorageGib} required />
+      <Field label="Admin's email" name="adminEmail" type="email" value={adminEmail} onInput={setAdminEmail} required />
+      <Field label="Admin's name" name="adminName" value={adminName} onInput={setAdminName} required />
+      <ErrorNote error={action.error} />
+      <button type="submit" disabled={action.busy}>
+        Create tenant
+      </button>
+      {key && <ShownOnce label={`API key of ${adminEmail}, the tenant's admin`} secret={key} onDone={() => setKey(null)} />}
+    </form>
   );
 }
 
@@ -227,6 +281,7 @@ function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
 
 export function PricesPage() {
   const prices = useLoad(() => get<Price[] | { items: Price[] }>("/prices").then(items), []);
+  const specs = useLoad(() => get<Spec[] | { items: Spec[] }>("/specs").then(items), []);
   const [specName, setSpecName] = useState("");
   const [amount, setAmount] = useState("");
   const action = useAction();
@@ -238,7 +293,14 @@ export function PricesPage() {
   return (
     <Page title="Prices">
       <form class="inline card" onSubmit={save}>
-        <Field label="Spec (empty: storage per GB-month)" name="price-spec" value={specName} onInput={setSpecName} />
+        <Field
+          label="Spec"
+          name="price-spec"
+          value={specName}
+          onInput={setSpecName}
+          options={["", ...(specs.data ?? []).map((spec) => spec.name)]}
+          emptyLabel="none: storage, per GB-month"
+        />
         <Field label="Amount (USD)" name="price-amount" type="number" step="0.01" value={amount} onInput={setAmount} required />
         <button type="submit" disabled={action.busy}>
           Set price
@@ -256,6 +318,63 @@ export function PricesPage() {
               { label: "Spec", cell: (p) => p.specName ?? "—" },
               { label: "Amount", cell: (p) => money(p.amount), numeric: true },
               { label: "From", cell: (p) => when(p.effectiveFrom) },
+            ]}
+          />
+        )}
+      </Show>
+    </Page>
+  );
+}
+
+/** The specs tenants start on: a GPU type and count, with CPU and memory. */
+export function SpecsPage() {
+  const specs = useLoad(() => get<Spec[] | { items: Spec[] }>("/specs").then(items), []);
+  const fleet = useLoad(() => get<FleetSummary>("/fleet"), []);
+  const [name, setName] = useState("");
+  const [gpuType, setGpuType] = useState("");
+  const [gpuNum, setGpuNum] = useState("1");
+  const [cpu, setCpu] = useState("8");
+  const [memory, setMemory] = useState("64Gi");
+  const action = useAction();
+  const types = [...new Set((fleet.data?.groups ?? []).map((g) => g.gpuType))];
+  const create = (e: Event) => {
+    e.preventDefault();
+    const body = { name, gpuType: gpuType || types[0], gpuNum: Number(gpuNum), cpu, memory };
+    void action.run(() => post("/specs", body).then(() => (setName(""), specs.reload())));
+  };
+  return (
+    <Page title="Specs">
+      <form class="card form-grid" onSubmit={create} aria-labelledby="new-spec-title">
+        <h2 id="new-spec-title">New spec</h2>
+        <Field label="Spec name" name="specName" value={name} onInput={setName} required placeholder="h100-1" />
+        <Field label="GPU type" name="gpuType" value={gpuType || types[0] || ""} onInput={setGpuType} options={types} />
+        <Field label="GPUs" name="gpuNum" type="number" value={gpuNum} onInput={setGpuNum} required />
+        <Field label="CPU" name="cpu" value={cpu} onInput={setCpu} required />
+        <Field label="Memory" name="memory" value={memory} onInput={setMemory} required />
+        <ErrorNote error={action.error} />
+        <button type="submit" disabled={action.busy || !types.length}>
+          Create spec
+        </button>
+      </form>
+      <Show loaded={specs} empty={(rows) => !rows.length} emptyText="No specs yet: tenants cannot start anything.">
+        {(rows) => (
+          <Table
+            caption="Specs"
+            rows={rows}
+            rowKey={(spec) => spec.name}
+            columns={[
+              { label: "Spec", cell: (spec) => spec.name },
+              { label: "GPUs", cell: (spec) => `${spec.gpuNum} x ${spec.gpuType}` },
+              { label: "CPU", cell: (spec) => spec.cpu },
+              { label: "Memory", cell: (spec) => spec.memory },
+              {
+                label: "Actions",
+                cell: (spec) => (
+                  <button type="button" class="danger" onClick={() => confirmed(`Delete spec ${spec.name}? New starts on it are refused; running ones go on.`) && void action.run(() => del(`/specs/${enc(spec.name)}`).then(specs.reload))}>
+                    Delete
+                  </button>
+                ),
+              },
             ]}
           />
         )}
