@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from aiokafka.admin import AIOKafkaAdminClient
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_stack import layout
 
 from .common import bench_tenant, kube_client, stack_env
@@ -125,15 +127,44 @@ def stack_instances_paused() -> Iterator[None]:
 
 @contextlib.asynccontextmanager
 async def two_replicas() -> AsyncIterator[tuple[Replica, Replica]]:
-    with stack_instances_paused():
-        replicas: list[Replica] = []
-        try:
-            for name in ("replica-a", "replica-b"):
-                replicas.append(await start_replica(f"{name}-{os.urandom(2).hex()}"))
-            yield replicas[0], replicas[1]
-        finally:
-            for replica in replicas:
-                replica.stop()
+    """The two replicas, the stack's own instances process paused meanwhile. On the way
+    out, waits until the stack's process alone consumes the service's topics again: a
+    killed replica's consumers hold their partitions until the broker times them out,
+    and the stack's events would wait behind them."""
+    kafka = KafkaConnection.from_env(stack_env())
+    members = await _group_members(kafka)
+    try:
+        with stack_instances_paused():
+            replicas: list[Replica] = []
+            try:
+                for name in ("replica-a", "replica-b"):
+                    replicas.append(await start_replica(f"{name}-{os.urandom(2).hex()}"))
+                yield replicas[0], replicas[1]
+            finally:
+                for replica in replicas:
+                    replica.stop()
+    finally:
+        deadline = time.monotonic() + GROUP_SETTLE_S
+        while await _group_members(kafka) != members and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+
+
+#: The longest a killed consumer's membership lasts: the broker's session timeout, with
+#: the rebalance after it.
+GROUP_SETTLE_S = 90
+INSTANCES_GROUP = "gpucloud-instances"
+
+
+async def _group_members(kafka: KafkaConnection) -> int:
+    """Members of the instances service's consumer group while it is stable, else -1."""
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    await admin.start()
+    try:
+        [answer] = await admin.describe_consumer_groups([INSTANCES_GROUP])
+        _, _, state, _, _, members = answer.groups[0]
+        return len(members) if state == "Stable" else -1
+    finally:
+        await admin.close()
 
 
 async def lease_holder(kube: k8s.ApiClient) -> str:

@@ -91,6 +91,49 @@ async def test_a_token_acts_as_its_user_is_now_not_as_it_was_when_minted(
     assert_problem(await platform.http.post("/v1/users", json=new_user, headers=token), 403)
 
 
+async def test_a_password_reset_ends_the_users_tokens_and_console_sessions(
+    platform: Platform,
+) -> None:
+    """An admin resetting a user's password locks out whoever signed in with the old
+    one: its tokens and its console session, not only new sign-ins (review L1)."""
+    account = await platform.tenant()
+    admin = bearer(account.admin_key)
+    email, old = f"{unique('reset')}@{account.tenant_id}.test", "the old pass phrase"
+    created = await platform.http.post(
+        "/v1/users",
+        json={"email": email, "name": "Reset", "role": "tenant-user", "password": old},
+        headers=admin,
+    )
+    assert created.status_code == 201, created.text
+    token = await _token(platform, email=email, password=old)
+    console = httpx.AsyncClient(base_url=platform.http.base_url)
+    try:
+        signed_in = await console.post(
+            "/v1/console/session", json={"email": email, "password": old}
+        )
+        assert signed_in.status_code in {200, 201}, signed_in.text
+        assert (await console.get("/v1/console/session")).status_code == 200
+        reset = await platform.http.patch(
+            f"/v1/users/{created.json()['userID']}",
+            json={"password": "a new pass phrase"},
+            headers=admin,
+        )
+        assert reset.status_code == 200, reset.text
+
+        async def ended() -> bool:
+            me = await platform.http.get("/v1/whoami", headers=token)
+            return me.status_code == 401
+
+        await eventually(ended, timeout=10)  # users are cached for 2 s
+        refused = await platform.http.get("/v1/whoami", headers=token)
+        assert "password has changed" in assert_problem(refused, 401)["detail"]
+        assert_problem(await console.get("/v1/console/session"), 401)
+        fresh = await _token(platform, email=email, password="a new pass phrase")
+        assert (await platform.http.get("/v1/whoami", headers=fresh)).status_code == 200
+    finally:
+        await console.aclose()
+
+
 async def test_a_token_minted_from_a_key_dies_when_the_key_expires(platform: Platform) -> None:
     account = await platform.tenant()
     soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
@@ -219,6 +262,42 @@ async def test_a_service_takes_only_identities_the_gateway_signed_for_that_reque
             )
             assert response.status_code == 401, why
             assert_problem(response, 401, "unauthenticated")
+
+
+async def test_a_services_key_signs_only_for_the_routes_that_service_calls(
+    stack_env: dict[str, str],
+) -> None:
+    """The instances service's key, used for a tenant, reaches the storage service's two
+    routes it calls, and no other route of any service (review M1)."""
+    instances_key = stack_service_env("instances")["GPUCLOUD_IDENTITY_PRIVATE_KEY"]
+    signer = IdentitySigner("instances", instances_key, setting="-")
+
+    def as_tenant(method: str, path: str) -> dict[str, str]:
+        token = signer.sign(
+            subject="x", role="tenant-admin", tenant_id="t-victim", method=method, path=path
+        )
+        return {IDENTITY_HEADER: token}
+
+    refused = [
+        (stack_env["GPUCLOUD_MONITORING_URL"], "POST", "/alert-rules",
+         {"name": "r", "metric": "temperature_c", "threshold": 1}),
+        (stack_env["GPUCLOUD_STORAGE_URL"], "GET", "/storages", None),
+        (stack_env["GPUCLOUD_STORAGE_URL"], "POST", "/storages/s/download-urls", {"keys": ["a"]}),
+        (stack_env["GPUCLOUD_METERING_URL"], "GET", "/usage", None),
+    ]  # fmt: skip
+    async with httpx.AsyncClient() as http:
+        for base, method, path, body in refused:
+            response = await http.request(
+                method, base + path, json=body, headers=as_tenant(method, path)
+            )
+            problem = assert_problem(response, 401, "unauthenticated")
+            assert "signed by gateway" in problem["detail"], (path, problem)
+        # The route it does call answers past authentication (no such storage here).
+        path = "/storages/no-such-storage"
+        allowed = await http.get(
+            stack_env["GPUCLOUD_STORAGE_URL"] + path, headers=as_tenant("GET", path)
+        )
+        assert_problem(allowed, 404)
 
 
 async def test_the_simulators_fault_api_takes_the_operators_token(

@@ -273,6 +273,34 @@ async def test_a_workload_cannot_set_cookies_beyond_its_host(
     assert answer.headers.get_list("set-cookie") == ["theme=dark; Path=/"]
 
 
+async def test_a_suspended_tenant_reads_its_instance_url_and_changes_nothing_there(
+    platform: Platform, running: RunningInstance
+) -> None:
+    """Suspension holds at the instance URL as at the API: reads pass, a POST is a 403
+    (review M8)."""
+    owner = {**bearer(running.account.admin_key), "Host": running.host}
+    suspended = await platform.http.patch(
+        f"/v1/tenants/{running.account.tenant_id}", json={"status": "suspended"},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert suspended.status_code == 200, suspended.text
+    try:
+
+        async def refused() -> bool:
+            posted = await platform.http.post("/upload", content=b"x", headers=owner)
+            return posted.status_code == 403
+
+        await eventually(refused, timeout=10)  # tenants are cached a few seconds
+        posted = await platform.http.post("/upload", content=b"x", headers=owner)
+        assert_problem(posted, 403, "tenant_suspended")
+        assert (await platform.http.get("/echo", headers=owner)).status_code == 200
+    finally:
+        await platform.http.patch(
+            f"/v1/tenants/{running.account.tenant_id}", json={"status": "active"},
+            headers=platform.admin,
+        )  # fmt: skip
+
+
 async def test_bodies_stream_both_ways(platform: Platform, running: RunningInstance) -> None:
     owner = {**bearer(running.account.admin_key), "Host": running.host}
 

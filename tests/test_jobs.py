@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
-from gpucloud_libs.naming import tenant_namespace
+from gpucloud_libs.naming import job_workload_id, storage_secret_name, tenant_namespace
 from gpucloud_libs.topics import JOB_LIFECYCLE
 from gpucloud_metering import ledger
 from gpucloud_stack import fleet, layout
@@ -566,7 +566,7 @@ async def test_a_jobs_storage_credentials_reach_its_pods_and_are_revoked_when_it
     running = await in_state(platform, account, job_id, "running")
     core = k8s.CoreV1Api(kube)
     namespace = tenant_namespace(account.tenant_id)
-    secret_name = f"gpc-storage-{bucket['storageID']}-job--{job_id}"
+    secret_name = storage_secret_name(bucket["storageID"], job_workload_id(job_id))
     [run] = running["runs"]
     pod = await core.read_namespaced_pod(f"job-{job_id}-{run['runID']}", namespace)
     assert secret_name in {e.secret_ref.name for e in pod.spec.containers[0].env_from}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from gpucloud_stack import compose_jobset, fleet, jobset, layout, supervisor
 from gpucloud_stack.components import ALL, CEPH, Component, Context
 from gpucloud_stack.errors import StackError
 from gpucloud_stack.secrets import Secrets
+
+from .conftest import stack_service_env
 
 STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
 
@@ -212,3 +215,19 @@ def test_compose_matches_the_native_stack() -> None:
         assert "GPUCLOUD_S3_SECRET_KEY" not in compose["services"][name]["environment"], name
     storage_env = compose["services"]["storage"]["environment"]
     assert storage_env["GPUCLOUD_S3_ACCESS_KEY"] == "gpucloud-storage"
+
+
+@pytest.mark.parametrize("service", ["gateway", "instances", "storage", "metering", "monitoring"])
+def test_a_services_printed_settings_are_those_it_runs_with(service: str) -> None:
+    """`stack env --service` is how a test or a benchmark runs a second copy of a service:
+    it must run as the stack's own does (a copy without the storage subject once
+    computed another tenant layout and re-applied every namespace)."""
+    pid = int(layout.pid_file(service).read_text())
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    running = dict(item.decode().split("=", 1) for item in raw if item.startswith(b"GPUCLOUD_"))
+    printed = stack_service_env(service)
+    # Its address, and what it inherited from the shell that ran `up` (GPUCLOUD_HOME).
+    left_out = {"GPUCLOUD_HTTP_HOST", "GPUCLOUD_HTTP_PORT", *os.environ}
+    assert {k: v for k, v in running.items() if k not in left_out} == {
+        k: v for k, v in printed.items() if k not in left_out
+    }

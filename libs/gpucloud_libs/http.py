@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar, cast
 
@@ -21,9 +22,10 @@ from .errors import (
     PROBLEM_TYPE_BASE,
     GpucloudError,
     PayloadTooLarge,
+    Unauthenticated,
     ValidationFailed,
 )
-from .identity import IDENTITY_HEADER, Identity, IdentityVerifier
+from .identity import GATEWAY, IDENTITY_HEADER, Identity, IdentityVerifier
 
 log = logging.getLogger(__name__)
 
@@ -221,13 +223,26 @@ _identity_header = APIKeyHeader(
 )
 
 
-async def current_identity(
-    request: Request, token: Annotated[str | None, Depends(_identity_header)]
-) -> Identity:
-    verifier: IdentityVerifier = request.app.state.identity_verifier
-    # The path as sent, still encoded: what the signer signed.
-    path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
-    return verifier.verify(token, method=request.method, path=path)
+def identity_from(*issuers: str) -> Callable[..., Awaitable[Identity]]:
+    """A route's caller: an identity signed for this very request by one of `issuers`.
+    Routes take the gateway's alone (`CurrentIdentity`); the few that another service
+    calls name it too, so a service's key signs for no route it does not call (M1)."""
+
+    async def verified(
+        request: Request, token: Annotated[str | None, Depends(_identity_header)]
+    ) -> Identity:
+        verifier: IdentityVerifier = request.app.state.identity_verifier
+        # The path as sent, still encoded: what the signer signed.
+        path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+        identity = verifier.verify(token, method=request.method, path=path)
+        if identity.issuer not in issuers:
+            raise Unauthenticated(
+                f"this route takes identities signed by {' or '.join(issuers)}, "
+                f"not by {identity.issuer}"
+            )
+        return identity
+
+    return verified
 
 
-CurrentIdentity = Annotated[Identity, Depends(current_identity)]
+CurrentIdentity = Annotated[Identity, Depends(identity_from(GATEWAY))]

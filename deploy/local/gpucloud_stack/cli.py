@@ -110,9 +110,7 @@ def cmd_reset(_args: argparse.Namespace) -> None:
 
 def cmd_env(args: argparse.Namespace) -> None:
     ctx = components.context()
-    env = (
-        components.principal_env(ctx, args.service) if args.service else components.service_env(ctx)
-    )
+    env = components.running_env(ctx, args.service) if args.service else components.service_env(ctx)
     if args.json:
         _say(json.dumps(env, indent=2))
     else:

@@ -772,6 +772,12 @@ def _venv_python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
+def running_env(ctx: Context, name: str) -> dict[str, str]:
+    """Everything service `name` runs with here but its address: what `stack env
+    --service` prints, so a second copy (a test's, a benchmark's) runs as this one."""
+    return {**principal_env(ctx, name), **_local_settings(name)}
+
+
 def _service(name: str) -> Component:
     port = service_port(name)
     return Component(
@@ -779,8 +785,7 @@ def _service(name: str) -> Component:
         kind="service",
         argv=lambda _ctx: [_venv_python(), "-m", f"gpucloud_{name}"],
         env=lambda ctx: {
-            **principal_env(ctx, name),
-            **_local_settings(name),
+            **running_env(ctx, name),
             "GPUCLOUD_HTTP_HOST": HOST,
             "GPUCLOUD_HTTP_PORT": str(port),
         },

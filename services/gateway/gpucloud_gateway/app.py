@@ -79,7 +79,7 @@ instance_upstream = Upstream(
 forwarder = Forwarder(settings, api_upstream, signer)
 service_load = ServiceLoad(settings, api_upstream, signer)
 instance_proxy = InstanceProxy(
-    settings, authenticator, sessions, instance_upstream, signer, service_load
+    settings, authenticator, sessions, instance_upstream, signer, service_load, authorizer
 )
 
 

@@ -67,6 +67,7 @@ class Authenticator:
         return await self.from_source(
             token.source, token.source_id, token.scopes,
             via="token" if audience == API_AUDIENCE else "session_cookie",
+            version=token.source_version,
         )  # fmt: skip
 
     async def authenticate_token(self, presented: str | None, *, audience: str) -> Principal:
@@ -102,6 +103,7 @@ class Authenticator:
         scopes: list[Scope],
         *,
         via: Literal["token", "session_cookie", "console"],
+        version: int = 0,
     ) -> Principal:
         """A token or a console session acts as what its source key or user is now, read
         back (a few seconds' cache): revocation, expiry and a changed role take effect
@@ -120,6 +122,8 @@ class Authenticator:
             user = await self._cache.user(source_id)
             if user is None or user["status"] != "active":
                 raise Unauthenticated("the user this token belongs to is disabled or deleted")
+            if user.get("credentials_version", 0) != version:
+                raise Unauthenticated("the user's password has changed since; sign in again")
             user_id, key_id = user["_id"], None
             role, tenant_id, scopes = user["role"], user["tenant_id"], list(scopes)
             service_ids = None
@@ -133,6 +137,7 @@ class Authenticator:
             scopes=scopes,
             via=via,
             service_ids=service_ids,
+            source_version=version,
         )
 
     async def check_tenant(self, tenant_id: str | None) -> None:

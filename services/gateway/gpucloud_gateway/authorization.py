@@ -43,11 +43,16 @@ class Authorizer:
             raise Forbidden(f"this action needs one of the roles: {', '.join(sorted(roles))}")
         if scope not in principal.scopes:
             raise InsufficientScope(f"this credential lacks the scope {scope!r}", scope=scope)
+        await self.check_writable(principal, method)
+        await self.rate_limit(principal)
+
+    async def check_writable(self, principal: Principal, method: str) -> None:
+        """A suspended tenant reads and changes nothing: through the API, and through
+        its instances' and services' URLs alike (review M8)."""
         if principal.tenant_id is not None and method not in {"GET", "HEAD", "OPTIONS"}:
             tenant = await self._cache.tenant(principal.tenant_id)
             if tenant is not None and tenant["status"] == "suspended":
                 raise TenantSuspended("the tenant is suspended: reads only")
-        await self.rate_limit(principal)
 
     async def rate_limit(self, principal: Principal) -> None:
         if principal.key_id is not None:

@@ -84,14 +84,16 @@ class ConsoleSessions:
             user = await self._sessions.signed_in_user(body.email, body.password)
             source, source_id = "user", user["_id"]
             principal = await self._authenticator.from_source(
-                "user", source_id, list(ALL_SCOPES), via="console"
-            )
+                "user", source_id, list(ALL_SCOPES), via="console",
+                version=user.get("credentials_version", 0),
+            )  # fmt: skip
         session_id = secrets.token_urlsafe(32)
         started = now()
         document: ConsoleSessionDoc = {
             "_id": _hash(session_id),
             "source": source,
             "source_id": source_id,
+            "source_version": principal.source_version,
             "tenant_id": principal.tenant_id,
             "created_at": started,
             "expires_at": started + timedelta(seconds=self._settings.console_session_ttl_s),
@@ -157,8 +159,9 @@ class ConsoleSessions:
 
     async def _principal(self, document: ConsoleSessionDoc) -> Principal:
         return await self._authenticator.from_source(
-            document["source"], document["source_id"], list(ALL_SCOPES), via="console"
-        )
+            document["source"], document["source_id"], list(ALL_SCOPES), via="console",
+            version=document.get("source_version", 0),
+        )  # fmt: skip
 
     def _check_csrf(self, request: Request, session_id: str) -> None:
         if is_cross_site(request.headers, request.url.hostname or ""):

@@ -96,6 +96,9 @@ class SessionToken(BaseModel):
     #: source is checked on every use, so revoking it ends its tokens too.
     source: Literal["user", "key"]
     source_id: str
+    #: For a user: the password generation it was minted under; a changed password
+    #: ends the tokens of the old one (review L1). Tokens from before it hold 0.
+    source_version: int = 0
     role: Role
     tenant_id: str | None
     scopes: list[Scope]

@@ -36,6 +36,8 @@ class UserDoc(TypedDict):
     role: str
     status: str  # active | disabled | deleted
     password_hash: str | None
+    #: Bumped by each password change: tokens and console sessions of an older one end.
+    credentials_version: NotRequired[int]
     created_at: datetime
 
 
@@ -59,6 +61,8 @@ class ConsoleSessionDoc(TypedDict):
     _id: str  # the SHA-256 of the cookie's session id: the id itself is never stored
     source: Literal["user", "key"]  # what signed in, checked again on every request
     source_id: str
+    #: A user's password generation at sign-in (authentication.py); absent before it.
+    source_version: NotRequired[int]
     tenant_id: str | None
     created_at: datetime
     expires_at: datetime

@@ -48,7 +48,7 @@ from gpucloud_libs.naming import (
 )
 
 from .authentication import Authenticator
-from .authorization import InsufficientScope
+from .authorization import Authorizer, InsufficientScope
 from .balancer import ReplicaBalancer
 from .cache import TtlCache
 from .credentials import API_AUDIENCE
@@ -119,10 +119,12 @@ class InstanceProxy:
         upstream: Upstream,
         signer: IdentitySigner,
         load: ServiceLoad,
+        authorizer: Authorizer,
     ) -> None:
         self.settings = settings
         self.load = load
         self.authenticator = authenticator
+        self.authorizer = authorizer
         self.sessions = sessions
         self.upstream = upstream
         self.signer = signer
@@ -377,6 +379,7 @@ class InstanceProxy:
             )
             if via_cookie:
                 require_same_site_for_changes(request.method, request.headers, host)
+            await self.authorizer.check_writable(principal, request.method)
             service_id = self._service_of(principal, host)
             if service_id is not None:
                 await self._proxy_service(

@@ -271,3 +271,6 @@ class Principal(ApiModel):
     via: Literal["api_key", "token", "session_cookie", "console"]
     #: Set for a machine key of some inference services: it reaches their URLs only.
     service_ids: list[str] | None = Field(default=None, alias="serviceIDs")
+    #: A signed-in user's password generation: what a token minted from this
+    #: principal carries, so a password change ends it (never shown).
+    source_version: int = Field(default=0, exclude=True)

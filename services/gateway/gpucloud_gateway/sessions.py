@@ -41,7 +41,8 @@ class Sessions:
         if request.email is not None and request.password is not None:
             user = await self.signed_in_user(request.email, request.password)
             claims = SessionToken(
-                source="user", source_id=user["_id"], role=user["role"],
+                source="user", source_id=user["_id"],
+                source_version=user.get("credentials_version", 0), role=user["role"],
                 tenant_id=user["tenant_id"], scopes=list(ALL_SCOPES),
                 audience=API_AUDIENCE, expires_at=time.time() + request.ttl_s,
             )  # fmt: skip
@@ -80,7 +81,8 @@ class Sessions:
         if source_id is None:
             raise Unauthenticated("this credential cannot mint tokens")
         return SessionToken(
-            source=source, source_id=source_id, role=principal.role, tenant_id=principal.tenant_id,
+            source=source, source_id=source_id, source_version=principal.source_version,
+            role=principal.role, tenant_id=principal.tenant_id,
             scopes=principal.scopes, audience=audience, expires_at=time.time() + ttl_s,
         )  # fmt: skip
 

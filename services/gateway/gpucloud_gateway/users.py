@@ -92,6 +92,8 @@ class Users:
             check_assignable(principal, body.role)
         if body.password is not None:
             fields["password_hash"] = await _hashed(body.password.get_secret_value())
+            # Ends the tokens and console sessions signed in with the old password.
+            fields["credentials_version"] = doc.get("credentials_version", 0) + 1
         updated = await self._users.set_fields(doc["_id"], fields)
         assert updated is not None
         self._cache.forget_user(user_id)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import JSONResponse
 
-from gpucloud_libs.http import CurrentIdentity, app_part
-from gpucloud_libs.identity import Role
+from gpucloud_libs.http import CurrentIdentity, app_part, identity_from
+from gpucloud_libs.identity import GATEWAY, Identity, Role
 
 from .accessors import Accessors
-from .attachments import Attachments
+from .attachments import INSTANCES_SIGNER, Attachments
 from .schemas import (
     AccessorCreate,
     AccessorCreated,
@@ -39,6 +39,9 @@ from .schemas import (
 )
 from .storages import Storages
 from .transfers import Transfers
+
+#: The two routes the instances service calls, signing as the tenant it acts for.
+GatewayOrInstances = Annotated[Identity, Depends(identity_from(GATEWAY, INSTANCES_SIGNER))]
 
 router = APIRouter()
 MEMBERS: tuple[Role, ...] = ("tenant-admin", "tenant-user")
@@ -75,8 +78,9 @@ async def list_storages(
 
 @router.get("/storages/{storage_id}", tags=["storages"], summary="One storage")
 async def get_storage(
-    storage_id: str, identity: CurrentIdentity, storages: StoragesPart
+    storage_id: str, identity: GatewayOrInstances, storages: StoragesPart
 ) -> Storage:
+    """Also the instances service's check, as the tenant, of the storages a start names."""
     return await storages.get(identity, storage_id)
 
 
@@ -284,7 +288,7 @@ async def abort_upload(
 async def attach(
     instance_id: str,
     body: AttachmentRequest,
-    identity: CurrentIdentity,
+    identity: GatewayOrInstances,
     attachments: AttachmentsPart,
 ) -> AttachmentPlan:
     return await attachments.attach(identity, instance_id, body)
