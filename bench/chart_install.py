@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client as k8s
 
-from gpucloud_stack import layout, provision
+from gpucloud_stack import fleet, layout, provision
 
 from .common import kube_client, stack_env
 
@@ -43,12 +43,7 @@ async def main(args: argparse.Namespace) -> None:
     kube = await kube_client(env)
     core = k8s.CoreV1Api(kube)
     pool = f"chart-bench-{uuid.uuid4().hex[:8]}"
-    resources = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-    node: Any = {
-        "metadata": {"name": pool, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                     "labels": {"type": "kwok", "gpucloud.io/test-pool": pool}},
-        "status": {"capacity": resources, "allocatable": resources},
-    }  # fmt: skip
+    node: Any = fleet.cpu_node(pool, {"gpucloud.io/test-pool": pool})
     await core.create_node(node)
     installs, uninstalls, objects = [], [], 0
     try:

@@ -39,7 +39,7 @@ async def test_the_chart_installs_upgrades_and_uninstalls_on_the_local_api_serve
     core = k8s.CoreV1Api(kube)
     pool = unique("chart")
     cpu_node, gpu_node = unique("chart-cpu"), unique("chart-gpu")
-    await core.create_node(_cpu_node(cpu_node, pool))
+    await core.create_node(_any(stack_fleet.cpu_node(cpu_node, {"gpucloud.io/test-pool": pool})))
     await core.create_node(
         stack_fleet.gpu_node(
             gpu_node, product="NVIDIA-H100-80GB-HBM3", gpus=1, zone="zone-a",
@@ -123,23 +123,6 @@ def _set(values: list[str]) -> list[str]:
 def _manifest(kubeconfig: str) -> list[dict[str, Any]]:
     text = _helm(kubeconfig, "get", "manifest", RELEASE, "--namespace", NAMESPACE)
     return [doc for doc in yaml.safe_load_all(text) if doc]
-
-
-def _cpu_node(name: str, pool: str) -> Any:
-    resources = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-    return {
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "type": "kwok",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "gpucloud.io/test-pool": pool,
-            },
-        },
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 async def _exists(kube: k8s.ApiClient, obj: dict[str, Any]) -> bool:

@@ -61,6 +61,26 @@ def gpu_node(
     }
 
 
+def cpu_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A kwok-managed node without GPUs or taints: where platform pods schedule."""
+    resources = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                **(labels or {}),
+            },
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
 def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
     fleet = tomllib.loads(fleet_file.read_text())
     region = fleet.get("region", "local-1")
