@@ -36,6 +36,23 @@ async def as_service() -> AsyncIterator[Callable[[str], Any]]:
         await api.close()
 
 
+#: The namespace the chart installs the platform into, with its Secrets.
+PLATFORM_NAMESPACE = "gpucloud-system"
+
+
+@pytest.fixture
+async def platform_namespace(kube: k8s.ApiClient) -> str:
+    """The platform's namespace, there as on an installed cluster: a write into a
+    namespace that does not exist is refused with 404 before any policy is asked, which
+    would prove nothing."""
+    core = k8s.CoreV1Api(kube)
+    if await _status(core.read_namespace(PLATFORM_NAMESPACE)) == 404:
+        body: Any = {"metadata": {"name": PLATFORM_NAMESPACE}}
+        created = await _status(core.create_namespace(body))
+        assert created in (200, 409), created  # 409: another test made it meanwhile
+    return PLATFORM_NAMESPACE
+
+
 async def _status(call: Any) -> int:
     try:
         await call
@@ -70,13 +87,16 @@ async def test_storage_writes_secrets_in_tenant_namespaces_and_reads_none(
     assert await _status(core.create_namespaced_secret(namespace, secret, dry_run="All")) == 200
     assert await _status(core.list_namespaced_secret(namespace)) == 403
     assert await _status(core.read_namespaced_secret("absent", namespace)) == 403
-    for elsewhere in ("default", "kube-system", "gpucloud-system"):
+    for elsewhere in ("default", "kube-system", PLATFORM_NAMESPACE):
         assert await _status(core.list_namespaced_secret(elsewhere)) == 403, elsewhere
     assert await _status(core.list_secret_for_all_namespaces()) == 403
 
 
 async def test_instances_writes_in_tenant_namespaces_only(
-    platform: Platform, kube: k8s.ApiClient, as_service: Callable[[str], Any]
+    platform: Platform,
+    kube: k8s.ApiClient,
+    as_service: Callable[[str], Any],
+    platform_namespace: str,
 ) -> None:
     namespace = await _tenant_namespace(platform, kube)
     api = await as_service("instances")
@@ -100,7 +120,7 @@ async def test_instances_writes_in_tenant_namespaces_only(
     # nothing more, to nobody else, nowhere else.
     refused = {
         "another role": (namespace, binding("cluster-admin")),
-        "the platform's namespace": ("gpucloud-system", binding(TENANT_STORAGE_ROLE)),
+        "the platform's namespace": (platform_namespace, binding(TENANT_STORAGE_ROLE)),
         "kube-system": ("kube-system", binding(TENANT_STORAGE_ROLE)),
         # The review's C1: the storage role (every Secret of the namespace) to itself.
         "itself": (namespace, binding(TENANT_STORAGE_ROLE, to="gpucloud-instances")),
@@ -114,7 +134,10 @@ async def test_instances_writes_in_tenant_namespaces_only(
 
 
 async def test_instances_cannot_reach_the_platforms_namespace_or_loosen_pod_security(
-    platform: Platform, kube: k8s.ApiClient, as_service: Callable[[str], Any]
+    platform: Platform,
+    kube: k8s.ApiClient,
+    as_service: Callable[[str], Any],
+    platform_namespace: str,
 ) -> None:
     """The platform's namespace holds its Secrets: the instances service writes nothing
     there, and it cannot lift the Pod Security of a namespace it keeps."""
@@ -124,8 +147,8 @@ async def test_instances_cannot_reach_the_platforms_namespace_or_loosen_pod_secu
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("probe")},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]},
     }  # fmt: skip
-    assert await _status(core.create_namespaced_pod("gpucloud-system", pod)) == 403
-    assert await _status(core.list_namespaced_secret("gpucloud-system")) == 403
+    assert await _status(core.create_namespaced_pod(platform_namespace, pod)) == 403
+    assert await _status(core.list_namespaced_secret(platform_namespace)) == 403
     for label, value in (
         ("pod-security.kubernetes.io/enforce", "privileged"),
         ("pod-security.kubernetes.io/enforce-version", "v1.20"),
@@ -162,13 +185,13 @@ async def test_instances_writes_image_pull_secrets_and_reads_no_secret(
 
 
 async def test_the_charts_admission_policy_stops_the_escalation_on_a_real_api_server(
-    platform: Platform, kube: k8s.ApiClient, stack_env: dict[str, str]
+    platform: Platform, kube: k8s.ApiClient, stack_env: dict[str, str], platform_namespace: str
 ) -> None:
     """The Helm chart's own policy, applied to this API server, judges requests made as
     the chart's instances ServiceAccount. The caller is also in system:masters, so RBAC
     allows everything and only the policy stands between it and the review's C1 steps."""
     namespace = await _tenant_namespace(platform, kube)
-    release, chart_namespace = "gcc", "gpucloud-system"
+    release, chart_namespace = "gcc", platform_namespace
     docs = [
         doc
         for doc in render_chart(release, chart_namespace)
