@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ import pytest
 
 from gpucloud_gateway import credentials
 from gpucloud_gateway.security_headers import SecurityHeaders
+from gpucloud_gateway.settings import GatewaySettings
 from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner, b64, generate_key_pair
 from gpucloud_stack import layout
 
@@ -387,3 +389,80 @@ async def test_a_tenant_cannot_choose_its_gpus_through_the_environment(
     problem = assert_problem(refused, 422, "validation_failed")
     [error] = [e for e in problem["errors"] if e["loc"] == field]
     assert "below the allocation" in error["msg"]
+
+
+def _limit(name: str) -> Any:
+    """A gateway setting as the local stack runs it (its default: `make env` sets none)."""
+    assert f"GPUCLOUD_{name.upper()}" not in stack_service_env("gateway")
+    return GatewaySettings.model_fields[name].default
+
+
+def _from_address(stack_env: dict[str, str]) -> httpx.AsyncClient:
+    """A client on an address of its own in 127.0.0.0/8, so its per-address buckets are
+    its own and not the rest of the suite's (127.0.0.1)."""
+    address = f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}.{secrets.randbelow(250) + 1}"
+    transport = httpx.AsyncHTTPTransport(local_address=address)
+    return httpx.AsyncClient(
+        base_url=stack_env["GPUCLOUD_GATEWAY_URL"], transport=transport, timeout=30
+    )
+
+
+async def test_an_address_that_keeps_failing_authentication_is_refused_unread(
+    platform: Platform, stack_env: dict[str, str]
+) -> None:
+    """Made-up keys each cost a database read before anyone is known: an address that
+    draws its burst of 401s is answered 429 for everything, even a good key, until its
+    bucket refills; other addresses go on (review M8)."""
+    account = await platform.tenant()
+    burst = _limit("failed_auths_per_address_burst")
+    async with _from_address(stack_env) as flooder, _from_address(stack_env) as bystander:
+        failed = 0
+        while True:  # the bucket refills as it is spent: go on until the 429
+            made_up = [f"gpc_{secrets.token_hex(8)}_{secrets.token_urlsafe(24)}" for _ in range(20)]
+            answers = await asyncio.gather(
+                *(flooder.get("/v1/gpu-instances", headers=bearer(key)) for key in made_up)
+            )
+            statuses = [answer.status_code for answer in answers]
+            assert set(statuses) <= {401, 429}, statuses
+            failed += statuses.count(401)
+            if 429 in statuses:
+                break
+            assert failed < 3 * burst, "no address limit"
+        assert failed >= burst  # the whole burst is served first
+        refused = await flooder.get("/v1/gpu-instances", headers=bearer(account.admin_key))
+        assert_problem(refused, 429, "rate_limited")
+        assert int(refused.headers["retry-after"]) >= 1
+        served = await bystander.get("/v1/gpu-instances", headers=bearer(account.admin_key))
+        assert served.status_code == 200, served.text
+
+
+async def test_password_sign_ins_are_limited_per_address_before_the_hash(
+    platform: Platform, stack_env: dict[str, str]
+) -> None:
+    """Each sign-in costs a scrypt: one address gets a burst of them, whatever emails it
+    tries, so random emails cannot buy it more; the user signs in from elsewhere."""
+    account = await platform.tenant()
+    email, password = f"{unique('u')}@{account.tenant_id}.test", "correct horse battery"
+    created = await platform.http.post(
+        "/v1/users",
+        json={"email": email, "name": "Member", "role": "tenant-user", "password": password},
+        headers=bearer(account.admin_key),
+    )
+    assert created.status_code == 201, created.text
+    burst = _limit("sign_ins_per_address_burst")
+    async with _from_address(stack_env) as guesser, _from_address(stack_env) as owner:
+        guesses = 0
+        while True:
+            guess = {"email": f"{unique('nobody')}@x{guesses}.test", "password": "wrong password"}
+            answer = await guesser.post("/v1/tokens", json=guess)
+            if answer.status_code == 429:
+                break
+            assert answer.status_code == 401, answer.text
+            guesses += 1
+            assert guesses < 2 * burst, "no address limit"
+        assert guesses >= burst
+        right = {"email": email, "password": password}
+        refused = await guesser.post("/v1/tokens", json=right)
+        assert_problem(refused, 429, "rate_limited")
+        assert "from this address" in refused.json()["detail"]
+        assert (await owner.post("/v1/tokens", json=right)).status_code == 201

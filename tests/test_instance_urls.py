@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_gateway.settings import GatewaySettings
 from gpucloud_libs.naming import tenant_namespace
 
 from .platform import Platform, TenantAccount, assert_problem, bearer
@@ -372,3 +373,60 @@ async def test_an_instance_not_yet_running_says_so(platform: Platform) -> None:
     assert waiting.headers["Retry-After"] == "2"
     private = host.replace("--8888--", "--9000--")
     assert_problem(await platform.http.get("/", headers={**owner, "Host": private}), 404)
+
+
+async def test_an_open_websocket_or_tunnel_ends_when_its_key_is_revoked(
+    platform: Platform, running: RunningInstance, stack_env: dict[str, str]
+) -> None:
+    """A shell outlives its handshake by hours: the caller is checked again while it is
+    open, and a revoked key closes both kinds within seconds (review M7)."""
+    _, key_id, secret = await platform.member(running.account)
+    base = stack_env["GPUCLOUD_GATEWAY_URL"]
+    tunnel_path = f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/tunnel"
+    async with aiohttp.ClientSession() as session:
+        socket = await session.ws_connect(
+            base + "/ws", headers={**bearer(secret), "Host": running.host}, protocols=["jupyter"]
+        )
+        tunnel = await session.ws_connect(base + tunnel_path, headers=bearer(secret))
+        await socket.send_str("still here")
+        assert await socket.receive_str(timeout=10) == "echo still here"
+        revoked = await platform.http.delete(
+            f"/v1/api-keys/{key_id}", headers=bearer(running.account.admin_key)
+        )
+        assert revoked.status_code in {200, 204}, revoked.text
+        for connection in (socket, tunnel):
+            closing = await connection.receive(timeout=30)
+            assert closing.type == aiohttp.WSMsgType.CLOSE, closing
+            assert closing.data == 1008
+            assert "revoked" in str(closing.extra)
+
+
+async def test_a_tenant_holds_a_bounded_number_of_websockets_each_with_bounded_messages(
+    running: RunningInstance, stack_env: dict[str, str]
+) -> None:
+    """Per gateway replica, a tenant's open tunnels and WebSockets are capped (the next is
+    a 429 at the handshake), and a message over the size limit closes its socket (1009)."""
+    cap = GatewaySettings.model_fields["long_connections_per_tenant"].default
+    largest = GatewaySettings.model_fields["websocket_max_message_bytes"].default
+    url = stack_env["GPUCLOUD_GATEWAY_URL"] + "/ws"
+    owner = {**bearer(running.account.admin_key), "Host": running.host}
+    async with aiohttp.ClientSession() as session:
+        sockets = [await session.ws_connect(url, headers=owner) for _ in range(cap)]
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(url, headers=owner)
+        assert refused.value.status == 429
+        await sockets.pop().close()
+
+        async def opens_again() -> aiohttp.ClientWebSocketResponse | None:
+            try:
+                return await session.ws_connect(url, headers=owner)
+            except aiohttp.WSServerHandshakeError:
+                return None
+
+        sockets.append(await eventually(opens_again, timeout=10))
+        await sockets[0].send_bytes(b"x" * (largest + 1))
+        closing = await sockets[0].receive(timeout=10)
+        assert closing.type == aiohttp.WSMsgType.CLOSE, closing
+        assert closing.data == 1009
+        for socket in sockets[1:]:
+            await socket.close()

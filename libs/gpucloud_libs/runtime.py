@@ -243,10 +243,11 @@ class ServiceRuntime:
         return app
 
 
-def serve(app: FastAPI, settings: ServiceSettings) -> None:
+def serve(app: FastAPI, settings: ServiceSettings, *, ws_max_size: int = 2**20) -> None:
     """Run `app` under uvicorn; the entry point of each service's __main__.
 
     Settings come from the environment alone; the command line only answers --help.
+    `ws_max_size`: the largest WebSocket message a client may send (1009 past it).
     """
     argparse.ArgumentParser(
         prog=f"python -m gpucloud_{settings.service_name}",
@@ -262,4 +263,5 @@ def serve(app: FastAPI, settings: ServiceSettings) -> None:
         access_log=False,
         proxy_headers=False,
         server_header=False,  # no banner naming the server and its version
+        ws_max_size=ws_max_size,
     )

@@ -73,7 +73,7 @@ async def issue_token(
 ) -> TokenIssued:
     if principal is not None:
         audit_target(request, principal)
-    return await sessions.issue(body, principal)
+    return await sessions.issue(body, principal, request)
 
 
 # --- the web console's session ---------------------------------------------------------
@@ -89,7 +89,7 @@ async def issue_token(
 async def console_sign_in(
     body: ConsoleSignIn, request: Request, response: Response, console: ConsolePart
 ) -> ConsoleSession:
-    session = await console.sign_in(body, response)
+    session = await console.sign_in(body, response, request)
     audit_target(request, session.principal)
     return session
 

@@ -8,6 +8,7 @@ from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
 
+from .address_guard import AddressGuard
 from .api import router
 from .api_keys import ApiKeys
 from .audit import AuditLog, AuditMiddleware
@@ -20,6 +21,7 @@ from .forward_api import router as forward_router
 from .forwarding import Forwarder
 from .identity_cache import IdentityCache
 from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
+from .long_connections import LongConnections
 from .openapi import OpenApiAggregator
 from .ratelimit import RateLimiter
 from .security_headers import SecurityHeaders
@@ -78,8 +80,16 @@ instance_upstream = Upstream(
 )
 forwarder = Forwarder(settings, api_upstream, signer)
 service_load = ServiceLoad(settings, api_upstream, signer)
+connections = LongConnections(settings)
 instance_proxy = InstanceProxy(
-    settings, authenticator, sessions, instance_upstream, signer, service_load, authorizer
+    settings,
+    authenticator,
+    sessions,
+    instance_upstream,
+    signer,
+    service_load,
+    authorizer,
+    connections,
 )
 
 
@@ -122,7 +132,7 @@ app = runtime.create_app(
         api_keys,
         audit,
         instance_proxy,
-        InstanceTunnels(authenticator, authorizer, instance_proxy, audit),
+        InstanceTunnels(authenticator, authorizer, instance_proxy, audit, connections),
         OpenApiAggregator(api_upstream, forwarder.base_urls),
         forwarder,
     ],
@@ -139,3 +149,5 @@ app.add_middleware(AuditMiddleware, audit=audit)
 # Inside InstanceHosts: a workload's own answers through its URL keep their headers.
 app.add_middleware(SecurityHeaders, served_over_tls=settings.served_over_tls)
 app.add_middleware(InstanceHosts, proxy=instance_proxy)
+# Outermost: an address that keeps failing authentication reaches nothing (review M8).
+app.add_middleware(AddressGuard, settings=settings, limiter=limiter)

@@ -39,12 +39,19 @@ class Authorizer:
     async def authorize(
         self, principal: Principal, *, roles: frozenset[Role], scope: Scope, method: str
     ) -> None:
+        await self.permit(principal, roles=roles, scope=scope, method=method)
+        await self.rate_limit(principal)
+
+    async def permit(
+        self, principal: Principal, *, roles: frozenset[Role], scope: Scope, method: str
+    ) -> None:
+        """Whether the caller may, spending no rate-limit token: an open connection
+        checked again (long_connections.py) is no new request."""
         if principal.role not in roles:
             raise Forbidden(f"this action needs one of the roles: {', '.join(sorted(roles))}")
         if scope not in principal.scopes:
             raise InsufficientScope(f"this credential lacks the scope {scope!r}", scope=scope)
         await self.check_writable(principal, method)
-        await self.rate_limit(principal)
 
     async def check_writable(self, principal: Principal, method: str) -> None:
         """A suspended tenant reads and changes nothing: through the API, and through

@@ -67,7 +67,9 @@ class ConsoleSessions:
     def _csrf_token(self, session_id: str) -> str:
         return hmac.new(self._csrf_key, session_id.encode(), hashlib.sha256).hexdigest()
 
-    async def sign_in(self, body: ConsoleSignIn, response: Response) -> ConsoleSession:
+    async def sign_in(
+        self, body: ConsoleSignIn, response: Response, connection: Request
+    ) -> ConsoleSession:
         source: Literal["user", "key"]
         if body.api_key is not None:
             presented = body.api_key.get_secret_value()
@@ -81,7 +83,7 @@ class ConsoleSessions:
         else:
             assert body.email is not None  # the schema's rule: both, or an API key
             assert body.password is not None
-            user = await self._sessions.signed_in_user(body.email, body.password)
+            user = await self._sessions.signed_in_user(body.email, body.password, connection)
             source, source_id = "user", user["_id"]
             principal = await self._authenticator.from_source(
                 "user", source_id, list(ALL_SCOPES), via="console",

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -61,6 +61,7 @@ from .instance_cookies import (
     without_session_cookie,
     workload_cookies,
 )
+from .long_connections import Activity, LongConnections
 from .schemas import InstanceSession, Principal
 from .service_load import ServiceLoad
 from .sessions import Sessions
@@ -120,8 +121,10 @@ class InstanceProxy:
         signer: IdentitySigner,
         load: ServiceLoad,
         authorizer: Authorizer,
+        connections: LongConnections,
     ) -> None:
         self.settings = settings
+        self.connections = connections
         self.load = load
         self.authenticator = authenticator
         self.authorizer = authorizer
@@ -440,22 +443,51 @@ class InstanceProxy:
     async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         socket = WebSocket(scope, receive, send)
         host = _host(socket.headers.get("host", ""))
-        try:
-            principal, via_cookie = await self._caller(
-                dict(socket.headers), dict(socket.cookies), host
-            )
+        headers, cookies = dict(socket.headers), dict(socket.cookies)
+
+        async def allowed() -> tuple[Principal, int, str]:
+            """(caller, port, address), as at the handshake: checked again while open."""
+            principal, via_cookie = await self._caller(headers, cookies, host)
             if via_cookie and is_cross_site(socket.headers, host):
                 # A cookie rides along with any page's WebSocket: only the instance's own pages.
                 raise Unauthenticated(
                     "a cookie-authenticated WebSocket must come from the instance's own origin"
                 )
+            # A WebSocket writes to the workload (a shell, a kernel): not for a suspended tenant.
+            await self.authorizer.check_writable(principal, "CONNECT")
             _, port, address = await self._target(principal, host)
-        except GpucloudError as error:
-            await deny_handshake(socket, problem_response(error, socket))
-            return
-        except RelayedProblem as problem:
-            await deny_handshake(socket, problem.response)
-            return
+            return principal, port, address
+
+        with contextlib.ExitStack() as held:
+            try:
+                principal, port, address = await allowed()
+                assert principal.tenant_id is not None  # _target serves tenants alone
+                held.enter_context(self.connections.slot(principal.tenant_id))
+            except GpucloudError as error:
+                await deny_handshake(socket, problem_response(error, socket))
+                return
+            except RelayedProblem as problem:
+                await deny_handshake(socket, problem.response)
+                return
+
+            async def still_allowed() -> None:
+                try:
+                    _, _, now_at = await allowed()
+                except RelayedProblem as problem:
+                    raise NotFound(f"the instance no longer serves port {port}") from problem
+                if now_at != address:
+                    raise NotFound("the instance behind this WebSocket was replaced")
+
+            await self._relay_websocket(socket, host, address, port, still_allowed)
+
+    async def _relay_websocket(
+        self,
+        socket: WebSocket,
+        host: str,
+        address: str,
+        port: int,
+        still_allowed: Callable[[], Awaitable[None]],
+    ) -> None:
         url = f"ws://{address}:{port}{socket.url.path}"
         if socket.url.query:
             url += f"?{socket.url.query}"
@@ -468,10 +500,15 @@ class InstanceProxy:
         ]
         try:
             async with self.upstream.websocket(
-                url, headers=headers, protocols=protocols
+                url,
+                headers=headers,
+                protocols=protocols,
+                max_message_bytes=self.settings.websocket_max_message_bytes,
             ) as upstream:
                 await socket.accept(subprotocol=upstream.protocol)
-                await _pump(socket, upstream)
+                await self.connections.hold(
+                    socket, lambda activity: _pump(socket, upstream, activity), still_allowed
+                )
         except UpstreamUnreachable:
             refused = InstanceUnreachable(
                 f"the instance's port {port} did not accept the WebSocket"
@@ -481,7 +518,7 @@ class InstanceProxy:
             await deny_handshake(socket, problem_response(error, socket))
 
 
-async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:
+async def _pump(socket: WebSocket, upstream: UpstreamSocket, activity: Activity) -> None:
     async def client_to_upstream() -> None:
         with contextlib.suppress(WebSocketDisconnect):
             while True:
@@ -492,19 +529,26 @@ async def _pump(socket: WebSocket, upstream: UpstreamSocket) -> None:
                     message.get("text") if message.get("text") is not None else message.get("bytes")
                 )
                 if data is not None:
+                    activity.touch()
                     await upstream.send(data)
 
     async def upstream_to_client() -> None:
         async for frame in upstream.frames():
+            activity.touch()
             if isinstance(frame, str):
                 await socket.send_text(frame)
             else:
                 await socket.send_bytes(frame)
 
     tasks = [asyncio.create_task(client_to_upstream()), asyncio.create_task(upstream_to_client())]
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
-        task.cancel()
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when the connection is ended from outside (long_connections.py)
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
+                    await task
     for task in done:
         task.result()
     if tasks[1] in done:

@@ -33,6 +33,23 @@ class RateLimiter:
 
     def take(self, key: str, *, rate: float, burst: int, what: str) -> None:
         """Spend one token from `key`'s bucket, or raise 429 saying when to come back."""
+        bucket = self._refilled(key, rate=rate, burst=burst)
+        _refuse_if_empty(bucket, rate=rate, burst=burst, what=what)
+        bucket.tokens -= 1.0
+
+    def check(self, key: str, *, rate: float, burst: int, what: str) -> None:
+        """Raise 429 if `key`'s bucket is empty, spending nothing: a guard whose tokens
+        are spent afterwards, by the requests that fail (`spend`)."""
+        _refuse_if_empty(
+            self._refilled(key, rate=rate, burst=burst), rate=rate, burst=burst, what=what
+        )
+
+    def spend(self, key: str, *, rate: float, burst: int) -> None:
+        """Spend one token whether or not one is left (down to empty, never below)."""
+        bucket = self._refilled(key, rate=rate, burst=burst)
+        bucket.tokens = max(0.0, bucket.tokens - 1.0)
+
+    def _refilled(self, key: str, *, rate: float, burst: int) -> _Bucket:
         now = time.monotonic()
         bucket = self._buckets.pop(key, None) or _Bucket(tokens=float(burst), updated=now)
         bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.updated) * rate)
@@ -40,11 +57,14 @@ class RateLimiter:
         self._buckets[key] = bucket
         if len(self._buckets) > MAX_BUCKETS:
             self._buckets.popitem(last=False)
-        if bucket.tokens < 1.0:
-            wait_s = math.ceil((1.0 - bucket.tokens) / rate)
-            raise RateLimited(
-                f"{what} allows {rate:g} requests/s (bursts of {burst}); retry in {wait_s} s",
-                retry_after_s=wait_s,
-                limit=what,
-            )
-        bucket.tokens -= 1.0
+        return bucket
+
+
+def _refuse_if_empty(bucket: _Bucket, *, rate: float, burst: int, what: str) -> None:
+    if bucket.tokens < 1.0:
+        wait_s = math.ceil((1.0 - bucket.tokens) / rate)
+        raise RateLimited(
+            f"{what} allows {rate:g} requests/s (bursts of {burst}); retry in {wait_s} s",
+            retry_after_s=wait_s,
+            limit=what,
+        )

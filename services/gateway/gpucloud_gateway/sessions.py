@@ -11,10 +11,12 @@ import time
 from datetime import UTC, datetime
 
 from pydantic import SecretStr
+from starlette.requests import HTTPConnection
 
 from gpucloud_libs.errors import Unauthenticated
 
 from . import credentials
+from .address_guard import client_address
 from .authentication import Authenticator
 from .credentials import API_AUDIENCE, SessionToken
 from .documents import UserDoc
@@ -36,10 +38,15 @@ class Sessions:
         self._authenticator = authenticator
         self._limiter = limiter
         self._session_secret = settings.session_secret.get_secret_value()
+        self._trusted_proxies = settings.trusted_proxies
+        self._sign_ins_per_s = settings.sign_ins_per_address_per_s
+        self._sign_ins_burst = settings.sign_ins_per_address_burst
 
-    async def issue(self, request: TokenRequest, principal: Principal | None) -> TokenIssued:
+    async def issue(
+        self, request: TokenRequest, principal: Principal | None, connection: HTTPConnection
+    ) -> TokenIssued:
         if request.email is not None and request.password is not None:
-            user = await self.signed_in_user(request.email, request.password)
+            user = await self.signed_in_user(request.email, request.password, connection)
             claims = SessionToken(
                 source="user", source_id=user["_id"],
                 source_version=user.get("credentials_version", 0), role=user["role"],
@@ -57,8 +64,18 @@ class Sessions:
             expires_at=datetime.fromtimestamp(claims.expires_at, UTC),
         )
 
-    async def signed_in_user(self, email: str, password: SecretStr) -> UserDoc:
-        """The active user with this email and password; rate-limited per email."""
+    async def signed_in_user(
+        self, email: str, password: SecretStr, connection: HTTPConnection
+    ) -> UserDoc:
+        """The active user with this email and password; rate-limited per client address
+        (before the scrypt it costs, review M8), then per email."""
+        address = client_address(connection, self._trusted_proxies)
+        self._limiter.take(
+            f"sign-in:{address}",
+            rate=self._sign_ins_per_s,
+            burst=self._sign_ins_burst,
+            what="signing in from this address",
+        )
         self._limiter.take(f"login:{email}", rate=0.2, burst=10, what="signing in as this user")
         user = await self._users.by_email(email)
         matched = await asyncio.to_thread(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from ipaddress import IPv4Network, IPv6Network
+
 from pydantic import SecretStr
 
 from gpucloud_libs.settings import ServiceSettings
@@ -49,6 +51,17 @@ class GatewaySettings(ServiceSettings):
     tenant_rate_limit_per_s: float = 200.0
     tenant_rate_limit_burst: int = 400
 
+    #: Before authentication, per client address (review M8, address_guard.py): the
+    #: answers 401 it may draw before its requests are refused unread, and the password
+    #: sign-ins (a scrypt each) it may attempt.
+    failed_auths_per_address_per_s: float = 5.0
+    failed_auths_per_address_burst: int = 100
+    sign_ins_per_address_per_s: float = 2.0
+    sign_ins_per_address_burst: int = 60
+    #: The ingress or load balancer in front of the gateway, as CIDRs: from these peers
+    #: X-Forwarded-For tells the client's address. Empty: the TCP peer is the client.
+    #: A JSON list in the environment: GPUCLOUD_TRUSTED_PROXIES='["10.0.0.0/8"]'.
+    trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
     #: How long authentication may trust what it read (revocation elsewhere).
     auth_cache_ttl_s: float = 2.0
     #: A running instance's address is re-resolved after this.
@@ -66,6 +79,14 @@ class GatewaySettings(ServiceSettings):
     upstream_read_timeout_s: float = 60.0
     #: Instance workloads may stream for long (notebooks, logs, SSE).
     instance_read_timeout_s: float = 3600.0
+    #: Tunnels and instance WebSockets (review M7, long_connections.py): how many a
+    #: tenant holds open at once (per replica), how often their caller is checked
+    #: again, and when an idle or old one is closed; and the largest message either way.
+    long_connections_per_tenant: int = 64
+    long_connection_recheck_s: float = 5.0
+    long_connection_idle_s: float = 3600.0
+    long_connection_max_s: float = 24 * 3600.0
+    websocket_max_message_bytes: int = 2**20
     #: Background republishing of tenant and audit events that did not get out.
     outbox_sweep_s: float = 15.0
 

@@ -7,6 +7,8 @@ reaches the SSH server inside an instance that opens no port to the world.
   suspended; the port must be one the instance declares (public or not).
 - Bytes pass both ways unchanged, as binary messages. Either side closing ends both.
 - Each opening is in the audit log (`CONNECT …/tunnel`, 101), and so is each refusal.
+- The caller is checked again every few seconds while it is open, and a tenant's open
+  tunnels, their idle time and their lifetime are bounded (long_connections.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .audit import AuditedCall, AuditLog
 from .authentication import Authenticator
 from .authorization import Authorizer
 from .instance_urls import InstanceProxy, InstanceUnreachable, RelayedProblem, deny_handshake
+from .long_connections import Activity, LongConnections
 from .routes import TENANT_MEMBERS
 from .schemas import Principal
 
@@ -41,46 +44,68 @@ class InstanceTunnels:
         authorizer: Authorizer,
         proxy: InstanceProxy,
         audit: AuditLog,
+        connections: LongConnections,
     ) -> None:
         self._authenticator = authenticator
         self._authorizer = authorizer
         self._proxy = proxy
         self._audit = audit
+        self._connections = connections
 
     async def serve(self, socket: WebSocket, instance_id: str, port: int) -> None:
         principal: Principal | None = None
-        try:
-            principal = await self._caller(socket)
-            await self._authorizer.authorize(
-                principal, roles=TENANT_MEMBERS, scope="instances:connect", method="CONNECT"
-            )
-            address = await self._proxy.address(principal, instance_id, port, tunnel=True)
+        with contextlib.ExitStack() as held:
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
+                principal = await self._caller(socket)
+                await self._allowed(principal)
+                assert principal.tenant_id is not None  # _caller refuses the operator
+                held.enter_context(self._connections.slot(principal.tenant_id))
+                address = await self._proxy.address(principal, instance_id, port, tunnel=True)
+                try:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
+                    )
+                except (OSError, TimeoutError) as error:
+                    raise InstanceUnreachable(
+                        f"the instance's port {port} did not accept the connection; "
+                        "is the server inside listening?",
+                        retry_after_s=2,
+                    ) from error
+            except GpucloudError as error:
+                await self._record(principal, socket, error.status)
+                await deny_handshake(socket, problem_response(error, socket))
+                return
+            except RelayedProblem as problem:
+                await self._record(principal, socket, problem.response.status_code)
+                await deny_handshake(socket, problem.response)
+                return
+
+            async def still_allowed() -> None:
+                """As at the handshake: the caller, its rights, the instance's address."""
+                again = await self._caller(socket)
+                await self._allowed(again)
+                try:
+                    now_at = await self._proxy.address(again, instance_id, port, tunnel=True)
+                except RelayedProblem as problem:
+                    raise NotFound(f"the instance no longer serves port {port}") from problem
+                if now_at != address:
+                    raise NotFound("the instance behind this tunnel was replaced")
+
+            await self._record(principal, socket, 101)
+            await socket.accept()
+            try:
+                await self._connections.hold(
+                    socket, lambda activity: _pump(socket, reader, writer, activity), still_allowed
                 )
-            except (OSError, TimeoutError) as error:
-                raise InstanceUnreachable(
-                    f"the instance's port {port} did not accept the connection; "
-                    "is the server inside listening?",
-                    retry_after_s=2,
-                ) from error
-        except GpucloudError as error:
-            await self._record(principal, socket, error.status)
-            await deny_handshake(socket, problem_response(error, socket))
-            return
-        except RelayedProblem as problem:
-            await self._record(principal, socket, problem.response.status_code)
-            await deny_handshake(socket, problem.response)
-            return
-        await self._record(principal, socket, 101)
-        await socket.accept()
-        try:
-            await _pump(socket, reader, writer)
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+
+    async def _allowed(self, principal: Principal) -> None:
+        await self._authorizer.permit(
+            principal, roles=TENANT_MEMBERS, scope="instances:connect", method="CONNECT"
+        )
 
     async def _caller(self, socket: WebSocket) -> Principal:
         scheme, _, credential = socket.headers.get("authorization", "").partition(" ")
@@ -102,7 +127,10 @@ class InstanceTunnels:
 
 
 async def _pump(
-    socket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    socket: WebSocket,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    activity: Activity,
 ) -> None:
     async def client_to_instance() -> None:
         with contextlib.suppress(WebSocketDisconnect):
@@ -114,19 +142,24 @@ async def _pump(
                 if data is None and message.get("text") is not None:
                     data = message["text"].encode()
                 if data:
+                    activity.touch()
                     writer.write(data)
                     await writer.drain()
 
     async def instance_to_client() -> None:
         while chunk := await reader.read(CHUNK_BYTES):
+            activity.touch()
             await socket.send_bytes(chunk)
 
     tasks = [asyncio.create_task(client_to_instance()), asyncio.create_task(instance_to_client())]
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, OSError, WebSocketDisconnect):
-            await task
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when the connection is ended from outside (long_connections.py)
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError, WebSocketDisconnect):
+                    await task
     for task in done:
         with contextlib.suppress(OSError, WebSocketDisconnect):
             task.result()

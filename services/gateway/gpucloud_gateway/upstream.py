@@ -206,11 +206,15 @@ class Upstream:
 
     @asynccontextmanager
     async def websocket(
-        self, url: str, *, headers: Headers, protocols: list[str]
+        self, url: str, *, headers: Headers, protocols: list[str], max_message_bytes: int
     ) -> AsyncIterator[UpstreamSocket]:
         try:
             socket = await self.session.ws_connect(
-                url, headers=headers, protocols=protocols, max_msg_size=64 * 2**20, heartbeat=30
+                url,
+                headers=headers,
+                protocols=protocols,
+                max_msg_size=max_message_bytes,
+                heartbeat=30,
             )
         except (aiohttp.ClientError, TimeoutError) as error:
             raise _refused_by_policy(error) or UpstreamUnreachable(
