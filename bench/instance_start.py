@@ -75,7 +75,9 @@ class Bench:
 
     def auth(self, role: Role = "tenant-user", tenant_id: str | None = None) -> SignedAs:
         tenant = None if role == "platform-admin" else (tenant_id or self.tenant)
-        return SignedAs(self.signer, role=role, tenant_id=tenant, subject="bench")
+        return SignedAs(
+            self.signer, audience="instances", role=role, tenant_id=tenant, subject="bench"
+        )
 
     async def add_nodes(self, prefix: str, count: int, product: str, gpus: int = 8) -> None:
         async def one(index: int) -> None:

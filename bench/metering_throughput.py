@@ -110,7 +110,13 @@ async def run_metering(
 
 async def lag(env: dict[str, str], probes: int) -> list[float]:
     tenant_id = f"bench-lag-{uuid.uuid4().hex[:8]}"
-    auth = SignedAs(gateway_signer(), role="tenant-admin", tenant_id=tenant_id, subject="bench")
+    auth = SignedAs(
+        gateway_signer(),
+        audience="metering",
+        role="tenant-admin",
+        tenant_id=tenant_id,
+        subject="bench",
+    )
     seconds = []
     async with httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30, auth=auth

@@ -99,7 +99,13 @@ async def publish_fleet(kafka: KafkaConnection, seconds: int, run: str) -> int:
 
 async def alert_latency(env: dict[str, str], probes: int, run: str) -> list[float]:
     kafka = KafkaConnection.from_env(env)
-    auth = SignedAs(gateway_signer(), role="platform-admin", tenant_id=None, subject="bench")
+    auth = SignedAs(
+        gateway_signer(),
+        audience="monitoring",
+        role="platform-admin",
+        tenant_id=None,
+        subject="bench",
+    )
     node = f"bench-{run}-probe"
     async with httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{BENCH_PORT}", timeout=30, auth=auth

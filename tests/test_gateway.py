@@ -351,7 +351,7 @@ async def test_forwarded_calls_carry_the_gateways_identity_only(
     # A caller's own identity header is dropped: the service sees who the gateway says.
     forged = IdentitySigner("gateway", generate_key_pair()[0], setting="-").sign(
         subject="x", role="tenant-admin", tenant_id=victim.tenant_id,
-        method="GET", path="/gpu-instances",
+        audience="instances", method="GET", path="/gpu-instances",
     )  # fmt: skip
     listed = await platform.http.get(
         "/v1/gpu-instances", headers={**bearer(attacker.admin_key), IDENTITY_HEADER: forged}
@@ -360,7 +360,7 @@ async def test_forwarded_calls_carry_the_gateways_identity_only(
     # Forged with the real key, it is still dropped.
     real = gateway_signer.sign(
         subject="x", role="tenant-admin", tenant_id=victim.tenant_id,
-        method="POST", path="/gpu-instances",
+        audience="instances", method="POST", path="/gpu-instances",
     )  # fmt: skip
     spec = await platform.spec()
     started = await platform.http.post(

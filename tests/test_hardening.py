@@ -231,25 +231,51 @@ async def test_readiness_details_are_for_direct_callers_only(
 async def test_a_service_takes_only_identities_the_gateway_signed_for_that_request(
     stack_env: dict[str, str], gateway_signer: IdentitySigner
 ) -> None:
-    """Calls that skip the gateway: the old shared-key format, a token replayed on
-    another route, and a platform admin signed by a service are all refused."""
+    """Calls that skip the gateway: the old shared-key format, a token replayed as it
+    was or on another route, and a platform admin signed by a service are all refused."""
     instances_key = stack_service_env("instances")["GPUCLOUD_IDENTITY_PRIVATE_KEY"]
     instances_signer = IdentitySigner("instances", instances_key, setting="-")
     claims = {"subject": "x", "role": "platform-admin", "tenant_id": None, "expires_at": 4e9}
     payload = b64(json.dumps(claims).encode())
     shared_key = b64(hmac.new(b"k" * 48, payload.encode(), hashlib.sha256).digest())
     listing = gateway_signer.sign(
-        subject="x", role="platform-admin", tenant_id=None, method="GET", path="/specs"
-    )
+        subject="x", role="platform-admin", tenant_id=None, audience="instances",
+        method="GET", path="/specs",
+    )  # fmt: skip
     refused = {
         "old shared-key token": f"{payload}.{shared_key}",
         "replayed on another path": listing,
+        "signed for another body": gateway_signer.sign(
+            subject="x",
+            role="platform-admin",
+            tenant_id=None,
+            audience="instances",
+            method="POST",
+            path="/specs",
+            body=b'{"name": "harmless"}',
+        ),
+        "signed for another service": gateway_signer.sign(
+            subject="x",
+            role="platform-admin",
+            tenant_id=None,
+            audience="metering",
+            method="POST",
+            path="/specs",
+        ),
         "platform admin from a service": instances_signer.sign(
-            subject="x", role="platform-admin", tenant_id=None, method="POST", path="/specs"
+            subject="x",
+            role="platform-admin",
+            tenant_id=None,
+            audience="instances",
+            method="POST",
+            path="/specs",
         ),
     }
     async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_INSTANCES_URL"]) as direct:
         assert (await direct.get("/specs", headers={IDENTITY_HEADER: listing})).status_code == 200
+        # Good once (review M6): the same request again, as sniffed, is refused.
+        replayed = await direct.get("/specs", headers={IDENTITY_HEADER: listing})
+        assert "already used" in assert_problem(replayed, 401, "unauthenticated")["detail"]
         for why, token in refused.items():
             response = await direct.post(
                 "/specs",
@@ -274,30 +300,36 @@ async def test_a_services_key_signs_only_for_the_routes_that_service_calls(
     instances_key = stack_service_env("instances")["GPUCLOUD_IDENTITY_PRIVATE_KEY"]
     signer = IdentitySigner("instances", instances_key, setting="-")
 
-    def as_tenant(method: str, path: str) -> dict[str, str]:
+    def as_tenant(service: str, method: str, path: str, body: bytes) -> dict[str, str]:
         token = signer.sign(
-            subject="x", role="tenant-admin", tenant_id="t-victim", method=method, path=path
-        )
-        return {IDENTITY_HEADER: token}
+            subject="x", role="tenant-admin", tenant_id="t-victim", audience=service,
+            method=method, path=path, body=body,
+        )  # fmt: skip
+        return {IDENTITY_HEADER: token, "Content-Type": "application/json"}
 
     refused = [
-        (stack_env["GPUCLOUD_MONITORING_URL"], "POST", "/alert-rules",
+        ("monitoring", "POST", "/alert-rules",
          {"name": "r", "metric": "temperature_c", "threshold": 1}),
-        (stack_env["GPUCLOUD_STORAGE_URL"], "GET", "/storages", None),
-        (stack_env["GPUCLOUD_STORAGE_URL"], "POST", "/storages/s/download-urls", {"keys": ["a"]}),
-        (stack_env["GPUCLOUD_METERING_URL"], "GET", "/usage", None),
+        ("storage", "GET", "/storages", None),
+        ("storage", "POST", "/storages/s/download-urls", {"keys": ["a"]}),
+        ("metering", "GET", "/usage", None),
     ]  # fmt: skip
     async with httpx.AsyncClient() as http:
-        for base, method, path, body in refused:
+        for service, method, path, body in refused:
+            content = json.dumps(body).encode() if body is not None else b""
             response = await http.request(
-                method, base + path, json=body, headers=as_tenant(method, path)
+                method,
+                stack_env[f"GPUCLOUD_{service.upper()}_URL"] + path,
+                content=content,
+                headers=as_tenant(service, method, path, content),
             )
             problem = assert_problem(response, 401, "unauthenticated")
             assert "signed by gateway" in problem["detail"], (path, problem)
         # The route it does call answers past authentication (no such storage here).
         path = "/storages/no-such-storage"
         allowed = await http.get(
-            stack_env["GPUCLOUD_STORAGE_URL"] + path, headers=as_tenant("GET", path)
+            stack_env["GPUCLOUD_STORAGE_URL"] + path,
+            headers=as_tenant("storage", "GET", path, b""),
         )
         assert_problem(allowed, 404)
 

@@ -24,7 +24,7 @@ INSTANCES_PRIVATE, INSTANCES_PUBLIC = generate_key_pair()
 GATEWAY = IdentitySigner("gateway", GATEWAY_PRIVATE, setting="TEST")
 INSTANCES = IdentitySigner("instances", INSTANCES_PRIVATE, setting="TEST")
 VERIFIER = IdentityVerifier(
-    {"gateway": GATEWAY_PUBLIC, "instances": INSTANCES_PUBLIC}, setting="TEST"
+    {"gateway": GATEWAY_PUBLIC, "instances": INSTANCES_PUBLIC}, setting="TEST", audience="instances"
 )
 PATH = "/gpu-instances/nb-1"
 
@@ -36,11 +36,15 @@ def signed(
     tenant_id: str | None = "t-1",
     method: str = "GET",
     path: str = PATH,
+    query: str = "",
+    body: bytes = b"",
+    audience: str = "instances",
     ttl_s: float = 60,
 ) -> str:
     return signer.sign(
-        subject="u-1", role=role, tenant_id=tenant_id, method=method, path=path, ttl_s=ttl_s
-    )
+        subject="u-1", role=role, tenant_id=tenant_id, audience=audience, method=method,
+        path=path, query=query, body=body, ttl_s=ttl_s,
+    )  # fmt: skip
 
 
 def old_shared_key_token(key: str) -> str:
@@ -87,6 +91,23 @@ def test_missing_forged_and_old_format_tokens_are_rejected(token: str | None, re
         VERIFIER.verify(token, method="GET", path=PATH)
 
 
+def test_a_token_is_good_once_for_its_service_query_and_body_alone() -> None:
+    """Review M6: a token seen on the wire cannot be sent again within its minute, with
+    another body or query, to another service, or as it was."""
+    body = b'{"image": "jupyter"}'
+    with pytest.raises(Unauthenticated, match="another request body"):
+        VERIFIER.verify(signed(method="PATCH", body=body), method="PATCH", path=PATH, body=b"{}")
+    with pytest.raises(Unauthenticated, match="another request"):
+        VERIFIER.verify(signed(query="limit=5"), method="GET", path=PATH, query="limit=500")
+    with pytest.raises(Unauthenticated, match="for the storage service"):
+        VERIFIER.verify(signed(audience="storage"), method="GET", path=PATH)
+    token = signed(method="PATCH", query="dryRun=true", body=body)
+    once = VERIFIER.verify(token, method="PATCH", path=PATH, query="dryRun=true", body=body)
+    assert once.subject == "u-1"
+    with pytest.raises(Unauthenticated, match="already used"):
+        VERIFIER.verify(token, method="PATCH", path=PATH, query="dryRun=true", body=body)
+
+
 def test_a_tampered_payload_breaks_the_signature() -> None:
     token = signed(tenant_id="t-1")
     forged = signed(tenant_id="t-2")
@@ -130,7 +151,7 @@ def test_roles_are_enforced() -> None:
 )
 def test_unusable_public_keys_are_refused_at_the_check(keys: dict[str, str], says: str) -> None:
     with pytest.raises(WeakKey, match=says):
-        IdentityVerifier(keys, setting="GPUCLOUD_IDENTITY_PUBLIC_KEYS").check()
+        IdentityVerifier(keys, setting="GPUCLOUD_IDENTITY_PUBLIC_KEYS", audience="x").check()
 
 
 @pytest.mark.parametrize(("key", "says"), [("", "is not set"), ("change-me", "is not a base64url")])

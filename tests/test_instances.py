@@ -47,7 +47,7 @@ class Instances:
     started: list[tuple[str, str]] = field(default_factory=list)
 
     def as_(self, role: Role, tenant_id: str | None) -> SignedAs:
-        return SignedAs(self.signer, role=role, tenant_id=tenant_id)
+        return SignedAs(self.signer, audience="instances", role=role, tenant_id=tenant_id)
 
     @property
     def admin(self) -> SignedAs:

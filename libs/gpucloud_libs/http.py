@@ -234,7 +234,10 @@ def identity_from(*issuers: str) -> Callable[..., Awaitable[Identity]]:
         verifier: IdentityVerifier = request.app.state.identity_verifier
         # The path as sent, still encoded: what the signer signed.
         path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
-        identity = verifier.verify(token, method=request.method, path=path)
+        query = request.scope.get("query_string", b"").decode("latin-1")
+        # Bounded by BodyLimitMiddleware; FastAPI parses the same, cached, bytes.
+        body = await request.body()
+        identity = verifier.verify(token, method=request.method, path=path, query=query, body=body)
         if identity.issuer not in issuers:
             raise Unauthenticated(
                 f"this route takes identities signed by {' or '.join(issuers)}, "

@@ -2,8 +2,10 @@
 
 The gateway authenticates the caller (API key or token), then forwards the
 request with `X-Gpucloud-Identity: <token>`: the caller (subject, role, tenant),
-the request it is good for (method and path) and a short expiry, signed with
-Ed25519. Only a signer holds its private key; services hold the public keys,
+the one request it is good for (the service it is for, method, path, query and a
+SHA-256 of the body), a nonce and a short expiry, signed with Ed25519. A service
+takes each nonce once, so a token seen on the wire cannot be sent again, with
+this body or another, within its minute (review M6). Only a signer holds its private key; services hold the public keys,
 so a service's environment, or a copy of its settings, cannot mint an identity.
 Services trust only what this token says, never the network or the request
 body, for who is calling and for which tenant.
@@ -17,11 +19,13 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import hmac
 import json
 import secrets
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Generator, Mapping
 from typing import Literal
 
@@ -101,9 +105,18 @@ class IdentityClaims(BaseModel):
     subject: str = Field(alias="sub")
     role: Role
     tenant_id: str | None = Field(alias="tenant")
+    #: The service it is for: a token for storage is no good at metering.
+    audience: str = Field(alias="aud")
     method: str
     path: str
+    query: str = Field(alias="qs")
+    body_sha256: str = Field(alias="body")
+    nonce: str = Field(alias="jti")
     expires_at: float = Field(alias="exp")
+
+
+def body_digest(body: bytes) -> str:
+    return b64(hashlib.sha256(body).digest())
 
 
 def b64(data: bytes) -> str:
@@ -161,14 +174,20 @@ class IdentitySigner:
         subject: str,
         role: Role,
         tenant_id: str | None,
+        audience: str,
         method: str,
         path: str,
+        query: str = "",
+        body: bytes = b"",
         ttl_s: float = DEFAULT_TTL_S,
     ) -> str:
-        """A token good for one method on one path (as sent, still encoded) for `ttl_s`."""
+        """A token good once, for `ttl_s`, for this one request to the `audience` service:
+        `path` and `query` as sent (still encoded, the query without its `?`), and
+        exactly these body bytes."""
         claims = IdentityClaims(
-            iss=self.issuer, sub=subject, role=role, tenant=tenant_id,
-            method=method.upper(), path=path, exp=time.time() + ttl_s,
+            iss=self.issuer, sub=subject, role=role, tenant=tenant_id, aud=audience,
+            method=method.upper(), path=path, qs=query, body=body_digest(body),
+            jti=b64(secrets.token_bytes(16)), exp=time.time() + ttl_s,
         )  # fmt: skip
         payload = b64(claims.model_dump_json(by_alias=True).encode())
         return f"{payload}.{b64(self._key.sign(payload.encode()))}"
@@ -177,9 +196,12 @@ class IdentitySigner:
 class IdentityVerifier:
     """Checks identity tokens against the public keys of the trusted signers."""
 
-    def __init__(self, public_keys: Mapping[str, str], *, setting: str) -> None:
+    def __init__(self, public_keys: Mapping[str, str], *, setting: str, audience: str) -> None:
         self._texts = dict(public_keys)
         self._setting = setting
+        self._audience = audience
+        #: Nonces taken, with their tokens' expiry, oldest first: kept until they expire.
+        self._seen: OrderedDict[str, float] = OrderedDict()
 
     @functools.cached_property
     def _keys(self) -> dict[str, Ed25519PublicKey]:
@@ -195,18 +217,34 @@ class IdentityVerifier:
         _ = self._keys
 
     def verify(
-        self, token: str | None, *, method: str, path: str, now: float | None = None
+        self,
+        token: str | None,
+        *,
+        method: str,
+        path: str,
+        query: str = "",
+        body: bytes = b"",
+        now: float | None = None,
     ) -> Identity:
-        """The caller, if `token` is genuine, unexpired and minted for this very request."""
+        """The caller, if `token` is genuine, unexpired, unused, and minted for this very
+        request to this service."""
         if not token:
             raise Unauthenticated(
                 f"missing {IDENTITY_HEADER}; call this service through the gateway"
             )
         claims = self._claims(token)
-        if claims.expires_at < (time.time() if now is None else now):
+        now = time.time() if now is None else now
+        if claims.expires_at < now:
             raise Unauthenticated("the identity token has expired")
-        if claims.method != method.upper() or claims.path != path:
+        if claims.audience != self._audience:
+            raise Unauthenticated(
+                f"the identity token is for the {claims.audience} service, not this one"
+            )
+        if (claims.method, claims.path, claims.query) != (method.upper(), path, query):
             raise Unauthenticated("the identity token was minted for another request")
+        if not hmac.compare_digest(claims.body_sha256, body_digest(body)):
+            raise Unauthenticated("the identity token was minted for another request body")
+        self._take_nonce(claims.nonce, claims.expires_at, now)
         if claims.role == "platform-admin" and claims.issuer != GATEWAY:
             raise Unauthenticated(f"only the {GATEWAY} may sign for a platform admin")
         if claims.role != "platform-admin" and claims.tenant_id is None:
@@ -218,6 +256,13 @@ class IdentityVerifier:
             expires_at=claims.expires_at,
             issuer=claims.issuer,
         )
+
+    def _take_nonce(self, nonce: str, expires_at: float, now: float) -> None:
+        while self._seen and next(iter(self._seen.values())) < now:
+            self._seen.popitem(last=False)
+        if nonce in self._seen:
+            raise Unauthenticated("the identity token was already used")
+        self._seen[nonce] = expires_at
 
     def _claims(self, token: str) -> IdentityClaims:
         payload, _, signature = token.partition(".")
@@ -236,19 +281,30 @@ class IdentityVerifier:
 
 
 class SignedAs(httpx.Auth):
-    """An httpx client's requests, each signed for its method and path as `signer` signs
-    them: how a caller with a signer's key (a benchmark, a test) calls a service directly."""
+    """An httpx client's requests to the `audience` service, each signed for itself as
+    `signer` signs them: how a caller with a signer's key (a benchmark, a test) calls a
+    service directly."""
+
+    requires_request_body = True  # the body's digest is signed
 
     def __init__(
-        self, signer: IdentitySigner, *, role: Role, tenant_id: str | None, subject: str = "tester"
+        self,
+        signer: IdentitySigner,
+        *,
+        audience: str,
+        role: Role,
+        tenant_id: str | None,
+        subject: str = "tester",
     ) -> None:
-        self.signer, self.role, self.tenant_id, self.subject = signer, role, tenant_id, subject
+        self.signer, self.audience = signer, audience
+        self.role, self.tenant_id, self.subject = role, tenant_id, subject
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        path = request.url.raw_path.split(b"?", 1)[0].decode("latin-1")
+        path, _, query = request.url.raw_path.decode("latin-1").partition("?")
         request.headers[IDENTITY_HEADER] = self.signer.sign(
             subject=self.subject, role=self.role, tenant_id=self.tenant_id,
-            method=request.method, path=path,
+            audience=self.audience, method=request.method, path=path, query=query,
+            body=request.content,
         )  # fmt: skip
         yield request
 

@@ -58,7 +58,9 @@ class ServiceRuntime:
     ) -> None:
         self.settings = settings
         self.identity_verifier = IdentityVerifier(
-            settings.identity_public_keys, setting="GPUCLOUD_IDENTITY_PUBLIC_KEYS"
+            settings.identity_public_keys,
+            setting="GPUCLOUD_IDENTITY_PUBLIC_KEYS",
+            audience=settings.service_name,
         )
         #: Checked first at start, before connecting anywhere: keys and secrets.
         self._key_checks: list[Callable[[], None]] = [self.identity_verifier.check]

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 from opentelemetry.propagate import inject
+from yarl import URL
 
 from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner
@@ -23,20 +24,36 @@ GATEWAY_ONLY_HEADERS = frozenset({"authorization", "cookie", IDENTITY_HEADER.low
 
 
 def identity_headers(
-    signer: IdentitySigner, principal: Principal, *, method: str, path: str
+    signer: IdentitySigner,
+    principal: Principal,
+    *,
+    service: ServiceName,
+    method: str,
+    path: str,
+    query: str = "",
+    body: bytes = b"",
 ) -> Headers:
-    """The caller's identity for one request to a service (`path` as sent, without the
-    query), and the trace context."""
+    """The caller's identity for one request to `service` (`path` and `query` as sent,
+    the query without its `?`, and these body bytes), and the trace context."""
     token = signer.sign(
         subject=principal.subject,
         role=principal.role,
         tenant_id=principal.tenant_id,
+        audience=service,
         method=method,
         path=path,
+        query=query,
+        body=body,
     )
     carrier: dict[str, str] = {}
     inject(carrier)  # the caller's trace continues in the service
     return [(IDENTITY_HEADER, token), *carrier.items()]
+
+
+def exact_url(base_and_path: str, query: str) -> URL:
+    """The URL sent byte for byte as written, never requoted: the service must see the
+    very path and query the identity was signed for."""
+    return URL(base_and_path + (f"?{query}" if query else ""), encoded=True)
 
 
 def relay(status: int, headers: Headers, body: bytes) -> Response:
@@ -67,10 +84,13 @@ class Forwarder:
         # The path as it came, still encoded: the service decodes it once, as the
         # gateway did to match the route, so `%252F` can never become a `/` there.
         path = request.scope["raw_path"].decode("latin-1").removeprefix("/v1")
-        query = f"?{request.url.query}" if request.url.query else ""
+        query = request.scope["query_string"].decode("latin-1")
         headers = forwardable(request.headers.items(), drop=GATEWAY_ONLY_HEADERS)
-        headers += identity_headers(self.signer, principal, method=request.method, path=path)
-        url = f"{self.base_urls[route.service]}{path}{query}"
+        headers += identity_headers(
+            self.signer, principal, service=route.service, method=request.method,
+            path=path, query=query, body=body,
+        )  # fmt: skip
+        url = exact_url(f"{self.base_urls[route.service]}{path}", query)
         try:
             if route.streams:
                 return await self._stream(request.method, url, headers)
@@ -83,7 +103,7 @@ class Forwarder:
             ) from error
         return relay(response.status, response.headers, response.body)
 
-    async def _stream(self, method: str, url: str, headers: Headers) -> Response:
+    async def _stream(self, method: str, url: URL, headers: Headers) -> Response:
         """The answer passed on as it comes (a followed log), not read whole first."""
         stack = contextlib.AsyncExitStack()
         upstream = await stack.enter_async_context(

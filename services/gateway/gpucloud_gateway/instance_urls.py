@@ -52,7 +52,7 @@ from .authorization import Authorizer, InsufficientScope
 from .balancer import ReplicaBalancer
 from .cache import TtlCache
 from .credentials import API_AUDIENCE
-from .forwarding import identity_headers, relay
+from .forwarding import exact_url, identity_headers, relay
 from .instance_cookies import (
     is_cross_site,
     link_audience,
@@ -231,7 +231,7 @@ class InstanceProxy:
 
         async def resolve(_: tuple[str, str, int, bool]) -> str:
             path = f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
-            query = "?tunnel=true" if tunnel else ""
+            query = "tunnel=true" if tunnel else ""
             address = str((await self._instances_call(principal, path, query))["address"])
             self.egress.check(address, f"instance {instance_id}")
             return address
@@ -320,11 +320,15 @@ class InstanceProxy:
     async def _instances_call(
         self, principal: Principal, path: str, query: str = ""
     ) -> dict[str, object]:
+        """GET `path` (with `query`, without its `?`) of the instances service."""
+        headers = identity_headers(
+            self.signer, principal, service="instances", method="GET", path=path, query=query
+        )
         try:
             response = await self.upstream.call(
                 "GET",
-                f"{self.settings.instances_url}{path}{query}",
-                headers=identity_headers(self.signer, principal, method="GET", path=path),
+                exact_url(f"{self.settings.instances_url}{path}", query),
+                headers=headers,
             )
         except UpstreamUnreachable as error:
             raise InstanceUnreachable("the instances service did not answer; try again") from error

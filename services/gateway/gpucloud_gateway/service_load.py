@@ -116,12 +116,16 @@ class ServiceLoad:
             "gateway": self._replica,
             "services": [{"serviceID": sid, "inFlight": load} for sid, load in services.items()],
         }
-        headers = identity_headers(self._signer, principal, method="POST", path=LOAD_PATH)
+        content = json.dumps(body).encode()
+        headers = identity_headers(
+            self._signer, principal, service="instances", method="POST", path=LOAD_PATH,
+            body=content,
+        )  # fmt: skip
         try:
             answer = await self._upstream.call(
                 "POST", f"{self._url}{LOAD_PATH}",
                 headers=[*headers, ("Content-Type", "application/json")],
-                body=json.dumps(body).encode(),
+                body=content,
             )  # fmt: skip
         except UpstreamUnreachable as error:
             log.warning("service load not reported", extra={"error": str(error)})

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 from starlette.types import Receive, Scope, Send
+from yarl import URL
 
 from gpucloud_libs.egress import EgressPolicy, EgressRefused, OutsideLoopback
 
@@ -151,7 +152,7 @@ class Upstream:
             await self._session.close()
 
     async def call(
-        self, method: str, url: str, *, headers: Headers, body: bytes = b""
+        self, method: str, url: str | URL, *, headers: Headers, body: bytes = b""
     ) -> UpstreamResponse:
         """A whole request and a whole response: the API path, whose bodies are small."""
         try:
@@ -178,7 +179,7 @@ class Upstream:
 
     @asynccontextmanager
     async def stream(
-        self, method: str, url: str, *, headers: Headers, body: AsyncIterator[bytes] | None
+        self, method: str, url: str | URL, *, headers: Headers, body: AsyncIterator[bytes] | None
     ) -> AsyncIterator[UpstreamStream]:
         """Request and response both streamed: the instance-URL path (uploads, SSE, downloads)."""
         try:

@@ -9,10 +9,12 @@ environment variables, so it is listed in `storageIDs` and never mounted.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, Identity, IdentitySigner
@@ -61,16 +63,23 @@ class StorageClient:
     ) -> StorageAnswer:
         # Signed by this service for this one request; the storage service trusts it
         # for tenant roles only (never a platform admin).
+        content = b"" if body is None else json.dumps(body).encode()
         token = self._signer.sign(
             subject=caller.subject,
             role=caller.role,
             tenant_id=caller.tenant_id,
+            audience="storage",
             method=method,
             path=path,
+            body=content,
         )
+        headers = {IDENTITY_HEADER: token, "Content-Type": "application/json"}
         try:
             async with self._session().request(
-                method, f"{self._base_url}{path}", json=body, headers={IDENTITY_HEADER: token}
+                method,
+                URL(f"{self._base_url}{path}", encoded=True),
+                data=content or None,
+                headers=headers,
             ) as response:
                 if response.status >= 500:
                     raise DependencyUnavailable(f"storage service answered {response.status}")
