@@ -498,3 +498,33 @@ async def test_password_sign_ins_are_limited_per_address_before_the_hash(
         assert_problem(refused, 429, "rate_limited")
         assert "from this address" in refused.json()["detail"]
         assert (await owner.post("/v1/tokens", json=right)).status_code == 201
+
+
+#: Registries the kubelet would reach on the node's own network (review M10).
+NODE_NETWORK_IMAGES = [
+    "10.0.0.5:5000/x:1", "169.254.169.254/latest", "[fd00::1]:5000/x", "localhost:5000/x",
+    "registry:5000/x", "127.1/x", "registry.kube-system.svc/x", "mirror.cluster.local/x",
+    "metadata.google.internal/x",
+]  # fmt: skip
+
+
+async def test_images_come_from_registries_named_by_public_names(platform: Platform) -> None:
+    """Every kind of workload: an image whose registry is an address or a local name is a
+    422 on `image`, before anything reaches Kubernetes; a public name is admitted."""
+    account = await platform.tenant(max_gpus=8, max_instances=8)
+    spec = await platform.spec()
+    kinds = {
+        "/v1/gpu-instances": {"specName": spec},
+        "/v1/jobs": {"specName": spec},
+        "/v1/inference-services": {"specName": spec, "port": 8000},
+    }
+    for path, body in kinds.items():
+        for image in NODE_NETWORK_IMAGES:
+            refused = await platform.post_as_tenant(account, path, {**body, "image": image})
+            problem = assert_problem(refused, 422, "validation_failed")
+            [error] = [e for e in problem["errors"] if e["loc"] == ["body", "image"]]
+            assert "public DNS name" in error["msg"], (path, image)
+    started = await platform.start_instance(
+        account, {"image": "nvcr.io/nvidia/pytorch:24.01-py3", "specName": spec}
+    )
+    assert started.status_code == 202, started.text

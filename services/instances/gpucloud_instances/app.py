@@ -40,7 +40,7 @@ from .store import (
     StockStore,
     TenantStore,
 )
-from .templates import Templates
+from .templates import ImagePolicy, Templates
 from .tenancy import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
 
@@ -128,7 +128,17 @@ app = runtime.create_app(
             lines,
             log_streams,
         ),
-        Jobs(log_streams, specs, tenants, jobs, requests, storage, wakeups, lines),
+        Jobs(
+            log_streams,
+            specs,
+            tenants,
+            jobs,
+            requests,
+            storage,
+            wakeups,
+            lines,
+            ImagePolicy(settings.allowed_registries),
+        ),
         InferenceServices(settings, specs, tenants, services, requests, quota, storage, wakeups),
         Templates(),
         RegistryCredentials(registry_credentials, tenants, registry_box, pull_secrets),

@@ -59,7 +59,7 @@ from .store import (
     instance_key,
     service_request_key,
 )
-from .templates import require_non_root
+from .templates import ImagePolicy
 from .wakeups import ControllerWakeups, service_item
 
 #: Who reports service load (the gateway's own subject, never a caller's).
@@ -93,6 +93,7 @@ class InferenceServices:
     ) -> None:
         self._storage = storage
         self._settings = settings
+        self._images = ImagePolicy(settings.allowed_registries)
         self._specs = specs
         self._tenants = tenants
         self._services = services
@@ -103,7 +104,7 @@ class InferenceServices:
     async def create(self, identity: Identity, body: InferenceServiceCreate) -> InferenceService:
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
-        require_non_root(body.image, body.run_as_user, "runAsUser")
+        self._images.admit(body.image, body.run_as_user, uid_field="runAsUser")
         service_id = body.service_id or f"s-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, service_id)
         existing, tenant, spec = await asyncio.gather(
@@ -274,7 +275,7 @@ class InferenceServices:
             context=STORED,
         )
         if body.model_fields_set & {"image", "run_as_user"}:
-            require_non_root(template.image, template.run_as_user, "runAsUser")
+            self._images.admit(template.image, template.run_as_user, uid_field="runAsUser")
         strategy = body.strategy or UpdateStrategy(
             max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
         )

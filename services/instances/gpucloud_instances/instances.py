@@ -56,7 +56,7 @@ from .store import (
     TenantStore,
     instance_key,
 )
-from .templates import require_non_root
+from .templates import ImagePolicy
 from .wakeups import ControllerWakeups, InstanceChanges, Recorded
 
 #: How often a reader waiting for a transition looks at the store again, for the
@@ -85,6 +85,7 @@ class Instances:
         logs: LogStreams,
     ) -> None:
         self._settings = settings
+        self._images = ImagePolicy(settings.allowed_registries)
         self._specs = specs
         self._tenants = tenants
         self._instances = instances
@@ -107,7 +108,7 @@ class Instances:
         """
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
-        require_non_root(body.image, body.template.run_as_user, "template.runAsUser")
+        self._images.admit(body.image, body.template.run_as_user, uid_field="template.runAsUser")
         hashed = request_hash(body)
         with phase("reads"):
             existing, tenant, spec = await asyncio.gather(

@@ -32,7 +32,7 @@ from .queue_line import Line, QueueLines
 from .schemas import Job, JobCreate, JobPage, JobRun, Transition
 from .storages import StorageClient
 from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
-from .templates import require_non_root
+from .templates import ImagePolicy
 from .transitions import job_event
 from .wakeups import ControllerWakeups, job_item
 
@@ -53,7 +53,9 @@ class Jobs:
         storage: StorageClient,
         wakeups: ControllerWakeups,
         lines: QueueLines,
+        images: ImagePolicy,
     ) -> None:
+        self._images = images
         self._logs = logs
         self._specs = specs
         self._tenants = tenants
@@ -69,7 +71,7 @@ class Jobs:
         """Record a new job, queued (202), or return the one this request already made (200)."""
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
-        require_non_root(body.image, body.run_as_user, "runAsUser")
+        self._images.admit(body.image, body.run_as_user, uid_field="runAsUser")
         hashed = _request_hash(body)
         existing, tenant, spec = await asyncio.gather(
             self._earlier(tenant_id, body.job_id, idempotency_key),

@@ -15,7 +15,7 @@ from typing import Any
 from gpucloud_libs import naming
 from gpucloud_libs.gpu_shares import SHARED_GPU_RESOURCE, SHARING_LABEL
 
-from .schemas import InstanceTemplate, is_device_selector
+from .schemas import DOCKER_HUB, InstanceTemplate, is_device_selector
 
 Manifest = dict[str, Any]
 
@@ -477,20 +477,10 @@ def job_set(pods: JobPods, *, nodes: int) -> Manifest:
 #: Image pull Secrets are named so; the admission policy lets the instances service
 #: write no other Secret.
 PULL_SECRET_PREFIX = "gpc-registry-"  # noqa: S105 - a name prefix, not a password
-DOCKER_HUB = "docker.io"
 
 
 def pull_secret_name(credential_id: str) -> str:
     return f"{PULL_SECRET_PREFIX}{credential_id}"
-
-
-def image_registry(image: str) -> str:
-    """The registry host of an image reference, as the kubelet reads it: the first
-    path part when it holds a `.` or `:` or is `localhost`, else Docker Hub."""
-    first, slash, _ = image.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        return first.lower()
-    return DOCKER_HUB
 
 
 def pull_secret(

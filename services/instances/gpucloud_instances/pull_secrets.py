@@ -14,6 +14,7 @@ from gpucloud_libs.kube import ConflictError, KubeClient
 from gpucloud_libs.sealing import SecretBox
 
 from . import manifests
+from .schemas import image_registry
 from .store import RegistryCredentialStore
 
 
@@ -30,7 +31,7 @@ class PullSecrets:
     async def for_image(self, tenant_id: str, namespace: str, image: str) -> list[str]:
         """The names of the pull Secrets for `image`, written first where needed."""
         names = []
-        for doc in await self._credentials.for_registry(tenant_id, manifests.image_registry(image)):
+        for doc in await self._credentials.for_registry(tenant_id, image_registry(image)):
             marker = (namespace, doc["_id"], doc["created_at"].isoformat())
             if marker not in self._written:
                 password = self._box.open(doc["sealed_password"])

@@ -6,7 +6,14 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gpucloud_libs.gpu_shares import MIG_PROFILE, GpuShare, Sharing
 from gpucloud_libs.http import ApiModel
@@ -123,7 +130,54 @@ def _check_env_and_volumes(envs: list[EnvVar], volumes: list[VolumeSpec]) -> Non
 
 
 #: A container image reference, as Kubernetes takes it.
-ImageRef = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^\S+$")]
+DOCKER_HUB = "docker.io"
+#: Registry names that only mean something on the node's own network.
+_LOCAL_SUFFIXES = (
+    ".local",
+    ".localhost",
+    ".localdomain",
+    ".internal",
+    ".svc",
+    ".lan",
+    ".home.arpa",
+)
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
+
+
+def image_registry(image: str) -> str:
+    """The registry host of an image reference, as the kubelet reads it: the first
+    path part when it holds a `.` or `:` or is `localhost`, else Docker Hub."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first.lower()
+    return DOCKER_HUB
+
+
+def _pulled_by_public_name(image: str) -> str:
+    """The kubelet pulls from the node's network, outside the tenant's egress policy and
+    with whatever the node may reach (review M10): a registry must be named by a public
+    DNS name, never an address (cloud metadata, a node port) or a local name."""
+    registry = image_registry(image)
+    host = registry if registry.startswith("[") else registry.rsplit(":", 1)[0]
+    labels = host.split(".")
+    if (
+        host.startswith("[")
+        or len(labels) < 2
+        or all(_NUMERIC_LABEL.match(label) for label in labels)
+        or host.endswith(_LOCAL_SUFFIXES)
+    ):
+        raise ValueError(
+            f"the image's registry {registry!r} is an address or a local name, which the "
+            "node would pull from on its own network: name the registry by its public DNS name"
+        )
+    return image
+
+
+ImageRef = Annotated[
+    str,
+    Field(min_length=1, max_length=512, pattern=r"^\S+$"),
+    AfterValidator(_pulled_by_public_name),
+]
 
 
 class InstanceCreate(ApiModel):

@@ -21,6 +21,11 @@ DENIED_BY_DEFAULT = (
 class InstancesSettings(ServiceSettings):
     service_name: str = "instances"
     http_port: int = 8001
+    #: Registries tenants' images may come from (hosts as in the image reference,
+    #: `docker.io` for Docker Hub's short names). Empty: any registry named by a public
+    #: DNS name; an address or a local name is refused either way (review M10).
+    #: A JSON list in the environment: GPUCLOUD_ALLOWED_REGISTRIES='["nvcr.io"]'.
+    allowed_registries: tuple[str, ...] = ()
     #: Path to a kubeconfig; unset means in-cluster configuration.
     kubeconfig: str | None = None
     #: Where the warm-stock placeholders and the controller's lease live: a namespace

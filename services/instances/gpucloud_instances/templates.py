@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gpucloud_libs.errors import NotFound, ValidationFailed
 
-from .schemas import CatalogTemplate, EnvVar, SuggestedSpec, TemplatePort
+from .schemas import CatalogTemplate, EnvVar, SuggestedSpec, TemplatePort, image_registry
 
 #: A home a non-root user can write in the container's own /tmp, for images made to
 #: run as root (whose home is /root).
@@ -188,18 +188,36 @@ def _repository(image: str) -> str:
 _ROOT_IMAGES = {_repository(t.image): t for t in CATALOG if t.image_user.startswith("root")}
 
 
-def require_non_root(image: str, run_as_user: int | None, field: str) -> None:
-    """Refuse, at admission, an image known to run as root with no `runAsUser`: the
-    kubelet would refuse it under runAsNonRoot and the workload would never start.
-    `field`: where the request takes the uid (`runAsUser`, `template.runAsUser`)."""
-    template = _ROOT_IMAGES.get(_repository(image))
-    if template is None or run_as_user is not None:
-        return
-    message = (
-        f"{image} runs as root, which tenant pods may not: set {field} to a non-zero uid "
-        f"(the {template.template_id!r} template uses {template.run_as_user})"
-    )
-    raise ValidationFailed(
+def _refused(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(
         message,
         errors=[{"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}],
     )
+
+
+class ImagePolicy:
+    """What admission asks of a workload's image, beyond its form (schemas.ImageRef)."""
+
+    def __init__(self, allowed_registries: tuple[str, ...]) -> None:
+        self._allowed = frozenset(registry.lower() for registry in allowed_registries)
+
+    def admit(self, image: str, run_as_user: int | None, *, uid_field: str) -> None:
+        """Refuse an image from a registry the operator does not allow (when they list
+        any, review M10), or one known to run as root with no uid: the kubelet would
+        refuse it under runAsNonRoot and it would never start. `uid_field`: where the
+        request takes the uid (`runAsUser`, `template.runAsUser`)."""
+        registry = image_registry(image)
+        if self._allowed and registry not in self._allowed:
+            raise _refused(
+                "image",
+                f"images come from {', '.join(sorted(self._allowed))} on this platform, "
+                f"not from {registry}",
+            )
+        template = _ROOT_IMAGES.get(_repository(image))
+        if template is None or run_as_user is not None:
+            return
+        raise _refused(
+            uid_field,
+            f"{image} runs as root, which tenant pods may not: set {uid_field} to a non-zero "
+            f"uid (the {template.template_id!r} template uses {template.run_as_user})",
+        )
