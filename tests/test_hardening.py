@@ -513,7 +513,7 @@ async def test_images_come_from_registries_named_by_public_names(platform: Platf
     422 on `image`, before anything reaches Kubernetes; a public name is admitted."""
     account = await platform.tenant(max_gpus=8, max_instances=8)
     spec = await platform.spec()
-    kinds = {
+    kinds: dict[str, dict[str, Any]] = {
         "/v1/gpu-instances": {"specName": spec},
         "/v1/jobs": {"specName": spec},
         "/v1/inference-services": {"specName": spec, "port": 8000},

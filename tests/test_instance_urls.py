@@ -221,8 +221,17 @@ async def test_session_link_sets_a_cookie_for_that_host_only(
         await platform.http.get("/echo", headers={**with_cookie, "Host": other_port}), 401
     )
     assert_problem(await platform.http.get("/v1/whoami", headers=bearer(session)), 401)
+    # Good once: the link sits in URLs, so in proxies' logs (review L9).
+    reused = await platform.http.get(path + "&next=/echo", headers={"Host": running.host})
+    assert "already opened" in assert_problem(reused, 401)["detail"]
     # An open redirect is not on offer.
-    again = await platform.http.get(path + "&next=//evil.test/", headers={"Host": running.host})
+    fresh = await platform.http.post(
+        f"/v1/gpu-instances/{running.instance_id}/ports/{running.port}/session",
+        headers=bearer(running.account.admin_key),
+    )
+    again = await platform.http.get(
+        url_path(fresh.json()["url"]) + "&next=//evil.test/", headers={"Host": running.host}
+    )
     assert again.headers["location"] == "/"
 
     # Only a one-minute link opens a session: not the cookie itself (which would renew

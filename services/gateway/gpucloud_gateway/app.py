@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
@@ -33,6 +34,7 @@ from .store import (
     ApiKeyStore,
     AuditStore,
     ConsoleSessionStore,
+    SpentLinkStore,
     TenantStore,
     UserStore,
 )
@@ -81,6 +83,7 @@ instance_upstream = Upstream(
 forwarder = Forwarder(settings, api_upstream, signer)
 service_load = ServiceLoad(settings, api_upstream, signer)
 connections = LongConnections(settings)
+spent_links = SpentLinkStore(runtime.db)
 instance_proxy = InstanceProxy(
     settings,
     authenticator,
@@ -90,6 +93,7 @@ instance_proxy = InstanceProxy(
     service_load,
     authorizer,
     connections,
+    spent_links,
 )
 
 
@@ -97,6 +101,10 @@ async def _sweep_outboxes() -> None:
     """Tenant and audit events that did not get out at write time go out here."""
     await tenants.republish()
     await audit.republish()
+
+
+async def _sweep_spent_links() -> None:
+    await spent_links.delete_expired(now())
 
 
 async def _start() -> None:
@@ -115,6 +123,7 @@ runtime.on_stop(_stop)
 runtime.every(settings.outbox_sweep_s, _sweep_outboxes, "outbox")
 runtime.every(settings.service_load_report_s, service_load.report, "service-load")
 runtime.every(3600.0, console.sweep_expired, "console-sessions")
+runtime.every(3600.0, _sweep_spent_links, "spent-session-links")
 
 app = runtime.create_app(
     title="gpucloud",

@@ -64,8 +64,9 @@ class GatewaySettings(ServiceSettings):
     trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = ()
     #: How long authentication may trust what it read (revocation elsewhere).
     auth_cache_ttl_s: float = 2.0
-    #: A running instance's address is re-resolved after this.
-    endpoint_cache_ttl_s: float = 5.0
+    #: A running instance's address is re-resolved after this: short, because a
+    #: stopped pod's address may go to another pod (review L7).
+    endpoint_cache_ttl_s: float = 1.0
     #: An inference service's serving replicas are re-read after this.
     service_endpoints_ttl_s: float = 1.0
     #: A replica that refused a connection gets no new requests for this long.

@@ -24,6 +24,7 @@ USERS = "users"
 KEYS = "keys"
 AUDIT = "audit"
 CONSOLE_SESSIONS = "console_sessions"
+SPENT_LINKS = "spent_session_links"
 
 INDEXES: IndexPlan = {
     USERS: [
@@ -200,6 +201,26 @@ class ConsoleSessionStore:
 
     async def delete_expired(self, before: datetime) -> int:
         result = await self._sessions.delete_many({"expires_at": {"$lt": before}})
+        return result.deleted_count
+
+
+class SpentLinkStore:
+    """Session links already opened, by digest, until they would have expired anyway:
+    a link is good once (review L9), on whichever replica it is opened."""
+
+    def __init__(self, db: Database) -> None:
+        self._links: Collection[Document] = db[SPENT_LINKS]
+
+    async def spend(self, digest: str, expires_at: datetime) -> bool:
+        """Record the link as opened; False if it already was."""
+        try:
+            await self._links.insert_one({"_id": digest, "expires_at": expires_at})
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def delete_expired(self, before: datetime) -> int:
+        result = await self._links.delete_many({"expires_at": {"$lt": before}})
         return result.deleted_count
 
 
