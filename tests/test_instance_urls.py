@@ -84,6 +84,8 @@ class RunningInstance:
     instance_id: str
     port: int
     host: str
+    #: The origin of the instance's own pages: its URL's scheme, host and port.
+    origin: str
 
 
 @pytest.fixture
@@ -122,8 +124,10 @@ async def running(
     assert pod.status.pod_ip.startswith("127.")
     runner = await _workload(pod.status.pod_ip, port)
     host = url_host(instance["urls"][0])
+    scheme, _, rest = instance["urls"][0].partition("://")
+    origin = f"{scheme}://{rest.split('/', 1)[0]}"
     try:
-        yield RunningInstance(account, instance_id, port, host)
+        yield RunningInstance(account, instance_id, port, host, origin)
     finally:
         await runner.cleanup()
         await platform.http.delete(
@@ -251,13 +255,18 @@ async def test_a_cookie_cannot_be_ridden_from_another_site(
     platform: Platform, running: RunningInstance
 ) -> None:
     with_cookie = {"Host": running.host, "Cookie": await session_cookie(platform, running)}
-    own_pages = [{"Origin": f"https://{running.host}"}, {"Sec-Fetch-Site": "same-origin"}, {}]
+    own_pages = [{"Origin": running.origin}, {"Sec-Fetch-Site": "same-origin"}, {}]
     for headers in own_pages:
         answer = await platform.http.post("/echo", headers={**with_cookie, **headers})
         assert answer.status_code == 200, (headers, answer.text)
+    scheme, _, authority = running.origin.partition("://")
+    other_scheme = f"{'https' if scheme == 'http' else 'http'}://{authority}"
     elsewhere = [
         {"Origin": "https://evil.test"},
-        {"Sec-Fetch-Site": "cross-site", "Origin": f"https://{running.host}"},
+        # The same host by another scheme or port is another origin (review L12).
+        {"Origin": other_scheme},
+        {"Origin": f"{running.origin.rsplit(':', 1)[0]}:9999"},
+        {"Sec-Fetch-Site": "cross-site", "Origin": running.origin},
         {"Sec-Fetch-Site": "same-site"},  # another tenant's instance is same-site
     ]
     for headers in elsewhere:
@@ -349,7 +358,7 @@ async def test_websocket_by_header_and_by_cookie(
             assert ws.close_code == 4001  # the workload's close code reaches the client
 
         cookie = await session_cookie(platform, running)
-        same_origin = {"Host": running.host, "Cookie": cookie, "Origin": f"https://{running.host}"}
+        same_origin = {"Host": running.host, "Cookie": cookie, "Origin": running.origin}
         async with session.ws_connect(url, headers=same_origin) as ws:
             await ws.send_str("via cookie")
             assert await ws.receive_str(timeout=10) == "echo via cookie"

@@ -165,8 +165,14 @@ class ConsoleSessions:
             version=document.get("source_version", 0),
         )  # fmt: skip
 
+    def _console_origin(self, request: Request) -> str:
+        """The console's origin as the browser sees it: behind an ingress that ends TLS
+        the request here is http, but the pages were https."""
+        scheme = "https" if self._settings.served_over_tls else request.url.scheme
+        return f"{scheme}://{request.headers.get('host', '')}"
+
     def _check_csrf(self, request: Request, session_id: str) -> None:
-        if is_cross_site(request.headers, request.url.hostname or ""):
+        if is_cross_site(request.headers, self._console_origin(request)):
             raise Forbidden("a console request that changes state must come from the console")
         presented = request.headers.get(CSRF_HEADER, "")
         if not secrets_equal(presented, self._csrf_token(session_id)):

@@ -28,6 +28,7 @@ LINK_AUDIENCE_PREFIX = "link:"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: What `Sec-Fetch-Site` says of a request the user made on the instance's own pages.
 _SAME_SITE_FETCHES = frozenset({"same-origin", "none"})
+_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 def session_cookie_name(settings: GatewaySettings) -> str:
@@ -66,21 +67,33 @@ def workload_cookies(headers: Headers, cookie_name: str) -> Headers:
     ]
 
 
-def is_cross_site(headers: Mapping[str, str], host: str) -> bool:
-    """Whether the browser says the request came from another site's pages. A client
-    that is no browser sends neither header and is not cross-site."""
+def _origin_parts(origin: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of an origin, the scheme's own port written out."""
+    parts = urlsplit(origin.strip().lower())
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:  # a port that is no number
+        return ("", "", None)
+    return (parts.scheme, parts.hostname or "", port)
+
+
+def is_cross_site(headers: Mapping[str, str], origin: str) -> bool:
+    """Whether the browser says the request came from pages other than `origin`'s
+    (`scheme://host[:port]`). A client that is no browser sends neither header and is
+    not cross-site. Without `Sec-Fetch-Site`, the `Origin` must be the same scheme, host
+    and port (review L12): http://host or host:other-port is another origin."""
     fetch_site = headers.get("sec-fetch-site")
     if fetch_site is not None:
         return fetch_site.lower() not in _SAME_SITE_FETCHES
-    origin = headers.get("origin")
-    if origin is None:
+    sent = headers.get("origin")
+    if sent is None:
         return False
-    return (urlsplit(origin).hostname or "") != host
+    return _origin_parts(sent) != _origin_parts(origin)
 
 
-def require_same_site_for_changes(method: str, headers: Mapping[str, str], host: str) -> None:
-    """Refuse a cookie-authenticated change made from another site's pages (CSRF)."""
-    if method.upper() not in SAFE_METHODS and is_cross_site(headers, host):
+def require_same_site_for_changes(method: str, headers: Mapping[str, str], origin: str) -> None:
+    """Refuse a cookie-authenticated change made from another origin's pages (CSRF)."""
+    if method.upper() not in SAFE_METHODS and is_cross_site(headers, origin):
         raise Forbidden(
             "a request that changes state with the session cookie must come from the "
             "instance's own pages; other clients send `Authorization: Bearer <key>`"

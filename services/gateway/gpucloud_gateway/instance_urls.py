@@ -205,6 +205,12 @@ class InstanceProxy:
 
     # --- who, and where to ---------------------------------------------------------
 
+    def _origin(self, host: str) -> str:
+        """The origin of an instance host's own pages, as its URLs are written."""
+        return public_origin(
+            self.settings.instance_url_scheme, host, self.settings.instance_url_port
+        )
+
     async def _caller(
         self, headers: dict[str, str], cookies: dict[str, str], host: str
     ) -> tuple[Principal, bool]:
@@ -397,7 +403,7 @@ class InstanceProxy:
                 dict(request.headers), dict(request.cookies), host
             )
             if via_cookie:
-                require_same_site_for_changes(request.method, request.headers, host)
+                require_same_site_for_changes(request.method, request.headers, self._origin(host))
             await self.authorizer.check_writable(principal, request.method)
             service_id = self._service_of(principal, host)
             if service_id is not None:
@@ -464,7 +470,7 @@ class InstanceProxy:
         async def allowed() -> tuple[Principal, int, str]:
             """(caller, port, address), as at the handshake: checked again while open."""
             principal, via_cookie = await self._caller(headers, cookies, host)
-            if via_cookie and is_cross_site(socket.headers, host):
+            if via_cookie and is_cross_site(socket.headers, self._origin(host)):
                 # A cookie rides along with any page's WebSocket: only the instance's own pages.
                 raise Unauthenticated(
                     "a cookie-authenticated WebSocket must come from the instance's own origin"
