@@ -159,6 +159,8 @@ _GOOD = {
     "GPUCLOUD_IDENTITY_PUBLIC_KEYS": json.dumps({"gateway": _PUBLIC}),
     "GPUCLOUD_IDENTITY_PRIVATE_KEY": _PRIVATE,
     "GPUCLOUD_SESSION_SECRET": "Kq3v9ZrT1mXwYb7LpN2sHd8FjC4gAe6U",
+    "GPUCLOUD_KAFKA_USERNAME": "gpucloud-metering",
+    "GPUCLOUD_KAFKA_PASSWORD": "Zt8wQm2Lx5Vr9Kc3Jn7Hb4Fd6Gs1Ap0Y",
 }
 
 
@@ -169,8 +171,13 @@ _GOOD = {
         ("metering", "GPUCLOUD_IDENTITY_PUBLIC_KEYS", '{"gateway": "change-me"}', "is not a base64url Ed25519 key"),
         ("gateway", "GPUCLOUD_IDENTITY_PRIVATE_KEY", "", "is not set"),
         ("gateway", "GPUCLOUD_SESSION_SECRET", "change-me", "is a placeholder"),
+        ("metering", "GPUCLOUD_KAFKA_PASSWORD", "change-me", "is a placeholder"),
+        ("storage", "GPUCLOUD_S3_SECRET_KEY", "minioadmin", "is a placeholder"),
         ("gateway", "GPUCLOUD_SESSION_SECRET", "a" * 64, "is a placeholder"),
         ("gateway", "GPUCLOUD_SESSION_SECRET", "Sh0rt-but-random", "is 16 characters, too short"),
+        ("gateway", "GPUCLOUD_BOOTSTRAP_ADMIN_KEY", "gpc_bootstrap_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "'s secret is a placeholder"),
+        ("gateway", "GPUCLOUD_BOOTSTRAP_ADMIN_KEY", "gpc_bootstrap_Sh0rt-but-random", "'s secret is 16 characters, too short"),
+        ("gateway", "GPUCLOUD_BOOTSTRAP_ADMIN_KEY", "Kq3v9ZrT1mXwYb7LpN2sHd8FjC4gAe6U", "must read gpc_bootstrap_"),
     ],
 )  # fmt: skip
 def test_a_service_will_not_start_with_an_unusable_key(
@@ -183,7 +190,8 @@ def test_a_service_will_not_start_with_an_unusable_key(
         env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode != 0
-    assert f"{setting} {says}" in done.stdout + done.stderr
+    separator = "" if says.startswith("'") else " "  # `SETTING's secret …`
+    assert f"{setting}{separator}{says}" in done.stdout + done.stderr
 
 
 async def test_a_tenant_holds_at_most_100_alert_rules(platform: Platform) -> None:

@@ -478,6 +478,15 @@ async def test_a_volume_storage_is_a_claim(platform: Platform, kube: k8s.ApiClie
     storage = await platform.storage(account, kind="volume", size_bytes=10 * 1024**3)
     assert storage["claimName"] == storage_claim_name(storage["storageID"])
     assert storage["storageClass"] == "gpucloud-standard"
+    # A class is the operator's to offer: where the bytes live, who shares the disks (L5).
+    elsewhere = await platform.http.post(
+        "/v1/storages",
+        json={"kind": "volume", "sizeBytes": 10 * 1024**3, "storageClass": "local-path"},
+        headers=headers,
+    )
+    problem = assert_problem(elsewhere, 422, "validation_failed")
+    assert problem["errors"][0]["loc"] == ["body", "storageClass"]
+    assert "choose one of gpucloud-standard" in problem["detail"]
     core = k8s.CoreV1Api(kube)
     namespace = tenant_namespace(account.tenant_id)
     claim = await core.read_namespaced_persistent_volume_claim(storage["claimName"], namespace)

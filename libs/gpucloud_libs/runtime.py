@@ -22,7 +22,7 @@ from faststream.kafka import KafkaBroker
 from pymongo import AsyncMongoClient
 
 from .http import BodyLimitMiddleware, RejectNulMiddleware, install_error_handlers
-from .identity import IdentitySigner, IdentityVerifier
+from .identity import IdentitySigner, IdentityVerifier, require_strong_key
 from .kafka import (
     BatchHandler,
     EventHandler,
@@ -64,6 +64,11 @@ class ServiceRuntime:
         )
         #: Checked first at start, before connecting anywhere: keys and secrets.
         self._key_checks: list[Callable[[], None]] = [self.identity_verifier.check]
+        if settings.kafka_username:  # a guessable password is no principal (review L3)
+            kafka_password = settings.kafka_password.get_secret_value()
+            self.check_key_at_start(
+                lambda: require_strong_key(kafka_password, setting="GPUCLOUD_KAFKA_PASSWORD")
+            )
         self.name = settings.service_name
         self.source = f"/gpucloud/{self.name}"
         setup_logging(self.name, settings.log_level)

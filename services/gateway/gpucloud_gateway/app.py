@@ -9,6 +9,7 @@ from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.runtime import ServiceRuntime
 
+from . import credentials
 from .address_guard import AddressGuard
 from .api import router
 from .api_keys import ApiKeys
@@ -51,6 +52,9 @@ runtime.check_key_at_start(
         settings.session_secret.get_secret_value(), setting="GPUCLOUD_SESSION_SECRET"
     )
 )
+if settings.bootstrap_admin_key is not None:
+    bootstrap_key = settings.bootstrap_admin_key.get_secret_value()
+    runtime.check_key_at_start(lambda: credentials.check_bootstrap_key(bootstrap_key))
 tenant_store, user_store, key_store = (
     TenantStore(runtime.db),
     UserStore(runtime.db),

@@ -44,10 +44,7 @@ class Authenticator:
         self._touched: dict[str, float] = {}
 
     async def install_bootstrap_admin(self, presented: str) -> None:
-        if credentials.parse_api_key(presented) != BOOTSTRAP_KEY_ID:
-            raise ValueError(
-                "GPUCLOUD_BOOTSTRAP_ADMIN_KEY must read gpc_bootstrap_<secret> (32+ random characters)"
-            )
+        credentials.check_bootstrap_key(presented)
         await self._keys.upsert_bootstrap(BOOTSTRAP_KEY_ID, credentials.hash_api_key(presented))
         self._cache.forget_keys(BOOTSTRAP_KEY_ID)
 

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpucloud_libs.identity import Role, b64, secrets_equal, unb64
+from gpucloud_libs.identity import Role, WeakKey, b64, require_strong_key, secrets_equal, unb64
 
 from .schemas import Scope
 
@@ -47,6 +47,18 @@ def parse_api_key(presented: str) -> str | None:
     if not sep or not key_id or len(key_id) > 32 or len(secret) < 16:
         return None
     return key_id
+
+
+BOOTSTRAP_SETTING = "GPUCLOUD_BOOTSTRAP_ADMIN_KEY"
+
+
+def check_bootstrap_key(presented: str) -> None:
+    """The platform's master key is as strong as the keys it would otherwise guard (L6):
+    `gpc_bootstrap_` and a secret of 32+ random characters. Raises WeakKey."""
+    if parse_api_key(presented) != BOOTSTRAP_KEY_ID:
+        raise WeakKey(f"{BOOTSTRAP_SETTING} must read gpc_bootstrap_<32+ random characters>")
+    secret = presented.removeprefix(f"{KEY_PREFIX}{BOOTSTRAP_KEY_ID}_")
+    require_strong_key(secret, setting=f"{BOOTSTRAP_SETTING}'s secret")
 
 
 def hash_api_key(presented: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
@@ -33,6 +34,9 @@ backend = (RgwBackend if settings.object_store == "rgw" else MinioBackend)(
     settings.s3_region,
     public_endpoint=settings.s3_public_endpoint,
 )
+# The object store's own user: a guessable password would be every tenant's bytes (L3).
+s3_secret = settings.s3_secret_key.get_secret_value()
+runtime.check_key_at_start(lambda: require_strong_key(s3_secret, setting="GPUCLOUD_S3_SECRET_KEY"))
 kube = KubeClient(settings.kubeconfig)
 tenants, storage_store = TenantStore(runtime.db), StorageStore(runtime.db)
 attachment_store = AttachmentStore(runtime.db)

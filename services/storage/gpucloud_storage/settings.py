@@ -25,6 +25,10 @@ class StorageSettings(ServiceSettings):
     kubeconfig: str | None = None
     #: Storage class of a volume storage that does not name one.
     default_storage_class: str = "gpucloud-standard"
+    #: Other storage classes a tenant may name (review L5): a class decides where the
+    #: bytes live and who else shares the disks, so it is the operator's to offer.
+    #: A JSON list in the environment: GPUCLOUD_STORAGE_CLASSES='["fast-nvme"]'.
+    storage_classes: tuple[str, ...] = ()
     #: How often bytes stored are sampled and published for metering.
     usage_interval_s: float = 60.0
     #: How often storages left half-created or half-deleted (a crash) are finished.

@@ -81,6 +81,16 @@ class Storages:
         tenant = require_active(await self._tenants.get(tenant_id), service="storage")
         if body.kind == "object" and body.storage_class is not None:
             raise ValidationFailed("storageClass applies to volume storages only")
+        offered = {self._settings.default_storage_class, *self._settings.storage_classes}
+        if body.storage_class is not None and body.storage_class not in offered:
+            message = (
+                f"storage class {body.storage_class!r} is not offered here; "
+                f"choose one of {', '.join(sorted(offered))}"
+            )
+            raise ValidationFailed(
+                message,
+                errors=[{"loc": ["body", "storageClass"], "msg": message, "type": "value_error"}],
+            )
         storage_id = body.storage_id or f"s-{secrets.token_hex(6)}"
         key = storage_key(tenant_id, storage_id)
         created = now()
