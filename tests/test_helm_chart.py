@@ -180,3 +180,15 @@ def test_the_chart_refuses_to_render_without_identity_keys() -> None:
     )
     assert done.returncode != 0
     assert "identity.publicKeys.gateway" in done.stderr
+
+
+def test_the_agent_runs_as_no_one_with_no_capabilities() -> None:
+    """It runs on every tenant GPU node with hostPID (review M4): whatever reaches it
+    gets no root and no capability. NVML works so, as measured on an H100."""
+    [daemon_set] = [d for d in render_chart("gc", "gpucloud") if d["kind"] == "DaemonSet"]
+    [container] = daemon_set["spec"]["template"]["spec"]["containers"]
+    context = container["securityContext"]
+    assert context["runAsNonRoot"] is True
+    assert context["runAsUser"] != 0
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["allowPrivilegeEscalation"] is False

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_agent.simulated import Placement, SimulatedFleet
-from gpucloud_libs.events import GpuSample, NodeInventory, TelemetryBatch
+from gpucloud_libs.events import GpuSample, NodeInventory, NodeReleaseRequested, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import ALERTS, TELEMETRY
@@ -505,6 +505,17 @@ async def test_an_operator_quarantines_a_node_until_released(
             return bool((await core.read_node(node)).spec.unschedulable) is wanted
 
         await eventually(lambda: cordoned(True), timeout=30)
+        # The node agent's principal writes to the same topic: a release it forges,
+        # without the monitoring service's seal, changes nothing (review M4).
+        agent = create_broker(
+            KafkaConnection.from_env(stack_service_env("agent")), client_id=unique("forger")
+        )
+        await agent.start()
+        try:
+            forged = NodeReleaseRequested(node=node, requested_by="root", at=datetime.now(UTC))
+            await publish_event(agent, TELEMETRY, forged, source="/gpucloud/monitoring")
+        finally:
+            await agent.stop()
         # Healthy telemetry keeps coming: the node stays out until an operator says.
         await asyncio.sleep(3)
         assert (await health() or {}).get("health") == "quarantined"

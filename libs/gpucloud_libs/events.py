@@ -350,6 +350,9 @@ class NodeReleaseRequested(EventData):
     node: str
     requested_by: str
     at: AwareDatetime
+    #: The monitoring service's seal (HMAC-SHA256 of the rest): the node agent writes to
+    #: this topic too, and must not be able to ask for a release (review M4).
+    mac: str = ""
 
     @property
     def aggregate_id(self) -> str:
@@ -368,6 +371,8 @@ class NodeQuarantineRequested(EventData):
     requested_by: str
     reason: str
     at: AwareDatetime
+    #: The monitoring service's seal, as a release's.
+    mac: str = ""
 
     @property
     def aggregate_id(self) -> str:

@@ -11,6 +11,7 @@ from .alert_rules import AlertRules
 from .alerts import Alerts
 from .api import router
 from .fleet import Fleet
+from .fleet_requests import FleetRequestSeal
 from .handlers import EventHandlers
 from .health import HealthTracker
 from .ingest import Ingest
@@ -47,8 +48,9 @@ rules = AlertRules(
     max_per_tenant=settings.max_rules_per_tenant,
 )
 node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
-ingest = Ingest(settings, store, engine, tracker, alerts, node_health)
-fleet = Fleet(store, kube, runtime.broker, source=runtime.source)
+seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
+ingest = Ingest(settings, store, engine, tracker, alerts, node_health, seal)
+fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
 handlers = EventHandlers(ingest)
 
 

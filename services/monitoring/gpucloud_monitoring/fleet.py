@@ -17,14 +17,22 @@ from gpucloud_libs.naming import GPU_PRODUCT_LABEL, ZONE_LABEL, gpu_product
 from gpucloud_libs.topics import TELEMETRY
 
 from .documents import HealthDoc, InventoryDoc, NodeStatusDoc
+from .fleet_requests import FleetRequestSeal
 from .schemas import FleetGroup, FleetSummary, NodeView
 from .store import MonitoringStore
 
 
 class Fleet:
     def __init__(
-        self, store: MonitoringStore, kube: KubeClient, broker: KafkaBroker, *, source: str
+        self,
+        store: MonitoringStore,
+        kube: KubeClient,
+        broker: KafkaBroker,
+        seal: FleetRequestSeal,
+        *,
+        source: str,
     ) -> None:
+        self._seal = seal
         self._store = store
         self._kube = kube
         self._broker = broker
@@ -109,12 +117,13 @@ class Fleet:
 
     async def _request(self, identity: Identity, request: NodeHealthRequest) -> NodeView:
         """The request goes on the telemetry topic, keyed by node, so the health machine
-        applies it in order with the node's samples."""
+        applies it in order with the node's samples; sealed, since the agent writes
+        there too (fleet_requests.py)."""
         identity.require_role("platform-admin")
         found = [view for view in await self.nodes(identity) if view.node == request.node]
         if not found:
             raise NotFound(f"node {request.node!r} not found")
-        await publish_event(self._broker, TELEMETRY, request, source=self._source)
+        await publish_event(self._broker, TELEMETRY, self._seal.seal(request), source=self._source)
         return found[0]
 
     async def fleet(self, identity: Identity) -> FleetSummary:

@@ -8,6 +8,7 @@ harmless: roll-up windows, alerts and deliveries have deterministic ids.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from gpucloud_libs.events import (
 
 from .alerts import Alerts
 from .documents import GpuStatus, RollupDoc
+from .fleet_requests import FleetRequestSeal
 from .health import HealthTracker
 from .node_health import NodeHealth
 from .rollup import Rollup
@@ -28,6 +30,8 @@ from .rules import RuleEngine
 from .settings import MonitoringSettings
 from .store import HOURS, MINUTES, MonitoringStore
 from .tiers import Capability, classify
+
+log = logging.getLogger(__name__)
 
 
 class Ingest:
@@ -39,7 +43,9 @@ class Ingest:
         tracker: HealthTracker,
         alerts: Alerts,
         node_health: NodeHealth,
+        seal: FleetRequestSeal,
     ) -> None:
+        self._seal = seal
         self._settings = settings
         self._store = store
         self._engine = engine
@@ -71,6 +77,12 @@ class Ingest:
         for inventory in inventories:
             await self._inventory(inventory)
         for request in requests or []:
+            if not self._seal.genuine(request):
+                log.warning(
+                    "refused a node health request without the monitoring service's seal",
+                    extra={"node": request.node, "requested_by": request.requested_by},
+                )
+                continue
             change = (
                 self._tracker.release(request.node, request.at)
                 if isinstance(request, NodeReleaseRequested)
