@@ -163,8 +163,13 @@ def _pause(component: str) -> int | None:
 
 def copy_settings() -> dict[str, str]:
     """What the bench's monitoring copy runs with over the stack's settings: it seals
-    its own (bench) webhook secrets, with a key of its own, not the stack's."""
-    return {"GPUCLOUD_WEBHOOK_SECRETS_KEY": WebhookSecrets.generate_key()}
+    its own (bench) webhook secrets, with a key of its own, not the stack's, and takes
+    the telemetry of its thousand simulated nodes, which the cluster does not have (the
+    stack's own monitoring refuses them)."""
+    return {
+        "GPUCLOUD_WEBHOOK_SECRETS_KEY": WebhookSecrets.generate_key(),
+        "GPUCLOUD_KNOWN_NODES_ONLY": "false",
+    }
 
 
 def parser() -> argparse.ArgumentParser:

@@ -15,12 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.events import GpuSample, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import job_workload_id, service_workload_id
 from gpucloud_libs.topics import TELEMETRY
+from gpucloud_stack.fleet import cpu_node
 
 from .platform import MIB, Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
@@ -1111,7 +1113,7 @@ async def _openapi(world: World) -> None:
 
 
 @pytest.fixture
-async def world(platform: Platform, kafka: KafkaConnection) -> World:
+async def world(platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient) -> World:
     a = await platform.tenant(max_gpus=32)  # room for two pending 16-GPU instances
     b = await platform.tenant(max_gpus=16)
     spec = await platform.spec(gpus=1)
@@ -1155,7 +1157,7 @@ async def world(platform: Platform, kafka: KafkaConnection) -> World:
     assert upload.json()["uploadID"], upload.text
     jobs, a_service = [unique("a-job"), unique("only-a-job")], unique("a-svc")
     a_gpu, a_node, a_rule, a_alert = await _a_gpu_history(
-        platform, a, kafka, started.json()["instanceID"],
+        platform, a, kafka, kube, started.json()["instanceID"],
         job_workload_id(jobs[0]), service_workload_id(a_service),
     )  # fmt: skip
     for job_id in jobs:
@@ -1190,6 +1192,7 @@ async def _a_gpu_history(
     platform: Platform,
     a: TenantAccount,
     kafka: KafkaConnection,
+    kube: k8s.ApiClient,
     instance_id: str,
     *other_workloads: str,
 ) -> tuple[str, str, str, str]:
@@ -1203,6 +1206,10 @@ async def _a_gpu_history(
     )
     assert rule.status_code == 201, rule.text
     node, gpu = unique("iso-node"), unique("GPU-iso")
+    # Monitoring takes telemetry only from nodes the cluster has; cordoned, so that
+    # nothing is placed on it.
+    cordoned: Any = cpu_node(node) | {"spec": {"unschedulable": True}}
+    await k8s.CoreV1Api(kube).create_node(cordoned)
     now = datetime.now(UTC)
     broker = create_broker(kafka, client_id=unique("test-agent"))
     await broker.start()

@@ -30,7 +30,7 @@ from gpucloud_monitoring.health import HealthTracker
 from gpucloud_monitoring.rollup import Rollup
 from gpucloud_monitoring.rules import Rule, RuleEngine
 from gpucloud_monitoring.tiers import Capability, classify
-from gpucloud_stack.fleet import gpu_node
+from gpucloud_stack.fleet import cpu_node, gpu_node
 
 from .conftest import stack_service_env
 from .platform import Platform, assert_problem, bearer
@@ -466,6 +466,29 @@ async def test_a_quarantined_node_is_excluded_from_placement(
         await eventually(uncordoned, timeout=30)
 
 
+async def test_telemetry_from_a_node_the_cluster_does_not_have_is_refused(
+    platform: Platform, telemetry: Telemetry
+) -> None:
+    """Any holder of the agent's principal could otherwise add a ghost node to the
+    operator's fleet (review M4): its inventory and samples go where a real node's do,
+    and only the real one shows."""
+    real = await telemetry.node(product=unique("SIM-H100"))
+    ghost = unique("ghost-node")
+    telemetry.fleet.set_node(ghost, "NVIDIA-H100-80GB-HBM3", 8)  # no Node object
+    async with running(telemetry):
+
+        async def listed() -> set[str] | None:
+            nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+            names = {n["node"] for n in nodes}
+            return names if real in names else None
+
+        names = await eventually(listed, timeout=30)
+        await asyncio.sleep(2)  # two more rounds of the ghost's batches
+        names = await listed() or set()
+    assert real in names
+    assert ghost not in names
+
+
 async def test_an_operator_quarantines_a_node_until_released(
     platform: Platform, telemetry: Telemetry, kube: k8s.ApiClient
 ) -> None:
@@ -686,7 +709,7 @@ async def test_a_tenant_reads_only_its_own_gpu_metrics(
 
 
 async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
-    platform: Platform, kafka: KafkaConnection
+    platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient
 ) -> None:
     marker = unique("garbage")
     producer = AIOKafkaProducer(**kafka.client_options())
@@ -696,6 +719,9 @@ async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
     finally:
         await producer.stop()
     node = unique("inventory-only")
+    # A node of the cluster's (monitoring refuses others' telemetry), where nothing is placed.
+    cordoned: Any = cpu_node(node) | {"spec": {"unschedulable": True}}
+    await k8s.CoreV1Api(kube).create_node(cordoned)
     broker = create_broker(kafka, client_id=unique("test-agent"))
     await broker.start()
     try:
@@ -721,3 +747,4 @@ async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
 
     view = await eventually(next_one_counted, timeout=30)
     assert view["unavailableReason"] == "no driver"
+    await k8s.CoreV1Api(kube).delete_node(node)

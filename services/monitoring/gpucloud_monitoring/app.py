@@ -15,6 +15,7 @@ from .fleet_requests import FleetRequestSeal
 from .handlers import EventHandlers
 from .health import HealthTracker
 from .ingest import Ingest
+from .known_nodes import KnownNodes
 from .metrics import Metrics
 from .node_health import NodeHealth
 from .rules import RuleEngine
@@ -49,7 +50,8 @@ rules = AlertRules(
 )
 node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
 seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
-ingest = Ingest(settings, store, engine, tracker, alerts, node_health, seal)
+known_nodes = KnownNodes(kube) if settings.known_nodes_only else None
+ingest = Ingest(settings, store, engine, tracker, alerts, node_health, seal, known_nodes)
 fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
 handlers = EventHandlers(ingest)
 

@@ -24,6 +24,7 @@ from .alerts import Alerts
 from .documents import GpuStatus, RollupDoc
 from .fleet_requests import FleetRequestSeal
 from .health import HealthTracker
+from .known_nodes import KnownNodes
 from .node_health import NodeHealth
 from .rollup import Rollup
 from .rules import RuleEngine
@@ -44,8 +45,10 @@ class Ingest:
         alerts: Alerts,
         node_health: NodeHealth,
         seal: FleetRequestSeal,
+        nodes: KnownNodes | None,
     ) -> None:
         self._seal = seal
+        self._nodes = nodes
         self._settings = settings
         self._store = store
         self._engine = engine
@@ -63,6 +66,9 @@ class Ingest:
     ) -> None:
         minute_docs: list[RollupDoc] = []
         hour_docs: list[RollupDoc] = []
+        if self._nodes is not None:
+            batches = [batch for batch in batches if await self._nodes.known(batch.node)]
+            inventories = [item for item in inventories if await self._nodes.known(item.node)]
         for batch in batches:
             for sample in batch.samples:
                 minute_docs += self._minutes.add(batch.node, sample)

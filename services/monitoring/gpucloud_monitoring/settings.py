@@ -20,5 +20,8 @@ class MonitoringSettings(ServiceSettings):
     webhook_nameservers: list[str] = Field(default_factory=list)
     #: Fernet key that seals webhook signing secrets at rest (webhook_secrets.py).
     webhook_secrets_key: SecretStr = SecretStr("")
+    #: Take telemetry only from nodes the cluster has (known_nodes.py). Off only for
+    #: the ingest benchmark, whose thousand simulated nodes exist nowhere else.
+    known_nodes_only: bool = True
     #: Alert rules a tenant may hold: each one is evaluated on every sample of its GPUs.
     max_rules_per_tenant: int = 100
