@@ -13,6 +13,7 @@ import asyncio
 import os
 import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -500,6 +501,21 @@ async def test_the_operator_onboards_a_customer_from_the_console(
     await page.get_by_label("Amount (USD)").fill("2.50")
     await page.get_by_role("button", name="Set price").click()
     await expect(page.get_by_role("row").filter(has_text=spec)).to_contain_text("2.50")
+    # A price set to come next year may be withdrawn; the one in effect may not.
+    await page.get_by_label("Spec").select_option(spec)
+    await page.get_by_label("Amount (USD)").fill("3.75")
+    next_year = datetime.now().year + 1
+    await page.get_by_label("From (your time; empty: now)").fill(f"{next_year}-01-01T00:00")
+    await page.get_by_role("button", name="Set price").click()
+    scheduled = page.get_by_role("row").filter(has_text=spec).filter(has_text="3.75")
+    await expect(scheduled).to_contain_text(str(next_year))
+    await expect(scheduled).to_contain_text("UTC")  # every moment says its zone
+    await expect(
+        page.get_by_role("row").filter(has_text=spec).filter(has_text="2.50")
+    ).to_contain_text("in effect")
+    await scheduled.get_by_role("button", name=re.compile("^Withdraw")).click()  # confirmed
+    await expect(scheduled).to_have_count(0)
+    await expect(page.get_by_role("row").filter(has_text=spec)).to_have_count(1)
 
     await page.get_by_role("link", name="Tenants").click()
     form = page.get_by_role("form", name="New tenant")

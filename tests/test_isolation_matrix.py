@@ -673,6 +673,12 @@ async def _add_price(world: World) -> None:
     await _everyone_refused(world, "POST", "/v1/prices", lower_too=True, body=body)
 
 
+@row("DELETE", "/v1/prices/{price_id}")
+async def _remove_price(world: World) -> None:
+    path = "/v1/prices/gpu_hour:any@1"
+    await _everyone_refused(world, "DELETE", path, lower_too=True)
+
+
 @row("GET", "/v1/usage/mine")
 async def _my_usage(world: World) -> None:
     # Each caller's own, in their own tenant: B's members never see A's workloads,

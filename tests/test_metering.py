@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -340,6 +341,31 @@ async def test_a_malformed_lifecycle_event_is_parked_and_the_next_one_counts(
 
 
 # --- prices, invoices and budgets -----------------------------------------------------------
+
+
+async def test_a_price_to_come_may_be_withdrawn_and_one_in_effect_stays(
+    platform: Platform,
+) -> None:
+    """A price in effect has billed used time, which every bill is checked against: it
+    is replaced, never deleted. One still to come may be withdrawn."""
+    spec = unique("withdrawn")
+    later = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    prices = []
+    for effective in (None, later):
+        body = {"meter": "gpu_hour", "specName": spec, "amount": "2.50"}
+        made = await platform.http.post(
+            "/v1/prices", json=body | ({"effectiveFrom": effective} if effective else {}),
+            headers=platform.admin,
+        )  # fmt: skip
+        assert made.status_code == 201, made.text
+        prices.append(made.json()["priceID"])
+    in_effect, to_come = (f"/v1/prices/{quote(price, safe='')}" for price in prices)
+    kept = await platform.http.delete(in_effect, headers=platform.admin)
+    assert "add a new price to replace it" in assert_problem(kept, 409)["detail"]
+    assert (await platform.http.delete(to_come, headers=platform.admin)).status_code == 204
+    assert_problem(await platform.http.delete(to_come, headers=platform.admin), 404)
+    listed = (await platform.http.get("/v1/prices", headers=platform.admin)).json()
+    assert [p["priceID"] for p in listed if p["specName"] == spec] == prices[:1]
 
 
 async def test_price_changes_mid_month_invoices_and_usage_out(

@@ -219,8 +219,19 @@ export function ShownOnce(props: { label: string; secret: string; onDone: () => 
   );
 }
 
+/** A moment in the reader's own time, saying which zone that is, the year in full. */
 export const when = (iso: string | null | undefined): string =>
-  iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" }) : "—";
+  iso
+    ? new Date(iso).toLocaleString(undefined, {
+        year: "numeric",
+        month: "short",
+        day: "numeric",
+        hour: "2-digit",
+        minute: "2-digit",
+        second: "2-digit",
+        timeZoneName: "short",
+      })
+    : "—";
 
 export function bytes(n: number | null | undefined): string {
   if (n === null || n === undefined) return "—";

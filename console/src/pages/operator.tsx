@@ -59,6 +59,7 @@ interface Spec {
 }
 
 interface Price {
+  priceID: string;
   meter: string;
   specName: string | null;
   amount: string;
@@ -284,10 +285,14 @@ export function PricesPage() {
   const specs = useLoad(() => get<Spec[] | { items: Spec[] }>("/specs").then(items), []);
   const [specName, setSpecName] = useState("");
   const [amount, setAmount] = useState("");
+  const [from, setFrom] = useState("");
   const action = useAction();
   const save = (e: Event) => {
     e.preventDefault();
-    const body = specName ? { meter: "gpu_hour", specName, amount } : { meter: "storage_gb_month", amount };
+    // The browser's local time, sent as an instant; empty: from now on.
+    const effective = from ? { effectiveFrom: new Date(from).toISOString() } : {};
+    const meter = specName ? { meter: "gpu_hour", specName } : { meter: "storage_gb_month" };
+    const body = { ...meter, amount, ...effective };
     void action.run(() => post("/prices", body).then(prices.reload));
   };
   return (
@@ -302,6 +307,7 @@ export function PricesPage() {
           emptyLabel="none: storage, per GB-month"
         />
         <Field label="Amount (USD)" name="price-amount" type="number" step="0.01" value={amount} onInput={setAmount} required />
+        <Field label="From (your time; empty: now)" name="price-from" type="datetime-local" value={from} onInput={setFrom} />
         <button type="submit" disabled={action.busy}>
           Set price
         </button>
@@ -312,12 +318,32 @@ export function PricesPage() {
           <Table
             caption="Prices"
             rows={rows}
-            rowKey={(p) => `${p.meter}/${p.specName}/${p.effectiveFrom}`}
+            rowKey={(p) => p.priceID}
             columns={[
               { label: "Meter", cell: (p) => (p.meter === "gpu_hour" ? "per GPU-hour" : "per GB-month") },
               { label: "Spec", cell: (p) => p.specName ?? "—" },
               { label: "Amount", cell: (p) => money(p.amount), numeric: true },
               { label: "From", cell: (p) => when(p.effectiveFrom) },
+              {
+                label: "",
+                // A price in effect has billed used time: it is replaced, never withdrawn.
+                cell: (p) =>
+                  new Date(p.effectiveFrom).getTime() > Date.now() ? (
+                    <button
+                      type="button"
+                      class="danger"
+                      aria-label={`Withdraw the price from ${when(p.effectiveFrom)}`}
+                      onClick={() =>
+                        confirmed(`Withdraw the price of ${money(p.amount)} from ${when(p.effectiveFrom)}?`) &&
+                        void action.run(() => del(`/prices/${enc(p.priceID)}`).then(prices.reload))
+                      }
+                    >
+                      Withdraw
+                    </button>
+                  ) : (
+                    "in effect"
+                  ),
+              },
             ]}
           />
         )}

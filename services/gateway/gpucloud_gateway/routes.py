@@ -183,6 +183,7 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/alerts", "monitoring", EVERYONE, "monitoring:read"),
     ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
     ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),
+    ForwardedRoute("DELETE", "/v1/prices/{price_id}", "metering", PLATFORM_ADMIN, "billing:write"),
     ForwardedRoute("GET", "/v1/usage", "metering", ADMINS, "billing:read"),
     # A member's own spend: what they started.
     ForwardedRoute("GET", "/v1/usage/mine", "metering", TENANT_MEMBERS, "billing:read"),

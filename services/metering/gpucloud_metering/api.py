@@ -62,6 +62,17 @@ async def add_price(body: PriceCreate, identity: CurrentIdentity, prices: Prices
     return await prices.add(body)
 
 
+@router.delete(
+    "/prices/{price_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["prices"],
+    summary="Withdraw a price that has not taken effect yet (platform admin)",
+)
+async def remove_price(price_id: str, identity: CurrentIdentity, prices: PricesPart) -> None:
+    identity.require_role("platform-admin")
+    await prices.remove(price_id)
+
+
 @router.get("/prices", tags=["prices"], summary="Every price, with when it takes effect")
 async def list_prices(identity: CurrentIdentity, prices: PricesPart) -> list[Price]:
     return await prices.list()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Conflict, ValidationFailed
+from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
 
 from . import ledger
 from .documents import PriceDoc
@@ -17,7 +17,7 @@ from .tally import PriceBook
 
 def price_view(doc: PriceDoc) -> PriceView:
     return PriceView(
-        meter=doc["meter"], spec_name=doc.get("spec_name"), amount=Decimal(doc["amount"]),
+        price_id=doc["_id"], meter=doc["meter"], spec_name=doc.get("spec_name"), amount=Decimal(doc["amount"]),
         effective_from=ledger.from_us(doc["effective_from_us"]),
     )  # fmt: skip
 
@@ -47,6 +47,20 @@ class Prices:
         if not await self._prices.add(document):
             raise Conflict("a price for this meter already takes effect at that moment")
         return price_view(document)
+
+    async def remove(self, price_id: str) -> None:
+        """A price still to come may be withdrawn; one in effect has priced used time,
+        and the bills a tenant can check are computed from it, so it stays: a new price
+        replaces it from a moment on."""
+        if await self._prices.remove_if_after(price_id, ledger.to_us(now())):
+            return
+        existing = next((doc for doc in await self._prices.all() if doc["_id"] == price_id), None)
+        if existing is None:
+            raise NotFound(f"no price {price_id!r}; GET /v1/prices lists them")
+        raise Conflict(
+            f"the price has been in effect since {existing['effective_from'].isoformat()}: "
+            "used time was billed at it, so it stays; add a new price to replace it"
+        )
 
     async def list(self) -> list[PriceView]:
         return [price_view(doc) for doc in await self._prices.all()]

@@ -28,6 +28,8 @@ class PriceCreate(ApiModel):
 
 
 class Price(ApiModel):
+    #: Names the price for its removal while it is still to come.
+    price_id: str = Field(alias="priceID")
     meter: Literal["gpu_hour", "storage_gb_month"]
     spec_name: str | None
     amount: Decimal

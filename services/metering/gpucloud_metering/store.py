@@ -155,6 +155,13 @@ class PriceStore:
     async def all(self) -> list[PriceDoc]:
         return await self._prices.find({}).sort("effective_from_us", ASCENDING).to_list()
 
+    async def remove_if_after(self, price_id: str, now_us: int) -> bool:
+        """Delete the price if it takes effect after `now_us`, in one step."""
+        result = await self._prices.delete_one(
+            {"_id": price_id, "effective_from_us": {"$gt": now_us}}
+        )
+        return result.deleted_count == 1
+
 
 class BudgetStore:
     def __init__(self, db: Database) -> None:
