@@ -69,7 +69,7 @@ lint: venv ## ruff, formatting, mypy (strict), the import-layering contracts and
 	@$(VENV)/bin/mypy $(addprefix -p ,$(PKGS) tests bench)
 	@$(VENV)/bin/lint-imports
 	@"$$($(VENV)/bin/python -c 'from gpucloud_stack import provision; print(provision.ensure(provision.HELM, say=False) / "helm")')" \
-		lint --strict --quiet deploy/helm/gpucloud --set identity.existingSecret=identity-keys,identity.publicKeys.gateway=key,identity.publicKeys.instances=key,kafka.admin.existingSecret=kafka-admin
+		lint --strict --quiet deploy/helm/gpucloud --set identity.existingSecret=identity-keys,identity.publicKeys.gateway=key,identity.publicKeys.instances=key,kafka.admin.existingSecret=kafka-admin,ingress.tlsSecret=gpucloud-tls
 
 fmt: venv ## apply ruff fixes and formatting
 	@$(VENV)/bin/ruff check --fix .

@@ -28,6 +28,7 @@ VALUES = (
     "identity.existingSecret=identity-keys", "identity.publicKeys.gateway=key",
     "identity.publicKeys.instances=key", "kafka.admin.existingSecret=kafka-admin",
     "image.repository=gpucloud", "image.tag=local", "agent.enabled=false",
+    "ingress.tlsSecret=gpucloud-tls",
 )  # fmt: skip
 
 

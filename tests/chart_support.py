@@ -18,6 +18,7 @@ REQUIRED = (
     "identity.publicKeys.gateway=gateway-public-key",
     "identity.publicKeys.instances=instances-public-key",
     "kafka.admin.existingSecret=kafka-admin",
+    "ingress.tlsSecret=gpucloud-tls",
 )
 
 

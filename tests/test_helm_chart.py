@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .chart_support import CHART, helm, render_chart
+from .chart_support import CHART, REQUIRED, helm, render_chart
 
 RELEASE, NAMESPACE = "gc", "gpucloud-system"
 SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
@@ -192,3 +192,20 @@ def test_the_agent_runs_as_no_one_with_no_capabilities() -> None:
     assert context["runAsUser"] != 0
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert context["allowPrivilegeEscalation"] is False
+
+
+def test_the_chart_will_not_render_without_tls() -> None:
+    """API keys, passwords and session cookies cross the ingress (review L4): without a
+    certificate, and no load balancer said to end TLS in front, nothing is rendered."""
+    refused = subprocess.run(
+        [str(helm()), "template", "gc", str(CHART), "--set", "ingress.tlsSecret=",
+         *(arg for value in REQUIRED if not value.startswith("ingress.tlsSecret")
+           for arg in ("--set", value))],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "ingress.tlsSecret is empty" in refused.stderr
+    upstream = render_chart(
+        "gc", "gpucloud", "ingress.tlsSecret=", "ingress.tlsTerminatedUpstream=true"
+    )
+    assert [d for d in upstream if d["kind"] == "Ingress"]
