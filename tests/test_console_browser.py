@@ -140,6 +140,14 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(page.get_by_role("region", name=re.compile("^Log of broken"))).to_contain_text(
         "epoch"
     )
+    # A job's GPUs are all it holds: four nodes of a one-GPU spec are four GPUs.
+    wide = {"jobID": "wide", "image": "busybox", "specName": spec, "nodes": 4,
+            "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "1s"}]}  # fmt: skip
+    submitted = await platform.post_as_tenant(account, "/v1/jobs", wide)
+    assert submitted.status_code == 202, submitted.text
+    await expect(page.get_by_role("row").filter(has_text="wide")).to_contain_text(
+        re.compile(r"4 x \S+ \(4 nodes\)"), timeout=10_000
+    )
     await page.get_by_role("tab", name="Instances").click()
 
     # An inference service from the catalog: listed with its one URL.

@@ -95,9 +95,19 @@ interface Job {
   exitCode: number | null;
   queue: QueuePosition | null;
   specName: string;
+  gpuCount: number;
+  gpuType: string;
+  /** A multi-node job's nodes, each with the spec's GPUs. */
+  nodes: number | null;
   image: string;
   createdAt: string;
 }
+
+/** Every GPU the job holds: a 4-node job of a 1-GPU spec holds 4. */
+const jobGpus = (j: Job): string => {
+  const nodes = j.nodes ?? 1;
+  return `${nodes * j.gpuCount} x ${j.gpuType}` + (nodes > 1 ? ` (${nodes} nodes)` : "");
+};
 
 interface Service {
   serviceID: string;
@@ -398,6 +408,7 @@ function Jobs() {
                 cell: (j) => inQueue(j.queue),
               },
               { label: "Spec", cell: (j) => j.specName },
+              { label: "GPUs", cell: (j) => jobGpus(j) },
               { label: "Submitted", cell: (j) => when(j.createdAt) },
               // Why it failed, or why it waits, as the API says it.
               { label: "Reason", cell: (j) => jobReason(j) },
