@@ -285,7 +285,8 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     nodes: list[dict[str, Any]] = (
         await platform.http.get("/v1/nodes", headers=platform.admin)
     ).json()
-    idle = next(n for n in nodes if n["health"] == "healthy" and n["gpusInUse"] == 0)["node"]
+    chosen = next(n for n in nodes if n["health"] == "healthy" and n["gpusInUse"] == 0)
+    idle = chosen["node"]
     page = await _page(chromium, platform)
     await _sign_in_with_key(page, platform.admin_key)
     await expect(page).to_have_url(re.compile("/fleet$"))
@@ -293,7 +294,25 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     await page.get_by_label("Quarantine reason").fill("fan replacement")
     await page.get_by_role("button", name=f"Quarantine {idle}").click()
     row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=idle, exact=True))
+    # The console reads the node until the request is applied (a few seconds, through
+    # the telemetry consumer), then the summary with it: the two tables agree.
     await expect(row.get_by_text("quarantined", exact=True)).to_be_visible()
+    summary = page.get_by_role("table", name="Fleet by zone and GPU type")
+    headers = await summary.get_by_role("columnheader").all_inner_texts()
+    group = (
+        summary.get_by_role("row")
+        .filter(has_text=chosen["gpuType"])
+        .filter(has_text=chosen["zone"])
+    )
+    fleet = (await platform.http.get("/v1/fleet", headers=platform.admin)).json()
+    [counted] = [
+        g["quarantinedNodes"] for g in fleet["groups"]
+        if (g["zone"], g["gpuType"]) == (chosen["zone"], chosen["gpuType"])
+    ]  # fmt: skip
+    assert counted >= 1
+    await expect(group.get_by_role("cell").nth(headers.index("Quarantined"))).to_have_text(
+        str(counted), timeout=1_000
+    )
     await expect(row).to_contain_text("quarantined by an operator: fan replacement")
     await row.scroll_into_view_if_needed()
     await page.screenshot(path=shots / "fleet.png")

@@ -82,9 +82,20 @@ export function FleetPage() {
   const nodes = useLoad(() => get<NodeView[]>("/nodes"), [], REFRESH_MS);
   const [reason, setReason] = useState("maintenance");
   const action = useAction();
+  // The request is applied by the telemetry consumer, in order with the node's samples
+  // (202): read the node until it shows the new health, then the summary with it.
+  const settle = async (node: string, health: string) => {
+    for (let tries = 0; tries < 30; tries++) {
+      const fresh = await get<NodeView[]>("/nodes");
+      if (fresh.find((n) => n.node === node)?.health === health) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    await Promise.all([nodes.reload(), summary.reload()]);
+  };
   const quarantine = (node: string) =>
-    void action.run(() => post(`/nodes/${enc(node)}/quarantine`, { reason }).then(nodes.reload));
-  const release = (node: string) => void action.run(() => post(`/nodes/${enc(node)}/release`).then(nodes.reload));
+    void action.run(() => post(`/nodes/${enc(node)}/quarantine`, { reason }).then(() => settle(node, "quarantined")));
+  const release = (node: string) =>
+    void action.run(() => post(`/nodes/${enc(node)}/release`).then(() => settle(node, "healthy")));
   return (
     <Page title="Fleet">
       <Show loaded={summary}>
