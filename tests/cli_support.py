@@ -5,14 +5,20 @@ config file."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncssh
+from kubernetes_asyncio import client as k8s
+
 from .platform import MIB, Platform, TenantAccount
+from .support import eventually, loopback_gpu_nodes
 
 GPUCLOUD = Path(sys.executable).parent / "gpucloud"
 #: Runs the command with Ctrl-C's default disposition, as at a terminal: a test run
@@ -90,3 +96,49 @@ async def ready_tenant(platform: Platform, account: TenantAccount) -> None:
     """A new tenant reaches the services by event; the CLI retries `tenant_not_ready` for
     30 s on its own, but the tests start from a tenant the services know."""
     await platform.storage(account, size_bytes=MIB)
+
+
+class _OpenServer(asyncssh.SSHServer):
+    """An SSH server that lets anyone in: the tests are of the tunnel, not of SSH's auth."""
+
+    def begin_auth(self, username: str) -> bool:
+        return False
+
+
+async def _answer(process: asyncssh.SSHServerProcess[str]) -> None:
+    process.stdout.write(f"{process.get_extra_info('username')} ran: {process.command}\n")
+    process.exit(0)
+
+
+@contextlib.asynccontextmanager
+async def ssh_instance(
+    platform: Platform, kube: k8s.ApiClient
+) -> AsyncIterator[tuple[TenantAccount, str]]:
+    """(account, instance id) of a running ssh-devbox instance on a kwok node whose pods
+    get loopback addresses, with a real SSH server (asyncssh) on its port 2222 standing
+    in for the image's sshd. It answers each command with `<user> ran: <command>`."""
+    async with loopback_gpu_nodes(kube, 1) as (product, _):
+        account = await platform.tenant()
+        spec = await platform.spec(gpu_type=product)
+        body = {"image": "ssh-devbox", "specName": spec, "template": {"ports": [{"port": 2222}]}}
+        created = await platform.start_instance(account, body)
+        assert created.status_code == 202, created.text
+        instance_id = created.json()["instanceID"]
+
+        async def pod_ip() -> str | None:
+            pods = await k8s.CoreV1Api(kube).list_pod_for_all_namespaces(
+                label_selector=f"gpucloud.io/instance={instance_id}"
+            )
+            running = [p for p in pods.items if p.status.phase == "Running" and p.status.pod_ip]
+            return str(running[0].status.pod_ip) if running else None
+
+        address = await eventually(pod_ip, timeout=60)
+        server = await asyncssh.create_server(
+            _OpenServer, address, 2222, server_host_keys=[asyncssh.generate_private_key("ssh-ed25519")],
+            process_factory=_answer,
+        )  # fmt: skip
+        try:
+            yield account, instance_id
+        finally:
+            server.close()
+            await server.wait_closed()

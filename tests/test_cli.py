@@ -13,14 +13,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import asyncssh
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.naming import tenant_namespace
 
-from .cli_support import Cli, cli_for, ready_tenant
+from .cli_support import Cli, cli_for, ready_tenant, ssh_instance
 from .platform import H100, MIB, Platform, bearer
-from .support import eventually, loopback_gpu_nodes, unique
+from .support import eventually, unique
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -224,76 +223,41 @@ async def test_the_operator_quarantines_and_releases_a_node(
     assert "--reason" in reasonless.err
 
 
-class _OpenServer(asyncssh.SSHServer):
-    """An SSH server that lets anyone in: the test is of the tunnel, not of SSH's auth."""
-
-    def begin_auth(self, username: str) -> bool:
-        return False
-
-
-async def _answer(process: asyncssh.SSHServerProcess[str]) -> None:
-    process.stdout.write(f"{process.get_extra_info('username')} ran: {process.command}\n")
-    process.exit(0)
-
-
 async def test_ssh_reaches_an_instance_through_the_gateway_tunnel(
     platform: Platform, kube: k8s.ApiClient, tmp_path: Path
 ) -> None:
     """`gpucloud ssh` runs the system's ssh with `gpucloud tunnel` as its ProxyCommand; the
     tunnel is a WebSocket through the gateway to the instance's undeclared-public port,
     where a real SSH server (asyncssh) listens on the pod's loopback address."""
-    async with loopback_gpu_nodes(kube, 1) as (product, _):
-        account = await platform.tenant()
-        spec = await platform.spec(gpu_type=product)
-        body = {"image": "ssh-devbox", "specName": spec, "template": {"ports": [{"port": 2222}]}}
-        created = await platform.start_instance(account, body)
-        assert created.status_code == 202, created.text
-        instance_id = created.json()["instanceID"]
+    async with ssh_instance(platform, kube) as (account, instance_id):
+        cli = cli_for(tmp_path, platform)
+        assert (await cli.login(account.admin_key)).code == 0
+        quiet = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]  # fmt: skip
+        ran = await cli.ok("ssh", instance_id, "--user", "ada", "--", *quiet, "nvidia-smi -L")
+        assert ran.out == "ada ran: nvidia-smi -L\n", ran
 
-        async def pod_ip() -> str | None:
-            pods = await k8s.CoreV1Api(kube).list_pod_for_all_namespaces(
-                label_selector=f"gpucloud.io/instance={instance_id}"
-            )
-            running = [p for p in pods.items if p.status.phase == "Running" and p.status.pod_ip]
-            return str(running[0].status.pod_ip) if running else None
+        unknown = await cli.run("ssh", "i-nope", "--", *quiet, "true")
+        assert unknown.code == 1
+        assert "instance 'i-nope' does not exist" in unknown.err, unknown
+        no_port = await cli.run("tunnel", instance_id, "--port", "2223")
+        assert no_port.code == 1
+        assert "has no TCP port 2223" in no_port.err, no_port
 
-        address = await eventually(pod_ip, timeout=60)
-        server = await asyncssh.create_server(
-            _OpenServer, address, 2222, server_host_keys=[asyncssh.generate_private_key("ssh-ed25519")],
-            process_factory=_answer,
-        )  # fmt: skip
-        try:
-            cli = cli_for(tmp_path, platform)
-            assert (await cli.login(account.admin_key)).code == 0
-            quiet = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                     "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]  # fmt: skip
-            ran = await cli.ok("ssh", instance_id, "--user", "ada", "--", *quiet, "nvidia-smi -L")
-            assert ran.out == "ada ran: nvidia-smi -L\n", ran
-
-            unknown = await cli.run("ssh", "i-nope", "--", *quiet, "true")
-            assert unknown.code == 1
-            assert "instance 'i-nope' does not exist" in unknown.err, unknown
-            no_port = await cli.run("tunnel", instance_id, "--port", "2223")
-            assert no_port.code == 1
-            assert "has no TCP port 2223" in no_port.err, no_port
-
-            # Another tenant's key, or a wrong one, opens nothing.
-            other = await platform.tenant()
-            outsider = cli_for(tmp_path / "outsider", platform)
-            assert (await outsider.login(other.admin_key)).code == 0
-            refused = await outsider.run("tunnel", instance_id)
-            assert refused.code == 1
-            assert "not_found" in refused.err, refused
-            config = json.loads(outsider.config.read_text())
-            for profile in config["profiles"].values():
-                profile["apiKey"] = "gpc_nope_nope"
-            outsider.config.write_text(json.dumps(config))
-            wrong = await outsider.run("tunnel", instance_id)
-            assert wrong.code == 1
-            assert "unauthenticated" in wrong.err, wrong
-        finally:
-            server.close()
-            await server.wait_closed()
+        # Another tenant's key, or a wrong one, opens nothing.
+        other = await platform.tenant()
+        outsider = cli_for(tmp_path / "outsider", platform)
+        assert (await outsider.login(other.admin_key)).code == 0
+        refused = await outsider.run("tunnel", instance_id)
+        assert refused.code == 1
+        assert "not_found" in refused.err, refused
+        config = json.loads(outsider.config.read_text())
+        for profile in config["profiles"].values():
+            profile["apiKey"] = "gpc_nope_nope"
+        outsider.config.write_text(json.dumps(config))
+        wrong = await outsider.run("tunnel", instance_id)
+        assert wrong.code == 1
+        assert "unauthenticated" in wrong.err, wrong
 
 
 async def test_cp_moves_a_large_file_and_resumes_an_interrupted_upload(

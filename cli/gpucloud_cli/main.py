@@ -12,6 +12,7 @@ from click.shell_completion import get_completion_class
 from gpucloud_client import ApiError, Client, ClientError, Unreachable
 
 from . import config
+from .apply import apply
 from .catalog import offer, templates
 from .instances import instances
 from .jobs import jobs
@@ -27,6 +28,7 @@ EXAMPLES = """
 Examples:
   gpucloud login --endpoint https://gpu.example.com
   gpucloud instances create --spec h100-1 --image jupyter/base-notebook --port 8888 --wait
+  gpucloud apply -f stack.yaml
   gpucloud jobs submit job.yaml
   gpucloud cp -r ./dataset gpc://datasets/v1/
   gpucloud usage --group-by day -o json
@@ -49,7 +51,7 @@ class GpucloudGroup(click.Group):
             return super().invoke(ctx)
         except ClientError as error:
             raise Failure(describe(error)) from error
-        except (config.NotLoggedIn, TimeoutError, OSError) as error:
+        except (config.NotLoggedIn, config.UnsafeEndpoint, TimeoutError, OSError) as error:
             raise Failure(str(error)) from error
         finally:
             if isinstance(ctx.obj, Session):
@@ -90,6 +92,7 @@ def login(ctx: click.Context, endpoint: str, api_key_stdin: bool, name: str | No
       echo "$KEY" | gpucloud login -e https://gpu.example.com --api-key-stdin --profile prod
     """
     session: Session = ctx.obj
+    config.check_endpoint(endpoint)  # before the key is asked for, let alone sent
     key = (
         sys.stdin.readline().strip() if api_key_stdin else click.prompt("API key", hide_input=True)
     )
@@ -120,13 +123,13 @@ def logout(session: Session, keep_key: bool) -> None:
         # The profile's own key, never GPUCLOUD_API_KEY's (a script's, set in the shell).
         stored = config.load_profile(name)
         try:
-            with Client(stored.endpoint, stored.api_key) as client:
+            with Client(config.check_endpoint(stored.endpoint), stored.api_key) as client:
                 key_id = client.whoami()["keyID"]
                 if key_id is None:
                     raise ApiError(409, {"detail": "this credential is not an API key"})
                 client.revoke_key(key_id)
             session.note(f"key {key_id} revoked on the server")
-        except (ClientError, httpx.InvalidURL) as error:
+        except (ClientError, httpx.InvalidURL, config.UnsafeEndpoint) as error:
             # The bootstrap key, one this login may not revoke, or no answer: say so,
             # and forget it here anyway.
             session.note(f"the key may still be valid on the server: {error}")
@@ -183,6 +186,7 @@ def completion(shell: str) -> None:
 
 
 for command in (
+    apply,
     instances,
     services,
     jobs,

@@ -18,10 +18,11 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from gpucloud_client import Transfers
-from gpucloud_client.transfers import tally
+from gpucloud_client import ApiError, Transfers
+from gpucloud_client.transfers import BATCH, batched, local_path, run_bounded, tally, walk
 
 from . import config
+from .copies import StoredObject, same_content, stored_object, stored_objects
 from .session import Column, Failure, Session, pass_session
 
 SCHEME = "gpc://"
@@ -75,14 +76,48 @@ def create_storage(session: Session, storage_id: str, size: str, kind: str) -> N
     session.emit(session.client.create_storage(body), COLUMNS)
 
 
-@storages.command("delete")
-@click.argument("storage_id")
-@click.option("--force", is_flag=True, help="Delete a bucket that still holds objects.")
+@storages.command("rm")
+@click.argument("location")
+@click.option("--force", is_flag=True, help="Delete a bucket that still holds objects, with them.")
+@click.option("--yes", is_flag=True, help="Do not ask.")
 @pass_session
-def delete_storage(session: Session, storage_id: str, force: bool) -> None:
-    """Delete a storage."""
-    session.client.delete_storage(storage_id, force=force)
+def remove_storage(session: Session, location: str, force: bool, yes: bool) -> None:
+    """Delete a storage (STORAGE or gpc://STORAGE), after asking; `delete` is the same.
+
+    The API deletes whole storages, not single objects: to delete objects, make S3
+    credentials (`gpucloud storages credentials STORAGE --mode read-write`) for an S3 tool.
+
+    \b
+    Examples:
+      gpucloud storages rm scratch
+      gpucloud storages rm old-checkpoints --force --yes
+    """
+    storage_id = location
+    if location.startswith(SCHEME):
+        remote = parse_remote(location)
+        if remote.key:
+            raise click.UsageError(
+                f"{location} names an object, and the API deletes whole storages only: "
+                f"`gpucloud storages rm {remote.storage}` deletes the storage, or use S3 "
+                f"credentials (`gpucloud storages credentials {remote.storage} --mode read-write`)"
+            )
+        storage_id = remote.storage
+    what = f"storage {storage_id}" + (" and every object in it" if force else "")
+    if not yes:
+        click.confirm(f"Delete {what}?", abort=True, err=True)
+    try:
+        session.client.delete_storage(storage_id, force=force)
+    except ApiError as error:
+        if error.code != "storage_not_empty":
+            raise
+        raise Failure(
+            f"storage {storage_id} holds objects: `gpucloud storages rm {storage_id} --force` "
+            "deletes it with them"
+        ) from error
     session.note(f"storage {storage_id} deleted")
+
+
+storages.add_command(remove_storage, "delete")
 
 
 @storages.command("objects")
@@ -171,7 +206,8 @@ def cp(session: Session, source: str, target: str, recursive: bool, concurrency:
             if uploading:
                 upload(session, transfers, Path(source), parse_remote(target), recursive)
             else:
-                download(session, transfers, parse_remote(source), Path(target), recursive)
+                download(session, transfers, parse_remote(source), Path(target), recursive,
+                         concurrency)  # fmt: skip
         except KeyboardInterrupt:
             session.note("interrupted; run the same command again to resume the upload" if uploading
                          else "interrupted")  # fmt: skip
@@ -184,52 +220,114 @@ def upload(
     if source.is_dir():
         if not recursive:
             raise click.UsageError(f"{source} is a directory: use -r")
-        prefix = remote.prefix
-        counted = tally(source)
-        with progress_bar(session, counted.bytes, counted.files) as (advance, file_done):
-            transfers.upload_tree(source, remote.storage, prefix, advance, file_done)
-        session.note(
-            f"{counted.files} files, {human_bytes(counted.bytes)} → {SCHEME}{remote.storage}/{prefix}"
-        )
+        upload_tree(session, transfers, source, remote.storage, remote.prefix)
         return
     if not source.is_file():
         raise click.UsageError(f"{source}: no such file")
     key = remote.prefix + source.name if remote.prefix == remote.key else remote.key
     size = source.stat().st_size
+    stored = stored_object(session.client, remote.storage, key)
+    if stored is not None and same_content(source, stored):
+        session.note(f"{SCHEME}{remote.storage}/{key} holds {source} unchanged: skipped 1 file")
+        return
     with progress_bar(session, size, 1) as (advance, file_done):
         transfers.upload_file(source, remote.storage, key, advance)
         file_done()
     session.note(f"{source} → {SCHEME}{remote.storage}/{key} ({human_bytes(size)})")
 
 
-def download(
-    session: Session, transfers: Transfers, remote: Remote, target: Path, recursive: bool
+def upload_tree(
+    session: Session, transfers: Transfers, root: Path, storage_id: str, prefix: str
 ) -> None:
-    if recursive:
-        prefix = remote.prefix
-        files = size = 0
-        for _, object_size in transfers.objects(remote.storage, prefix):
-            files, size = files + 1, size + object_size
-        with progress_bar(session, size, files) as (advance, file_done):
-            transfers.download_tree(remote.storage, prefix, target, advance, file_done)
-        session.note(
-            f"{SCHEME}{remote.storage}/{prefix} → {target} ({files} files, {human_bytes(size)})"
+    """Send the files under `root` that the storage does not hold as they are, their
+    small files signed a thousand at a time."""
+    stored = {o.key: o for o in stored_objects(session.client, storage_id, prefix)}
+    where = f"{SCHEME}{storage_id}/{prefix}"
+    if not stored:
+        counted = tally(root)
+        with progress_bar(session, counted.bytes, counted.files) as (advance, file_done):
+            transfers.upload_tree(root, storage_id, prefix, advance, file_done)
+        session.note(f"{counted.files} files, {human_bytes(counted.bytes)} → {where}")
+        return
+    sending: list[tuple[Path, str, int]] = []
+    unchanged: set[str] = set()
+    for path in walk(root):
+        key = prefix + path.relative_to(root).as_posix()
+        known = stored.get(key)
+        if known is not None and same_content(path, known):
+            unchanged.add(key)
+        else:
+            sending.append((path, key, path.stat().st_size))
+    skipped = len(unchanged)
+    total = sum(size for _, _, size in sending)
+    with progress_bar(session, total, len(sending)) as (advance, file_done):
+        transfers.upload_tree(
+            root, storage_id, prefix, advance, file_done, skip=unchanged.__contains__
         )
+    session.note(
+        f"{len(sending)} files, {human_bytes(total)} → {where}; {skipped} unchanged, skipped"
+    )
+
+
+def download(
+    session: Session, transfers: Transfers, remote: Remote, target: Path, recursive: bool,
+    concurrency: int,
+) -> None:  # fmt: skip
+    if recursive:
+        download_tree(session, transfers, remote.storage, remote.prefix, target, concurrency)
         return
     name = PurePosixPath(remote.key).name
     if not name:
         raise click.UsageError(f"{SCHEME}{remote.storage}/{remote.key} names a prefix: use -r")
     destination = target / name if target.is_dir() else target
-    # Keys sort after their prefixes, so the object, if it exists, is the first key under
-    # its own name: one listing call of one key gives its size.
-    first = session.client.list_objects(remote.storage, prefix=remote.key, limit=1)["objects"]
-    if not first or first[0]["key"] != remote.key:
+    stored = stored_object(session.client, remote.storage, remote.key)
+    if stored is None:
         raise Failure(f"no object {remote.key!r} in storage {remote.storage!r}")
-    size = first[0]["sizeBytes"]
-    with progress_bar(session, size, 1) as (advance, file_done):
+    if same_content(destination, stored):
+        session.note(f"{destination} holds {SCHEME}{remote.storage}/{remote.key} unchanged: "
+                     "skipped 1 file")  # fmt: skip
+        return
+    with progress_bar(session, stored.size, 1) as (advance, file_done):
         transfers.download_file(remote.storage, remote.key, destination, advance)
         file_done()
-    session.note(f"{SCHEME}{remote.storage}/{remote.key} → {destination} ({human_bytes(size)})")
+    session.note(
+        f"{SCHEME}{remote.storage}/{remote.key} → {destination} ({human_bytes(stored.size)})"
+    )
+
+
+def download_tree(
+    session: Session, transfers: Transfers, storage_id: str, prefix: str, root: Path,
+    concurrency: int,
+) -> None:  # fmt: skip
+    """Fetch the objects under `prefix` that `root` does not hold as they are, their
+    URLs signed a thousand at a time as the copy reaches them."""
+    fetching: list[tuple[StoredObject, Path]] = []
+    skipped = 0
+    for stored in stored_objects(session.client, storage_id, prefix):
+        destination = local_path(root, stored.key[len(prefix) :])
+        if same_content(destination, stored):
+            skipped += 1
+        else:
+            fetching.append((stored, destination))
+    total = sum(stored.size for stored, _ in fetching)
+
+    def signed() -> Iterator[tuple[str, Path, str]]:
+        for batch in batched(fetching, BATCH):
+            urls = session.client.presign_downloads(storage_id, [o.key for o, _ in batch])
+            yield from ((o.key, destination, urls[o.key]) for o, destination in batch)
+
+    with progress_bar(session, total, len(fetching)) as (advance, file_done):
+
+        def fetch(item: tuple[str, Path, str]) -> None:
+            key, destination, url = item
+            transfers.download_file(storage_id, key, destination, advance, url)
+            file_done()
+
+        run_bounded(fetch, signed(), concurrency)
+    session.note(
+        f"{SCHEME}{storage_id}/{prefix} → {root} ({len(fetching)} files, {human_bytes(total)}; "
+        f"{skipped} unchanged, skipped)"
+    )
 
 
 @contextmanager

@@ -150,7 +150,11 @@ class Transfers:
     def upload_tree(
         self, root: Path, storage_id: str, prefix: str, progress: Progress,
         on_file: Callable[[], None] | None = None,
+        skip: Callable[[str], bool] | None = None,
     ) -> None:  # fmt: skip
+        """Every file under `root` to `prefix`, but those whose key `skip` says are
+        already there as they are."""
+
         def send(item: tuple[Path, str, int, str | None]) -> None:
             path, key, size, url = item
             if url is None:
@@ -161,16 +165,16 @@ class Transfers:
             if on_file:
                 on_file()
 
-        self._run_bounded(send, self._signed_uploads(root, storage_id, prefix))
+        self._run_bounded(send, self._signed_uploads(root, storage_id, prefix, skip))
 
     def _signed_uploads(
-        self, root: Path, storage_id: str, prefix: str
+        self, root: Path, storage_id: str, prefix: str, skip: Callable[[str], bool] | None
     ) -> Iterator[tuple[Path, str, int, str | None]]:
-        """(file, key, size, URL) for each file under `root`; the URL is None for a file
-        too large for one PUT, which is planned on its own."""
-        for batch in batched(walk(root), BATCH):
-            files = [(path, prefix + path.relative_to(root).as_posix(), path.stat().st_size)
-                     for path in batch]  # fmt: skip
+        """(file, key, size, URL) for each file under `root` not skipped; the URL is None
+        for a file too large for one PUT, which is planned on its own."""
+        keyed = ((path, prefix + path.relative_to(root).as_posix()) for path in walk(root))
+        for batch in batched((item for item in keyed if not (skip and skip(item[1]))), BATCH):
+            files = [(path, key, path.stat().st_size) for path, key in batch]
             small = [(key, size) for _, key, size in files if size <= SMALL_FILE_BYTES]
             urls = self._client.presign_uploads(storage_id, small) if small else {}
             for path, key, size in files:
@@ -251,23 +255,7 @@ class Transfers:
     # --- the machinery -----------------------------------------------------------------
 
     def _run_bounded(self, work: Callable[[Item], None], items: Iterable[Item]) -> None:
-        """Run `work` on every item, `concurrency` at a time, pulling items lazily. The
-        first failure stops new work and is raised once the running work has finished."""
-        with ThreadPoolExecutor(self._concurrency) as pool:
-            running: set[Future[None]] = set()
-            try:
-                for item in items:
-                    if len(running) >= self._concurrency:
-                        done, running = wait(running, return_when=FIRST_COMPLETED)
-                        for future in done:
-                            future.result()
-                    running.add(pool.submit(work, item))
-                for future in running:
-                    future.result()
-            except BaseException:
-                for future in running:
-                    future.cancel()
-                raise
+        run_bounded(work, items, self._concurrency)
 
     def _journal_path(self, storage_id: str, key: str, path: Path) -> Path:
         """One journal per (endpoint, storage, key, file as it is now): a file changed
@@ -337,3 +325,24 @@ def _s3_code(body: bytes) -> str:
     text = body.decode(errors="replace")
     start, end = text.find("<Code>"), text.find("</Code>")
     return text[start + 6 : end] if 0 <= start < end else ""
+
+
+def run_bounded(work: Callable[[Item], None], items: Iterable[Item], concurrency: int) -> None:
+    """Run `work` on every item, `concurrency` at a time, pulling items lazily (so URLs
+    signed a batch at a time are used soon after). The first failure stops new work and
+    is raised once the running work has finished."""
+    with ThreadPoolExecutor(concurrency) as pool:
+        running: set[Future[None]] = set()
+        try:
+            for item in items:
+                if len(running) >= concurrency:
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        future.result()
+                running.add(pool.submit(work, item))
+            for future in running:
+                future.result()
+        except BaseException:
+            for future in running:
+                future.cancel()
+            raise
