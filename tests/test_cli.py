@@ -7,9 +7,10 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import signal
 import stat
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,16 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     assert "exit code 3" in failed.err
     jobs = {job["jobID"]: job["state"] for job in (await cli.ok("-o", "json", "jobs", "ls")).json()}
     assert jobs == {"train-1": "succeeded", "broken-1": "failed"}
+    # A job's GPUs are all it holds, nodes included; every time says its zone.
+    wide = tmp_path / "wide.yaml"
+    wide.write_text(
+        f"image: busybox\nspecName: {spec}\nnodes: 2\n"
+        "env:\n  - {name: GPUCLOUD_SIM_RUN_FOR, value: 1s}\n"
+    )
+    assert (await cli.run("jobs", "submit", str(wide), "--id", "wide-1", timeout=120)).code == 0
+    [row] = [line for line in (await cli.ok("jobs", "ls")).out.splitlines() if "wide-1" in line]
+    assert re.search(r"2 x \S+ \(2 nodes\)", row), row
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row), row
 
     async def billed() -> dict[str, Any] | None:
         report = (await cli.ok("-o", "json", "usage", "--group-by", "job")).json()
@@ -179,6 +190,18 @@ async def test_the_operator_onboards_a_customer_who_then_finds_the_priced_spec(
     assert "no spec" in typo.err
     priced = await operator.ok("-o", "json", "prices", "set", "2.50", "--spec", spec)
     assert priced.json()["amount"] == "2.50"
+    # A price set to come may be withdrawn; the one in effect stays.
+    next_year = f"{datetime.now(UTC).year + 1}-01-01"
+    scheduled = await operator.ok(
+        "-o", "json", "prices", "set", "3.75", "--spec", spec, "--from", next_year
+    )
+    assert scheduled.json()["effectiveFrom"].startswith(next_year)
+    kept = await operator.run("prices", "rm", priced.json()["priceID"], "--yes")
+    assert kept.code == 1, kept
+    assert "add a new price to replace it" in kept.err
+    await operator.ok("prices", "rm", scheduled.json()["priceID"], "--yes")
+    remaining = (await operator.ok("-o", "json", "prices", "ls")).json()
+    assert [p["amount"] for p in remaining if p["specName"] == spec] == ["2.50"]
     created = await operator.ok(
         "tenants", "create", tenant_id, "--name", "CLI Ltd", "--max-gpus", "4",
         "--max-instances", "2", "--admin-email", f"admin@{tenant_id}.test",

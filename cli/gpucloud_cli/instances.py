@@ -11,7 +11,7 @@ from gpucloud_client.client import SETTLED_INSTANCE_STATES, STOPPED_INSTANCE_STA
 from gpucloud_client.models import Instance
 
 from .metrics import metrics_command
-from .session import Column, Failure, Session, echo, pass_session
+from .session import Column, Failure, Session, echo, moment, pass_session
 from .ssh import ssh_config
 
 COLUMNS: list[Column] = [
@@ -21,7 +21,7 @@ COLUMNS: list[Column] = [
     ("GPUS", lambda i: f"{i['gpuCount']} x {i['gpuType']}"),
     ("NODE", lambda i: i["node"]),
     ("IMAGE", lambda i: i["image"]),
-    ("CREATED", lambda i: i["createdAt"][:19]),
+    ("CREATED", lambda i: moment(i["createdAt"])),
 ]
 DETAIL: list[Column] = [*COLUMNS, ("REASON", lambda i: i["reason"]), ("URLS", lambda i: i["urls"])]
 

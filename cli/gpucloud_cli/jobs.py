@@ -13,16 +13,25 @@ from gpucloud_client.client import ENDED_JOB_STATES
 from gpucloud_client.models import Job
 
 from .metrics import metrics_command
-from .session import Column, Session, echo, pass_session
+from .session import Column, Session, echo, moment, pass_session
 
 POLL_S = 1.0
+
+
+def job_gpus(job: dict[str, Any]) -> str:
+    """Every GPU the job holds: a 4-node job of a 1-GPU spec holds 4."""
+    nodes = job.get("nodes") or 1
+    text = f"{nodes * job['gpuCount']} x {job['gpuType']}"
+    return text + (f" ({nodes} nodes)" if nodes > 1 else "")
+
+
 COLUMNS: list[Column] = [
     ("ID", lambda j: j["jobID"]),
     ("STATE", lambda j: j["state"]),
     ("SPEC", lambda j: j["specName"]),
-    ("GPUS", lambda j: f"{j['gpuCount']} x {j['gpuType']}"),
+    ("GPUS", job_gpus),
     ("RUNS", lambda j: f"{j['succeededRuns']} ok, {j['failedRuns']} failed"),
-    ("CREATED", lambda j: j["createdAt"][:19]),
+    ("CREATED", lambda j: moment(j["createdAt"])),
 ]
 DETAIL: list[Column] = [
     *COLUMNS,
@@ -55,7 +64,7 @@ def get_job(session: Session, job_id: str) -> None:
     if session.output == "table" and job["runs"]:
         session.emit(job["runs"], [("RUN", lambda r: r["runID"]), ("STATE", lambda r: r["state"]),
                                    ("NODE", lambda r: r["node"]), ("EXIT", lambda r: r["exitCode"]),
-                                   ("STARTED", lambda r: r["startedAt"]), ("ENDED", lambda r: r["endedAt"])])  # fmt: skip
+                                   ("STARTED", lambda r: moment(r["startedAt"])), ("ENDED", lambda r: moment(r["endedAt"]))])  # fmt: skip
 
 
 @jobs.command("submit")

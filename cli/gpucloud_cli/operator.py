@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import click
 
-from .session import Column, Session, pass_session
+from .session import Column, Session, moment, pass_session
 
 NODE_COLUMNS: list[Column] = [
     ("NODE", lambda n: n["node"]),
@@ -70,7 +73,7 @@ TENANT_COLUMNS: list[Column] = [
     ("MAX GPUS", lambda t: t["quota"].get("maxGpus")),
     ("MAY BORROW", lambda t: t["limits"].get("borrowGpus", 0)),
     ("MAX INSTANCES", lambda t: t["quota"].get("maxInstances")),
-    ("CREATED", lambda t: t["createdAt"][:19]),
+    ("CREATED", lambda t: moment(t["createdAt"])),
 ]
 
 
@@ -169,10 +172,11 @@ def prices() -> None:
 
 
 PRICE_COLUMNS: list[Column] = [
+    ("ID", lambda p: p["priceID"]),
     ("METER", lambda p: p["meter"]),
     ("SPEC", lambda p: p.get("specName")),
     ("USD", lambda p: p["amount"]),
-    ("FROM (UTC)", lambda p: p["effectiveFrom"][:19].replace("T", " ")),
+    ("FROM", lambda p: moment(p["effectiveFrom"])),
 ]
 
 
@@ -187,16 +191,45 @@ def list_prices(session: Session) -> None:
 @click.argument("amount")
 @click.option("--spec", "spec_name", help="The spec priced per GPU-hour.")
 @click.option("--storage", is_flag=True, help="Price storage per GB-month instead.")
+@click.option(
+    "--from", "effective_from", type=click.DateTime(["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d"]),
+    help="When it takes effect: 2027-01-01 (UTC midnight) or 2027-01-01T09:00:00+02:00; "
+    "default now.",
+)  # fmt: skip
 @pass_session
-def set_price(session: Session, amount: str, spec_name: str | None, storage: bool) -> None:
-    """Set a price in USD (decimals, e.g. 2.50), in force from now."""
+def set_price(
+    session: Session,
+    amount: str,
+    spec_name: str | None,
+    storage: bool,
+    effective_from: datetime | None,
+) -> None:
+    """Set a price in USD (decimals, e.g. 2.50), in force from now or `--from`."""
     if bool(spec_name) == storage:
         raise click.UsageError("give --spec NAME or --storage")
     if spec_name and spec_name not in {s["name"] for s in session.client.list_specs()}:
         raise click.UsageError(f"no spec {spec_name!r}; `gpucloud specs ls` lists them")
-    body = (
+    body: dict[str, Any] = (
         {"meter": "gpu_hour", "specName": spec_name, "amount": amount}
         if spec_name
         else {"meter": "storage_gb_month", "amount": amount}
     )
+    if effective_from is not None:
+        moment_given = (
+            effective_from if effective_from.tzinfo else effective_from.replace(tzinfo=UTC)
+        )
+        body["effectiveFrom"] = moment_given.isoformat()
     session.emit(session.client.set_price(body), PRICE_COLUMNS)
+
+
+@prices.command("rm")
+@click.argument("price_id")
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+@pass_session
+def withdraw_price(session: Session, price_id: str, yes: bool) -> None:
+    """Withdraw a price that has not taken effect yet; one in effect stays (it priced
+    used time): set a new one to replace it."""
+    if not yes:
+        click.confirm(f"Withdraw price {price_id}?", abort=True)
+    session.client.withdraw_price(price_id)
+    session.note(f"price {price_id} withdrawn")

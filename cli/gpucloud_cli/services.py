@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from .metrics import metrics_command
-from .session import Column, Session, pass_session
+from .session import Column, Session, moment, pass_session
 
 COLUMNS: list[Column] = [
     ("ID", lambda s: s["serviceID"]),
@@ -22,8 +22,8 @@ REPLICA_COLUMNS: list[Column] = [
     ("REVISION", lambda r: r["revision"]),
     ("STATE", lambda r: r["state"]),
     ("NODE", lambda r: r["node"]),
-    ("SCHEDULED (UTC)", lambda r: r["scheduledAt"]),
-    ("ENDED (UTC)", lambda r: r["endedAt"] or "-"),
+    ("SCHEDULED", lambda r: moment(r["scheduledAt"])),
+    ("ENDED", lambda r: moment(r["endedAt"])),
 ]
 
 

@@ -29,6 +29,14 @@ class Failure(click.ClickException):
 Column = tuple[str, Callable[[Any], object]]
 
 
+def moment(iso: str | None) -> str:
+    """An API time as a table shows it: to the second, saying its zone (the API's
+    times are UTC). `-` for none."""
+    if not iso:
+        return "-"
+    return iso[:19].replace("T", " ") + " UTC"
+
+
 @dataclass
 class Session:
     profile_name: str | None

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from .session import Column, Session, pass_session
+from .session import Column, Session, moment, pass_session
 
 GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone"]
 
@@ -53,5 +53,5 @@ def list_alerts(session: Session, state: str | None) -> None:
         ("SEVERITY", lambda a: a["severity"]), ("METRIC", lambda a: a["metric"]),
         ("VALUE", lambda a: f"{a['value']} {a['comparison']} {a['threshold']}"),
         ("NODE", lambda a: a["node"]), ("INSTANCE", lambda a: a["instanceID"]),
-        ("FIRED", lambda a: a["firedAt"][:19]),
+        ("FIRED", lambda a: moment(a["firedAt"])),
     ])  # fmt: skip

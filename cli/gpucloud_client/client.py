@@ -185,6 +185,9 @@ class Client:
     def set_price(self, body: dict[str, Any]) -> dict[str, Any]:
         return cast(dict[str, Any], self.request("POST", "/prices", json=body))
 
+    def withdraw_price(self, price_id: str) -> None:
+        self.request("DELETE", f"/prices/{_id(price_id)}")
+
     def create_tenant(self, body: dict[str, Any]) -> dict[str, Any]:
         """The tenant, its first admin and that admin's API key (shown this once)."""
         return cast(dict[str, Any], self.request("POST", "/tenants", json=body))
