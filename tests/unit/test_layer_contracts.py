@@ -1,0 +1,45 @@
+"""Every module of a service sits in its service's layer contract (pyproject.toml): a
+module the contracts do not name is one whose imports nothing checks."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
+
+
+def _named_in_contracts() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    named: set[str] = set()
+    for contract in config["tool"]["importlinter"]["contracts"]:
+        for layer in contract.get("layers", []):
+            named.update(module.strip() for module in layer.split("|"))
+    return named
+
+
+def _modules(service: str) -> list[str]:
+    package = ROOT / "services" / service / f"gpucloud_{service}"
+    modules = []
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        if parts[-1] not in {"__init__", "__main__"}:
+            modules.append(".".join(parts))
+    return sorted(modules)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_every_module_of_a_service_is_in_its_layer_contract(service: str) -> None:
+    named = _named_in_contracts()
+    # A module is covered by its own name or by a package above it (controller.*).
+    outside = [
+        module
+        for module in _modules(service)
+        if not any(
+            ".".join(module.split(".")[:end]) in named for end in range(2, module.count(".") + 2)
+        )
+    ]
+    assert outside == [], f"name these in the {service} layers of pyproject.toml: {outside}"
