@@ -63,6 +63,10 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     table = (await cli.ok("instances", "ls")).out
     assert instance["instanceID"] in table
     assert "running" in table
+    # What a next start may still take: the running instance's GPU is held.
+    held = (await cli.ok("-o", "json", "quota")).json()
+    assert (held["gpusInUse"], held["workloadsInUse"]) == (1, 1), held
+    assert f"1 of {held['maxGpus']}" in (await cli.ok("quota")).out
     link = await cli.ok("instances", "open", instance["instanceID"], "--print-url")
     assert link.out.startswith("http"), link
     # Its log, the last lines of the simulated workload's.

@@ -118,6 +118,8 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     row = page.get_by_role("row").filter(has_text=spec)
     await expect(row.get_by_text("running", exact=True)).to_be_visible()
     await expect(row.get_by_role("button", name="Open :8888")).to_be_visible()
+    # Above the start form: what the tenant holds of its quota, the new GPU included.
+    await expect(page.get_by_test_id("quota")).to_contain_text("holds 1 of")
     await row.get_by_role("button").first.click()  # its history
     await expect(page.get_by_role("region", name=re.compile("^History of"))).to_contain_text(
         "running"
@@ -291,39 +293,42 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     await _sign_in_with_key(page, platform.admin_key)
     await expect(page).to_have_url(re.compile("/fleet$"))
     await expect(page.get_by_role("table", name="Fleet by zone and GPU type")).to_be_visible()
-    await page.get_by_label("Quarantine reason").fill("fan replacement")
-    await page.get_by_role("button", name=f"Quarantine {idle}").click()
-    row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=idle, exact=True))
-    # The console reads the node until the request is applied (a few seconds, through
-    # the telemetry consumer), then the summary with it: the two tables agree.
-    await expect(row.get_by_text("quarantined", exact=True)).to_be_visible()
-    summary = page.get_by_role("table", name="Fleet by zone and GPU type")
-    headers = await summary.get_by_role("columnheader").all_inner_texts()
-    group = (
-        summary.get_by_role("row")
-        .filter(has_text=chosen["gpuType"])
-        .filter(has_text=chosen["zone"])
-    )
-    fleet = (await platform.http.get("/v1/fleet", headers=platform.admin)).json()
-    [counted] = [
-        g["quarantinedNodes"] for g in fleet["groups"]
-        if (g["zone"], g["gpuType"]) == (chosen["zone"], chosen["gpuType"])
-    ]  # fmt: skip
-    assert counted >= 1
-    await expect(group.get_by_role("cell").nth(headers.index("Quarantined"))).to_have_text(
-        str(counted), timeout=1_000
-    )
-    await expect(row).to_contain_text("quarantined by an operator: fan replacement")
-    await row.scroll_into_view_if_needed()
-    await page.screenshot(path=shots / "fleet.png")
+    try:
+        await page.get_by_label("Quarantine reason").fill("fan replacement")
+        await page.get_by_role("button", name=f"Quarantine {idle}").click()
+        row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=idle, exact=True))
+        # The console reads the node until the request is applied (a few seconds, through
+        # the telemetry consumer), then the summary with it: the two tables agree.
+        await expect(row.get_by_text("quarantined", exact=True)).to_be_visible()
+        summary = page.get_by_role("table", name="Fleet by zone and GPU type")
+        headers = await summary.get_by_role("columnheader").all_inner_texts()
+        group = (
+            summary.get_by_role("row")
+            .filter(has_text=chosen["gpuType"])
+            .filter(has_text=chosen["zone"])
+        )
+        fleet = (await platform.http.get("/v1/fleet", headers=platform.admin)).json()
+        [counted] = [
+            g["quarantinedNodes"] for g in fleet["groups"]
+            if (g["zone"], g["gpuType"]) == (chosen["zone"], chosen["gpuType"])
+        ]  # fmt: skip
+        assert counted >= 1
+        await expect(group.get_by_role("cell").nth(headers.index("Quarantined"))).to_have_text(
+            str(counted), timeout=1_000
+        )
+        await expect(row).to_contain_text("quarantined by an operator: fan replacement")
+        await row.scroll_into_view_if_needed()
+        await page.screenshot(path=shots / "fleet.png")
 
-    async def cordoned() -> bool:
-        found = await platform.http.get("/v1/nodes", headers=platform.admin)
-        return any(n["node"] == idle and n["health"] == "quarantined" for n in found.json())
+        async def cordoned() -> bool:
+            found = await platform.http.get("/v1/nodes", headers=platform.admin)
+            return any(n["node"] == idle and n["health"] == "quarantined" for n in found.json())
 
-    await eventually(cordoned, timeout=30)
-    await row.get_by_role("button", name=f"Release {idle}").click()
-    await expect(row.get_by_text("healthy", exact=True)).to_be_visible()
+        await eventually(cordoned, timeout=30)
+        await row.get_by_role("button", name=f"Release {idle}").click()
+        await expect(row.get_by_text("healthy", exact=True)).to_be_visible()
+    finally:  # a failed run must not leave a fleet node out of service for the next tests
+        await platform.http.post(f"/v1/nodes/{idle}/release", headers=platform.admin)
     for path, name in (
         ("/tenants", "tenants"),
         ("/prices", "prices"),

@@ -621,6 +621,25 @@ async def _delete_service(world: World) -> None:
 # --- the platform catalogue: tenants read it, only the platform admin changes it ------
 
 
+@row("GET", "/v1/quota")
+async def _own_gpu_quota(world: World) -> None:
+    # Each caller reads its own tenant's quota, never another's: A holds a running
+    # instance; B's numbers are B's.
+    async def quota_of(headers: dict[str, str]) -> Any:
+        tenant = await world.http.get("/v1/tenant", headers=headers)
+        return tenant.json()["quota"]["maxGpus"]
+
+    own = await world.http.get("/v1/quota", headers=world.lower)
+    assert own.status_code == 200, own.text
+    assert own.json()["gpusInUse"] >= 1
+    assert own.json()["maxGpus"] == await quota_of(bearer(world.a.admin_key))
+    b_max = await quota_of(bearer(world.b.admin_key))
+    for headers in world.outsiders.values():
+        theirs = await world.http.get("/v1/quota", headers=headers)
+        assert theirs.status_code == 200, theirs.text
+        assert theirs.json()["maxGpus"] == b_max
+
+
 @row("GET", "/v1/specs")
 async def _list_specs(world: World) -> None:
     assert (await world.http.get("/v1/specs", headers=world.lower)).status_code == 200

@@ -66,6 +66,21 @@ def offer(session: Session) -> None:
     session.emit(offers(session.client.list_specs(), session.client.list_prices()), OFFER_COLUMNS)
 
 
+QUOTA_COLUMNS: list[Column] = [
+    ("GPUS IN USE", lambda q: f"{q['gpusInUse']} of {q['maxGpus']}"),
+    ("BORROWABLE", lambda q: q["borrowGpus"]),
+    ("WORKLOADS", lambda q: f"{q['workloadsInUse']} of {q['maxInstances']}"),
+]
+
+
+@click.command("quota")
+@pass_session
+def quota(session: Session) -> None:
+    """Your tenant's GPU quota and what its workloads hold of it now: what a start may
+    still take."""
+    session.emit(session.client.quota(), QUOTA_COLUMNS)
+
+
 @click.command("templates")
 @pass_session
 def templates(session: Session) -> None:

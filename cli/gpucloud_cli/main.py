@@ -13,7 +13,7 @@ from gpucloud_client import ApiError, Client, ClientError, Unreachable
 
 from . import config
 from .apply import apply
-from .catalog import offer, templates
+from .catalog import offer, quota, templates
 from .instances import instances
 from .jobs import jobs
 from .operator import fleet, prices, specs, tenants
@@ -201,6 +201,7 @@ for command in (
     ssh,
     tunnel,
     offer,
+    quota,
     templates,
 ):
     cli.add_command(command)

@@ -174,6 +174,9 @@ class Client:
     def list_prices(self) -> list[dict[str, Any]]:
         return _items(self.request("GET", "/prices"))
 
+    def quota(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", "/quota"))
+
     # --- the operator's catalog and customers --------------------------------------------
 
     def create_spec(self, body: dict[str, Any]) -> dict[str, Any]:

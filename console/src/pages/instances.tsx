@@ -281,6 +281,27 @@ function useCatalog() {
   );
 }
 
+interface QuotaUse {
+  maxGpus: number;
+  maxInstances: number;
+  borrowGpus: number;
+  gpusInUse: number;
+  workloadsInUse: number;
+}
+
+/** What a start may still take: the tenant's quota and what its workloads hold now. */
+function QuotaNote() {
+  const quota = useLoad(() => get<QuotaUse>("/quota"), [], LIVE_MS);
+  const q = quota.data;
+  if (!q) return null;
+  const borrow = q.borrowGpus ? `, and up to ${q.borrowGpus} more borrowed by jobs` : "";
+  return (
+    <p class="note" data-testid="quota">
+      Your tenant holds {q.gpusInUse} of {q.maxGpus} GPUs{borrow}, in {q.workloadsInUse} of {q.maxInstances} workloads.
+    </p>
+  );
+}
+
 function StartInstance(props: { onStarted: () => void }) {
   const catalog = useCatalog();
   const [templateID, setTemplateID] = useState("");
@@ -317,6 +338,7 @@ function StartInstance(props: { onStarted: () => void }) {
   return (
     <form class="card form-grid" onSubmit={submit} aria-labelledby="start-title">
       <h2 id="start-title">Start an instance</h2>
+      <QuotaNote />
       <ErrorNote error={catalog.error} />
       <Field
         label="Template"

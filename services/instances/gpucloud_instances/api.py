@@ -29,6 +29,7 @@ from .schemas import (
     Job,
     JobCreate,
     JobPage,
+    QuotaUse,
     RegistryCredential,
     RegistryCredentialCreate,
     ReplicaRunPage,
@@ -64,6 +65,15 @@ CredentialsPart = Annotated[RegistryCredentials, app_part(RegistryCredentials)]
 async def create_spec(body: SpecCreate, identity: CurrentIdentity, specs: SpecsPart) -> Spec:
     identity.require_role("platform-admin")
     return await specs.create(body)
+
+
+@router.get(
+    "/quota",
+    tags=["instances"],
+    summary="Your tenant's GPU quota and what its workloads hold of it now",
+)
+async def own_quota(identity: CurrentIdentity, instances: InstancesPart) -> QuotaUse:
+    return await instances.quota(identity)
 
 
 @router.get("/specs", tags=["specs"], summary="List instance specs")

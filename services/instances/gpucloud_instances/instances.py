@@ -43,6 +43,7 @@ from .schemas import (
     InstanceEndpoint,
     InstancePage,
     InstanceTemplate,
+    QuotaUse,
     Transition,
 )
 from .settings import InstancesSettings
@@ -96,6 +97,18 @@ class Instances:
         self._changes = changes
         self._lines = lines
         self._logs = logs
+
+    async def quota(self, identity: Identity) -> QuotaUse:
+        """The tenant's quota and what it holds now (the ledger as last written)."""
+        tenant_id = identity.require_tenant()
+        tenant = require_active(await self._tenants.get(tenant_id), service="instances")
+        workloads, gpus = await self._quota.usage(tenant_id)
+        quota = tenant["quota"]
+        return QuotaUse(
+            max_gpus=quota["max_gpus"], max_instances=quota["max_instances"],
+            borrow_gpus=quota.get("borrow_gpus", 0), gpus_in_use=gpus,
+            workloads_in_use=workloads,
+        )  # fmt: skip
 
     async def create(
         self, identity: Identity, body: InstanceCreate, idempotency_key: str | None

@@ -219,6 +219,20 @@ class Transition(ApiModel):
     reason: str | None = None
 
 
+class QuotaUse(ApiModel):
+    """The caller's tenant's quota and what its workloads hold of it now: what a start
+    may still take."""
+
+    max_gpus: int
+    max_instances: int
+    #: GPUs beyond maxGpus its jobs may borrow while other tenants' GPUs sit idle.
+    borrow_gpus: int
+    #: GPUs held by its instances, jobs' runs and services' replicas.
+    gpus_in_use: int
+    #: Workloads holding quota (an instance, a job, a service each count once).
+    workloads_in_use: int
+
+
 class Instance(ApiModel):
     instance_id: str = Field(alias="instanceID")
     tenant_id: str = Field(alias="tenantID")
