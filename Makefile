@@ -43,9 +43,10 @@ $(VENV)/.synced: pyproject.toml uv.lock libs/pyproject.toml deploy/local/pyproje
 	@$(UV) sync --frozen --all-packages --python $(PYTHON) --quiet
 	@touch $@
 
-test: venv ## start the stack if needed, run the whole suite, then the object-store contract on Ceph
+test: venv ## start the stack if needed, run the whole suite, check every bill of the run against its history, then the object-store contract on Ceph
 	@$(STACK) up
-	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+	@since=$$(date -u +%FT%TZ); $(VENV)/bin/pytest $(PYTEST_ARGS) \
+		&& $(VENV)/bin/python -m bench exactness --since $$since
 	@$(MAKE) --no-print-directory test-ceph
 
 # The object-store contract (tests marked object_store) against a stack whose object

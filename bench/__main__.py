@@ -1,5 +1,6 @@
 """Run every benchmark, or one: `python -m bench [NAME [OPTIONS]]`; `--help` after a name
-lists its options. Arguments are parsed before anything runs, so `--help` only prints."""
+lists its options. Arguments are parsed before anything runs, so `--help` only prints.
+A check (exactness) runs only when named: it needs options and judges rather than times."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from . import (
     chart_install,
     cli_transfer,
     console_load,
+    exactness,
     failover,
     gateway_overhead,
     inference_service,
@@ -41,13 +43,20 @@ BENCHMARKS: dict[str, ModuleType] = {
     "chart": chart_install,
     "failover": failover,
 }
+#: Run by name only, never in the run of every benchmark.
+CHECKS: dict[str, ModuleType] = {
+    "exactness": exactness,
+}
+RUNNABLE = {**BENCHMARKS, **CHECKS}
 
 
 def _usage() -> str:
-    lines = [__doc__ or "", "benchmarks:"]
-    for name, module in BENCHMARKS.items():
-        summary = (module.__doc__ or "").strip().splitlines()[0]
-        lines.append(f"  {name:<11} {summary}")
+    lines = [__doc__ or ""]
+    for title, modules in (("benchmarks:", BENCHMARKS), ("checks:", CHECKS)):
+        lines.append(title)
+        for name, module in modules.items():
+            summary = (module.__doc__ or "").strip().splitlines()[0]
+            lines.append(f"  {name:<11} {summary}")
     return "\n".join(lines)
 
 
@@ -55,13 +64,13 @@ def main(argv: list[str]) -> None:
     if argv and argv[0] in ("-h", "--help"):
         print(_usage())
         return
-    if argv and argv[0] not in BENCHMARKS:
-        sys.exit(f"unknown benchmark {argv[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    if argv and argv[0] not in RUNNABLE:
+        sys.exit(f"unknown benchmark {argv[0]!r}; choose from {', '.join(RUNNABLE)}")
     chosen = [(argv[0], argv[1:])] if argv else [(name, []) for name in BENCHMARKS]
     runs: list[
         tuple[str, Callable[[argparse.Namespace], Coroutine[Any, Any, None]], argparse.Namespace]
     ] = [
-        (name, BENCHMARKS[name].main, BENCHMARKS[name].parser().parse_args(rest))
+        (name, RUNNABLE[name].main, RUNNABLE[name].parser().parse_args(rest))
         for name, rest in chosen
     ]
     for name, run, args in runs:
