@@ -157,8 +157,15 @@ class BodyLimitMiddleware:
         await self.app(scope, counted, send)
 
 
+#: Set in the ASGI scope when the service itself refused a credential (a 401 of its own,
+#: not one a proxied workload answered): what the gateway's per-address limit counts.
+REFUSED_CREDENTIAL = "gpucloud.refused_credential"
+
+
 def problem_response(error: GpucloudError, request: HTTPConnection) -> JSONResponse:
     """`error` as problem+json; `request` may be a WebSocket refused at the handshake."""
+    if error.status == 401:
+        request.scope[REFUSED_CREDENTIAL] = True
     headers = (
         {"Retry-After": str(error.extensions["retry_after_s"])}
         if "retry_after_s" in error.extensions

@@ -4,9 +4,11 @@ Every request carrying a made-up credential costs a database read, and every pas
 sign-in costs a scrypt, before the caller is known; per-key and per-tenant limits
 cannot see them. So:
 
-- each answer 401 spends a token of its client address's bucket; while that bucket is
-  empty, the address's requests are answered 429 unread: no credential is looked up,
-  whoever they claim to be;
+- each credential the gateway itself refuses (its own 401, not one a workload answers
+  through its URL, and not a request that presented nothing, which costs no read)
+  spends a token of its client address's bucket; while that bucket is empty, the
+  address's requests are answered 429 unread: no credential is looked up, whoever
+  they claim to be;
 - each password sign-in takes a token of its address's own bucket before the scrypt
   (`Sessions.signed_in_user`).
 
@@ -25,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from gpucloud_libs.errors import GpucloudError
-from gpucloud_libs.http import problem_response
+from gpucloud_libs.http import REFUSED_CREDENTIAL, problem_response
 
 from .ratelimit import RateLimiter
 from .settings import GatewaySettings
@@ -58,6 +60,15 @@ def client_address(connection: HTTPConnection, trusted_proxies: Sequence[IpNetwo
     return peer
 
 
+def _presents_a_credential(connection: HTTPConnection) -> bool:
+    """A key, token, cookie or session link: something that costs a look-up to refuse."""
+    return (
+        "authorization" in connection.headers
+        or "cookie" in connection.headers
+        or "token" in connection.query_params
+    )
+
+
 class AddressGuard:
     """The outermost middleware: refuses an address that keeps failing authentication."""
 
@@ -83,9 +94,14 @@ class AddressGuard:
             await self._refuse(scope, receive, send, error)
             return
 
+        presented = _presents_a_credential(connection)
+
         async def counting(message: Message) -> None:
-            status = message.get("status") if message["type"].endswith("response.start") else None
-            if status == 401:
+            if (
+                message["type"].endswith("response.start")
+                and scope.get(REFUSED_CREDENTIAL)
+                and presented
+            ):
                 self.limiter.spend(key, rate=self.rate, burst=self.burst)
             await send(message)
 

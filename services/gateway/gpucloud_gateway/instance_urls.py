@@ -496,7 +496,7 @@ class InstanceProxy:
                 try:
                     _, _, now_at = await allowed()
                 except RelayedProblem as problem:
-                    raise NotFound(f"the instance no longer serves port {port}") from problem
+                    raise no_longer_served(problem, port) from problem
                 if now_at != address:
                     raise NotFound("the instance behind this WebSocket was replaced")
 
@@ -590,6 +590,14 @@ def _unreachable(port: int) -> InstanceUnreachable:
         f"the workload's port {port} did not answer; is the server inside listening?",
         retry_after_s=2,
     )
+
+
+def no_longer_served(problem: RelayedProblem, port: int) -> GpucloudError:
+    """The instances service's answer to an open connection's recheck: the instance is
+    gone (a 4xx), or it could not say (a 5xx: an outage, not a refusal)."""
+    if problem.response.status_code >= 500:
+        return DependencyUnavailable("the instances service could not say where the instance is")
+    return NotFound(f"the instance no longer serves port {port}")
 
 
 async def deny_handshake(socket: WebSocket, response: Response) -> None:

@@ -5,7 +5,10 @@
   the handshake (429);
 - every `long_connection_recheck_s` the caller is checked again as at the handshake:
   a revoked key, a disabled user, a suspended or deleted tenant, or an instance that no
-  longer serves the port closes the connection (1008, with the reason);
+  longer serves the port closes the connection (1008, with the reason). A check that
+  cannot be made (an outage, a 5xx, no answer within the interval) is not a refusal: the
+  connection stays for up to `UNCHECKED_GRACE_S`, then closes (1011), since a refusal
+  might be among what could not be read;
 - one with no bytes either way for `long_connection_idle_s`, or open for
   `long_connection_max_s`, is closed (1001);
 - a message larger than `websocket_max_message_bytes` either way closes it (1009).
@@ -27,7 +30,9 @@ from .settings import GatewaySettings
 
 #: A close frame's reason holds at most 123 bytes.
 REASON_BYTES = 120
-POLICY_VIOLATION, GOING_AWAY = 1008, 1001
+POLICY_VIOLATION, GOING_AWAY, UNAVAILABLE = 1008, 1001, 1011
+#: How long a connection stays open while its caller cannot be checked.
+UNCHECKED_GRACE_S = 30.0
 
 
 class Closable(Protocol):
@@ -52,6 +57,7 @@ class LongConnections:
         self._recheck_s = settings.long_connection_recheck_s
         self._idle_s = settings.long_connection_idle_s
         self._max_s = settings.long_connection_max_s
+        self._unchecked_grace_s = UNCHECKED_GRACE_S
         self._open: Counter[str] = Counter()
 
     def open_count(self, tenant_id: str) -> int:
@@ -86,6 +92,7 @@ class LongConnections:
         activity, opened = Activity(), time.monotonic()
         task = asyncio.ensure_future(pump(activity))
         code, reason = POLICY_VIOLATION, ""
+        unchecked_since: float | None = None
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self._recheck_s)
@@ -99,10 +106,20 @@ class LongConnections:
                     code, reason = GOING_AWAY, f"open for {self._max_s:g} s, the most allowed"
                 else:
                     try:
-                        await recheck()
+                        await asyncio.wait_for(recheck(), self._recheck_s)
+                        unchecked_since = None
                         continue
                     except GpucloudError as error:
-                        code, reason = POLICY_VIOLATION, error.detail
+                        if error.status < 500:  # a refusal
+                            code, reason = POLICY_VIOLATION, error.detail
+                            break
+                    except TimeoutError:
+                        pass
+                    if unchecked_since is None:
+                        unchecked_since = now
+                    if now - unchecked_since < self._unchecked_grace_s:
+                        continue
+                    code, reason = UNAVAILABLE, "the caller could not be checked again; reconnect"
                 break
         finally:
             if not task.done():

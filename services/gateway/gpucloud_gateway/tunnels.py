@@ -26,7 +26,13 @@ from gpucloud_libs.http import problem_response
 from .audit import AuditedCall, AuditLog
 from .authentication import Authenticator
 from .authorization import Authorizer
-from .instance_urls import InstanceProxy, InstanceUnreachable, RelayedProblem, deny_handshake
+from .instance_urls import (
+    InstanceProxy,
+    InstanceUnreachable,
+    RelayedProblem,
+    deny_handshake,
+    no_longer_served,
+)
 from .long_connections import Activity, LongConnections
 from .routes import TENANT_MEMBERS
 from .schemas import Principal
@@ -57,7 +63,9 @@ class InstanceTunnels:
         with contextlib.ExitStack() as held:
             try:
                 principal = await self._caller(socket)
-                await self._allowed(principal)
+                await self._authorizer.authorize(  # a new tunnel spends a rate-limit token
+                    principal, roles=TENANT_MEMBERS, scope="instances:connect", method="CONNECT"
+                )
                 assert principal.tenant_id is not None  # _caller refuses the operator
                 held.enter_context(self._connections.slot(principal.tenant_id))
                 address = await self._proxy.address(principal, instance_id, port, tunnel=True)
@@ -87,7 +95,7 @@ class InstanceTunnels:
                 try:
                     now_at = await self._proxy.address(again, instance_id, port, tunnel=True)
                 except RelayedProblem as problem:
-                    raise NotFound(f"the instance no longer serves port {port}") from problem
+                    raise no_longer_served(problem, port) from problem
                 if now_at != address:
                     raise NotFound("the instance behind this tunnel was replaced")
 

@@ -145,10 +145,11 @@ _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 
 def image_registry(image: str) -> str:
-    """The registry host of an image reference, as the kubelet reads it: the first
-    path part when it holds a `.` or `:` or is `localhost`, else Docker Hub."""
+    """The registry host of an image reference, as the container runtime reads it: the
+    first path part when it holds a `.`, a `:` or a capital letter (a repository name
+    cannot), or is `localhost`, else Docker Hub."""
     first, slash, _ = image.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
+    if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
         return first.lower()
     return DOCKER_HUB
 

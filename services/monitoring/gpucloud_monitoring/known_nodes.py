@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import time
 
-from gpucloud_libs.kube import KubeClient, NotFoundError
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import KubeClient, KubeError, NotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,14 @@ class KnownNodes:
     async def known(self, node: str) -> bool:
         now = time.monotonic()
         if now - self._listed_at >= self._relist_s:
-            nodes, _ = await self._kube.list("Node")
-            self._names = {item["metadata"]["name"] for item in nodes}
-            self._listed_at, self._absent = now, {}
+            try:
+                nodes, _ = await self._kube.list("Node")
+            except (KubeError, DependencyUnavailable) as error:  # keep the last list
+                log.warning("cannot list the cluster's nodes: %s", error)
+            else:
+                self._names = {item["metadata"]["name"] for item in nodes}
+                self._absent = {}
+            self._listed_at = now
         if node in self._names:
             return True
         if now - self._absent.get(node, float("-inf")) < self._absent_s:
@@ -54,7 +60,10 @@ class KnownNodes:
         self._lookups.append(now)
         try:
             await self._kube.read("Node", None, node)
-        except NotFoundError:
+        except (KubeError, DependencyUnavailable) as error:
+            if not isinstance(error, NotFoundError):  # not known to be absent: ask again later
+                log.warning("cannot look up node %s: %s", node, error)
+                return False
             if len(self._absent) < 10_000:
                 self._absent[node] = now
             log.warning(
