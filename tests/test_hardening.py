@@ -246,38 +246,22 @@ async def test_a_service_takes_only_identities_the_gateway_signed_for_that_reque
     claims = {"subject": "x", "role": "platform-admin", "tenant_id": None, "expires_at": 4e9}
     payload = b64(json.dumps(claims).encode())
     shared_key = b64(hmac.new(b"k" * 48, payload.encode(), hashlib.sha256).digest())
-    listing = gateway_signer.sign(
-        subject="x", role="platform-admin", tenant_id=None, audience="instances",
-        method="GET", path="/specs",
-    )  # fmt: skip
+
+    def as_admin(
+        signer: IdentitySigner, method: str, *, audience: str = "instances", body: bytes = b""
+    ) -> str:
+        return signer.sign(
+            subject="x", role="platform-admin", tenant_id=None, audience=audience,
+            method=method, path="/specs", body=body,
+        )  # fmt: skip
+
+    listing = as_admin(gateway_signer, "GET")
     refused = {
         "old shared-key token": f"{payload}.{shared_key}",
         "replayed on another path": listing,
-        "signed for another body": gateway_signer.sign(
-            subject="x",
-            role="platform-admin",
-            tenant_id=None,
-            audience="instances",
-            method="POST",
-            path="/specs",
-            body=b'{"name": "harmless"}',
-        ),
-        "signed for another service": gateway_signer.sign(
-            subject="x",
-            role="platform-admin",
-            tenant_id=None,
-            audience="metering",
-            method="POST",
-            path="/specs",
-        ),
-        "platform admin from a service": instances_signer.sign(
-            subject="x",
-            role="platform-admin",
-            tenant_id=None,
-            audience="instances",
-            method="POST",
-            path="/specs",
-        ),
+        "signed for another body": as_admin(gateway_signer, "POST", body=b'{"name": "harmless"}'),
+        "signed for another service": as_admin(gateway_signer, "POST", audience="metering"),
+        "platform admin from a service": as_admin(instances_signer, "POST"),
     }
     async with httpx.AsyncClient(base_url=stack_env["GPUCLOUD_INSTANCES_URL"]) as direct:
         assert (await direct.get("/specs", headers={IDENTITY_HEADER: listing})).status_code == 200

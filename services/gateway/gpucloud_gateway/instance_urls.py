@@ -62,7 +62,7 @@ from .instance_cookies import (
     without_session_cookie,
     workload_cookies,
 )
-from .long_connections import Activity, LongConnections
+from .long_connections import Activity, LongConnections, both_ways
 from .schemas import InstanceSession, Principal
 from .service_load import ServiceLoad
 from .sessions import Sessions
@@ -562,18 +562,11 @@ async def _pump(socket: WebSocket, upstream: UpstreamSocket, activity: Activity)
             else:
                 await socket.send_bytes(frame)
 
-    tasks = [asyncio.create_task(client_to_upstream()), asyncio.create_task(upstream_to_client())]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when the connection is ended from outside (long_connections.py)
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
-                    await task
+    from_upstream = asyncio.ensure_future(upstream_to_client())
+    done = await both_ways(client_to_upstream(), from_upstream, quiet=(WebSocketDisconnect,))
     for task in done:
         task.result()
-    if tasks[1] in done:
+    if from_upstream in done:
         with contextlib.suppress(RuntimeError):
             await socket.close(code=upstream.close_code or 1000)
 

@@ -130,3 +130,21 @@ class LongConnections:
             await socket.close(
                 code=code, reason=reason.encode()[:REASON_BYTES].decode(errors="ignore")
             )
+
+
+async def both_ways(
+    one: Awaitable[None], other: Awaitable[None], *, quiet: tuple[type[BaseException], ...]
+) -> set[asyncio.Task[None]]:
+    """Pump both directions until either ends; the other is cancelled, also when the
+    connection is ended from outside (`hold`). Returns the tasks that ended, whose
+    results the caller reads; `quiet`: what a cancelled direction may raise as it goes."""
+    tasks = [asyncio.ensure_future(one), asyncio.ensure_future(other)]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, *quiet):
+                    await task
+    return done

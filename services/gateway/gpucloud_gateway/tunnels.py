@@ -33,7 +33,7 @@ from .instance_urls import (
     deny_handshake,
     no_longer_served,
 )
-from .long_connections import Activity, LongConnections
+from .long_connections import Activity, LongConnections, both_ways
 from .routes import TENANT_MEMBERS
 from .schemas import Principal
 
@@ -159,18 +159,13 @@ async def _pump(
             activity.touch()
             await socket.send_bytes(chunk)
 
-    tasks = [asyncio.create_task(client_to_instance()), asyncio.create_task(instance_to_client())]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when the connection is ended from outside (long_connections.py)
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, OSError, WebSocketDisconnect):
-                    await task
+    from_instance = asyncio.ensure_future(instance_to_client())
+    done = await both_ways(
+        client_to_instance(), from_instance, quiet=(OSError, WebSocketDisconnect)
+    )
     for task in done:
         with contextlib.suppress(OSError, WebSocketDisconnect):
             task.result()
-    if tasks[1] in done:  # the instance closed: say so to the client
+    if from_instance in done:  # the instance closed: say so to the client
         with contextlib.suppress(RuntimeError):
             await socket.close(code=1000)
