@@ -46,23 +46,37 @@ async def test_apply_creates_then_leaves_unchanged_then_configures(
                 "specName": spec, "template": {"ports": [{"port": 8888, "isPublic": True}]}}  # fmt: skip
     chat = {"kind": "service", "serviceID": "chat", "image": "hashicorp/http-echo",
             "specName": spec, "port": 5678, "readinessPath": "/"}  # fmt: skip
-    stack = write_stack(tmp_path / "stack.yaml", notebook, chat)
+    train = {"kind": "job", "jobID": "train", "image": "busybox", "specName": spec,
+             "command": ["sh", "-c", "echo trained"]}  # fmt: skip
+    stack = write_stack(tmp_path / "stack.yaml", notebook, chat, train)
 
     first = (await cli.ok("-o", "json", "apply", "-f", str(stack))).json()
     assert [(r["kind"], r["name"], r["result"]) for r in first] == [
         ("instance", "notebook", "created"),
         ("service", "chat", "created"),
+        ("job", "train", "created"),
     ]
     created = (await cli.ok("-o", "json", "instances", "get", "notebook")).json()
+    job = (await cli.ok("-o", "json", "jobs", "get", "train")).json()
+    assert job["command"] == ["sh", "-c", "echo trained"]
 
     # The same file again: nothing is made twice, nothing changes.
     again = await cli.ok("apply", "-f", str(stack))
     assert again.out.splitlines()[0].startswith("instance/notebook unchanged ("), again
     assert again.out.splitlines()[1].startswith("service/chat unchanged ("), again
+    assert again.out.splitlines()[2].startswith("job/train unchanged ("), again
     listed = (await cli.ok("-o", "json", "instances", "ls")).json()
     assert [(i["instanceID"], i["createdAt"]) for i in listed] == [
         ("notebook", created["createdAt"])
     ]
+    jobs = (await cli.ok("-o", "json", "jobs", "ls")).json()
+    assert [(j["jobID"], j["createdAt"]) for j in jobs] == [("train", job["createdAt"])]
+    write_stack(stack, notebook, chat, {**train, "image": "busybox:1.36"})
+    told = await cli.ok("apply", "-f", str(stack))
+    assert (
+        "job/train: the file's image differs from the job's; a job is not changed in place: "
+        "give the file's job another jobID"
+    ) in said(told), told
 
     # A new image and more replicas: the service is patched with those two alone (and
     # the ceiling its floor now passes); the instance, which has no update, is left and
@@ -125,13 +139,13 @@ async def test_apply_refuses_a_bad_file_in_one_line_and_sends_nothing(
 
     expected = {
         "pod.yaml": "error: pod.yaml, document 2: unknown kind 'pod'; apply takes kind: "
-        "instance or kind: service",
+        "instance, job or service",
         "broken.yaml": "error: broken.yaml: not valid YAML: expected ',' or ']', but got "
         "'<stream end>' (line 3, column 1)",
         "list.yaml": "error: list.yaml: a document must be a mapping of fields, not list",
-        "empty.yaml": "error: empty.yaml: no documents; each needs a kind: instance or kind: "
+        "empty.yaml": "error: empty.yaml: no documents; each needs a kind: instance, job or "
         "service",
-        "kindless.yaml": "error: kindless.yaml: no kind; give kind: instance or kind: service",
+        "kindless.yaml": "error: kindless.yaml: no kind; give kind: instance, job or service",
         "nameless.yaml": "error: nameless.yaml: a service needs its name as serviceID, so "
         "that the next apply finds it",
         "twice.yaml": "error: twice.yaml, document 2: instance/fine is declared twice",

@@ -1,9 +1,10 @@
-"""`gpucloud apply -f FILE`: GPU instances and inference services declared in YAML, made
-to exist as the file says. Each is found again by its name within the tenant, so a
-second apply of the same file changes nothing.
+"""`gpucloud apply -f FILE`: GPU instances, batch jobs and inference services declared in
+YAML, made to exist as the file says. Each is found again by its name within the
+tenant, so a second apply of the same file changes nothing.
 
-An instance cannot be changed in place (the API has no update for one): an existing one
-is left as it is, "unchanged", and told apart from the file if it differs. A service
+An instance or a job cannot be changed in place (the API has no update for either): an
+existing one is left as it is, "unchanged", and told apart from the file if it differs.
+A job that has ended is not run again by an apply either. A service
 takes a PATCH of the fields that differ, "configured"; the ones the API fixes at
 creation (spec, port, zone, ...) are refused with a clear line instead.
 """
@@ -30,8 +31,9 @@ SERVICE_PATCHABLE = frozenset(
      "strategy", "autoscaling"}
 )  # fmt: skip
 SERVICE_FIXED = frozenset({"specName", "port", "readinessPath", "zone", "storageIDs"})
-#: What an instance's record shows of its create body, to say when the file differs.
-INSTANCE_SHOWN = ("image", "specName")
+#: What an instance's or a job's record shows of its create body, to say when the file
+#: differs.
+FIXED_SHOWN = ("image", "specName")
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,12 @@ class Kind:
               help="A YAML file of documents (`-` reads stdin); repeatable.")  # fmt: skip
 @pass_session
 def apply(session: Session, files: tuple[str, ...]) -> None:
-    """Create or update the instances and inference services FILE declares.
+    """Create or update the instances, jobs and inference services FILE declares.
 
-    Each YAML document is `kind: instance` or `kind: service` with the API's create
-    body beside it (`instanceID` or `serviceID` names it). A new one is "created"; an
-    instance that exists is "unchanged" (instances are not changed in place); a service
+    Each YAML document is `kind: instance`, `kind: job` or `kind: service` with the
+    API's create body beside it (`instanceID`, `jobID` or `serviceID` names it). A new
+    one is "created"; an instance or job that exists is "unchanged" (neither is changed
+    in place, and an ended job is not run again); a service
     that exists gets the fields that differ, "configured", or is "unchanged". Every
     document is read and checked against what exists before anything is written.
 
@@ -95,6 +98,12 @@ def apply(session: Session, files: tuple[str, ...]) -> None:
       image: jupyter/base-notebook
       specName: h100-1
       template: {ports: [{port: 8888, isPublic: true}]}
+      ---
+      kind: job
+      jobID: finetune
+      image: pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime
+      specName: h100-1
+      command: [python, train.py]
       ---
       kind: service
       serviceID: chat
@@ -141,7 +150,7 @@ def read_documents(name: str) -> Iterator[Declared]:
     except yaml.YAMLError as error:
         raise Failure(f"{shown}: not valid YAML: {yaml_problem(error)}") from error
     if not documents:
-        raise Failure(f"{shown}: no documents; each needs a kind: instance or kind: service")
+        raise Failure(f"{shown}: no documents; each needs a kind: {KIND_NAMES}")
     for number, doc in enumerate(documents, start=1):
         origin = shown if len(documents) == 1 else f"{shown}, document {number}"
         yield declared(doc, origin)
@@ -153,11 +162,9 @@ def declared(doc: object, origin: str) -> Declared:
     body = {str(key): value for key, value in doc.items()}
     kind = body.pop("kind", None)
     if kind is None:
-        raise Failure(f"{origin}: no kind; give kind: instance or kind: service")
+        raise Failure(f"{origin}: no kind; give kind: {KIND_NAMES}")
     if not isinstance(kind, str) or kind not in KINDS:
-        raise Failure(
-            f"{origin}: unknown kind {kind!r}; apply takes kind: instance or kind: service"
-        )
+        raise Failure(f"{origin}: unknown kind {kind!r}; apply takes kind: {KIND_NAMES}")
     id_field = KINDS[kind].id_field
     name = body.get(id_field)
     if not isinstance(name, str) or not name:
@@ -184,22 +191,41 @@ def current_or_none(read: Callable[[str], Any], name: str) -> dict[str, Any] | N
         raise
 
 
-def plan_instance(session: Session, item: Declared) -> Planned:
-    current = current_or_none(session.client.get_instance, item.name)
-    if current is None:
-        return Planned(item, CREATED)
-    differing = [f for f in INSTANCE_SHOWN if f in item.body and item.body[f] != current.get(f)]
-    if differing:
-        verb = "differs" if len(differing) == 1 else "differ"
-        session.note(
-            f"{item.ref}: the file's {' and '.join(differing)} {verb} from the instance's; "
-            "an instance is not changed in place: stop and delete it, then apply again"
-        )
-    return Planned(item, UNCHANGED, current["state"])
+def plan_fixed(
+    read: Callable[[Session], Callable[[str], Any]],
+) -> Callable[[Session, Declared], Planned]:
+    """The plan for a kind that is not changed in place: create it, or leave it as it is
+    and say which of the fields the record shows differ from the file."""
+
+    def plan(session: Session, item: Declared) -> Planned:
+        current = current_or_none(read(session), item.name)
+        if current is None:
+            return Planned(item, CREATED)
+        differing = [f for f in FIXED_SHOWN if f in item.body and item.body[f] != current.get(f)]
+        if differing:
+            verb = "differs" if len(differing) == 1 else "differ"
+            session.note(
+                f"{item.ref}: the file's {' and '.join(differing)} {verb} from the "
+                f"{item.kind}'s; {NOT_IN_PLACE[item.kind]}"
+            )
+        return Planned(item, UNCHANGED, current["state"])
+
+    return plan
+
+
+NOT_IN_PLACE = {
+    "instance": "an instance is not changed in place: stop and delete it, then apply again",
+    "job": "a job is not changed in place: give the file's job another jobID",
+}
 
 
 def create_instance(client: Client, plan: Planned) -> str:
     return client.create_instance(plan.item.body)["state"]
+
+
+def submit_job(client: Client, plan: Planned) -> str:
+    # The job's name makes the submission idempotent: a retried apply submits it once.
+    return str(client.submit_job(plan.item.body)["state"])
 
 
 def plan_service(session: Session, item: Declared) -> Planned:
@@ -257,6 +283,8 @@ def matches(wanted: Any, current: Any) -> bool:
 
 
 KINDS: dict[str, Kind] = {
-    "instance": Kind("instanceID", plan_instance, create_instance),
+    "instance": Kind("instanceID", plan_fixed(lambda s: s.client.get_instance), create_instance),
+    "job": Kind("jobID", plan_fixed(lambda s: s.client.get_job), submit_job),
     "service": Kind("serviceID", plan_service, configure_service),
 }
+KIND_NAMES = "instance, job or service"

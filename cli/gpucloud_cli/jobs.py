@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import Any
 
@@ -35,7 +36,9 @@ COLUMNS: list[Column] = [
 ]
 DETAIL: list[Column] = [
     *COLUMNS,
+    ("COMMAND", lambda j: shlex.join([*(j.get("command") or []), *(j.get("args") or [])]) or None),
     ("REASON", lambda j: j["reason"]),
+    ("MESSAGE", lambda j: j["message"]),
     ("EXIT", lambda j: j["exitCode"]),
     ("QUEUE", lambda j: queue_text(j) if j["queue"] else None),
 ]

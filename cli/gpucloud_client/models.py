@@ -74,6 +74,8 @@ class Job(TypedDict):
     gpuType: str
     gpuCount: int
     image: str
+    command: NotRequired[list[str] | None]
+    args: NotRequired[list[str] | None]
     parallelism: int
     completions: int
     #: A multi-node job's pods, one per node (a JobSet); None for any other job.

@@ -239,6 +239,8 @@ class Jobs:
             gpu_type=doc["gpu_type"],
             gpu_count=doc["gpu_count"],
             image=doc["image"],
+            command=doc.get("command"),
+            args=doc.get("args"),
             parallelism=doc["parallelism"],
             completions=doc["completions"],
             nodes=doc.get("nodes"),

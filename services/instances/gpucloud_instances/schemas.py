@@ -417,6 +417,9 @@ class Job(ApiModel):
     #: GPUs of each pod; the job holds `gpuCount * parallelism` at most.
     gpu_count: int
     image: str
+    #: The entrypoint and its arguments as submitted; None where the image's own run.
+    command: list[str] | None = None
+    args: list[str] | None = None
     parallelism: int
     completions: int
     #: Set for a multi-node job (a JobSet): its pods, one per node, all or nothing.
