@@ -216,6 +216,7 @@ async def _rights_match_the_security_table(
         await k8s.RbacAuthorizationV1Api(instances).create_namespaced_role_binding(
             places.tenant, binding
         )
+
         # The API server loads a new admission policy from its own watch, a moment after
         # the install returns; until then only RBAC answers. Wait for it to take effect.
         async def policy_in_effect() -> bool:

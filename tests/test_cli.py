@@ -115,6 +115,10 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     [run] = (await cli.ok("-o", "json", "jobs", "get", "train-1")).json()["runs"]
     held = _us(run["endedAt"]) - _us(run["scheduledAt"])
     assert (await eventually(billed, timeout=30))["gpuMicroseconds"] == held
+    # Grouped by user, a row names the person, not their id.
+    by_user = (await cli.ok("usage", "--group-by", "user")).out
+    assert f"Admin <admin@{account.tenant_id}.test>" in by_user, by_user
+    assert account.admin_user_id not in by_user, by_user
 
     # Another tenant's profile sees none of it.
     assert (await cli.login(other.admin_key, profile="other")).code == 0

@@ -208,11 +208,18 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
         await page.reload()
         total = page.get_by_test_id("usage-total")
         await expect(total).to_be_visible()
-        return (await total.inner_text()) != "$0.00"
+        # Each card reads its own report: wait for the one by user to have the spend too.
+        by_user = page.get_by_role("img", name="Spend by user")
+        await expect(by_user.or_(page.get_by_text("No spend in the last 30 days."))).to_be_visible()
+        return (await total.inner_text()) != "$0.00" and await by_user.is_visible()
 
     await eventually(spent, timeout=90, interval=5)
     await expect(page.get_by_role("img", name="Spend by day")).to_be_visible()
     await expect(page.get_by_role("img", name="Spend by spec")).to_contain_text(spec[:21])
+    # Who spent it, by name: the people of the tenant, not their ids.
+    by_user = page.get_by_role("img", name="Spend by user")
+    await expect(by_user).to_contain_text("Admin")
+    await expect(by_user).not_to_contain_text(account.admin_user_id)
     await page.screenshot(path=shots / "usage.png", full_page=True)
 
     # Monitoring: the instance's GPU charts fill in by themselves (1-minute windows).
@@ -229,6 +236,13 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await page.get_by_role("button", name="New API key").click()
     await expect(page.get_by_test_id("secret")).to_contain_text("gpc_")
     await page.screenshot(path=shots / "admin.png", full_page=True)
+    # The audit log names who made it.
+    await page.reload()
+    made = page.get_by_role("table", name="Audit log").get_by_role("row").filter(
+        has_text="POST /v1/api-keys"
+    )
+    await expect(made.first).to_contain_text("Admin")
+    await expect(made.first).not_to_contain_text(account.admin_user_id)
 
     # Stop the instance, then sign out: the session is gone on reload.
     await page.get_by_role("link", name="Instances").click()

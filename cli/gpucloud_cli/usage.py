@@ -6,6 +6,8 @@ from decimal import Decimal
 
 import click
 
+from gpucloud_client.models import Identity
+
 from .session import Column, Session, moment, pass_session
 
 GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone"]
@@ -22,13 +24,15 @@ GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone"]
 def usage(session: Session, group_by: str, start: str | None, end: str | None, mine: bool) -> None:
     """GPU time and cost over a period, grouped; running work counts up to now. Amounts
     are in USD, times in UTC."""
-    mine = mine or session.client.whoami()["role"] == "tenant-user"
+    me = session.client.whoami()
+    mine = mine or me["role"] == "tenant-user"
     report = session.client.usage(group_by=group_by, start=start, end=end, mine=mine)
     if session.output == "json":
         session.emit_json(report)
         return
+    names = user_names(session, me) if group_by == "user" else {}
     columns: list[Column] = [
-        (group_by.upper(), lambda r: r["key"]),
+        (group_by.upper(), lambda r: names.get(r["key"], r["key"])),
         ("GPU-HOURS", lambda r: f"{r['gpuMicroseconds'] / 3.6e9:.4f}"),
         ("STORAGE GB-H", lambda r: f"{float(r['storageGbHours']):.4f}"),
         ("AMOUNT (USD)", lambda r: f"${Decimal(str(r['amount'])):,.2f}"),
@@ -36,6 +40,16 @@ def usage(session: Session, group_by: str, start: str | None, end: str | None, m
     whose = "your own usage, " if mine else ""
     session.emit([*report["rows"], {**report["total"], "key": "TOTAL"}], columns,
                  title=f"{whose}{report['start'][:19]}Z → {report['asOf'][:19]}Z")  # fmt: skip
+
+
+def user_names(session: Session, me: Identity) -> dict[str, str]:
+    """How a user row is shown: `Name <email>` from the tenant's users for an admin; a
+    tenant user, who reads only their own rows and not the user list, is "you"."""
+    if me["role"] == "tenant-user":
+        return {me["userID"]: "you"} if me["userID"] else {}
+    return {
+        user["userID"]: f"{user['name']} <{user['email']}>" for user in session.client.list_users()
+    }
 
 
 @click.group()

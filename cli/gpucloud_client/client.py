@@ -34,6 +34,7 @@ from .models import (
     Tenant,
     UploadPlan,
     UsageReport,
+    User,
 )
 
 #: Refusals that say "try again shortly": the rate limiter, and a tenant the services
@@ -161,6 +162,18 @@ class Client:
 
     def whoami(self) -> Identity:
         return cast(Identity, self.request("GET", "/whoami"))
+
+    def list_users(self) -> Iterator[User]:
+        """The tenant's users (an admin's call), every page: this list pages by `after`."""
+        after: str | None = None
+        while True:
+            page = cast(
+                list[User], self.request("GET", "/users", params={"after": after, "limit": 500})
+            )
+            yield from page
+            if len(page) < 500:
+                return
+            after = page[-1]["userID"]
 
     def revoke_key(self, key_id: str) -> None:
         """Revoke an API key on the server: it stops working at once."""

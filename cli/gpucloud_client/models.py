@@ -22,6 +22,14 @@ class Identity(TypedDict):
     via: str
 
 
+class User(TypedDict):
+    userID: str
+    email: str
+    name: str
+    role: str
+    status: str
+
+
 class QueuePosition(TypedDict):
     position: int
     reason: str

@@ -28,6 +28,7 @@ interface AuditEntry {
   auditID: string;
   tenantID: string | null;
   actor: string;
+  actorName: string | null;
   action: string;
   resource: string;
   result: number;
@@ -187,7 +188,7 @@ function Audit() {
             rowKey={(a) => a.auditID}
             columns={[
               { label: "When", cell: (a) => when(a.at) },
-              { label: "Who", cell: (a) => a.actor },
+              { label: "Who", cell: (a) => <span title={a.actor}>{a.actorName ?? a.actor}</span> },
               { label: "Action", cell: (a) => a.action },
               { label: "Resource", cell: (a) => <code>{a.resource}</code> },
               { label: "Result", cell: (a) => a.result, numeric: true },

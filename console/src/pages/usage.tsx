@@ -1,5 +1,5 @@
-// Usage and costs: spend by day and by spec over the last 30 days, invoices, and the
-// budget with its thresholds.
+// Usage and costs: spend by day, by spec and (for a tenant admin) by user over the last
+// 30 days, invoices, and the budget with its thresholds.
 import { useState } from "preact/hooks";
 import { ApiError, enc, get, items, put } from "../api";
 import { BarChart, ErrorNote, Field, Page, Show, Table, cents, money, useAction, useLoad, when } from "../ui";
@@ -75,6 +75,7 @@ export function UsagePage(props: { role: string }) {
           </Show>
         </section>
       </div>
+      {!mine && <SpendByUser />}
       {!mine && <BudgetCard />}
       {!mine && <section class="card" aria-labelledby="invoices-title">
         <h2 id="invoices-title">Invoices</h2>
@@ -95,6 +96,29 @@ export function UsagePage(props: { role: string }) {
         </Show>
       </section>}
     </Page>
+  );
+}
+
+/** Who spent what: the report keys rows by user id; the tenant's users give the names. */
+function SpendByUser() {
+  const byUser = useLoad(
+    () =>
+      Promise.all([
+        report("user", false),
+        get<{ items: { userID: string; name: string }[] }>("/users?limit=200").then(items),
+      ]).then(([r, users]) => {
+        const names = new Map(users.map((u) => [u.userID, u.name]));
+        return r.rows.map((row) => ({ label: names.get(row.key) ?? row.key, value: Number(row.amount) }));
+      }),
+    [],
+    30_000,
+  );
+  return (
+    <section class="card" aria-label="Spend by user">
+      <Show loaded={byUser} empty={(bars) => !bars.length} emptyText="No spend in the last 30 days.">
+        {(bars) => <BarChart title="Spend by user" unit="USD" bars={bars} />}
+      </Show>
+    </section>
   );
 }
 

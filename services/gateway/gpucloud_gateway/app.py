@@ -72,8 +72,9 @@ tenants = Tenants(
     settings, tenant_store, cache, users, api_keys, runtime.broker, source=runtime.source
 )
 audit = AuditLog(
-    AuditStore(runtime.db), runtime.broker, source=runtime.source, spawn=background.spawn
-)
+    AuditStore(runtime.db), runtime.broker, source=runtime.source, spawn=background.spawn,
+    users=user_store, keys=key_store,
+)  # fmt: skip
 api_upstream = Upstream(
     connect_timeout_s=settings.upstream_connect_timeout_s,
     read_timeout_s=settings.upstream_read_timeout_s,

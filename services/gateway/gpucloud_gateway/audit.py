@@ -8,6 +8,7 @@ so a retry is recognisable downstream.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import secrets
@@ -28,7 +29,7 @@ from gpucloud_libs.topics import AUDIT
 
 from .documents import AuditDoc
 from .schemas import AuditEntry, AuditPage, Principal
-from .store import AuditStore
+from .store import ApiKeyStore, AuditStore, UserStore
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,10 @@ class AuditLog:
         *,
         source: str,
         spawn: Callable[[Awaitable[None]], None],
+        users: UserStore,
+        keys: ApiKeyStore,
     ) -> None:
+        self._users, self._keys = users, keys
         self.store = store
         self.broker = broker
         self.source = source
@@ -109,15 +113,27 @@ class AuditLog:
         docs = await self.store.page(
             tenant_id=scope, all_tenants=all_tenants, before=before, since=since, limit=limit + 1
         )
-        items = [_entry(doc) for doc in docs[:limit]]
+        docs_shown = docs[:limit]
+        names = await self._actor_names(sorted({doc["actor"] for doc in docs_shown}))
+        items = [_entry(doc, names.get(doc["actor"])) for doc in docs_shown]
         next_cursor = _encode_cursor(docs[limit - 1]["_id"]) if len(docs) > limit else None
         return AuditPage(items=items, next_cursor=next_cursor)
 
+    async def _actor_names(self, actors: list[str]) -> dict[str, str]:
+        """Who the actors are, as people read them: a user's name, or the name of a key
+        that has no user (the bootstrap admin's). The ids stay in the log; names are
+        read now, so a renamed user shows their name of today."""
+        if not actors:
+            return {}
+        users, keys = await asyncio.gather(self._users.names(actors), self._keys.names(actors))
+        return {**keys, **users}
 
-def _entry(doc: AuditDoc) -> AuditEntry:
+
+def _entry(doc: AuditDoc, actor_name: str | None) -> AuditEntry:
     return AuditEntry(
-        audit_id=doc["_id"], tenant_id=doc["tenant_id"], actor=doc["actor"], role=doc["role"],
-        action=doc["action"], resource=doc["resource"], result=doc["result"], at=doc["at"],
+        audit_id=doc["_id"], tenant_id=doc["tenant_id"], actor=doc["actor"],
+        actor_name=actor_name, role=doc["role"], action=doc["action"],
+        resource=doc["resource"], result=doc["result"], at=doc["at"],
     )  # fmt: skip
 
 

@@ -242,7 +242,10 @@ class InstanceSession(ApiModel):
 class AuditEntry(ApiModel):
     audit_id: str = Field(alias="auditID")
     tenant_id: str | None = Field(alias="tenantID")
+    #: The user's id, or the key's for a key without a user.
     actor: str
+    #: The user's name (or that key's) as it is now; None when it is gone.
+    actor_name: str | None = None
     role: Role
     #: Method and route, such as `POST /v1/gpu-instances`.
     action: str

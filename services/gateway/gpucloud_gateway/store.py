@@ -114,6 +114,11 @@ class UserStore:
         await self._users.update_one({"_id": user_id}, {"$set": fields})
         return await self.get(user_id)
 
+    async def names(self, user_ids: list[str]) -> dict[str, str]:
+        """Each of these users' names, by id (a deleted user's too)."""
+        found = await self._users.find({"_id": {"$in": user_ids}}, {"name": 1}).to_list()
+        return {doc["_id"]: doc["name"] for doc in found}
+
     async def delete(self, user_id: str) -> None:
         # The email is released for reuse; the id stays, so audit entries resolve.
         await self._users.update_one(
@@ -141,6 +146,11 @@ class ApiKeyStore:
         if after:
             query["_id"] = {"$gt": after}
         return await self._keys.find(query).sort("_id", ASCENDING).limit(limit).to_list()
+
+    async def names(self, key_ids: list[str]) -> dict[str, str]:
+        """Each of these keys' names, by id."""
+        found = await self._keys.find({"_id": {"$in": key_ids}}, {"name": 1}).to_list()
+        return {doc["_id"]: doc["name"] for doc in found}
 
     async def revoke(self, key_id: str) -> ApiKeyDoc | None:
         await self._keys.update_one(
