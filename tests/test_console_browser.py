@@ -238,8 +238,10 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await page.screenshot(path=shots / "admin.png", full_page=True)
     # The audit log names who made it.
     await page.reload()
-    made = page.get_by_role("table", name="Audit log").get_by_role("row").filter(
-        has_text="POST /v1/api-keys"
+    made = (
+        page.get_by_role("table", name="Audit log")
+        .get_by_role("row")
+        .filter(has_text="POST /v1/api-keys")
     )
     await expect(made.first).to_contain_text("Admin")
     await expect(made.first).not_to_contain_text(account.admin_user_id)
