@@ -1,13 +1,17 @@
 """ "Open" on the local stack: an instance's URL is a `*.localhost` host on the gateway's
 port, which a browser here resolves with no DNS, and it lands on the simulated node's
-stand-in page at the pod's loopback address (kwok runs no container)."""
+stand-in page at the pod's loopback address (kwok runs no container); an ssh-devbox's
+SSH port reaches the node's SSH stand-in the same way."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import asyncssh
 from playwright.async_api import Browser
 
+from .cli_support import Ran, cli_for, ready_tenant
 from .platform import Platform, bearer
 from .support import eventually, unique, url_host, url_path
 
@@ -67,3 +71,58 @@ async def test_open_lands_on_the_instance_through_the_gateway(
         await context.close()
     finally:
         await platform.http.delete(f"/v1/gpu-instances/{instance_id}", headers=owner)
+
+
+async def test_ssh_and_exec_reach_an_ssh_devbox_on_the_local_stack(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """The catalog's ssh-devbox, started from the CLI with the user's public key on the
+    stack's simulated fleet: `gpucloud ssh` and `instances exec` reach the simulated
+    node's SSH stand-in through the gateway's tunnel, with that key and no other."""
+    account = await platform.tenant()
+    spec = await platform.spec()  # the fleet's H100s: simulated nodes, served stand-ins
+    await ready_tenant(platform, account)
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(account.admin_key)).code == 0
+    key, stranger = tmp_path / "id_ed25519", tmp_path / "stranger"
+    for path in (key, stranger):
+        private = asyncssh.generate_private_key("ssh-ed25519")
+        private.write_private_key(str(path))
+        path.chmod(0o600)  # ssh refuses a private key others may read
+        private.write_public_key(f"{path}.pub")
+    created = await cli.ok(
+        "-o", "json", "instances", "create", "--spec", spec, "--template", "ssh-devbox",
+        "--public-key", f"{key}.pub", timeout=120,
+    )  # fmt: skip
+    instance = created.json()
+    assert instance["state"] == "running", instance
+    # Host keys go to the test's own file, never the user's ~/.ssh.
+    known_hosts = tmp_path / "known_hosts"
+    home = ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "LogLevel=ERROR"]
+    try:
+
+        async def executed() -> Ran | None:
+            # The stand-in comes up moments after the pod runs.
+            ran = await cli.run("instances", "exec", instance["instanceID"], "-i", str(key),
+                                "--ssh-option", f"UserKnownHostsFile={known_hosts}",
+                                "--", "nvidia-smi", "-L")  # fmt: skip
+            return ran if ran.code == 0 else None
+
+        ran = await eventually(executed, timeout=30, interval=1)
+        assert "runs on a simulated node (kwok)" in ran.out, ran
+        assert "(stand-in) not run: nvidia-smi -L" in ran.out, ran
+        logged_in = await cli.run(
+            "ssh", instance["instanceID"], "--", "-i", str(key), "-o", "IdentitiesOnly=yes",
+            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", *home, "echo hi",
+        )  # fmt: skip
+        assert logged_in.code == 0, logged_in
+        assert "(stand-in) not run: echo hi" in logged_in.out, logged_in
+        # Another key is refused, as the image's sshd refuses it: ssh exits 255.
+        refused = await cli.run(
+            "ssh", instance["instanceID"], "--", "-i", str(stranger), "-o", "IdentitiesOnly=yes",
+            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", *home, "echo hi",
+        )  # fmt: skip
+        assert refused.code == 255, refused
+        assert "Permission denied (publickey)" in refused.err, refused
+    finally:
+        await cli.run("instances", "stop", instance["instanceID"])

@@ -4,7 +4,8 @@ kwok marks a pod Running but starts nothing, so an instance's URL on the local s
 would lead nowhere. Where the simulator runs with `--standins`, each running
 instance pod on a simulated node gets, at its own loopback address and on each TCP
 port it declares, a small page saying what would run there: image, command, ports
-and GPUs. It is labelled for what it is, as the simulated GPUs are: a stand-in,
+and GPUs; an SSH port gets an SSH server that lets in the pod's PUBLIC_KEY
+(standin_ssh.py). It is labelled for what it is, as the simulated GPUs are: a stand-in,
 not the workload. Pods follow a watch, so a page is up within moments of the pod
 running, and goes when the pod does.
 """
@@ -15,7 +16,7 @@ import asyncio
 import html
 import ipaddress
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -23,6 +24,8 @@ from aiohttp import web
 from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest
 from gpucloud_libs.naming import INSTANCE_LABEL, TENANT_LABEL
+
+from . import standin_ssh
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +86,36 @@ def page(pod: Manifest) -> str:
     )
 
 
+async def serve_page(
+    address: Address, pod_of: Callable[[], Manifest | None]
+) -> Callable[[], Awaitable[None]]:
+    """Serve the pod's page at `address`; returns how to stop it. Raises OSError when the
+    address cannot be bound."""
+
+    async def answer(_: web.Request) -> web.Response:
+        return web.Response(text=page(pod_of() or {}), content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, *address).start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    return runner.cleanup
+
+
 class Standins:
     """One small server per (pod address, port) of the simulated nodes' instance pods."""
 
     def __init__(self, kube: KubeClient, simulated: Callable[[str], bool]) -> None:
         self._kube = kube
         self._simulated = simulated
-        #: The pod each address serves, and its server.
+        #: The pod each address serves, and how to stop its server.
         self._pods: dict[Address, Manifest] = {}
-        self._runners: dict[Address, web.AppRunner] = {}
+        self._servers: dict[Address, Callable[[], Awaitable[None]]] = {}
 
     async def run(self) -> None:
         """List, then watch the instance pods, until cancelled."""
@@ -117,11 +141,11 @@ class Standins:
             await self.close()
 
     async def close(self) -> None:
-        for address in list(self._runners):
+        for address in list(self._servers):
             await self._stop(address)
 
     def serving(self) -> list[Address]:
-        return sorted(self._runners)
+        return sorted(self._servers)
 
     async def _replace(self, pods: list[Manifest]) -> None:
         names = {_name(pod) for pod in pods}
@@ -139,31 +163,22 @@ class Standins:
                 await self._stop(address)
         for address in wanted:
             self._pods[address] = pod  # the page shows the pod as it is now
-            if address not in self._runners:
+            if address not in self._servers:
                 await self._start(address)
 
     async def _start(self, address: Address) -> None:
-        async def answer(_: web.Request) -> web.Response:
-            return web.Response(text=page(self._pods[address]), content_type="text/html")
-
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", answer)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
+        serve = standin_ssh.serve if address[1] in standin_ssh.SSH_PORTS else serve_page
         try:
-            await web.TCPSite(runner, *address).start()
+            self._servers[address] = await serve(address, lambda: self._pods.get(address))
         except OSError as error:  # a port below 1024 without the right, or one in use
-            await runner.cleanup()
             self._pods.pop(address, None)
             log.warning("stand-in not served", extra={"address": address, "error": str(error)})
-            return
-        self._runners[address] = runner
 
     async def _stop(self, address: Address) -> None:
         self._pods.pop(address, None)
-        runner = self._runners.pop(address, None)
-        if runner is not None:
-            await runner.cleanup()
+        stop = self._servers.pop(address, None)
+        if stop is not None:
+            await stop()
 
 
 def _name(pod: Manifest) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ from gpucloud_client.models import Instance
 
 from .metrics import metrics_command
 from .session import Column, Failure, Session, echo, moment, pass_session
-from .ssh import ssh_config
+from .ssh import exec_command, ssh_config
 
 COLUMNS: list[Column] = [
     ("ID", lambda i: i["instanceID"]),
@@ -296,3 +296,4 @@ def parse_env(pairs: tuple[str, ...]) -> list[dict[str, str]]:
 
 instances.add_command(metrics_command("gpu-instances", "instance"))
 instances.add_command(ssh_config)
+instances.add_command(exec_command)

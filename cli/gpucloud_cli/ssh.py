@@ -71,19 +71,76 @@ def ssh(
       gpucloud ssh i-3f2a9c1b7d4e --user jovyan -- nvidia-smi
       gpucloud ssh i-3f2a9c1b7d4e -- -L 6006:localhost:6006
     """
-    session: Session = ctx.obj
+    args = list(ssh_args)
+    if args[:1] == ["--"]:
+        args = args[1:]
+    run_ssh(ctx.obj, instance_id, port, user, after_host=args)
+
+
+@click.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("instance_id")
+@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
+              help="The instance's SSH port.")  # fmt: skip
+@click.option("--user", "-l", default=DEFAULT_SSH_USER, show_default=True,
+              help="Who to run it as (ssh-devbox's user).")  # fmt: skip
+@click.option(
+    "--identity",
+    "-i",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The private key to log in with (default: ssh's own choice).",
+)
+@click.option(
+    "--ssh-option",
+    "ssh_options",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An option for ssh, as its -o takes it (repeatable).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def exec_command(
+    ctx: click.Context, instance_id: str, port: int, user: str, identity: str | None,
+    ssh_options: tuple[str, ...], command: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Run one command in an instance over SSH, through the gateway, and exit with its
+    exit code. No terminal and no prompt: for scripts. The command's words are quoted
+    as given, so the remote shell sees them as they are here.
+
+    \b
+    Examples:
+      gpucloud instances exec i-3f2a9c1b7d4e -- nvidia-smi -L
+      gpucloud instances exec i-3f2a9c1b7d4e -i ~/.ssh/gpc -- python train.py --epochs 3
+    """
+    words = list(command)
+    if words[:1] == ["--"]:
+        words = words[1:]
+    if not words:
+        raise click.UsageError("give the command to run after the instance")
+    # No prompt can be answered: a new instance's host key is taken on first use (it is
+    # reached only through the authenticated tunnel) and kept under its own alias.
+    options = ["-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
+               *(["-i", identity] if identity else []),
+               *(arg for option in ssh_options for arg in ("-o", option))]  # fmt: skip
+    # One remote command line, after `--` so that ssh reads none of it as its own option.
+    run_ssh(ctx.obj, instance_id, port, user, options, after_host=["--", shlex.join(words)])
+
+
+def run_ssh(
+    session: Session, instance_id: str, port: int, user: str, options: list[str] | None = None,
+    *, after_host: list[str],
+) -> None:  # fmt: skip
+    """Replace this process with the system's ssh to the instance, tunnelled through the
+    gateway; its exit code is ssh's (the remote command's, when one ran). `after_host`
+    is what `gpucloud ssh` passes on: ssh's options or the remote command."""
     session.client.get_instance(instance_id)  # a clear error before ssh starts, not after
     binary = shutil.which("ssh")
     if binary is None:
         raise Failure("`ssh` is not on PATH; install an OpenSSH client")
     proxy = shlex.join(proxy_command(session.profile_name, instance_id, port))
-    args = list(ssh_args)
-    if args[:1] == ["--"]:
-        args = args[1:]
     command = [
         binary, "-o", f"ProxyCommand={proxy}",
         "-o", f"HostKeyAlias={host_key_alias(instance_id)}",
-        "-p", str(port), "-l", user, instance_id, *args,
+        "-p", str(port), "-l", user, *(options or []), instance_id, *after_host,
     ]  # fmt: skip
     sys.stdout.flush()
     os.execv(binary, command)  # noqa: S606 - ssh takes over, with a fixed argument list
