@@ -137,8 +137,45 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     await asyncio.sleep(1)  # the controller would have carried out a deletion by now
     kept = await cli.ok("-o", "json", "instances", "get", instance["instanceID"])
     assert kept.json()["state"] == "stopped"
+    # Started again: the same instance, a second stay on a node, billed as its own.
+    restarted = await cli.ok("-o", "json", "instances", "start", instance["instanceID"])
+    assert restarted.json()["state"] == "running", restarted
+    assert [t["state"] for t in restarted.json()["history"]][-5:] == [
+        "stopped",
+        "pending",
+        "scheduled",
+        "ready",
+        "running",
+    ]
+    again_running = await cli.ok("-o", "json", "instances", "start", instance["instanceID"])
+    assert again_running.json()["revision"] == restarted.json()["revision"]  # nothing to do
+    stopped = await cli.ok("-o", "json", "instances", "stop", instance["instanceID"], "--wait")
+    history = stopped.json()["history"]
+
+    async def billed_both_stays() -> bool:
+        report = (await cli.ok("-o", "json", "usage", "--group-by", "instance")).json()
+        rows = {row["key"]: row for row in report["rows"]}
+        row = rows.get(instance["instanceID"], {})
+        return bool(row.get("gpuMicroseconds") == _held_us(history))
+
+    assert len([t for t in history if t["state"] == "scheduled"]) == 2
+    await eventually(billed_both_stays, timeout=30)
     deleted = await cli.ok("-o", "json", "instances", "delete", instance["instanceID"])
     assert deleted.json()["instanceID"] == instance["instanceID"]
+
+
+def _held_us(history: list[dict[str, Any]]) -> int:
+    """The microseconds an instance's history says it held its GPUs: each stay from
+    `scheduled` to the first state after it that holds none."""
+    holding = {"scheduled", "ready", "running", "stopping"}
+    held, since = 0, None
+    for step in history:
+        if step["state"] in holding and since is None:
+            since = _us(step["at"])
+        elif step["state"] not in holding and since is not None:
+            held, since = held + _us(step["at"]) - since, None
+    assert since is None, "still holding GPUs"
+    return held
 
 
 async def test_errors_are_one_clear_line_and_a_non_zero_exit(

@@ -249,6 +249,11 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     # Stop the instance, then sign out: the session is gone on reload.
     await page.get_by_role("link", name="Instances").click()
     await row.get_by_role("button", name=re.compile("^Stop ")).click()
+    await expect(row.get_by_text("stopped", exact=True)).to_be_visible()
+    # A stopped instance starts again: the same one, on a node chosen anew.
+    await row.get_by_role("button", name=re.compile("^Start .* again$")).click()
+    await expect(row.get_by_text("running", exact=True)).to_be_visible(timeout=30_000)
+    await row.get_by_role("button", name=re.compile("^Stop ")).click()
     await expect(row.get_by_role("button", name=re.compile("^Stop "))).to_have_count(0)
     await page.get_by_role("button", name="Sign out").click()
     await expect(page.get_by_role("heading", name="Sign in to gpucloud")).to_be_visible()

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -803,3 +803,55 @@ async def test_concurrent_starts_admit_exactly_the_quota(api: Instances) -> None
     assert answers.count(202) == 9  # with the first one: exactly ten
     listed = await api.http.get("/gpu-instances", params={"limit": 100}, auth=auth)
     assert len(listed.json()["items"]) == 10
+
+
+async def test_a_stopped_instance_starts_again_within_its_quota(api: Instances) -> None:
+    """A start takes a stopped instance back through the start path, with the same id
+    and a new stay on a node; its events go on numbered from the stop, so metering
+    bills the two stays apart. A start that does not fit the quota is refused at once;
+    a deleted instance cannot be started."""
+    spec = await api.spec(gpus=8)
+    tenant = await api.tenant(max_gpus=8, max_instances=4)
+    user = api.as_("tenant-user", tenant)
+    first = await api.start(tenant, spec)
+    instance_id = first["instanceID"]
+    await api.wait_state(tenant, instance_id, "running")
+    assert (await api.http.post(f"/gpu-instances/{instance_id}/stop", auth=user)).status_code == 202
+    await api.wait_state(tenant, instance_id, "stopped")
+
+    # Another instance holds the tenant's 8 GPUs now: the start does not fit.
+    other = await api.start(tenant, spec)
+    refused = await api.http.post(f"/gpu-instances/{instance_id}/start", auth=user)
+    assert refused.status_code == 422, refused.text
+    assert (refused.json()["code"], refused.json()["limit"]) == ("quota_exceeded", "max_gpus")
+    assert (await api.get(tenant, instance_id))["state"] == "stopped"
+    await api.http.post(f"/gpu-instances/{other['instanceID']}/stop", auth=user)
+    await api.wait_state(tenant, other["instanceID"], "stopped")
+
+    started = await api.http.post(f"/gpu-instances/{instance_id}/start", auth=user)
+    assert started.status_code == 202, started.text
+    running = await api.wait_state(tenant, instance_id, "running")
+    assert [step["state"] for step in running["history"]][4:] == [
+        "stopping", "stopped", "pending", "scheduled", "ready", "running",
+    ]  # fmt: skip
+    events = await eventually(
+        lambda: _at_least(lifecycle_events(api.kafka, tenant, instance_id), 10), timeout=20
+    )
+    assert [e["sequence"] for e in events] == list(range(1, 11))
+    assert events[6]["state"] == "pending"
+    assert events[6]["node"] is None
+
+    await api.http.post(f"/gpu-instances/{instance_id}/stop", auth=user)
+    await api.wait_state(tenant, instance_id, "stopped")
+    assert (await api.http.delete(f"/gpu-instances/{instance_id}", auth=user)).status_code == 202
+    await api.wait_state(tenant, instance_id, "deleted")
+    gone = await api.http.post(f"/gpu-instances/{instance_id}/start", auth=user)
+    assert gone.status_code == 409, gone.text
+    assert gone.headers["content-type"] == "application/problem+json"
+
+
+async def _at_least(
+    events: Awaitable[list[dict[str, Any]]], count: int
+) -> list[dict[str, Any]] | None:
+    found = await events
+    return found if len(found) >= count else None

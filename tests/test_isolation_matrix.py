@@ -393,6 +393,17 @@ async def _request_stop(world: World) -> None:
     assert mine.json()["stopRequested"] is False
 
 
+@row("POST", "/v1/gpu-instances/{instance_id}/start")
+async def _request_start(world: World) -> None:
+    # B cannot start (or learn of) the instance only A has; A's is untouched.
+    path = f"/v1/gpu-instances/{world.a_only_instance}"
+    before = await world.http.get(path, headers=bearer(world.a.admin_key))
+    for headers in world.outsiders.values():
+        assert_problem(await world.http.post(f"{path}/start", headers=headers), 404)
+    after = await world.http.get(path, headers=bearer(world.a.admin_key))
+    assert after.json()["revision"] == before.json()["revision"]
+
+
 # --- batch jobs --------------------------------------------------------------------
 
 

@@ -230,6 +230,32 @@ def stop_instance(session: Session, instance_id: str, wait: bool) -> None:
     session.emit(instance, COLUMNS)
 
 
+@instances.command("start")
+@click.argument("instance_id")
+@click.option(
+    "--wait/--no-wait", default=True, show_default=True, help="Wait until it runs (or fails)."
+)
+@pass_session
+def start_instance(session: Session, instance_id: str, wait: bool) -> None:
+    """Start a stopped or failed instance again: the same id, spec, image, ports and
+    storages, on a node chosen now, billed from when it holds GPUs again. Safe to
+    repeat: one already starting or running is left as it is."""
+    before = session.client.get_instance(instance_id)
+    instance = session.client.start_instance(instance_id)
+    if wait and instance["state"] not in {"running"}:
+        name = instance["instanceID"]
+        with session.err.status(f"{name}: starting"):
+            instance = session.client.wait_for_instance(
+                name, until={"running", "failed", "stopped"}, after_revision=before["revision"]
+            )
+        if instance["state"] != "running":
+            raise Failure(
+                f"instance {name} is {instance['state']}: "
+                + (instance.get("message") or instance.get("reason") or "it did not start")
+            )
+    session.emit(instance, COLUMNS)
+
+
 @instances.command("delete")
 @click.argument("instance_id")
 @pass_session

@@ -268,6 +268,10 @@ class Client:
         """Stop a live instance; one already stopping, stopped or failed is left as is."""
         return cast(Instance, self.request("POST", f"/gpu-instances/{_id(instance_id)}/stop"))
 
+    def start_instance(self, instance_id: str) -> Instance:
+        """Start a stopped or failed instance again; one starting or running is left as is."""
+        return cast(Instance, self.request("POST", f"/gpu-instances/{_id(instance_id)}/start"))
+
     def delete_instance(self, instance_id: str) -> Instance:
         """Delete the record of a stopped or failed instance (a live one is stopped)."""
         return cast(Instance, self.request("DELETE", f"/gpu-instances/{_id(instance_id)}"))
@@ -279,12 +283,14 @@ class Client:
         until: set[str] = SETTLED_INSTANCE_STATES,
         timeout_s: float = 600.0,
         on_change: Callable[[Instance], None] | None = None,
+        after_revision: int | None = None,
     ) -> Instance:
-        """Long-poll the instance's transitions until it reaches one of `until`; raises
+        """Long-poll the instance's transitions until it reaches one of `until` (after
+        `after_revision`, when given: a state it left and may come back to); raises
         TimeoutError past `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         instance = self.get_instance(instance_id)
-        while instance["state"] not in until:
+        while instance["state"] not in until or instance["revision"] <= (after_revision or -1):
             if on_change:
                 on_change(instance)
             left = deadline - time.monotonic()

@@ -152,6 +152,16 @@ function Instances() {
     });
   const stop = (instance: Instance) =>
     action.run(async () => {
+      await post(`/gpu-instances/${enc(instance.instanceID)}/stop`);
+      list.reload();
+    });
+  const start = (instance: Instance) =>
+    action.run(async () => {
+      await post(`/gpu-instances/${enc(instance.instanceID)}/start`);
+      list.reload();
+    });
+  const remove = (instance: Instance) =>
+    action.run(async () => {
       await del(`/gpu-instances/${enc(instance.instanceID)}`);
       list.reload();
     });
@@ -202,6 +212,16 @@ function Instances() {
                       <button type="button" class="danger" onClick={() => confirmed(`Stop ${i.instanceID}? Its GPUs are released and its billing ends.`) && void stop(i)} aria-label={`Stop ${i.instanceID}`}>
                         Stop
                       </button>
+                    )}
+                    {(i.state === "stopped" || i.state === "failed") && (
+                      <>
+                        <button type="button" onClick={() => void start(i)} aria-label={`Start ${i.instanceID} again`}>
+                          Start
+                        </button>
+                        <button type="button" class="danger" onClick={() => confirmed(`Delete the record of ${i.instanceID}? Its history stays in your bills.`) && void remove(i)} aria-label={`Delete ${i.instanceID}`}>
+                          Delete
+                        </button>
+                      </>
                     )}
                   </div>
                 ),

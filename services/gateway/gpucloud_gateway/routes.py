@@ -85,6 +85,13 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
         TENANT_MEMBERS,
         "instances:write",
     ),
+    ForwardedRoute(
+        "POST",
+        "/v1/gpu-instances/{instance_id}/start",
+        "instances",
+        TENANT_MEMBERS,
+        "instances:write",
+    ),
     # A batch job is a workload like an instance: the same roles and scopes.
     ForwardedRoute("POST", "/v1/jobs", "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("GET", "/v1/jobs", "instances", EVERYONE, "instances:read"),

@@ -245,6 +245,19 @@ async def request_stop(
 
 
 @router.post(
+    "/gpu-instances/{instance_id}/start",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["instances"],
+    summary="Start a stopped or failed instance again, with its record, spec and storages; "
+    "idempotent: one already starting or running is left as it is",
+)
+async def request_start(
+    instance_id: str, identity: CurrentIdentity, instances: InstancesPart
+) -> Instance:
+    return await instances.start(identity, instance_id)
+
+
+@router.post(
     "/jobs",
     status_code=status.HTTP_202_ACCEPTED,
     tags=["jobs"],

@@ -32,7 +32,7 @@ from .admission import (
     request_hash,
 )
 from .documents import InstanceDoc, SpecDoc, TenantDoc
-from .lifecycle import LIVE, TERMINAL, State
+from .lifecycle import LIVE, STARTABLE, TERMINAL, State
 from .log_streams import LogStreams
 from .queue_line import Line, QueueLines
 from .quota_ledger import QuotaLedger
@@ -351,6 +351,36 @@ class Instances:
             await self._requests.request(doc["_id"], kind)
             await self._wakeups.wake(doc["_id"])
         return await self.view(doc, stop_requested=kind == "stop")
+
+    async def start(self, identity: Identity, instance_id: str) -> Instance:
+        """Start a stopped or failed instance again: the same record, spec, template and
+        storages, on a node chosen anew. Its quota is claimed now, as a new start's is,
+        so a start that does not fit is refused here; the controller carries it out.
+        One that is already starting or running is left as it is."""
+        identity.require_role("tenant-user", "tenant-admin")
+        doc = await self._owned(identity, instance_id)
+        state = State(doc["state"])
+        if state in LIVE and state != State.STOPPING:
+            return await self.view(doc)
+        if state not in STARTABLE or await self._requests.requested(doc["_id"], "delete"):
+            raise Conflict(
+                f"instance {instance_id!r} is {state.value}; a start takes a stopped or "
+                "failed instance",
+                instance_id=instance_id, state=state.value,
+            )  # fmt: skip
+        tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
+        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
+        self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
+        gpus = GpuShare.of(doc).quota_gpus(doc["gpu_count"])
+        claim = await self._quota.claim(doc["tenant_id"], instance_id, gpus, tenant["quota"])
+        if not claim.admitted:
+            refusal = quota_refusal(
+                tenant["quota"], claim.instances, claim.gpus, wanted=doc["gpu_count"]
+            )
+            raise refusal or QuotaExceeded("the quota has no room for this instance")
+        await self._requests.request_start(doc["_id"], doc["sequence"])
+        await self._wakeups.wake(doc["_id"])
+        return await self.view(doc)
 
     def _url(self, host: str) -> str:
         return public_origin(

@@ -3,6 +3,7 @@
     queued ─► pending ─► scheduled ─► ready ─► running ─► stopping ─► stopped ─► deleted
       │          └──────────┴───────────┴─────────┴───────────┴──► failed(reason) ─► deleted
       └──► stopped
+    stopped, failed ─► pending  (a start of the same instance: a new stay on a node)
 
 `queued` is a start that asked to wait its turn (`"queue": true`) in the admission
 queue it shares with batch jobs (docs/queue.md); it holds no quota and no GPU.
@@ -52,6 +53,8 @@ ACTIVE = frozenset({State.PENDING, *GPU_HOLDING})
 TERMINAL = frozenset({State.STOPPED, State.FAILED, State.DELETED})
 #: States from which a stop (the user's, a suspension's, a budget's) has work to do.
 LIVE = frozenset({State.QUEUED, *ACTIVE})
+#: States a start takes an instance out of, with its record, spec and storages.
+STARTABLE = frozenset({State.STOPPED, State.FAILED})
 
 _START_PATH = (State.PENDING, State.SCHEDULED, State.READY, State.RUNNING)
 
@@ -62,8 +65,8 @@ ALLOWED: dict[State, frozenset[State]] = {
     State.READY: frozenset({State.RUNNING, State.STOPPING, State.FAILED}),
     State.RUNNING: frozenset({State.READY, State.STOPPING, State.FAILED}),
     State.STOPPING: frozenset({State.STOPPED, State.FAILED}),
-    State.STOPPED: frozenset({State.DELETED}),
-    State.FAILED: frozenset({State.DELETED}),
+    State.STOPPED: frozenset({State.PENDING, State.DELETED}),
+    State.FAILED: frozenset({State.PENDING, State.DELETED}),
     State.DELETED: frozenset(),
 }
 

@@ -104,7 +104,7 @@ INDEXES: IndexPlan = {
 
 
 #: `stop` and `delete` an instance or an inference service; `cancel` a job.
-RequestKind = Literal["stop", "delete", "cancel"]
+RequestKind = Literal["stop", "delete", "cancel", "start"]
 
 #: The most tenants the platform admin's list queries at once.
 MAX_TENANTS_PER_ROUND = 8
@@ -509,6 +509,19 @@ class RequestStore:
                 {"_id": f"{key}|{kind}", "key": key, "kind": kind, "at": now(), "reason": reason}
             )
 
+    async def request_start(self, key: str, sequence: int) -> None:
+        """Ask for a start of the instance as it is at `sequence` (stopped or failed). A
+        start is asked again after each stop, so it replaces the last one; the
+        controller carries out only one whose sequence is still the instance's."""
+        await self._requests.replace_one(
+            {"_id": f"{key}|start"},
+            {"key": key, "kind": "start", "at": now(), "sequence": sequence},
+            upsert=True,
+        )
+
+    async def start_request(self, key: str) -> Document | None:
+        return await self._requests.find_one({"_id": f"{key}|start"})
+
     async def stop_request(self, key: str) -> Document | None:
         """The instance's stop request, with its reason (None: the owner's own stop)."""
         return await self._requests.find_one({"_id": f"{key}|stop"})
@@ -524,7 +537,8 @@ class RequestStore:
         return {doc["key"] async for doc in self._requests.find({"_id": {"$in": ids}}, {"key": 1})}
 
     async def forget(self, key: str, kind: RequestKind) -> None:
-        """Carried out, for a name that can be used again (an inference service's)."""
+        """Carried out, for a name that can be used again (an inference service's), or
+        a stop that must not outlive the start after it."""
         await self._requests.delete_one({"_id": f"{key}|{kind}"})
 
     async def wake(self, key: str) -> None:

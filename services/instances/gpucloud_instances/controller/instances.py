@@ -26,7 +26,16 @@ from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 from .. import manifests
 from ..admission_queue import Waiting
 from ..documents import InstanceDoc
-from ..lifecycle import LIVE, TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..lifecycle import (
+    LIVE,
+    STARTABLE,
+    TERMINAL,
+    FailureReason,
+    State,
+    Step,
+    observe_pod,
+    path,
+)
 from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
 from ..schemas import STORED, InstanceTemplate
@@ -182,6 +191,8 @@ class InstanceReconciler:
         if state in TERMINAL:
             deleted = await self._requests.requested(key, "delete")
             await self._settle_terminal(doc, pod, deleted=deleted)
+            if not deleted and pod is None and state in STARTABLE:
+                await self._start_again(doc)
         elif stop_request is not None:
             await self._stop(doc, pod, stop_request.get("reason"))
         elif pod is None:
@@ -196,6 +207,40 @@ class InstanceReconciler:
             await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
         if deleted and State(doc["state"]) != State.DELETED:
             await self._transition(doc, [Step(State.DELETED, now())])
+
+    async def _start_again(self, doc: InstanceDoc) -> None:
+        """Carry out a start asked of this stopped or failed instance (its old pod gone):
+        back to `pending`, where the next reconcile makes its pod. The quota was claimed
+        by the API; the claim is made again here (the same claim counts once), as the
+        resync may have taken it for an orphan. The stop that ended the last stay is
+        forgotten first, so it cannot stop the new one; a crash before the transition
+        leaves the start asked, and it is carried out on the next reconcile."""
+        key = doc["_id"]
+        asked = await self._requests.start_request(key)
+        if asked is None or asked.get("sequence") != doc["sequence"]:
+            return  # none asked, or one asked of an earlier stay
+        tenant = await self._tenants.get(doc["tenant_id"])
+        claim = None
+        if tenant is not None and tenant["status"] == "active":
+            claim = await self._quota.claim(
+                doc["tenant_id"], doc["instance_id"],
+                GpuShare.of(doc).quota_gpus(doc["gpu_count"]), tenant["quota"],
+            )  # fmt: skip
+        if claim is None or not claim.admitted:
+            await self._quota.release(doc["tenant_id"], doc["instance_id"])
+            await self._requests.forget(key, "start")
+            await self._update_fields(
+                doc, {"message": "the start was refused: the tenant is not active or its "
+                                 "quota has no room"},
+            )  # fmt: skip
+            return
+        await self._requests.forget(key, "stop")
+        fresh: InstanceDoc = {**doc, "node": None, "zone": None}  # the events say: no node yet
+        await self._transition(
+            fresh, [Step(State.PENDING, now())], node=None, zone=None, pod_ip=None,
+            from_stock=False, message=None,
+        )  # fmt: skip
+        self._queue.wake(key)
 
     async def _stop(self, doc: InstanceDoc, pod: Manifest | None, reason: str | None) -> None:
         namespace_name, name = doc["namespace"], manifests.pod_name(doc["instance_id"])
