@@ -6,7 +6,9 @@ Side by side in one run, against the running stack, each way (upload, download):
   subprocess: its start-up is in the figure) against a minio-py loop of
   fput_object / fget_object over a pool of the same 16 threads;
 - one large file: `gpucloud cp` against minio-py's fput_object (64 MiB parts, 4 in
-  flight, as the CLI) and fget_object.
+  flight, as the CLI) and fget_object;
+- each upload again, nothing changed: `gpucloud cp` compares size and ETag and sends
+  nothing, where the raw loop, which has no such check, sends everything again.
 
 The raw loop holds a read-write accessor of the same bucket: a tenant's own scoped S3
 credentials, the fastest path a tenant has without the CLI.
@@ -127,6 +129,7 @@ def _run(
         lambda p: raw.fput_object(bucket, f"raw/{p.relative_to(small).as_posix()}", str(p)), files
     ))  # fmt: skip
     cli_up = _timed(lambda: cli.cp("-r", str(small), f"gpc://{storage}/cli/"))
+    cli_up_again = _timed(lambda: cli.cp("-r", str(small), f"gpc://{storage}/cli/"))
     raw_back, cli_back = scratch / "raw-back", scratch / "cli-back"
     raw_down = _timed(lambda: _pool(
         lambda p: raw.fget_object(
@@ -150,6 +153,7 @@ def _run(
     raw_big_up = _timed(lambda: raw.fput_object(bucket, "raw-big.bin", str(big), part_size=64 * MIB,
                                                 num_parallel_uploads=4))  # fmt: skip
     cli_big_up = _timed(lambda: cli.cp(str(big), f"gpc://{storage}/cli-big.bin"))
+    cli_big_up_again = _timed(lambda: cli.cp(str(big), f"gpc://{storage}/cli-big.bin"))
     raw_big_down = _timed(lambda: raw.fget_object(bucket, "raw-big.bin", str(scratch / "raw-big")))
     cli_big_down = _timed(lambda: cli.cp(f"gpc://{storage}/cli-big.bin", str(scratch / "cli-big")))
     assert _digest(scratch / "cli-big") == _digest(big) == _digest(scratch / "raw-big")
@@ -160,8 +164,10 @@ def _run(
     print(f"{'':>22} {'gpucloud cp':>14} {'raw minio-py':>14} {'ratio':>7}")
     for label, ours, theirs, unit in (
         ("small files, upload", cli_up, raw_up, "files"),
+        ("small files, again", cli_up_again, raw_up, "files"),
         ("small files, download", cli_down, raw_down, "files"),
         ("large file, upload", cli_big_up, raw_big_up, "MiB"),
+        ("large file, again", cli_big_up_again, raw_big_up, "MiB"),
         ("large file, download", cli_big_down, raw_big_down, "MiB"),
     ):
         amount = args.files if unit == "files" else args.size_mib

@@ -120,13 +120,23 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(row.get_by_role("button", name="Open :8888")).to_be_visible()
     # Above the start form: what the tenant holds of its quota, the new GPU included.
     await expect(page.get_by_test_id("quota")).to_contain_text("holds 1 of")
-    await row.get_by_role("button").first.click()  # its history
+    await page.screenshot(path=shots / "instances.png", full_page=True)
+    # Its own page: where it runs, its history, its log (the simulated workload's),
+    # read and then followed as it grows.
+    await row.get_by_role("link").first.click()
+    await expect(page).to_have_url(re.compile(r"/instances/i-[0-9a-f]+$"))
+    facts = page.get_by_role("region", name="Instance", exact=True)
+    await expect(facts).to_contain_text(spec)
+    await expect(facts.get_by_role("button", name="Open :8888")).to_be_visible()
     await expect(page.get_by_role("region", name=re.compile("^History of"))).to_contain_text(
         "running"
     )
-    # Its log's last lines beside it (the simulated workload's).
-    await expect(page.get_by_role("region", name=re.compile("^Log of"))).to_contain_text("epoch")
-    await page.screenshot(path=shots / "instances.png", full_page=True)
+    log = page.get_by_role("region", name="Log", exact=True)
+    await expect(log).to_contain_text("epoch")
+    await log.get_by_label("Follow").check()
+    await expect(log.get_by_test_id("log")).to_contain_text("epoch")
+    await page.screenshot(path=shots / "instance.png", full_page=True)
+    await page.get_by_role("link", name="← All instances").click()
 
     # A job that fails says why, and its log is a click away.
     failing = {"jobID": "broken", "image": "busybox", "specName": spec,
@@ -138,10 +148,16 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     job = page.get_by_role("row").filter(has_text="broken")
     await expect(job.get_by_text("failed", exact=True)).to_be_visible(timeout=30_000)
     await expect(job).to_contain_text("exit code 3")
-    await job.get_by_role("button", name="Log").click()
-    await expect(page.get_by_role("region", name=re.compile("^Log of broken"))).to_contain_text(
-        "epoch"
-    )
+    # Its page: why it failed, its run, its command and its log.
+    await job.get_by_role("link", name="broken").click()
+    await expect(page).to_have_url(re.compile("/jobs/broken$"))
+    facts = page.get_by_role("region", name="Job", exact=True)
+    await expect(facts).to_contain_text("exit code 3")
+    await expect(page.get_by_role("table", name="Runs")).to_contain_text("failed")
+    await expect(page.get_by_role("region", name="Log of the latest run")).to_contain_text("epoch")
+    await page.screenshot(path=shots / "job.png", full_page=True)
+    await page.go_back()
+    await page.get_by_role("tab", name="Jobs").click()
     # A job's GPUs are all it holds: four nodes of a one-GPU spec are four GPUs.
     wide = {"jobID": "wide", "image": "busybox", "specName": spec, "nodes": 4,
             "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "1s"}]}  # fmt: skip

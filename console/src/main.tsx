@@ -8,6 +8,7 @@ import { ErrorNote, Field, useAction } from "./ui";
 import { Link, navigate, usePath } from "./nav";
 import { InstancesPage } from "./pages/instances";
 import { StoragesPage, StoragePage } from "./pages/storages";
+import { InstancePage, JobPage } from "./pages/workload";
 import { UsagePage } from "./pages/usage";
 import { MonitoringPage } from "./pages/monitoring";
 import { AdminPage } from "./pages/admin";
@@ -34,14 +35,17 @@ const OPERATOR_PAGES: [string, string][] = [
 
 /** Whether a page is one the caller's role works with: an operator's pages are not a
  * tenant's, nor a tenant's an operator's (their forms would only answer 403). */
+/** A tenant's pages of one thing: a storage, an instance, a job. */
+const TENANT_DETAIL = /^\/(storages|instances|jobs)\/([^/]+)$/;
+
 function forRole(path: string, operator: boolean): boolean {
   const pages = operator ? OPERATOR_PAGES : TENANT_PAGES;
-  return pages.some(([page]) => page === path) || (!operator && path.startsWith("/storages/"));
+  return pages.some(([page]) => page === path) || (!operator && TENANT_DETAIL.test(path));
 }
 
 function route(path: string, session: ConsoleSession) {
   const operator = session.principal.role === "platform-admin";
-  const known = [...TENANT_PAGES, ...OPERATOR_PAGES].some(([page]) => page === path) || path.startsWith("/storages/");
+  const known = [...TENANT_PAGES, ...OPERATOR_PAGES].some(([page]) => page === path) || TENANT_DETAIL.test(path);
   if (known && !forRole(path, operator)) {
     const home = (operator ? OPERATOR_PAGES : TENANT_PAGES)[0];
     return (
@@ -54,8 +58,13 @@ function route(path: string, session: ConsoleSession) {
       </section>
     );
   }
-  const storage = /^\/storages\/([^/]+)$/.exec(path);
-  if (storage) return <StoragePage storageID={decodeURIComponent(storage[1])} />;
+  const detail = TENANT_DETAIL.exec(path);
+  if (detail) {
+    const id = decodeURIComponent(detail[2]);
+    if (detail[1] === "storages") return <StoragePage storageID={id} />;
+    if (detail[1] === "instances") return <InstancePage instanceID={id} />;
+    return <JobPage jobID={id} />;
+  }
   switch (path) {
     case "/instances":
       return <InstancesPage />;

@@ -1,41 +1,10 @@
 // Instances, batch jobs and inference services: start one, watch its state live, open
 // its URL, stop it.
 import { useEffect, useState } from "preact/hooks";
-import { del, enc, get, getText, items, post } from "../api";
+import { del, enc, get, items, post } from "../api";
+import { Link } from "../nav";
 import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
-
-interface Transition {
-  state: string;
-  at: string;
-  reason?: string | null;
-}
-
-/** Where a queued workload stands in its tenant's admission queue. */
-interface QueuePosition {
-  position: number;
-  reason: string;
-  gpusAhead: number;
-}
-
-const inQueue = (q: QueuePosition | null) =>
-  q ? `#${q.position} (${q.reason}, ${q.gpusAhead} GPUs ahead)` : "—";
-
-interface Instance {
-  instanceID: string;
-  tenantID: string;
-  state: string;
-  queue: QueuePosition | null;
-  reason: string | null;
-  message: string | null;
-  specName: string;
-  gpuType: string;
-  gpuCount: number;
-  image: string;
-  node: string | null;
-  urls: string[];
-  createdAt: string;
-  history: Transition[];
-}
+import { ENDED, type Instance, type Job, inQueue, jobGpus, jobReason, openPort, portsOf } from "./workload";
 
 interface Template {
   templateID: string;
@@ -86,29 +55,6 @@ interface Spec {
   gpuNum: number;
 }
 
-interface Job {
-  jobID: string;
-  state: string;
-  reason: string | null;
-  /** The reason in words, where the API gives more than a code. */
-  message: string | null;
-  exitCode: number | null;
-  queue: QueuePosition | null;
-  specName: string;
-  gpuCount: number;
-  gpuType: string;
-  /** A multi-node job's nodes, each with the spec's GPUs. */
-  nodes: number | null;
-  image: string;
-  createdAt: string;
-}
-
-/** Every GPU the job holds: a 4-node job of a 1-GPU spec holds 4. */
-const jobGpus = (j: Job): string => {
-  const nodes = j.nodes ?? 1;
-  return `${nodes * j.gpuCount} x ${j.gpuType}` + (nodes > 1 ? ` (${nodes} nodes)` : "");
-};
-
 interface Service {
   serviceID: string;
   state: string;
@@ -121,7 +67,6 @@ interface Service {
 }
 
 const LIVE_MS = 3000;
-const ENDED = new Set(["stopped", "failed", "deleted", "succeeded", "cancelled"]);
 
 export function InstancesPage() {
   const [tab, setTab] = useState<"instances" | "jobs" | "services">("instances");
@@ -143,13 +88,8 @@ export function InstancesPage() {
 
 function Instances() {
   const list = useLoad(() => get<{ items: Instance[] }>("/gpu-instances?limit=100").then(items), [], LIVE_MS);
-  const [shown, setShown] = useState<string | null>(null);
   const action = useAction();
-  const open = (instance: Instance, port: number) =>
-    action.run(async () => {
-      const link = await post<{ url: string }>(`/gpu-instances/${enc(instance.instanceID)}/ports/${port}/session`);
-      window.open(link.url, "_blank", "noopener");
-    });
+  const open = (instance: Instance, port: number) => action.run(() => openPort(instance, port));
   const stop = (instance: Instance) =>
     action.run(async () => {
       await post(`/gpu-instances/${enc(instance.instanceID)}/stop`);
@@ -179,11 +119,8 @@ function Instances() {
             columns={[
               {
                 label: "Instance",
-                cell: (i) => (
-                  <button type="button" class="link" aria-expanded={shown === i.instanceID} onClick={() => setShown(shown === i.instanceID ? null : i.instanceID)}>
-                    {i.instanceID}
-                  </button>
-                ),
+                // Its page: history, reasons, log.
+                cell: (i) => <Link href={`/instances/${enc(i.instanceID)}`}>{i.instanceID}</Link>,
               },
               {
                 label: "State",
@@ -230,61 +167,7 @@ function Instances() {
           />
         )}
       </Show>
-      {shown && <History instance={list.data?.find((i) => i.instanceID === shown)} />}
-      {shown && list.data?.find((i) => i.instanceID === shown)?.state === "running" && (
-        <LogTail path={`/gpu-instances/${enc(shown)}/logs`} title={`Log of ${shown}`} />
-      )}
     </>
-  );
-}
-
-/** The ports an instance URL serves, from the URLs the API gives:
- * `<instance>--<port>--<tenant>.<domain>`. */
-function portsOf(instance: Instance): number[] {
-  const [prefix, suffix] = [`${instance.instanceID}--`, `--${instance.tenantID}`];
-  return instance.urls
-    .map((url) => new URL(url).hostname.split(".")[0])
-    .filter((label) => label.startsWith(prefix) && label.endsWith(suffix))
-    .map((label) => Number(label.slice(prefix.length, label.length - suffix.length)))
-    .filter((port) => Number.isInteger(port) && port > 0);
-}
-
-/** Why a job ended as it did (or waits), as the API says it: its reason, the words
- * the API gives with it, and the exit code. */
-function jobReason(job: Job): string {
-  const parts = [job.reason, job.message].filter((part): part is string => Boolean(part));
-  const exit = job.exitCode !== null && job.exitCode !== undefined ? `exit code ${job.exitCode}` : "";
-  return [...parts, exit].filter(Boolean).join(", ");
-}
-
-/** The last lines of a log, read again every few seconds while shown: a tail, not a
- * follow, since a tenant follows at most four logs at once. */
-function LogTail(props: { path: string; title: string }) {
-  const log = useLoad(() => getText(`${props.path}?tailLines=200`), [props.path], 3000);
-  return (
-    <section class="card" aria-label={props.title}>
-      <h3>{props.title}</h3>
-      <ErrorNote error={log.error} />
-      <pre class="log" data-testid="log">{log.data ?? (log.loading ? "Loading…" : "")}</pre>
-    </section>
-  );
-}
-
-function History(props: { instance: Instance | undefined }) {
-  if (!props.instance) return null;
-  const instance = props.instance;
-  return (
-    <section aria-label={`History of ${instance.instanceID}`} class="card">
-      <h3>History of {instance.instanceID}</h3>
-      {instance.message && <p>{instance.message}</p>}
-      <ol class="history">
-        {instance.history.map((t) => (
-          <li>
-            <StateBadge state={t.state} /> {when(t.at)} {t.reason ? `— ${t.reason}` : ""}
-          </li>
-        ))}
-      </ol>
-    </section>
   );
 }
 
@@ -400,7 +283,6 @@ function StartInstance(props: { onStarted: () => void }) {
 
 function Jobs() {
   const list = useLoad(() => get<{ items: Job[] }>("/jobs?limit=100").then(items), [], LIVE_MS);
-  const [logOf, setLogOf] = useState<string | null>(null);
   const catalog = useCatalog();
   const [image, setImage] = useState("");
   const [command, setCommand] = useState("");
@@ -443,7 +325,7 @@ function Jobs() {
             rows={rows}
             rowKey={(j) => j.jobID}
             columns={[
-              { label: "Job", cell: (j) => j.jobID },
+              { label: "Job", cell: (j) => <Link href={`/jobs/${enc(j.jobID)}`}>{j.jobID}</Link> },
               { label: "State", cell: (j) => <StateBadge state={j.state} /> },
               {
                 label: "Queue",
@@ -458,11 +340,6 @@ function Jobs() {
                 label: "Actions",
                 cell: (j) => (
                   <div class="row-actions">
-                    {j.state !== "queued" && (
-                      <button type="button" aria-expanded={logOf === j.jobID} onClick={() => setLogOf(logOf === j.jobID ? null : j.jobID)}>
-                        Log
-                      </button>
-                    )}
                     {!ENDED.has(j.state) && (
                       <button type="button" class="danger" onClick={() => confirmed(`Cancel job ${j.jobID}?`) && void action.run(() => del(`/jobs/${enc(j.jobID)}`).then(list.reload))}>
                         Cancel
@@ -475,7 +352,6 @@ function Jobs() {
           />
         )}
       </Show>
-      {logOf && <LogTail path={`/jobs/${enc(logOf)}/logs`} title={`Log of ${logOf}'s latest run`} />}
     </>
   );
 }
