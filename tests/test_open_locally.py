@@ -111,17 +111,18 @@ async def test_ssh_and_exec_reach_an_ssh_devbox_on_the_local_stack(
         ran = await eventually(executed, timeout=30, interval=1)
         assert "runs on a simulated node (kwok)" in ran.out, ran
         assert "(stand-in) not run: nvidia-smi -L" in ran.out, ran
-        logged_in = await cli.run(
-            "ssh", instance["instanceID"], "--", "-i", str(key), "-o", "IdentitiesOnly=yes",
-            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", *home, "echo hi",
-        )  # fmt: skip
+
+        async def ssh_with(identity: Path) -> Ran:
+            return await cli.run(
+                "ssh", instance["instanceID"], "--", "-i", str(identity), "-o", "IdentitiesOnly=yes",
+                "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", *home, "echo hi",
+            )  # fmt: skip
+
+        logged_in = await ssh_with(key)
         assert logged_in.code == 0, logged_in
         assert "(stand-in) not run: echo hi" in logged_in.out, logged_in
         # Another key is refused, as the image's sshd refuses it: ssh exits 255.
-        refused = await cli.run(
-            "ssh", instance["instanceID"], "--", "-i", str(stranger), "-o", "IdentitiesOnly=yes",
-            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", *home, "echo hi",
-        )  # fmt: skip
+        refused = await ssh_with(stranger)
         assert refused.code == 255, refused
         assert "Permission denied (publickey)" in refused.err, refused
     finally:

@@ -158,22 +158,25 @@ class Client:
             if not cursor:
                 return
 
+    def pages_after(self, path: str, id_field: str, limit: int) -> Iterator[Any]:
+        """Every item of a list paged by `after` (the last id seen) rather than a cursor:
+        a page shorter than `limit` is the last."""
+        after: str | None = None
+        while True:
+            page = self.request("GET", path, params={"after": after, "limit": limit})
+            yield from page
+            if len(page) < limit:
+                return
+            after = page[-1][id_field]
+
     # --- identity ----------------------------------------------------------------------
 
     def whoami(self) -> Identity:
         return cast(Identity, self.request("GET", "/whoami"))
 
     def list_users(self) -> Iterator[User]:
-        """The tenant's users (an admin's call), every page: this list pages by `after`."""
-        after: str | None = None
-        while True:
-            page = cast(
-                list[User], self.request("GET", "/users", params={"after": after, "limit": 500})
-            )
-            yield from page
-            if len(page) < 500:
-                return
-            after = page[-1]["userID"]
+        """The tenant's users (an admin's call)."""
+        return self.pages_after("/users", "userID", 500)
 
     def revoke_key(self, key_id: str) -> None:
         """Revoke an API key on the server: it stops working at once."""
@@ -435,15 +438,7 @@ class Client:
         return cast(Node, self.request("POST", path, json={"reason": reason}))
 
     def list_tenants(self) -> Iterator[Tenant]:
-        after: str | None = None
-        while True:
-            page = cast(
-                list[Tenant], self.request("GET", "/tenants", params={"after": after, "limit": 100})
-            )
-            yield from page
-            if len(page) < 100:
-                return
-            after = page[-1]["tenantID"]
+        return self.pages_after("/tenants", "tenantID", 100)
 
     def get_tenant(self, tenant_id: str) -> Tenant:
         return cast(Tenant, self.request("GET", f"/tenants/{_id(tenant_id)}"))
