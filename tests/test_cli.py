@@ -253,6 +253,8 @@ async def test_the_operator_onboards_a_customer_who_then_finds_the_priced_spec(
         "--admin-name", "First Admin",
     )  # fmt: skip
     platform.tenants.append(tenant_id)
+    listed = (await operator.ok("-o", "json", "tenants", "ls")).json()
+    assert [t["name"] for t in listed if t["tenantID"] == tenant_id] == ["CLI Ltd"]
     key = created.out.strip().splitlines()[-1]
     assert key.startswith("gpc_"), created
     assert "shown this once" in created.err
