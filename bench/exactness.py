@@ -59,10 +59,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Waits before retrying a read the stack did not answer (it may be restarting).
 BACKOFF_S = (2.0, 5.0, 15.0, 40.0)
 #: Why a metered row no recorded workload claims is not checked.
-DELETED_SERVICE = "replicas of deleted services (their runs went with them)"
-REPLICAS_REFUSED = (
-    "replicas of live services (the gateway lets only the tenant's members read their runs)"
-)
+DELETED_SERVICE = "replicas of services deleted before their runs were kept"
 UNRECORDED = (
     "metered workloads the instances service never recorded (no start or end to compare: "
     "events published straight to Kafka, as tests/test_metering.py does)"
@@ -173,8 +170,9 @@ def run_workloads(tenant_id: str, job: Json) -> list[Workload]:
     return workloads
 
 
-def replica_workloads(tenant_id: str, service: Json, runs: list[Json]) -> list[Workload]:
-    created = to_us(service["createdAt"])
+def replica_workloads(tenant_id: str, service_id: str, runs: list[Json]) -> list[Workload]:
+    """Each replica a service of this name ran, its deleted uses' too: each run says its
+    spec, its GPUs and when its service was created."""
     workloads = []
     for run in runs:
         ended = to_us(run["endedAt"]) if run.get("endedAt") else None
@@ -185,12 +183,12 @@ def replica_workloads(tenant_id: str, service: Json, runs: list[Json]) -> list[W
             Workload(
                 tenant_id,
                 "replica",
-                f"{service['serviceID']}/{run['replicaID']}",
-                f"{SERVICE_PREFIX}{service['serviceID']}/{run['replicaID']}",
-                service["specName"],
-                service["gpuCount"],
+                f"{service_id}/{run['replicaID']}",
+                f"{SERVICE_PREFIX}{service_id}/{run['replicaID']}",
+                run["specName"],
+                run["gpuCount"],
                 spans,
-                created,
+                to_us(run["serviceCreatedAt"]),
                 ended,
             )
         )
@@ -437,14 +435,15 @@ async def audited_tenants(gateway: Gateway, since_us: int) -> set[str]:
     }
 
 
-async def replica_runs(gateway: Gateway, service: Json) -> list[Json] | str:
-    """The service's replica runs, or why they cannot be read."""
+async def replica_runs(gateway: Gateway, tenant_id: str, service_id: str) -> list[Json] | str:
+    """The replica runs of every use of a service name, deleted ones included, or why
+    they cannot be read."""
     try:
-        page = await gateway.get(f"/v1/inference-services/{service['serviceID']}/replicas")
+        page = await gateway.get(
+            f"/v1/inference-services/{service_id}/replicas", {"tenantID": tenant_id}
+        )
     except ReadFailed as error:
-        if error.status == 403:
-            return REPLICAS_REFUSED
-        if error.status == 404:  # deleted since it was listed
+        if error.status == 404:  # deleted before deleted services' runs were kept
             return DELETED_SERVICE
         raise
     runs: list[Json] = page["items"]
@@ -457,7 +456,7 @@ class TenantReading:
     workloads: list[Workload]
     metered: dict[str, Metered]
     as_of_us: int
-    #: Services that still exist: why their replicas could not be read, if they could not.
+    #: Services by name, live or deleted: why their replicas could not be read, if not.
     services: dict[str, str | None]
 
 
@@ -471,16 +470,23 @@ async def read_tenant(gateway: Gateway, tenant_id: str, floor_us: int) -> Tenant
             "/v1/usage", {"tenantID": tenant_id, "groupBy": "instance", "start": iso(floor_us)}
         ),
     )
-    runs = await asyncio.gather(*(replica_runs(gateway, service) for service in services))
+    metered = metered_rows(report)
+    # The services listed, and the deleted ones the usage names.
+    names = sorted(
+        {service["serviceID"] for service in services}
+        | {key.removeprefix(SERVICE_PREFIX).split("/", 1)[0]
+           for key in metered if key.startswith(SERVICE_PREFIX)}
+    )  # fmt: skip
+    runs = await asyncio.gather(*(replica_runs(gateway, tenant_id, name) for name in names))
     workloads = [instance_workload(tenant_id, doc) for doc in instances]
     for job in jobs:
         workloads.extend(run_workloads(tenant_id, job))
-    live: dict[str, str | None] = {}
-    for service, found in zip(services, runs, strict=True):
-        live[service["serviceID"]] = found if isinstance(found, str) else None
+    read: dict[str, str | None] = {}
+    for name, found in zip(names, runs, strict=True):
+        read[name] = found if isinstance(found, str) else None
         if not isinstance(found, str):
-            workloads.extend(replica_workloads(tenant_id, service, found))
-    return TenantReading(tenant_id, workloads, metered_rows(report), to_us(report["asOf"]), live)
+            workloads.extend(replica_workloads(tenant_id, name, found))
+    return TenantReading(tenant_id, workloads, metered, to_us(report["asOf"]), read)
 
 
 async def metered_before(

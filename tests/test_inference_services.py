@@ -530,6 +530,28 @@ async def test_each_replica_is_billed_exactly_from_its_scheduling_to_its_end(
         assert _us(scheduled) == _us(replica_events[0]["at"])  # the API's start is the bill's
         held_us += _us(replica_events[-1]["at"]) - _us(replica_events[0]["at"])
 
+    # The deleted service's runs are kept, each with its end, so the bill stays
+    # checkable: the tenant reads them still, another tenant does not, and the operator
+    # reads them naming the tenant.
+    kept = await platform.http.get(f"{service.path}/replicas", headers=headers)
+    assert kept.status_code == 200, kept.text
+    ended = {run["replicaID"]: run for run in kept.json()["items"]}
+    assert set(ended) == set(recorded)
+    for replica_id, replica_events in by_replica.items():
+        run = ended[replica_id]
+        assert run["deleted"] is True
+        assert _us(run["scheduledAt"]) == _us(replica_events[0]["at"])
+        assert _us(run["endedAt"]) == _us(replica_events[-1]["at"])
+        assert (run["specName"], run["gpuCount"]) == (recorded[replica_id]["specName"], 1)
+    hidden = await platform.http.get(f"{service.path}/replicas", headers=bearer(other.admin_key))
+    assert hidden.status_code == 404, hidden.text
+    as_operator = await platform.http.get(
+        f"{service.path}/replicas", params={"tenantID": service.account.tenant_id},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert [run["replicaID"] for run in as_operator.json()["items"]] == list(ended)
+    assert_problem(await platform.http.get(f"{service.path}/replicas", headers=platform.admin), 422)
+
     async def billed() -> dict[str, Any] | None:
         usage = await platform.http.get(
             f"/v1/usage/inference-services/{service.service_id}", headers=headers

@@ -593,6 +593,11 @@ async def _service_replicas(world: World) -> None:
                 f"/v1/inference-services/{world.a_service}-nope/replicas", headers=headers
             )
         )
+        # Naming A's tenant changes nothing: only a platform admin's tenantID counts.
+        named = await world.http.get(
+            path, params={"tenantID": world.a.tenant_id}, headers=headers
+        )
+        assert named.status_code == got.status_code, named.text
 
 
 @row("PATCH", "/v1/inference-services/{service_id}")

@@ -117,7 +117,9 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ),
     ForwardedRoute("GET", "/v1/inference-services", "instances", EVERYONE, "instances:read"),
     ForwardedRoute("GET", SERVICE, "instances", TENANT_MEMBERS, "instances:read"),
-    ForwardedRoute("GET", f"{SERVICE}/replicas", "instances", TENANT_MEMBERS, "instances:read"),
+    # The operator reads a tenant's replica runs too (tenantID=), as its usage: bills are
+    # checked against them.
+    ForwardedRoute("GET", f"{SERVICE}/replicas", "instances", EVERYONE, "instances:read"),
     ForwardedRoute("PATCH", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("DELETE", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("POST", f"{SERVICE}/rollback", "instances", TENANT_MEMBERS, "instances:write"),

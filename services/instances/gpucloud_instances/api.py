@@ -402,13 +402,18 @@ async def list_services(
 @router.get(
     "/inference-services/{service_id}/replicas",
     tags=["inference-services"],
-    summary="Each replica the service has run, from its binding to a node to its end: "
-    "what its usage is billed from",
+    summary="Each replica a service of this name has run, from its binding to a node to its "
+    "end, its deleted earlier uses' too: what its usage is billed from",
 )
 async def service_replicas(
-    service_id: str, identity: CurrentIdentity, services: ServicesPart
+    service_id: str,
+    identity: CurrentIdentity,
+    services: ServicesPart,
+    tenant_id: Annotated[
+        str | None, Query(alias="tenantID", description="Platform admins: the service's tenant")
+    ] = None,
 ) -> ReplicaRunPage:
-    return await services.replica_runs(identity, service_id)
+    return await services.replica_runs(identity, service_id, tenant_id=tenant_id)
 
 
 @router.get(

@@ -271,6 +271,22 @@ class ScaleDoc(TypedDict):
     lower_since: datetime | None
 
 
+class EndedServiceDoc(TypedDict):
+    """What is kept of a deleted inference service: its replica runs, which its bill
+    was read from."""
+
+    _id: str  # <tenant>/<service>@<incarnation>
+    key: str
+    tenant_id: str
+    service_id: str
+    incarnation: str
+    spec_name: str
+    gpu_count: int
+    created_at: datetime
+    deleted_at: datetime
+    runs: dict[str, ReplicaRunDoc]
+
+
 class ServiceDoc(TypedDict):
     """An inference service: inserted by the API with what never changes, then
     written only by the controller's worker for it (observed state)."""

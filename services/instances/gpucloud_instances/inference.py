@@ -18,7 +18,7 @@ import asyncio
 import secrets
 
 from gpucloud_libs.clock import aware, aware_or_none, now
-from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
@@ -26,7 +26,7 @@ from gpucloud_libs.naming import GPU_RESOURCE, public_origin, service_host, serv
 from gpucloud_libs.tenants import require_active
 
 from .admission import allowed_zones, known_spec, quota_refusal
-from .documents import ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
+from .documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
 from .quota_ledger import QuotaLedger
 from .schemas import (
     STORED,
@@ -214,9 +214,27 @@ class InferenceServices:
         )
         return self.view(doc, configs, deleting=deleting)
 
-    async def replica_runs(self, identity: Identity, service_id: str) -> ReplicaRunPage:
-        """Every replica the service has run, with the interval it was billed for."""
-        doc = await self._owned(identity, service_id)
+    async def replica_runs(
+        self, identity: Identity, service_id: str, *, tenant_id: str | None = None
+    ) -> ReplicaRunPage:
+        """Every replica a service of this name has run, with the interval it was billed
+        for: the live service's, and those of its deleted earlier uses (deleted: True),
+        so that every bill stays checkable. A platform admin names the tenant."""
+        if identity.is_platform_admin and not tenant_id:
+            raise ValidationFailed(
+                "a platform admin names the service's tenant (tenantID)",
+                errors=[{"loc": ["query", "tenantID"], "msg": "required for a platform admin",
+                         "type": "missing"}],
+            )  # fmt: skip
+        owner = tenant_id if identity.is_platform_admin and tenant_id else identity.require_tenant()
+        key = instance_key(owner, service_id)
+        live, ended = await asyncio.gather(self._services.get(key), self._services.ended_runs(key))
+        if live is None and not ended:
+            # Another tenant's service and a missing one look the same.
+            raise NotFound(f"inference service {service_id!r} does not exist")
+        uses: list[tuple[EndedServiceDoc | ServiceDoc, bool]] = [(use, True) for use in ended]
+        if live is not None:
+            uses.append((live, False))
         runs = [
             ReplicaRun(
                 replica_id=replica_id,
@@ -226,8 +244,13 @@ class InferenceServices:
                 state=run["state"],
                 scheduled_at=aware_or_none(run["scheduled_at"]),
                 ended_at=aware_or_none(run["ended_at"]),
+                spec_name=use["spec_name"],
+                gpu_count=use["gpu_count"],
+                service_created_at=aware(use["created_at"]),
+                deleted=deleted,
             )
-            for replica_id, run in doc["runs"].items()
+            for use, deleted in uses
+            for replica_id, run in use["runs"].items()
         ]
         runs.sort(key=lambda run: (run.scheduled_at is None, run.scheduled_at, run.replica_id))
         return ReplicaRunPage(items=runs)

@@ -583,6 +583,14 @@ class ReplicaRun(ApiModel):
     scheduled_at: datetime | None = None
     #: None while it still holds its GPUs.
     ended_at: datetime | None = None
+    #: What its bill is read from beside its interval: the spec and GPUs of each replica,
+    #: and when its service was created (nothing of it is billed before).
+    spec_name: str
+    gpu_count: int
+    service_created_at: datetime
+    #: A replica of an earlier use of the service's name, deleted since: kept, since it
+    #: was billed.
+    deleted: bool = False
 
 
 class ReplicaRunPage(ApiModel):

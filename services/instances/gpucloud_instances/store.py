@@ -30,6 +30,7 @@ from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 from gpucloud_libs.outbox import OutboxEntry
 
 from .documents import (
+    EndedServiceDoc,
     InstanceDoc,
     JobDoc,
     QueueBandsDoc,
@@ -62,6 +63,8 @@ JOBS = "jobs"
 SERVICES = "inference_services"
 SERVICE_CONFIGS = "inference_service_configs"
 SERVICE_LOAD = "inference_service_load"
+#: The replica runs of deleted services, kept so that their bills stay checkable.
+ENDED_SERVICES = "ended_inference_services"
 REGISTRY_CREDENTIALS = "registry_credentials"
 QUEUE_LINES = "queue_lines"
 QUEUE_BANDS = "queue_bands"
@@ -97,6 +100,7 @@ INDEXES: IndexPlan = {
     ],
     SERVICE_CONFIGS: [IndexModel([("key", ASCENDING)], name="key")],
     SERVICE_LOAD: [IndexModel([("key", ASCENDING)], name="key")],
+    ENDED_SERVICES: [IndexModel([("key", ASCENDING)], name="key")],
     REGISTRY_CREDENTIALS: [
         IndexModel([("tenant_id", ASCENDING), ("registry", ASCENDING)], name="tenant_registry")
     ],
@@ -755,6 +759,7 @@ class ServiceStore:
         self._services: Collection[ServiceDoc] = typed(db, SERVICES, ServiceDoc)
         self._configs: Collection[ServiceConfigDoc] = typed(db, SERVICE_CONFIGS, ServiceConfigDoc)
         self._load = db[SERVICE_LOAD]
+        self._ended: Collection[EndedServiceDoc] = typed(db, ENDED_SERVICES, EndedServiceDoc)
         self._tenants = db[TENANTS]
 
     async def insert(self, service: ServiceDoc, config: ServiceConfigDoc) -> None:
@@ -833,6 +838,22 @@ class ServiceStore:
 
     async def keys_with_outbox(self) -> list[str]:
         return [doc["_id"] async for doc in self._services.find({"has_outbox": True}, {"_id": 1})]
+
+    async def keep_runs(self, doc: ServiceDoc, deleted_at: datetime) -> None:
+        """Keep a deleted service's replica runs, by its incarnation (a repeat writes the
+        same); its name may be used again, and each use's runs stay apart."""
+        ended: EndedServiceDoc = {
+            "_id": f"{doc['_id']}@{doc['incarnation']}", "key": doc["_id"],
+            "tenant_id": doc["tenant_id"], "service_id": doc["service_id"],
+            "incarnation": doc["incarnation"], "spec_name": doc["spec_name"],
+            "gpu_count": doc["gpu_count"], "created_at": doc["created_at"],
+            "deleted_at": deleted_at, "runs": doc["runs"],
+        }  # fmt: skip
+        await self._ended.replace_one({"_id": ended["_id"]}, ended, upsert=True)
+
+    async def ended_runs(self, key: str) -> list[EndedServiceDoc]:
+        """The kept runs of each deleted use of this service name, oldest first."""
+        return await self._ended.find({"key": key}).sort("deleted_at", ASCENDING).to_list()
 
     async def remove(self, key: str) -> None:
         """The configurations first: a service document left behind is found again."""

@@ -351,6 +351,8 @@ class InferenceReconciler:
         deleted = InferenceServiceDeleted(
             service_id=doc["service_id"], tenant_id=doc["tenant_id"], at=now()
         )
+        # Its runs outlive it: the tenant checks the service's bill against them.
+        await self._services.keep_runs(doc, deleted.at)
         event_id = f"{doc['_id']}@{doc['incarnation']}#deleted"
         await publish_event(
             self._broker, INFERENCE_LIFECYCLE, deleted, source=INFERENCE_EVENT_SOURCE,
