@@ -594,9 +594,7 @@ async def _service_replicas(world: World) -> None:
             )
         )
         # Naming A's tenant changes nothing: only a platform admin's tenantID counts.
-        named = await world.http.get(
-            path, params={"tenantID": world.a.tenant_id}, headers=headers
-        )
+        named = await world.http.get(path, params={"tenantID": world.a.tenant_id}, headers=headers)
         assert named.status_code == got.status_code, named.text
 
 

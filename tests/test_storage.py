@@ -12,14 +12,17 @@ import hashlib
 import io
 import json
 import os
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlencode, urlparse, urlsplit
 
 import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
-from minio import Minio
-from minio.error import S3Error
+from minio import Minio, MinioAdmin
+from minio.credentials import Credentials, StaticProvider
+from minio.error import MinioAdminException, S3Error
+from minio.signer import sign_v4_s3
 
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import storage_claim_name, storage_secret_name, tenant_namespace
@@ -721,3 +724,51 @@ async def test_the_storage_service_is_no_minio_root(stack_env: dict[str, str]) -
     with pytest.raises(S3Error) as denied:
         await asyncio.to_thread(client.make_bucket, bucket)
     assert denied.value.code == "AccessDenied"
+
+
+@pytest.mark.object_store
+async def test_the_storage_service_cannot_list_the_stores_users(
+    stack_env: dict[str, str],
+) -> None:
+    """Its identity reaches the admin calls it makes and not the store's directory of
+    users: on MinIO its policy names three admin actions; on Ceph its RGW caps are
+    `buckets`, `users` and `user-policy`, without `metadata` (review M5)."""
+    own = stack_service_env("storage")
+    endpoint = urlparse(own["GPUCLOUD_S3_ENDPOINT"])
+    credentials = Credentials(own["GPUCLOUD_S3_ACCESS_KEY"], own["GPUCLOUD_S3_SECRET_KEY"])
+    if stack_env["GPUCLOUD_OBJECT_STORE"] == "minio":
+        provider = StaticProvider(credentials.access_key, credentials.secret_key)
+        admin = MinioAdmin(endpoint=endpoint.netloc, credentials=provider, secure=False)
+        with pytest.raises(MinioAdminException) as denied:
+            await asyncio.to_thread(admin.user_list)
+        assert "Status: 403" in str(denied.value), denied.value
+        return
+    status = await asyncio.to_thread(_rgw_admin_get, endpoint, credentials, "/admin/metadata/user")
+    assert status == 403
+    # What it does need answers: the statistics of its own buckets.
+    stats = await asyncio.to_thread(
+        _rgw_admin_get, endpoint, credentials, "/admin/bucket",
+        {"stats": "true", "uid": credentials.access_key},
+    )  # fmt: skip
+    assert stats == 200
+
+
+def _rgw_admin_get(
+    endpoint: Any, credentials: Credentials, path: str, query: dict[str, str] | None = None
+) -> int:
+    """The status of one SigV4-signed RGW admin-ops GET, as the storage service signs it."""
+    url = urlsplit(f"{endpoint.scheme}://{endpoint.netloc}{path}")
+    url = url._replace(query=urlencode(query or {}, quote_via=quote, safe="-_.~"))
+    now = datetime.now(UTC)
+    headers: dict[str, str | list[str] | tuple[str]] = {
+        "Host": url.netloc, "x-amz-date": now.strftime("%Y%m%dT%H%M%SZ"),
+        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+    }  # fmt: skip
+    signed = sign_v4_s3(
+        method="GET", url=url, region="us-east-1", headers=headers, credentials=credentials,
+        content_sha256="UNSIGNED-PAYLOAD", date=now,
+    )  # fmt: skip
+    flat = {
+        name: value if isinstance(value, str) else ",".join(value) for name, value in signed.items()
+    }
+    return int(httpx.get(url.geturl(), headers=flat, timeout=30).status_code)

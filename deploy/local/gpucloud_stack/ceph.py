@@ -27,7 +27,10 @@ MGR_ID = "x"
 RGW_CLIENT = "client.rgw.gpucloud"
 #: The storage service's RGW user, which owns every platform bucket (docs/storage.md).
 STORAGE_USER = "gpucloud-storage"
-STORAGE_USER_CAPS = "buckets=*;users=*;usage=read;metadata=read;user-policy=*"
+#: What rgw_backend.py calls and nothing more: bucket quotas and statistics
+#: (/admin/bucket), accessors as users (/admin/user), their one-bucket policies
+#: (PutUserPolicy). Not `metadata` (every user's and bucket's metadata), not `usage`.
+STORAGE_USER_CAPS = "buckets=*;users=*;user-policy=*"
 #: The OSD's BlueStore file: sparse, so only what is written takes disk space.
 OSD_BLOCK_BYTES = 64 * 1024**3
 #: BlueStore's floor for its memory autotuning; the default is 4 GiB.
@@ -322,9 +325,8 @@ def apply_storage_user(secret_key: str) -> str:
     info = _tool(admin, "user", "info", "--uid", STORAGE_USER, timeout=60)
     current = json.loads(info.stdout) if info.returncode == 0 else None
     keys = {(key["access_key"], key["secret_key"]) for key in (current or {}).get("keys", [])}
-    caps = ";".join(
-        sorted(f"{cap['type']}={cap['perm']}" for cap in (current or {}).get("caps", []))
-    )
+    held = {cap["type"]: cap["perm"] for cap in (current or {}).get("caps", [])}
+    wanted = dict(cap.split("=", 1) for cap in STORAGE_USER_CAPS.split(";"))
     if current is None or (STORAGE_USER, secret_key) not in keys:
         verb = "modify" if current else "create"
         _run(
@@ -333,6 +335,10 @@ def apply_storage_user(secret_key: str) -> str:
             "--access-key", STORAGE_USER, "--secret-key", secret_key,
             "--max-buckets", "100000",
         )  # fmt: skip
-    if caps != ";".join(sorted(STORAGE_USER_CAPS.split(";"))):
+    # A cap an older version granted and this one does not need is taken back.
+    extra = ";".join(f"{kind}={perm}" for kind, perm in sorted(held.items()) if kind not in wanted)
+    if extra:
+        _run("radosgw", admin, "caps", "rm", "--uid", STORAGE_USER, "--caps", extra)
+    if {kind: perm for kind, perm in held.items() if kind in wanted} != wanted:
         _run("radosgw", admin, "caps", "add", "--uid", STORAGE_USER, "--caps", STORAGE_USER_CAPS)
     return f"rgw access: user {STORAGE_USER} with caps {STORAGE_USER_CAPS}"
