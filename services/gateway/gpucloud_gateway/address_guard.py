@@ -13,8 +13,10 @@ cannot see them. So:
   (`Sessions.signed_in_user`).
 
 The address is the TCP peer, or, when the peer is one of `trusted_proxies` (the
-ingress), the nearest address in X-Forwarded-For that is not. A flood from many
-addresses is the ingress's to limit (docs/security.md).
+ingress), the nearest address in X-Forwarded-For that is not. An IPv6 address counts
+as its /64, the block one subscriber is given, so that one host cannot walk its
+block for fresh buckets. A flood from many addresses is the ingress's to limit
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -60,6 +62,19 @@ def client_address(connection: HTTPConnection, trusted_proxies: Sequence[IpNetwo
     return peer
 
 
+def address_key(address: str) -> str:
+    """The address as its limits count it: an IPv6 address as its /64."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:  # an IPv4 client of a dual-stack listener
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(parsed)
+
+
 def _presents_a_credential(connection: HTTPConnection) -> bool:
     """A key, token, cookie or session link: something that costs a look-up to refuse."""
     return (
@@ -84,7 +99,7 @@ class AddressGuard:
             await self.app(scope, receive, send)
             return
         connection = HTTPConnection(scope)
-        key = f"failed-auth:{client_address(connection, self.trusted)}"
+        key = f"failed-auth:{address_key(client_address(connection, self.trusted))}"
         try:
             self.limiter.check(
                 key, rate=self.rate, burst=self.burst,

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 
 from gpucloud_libs.errors import RateLimited
 
-#: Buckets kept; the least recently used go first (a full bucket is the default anyway).
-MAX_BUCKETS = 100_000
+#: Buckets kept of each kind (the key's part before its first ":": `key`, `tenant`,
+#: `login`, `sign-in`, `failed-auth`); the least recently used go first (a full bucket
+#: is the default anyway). Each kind has its own pool, so a flood of one kind (many
+#: addresses, say) cannot evict another's half-empty buckets (an email's sign-ins).
+MAX_BUCKETS_PER_KIND = 100_000
 
 
 @dataclass
@@ -28,8 +31,9 @@ class _Bucket:
 
 
 class RateLimiter:
-    def __init__(self) -> None:
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+    def __init__(self, *, max_buckets_per_kind: int = MAX_BUCKETS_PER_KIND) -> None:
+        self._max = max_buckets_per_kind
+        self._pools: dict[str, OrderedDict[str, _Bucket]] = {}
 
     def take(self, key: str, *, rate: float, burst: int, what: str) -> None:
         """Spend one token from `key`'s bucket, or raise 429 saying when to come back."""
@@ -51,12 +55,13 @@ class RateLimiter:
 
     def _refilled(self, key: str, *, rate: float, burst: int) -> _Bucket:
         now = time.monotonic()
-        bucket = self._buckets.pop(key, None) or _Bucket(tokens=float(burst), updated=now)
+        pool = self._pools.setdefault(key.partition(":")[0], OrderedDict())
+        bucket = pool.pop(key, None) or _Bucket(tokens=float(burst), updated=now)
         bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.updated) * rate)
         bucket.updated = now
-        self._buckets[key] = bucket
-        if len(self._buckets) > MAX_BUCKETS:
-            self._buckets.popitem(last=False)
+        pool[key] = bucket
+        if len(pool) > self._max:
+            pool.popitem(last=False)
         return bucket
 
 

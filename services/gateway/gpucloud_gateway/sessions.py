@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 from gpucloud_libs.errors import Unauthenticated
 
 from . import credentials
-from .address_guard import client_address
+from .address_guard import address_key, client_address
 from .authentication import Authenticator
 from .credentials import API_AUDIENCE, SessionToken
 from .documents import UserDoc
@@ -69,7 +69,7 @@ class Sessions:
     ) -> UserDoc:
         """The active user with this email and password; rate-limited per client address
         (before the scrypt it costs, review M8), then per email."""
-        address = client_address(connection, self._trusted_proxies)
+        address = address_key(client_address(connection, self._trusted_proxies))
         self._limiter.take(
             f"sign-in:{address}",
             rate=self._sign_ins_per_s,
