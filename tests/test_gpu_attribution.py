@@ -11,8 +11,8 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 
-from gpucloud_agent.agent import sync_fleet
 from gpucloud_agent.simulated import SimulatedFleet
+from gpucloud_agent.simulated_telemetry import sync_fleet
 from gpucloud_libs.events import GpuSample, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection

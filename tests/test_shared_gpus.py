@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 import pytest
 from kubernetes_asyncio import client as k8s
 
-from gpucloud_agent.agent import sync_fleet
 from gpucloud_agent.simulated import SimulatedFleet, model_memory_mib
+from gpucloud_agent.simulated_telemetry import sync_fleet
 from gpucloud_instances.admission_queue import Queued, TenantShare, decide
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import KubeClient

@@ -1,5 +1,5 @@
-"""Run the node agent: `python -m gpucloud_agent [--simulate | --once]`."""
+"""Run the node agent: `python -m gpucloud_agent [--simulate | --once | --check]`."""
 
-from .agent import main
+from .cli import main
 
 main()

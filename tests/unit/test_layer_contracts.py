@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("gateway", "instances", "storage", "metering", "monitoring")
+SERVICES = ("gateway", "instances", "storage", "metering", "monitoring", "agent")
+#: Where each one's package lives.
+PACKAGES = {service: ROOT / "services" / service for service in SERVICES} | {
+    "agent": ROOT / "agent"
+}
 
 
 def _named_in_contracts() -> set[str]:
@@ -22,7 +26,7 @@ def _named_in_contracts() -> set[str]:
 
 
 def _modules(service: str) -> list[str]:
-    package = ROOT / "services" / service / f"gpucloud_{service}"
+    package = PACKAGES[service] / f"gpucloud_{service}"
     modules = []
     for path in package.rglob("*.py"):
         parts = path.relative_to(package.parent).with_suffix("").parts

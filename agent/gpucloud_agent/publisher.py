@@ -1,0 +1,48 @@
+"""The one publish loop: every interval, a `telemetry.batch.v1` per node, and a
+`node.inventory.v1` for each new node and for every node every ten minutes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.events import NodeInventory, TelemetryBatch
+from gpucloud_libs.kafka import publish_event
+from gpucloud_libs.topics import TELEMETRY
+
+from .sources import TelemetrySource
+
+log = logging.getLogger("gpucloud.agent")
+
+SOURCE = "/gpucloud/agent"
+INVENTORY_EVERY_S = 600.0
+
+
+async def publish(broker: KafkaBroker, data: TelemetryBatch | NodeInventory) -> None:
+    await publish_event(broker, TELEMETRY, data, source=SOURCE)
+
+
+Send = Callable[[TelemetryBatch | NodeInventory], Awaitable[None]]
+
+
+async def publish_forever(send: Send, source: TelemetrySource, interval_s: float) -> None:
+    """Send `source`'s telemetry every `interval_s` (`publish` to the broker), its
+    inventories when due; a slow round shortens the next wait rather than piling rounds
+    up."""
+    loop = asyncio.get_running_loop()
+    inventory_due = 0.0
+    while True:
+        started = loop.time()
+        added = await source.nodes_added()
+        if started >= inventory_due:
+            added, inventory_due = source.nodes(), started + INVENTORY_EVERY_S
+        if added:
+            log.info("inventories", extra={"nodes": len(source.nodes()), "sent": len(added)})
+        for node in added:
+            await send(source.inventory(node))
+        for batch in await source.batches():
+            await send(batch)
+        await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))

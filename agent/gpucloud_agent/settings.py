@@ -1,0 +1,15 @@
+"""The node agent's settings (GPUCLOUD_* environment variables)."""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+
+from gpucloud_libs.settings import ServiceSettings
+
+
+class AgentSettings(ServiceSettings):
+    service_name: str = "agent"
+    kubeconfig: str | None = None
+    telemetry_interval_s: float = 1.0
+    #: The simulator's fault API takes this bearer token (required with --control-port).
+    simulator_token: SecretStr = SecretStr("")
