@@ -2,6 +2,8 @@
 
 from gpucloud_libs.runtime import serve
 
-from .app import app, settings
+from .app import create_app
+from .settings import GatewaySettings
 
-serve(app, settings, ws_max_size=settings.websocket_max_message_bytes)
+settings = GatewaySettings()
+serve(create_app(settings), settings, ws_max_size=settings.websocket_max_message_bytes)

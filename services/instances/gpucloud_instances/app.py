@@ -4,6 +4,9 @@ Kubernetes."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+
+from fastapi import FastAPI
 
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
@@ -44,103 +47,106 @@ from .templates import ImagePolicy, Templates
 from .tenancy import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
 
-settings = InstancesSettings()
-runtime = ServiceRuntime(
-    settings, kafka_access=ACCESS["instances"], indexes={**INDEXES, **quota_ledger.INDEXES}
-)
-kube = KubeClient(settings.kubeconfig)
-log_streams = LogStreams.from_settings(settings)
-specs, tenants, instances = (
-    SpecStore(runtime.db),
-    TenantStore(runtime.db),
-    InstanceStore(runtime.db, InstanceListModel() if settings.lists_from_memory else None),
-)
-stocks, requests, quota = StockStore(runtime.db), RequestStore(runtime.db), QuotaLedger(runtime.db)
-jobs, services = JobStore(runtime.db), ServiceStore(runtime.db)
-line_store = QueueLineStore(runtime.db)
-lines = QueueLines(line_store)
-registry_box = SecretBox(
-    settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
-)
-runtime.check_key_at_start(registry_box.check)
-registry_credentials = RegistryCredentialStore(runtime.db)
-pull_secrets = PullSecrets(registry_credentials, registry_box, kube)
-changes = InstanceChanges()
-storage = StorageClient(settings.storage_url, runtime.identity_signer())
-controller = build_controller(
-    settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=jobs,
-    services=services, stocks=stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage, lines=line_store,
-)  # fmt: skip
-wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
-spec_catalog = Specs(specs, stocks)
-tenancy = Tenancy(settings, tenants, instances, jobs, services, requests, wakeups)
-handlers = EventHandlers(tenancy, NodeCordons(kube))
 
-filling: list[asyncio.Task[None]] = []
-
-
-async def start_filling_lists() -> None:
-    filling.append(asyncio.create_task(instances.fill_lists(), name="fill-instance-lists"))
-
-
-async def stop_filling_lists() -> None:
-    for task in filling:
-        task.cancel()
-    await asyncio.gather(*filling, return_exceptions=True)
-
-
-runtime.on_start(kube.connect)
-runtime.on_start(log_streams.connect)
-runtime.on_start(start_filling_lists)
-runtime.on_start(controller.start)
-runtime.on_stop(controller.stop)
-runtime.on_stop(stop_filling_lists)
-runtime.on_stop(quota.close)
-runtime.on_stop(kube.close)
-runtime.on_stop(log_streams.close)
-runtime.on_stop(storage.close)
-runtime.add_readiness_check("kubernetes", kube.ping)
-runtime.subscribe(TENANTS, handlers.on_tenant)
-runtime.subscribe(INSTANCE_COMMANDS, handlers.on_command)
-runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
-runtime.subscribe(ALERTS, handlers.on_alert)
-
-app = runtime.create_app(
-    title="gpucloud instances",
-    description=(
-        "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
-        "Kubernetes."
-    ),
-    routers=[router],
-    parts=[
-        spec_catalog,
-        StockTargets(spec_catalog, stocks, wakeups),
-        Instances(
-            settings,
-            specs,
-            tenants,
-            instances,
-            requests,
-            quota,
-            storage,
-            wakeups,
-            changes,
-            lines,
-            log_streams,
+def create_app(settings: InstancesSettings) -> FastAPI:
+    """The instances service, wired: its stores, the controller, its consumers and the API's
+    parts."""
+    runtime = ServiceRuntime(
+        settings, kafka_access=ACCESS["instances"], indexes={**INDEXES, **quota_ledger.INDEXES}
+    )
+    kube = KubeClient(settings.kubeconfig)
+    log_streams = LogStreams.from_settings(settings)
+    db = _Stores.of(runtime, settings)
+    specs, tenants, instances, requests, quota = (db.specs, db.tenants, db.instances, db.requests, db.quota)  # fmt: skip
+    lines = QueueLines(db.lines)
+    registry_box = SecretBox(
+        settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
+    )
+    runtime.check_key_at_start(registry_box.check)
+    pull_secrets = PullSecrets(db.registry_credentials, registry_box, kube)
+    changes = InstanceChanges()
+    storage = StorageClient(settings.storage_url, runtime.identity_signer())
+    controller = build_controller(
+        settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=db.jobs,
+        services=db.services, stocks=db.stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage, lines=db.lines,
+    )  # fmt: skip
+    wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
+    spec_catalog = Specs(specs, db.stocks)
+    tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
+    handlers = EventHandlers(tenancy, NodeCordons(kube))
+    filling = ListFilling(instances)
+    for start in (kube.connect, log_streams.connect, filling.start, controller.start):
+        runtime.on_start(start)
+    for stop in (controller.stop, filling.stop, quota.close, kube.close, log_streams.close,
+                 storage.close):  # fmt: skip
+        runtime.on_stop(stop)
+    runtime.add_readiness_check("kubernetes", kube.ping)
+    for topic, handler in ((TENANTS, handlers.on_tenant), (INSTANCE_COMMANDS, handlers.on_command),
+                           (NODE_HEALTH, handlers.on_node_health), (ALERTS, handlers.on_alert)):  # fmt: skip
+        runtime.subscribe(topic, handler)
+    return runtime.create_app(
+        title="gpucloud instances",
+        description=(
+            "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
+            "Kubernetes."
         ),
-        Jobs(
-            log_streams,
-            specs,
-            tenants,
-            jobs,
-            requests,
-            storage,
-            wakeups,
-            lines,
-            ImagePolicy(settings.allowed_registries),
-        ),
-        InferenceServices(settings, specs, tenants, services, requests, quota, storage, wakeups),
-        Templates(),
-        RegistryCredentials(registry_credentials, tenants, registry_box, pull_secrets),
-    ],
-)
+        routers=[router],
+        parts=[
+            spec_catalog,
+            StockTargets(spec_catalog, db.stocks, wakeups),
+            Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups,
+                      changes, lines, log_streams),
+            Jobs(log_streams, specs, tenants, db.jobs, requests, storage, wakeups, lines,
+                 ImagePolicy(settings.allowed_registries)),
+            InferenceServices(settings, specs, tenants, db.services, requests, quota, storage,
+                              wakeups),
+            Templates(),
+            RegistryCredentials(db.registry_credentials, tenants, registry_box, pull_secrets),
+        ],
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Stores:
+    """The service's collections, each behind its store."""
+
+    specs: SpecStore
+    tenants: TenantStore
+    instances: InstanceStore
+    stocks: StockStore
+    requests: RequestStore
+    quota: QuotaLedger
+    jobs: JobStore
+    services: ServiceStore
+    lines: QueueLineStore
+    registry_credentials: RegistryCredentialStore
+
+    @classmethod
+    def of(cls, runtime: ServiceRuntime, settings: InstancesSettings) -> _Stores:
+        db = runtime.db
+        lists = InstanceListModel() if settings.lists_from_memory else None
+        return cls(
+            specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, lists),
+            stocks=StockStore(db), requests=RequestStore(db), quota=QuotaLedger(db),
+            jobs=JobStore(db), services=ServiceStore(db), lines=QueueLineStore(db),
+            registry_credentials=RegistryCredentialStore(db),
+        )  # fmt: skip
+
+
+class ListFilling:
+    """Fills the instance lists' memory from the store in the background, from the start
+    (the API reads the store until they are full)."""
+
+    def __init__(self, instances: InstanceStore) -> None:
+        self._instances = instances
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._tasks.append(
+            asyncio.create_task(self._instances.fill_lists(), name="fill-instance-lists")
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

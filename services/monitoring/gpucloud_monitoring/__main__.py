@@ -2,6 +2,8 @@
 
 from gpucloud_libs.runtime import serve
 
-from .app import app, settings
+from .app import create_app
+from .settings import MonitoringSettings
 
-serve(app, settings)
+settings = MonitoringSettings()
+serve(create_app(settings), settings)

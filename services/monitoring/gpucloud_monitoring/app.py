@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fastapi import FastAPI
+
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
@@ -25,65 +27,64 @@ from .webhook_guard import WebhookGuard
 from .webhook_secrets import WebhookSecrets
 from .webhooks import Webhooks
 
-settings = MonitoringSettings()
-runtime = ServiceRuntime(settings, kafka_access=ACCESS["monitoring"], indexes=INDEXES)
-kube = KubeClient(settings.kubeconfig)
-store = MonitoringStore(runtime.db)
-engine, tracker = RuleEngine(), HealthTracker()
-guard = WebhookGuard(
-    allow_private_networks=settings.webhook_allow_private_networks,
-    loopback_only=settings.loopback_only,
-    nameservers=settings.webhook_nameservers,
-)
-webhook_secrets = WebhookSecrets(settings.webhook_secrets_key.get_secret_value())
-runtime.check_key_at_start(webhook_secrets.check)
-webhooks = Webhooks(store, guard, webhook_secrets)
-alerts = Alerts(store, runtime.broker, engine, webhooks, source=runtime.source)
-rules = AlertRules(
-    store,
-    engine,
-    alerts,
-    webhooks,
-    guard,
-    webhook_secrets,
-    max_per_tenant=settings.max_rules_per_tenant,
-)
-node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
-seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
-known_nodes = KnownNodes(kube) if settings.known_nodes_only else None
-ingest = Ingest(settings, store, engine, tracker, alerts, node_health, seal, known_nodes)
-fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
-handlers = EventHandlers(ingest)
 
+def create_app(settings: MonitoringSettings) -> FastAPI:
+    """The monitoring service, wired: ingest, rules, alerts, webhooks and node health."""
+    runtime = ServiceRuntime(settings, kafka_access=ACCESS["monitoring"], indexes=INDEXES)
+    kube = KubeClient(settings.kubeconfig)
+    store = MonitoringStore(runtime.db)
+    engine, tracker = RuleEngine(), HealthTracker()
+    guard = WebhookGuard(
+        allow_private_networks=settings.webhook_allow_private_networks,
+        loopback_only=settings.loopback_only,
+        nameservers=settings.webhook_nameservers,
+    )
+    webhook_secrets = WebhookSecrets(settings.webhook_secrets_key.get_secret_value())
+    runtime.check_key_at_start(webhook_secrets.check)
+    webhooks = Webhooks(store, guard, webhook_secrets)
+    alerts = Alerts(store, runtime.broker, engine, webhooks, source=runtime.source)
+    rules = AlertRules(
+        store,
+        engine,
+        alerts,
+        webhooks,
+        guard,
+        webhook_secrets,
+        max_per_tenant=settings.max_rules_per_tenant,
+    )
+    node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
+    seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
+    known_nodes = KnownNodes(kube) if settings.known_nodes_only else None
+    ingest = Ingest(settings, store, engine, tracker, alerts, node_health, seal, known_nodes)
+    fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
+    handlers = EventHandlers(ingest)
 
-async def _restore() -> None:
-    """What the consumers keep in memory, from the store, before they consume."""
-    await node_health.restore()
-    await rules.reload()
-    await alerts.restore()
+    async def _restore() -> None:
+        """What the consumers keep in memory, from the store, before they consume."""
+        await node_health.restore()
+        await rules.reload()
+        await alerts.restore()
 
+    async def _republish() -> None:
+        await node_health.republish()
+        await alerts.sweep()
 
-async def _republish() -> None:
-    await node_health.republish()
-    await alerts.sweep()
+    runtime.on_start(kube.connect)
+    runtime.on_start(_restore)
+    runtime.on_stop(webhooks.close)
+    runtime.on_stop(kube.close)
+    runtime.add_readiness_check("kubernetes", kube.ping)
+    runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
+    runtime.every(1.0, webhooks.deliver, "webhooks")
+    runtime.every(5.0, _republish, "republish")
+    runtime.every(5.0, rules.reload, "rules")
+    runtime.every(30.0, ingest.flush_quiet, "flush-quiet")
+    runtime.every(30.0, fleet.refresh_nodes, "nodes")
+    runtime.every(3600.0, ingest.retention, "retention")
 
-
-runtime.on_start(kube.connect)
-runtime.on_start(_restore)
-runtime.on_stop(webhooks.close)
-runtime.on_stop(kube.close)
-runtime.add_readiness_check("kubernetes", kube.ping)
-runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
-runtime.every(1.0, webhooks.deliver, "webhooks")
-runtime.every(5.0, _republish, "republish")
-runtime.every(5.0, rules.reload, "rules")
-runtime.every(30.0, ingest.flush_quiet, "flush-quiet")
-runtime.every(30.0, fleet.refresh_nodes, "nodes")
-runtime.every(3600.0, ingest.retention, "retention")
-
-app = runtime.create_app(
-    title="gpucloud monitoring",
-    description="GPU telemetry ingestion, alert rules, inventory and node health.",
-    routers=[router],
-    parts=[Metrics(store), fleet, rules, alerts],
-)
+    return runtime.create_app(
+        title="gpucloud monitoring",
+        description="GPU telemetry ingestion, alert rules, inventory and node health.",
+        routers=[router],
+        parts=[Metrics(store), fleet, rules, alerts],
+    )
