@@ -20,7 +20,8 @@ import httpx
 import pytest
 from kubernetes_asyncio import client as k8s
 from minio import Minio, MinioAdmin
-from minio.credentials import Credentials, StaticProvider
+from minio.credentials.credentials import Credentials
+from minio.credentials.providers import StaticProvider
 from minio.error import MinioAdminException, S3Error
 from minio.signer import sign_v4_s3
 
