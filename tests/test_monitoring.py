@@ -71,11 +71,12 @@ def test_health_degrades_on_heat_quarantines_on_xid_and_waits_for_release() -> N
     healthy_again = tracker.observe("n", [sample(200)], T0 + timedelta(seconds=200))
     assert healthy_again is not None
     assert healthy_again.health == "healthy"
-    quarantined = tracker.observe("n", [sample(201, xid_errors=(79,))], T0)
+    quarantined = tracker.observe("n", [sample(201, xid_errors=(79,))], T0 + timedelta(seconds=201))
     assert quarantined is not None
     assert quarantined.reasons == ("GPU 0: XID 79",)
     assert tracker.observe("n", [sample(500)], T0 + timedelta(seconds=500)) is None
-    released = tracker.release("n", T0)
+    # Only an operator's release, made after the fault, brings it back.
+    released = tracker.release("n", T0 + timedelta(seconds=600))
     assert released is not None
     assert released.health == "healthy"
 
