@@ -59,12 +59,6 @@ class NodeState:
     reasons: tuple[str, ...] = ()
     last_sign: datetime | None = None
     gpus: dict[str, _GpuWatch] = field(default_factory=dict)
-    #: When it was last quarantined, for any cause; an operator's release from before
-    #: then is stale.
-    quarantined_at: datetime | None = None
-    #: The time of the last operator request applied: one not newer is a replay or
-    #: came out of order, and changes nothing.
-    operator_at: datetime | None = None
 
 
 class HealthTracker:
@@ -72,48 +66,28 @@ class HealthTracker:
         self.policy = policy or HealthPolicy()
         self.nodes: dict[str, NodeState] = {}
 
-    def restore(self, node: str, health: str, reasons: tuple[str, ...], since: datetime) -> None:
-        """The node as stored after a start: a request from before its last change is
-        taken as stale, as it would have been before the restart."""
-        self.nodes[node] = NodeState(
-            health=health, reasons=reasons, operator_at=since,
-            quarantined_at=since if health == "quarantined" else None,
-        )  # fmt: skip
+    def restore(self, node: str, health: str, reasons: tuple[str, ...]) -> None:
+        self.nodes[node] = NodeState(health=health, reasons=reasons)
 
     def release(self, node: str, at: datetime) -> HealthChange | None:
-        """An operator cleared the node: back to healthy, signs forgotten. A release from
-        before the node's last quarantine (a fault since, or a replayed request) or not
-        newer than the last request applied changes nothing."""
+        """An operator cleared the node: back to healthy, signs forgotten."""
         state = self.nodes.setdefault(node, NodeState())
-        if _not_after(at, state.operator_at) or _not_after(at, state.quarantined_at):
-            return None
-        state.operator_at = at
         if state.health == "healthy":
             return None
         previous = state.health
-        self.nodes[node] = NodeState(operator_at=at)
+        self.nodes[node] = NodeState()
         return HealthChange(node, "healthy", previous, ("released by an operator",), at)
 
     def quarantine(self, node: str, reason: str, at: datetime) -> HealthChange | None:
-        """An operator took the node out of service: quarantined until released. One not
-        newer than the last request applied changes nothing."""
+        """An operator took the node out of service: quarantined until released."""
         state = self.nodes.setdefault(node, NodeState())
-        if _not_after(at, state.operator_at):
-            return None
-        state.operator_at = at
         if state.health == "quarantined":
             return None
         previous = state.health
         state.health, state.reasons = "quarantined", (f"quarantined by an operator: {reason}",)
-        state.quarantined_at = at
         return HealthChange(node, "quarantined", previous, state.reasons, at)
 
-    def observe(
-        self, node: str, samples: list[GpuSample], at: datetime, *, received: datetime | None = None
-    ) -> HealthChange | None:
-        """The node's health after these samples (the latest taken `at`, by the node's
-        clock). `received` is when this service read them, by its own clock, which an
-        operator's requests are stamped by too: a quarantine is ordered against them by it."""
+    def observe(self, node: str, samples: list[GpuSample], at: datetime) -> HealthChange | None:
         state = self.nodes.setdefault(node, NodeState())
         critical: list[str] = []
         warnings: list[str] = []
@@ -146,8 +120,6 @@ class HealthTracker:
             return None  # never step down from quarantined to degraded
         previous = state.health
         state.health, state.reasons = wanted, reasons
-        if wanted == "quarantined":
-            state.quarantined_at = received or at
         return HealthChange(node, wanted, previous, reasons, at)
 
     def _signs(
@@ -183,7 +155,3 @@ class HealthTracker:
             warnings.append(
                 f"{gpu}: hardware slowdown (throttle reasons {sample.throttle_reasons:#x})"
             )
-
-
-def _not_after(at: datetime, mark: datetime | None) -> bool:
-    return mark is not None and at <= mark

@@ -76,7 +76,7 @@ class Ingest:
             for transition in self._engine.observe(batch.node, list(batch.samples)):
                 await self._alerts.observe(transition)
             latest = max(sample.at for sample in batch.samples)
-            change = self._tracker.observe(batch.node, list(batch.samples), latest, received=now())
+            change = self._tracker.observe(batch.node, list(batch.samples), latest)
             if change is not None:
                 await self._node_health.changed(change)
         await self._write_rollups(minute_docs, hour_docs)

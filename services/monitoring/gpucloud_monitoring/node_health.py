@@ -34,7 +34,7 @@ class NodeHealth:
     async def restore(self) -> None:
         """The tracker's state after a start, from the stored healths."""
         for node, doc in (await self._store.healths()).items():
-            self._tracker.restore(node, doc["health"], tuple(doc["reasons"]), aware(doc["since"]))
+            self._tracker.restore(node, doc["health"], tuple(doc["reasons"]))
 
     async def changed(self, change: HealthChange) -> None:
         doc: HealthFields = {
