@@ -25,9 +25,11 @@ from minio.credentials.providers import StaticProvider
 from minio.error import MinioAdminException, S3Error
 from minio.signer import sign_v4_s3
 
+from gpucloud_libs.events import InstanceStateChanged
+from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import storage_claim_name, storage_secret_name, tenant_namespace
-from gpucloud_libs.topics import STORAGE_USAGE
+from gpucloud_libs.topics import INSTANCE_LIFECYCLE, STORAGE_USAGE
 
 from .conftest import stack_service_env
 from .platform import MIB, Platform, assert_problem, bearer
@@ -773,3 +775,68 @@ def _rgw_admin_get(
         name: value if isinstance(value, str) else ",".join(value) for name, value in signed.items()
     }
     return int(httpx.get(url.geturl(), headers=flat, timeout=30).status_code)
+
+
+async def test_an_instance_started_again_keeps_its_new_credentials_when_the_old_end_arrives_late(
+    platform: Platform, kube: k8s.ApiClient, kafka: KafkaConnection
+) -> None:
+    """A start again is a new stay, whose storage credentials are its own: the end of the
+    last stay, heard late or again (a redelivery), releases nothing of it."""
+    account = await platform.tenant()
+    headers = bearer(account.admin_key)
+    spec = await platform.spec(gpus=1)
+    bucket = await platform.storage(account)
+    started = await platform.start_instance(
+        account, {"image": "trainer", "specName": spec, "storageIDs": [bucket["storageID"]]}
+    )
+    assert started.status_code == 202, started.text
+    instance_id = started.json()["instanceID"]
+    path = f"/v1/gpu-instances/{instance_id}"
+    core = k8s.CoreV1Api(kube)
+    namespace = tenant_namespace(account.tenant_id)
+    secret_name = storage_secret_name(bucket["storageID"], instance_id)
+
+    async def state_is(wanted: str) -> dict[str, Any] | None:
+        got: dict[str, Any] = (await platform.http.get(path, headers=headers)).json()
+        return got if got["state"] == wanted else None
+
+    async def secret() -> dict[str, str] | None:
+        try:
+            found = await core.read_namespaced_secret(secret_name, namespace)
+        except k8s.ApiException:
+            return None
+        return {k: base64.b64decode(v).decode() for k, v in found.data.items()}
+
+    await eventually(lambda: state_is("running"), timeout=60)
+    assert (await platform.http.post(f"{path}/stop", headers=headers)).status_code == 202
+    stopped = await eventually(lambda: state_is("stopped"), timeout=60)
+    await eventually(lambda: _gone(secret), timeout=60)  # the first stay's end released it
+    assert (await platform.http.post(f"{path}/start", headers=headers)).status_code == 202
+    await eventually(lambda: state_is("running"), timeout=60)
+    values = await eventually(secret, timeout=60)
+
+    # The first stay's `stopped`, delivered again.
+    end = next(n for n, step in enumerate(stopped["history"], 1) if step["state"] == "stopped")
+    late = InstanceStateChanged(
+        instance_id=instance_id, tenant_id=account.tenant_id, spec_name=spec,
+        gpu_type=stopped["gpuType"], gpu_count=stopped["gpuCount"], state="stopped",
+        previous_state="stopping", sequence=end, at=stopped["history"][end - 1]["at"],
+    )  # fmt: skip
+    broker = create_broker(kafka, client_id=unique("test-redelivery"))
+    await broker.start()
+    try:
+        await publish_event(broker, INSTANCE_LIFECYCLE, late, source="/tests",
+                            event_id=f"{account.tenant_id}/{instance_id}#{end}")  # fmt: skip
+    finally:
+        await broker.stop()
+    await asyncio.sleep(5)  # the storage service reads the topic within a second
+    assert await secret() == values
+    credentials = {"accessorID": values["AWS_ACCESS_KEY_ID"],
+                   "secretAccessKey": values["AWS_SECRET_ACCESS_KEY"],
+                   "endpoint": values["AWS_ENDPOINT_URL"], "region": values["AWS_REGION"]}  # fmt: skip
+    await asyncio.to_thread(put, s3_as(credentials), bucket["bucket"], "after-restart", b"ok")
+    await platform.http.post(f"{path}/stop", headers=headers)
+
+
+async def _gone(read: Any) -> bool:
+    return await read() is None

@@ -43,7 +43,6 @@ from .publisher import publish, publish_forever
 from .settings import AgentSettings
 from .simulated import SimulatedFleet
 from .simulated_telemetry import SimulatedTelemetry
-from .standin import Standins
 
 
 async def run_node(
@@ -81,6 +80,9 @@ async def run_simulated(
             ))  # fmt: skip
             await extras.enter_async_context(_running(server.serve()))
         if standins:
+            # The stand-ins need the `standins` extra (asyncssh): a node's image has none.
+            from .standin import Standins
+
             serving = Standins(kube, lambda node: node in telemetry.fleet.nodes)
             await extras.enter_async_context(_running(_after(telemetry.synced, serving.run)))
         await publish_forever(lambda data: publish(broker, data), telemetry, interval_s)

@@ -11,6 +11,8 @@ import sys
 
 import click
 
+from gpucloud_client.models import Instance
+
 from . import config
 from .session import Failure, Session, pass_session
 
@@ -29,9 +31,11 @@ def proxy_command(profile: str | None, instance_id: str, port: int) -> list[str]
     return [*me, "tunnel", instance_id, "--port", str(port)]
 
 
-def host_key_alias(instance_id: str) -> str:
-    """Known hosts are kept per instance, not per (shared) gateway address."""
-    return f"gpucloud-{instance_id}"
+def host_key_alias(instance: Instance) -> str:
+    """Known hosts are kept per instance, not per (shared) gateway address, and per stay
+    on a node: an instance started again runs a new sshd with a new host key."""
+    stays = sum(step["state"] == "pending" for step in instance["history"])
+    return f"gpucloud-{instance['instanceID']}" + (f"-{stays}" if stays > 1 else "")
 
 
 @click.command("tunnel")
@@ -132,14 +136,14 @@ def run_ssh(
     """Replace this process with the system's ssh to the instance, tunnelled through the
     gateway; its exit code is ssh's (the remote command's, when one ran). `after_host`
     is what `gpucloud ssh` passes on: ssh's options or the remote command."""
-    session.client.get_instance(instance_id)  # a clear error before ssh starts, not after
+    instance = session.client.get_instance(instance_id)  # a clear error now, not after ssh starts
     binary = shutil.which("ssh")
     if binary is None:
         raise Failure("`ssh` is not on PATH; install an OpenSSH client")
     proxy = shlex.join(proxy_command(session.profile_name, instance_id, port))
     command = [
         binary, "-o", f"ProxyCommand={proxy}",
-        "-o", f"HostKeyAlias={host_key_alias(instance_id)}",
+        "-o", f"HostKeyAlias={host_key_alias(instance)}",
         "-p", str(port), "-l", user, *(options or []), instance_id, *after_host,
     ]  # fmt: skip
     sys.stdout.flush()
@@ -166,7 +170,7 @@ def ssh_config(session: Session, instance_id: str, port: int, user: str) -> None
       gpucloud instances ssh-config i-3f2a9c1b7d4e >> ~/.ssh/config
       ssh gpc-i-3f2a9c1b7d4e nvidia-smi
     """
-    session.client.get_instance(instance_id)  # a clear error now, not at the first ssh
+    instance = session.client.get_instance(instance_id)  # a clear error now, not at the first ssh
     profile: str | None = config.load(session.profile_name).name
     if profile == config.ENVIRONMENT_PROFILE:
         profile = None
@@ -179,7 +183,7 @@ def ssh_config(session: Session, instance_id: str, port: int, user: str) -> None
         f"  HostName {instance_id}",
         f"  User {user}",
         f"  Port {port}",
-        f"  HostKeyAlias {host_key_alias(instance_id)}",
+        f"  HostKeyAlias {host_key_alias(instance)}",
         # ssh expands %-tokens in a ProxyCommand: a literal % (in a path) is written %%.
         f"  ProxyCommand {proxy.replace('%', '%%')}",
     ]

@@ -238,7 +238,8 @@ export function InstancePage(props: { instanceID: string }) {
                 <ErrorNote error={action.error} />
               </section>
               <History name={id} history={i.history} />
-              {!["queued", "pending", "deleted"].includes(i.state) && <Log path={`/gpu-instances/${enc(id)}/logs`} title="Log" />}
+              {/* The kubelet serves a log while the container runs. */}
+              {["ready", "running", "stopping"].includes(i.state) && <Log path={`/gpu-instances/${enc(id)}/logs`} title="Log" />}
             </>
           )}
       </Show>

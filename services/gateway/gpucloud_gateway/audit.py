@@ -114,18 +114,24 @@ class AuditLog:
             tenant_id=scope, all_tenants=all_tenants, before=before, since=since, limit=limit + 1
         )
         docs_shown = docs[:limit]
-        names = await self._actor_names(sorted({doc["actor"] for doc in docs_shown}))
+        names = await self._actor_names(
+            sorted({doc["actor"] for doc in docs_shown}), principal.tenant_id
+        )
         items = [_entry(doc, names.get(doc["actor"])) for doc in docs_shown]
         next_cursor = _encode_cursor(docs[limit - 1]["_id"]) if len(docs) > limit else None
         return AuditPage(items=items, next_cursor=next_cursor)
 
-    async def _actor_names(self, actors: list[str]) -> dict[str, str]:
+    async def _actor_names(self, actors: list[str], tenant_id: str | None) -> dict[str, str]:
         """Who the actors are, as people read them: a user's name, or the name of a key
         that has no user (the bootstrap admin's). The ids stay in the log; names are
-        read now, so a renamed user shows their name of today."""
+        read now, so a renamed user shows their name of today. A tenant's reader is told
+        the names of its own people only (an operator acting in it stays an id); a
+        platform admin (`tenant_id` None) is told every name."""
         if not actors:
             return {}
-        users, keys = await asyncio.gather(self._users.names(actors), self._keys.names(actors))
+        users, keys = await asyncio.gather(
+            self._users.names(actors, tenant_id), self._keys.names(actors, tenant_id)
+        )
         return {**keys, **users}
 
 

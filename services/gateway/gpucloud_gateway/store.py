@@ -114,9 +114,13 @@ class UserStore:
         await self._users.update_one({"_id": user_id}, {"$set": fields})
         return await self.get(user_id)
 
-    async def names(self, user_ids: list[str]) -> dict[str, str]:
-        """Each of these users' names, by id (a deleted user's too)."""
-        found = await self._users.find({"_id": {"$in": user_ids}}, {"name": 1}).to_list()
+    async def names(self, user_ids: list[str], only_tenant: str | None) -> dict[str, str]:
+        """Each of these users' names, by id (a deleted user's too); with `only_tenant`,
+        of that tenant's users alone."""
+        query: dict[str, Any] = {"_id": {"$in": user_ids}}
+        if only_tenant is not None:
+            query["tenant_id"] = only_tenant
+        found = await self._users.find(query, {"name": 1}).to_list()
         return {doc["_id"]: doc["name"] for doc in found}
 
     async def delete(self, user_id: str) -> None:
@@ -147,9 +151,12 @@ class ApiKeyStore:
             query["_id"] = {"$gt": after}
         return await self._keys.find(query).sort("_id", ASCENDING).limit(limit).to_list()
 
-    async def names(self, key_ids: list[str]) -> dict[str, str]:
-        """Each of these keys' names, by id."""
-        found = await self._keys.find({"_id": {"$in": key_ids}}, {"name": 1}).to_list()
+    async def names(self, key_ids: list[str], only_tenant: str | None) -> dict[str, str]:
+        """Each of these keys' names, by id; with `only_tenant`, of that tenant's keys."""
+        query: dict[str, Any] = {"_id": {"$in": key_ids}}
+        if only_tenant is not None:
+            query["tenant_id"] = only_tenant
+        found = await self._keys.find(query, {"name": 1}).to_list()
         return {doc["_id"]: doc["name"] for doc in found}
 
     async def revoke(self, key_id: str) -> ApiKeyDoc | None:

@@ -232,7 +232,11 @@ class InferenceServices:
         if live is None and not ended:
             # Another tenant's service and a missing one look the same.
             raise NotFound(f"inference service {service_id!r} does not exist")
-        uses: list[tuple[EndedServiceDoc | ServiceDoc, bool]] = [(use, True) for use in ended]
+        # A service whose deletion is still being published is kept and live at once.
+        live_use = live["incarnation"] if live is not None else None
+        uses: list[tuple[EndedServiceDoc | ServiceDoc, bool]] = [
+            (use, True) for use in ended if use["incarnation"] != live_use
+        ]
         if live is not None:
             uses.append((live, False))
         runs = [

@@ -345,7 +345,13 @@ class Instances:
         """
         doc = await self._owned(identity, instance_id)
         if keep_record and State(doc["state"]) not in LIVE:
-            return await self.view(doc)  # stopping, stopped or failed already: nothing to do
+            # Stopping, stopped or failed already: nothing to do, unless a start of it is
+            # still to be carried out, which this stop cancels.
+            asked = await self._requests.start_request(doc["_id"])
+            if asked is not None and asked.get("sequence") == doc["sequence"]:
+                await self._requests.stop_pending_start(doc["_id"])
+                await self._wakeups.wake(doc["_id"])
+            return await self.view(doc)
         kind: RequestKind = "delete" if State(doc["state"]) in TERMINAL else "stop"
         if State(doc["state"]) != State.DELETED:
             await self._requests.request(doc["_id"], kind)

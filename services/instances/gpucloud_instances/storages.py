@@ -112,15 +112,19 @@ class StorageClient:
         return chosen
 
     async def attach(
-        self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]]
+        self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]], *, stay: int = 0
     ) -> list[dict[str, Any]]:
         """Have the storage service make what the instance needs; its mount plan. A job
-        attaches as `naming.job_workload_id(job)`."""
+        attaches as `naming.job_workload_id(job)`. `stay`: the sequence of the instance's
+        latest `pending`, so that the end of an earlier stay releases nothing of this one."""
         service = Identity(
             subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )
         response = await self._call(
-            "PUT", f"/attachments/{quote(instance_id, safe='')}", service, {"storages": storages}
+            "PUT",
+            f"/attachments/{quote(instance_id, safe='')}",
+            service,
+            {"storages": storages, "stay": stay},
         )
         if response.status != 200:
             raise StorageRefused(str(response.body.get("detail")))

@@ -526,6 +526,19 @@ class RequestStore:
     async def start_request(self, key: str) -> Document | None:
         return await self._requests.find_one({"_id": f"{key}|start"})
 
+    async def stop_pending_start(self, key: str) -> None:
+        """A stop asked while a start is still to be carried out: it replaces the stop of
+        the last stay, so that it is newer than the start, which it cancels."""
+        await self._requests.replace_one(
+            {"_id": f"{key}|stop"},
+            {"key": key, "kind": "stop", "at": now(), "reason": None},
+            upsert=True,
+        )
+
+    async def keys_requested(self, kind: RequestKind) -> list[str]:
+        """Every instance with a `kind` request recorded (for starts: still to do)."""
+        return [doc["key"] async for doc in self._requests.find({"kind": kind}, {"key": 1})]
+
     async def stop_request(self, key: str) -> Document | None:
         """The instance's stop request, with its reason (None: the owner's own stop)."""
         return await self._requests.find_one({"_id": f"{key}|stop"})

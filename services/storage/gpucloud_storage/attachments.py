@@ -86,9 +86,10 @@ class Attachments:
         key = storage_key(tenant_id, instance_id)
         existing = await self._attachments.get(key)
         if existing is not None:
-            if existing.get("complete"):
+            if existing.get("complete") and existing.get("stay", 0) == body.stay:
                 return attachment_plan(existing)
-            # An earlier attempt died half-way: undo it and start over.
+            # An earlier attempt died half-way, or an earlier stay's is still here (its
+            # end not yet heard of): undo it and start over.
             await self.release(tenant_id, instance_id)
         wanted = {item.storage_id: item for item in body.storages}
         storages = [await self._owned.ready(identity, storage_id) for storage_id in wanted]
@@ -107,6 +108,7 @@ class Attachments:
             ],
             "accessor_ids": [],
             "created_at": now(),
+            "stay": body.stay,
         }
         if not await self._attachments.insert(attachment):
             raise Conflict("a concurrent call is attaching this instance's storages; retry")
@@ -146,13 +148,21 @@ class Attachments:
             )
         )  # fmt: skip
 
-    async def release_ended(self, instances: list[tuple[str, str]]) -> None:
-        """Release the storages of instances that ended (tenant, instance pairs)."""
+    async def release_ended(
+        self, instances: list[tuple[str, str]], *, ended_at: dict[str, int] | None = None
+    ) -> None:
+        """Release the storages of instances that ended (tenant, instance pairs). With
+        `ended_at` (key -> the ending event's sequence), only an attachment made for a
+        stay that began before that end: a stay started since keeps its own."""
         keys = {
             storage_key(tenant_id, instance_id): (tenant_id, instance_id)
             for tenant_id, instance_id in instances
         }
         for key in await self._attachments.existing(list(keys)):
+            if ended_at is not None and key in ended_at:
+                attachment = await self._attachments.get(key)
+                if attachment is not None and attachment.get("stay", 0) > ended_at[key]:
+                    continue
             await self.release(*keys[key])
 
     async def release(self, tenant_id: str, instance_id: str) -> None:

@@ -13,6 +13,7 @@ from gpucloud_libs.events import (
 from gpucloud_libs.naming import job_workload_id, service_workload_id
 
 from .attachments import Attachments
+from .store import storage_key
 from .tenancy import Tenancy
 
 #: An instance in one of these holds no storage any more: what it was given is revoked.
@@ -36,11 +37,16 @@ class EventHandlers:
         """A batch at a time: most instances use no storage, and one lookup per batch
         finds those that did."""
         ended = [
-            (event.data.tenant_id, event.data.instance_id)
+            event.data
             for event in events
             if isinstance(event.data, InstanceStateChanged) and event.data.state in RELEASED_IN
         ]
-        await self.attachments.release_ended(ended)
+        await self.attachments.release_ended(
+            [(data.tenant_id, data.instance_id) for data in ended],
+            ended_at={
+                storage_key(data.tenant_id, data.instance_id): data.sequence for data in ended
+            },
+        )
 
     async def on_job_lifecycle(self, events: list[CloudEvent]) -> None:
         """A job that ended: its storages' credentials go, as an ended instance's do."""

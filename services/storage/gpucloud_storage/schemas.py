@@ -226,6 +226,9 @@ class AttachmentRequest(ApiModel):
     """From the instances service: the storages an instance uses."""
 
     storages: list[AttachmentItem] = Field(min_length=1, max_length=16)
+    #: An instance's stay on a node (the sequence of its latest `pending`): a start again
+    #: is a new stay, whose attachment the end of the last one does not release.
+    stay: int = Field(default=0, ge=0)
 
 
 class AttachedStorage(ApiModel):

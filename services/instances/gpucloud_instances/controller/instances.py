@@ -207,6 +207,8 @@ class InstanceReconciler:
             await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
         if deleted and State(doc["state"]) != State.DELETED:
             await self._transition(doc, [Step(State.DELETED, now())])
+        if deleted:
+            await self._requests.forget(doc["_id"], "start")  # never to be carried out
 
     async def _start_again(self, doc: InstanceDoc) -> None:
         """Carry out a start asked of this stopped or failed instance (its old pod gone):
@@ -219,6 +221,12 @@ class InstanceReconciler:
         asked = await self._requests.start_request(key)
         if asked is None or asked.get("sequence") != doc["sequence"]:
             return  # none asked, or one asked of an earlier stay
+        stop = await self._requests.stop_request(key)
+        if stop is not None and aware(stop["at"]) > aware(asked["at"]):
+            # Stopped again before it started: the start is cancelled, its claim let go.
+            await self._quota.release(doc["tenant_id"], doc["instance_id"])
+            await self._requests.forget(key, "start")
+            return
         tenant = await self._tenants.get(doc["tenant_id"])
         claim = None
         if tenant is not None and tenant["status"] == "active":
@@ -234,6 +242,8 @@ class InstanceReconciler:
                                  "quota has no room"},
             )  # fmt: skip
             return
+        if await self._requests.requested(key, "delete"):
+            return  # deleted meanwhile: the next reconcile settles it
         await self._requests.forget(key, "stop")
         fresh: InstanceDoc = {**doc, "node": None, "zone": None}  # the events say: no node yet
         await self._transition(
@@ -241,6 +251,10 @@ class InstanceReconciler:
             from_stock=False, message=None,
         )  # fmt: skip
         self._queue.wake(key)
+
+    async def pending_starts(self) -> list[str]:
+        """The instances a start was asked of and not yet carried out (or cancelled)."""
+        return await self._requests.keys_requested("start")
 
     async def _stop(self, doc: InstanceDoc, pod: Manifest | None, reason: str | None) -> None:
         namespace_name, name = doc["namespace"], manifests.pod_name(doc["instance_id"])
@@ -460,7 +474,9 @@ class InstanceReconciler:
         if not doc.get("storages"):
             return []
         try:
-            plan = await self._storage.attach(doc["tenant_id"], doc["instance_id"], doc["storages"])
+            plan = await self._storage.attach(
+                doc["tenant_id"], doc["instance_id"], doc["storages"], stay=_stay(doc)
+            )
         except StorageRefused as error:
             await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
             return None
@@ -494,5 +510,19 @@ def _to_stopped(
     return [Step(State.STOPPING, at, reason), Step(State.STOPPED, at)]
 
 
+def _stay(doc: InstanceDoc) -> int:
+    """The sequence of the instance's latest `pending`: which stay on a node this is."""
+    stays = [
+        n
+        for n, step in enumerate(doc.get("history", []), start=1)
+        if step["state"] == State.PENDING
+    ]
+    return stays[-1] if stays else 0
+
+
 def _waited_s(doc: InstanceDoc) -> float:
-    return (now() - aware(doc["created_at"])).total_seconds()
+    """How long this stay has waited for a node: since its latest `pending` (a start
+    again begins a new wait), or its creation."""
+    pending = [step["at"] for step in doc.get("history", []) if step["state"] == State.PENDING]
+    since = pending[-1] if pending else doc["created_at"]
+    return (now() - aware(since)).total_seconds()

@@ -57,8 +57,12 @@ class Resync:
         few queries, not thousands of reconciles."""
         live_jobs = await self._jobs.live_keys()
         services = await self._services.keys()
-        live = await self._release_finished_claims(live_jobs, services)
+        starting = await self._instance_reconciler.pending_starts()
+        live = await self._release_finished_claims(live_jobs, services, starting)
         self._wake_drifted(live)
+        for key in starting:  # a start whose wake-up was lost (a new leader, say)
+            self._instance_reconciler.known.forget(key)
+            self._queue.wake(key)
         for key in live_jobs:
             self._queue.wake(job_item(key))
         for key in services:
@@ -74,7 +78,7 @@ class Resync:
         self._queue.wake(STOCKS)
 
     async def _release_finished_claims(
-        self, live_jobs: list[str], services: list[str]
+        self, live_jobs: list[str], services: list[str], starting: list[str]
     ) -> dict[str, State]:
         """Quota claims of instances, jobs and inference services that are no longer
         live; returns the live instances. (A job's own reconcile releases its claim once its last run ended;
@@ -93,7 +97,9 @@ class Resync:
             instance_key(tenant, service_workload_id(service))
             for tenant, _, service in (k.partition("/") for k in services)
         }
-        orphans = {key for key in claims if key not in live and key not in workloads}
+        # A stopped instance with a start still to do holds the claim its start made.
+        held = workloads | set(starting)
+        orphans = {key for key in claims if key not in live and key not in held}
         for key in orphans & self._orphan_claims:
             tenant_id, _, instance_id = key.partition("/")
             await self._quota.release(tenant_id, instance_id)
