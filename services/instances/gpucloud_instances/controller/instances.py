@@ -219,8 +219,11 @@ class InstanceReconciler:
         leaves the start asked, and it is carried out on the next reconcile."""
         key = doc["_id"]
         asked = await self._requests.start_request(key)
-        if asked is None or asked.get("sequence") != doc["sequence"]:
-            return  # none asked, or one asked of an earlier stay
+        if asked is None:
+            return
+        if asked.get("sequence") != doc["sequence"]:
+            await self._requests.forget(key, "start")  # asked of an earlier stay: done
+            return
         stop = await self._requests.stop_request(key)
         if stop is not None and aware(stop["at"]) > aware(asked["at"]):
             # Stopped again before it started: the start is cancelled, its claim let go.
@@ -246,11 +249,15 @@ class InstanceReconciler:
             return  # deleted meanwhile: the next reconcile settles it
         await self._requests.forget(key, "stop")
         fresh: InstanceDoc = {**doc, "node": None, "zone": None}  # the events say: no node yet
-        await self._transition(
+        started = await self._transition(
             fresh, [Step(State.PENDING, now())], node=None, zone=None, pod_ip=None,
             from_stock=False, message=None,
         )  # fmt: skip
-        self._queue.wake(key)
+        if started:
+            # Carried out (a crash before this leaves one of an earlier stay, forgotten
+            # when that stay ends).
+            await self._requests.forget(key, "start")
+            self._queue.wake(key)
 
     async def pending_starts(self) -> list[str]:
         """The instances a start was asked of and not yet carried out (or cancelled)."""
@@ -340,9 +347,10 @@ class InstanceReconciler:
 
     async def _transition(
         self, doc: InstanceDoc, steps: list[Step], *, stop_requested: bool = False, **extra: Any
-    ) -> None:
+    ) -> bool:
         """Record the steps (with `extra` fields), tell the readers waiting on the
-        instance, then publish the events. `stop_requested`: a stop is being carried out."""
+        instance, then publish the events. `stop_requested`: a stop is being carried out.
+        False when the document moved under us (it is looked at again)."""
         done = await self._instances.transition(
             doc, steps, events=transition_events(doc, steps), extra=extra,
             drop_published=self._published.get(doc["_id"]) == doc["sequence"],
@@ -350,13 +358,14 @@ class InstanceReconciler:
         if done is None:
             self.known.forget(doc["_id"])
             self._queue.wake(doc["_id"])  # the document moved under us; look again
-            return
+            return False
         self.known.wrote(done)
         self._admissions.room.instance(done)
         self._changes.notify(done, stop_requested=stop_requested)
         await self._flush(done)
         if State(done["state"]) in TERMINAL:
             await self._quota.release(done["tenant_id"], done["instance_id"])
+        return True
 
     async def _flush(self, doc: InstanceDoc) -> None:
         """Publish an instance's recorded transitions in order, then drop them: with
