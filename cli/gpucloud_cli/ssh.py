@@ -8,6 +8,8 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -15,6 +17,8 @@ from gpucloud_client.models import Instance
 
 from . import config
 from .session import Failure, Session, pass_session
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The SSH port of the catalog's ssh-devbox template.
 DEFAULT_SSH_PORT = 2222
@@ -29,6 +33,18 @@ def proxy_command(profile: str | None, instance_id: str, port: int) -> list[str]
     if profile:
         me += ["--profile", profile]
     return [*me, "tunnel", instance_id, "--port", str(port)]
+
+
+def ssh_target_options(user_help: str) -> Callable[[F], F]:
+    """The SSH port and login user of a command that reaches an instance's sshd."""
+
+    def decorate(command: F) -> F:
+        command = click.option("--user", "-l", default=DEFAULT_SSH_USER, show_default=True,
+                               help=user_help)(command)  # fmt: skip
+        return click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
+                            help="The instance's SSH port.")(command)  # fmt: skip
+
+    return decorate
 
 
 def host_key_alias(instance: Instance) -> str:
@@ -58,10 +74,7 @@ def tunnel(session: Session, instance_id: str, port: int) -> None:
 
 @click.command("ssh", context_settings={"ignore_unknown_options": True})
 @click.argument("instance_id")
-@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
-              help="The instance's SSH port.")  # fmt: skip
-@click.option("--user", "-l", default=DEFAULT_SSH_USER, show_default=True,
-              help="Who to log in as (ssh-devbox's user; tenant pods never run as root).")  # fmt: skip
+@ssh_target_options("Who to log in as (ssh-devbox's user; tenant pods never run as root).")
 @click.argument("ssh_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def ssh(
@@ -83,10 +96,7 @@ def ssh(
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
 @click.argument("instance_id")
-@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
-              help="The instance's SSH port.")  # fmt: skip
-@click.option("--user", "-l", default=DEFAULT_SSH_USER, show_default=True,
-              help="Who to run it as (ssh-devbox's user).")  # fmt: skip
+@ssh_target_options("Who to run it as (ssh-devbox's user).")
 @click.option(
     "--identity",
     "-i",
@@ -152,10 +162,7 @@ def run_ssh(
 
 @click.command("ssh-config")
 @click.argument("instance_id")
-@click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
-              help="The instance's SSH port.")  # fmt: skip
-@click.option("--user", "-l", default=DEFAULT_SSH_USER, show_default=True,
-              help="Who to log in as (ssh-devbox's user).")  # fmt: skip
+@ssh_target_options("Who to log in as (ssh-devbox's user).")
 @pass_session
 def ssh_config(session: Session, instance_id: str, port: int, user: str) -> None:
     """Print an OpenSSH `Host gpc-ID` block for the instance, tunnelled through the

@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
 import { Link } from "../nav";
 import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
-import { ENDED, type Instance, type Job, inQueue, jobGpus, jobReason, openPort, portsOf } from "./workload";
+import { ENDED, type Instance, type Job, inQueue, jobGpus, jobReason, openPort, portsOf, Queued } from "./workload";
 
 interface Template {
   templateID: string;
@@ -124,12 +124,7 @@ function Instances() {
               },
               {
                 label: "State",
-                cell: (i) => (
-                  <>
-                    <StateBadge state={i.state} />
-                    {i.queue && <span class="muted"> {inQueue(i.queue)}</span>}
-                  </>
-                ),
+                cell: (i) => <Queued state={i.state} queue={i.queue} />,
               },
               { label: "Spec", cell: (i) => `${i.specName} (${i.gpuCount}× ${i.gpuType})` },
               { label: "Image", cell: (i) => i.image },

@@ -172,6 +172,16 @@ function Log(props: { path: string; title: string }) {
   );
 }
 
+/** A workload's state, with its place in the queue while it waits there. */
+export function Queued(props: { state: string; queue: QueuePosition | null }) {
+  return (
+    <>
+      <StateBadge state={props.state} />
+      {props.queue && <span class="muted"> {inQueue(props.queue)}</span>}
+    </>
+  );
+}
+
 function Facts(props: { rows: [string, ComponentChildren][] }) {
   return (
     <dl class="facts">
@@ -204,7 +214,7 @@ export function InstancePage(props: { instanceID: string }) {
               <section class="card" aria-label="Instance">
                 <Facts
                   rows={[
-                    ["State", <><StateBadge state={i.state} />{i.queue && <span class="muted"> {inQueue(i.queue)}</span>}</>],
+                    ["State", <Queued state={i.state} queue={i.queue} />],
                     ...(i.reason || i.message ? [["Why", [i.reason, i.message].filter(Boolean).join(": ")] as [string, string]] : []),
                     ["Spec", `${i.specName} (${i.gpuCount}× ${i.gpuType})`],
                     ["Image", <code>{i.image}</code>],
@@ -262,7 +272,7 @@ export function JobPage(props: { jobID: string }) {
               <section class="card" aria-label="Job">
                 <Facts
                   rows={[
-                    ["State", <><StateBadge state={j.state} />{j.queue && <span class="muted"> {inQueue(j.queue)}</span>}</>],
+                    ["State", <Queued state={j.state} queue={j.queue} />],
                     ...(jobReason(j) ? [["Why", jobReason(j)] as [string, string]] : []),
                     ["Spec", `${j.specName}: ${jobGpus(j)}`],
                     ["Image", <code>{j.image}</code>],

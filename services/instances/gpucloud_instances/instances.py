@@ -160,16 +160,12 @@ class Instances:
         # exactly as many as fit pass, and a retry of this one counts once. A claim
         # whose instance never gets recorded (a crash right here) is released by the
         # resync, which waits a full pass before it trusts that.
-        gpus = GpuShare.of(spec).quota_gpus(spec["gpu_num"])
-        with phase("quota"):
-            claim = await self._quota.claim(tenant_id, instance_id, gpus, tenant["quota"])
-        if not claim.admitted:
+        try:
+            with phase("quota"):
+                await self._claim(tenant, instance_id, GpuShare.of(spec), spec["gpu_num"])
+        except QuotaExceeded:
             await self._forget_key(tenant_id, idempotency_key)
-            # The claim was refused by this same rule, on these same figures.
-            refusal = quota_refusal(
-                tenant["quota"], claim.instances, claim.gpus, wanted=spec["gpu_num"]
-            )
-            raise refusal or QuotaExceeded("the quota has no room for this instance")
+            raise
         return await self._record(identity, key, tenant, spec, body, instance_id=instance_id,
                                   idempotency_key=idempotency_key, hashed=hashed, zones=zones,
                                   storages=storages)  # fmt: skip
@@ -200,6 +196,17 @@ class Instances:
             return await self._replay(again, hashed), False
         await self._wakeups.wake_new(doc)
         return await self.view(doc, new=True), True
+
+    async def _claim(self, tenant: TenantDoc, instance_id: str, share: GpuShare, gpus: int) -> None:
+        """Claim the quota a start of `gpus` (of `share`'s kind) takes, or raise the 422
+        that says which limit it does not fit."""
+        claim = await self._quota.claim(
+            tenant["_id"], instance_id, share.quota_gpus(gpus), tenant["quota"]
+        )
+        if not claim.admitted:
+            # The claim was refused by this same rule, on these same figures.
+            refusal = quota_refusal(tenant["quota"], claim.instances, claim.gpus, wanted=gpus)
+            raise refusal or QuotaExceeded("the quota has no room for this instance")
 
     async def _forget_key(self, tenant_id: str, idempotency_key: str | None) -> None:
         if idempotency_key is not None:
@@ -377,13 +384,7 @@ class Instances:
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
-        gpus = GpuShare.of(doc).quota_gpus(doc["gpu_count"])
-        claim = await self._quota.claim(doc["tenant_id"], instance_id, gpus, tenant["quota"])
-        if not claim.admitted:
-            refusal = quota_refusal(
-                tenant["quota"], claim.instances, claim.gpus, wanted=doc["gpu_count"]
-            )
-            raise refusal or QuotaExceeded("the quota has no room for this instance")
+        await self._claim(tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(doc["_id"])
         return await self.view(doc)

@@ -158,11 +158,9 @@ class Attachments:
             storage_key(tenant_id, instance_id): (tenant_id, instance_id)
             for tenant_id, instance_id in instances
         }
-        for key in await self._attachments.existing(list(keys)):
-            if ended_at is not None and key in ended_at:
-                attachment = await self._attachments.get(key)
-                if attachment is not None and attachment.get("stay", 0) > ended_at[key]:
-                    continue
+        for key, stay in (await self._attachments.stays(list(keys))).items():
+            if ended_at is not None and stay > ended_at.get(key, stay):
+                continue  # made for a stay that began after this end
             await self.release(*keys[key])
 
     async def release(self, tenant_id: str, instance_id: str) -> None:

@@ -190,8 +190,9 @@ class AttachmentStore:
     async def of_tenant(self, tenant_id: str) -> list[AttachmentDoc]:
         return [doc async for doc in self._attachments.find({"tenant_id": tenant_id})]
 
-    async def existing(self, keys: list[str]) -> list[str]:
+    async def stays(self, keys: list[str]) -> dict[str, int]:
+        """The attachments there are of these keys, with the stay each was made for."""
         if not keys:
-            return []
-        found = self._attachments.find({"_id": {"$in": keys}}, {"_id": 1})
-        return [doc["_id"] async for doc in found]
+            return {}
+        found = self._attachments.find({"_id": {"$in": keys}}, {"_id": 1, "stay": 1})
+        return {doc["_id"]: doc.get("stay", 0) async for doc in found}

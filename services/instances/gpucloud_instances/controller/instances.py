@@ -519,19 +519,22 @@ def _to_stopped(
     return [Step(State.STOPPING, at, reason), Step(State.STOPPED, at)]
 
 
+def _latest_pending(doc: InstanceDoc) -> tuple[int, datetime] | None:
+    """The sequence and time of the instance's latest `pending`: where its stay on a
+    node (a start again is a new one) began."""
+    for sequence, step in reversed(list(enumerate(doc.get("history", []), start=1))):
+        if step["state"] == State.PENDING:
+            return sequence, step["at"]
+    return None
+
+
 def _stay(doc: InstanceDoc) -> int:
-    """The sequence of the instance's latest `pending`: which stay on a node this is."""
-    stays = [
-        n
-        for n, step in enumerate(doc.get("history", []), start=1)
-        if step["state"] == State.PENDING
-    ]
-    return stays[-1] if stays else 0
+    """Which stay on a node this is: its `pending`'s sequence."""
+    latest = _latest_pending(doc)
+    return latest[0] if latest else 0
 
 
 def _waited_s(doc: InstanceDoc) -> float:
-    """How long this stay has waited for a node: since its latest `pending` (a start
-    again begins a new wait), or its creation."""
-    pending = [step["at"] for step in doc.get("history", []) if step["state"] == State.PENDING]
-    since = pending[-1] if pending else doc["created_at"]
-    return (now() - aware(since)).total_seconds()
+    """How long this stay has waited for a node: since its `pending`, or its creation."""
+    latest = _latest_pending(doc)
+    return (now() - aware(latest[1] if latest else doc["created_at"])).total_seconds()
