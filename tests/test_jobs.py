@@ -452,7 +452,8 @@ async def test_an_owner_reclaims_borrowed_gpus_and_the_borrower_runs_again_later
             await eventually(billed, timeout=30)
         # The first two (one within quota, one borrowed) kept running.
         for job_id in borrowed[:2]:
-            assert (await job(platform, borrower, job_id))["state"] == "running"
+            kept = await job(platform, borrower, job_id)
+            assert kept["state"] == "running", kept
 
         # The owner's job ends: the preempted jobs borrow the GPUs again, as new runs.
         await platform.http.delete(f"/v1/jobs/{owners}", headers=bearer(owner.admin_key))

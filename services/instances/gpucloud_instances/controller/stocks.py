@@ -15,6 +15,7 @@ units make way for it, as placeholders do when a pod preempts them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
@@ -129,17 +130,15 @@ class StockPool:
         await self._observe(units)
         await self._drop_lost(units)
         await self._make_way(units)
-        targets = await self._stocks.targets()
-        images = await self._stocks.images()
+        targets, images = await asyncio.gather(self._stocks.targets(), self._stocks.images())
         self._stocked_specs = {spec_name for spec_name, target in targets.items() if target > 0}
         for spec_name, target in targets.items():
-            spec = await self._specs.get(spec_name)
-            if spec is None:
-                continue
             live = [unit for unit in units.values() if unit["spec_name"] == spec_name]
             missing = target - len(live)
             if missing > 0 and self._may_refill(len(live)):
-                await self._fill(spec_name, spec, missing, images.get(spec_name, []))
+                spec = await self._specs.get(spec_name)
+                if spec is not None:
+                    await self._fill(spec_name, spec, missing, images.get(spec_name, []))
             # Surplus: drop the ones still placing first, then available ones.
             surplus = sorted(live, key=lambda unit: unit["state"] != "placing")[: max(-missing, 0)]
             for unit in surplus:
@@ -217,6 +216,10 @@ class StockPool:
         await self._stocks.mark_available(name, node, zone)
         # `unit` is the leader's own copy of it (`_units`).
         unit["state"], unit["node"], unit["zone"] = "available", node, zone
+        if unit["spec_name"] in self._stocked_specs:
+            # Offered at once, as the store now says: a start need not wait for the
+            # rest of this pass.
+            self._available[name] = unit
 
     async def _drop_lost(self, units: dict[str, StockUnitDoc]) -> None:
         """Units are replaced when their pod vanished (a placeholder preempted or on a
