@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gpucloud_instances.admission_queue import Queued, Running, TenantShare, decide
+from gpucloud_instances.queue.decision import Queued, Running, TenantShare, decide
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 H100, A100 = "H100", "A100"

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch
 from pymongo import AsyncMongoClient
 
-from gpucloud_instances.controller.stocks import REFILL_QUIET_S
+from gpucloud_instances.stocks.reconciler import REFILL_QUIET_S
 from gpucloud_libs.events import NodeHealthChanged, TenantQuota, TenantUpserted
 from gpucloud_libs.identity import IdentitySigner, Role, SignedAs
 from gpucloud_libs.kafka import create_broker, publish_event

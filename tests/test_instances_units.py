@@ -13,12 +13,13 @@ from gpucloud_instances import manifests
 from gpucloud_instances.admission import allowed_zones, quota_refusal, request_hash
 from gpucloud_instances.controller.cache import ClusterCache
 from gpucloud_instances.controller.workqueue import WorkQueue
-from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc, StockUnitDoc
+from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc
 from gpucloud_instances.lifecycle import State, Step
 from gpucloud_instances.schemas import InstanceCreate, InstanceTemplate
 from gpucloud_instances.settings import InstancesSettings
-from gpucloud_instances.stock_targets import stock_status
-from gpucloud_instances.tenancy import tenant_fields
+from gpucloud_instances.stocks.documents import StockUnitDoc
+from gpucloud_instances.stocks.targets import stock_status
+from gpucloud_instances.tenancy.tenants import tenant_fields
 from gpucloud_instances.transitions import transition_events
 from gpucloud_instances.wakeups import InstanceChanges
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed

@@ -14,7 +14,7 @@ from gpucloud_instances.job_lifecycle import (
     run_floor,
     run_steps,
 )
-from gpucloud_instances.queue_line import Line
+from gpucloud_instances.queue.line import Line
 
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 #: A floor that does not bind: before everything the pods say.

@@ -15,7 +15,7 @@ from kubernetes_asyncio import client as k8s
 
 from gpucloud_agent.simulated import SimulatedFleet, model_memory_mib
 from gpucloud_agent.simulated_telemetry import sync_fleet
-from gpucloud_instances.admission_queue import Queued, TenantShare, decide
+from gpucloud_instances.queue.decision import Queued, TenantShare, decide
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.naming import tenant_namespace

@@ -3,6 +3,7 @@ module the contracts do not name is one whose imports nothing checks."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -20,8 +21,12 @@ def _named_in_contracts() -> set[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     named: set[str] = set()
     for contract in config["tool"]["importlinter"]["contracts"]:
+        containers = contract.get("containers", [""])
         for layer in contract.get("layers", []):
-            named.update(module.strip() for module in layer.split("|"))
+            for module in re.split(r"[|:]", layer):
+                # `(name)`: a layer some containers lack
+                name = module.strip().strip("()")
+                named.update(f"{c}.{name}" if c else name for c in containers)
     return named
 
 

@@ -77,7 +77,7 @@ def manifests() -> list[Manifest]:
             # Image pull Secrets only (the admission policy): written, never read.
             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "delete"]},
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-            # Nominates warm units' hold pods to their nodes (controller/stocks.py).
+            # Nominates warm units' hold pods to their nodes (stocks/reconciler.py).
             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"],
              "verbs": ["get", "list", "create"]},

@@ -15,9 +15,7 @@ from .instances import Instances
 from .job_lifecycle import JobState
 from .jobs import Jobs
 from .lifecycle import State
-from .registry_credentials import RegistryCredentials
 from .schemas import (
-    CatalogTemplate,
     InferenceService,
     InferenceServiceCreate,
     InferenceServicePage,
@@ -30,41 +28,22 @@ from .schemas import (
     JobCreate,
     JobPage,
     QuotaUse,
-    RegistryCredential,
-    RegistryCredentialCreate,
     ReplicaRunPage,
     RollbackRequest,
     ServiceEndpoints,
     ServiceLoadReport,
-    Spec,
-    SpecCreate,
-    StockChange,
-    StockStatus,
 )
-from .specs import Specs
-from .stock_targets import StockTargets
-from .templates import Templates
 
 router = APIRouter()
 
-SpecsPart = Annotated[Specs, app_part(Specs)]
-StocksPart = Annotated[StockTargets, app_part(StockTargets)]
+
 InstancesPart = Annotated[Instances, app_part(Instances)]
+
+
 JobsPart = Annotated[Jobs, app_part(Jobs)]
+
+
 ServicesPart = Annotated[InferenceServices, app_part(InferenceServices)]
-TemplatesPart = Annotated[Templates, app_part(Templates)]
-CredentialsPart = Annotated[RegistryCredentials, app_part(RegistryCredentials)]
-
-
-@router.post(
-    "/specs",
-    status_code=status.HTTP_201_CREATED,
-    tags=["specs"],
-    summary="Define an instance spec (platform admin)",
-)
-async def create_spec(body: SpecCreate, identity: CurrentIdentity, specs: SpecsPart) -> Spec:
-    identity.require_role("platform-admin")
-    return await specs.create(body)
 
 
 @router.get(
@@ -74,54 +53,6 @@ async def create_spec(body: SpecCreate, identity: CurrentIdentity, specs: SpecsP
 )
 async def own_quota(identity: CurrentIdentity, instances: InstancesPart) -> QuotaUse:
     return await instances.quota(identity)
-
-
-@router.get("/specs", tags=["specs"], summary="List instance specs")
-async def list_specs(identity: CurrentIdentity, specs: SpecsPart) -> list[Spec]:
-    return await specs.list()
-
-
-@router.get("/specs/{name}", tags=["specs"], summary="One instance spec")
-async def get_spec(name: str, identity: CurrentIdentity, specs: SpecsPart) -> Spec:
-    return await specs.get(name)
-
-
-@router.delete(
-    "/specs/{name}",
-    status_code=status.HTTP_204_NO_CONTENT,
-    tags=["specs"],
-    summary="Delete a spec (platform admin)",
-)
-async def delete_spec(name: str, identity: CurrentIdentity, specs: SpecsPart) -> Response:
-    identity.require_role("platform-admin")
-    await specs.delete(name)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-@router.post(
-    "/stocks", tags=["stocks"], summary="Add warm units of a spec (seed 004; platform admin)"
-)
-async def add_stock(
-    body: StockChange, identity: CurrentIdentity, stocks: StocksPart
-) -> StockStatus:
-    identity.require_role("platform-admin")
-    return await stocks.change(body, add=True)
-
-
-@router.delete(
-    "/stocks", tags=["stocks"], summary="Remove warm units of a spec (seed 004; platform admin)"
-)
-async def remove_stock(
-    body: StockChange, identity: CurrentIdentity, stocks: StocksPart
-) -> StockStatus:
-    identity.require_role("platform-admin")
-    return await stocks.change(body, add=False)
-
-
-@router.get("/stocks", tags=["stocks"], summary="Warm stock per spec (platform admin)")
-async def list_stocks(identity: CurrentIdentity, stocks: StocksPart) -> list[StockStatus]:
-    identity.require_role("platform-admin")
-    return await stocks.status()
 
 
 @router.post(
@@ -362,9 +293,6 @@ async def cancel_job(job_id: str, identity: CurrentIdentity, jobs: JobsPart) -> 
     return await jobs.cancel(identity, job_id)
 
 
-# --- inference services ------------------------------------------------------------
-
-
 @router.post(
     "/inference-services",
     status_code=status.HTTP_201_CREATED,
@@ -490,75 +418,4 @@ async def report_service_load(
     body: ServiceLoadReport, identity: CurrentIdentity, services: ServicesPart
 ) -> Response:
     await services.record_load(identity, body)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-# --- the app catalog -----------------------------------------------------------------
-
-
-@router.get(
-    "/templates",
-    tags=["templates"],
-    summary="The app catalog: templates that instances and inference services start from",
-)
-async def list_templates(
-    identity: CurrentIdentity, templates: TemplatesPart
-) -> list[CatalogTemplate]:
-    return templates.list()
-
-
-@router.get("/templates/{template_id}", tags=["templates"], summary="One template of the catalog")
-async def get_template(
-    template_id: str, identity: CurrentIdentity, templates: TemplatesPart
-) -> CatalogTemplate:
-    return templates.get(template_id)
-
-
-# --- registry credentials ------------------------------------------------------------
-
-
-@router.post(
-    "/registry-credentials",
-    status_code=status.HTTP_201_CREATED,
-    tags=["registry-credentials"],
-    summary="Keep a login to a container registry, for private images (tenant admin)",
-)
-async def create_registry_credential(
-    body: RegistryCredentialCreate, identity: CurrentIdentity, credentials: CredentialsPart
-) -> RegistryCredential:
-    return await credentials.create(identity, body)
-
-
-@router.get(
-    "/registry-credentials",
-    tags=["registry-credentials"],
-    summary="The tenant's registry logins (never their passwords)",
-)
-async def list_registry_credentials(
-    identity: CurrentIdentity, credentials: CredentialsPart
-) -> list[RegistryCredential]:
-    return await credentials.list(identity)
-
-
-@router.get(
-    "/registry-credentials/{credential_id}",
-    tags=["registry-credentials"],
-    summary="One registry login (never its password)",
-)
-async def get_registry_credential(
-    credential_id: str, identity: CurrentIdentity, credentials: CredentialsPart
-) -> RegistryCredential:
-    return await credentials.get(identity, credential_id)
-
-
-@router.delete(
-    "/registry-credentials/{credential_id}",
-    status_code=status.HTTP_204_NO_CONTENT,
-    tags=["registry-credentials"],
-    summary="Forget a registry login and its pull Secret (tenant admin)",
-)
-async def delete_registry_credential(
-    credential_id: str, identity: CurrentIdentity, credentials: CredentialsPart
-) -> Response:
-    await credentials.delete(identity, credential_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -23,28 +23,26 @@ from .instances import Instances
 from .jobs import Jobs
 from .list_model import InstanceListModel
 from .log_streams import LogStreams
-from .pull_secrets import PullSecrets
-from .queue_line import QueueLines
+from .queue.line import QueueLines
+from .queue.store import QueueLineStore
 from .quota_ledger import QuotaLedger
-from .registry_credentials import RegistryCredentials
+from .registry.api import router as registry_router
+from .registry.credentials import RegistryCredentials
+from .registry.pull_secrets import PullSecrets
+from .registry.store import RegistryCredentialStore
 from .settings import InstancesSettings
-from .specs import Specs
-from .stock_targets import StockTargets
+from .specs.api import router as specs_router
+from .specs.service import Specs
+from .specs.store import SpecStore
+from .stocks.api import router as stocks_router
+from .stocks.store import StockStore
+from .stocks.targets import StockTargets
 from .storages import StorageClient
-from .store import (
-    INDEXES,
-    InstanceStore,
-    JobStore,
-    QueueLineStore,
-    RegistryCredentialStore,
-    RequestStore,
-    ServiceStore,
-    SpecStore,
-    StockStore,
-    TenantStore,
-)
-from .templates import ImagePolicy, Templates
-from .tenancy import Tenancy
+from .store import INDEXES, InstanceStore, JobStore, RequestStore, ServiceStore
+from .templates.api import router as templates_router
+from .templates.catalog import ImagePolicy, Templates
+from .tenancy.store import TenantStore
+from .tenancy.tenants import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
 
 
@@ -90,7 +88,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
             "Kubernetes."
         ),
-        routers=[router],
+        routers=[router, specs_router, stocks_router, templates_router, registry_router],
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, wakeups),

@@ -107,15 +107,6 @@ class InstanceDoc(TypedDict):
     updated_at: datetime
 
 
-class StockUnitDoc(TypedDict):
-    _id: str  # the placeholder pod's name
-    spec_name: str
-    state: str  # placing | available
-    node: str | None
-    zone: str | None
-    created_at: datetime
-
-
 class JobRunDoc(TypedDict):
     """One run (pod) of a job, as the controller last recorded it."""
 
@@ -131,24 +122,6 @@ class JobRunDoc(TypedDict):
     exit_code: int | None
     #: Which admission of the job it belongs to (absent: the first).
     admission: NotRequired[int]
-
-
-class QueueLineDoc(TypedDict):
-    """A tenant's queued workloads in admission order, as parallel lists (compact)."""
-
-    _id: str  # the tenant
-    #: Work items (an instance's key, `job_item` of a job's).
-    items: list[str]
-    #: GPUs of quota each asks for.
-    gpus: list[int]
-    priorities: list[int]
-
-
-class QueueBandsDoc(TypedDict):
-    """A tenant's line summed by priority, highest first: [priority, workloads, GPUs]."""
-
-    _id: str  # the tenant
-    bands: list[list[int]]
 
 
 class JobDoc(TypedDict):
@@ -332,16 +305,3 @@ class ServiceDoc(TypedDict):
     outbox: NotRequired[list[OutboxEntry]]
     has_outbox: bool
     updated_at: datetime
-
-
-class RegistryCredentialDoc(TypedDict):
-    """A tenant's login to a container registry; the password sealed (libs sealing)."""
-
-    _id: str  # <tenant>/<credential>
-    tenant_id: str
-    credential_id: str
-    #: The registry host (and port) images name: nvcr.io, ghcr.io, docker.io.
-    registry: str
-    username: str
-    sealed_password: str
-    created_at: datetime

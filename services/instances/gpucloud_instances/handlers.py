@@ -12,7 +12,7 @@ from gpucloud_libs.events import (
 )
 
 from .controller import NodeCordons
-from .tenancy import Tenancy
+from .tenancy.tenants import Tenancy
 
 
 class EventHandlers:

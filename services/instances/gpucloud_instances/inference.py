@@ -48,18 +48,18 @@ from .schemas import (
     VolumeSpec,
 )
 from .settings import InstancesSettings
+from .specs.store import SpecStore
 from .storages import StorageClient
 from .store import (
     DuplicateGeneration,
     DuplicateInstance,
     RequestStore,
     ServiceStore,
-    SpecStore,
-    TenantStore,
     instance_key,
     service_request_key,
 )
-from .templates import ImagePolicy
+from .templates.catalog import ImagePolicy
+from .tenancy.store import TenantStore
 from .wakeups import ControllerWakeups, service_item
 
 #: Who reports service load (the gateway's own subject, never a caller's).

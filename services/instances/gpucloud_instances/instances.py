@@ -34,7 +34,7 @@ from .admission import (
 from .documents import InstanceDoc, SpecDoc, TenantDoc
 from .lifecycle import LIVE, STARTABLE, TERMINAL, State
 from .log_streams import LogStreams
-from .queue_line import Line, QueueLines
+from .queue.line import Line, QueueLines
 from .quota_ledger import QuotaLedger
 from .schemas import (
     STORED,
@@ -47,17 +47,11 @@ from .schemas import (
     Transition,
 )
 from .settings import InstancesSettings
+from .specs.store import SpecStore
 from .storages import StorageClient
-from .store import (
-    DuplicateInstance,
-    InstanceStore,
-    RequestKind,
-    RequestStore,
-    SpecStore,
-    TenantStore,
-    instance_key,
-)
-from .templates import ImagePolicy
+from .store import DuplicateInstance, InstanceStore, RequestKind, RequestStore, instance_key
+from .templates.catalog import ImagePolicy
+from .tenancy.store import TenantStore
 from .wakeups import ControllerWakeups, InstanceChanges, Recorded
 
 #: How often a reader waiting for a transition looks at the store again, for the

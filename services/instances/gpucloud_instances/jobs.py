@@ -28,11 +28,13 @@ from .admission import allowed_zones, known_spec
 from .documents import JobDoc, SpecDoc, TenantDoc
 from .job_lifecycle import TERMINAL, JobState
 from .log_streams import LogStreams
-from .queue_line import Line, QueueLines
+from .queue.line import Line, QueueLines
 from .schemas import Job, JobCreate, JobPage, JobRun, Transition
+from .specs.store import SpecStore
 from .storages import StorageClient
-from .store import DuplicateInstance, JobStore, RequestStore, SpecStore, TenantStore, instance_key
-from .templates import ImagePolicy
+from .store import DuplicateInstance, JobStore, RequestStore, instance_key
+from .templates.catalog import ImagePolicy
+from .tenancy.store import TenantStore
 from .transitions import job_event
 from .wakeups import ControllerWakeups, job_item
 

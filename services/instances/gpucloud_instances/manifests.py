@@ -6,49 +6,78 @@ or restarted reconcile finds what an earlier attempt created.
 
 from __future__ import annotations
 
-import base64
-import ipaddress
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from gpucloud_libs import naming
 from gpucloud_libs.gpu_shares import SHARED_GPU_RESOURCE, SHARING_LABEL
 
-from .schemas import DOCKER_HUB, InstanceTemplate, is_device_selector
+from .schemas import InstanceTemplate, is_device_selector
 
 Manifest = dict[str, Any]
 
+
 MANAGED = naming.MANAGED_LABEL
+
+
 TENANT = naming.TENANT_LABEL
+
+
 INSTANCE = naming.INSTANCE_LABEL
+
+
 JOB = naming.JOB_LABEL
+
+
 SERVICE = naming.SERVICE_LABEL
+
+
 #: On an inference service's pod template: the service's revision it runs.
 REVISION = "gpucloud.io/revision"
+
+
 SPEC = "gpucloud.io/spec"
+
+
 STOCK = "gpucloud.io/stock"
+
+
 #: On an instance pod bound to the node of the warm unit it claimed; the annotation
 #: names the unit, whose hold goes once the pod is seen.
 FROM_STOCK = "gpucloud.io/from-stock"
+
+
 STOCK_UNIT = "gpucloud.io/stock-unit"
+
+
 #: A warm unit's hold pod: the label, and the scheduling gate that keeps it unbound.
 STOCK_HOLD = "gpucloud.io/stock-hold"
+
+
 HEALTH = "gpucloud.io/health"
 
+
 GPU_RESOURCE = naming.GPU_RESOURCE
+
+
 GPU_PRODUCT_LABEL = naming.GPU_PRODUCT_LABEL
+
+
 ZONE_LABEL = naming.ZONE_LABEL
+
+
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
+
 INSTANCE_PRIORITY_CLASS = "gpucloud-instance"
+
+
 STOCK_PRIORITY_CLASS = "gpucloud-stock"
-PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
-#: A statically linked busybox: the one binary a pre-pull step can run in any image.
-PREPULL_TOOL_IMAGE = "docker.io/library/busybox:1.37.0-musl"
-PREPULL_DIR = "/gpucloud-prepull"
+
+
 #: How long Kubernetes keeps a finished job's Job and pods (its logs), in seconds.
 FINISHED_JOB_TTL_S = 24 * 3600
+
 
 _RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
@@ -88,110 +117,6 @@ def namespace(name: str, labels: dict[str, str]) -> Manifest:
         "kind": "Namespace",
         "metadata": {"name": name, "labels": {MANAGED: "true", **_RESTRICTED, **labels}},
     }
-
-
-def role_binding(namespace_name: str, role: str, subject: str) -> Manifest:
-    """Grant ClusterRole `role` in this namespace only to `subject`, written
-    `User:<name>` or `ServiceAccount:<namespace>:<name>`."""
-    kind, _, rest = subject.partition(":")
-    if kind == "ServiceAccount":
-        account_namespace, _, name = rest.partition(":")
-        who = {"kind": kind, "name": name, "namespace": account_namespace}
-    else:
-        who = {"kind": kind, "name": rest, "apiGroup": "rbac.authorization.k8s.io"}
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": role, "namespace": namespace_name, "labels": {MANAGED: "true"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [who],
-    }
-
-
-def resource_quota(
-    namespace_name: str, *, gpus: int, instances: int, cpu: str, memory: str
-) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "gpucloud-quota", "namespace": namespace_name},
-        "spec": {
-            "hard": {
-                f"requests.{GPU_RESOURCE}": str(gpus),
-                "requests.cpu": cpu,
-                "requests.memory": memory,
-                # A job's pods each hold a GPU at least, so its pods fit in max_gpus.
-                "pods": str(instances + gpus),
-            }
-        },
-    }
-
-
-def limit_range(namespace_name: str) -> Manifest:
-    """Defaults for containers that state no resources, so the quota can count them."""
-    return {
-        "apiVersion": "v1",
-        "kind": "LimitRange",
-        "metadata": {"name": "gpucloud-defaults", "namespace": namespace_name},
-        "spec": {
-            "limits": [
-                {
-                    "type": "Container",
-                    "default": {"cpu": "1", "memory": "2Gi"},
-                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
-                }
-            ]
-        },
-    }
-
-
-def network_policy(
-    namespace_name: str, *, gateway_namespace: str, dns_namespace: str, denied_cidrs: list[str]
-) -> Manifest:
-    """Default deny both ways for every pod of a tenant.
-
-    In: only the gateway (which serves instance URLs after authenticating the
-    caller) and the tenant's own pods. Out: the tenant's own pods, the cluster's
-    DNS, and addresses outside `denied_cidrs`, which hold the private, loopback,
-    link-local (cloud metadata) and shared ranges, plus the cluster's own ranges
-    the operator lists. So a tenant's workload reaches the internet, and nothing
-    of the platform: not Kafka, the database, the object store's admin API, the
-    services, the Kubernetes API, the metadata address or another tenant.
-    """
-
-    def namespace(name: str) -> dict[str, Any]:
-        return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
-
-    dns = {**namespace(dns_namespace), "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": "gpucloud-tenant-isolation", "namespace": namespace_name},
-        "spec": {
-            "podSelector": {},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [namespace(gateway_namespace), {"podSelector": {}}]}],
-            "egress": [
-                {"to": [{"podSelector": {}}]},
-                {"to": [dns], "ports": [{"protocol": p, "port": 53} for p in ("UDP", "TCP")]},
-                {"to": _public_blocks(denied_cidrs)},
-            ],
-        },
-    }
-
-
-def _public_blocks(denied_cidrs: list[str]) -> list[dict[str, Any]]:
-    """Everything, per address family, except the denied ranges of that family."""
-    networks = [ipaddress.ip_network(cidr) for cidr in denied_cidrs]
-    return [
-        {
-            "ipBlock": {
-                "cidr": everything,
-                "except": [str(net) for net in networks if net.version == version],
-            }
-        }
-        for version, everything in ((4, "0.0.0.0/0"), (6, "::/0"))
-    ]
 
 
 def _placement(
@@ -474,35 +399,6 @@ def job_set(pods: JobPods, *, nodes: int) -> Manifest:
     }  # fmt: skip
 
 
-#: Image pull Secrets are named so; the admission policy lets the instances service
-#: write no other Secret.
-PULL_SECRET_PREFIX = "gpc-registry-"  # noqa: S105 - a name prefix, not a password
-
-
-def pull_secret_name(credential_id: str) -> str:
-    return f"{PULL_SECRET_PREFIX}{credential_id}"
-
-
-def pull_secret(
-    namespace_name: str, credential_id: str, registry: str, username: str, password: str
-) -> Manifest:
-    """A `kubernetes.io/dockerconfigjson` Secret with one registry's login."""
-    login = base64.b64encode(f"{username}:{password}".encode()).decode()
-    server = "https://index.docker.io/v1/" if registry == DOCKER_HUB else registry
-    config = {"auths": {server: {"username": username, "password": password, "auth": login}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": pull_secret_name(credential_id),
-            "namespace": namespace_name,
-            "labels": {MANAGED: "true"},
-        },
-        "type": "kubernetes.io/dockerconfigjson",
-        "data": {".dockerconfigjson": base64.b64encode(json.dumps(config).encode()).decode()},
-    }
-
-
 def deployment_name(service_id: str) -> str:
     return f"isvc-{service_id}"
 
@@ -510,6 +406,8 @@ def deployment_name(service_id: str) -> str:
 #: A replica being removed keeps serving what it has for this long after the
 #: gateway stops sending it requests (it sees the pod terminating at once).
 REPLICA_DRAIN_S = 5
+
+
 #: How long a replica on an unreachable or not-ready node is kept before Kubernetes
 #: evicts it and the Deployment starts a replacement (Kubernetes' default: 300 s).
 LOST_NODE_TOLERATION_S = 30
@@ -744,122 +642,4 @@ def instance_service(
     }
 
 
-def placeholder_pod(
-    *,
-    namespace_name: str,
-    name: str,
-    spec_name: str,
-    cpu: str,
-    memory: str,
-    gpus: int,
-    gpu_type: str,
-    zones: list[str],
-    images: list[str] | None = None,
-    gpu_resource: str = GPU_RESOURCE,
-) -> Manifest:
-    """A warm-stock placeholder: finds a node for a unit at the lowest priority, and
-    pulls the stock's `images` onto it before it runs (`_prepull`)."""
-    pod = _stock_pod(
-        namespace_name, name, {STOCK: spec_name}, STOCK_PRIORITY_CLASS,
-        _resources(cpu, memory, gpus, gpu_resource),
-    )  # fmt: skip
-    pod["spec"] |= {**_prepull(images or []), **_placement(gpu_type, zones, None)}
-    return pod
-
-
 HOLD_SUFFIX = "-hold"
-
-
-def hold_name(unit: str) -> str:
-    return unit + HOLD_SUFFIX
-
-
-def stock_hold_pod(
-    *, namespace_name: str, unit: str, spec_name: str, resources: Manifest
-) -> Manifest:
-    """What holds a warm unit's GPUs once its placeholder has gone: a pod kept unbound
-    by a scheduling gate, which the controller nominates to the unit's node.
-
-    The scheduler counts a nominated pod's requests against its node for every pod of
-    the same or lower priority (instances, jobs, services and placeholders alike); the
-    kubelet never sees it. So an instance can be bound to the node at once, with
-    nothing to delete first.
-    """
-    pod = _stock_pod(
-        namespace_name, hold_name(unit), {STOCK: spec_name, STOCK_HOLD: "true"},
-        INSTANCE_PRIORITY_CLASS, resources,
-    )  # fmt: skip
-    pod["spec"]["schedulingGates"] = [{"name": STOCK_HOLD}]
-    return pod
-
-
-def _stock_pod(
-    namespace_name: str, name: str, labels: dict[str, str], priority_class: str, resources: Manifest
-) -> Manifest:
-    """What placeholders and holds share: one pause container asking for the unit."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace_name,
-            "labels": {MANAGED: "true", **labels},
-        },
-        "spec": {
-            "priorityClassName": priority_class,
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 0,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65535,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "hold",
-                    "image": PLACEHOLDER_IMAGE,
-                    "resources": resources,
-                    "securityContext": _CONTAINER_SECURITY,
-                }
-            ],
-        },
-    }
-
-
-def _prepull(images: list[str]) -> Manifest:
-    """Init containers that make the kubelet pull each image, then exit at once.
-
-    An image may have no shell and an entrypoint that never returns, so each one runs
-    busybox's `true`, copied from a static busybox into a shared directory first. The
-    placeholder runs (and its unit is offered) only once every image is on the node.
-    """
-    if not images:
-        return {}
-    mount = [{"name": "prepull", "mountPath": PREPULL_DIR}]
-    tool = f"{PREPULL_DIR}/busybox"
-    small = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "16Mi"}}
-    steps: list[Manifest] = [
-        {
-            "name": "prepull-tool",
-            "image": PREPULL_TOOL_IMAGE,
-            "command": ["/bin/busybox", "cp", "/bin/busybox", tool],
-            "resources": small,
-            "securityContext": _CONTAINER_SECURITY,
-            "volumeMounts": mount,
-        }
-    ]
-    steps += [
-        {
-            "name": f"prepull-{index}",
-            "image": image,
-            "command": [tool, "true"],
-            "resources": small,
-            "securityContext": _CONTAINER_SECURITY,
-            "volumeMounts": mount,
-        }
-        for index, image in enumerate(images)
-    ]
-    return {
-        "initContainers": steps,
-        "volumes": [{"name": "prepull", "emptyDir": {"sizeLimit": "16Mi"}}],
-    }

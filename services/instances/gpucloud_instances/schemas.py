@@ -9,22 +9,28 @@ from typing import Annotated, Literal, Self
 from pydantic import (
     AfterValidator,
     Field,
-    SecretStr,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from gpucloud_libs.gpu_shares import MIG_PROFILE, GpuShare, Sharing
 from gpucloud_libs.http import ApiModel
 from gpucloud_libs.naming import ID_PATTERN, storage_claim_name
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+
+
 #: An instance id is a field of its hosts (libs naming): no `--` in it.
 InstanceId = Annotated[str, Field(pattern=ID_PATTERN, max_length=40)]
+
+
 #: Values that end up as Kubernetes label values (GPU product, zone).
 LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
+
+
 StorageId = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
+
+
 Quantity = Annotated[
     str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$", max_length=32)
 ]
@@ -131,6 +137,8 @@ def _check_env_and_volumes(envs: list[EnvVar], volumes: list[VolumeSpec]) -> Non
 
 #: A container image reference, as Kubernetes takes it.
 DOCKER_HUB = "docker.io"
+
+
 #: Registry names that only mean something on the node's own network.
 _LOCAL_SUFFIXES = (
     ".local",
@@ -141,6 +149,8 @@ _LOCAL_SUFFIXES = (
     ".lan",
     ".home.arpa",
 )
+
+
 _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 
@@ -274,72 +284,6 @@ class InstancePage(ApiModel):
     next_cursor: str | None = None
 
 
-class SpecCreate(ApiModel):
-    name: DnsLabel
-    cpu: Quantity
-    memory: Quantity
-    #: The `nvidia.com/gpu.product` its nodes carry (time-sliced nodes: `<product>-SHARED`).
-    gpu_type: LabelValue
-    #: Whole GPUs, MIG instances or time-sliced replicas, per pod.
-    gpu_num: int = Field(ge=1, le=16)
-    zones: list[LabelValue] = Field(default_factory=list, max_length=16)
-    #: `none`: whole GPUs; `mig`: MIG instances of `migProfile`; `time-sliced`: one
-    #: replica of a GPU the device plugin shares `timeSlicingReplicas` ways.
-    gpu_sharing: Sharing = "none"
-    mig_profile: str | None = Field(default=None, pattern=MIG_PROFILE)
-    time_slicing_replicas: int | None = Field(default=None, ge=2, le=64)
-
-    @model_validator(mode="after")
-    def _sharing_is_complete(self) -> Self:
-        if (self.gpu_sharing == "mig") != (self.mig_profile is not None):
-            raise ValueError("migProfile is given exactly when gpuSharing is mig")
-        if (self.gpu_sharing == "time-sliced") != (self.time_slicing_replicas is not None):
-            raise ValueError("timeSlicingReplicas is given exactly when gpuSharing is time-sliced")
-        if self.gpu_sharing == "time-sliced" and self.gpu_num != 1:
-            # More replicas of one GPU give a pod no more of it, only a bigger bill.
-            raise ValueError("a time-sliced spec asks for gpuNum 1")
-        return self
-
-    def share(self) -> GpuShare:
-        if self.mig_profile is not None:
-            return GpuShare.mig(self.mig_profile)
-        if self.time_slicing_replicas is not None:
-            return GpuShare.replica(self.time_slicing_replicas)
-        return GpuShare.whole()
-
-
-class Spec(SpecCreate):
-    #: The resource its pods request, e.g. `nvidia.com/mig-1g.5gb`.
-    gpu_resource: str
-    #: The part of a GPU one of its units is, exactly (`1`, `1/7`, `1/4`): usage is
-    #: reported at this weight, and its price is per unit-hour.
-    gpu_weight: str
-    created_at: datetime
-
-
-class StockChange(ApiModel):
-    """Seed 004's stock operation: add (POST) or remove (DELETE) `number` warm units."""
-
-    number: int = Field(ge=1, le=1000)
-    operation_id: str = Field(alias="operationID", min_length=1, max_length=128)
-    spec_name: DnsLabel
-    #: Images the spec's placeholders pull onto their nodes, so that a start from the
-    #: stock finds its image there (POST only). The latest list given applies to the
-    #: placeholders made from then on; `[]` clears it, leaving it out keeps it.
-    images: list[ImageRef] | None = Field(default=None, max_length=4)
-
-
-class StockStatus(ApiModel):
-    spec_name: str
-    target: int
-    available: int
-    placing: int
-    images: list[str] = Field(default_factory=list)
-
-
-# --- batch jobs --------------------------------------------------------------------
-
-
 class JobCreate(ApiModel):
     #: Client-chosen id, unique within the tenant; retrying with it is idempotent.
     job_id: InstanceId | None = Field(default=None, alias="jobID")
@@ -441,8 +385,6 @@ class JobPage(ApiModel):
     items: list[Job]
     next_cursor: str | None = None
 
-
-# --- inference services ------------------------------------------------------------
 
 #: An HTTP path a replica answers its readiness on.
 HttpPath = Annotated[str, Field(pattern=r"^/[\x21-\x7e]*$", max_length=256)]
@@ -662,72 +604,3 @@ class ServiceEndpoints(ApiModel):
     port: int
     readiness_path: str
     addresses: list[str]
-
-
-# --- the app catalog -----------------------------------------------------------------
-
-
-class TemplatePort(ApiModel):
-    port: int = Field(ge=1, le=65535)
-    #: What the port speaks: `http` is served through instance and service URLs;
-    #: `ssh` through `gpucloud ssh`'s tunnel; `grpc` not yet.
-    app_protocol: Literal["http", "grpc", "ssh"]
-    is_public: bool = False
-
-
-class SuggestedSpec(ApiModel):
-    """What a spec should have for the template to run well."""
-
-    gpu_num: int = Field(ge=1)
-    min_gpu_memory_gib: int = Field(ge=0, alias="minGpuMemoryGiB")
-    note: str | None = None
-
-
-class CatalogTemplate(ApiModel):
-    template_id: str = Field(alias="templateID")
-    name: str
-    description: str
-    #: What it can start: an instance, an inference service, or either.
-    kinds: list[Literal["instance", "service"]]
-    image: str
-    command: list[str] | None = None
-    args: list[str] | None = None
-    env: list[EnvVar] = Field(default_factory=list)
-    ports: list[TemplatePort]
-    #: For a service: the port replicas serve on, and their readiness path.
-    serving_port: int | None = None
-    readiness_path: str | None = None
-    suggested_specs: list[SuggestedSpec]
-    #: The uid it runs as (`runAsUser` of what it starts): the image's own user, by
-    #: number, so the kubelet's non-root check passes.
-    run_as_user: int = Field(alias="runAsUser")
-    #: The image's default user and where that is documented: why `runAsUser` is this.
-    image_user: str
-
-
-# --- registry credentials ------------------------------------------------------------
-
-#: A registry host as image references name it: `nvcr.io`, `ghcr.io`, `registry:5000`.
-RegistryHost = Annotated[
-    str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?(:[0-9]{1,5})?$", max_length=260)
-]
-
-
-class RegistryCredentialCreate(ApiModel):
-    credential_id: InstanceId = Field(alias="credentialID")
-    #: Images whose reference starts with this host are pulled with this login
-    #: (`docker.io` for Docker Hub's short names, like `library/ubuntu`).
-    registry: RegistryHost
-    username: str = Field(min_length=1, max_length=256)
-    #: The password or access token (NGC: the API key, with username `$oauthtoken`).
-    #: Sealed at rest; never shown again.
-    password: SecretStr = Field(min_length=1, max_length=4096)
-
-
-class RegistryCredential(ApiModel):
-    credential_id: str = Field(alias="credentialID")
-    registry: str
-    username: str
-    #: The image pull Secret made from it in the tenant's namespace.
-    secret_name: str
-    created_at: datetime

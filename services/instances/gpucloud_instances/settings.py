@@ -83,7 +83,7 @@ class InstancesSettings(ServiceSettings):
     lists_from_memory: bool = True
     #: Reconciles mostly wait on the API server and the database, so many run at once.
     reconcile_workers: int = 32
-    #: Fernet key that seals tenants' registry passwords at rest (registry_credentials.py).
+    #: Fernet key that seals tenants' registry passwords at rest (registry/credentials.py).
     registry_secrets_key: SecretStr = SecretStr("")
     #: Namespace quota for CPU and memory when a tenant's quota does not say.
     default_cpu_cores_per_gpu: int = 32

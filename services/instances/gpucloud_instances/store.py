@@ -33,15 +33,8 @@ from .documents import (
     EndedServiceDoc,
     InstanceDoc,
     JobDoc,
-    QueueBandsDoc,
-    QueueLineDoc,
-    RegistryCredentialDoc,
     ServiceConfigDoc,
     ServiceDoc,
-    SpecDoc,
-    StockUnitDoc,
-    TenantDoc,
-    TenantFields,
 )
 from .job_lifecycle import LIVE as LIVE_JOB_STATES
 from .job_lifecycle import JobState
@@ -50,24 +43,58 @@ from .list_model import InstanceListModel
 
 DocT = TypeVar("DocT", InstanceDoc, JobDoc, ServiceDoc)
 
+
 SPECS = "specs"
+
+
 TENANTS = "tenants"
+
+
 INSTANCES = "instances"
+
+
 TENANT_NAMESPACES = "tenant_namespaces"
+
+
 REQUESTS = "instance_requests"
+
+
 IDEMPOTENCY = "idempotency_keys"
+
+
 WAKEUPS = "wakeups"
+
+
 STOCK_OPERATIONS = "stock_operations"
+
+
 STOCKS = "stocks"
+
+
 JOBS = "jobs"
+
+
 SERVICES = "inference_services"
+
+
 SERVICE_CONFIGS = "inference_service_configs"
+
+
 SERVICE_LOAD = "inference_service_load"
+
+
 #: The replica runs of deleted services, kept so that their bills stay checkable.
 ENDED_SERVICES = "ended_inference_services"
+
+
 REGISTRY_CREDENTIALS = "registry_credentials"
+
+
 QUEUE_LINES = "queue_lines"
+
+
 QUEUE_BANDS = "queue_bands"
+
 
 INDEXES: IndexPlan = {
     INSTANCES: [
@@ -110,10 +137,14 @@ INDEXES: IndexPlan = {
 #: `stop` and `delete` an instance or an inference service; `cancel` a job.
 RequestKind = Literal["stop", "delete", "cancel", "start"]
 
+
 #: The most tenants the platform admin's list queries at once.
 MAX_TENANTS_PER_ROUND = 8
+
+
 #: How long a failed fill of the list model waits before it reads again.
 LIST_FILL_RETRY_S = 2.0
+
 
 log = logging.getLogger(__name__)
 
@@ -166,91 +197,6 @@ async def walk_tenants(
 
 class DuplicateInstance(Exception):
     """An instance with the same tenant and instanceID (or Idempotency-Key) exists."""
-
-
-class SpecStore:
-    def __init__(self, db: Database) -> None:
-        self._specs: Collection[SpecDoc] = typed(db, SPECS, SpecDoc)
-
-    async def insert(self, spec: SpecDoc) -> bool:
-        try:
-            await self._specs.insert_one(spec)
-        except DuplicateKeyError:
-            return False
-        return True
-
-    async def get(self, name: str) -> SpecDoc | None:
-        return await self._specs.find_one({"_id": name})
-
-    async def list(self) -> list[SpecDoc]:
-        return [spec async for spec in self._specs.find({}).sort("_id", ASCENDING)]
-
-    async def delete(self, name: str) -> bool:
-        return (await self._specs.delete_one({"_id": name})).deleted_count == 1
-
-
-class QueueLineStore:
-    """Each tenant's line in the admission queue as the last pass left it, read by `_id`.
-
-    The pass (on the leader) is the only writer. A submission reads the tenant's
-    priority bands, a few numbers, for the place it returns; a read of one queued
-    workload reads the line. Before these, each read queried the tenant's queued
-    jobs, and FerretDB decoded every one of them: at 10,000 queued, every submission
-    paid for the whole line.
-    """
-
-    def __init__(self, db: Database) -> None:
-        self._lines: Collection[QueueLineDoc] = typed(db, QUEUE_LINES, QueueLineDoc)
-        self._bands: Collection[QueueBandsDoc] = typed(db, QUEUE_BANDS, QueueBandsDoc)
-
-    async def publish(self, line: QueueLineDoc, bands: QueueBandsDoc) -> None:
-        await asyncio.gather(
-            self._lines.replace_one({"_id": line["_id"]}, line, upsert=True),
-            self._bands.replace_one({"_id": bands["_id"]}, bands, upsert=True),
-        )
-
-    async def line(self, tenant_id: str) -> QueueLineDoc | None:
-        return await self._lines.find_one({"_id": tenant_id})
-
-    async def bands(self, tenant_id: str) -> QueueBandsDoc | None:
-        return await self._bands.find_one({"_id": tenant_id})
-
-    async def tenants(self) -> list[str]:
-        """The tenants with a published line (read once per leadership)."""
-        return [doc["_id"] async for doc in self._lines.find({}, {"_id": 1})]
-
-
-class TenantStore:
-    """`tenants` is written by the tenant-event handler; `tenant_namespaces` by the controller."""
-
-    def __init__(self, db: Database) -> None:
-        self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
-        self._namespaces = db[TENANT_NAMESPACES]
-
-    async def upsert(self, tenant_id: str, fields: TenantFields) -> None:
-        await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
-
-    async def get(self, tenant_id: str) -> TenantDoc | None:
-        return await self._tenants.find_one({"_id": tenant_id})
-
-    async def all(self) -> list[TenantDoc]:
-        return [tenant async for tenant in self._tenants.find({})]
-
-    async def applied_version(self, tenant_id: str) -> str | None:
-        doc = await self._namespaces.find_one({"_id": tenant_id})
-        return None if doc is None else str(doc["version"])
-
-    async def applied_versions(self) -> dict[str, str]:
-        return {doc["_id"]: str(doc["version"]) async for doc in self._namespaces.find({})}
-
-    async def mark_applied(self, tenant_id: str, version: str) -> None:
-        change = {"$set": {"version": version}}
-        try:
-            await self._namespaces.update_one({"_id": tenant_id}, change, upsert=True)
-        except DuplicateKeyError:
-            # Two starts of a new tenant applied its namespace at once, and FerretDB's
-            # upsert is not atomic: the other one inserted it, so this is an update.
-            await self._namespaces.update_one({"_id": tenant_id}, change)
 
 
 #: What the admission queue reads of a queued instance.
@@ -568,72 +514,6 @@ class RequestStore:
         return [doc["key"] for doc in docs]
 
 
-class StockStore:
-    """Warm pools: operations (inserted by the API, keyed by operationID) add up to a
-    target per spec; one document per placeholder pod, written by the controller only."""
-
-    def __init__(self, db: Database) -> None:
-        self._operations = db[STOCK_OPERATIONS]
-        self._stocks: Collection[StockUnitDoc] = typed(db, STOCKS, StockUnitDoc)
-
-    async def record_operation(
-        self, spec_name: str, delta: int, operation_id: str, images: list[str] | None = None
-    ) -> bool:
-        """False when this operationID was applied before (seed 004's idempotency key)."""
-        operation: Document = {"_id": operation_id, "spec_name": spec_name, "delta": delta}
-        if images is not None:
-            operation["images"] = images
-        try:
-            await self._operations.insert_one({**operation, "at": now()})
-        except DuplicateKeyError:
-            return False
-        return True
-
-    async def targets(self) -> dict[str, int]:
-        """Per spec: the operations' sum, never below zero."""
-        totals: dict[str, int] = {}
-        async for doc in self._operations.find({}, {"spec_name": 1, "delta": 1}):
-            totals[doc["spec_name"]] = totals.get(doc["spec_name"], 0) + int(doc["delta"])
-        return {spec: max(total, 0) for spec, total in totals.items()}
-
-    async def images(self) -> dict[str, list[str]]:
-        """Per spec: the images its placeholders pull, from the latest operation that
-        named them."""
-        latest: dict[str, tuple[datetime, list[str]]] = {}
-        async for doc in self._operations.find({}, {"spec_name": 1, "images": 1, "at": 1}):
-            if "images" not in doc:
-                continue
-            spec = doc["spec_name"]
-            if spec not in latest or latest[spec][0] <= doc["at"]:
-                latest[spec] = (doc["at"], list(doc["images"]))
-        return {spec: images for spec, (_, images) in latest.items()}
-
-    async def units(self, spec_name: str | None = None) -> list[StockUnitDoc]:
-        query = {} if spec_name is None else {"spec_name": spec_name}
-        return [doc async for doc in self._stocks.find(query)]
-
-    async def add_unit(self, name: str, spec_name: str) -> StockUnitDoc:
-        """Record a unit being placed; returns it as recorded."""
-        unit: StockUnitDoc = {
-            "_id": name,
-            "spec_name": spec_name,
-            "state": "placing",
-            "node": None,
-            "zone": None,
-            "created_at": now(),
-        }
-        await self._stocks.insert_one(unit)
-        return unit
-
-    async def mark_available(self, name: str, node: str, zone: str | None) -> None:
-        await self._stocks.update_one(
-            {"_id": name}, {"$set": {"state": "available", "node": node, "zone": zone}}
-        )
-
-    async def remove_unit(self, name: str) -> None:
-        await self._stocks.delete_one({"_id": name})
-
-
 #: What the admission queue's pass reads of a job.
 _QUEUE_FIELDS = {
     "_id": 1, "tenant_id": 1, "state": 1, "gpu_type": 1, "gpu_count": 1, "gpu_resource": 1,
@@ -895,32 +775,3 @@ class ServiceStore:
             if doc["at"].replace(tzinfo=UTC) >= since
         ]
         return sum(loads)
-
-
-class RegistryCredentialStore:
-    """Tenants' registry logins: inserted, read, deleted; never changed in place."""
-
-    def __init__(self, db: Database) -> None:
-        self._credentials: Collection[RegistryCredentialDoc] = typed(
-            db, REGISTRY_CREDENTIALS, RegistryCredentialDoc
-        )
-
-    async def insert(self, doc: RegistryCredentialDoc) -> None:
-        try:
-            await self._credentials.insert_one(doc)
-        except DuplicateKeyError as error:
-            raise DuplicateInstance(str(error)) from error
-
-    async def get(self, key: str) -> RegistryCredentialDoc | None:
-        return await self._credentials.find_one({"_id": key})
-
-    async def of_tenant(self, tenant_id: str) -> list[RegistryCredentialDoc]:
-        docs = [doc async for doc in self._credentials.find({"tenant_id": tenant_id})]
-        return sorted(docs, key=lambda doc: doc["_id"])
-
-    async def for_registry(self, tenant_id: str, registry: str) -> list[RegistryCredentialDoc]:
-        cursor = self._credentials.find({"tenant_id": tenant_id, "registry": registry})
-        return sorted([doc async for doc in cursor], key=lambda doc: doc["_id"])
-
-    async def remove(self, key: str) -> bool:
-        return (await self._credentials.delete_one({"_id": key})).deleted_count == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpucloud_instances.templates import ImagePolicy
+from gpucloud_instances.templates.catalog import ImagePolicy
 from gpucloud_libs.errors import ValidationFailed
 
 

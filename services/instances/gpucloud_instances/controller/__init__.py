@@ -16,22 +16,19 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
 
-from ..pull_secrets import PullSecrets
+from ..queue.admissions import Admissions
+from ..queue.store import QueueLineStore
 from ..quota_ledger import QuotaLedger
+from ..registry.pull_secrets import PullSecrets
 from ..settings import InstancesSettings
+from ..specs.store import SpecStore
+from ..stocks.reconciler import StockPool
+from ..stocks.store import StockStore
 from ..storages import StorageClient
-from ..store import (
-    InstanceStore,
-    JobStore,
-    QueueLineStore,
-    RequestStore,
-    ServiceStore,
-    SpecStore,
-    StockStore,
-    TenantStore,
-)
+from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
+from ..tenancy.reconciler import TenantReconciler
+from ..tenancy.store import TenantStore
 from ..wakeups import STOCKS, InstanceChanges
-from .admissions import Admissions
 from .cache import ClusterCache
 from .inference import InferenceReconciler
 from .instances import InstanceReconciler
@@ -40,8 +37,6 @@ from .leader import Controller
 from .lease import Lease
 from .nodes import NodeCordons
 from .resync import Resync
-from .stocks import StockPool
-from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 __all__ = ["Controller", "NodeCordons", "build_controller"]

@@ -41,15 +41,15 @@ from ..documents import (
     ServiceReplicaDoc,
 )
 from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
-from ..pull_secrets import PullSecrets
 from ..quota_ledger import QuotaLedger
+from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore, ServiceStore, service_request_key
+from ..tenancy.reconciler import TenantReconciler
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
 from .cache import ClusterCache, TrackedPod
-from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,6 @@ from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
-from ..admission_queue import Waiting
 from ..documents import InstanceDoc
 from ..lifecycle import (
     LIVE,
@@ -36,17 +35,19 @@ from ..lifecycle import (
     observe_pod,
     path,
 )
-from ..pull_secrets import PullSecrets
+from ..queue.admissions import ADMISSION, ADMIT, Admissions
+from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
+from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
+from ..stocks.reconciler import StockPool
 from ..storages import StorageClient, StorageRefused
-from ..store import InstanceStore, RequestStore, TenantStore
+from ..store import InstanceStore, RequestStore
+from ..tenancy.reconciler import TenantReconciler
+from ..tenancy.store import TenantStore
 from ..transitions import transition_events
 from ..wakeups import InstanceChanges
-from .admissions import ADMISSION, ADMIT, Admissions
 from .cache import ClusterCache
-from .stocks import StockPool
-from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,6 @@ from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
 from .. import manifests
-from ..admission_queue import Waiting
 from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     JOB_ALLOWED,
@@ -43,16 +42,18 @@ from ..job_lifecycle import (
     run_id,
     run_steps,
 )
-from ..pull_secrets import PullSecrets
+from ..queue.admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
+from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
+from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageClient, StorageRefused
-from ..store import JobStore, RequestStore, TenantStore
+from ..store import JobStore, RequestStore
+from ..tenancy.reconciler import TenantReconciler
+from ..tenancy.store import TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import job_item
-from .admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
 from .cache import ClusterCache
-from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -13,18 +13,18 @@ from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
 
 from .. import manifests
 from ..documents import InstanceDoc
+from ..queue.admissions import ADMISSION, Admissions
 from ..settings import InstancesSettings
+from ..stocks.reconciler import StockPool
 from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
+from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
-from .admissions import ADMISSION, Admissions
 from .cache import ClusterCache
 from .inference import InferenceReconciler
 from .instances import InstanceReconciler
 from .jobs import JobReconciler
 from .lease import Lease, LeaseLost
 from .resync import Resync
-from .stocks import StockPool
-from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from gpucloud_libs.naming import job_workload_id, service_workload_id
 from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
 from ..store import InstanceStore, JobStore, ServiceStore, instance_key
+from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import STOCKS, job_item, service_item, tenant_item
 from .cache import ClusterCache
 from .instances import InstanceReconciler
-from .tenants import TenantReconciler
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """A tenant's line in the admission queue, as the pass publishes it, and where one
 queued job or instance stands in it.
 
-The pass (controller/admissions.py) publishes each tenant's line when it changed
+The pass (queue/admissions.py) publishes each tenant's line when it changed
 (QueueLineStore). A workload the line does not hold yet, one submitted since,
 stands behind every queued workload of its priority or higher: that is where the
 next pass puts it, since within a priority the oldest goes first.
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
 
+from ..schemas import QueuePosition
 from .documents import QueueLineDoc
-from .schemas import QueuePosition
 from .store import QueueLineStore
 
 #: Until the admission queue's first pass over it, a workload waits for that pass.

@@ -1,6 +1,6 @@
 """The admission queue's pass over every queued job and instance, and its plan.
 
-One pass (admission_queue.decide) at a time, on the leader, as the work item
+One pass (queue.decision.decide) at a time, on the leader, as the work item
 ADMISSION. The pass writes no workload itself: it keeps its plan, keyed by each
 workload's work item, and wakes those it concerns. Each workload's own worker, the
 only writer of its document, carries out its part: claims the quota and starts (an
@@ -22,16 +22,19 @@ from dataclasses import dataclass, field
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 
-from ..admission_queue import Queued, Running, TenantShare, Waiting, decide
-from ..documents import InstanceDoc, JobDoc, QueueBandsDoc, QueueLineDoc
+from ..controller.cache import ClusterCache
+from ..controller.workqueue import WorkQueue
+from ..documents import InstanceDoc, JobDoc
 from ..job_lifecycle import JobState
 from ..lifecycle import State
-from ..queue_line import Line
 from ..quota_ledger import QuotaLedger
-from ..store import InstanceStore, JobStore, QueueLineStore, TenantStore
+from ..store import InstanceStore, JobStore
+from ..tenancy.store import TenantStore
 from ..wakeups import job_item
-from .cache import ClusterCache
-from .workqueue import WorkQueue
+from .decision import Queued, Running, TenantShare, Waiting, decide
+from .documents import QueueBandsDoc, QueueLineDoc
+from .line import Line
+from .store import QueueLineStore
 
 #: The work item of the pass.
 ADMISSION = "admission"

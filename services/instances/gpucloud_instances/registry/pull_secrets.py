@@ -13,8 +13,8 @@ from __future__ import annotations
 from gpucloud_libs.kube import ConflictError, KubeClient
 from gpucloud_libs.sealing import SecretBox
 
-from . import manifests
-from .schemas import image_registry
+from ..schemas import image_registry
+from . import manifests as registry_manifests
 from .store import RegistryCredentialStore
 
 
@@ -37,7 +37,7 @@ class PullSecrets:
                 password = self._box.open(doc["sealed_password"])
                 if password is None:
                     continue  # sealed with another key: no login to give
-                secret = manifests.pull_secret(
+                secret = registry_manifests.pull_secret(
                     namespace, doc["credential_id"], doc["registry"], doc["username"], password
                 )
                 try:
@@ -47,11 +47,13 @@ class PullSecrets:
                         "Secret", namespace, secret["metadata"]["name"], secret
                     )
                 self._written.add(marker)
-            names.append(manifests.pull_secret_name(doc["credential_id"]))
+            names.append(registry_manifests.pull_secret_name(doc["credential_id"]))
         return names
 
     async def remove(self, namespace: str, credential_id: str) -> None:
-        await self._kube.delete("Secret", namespace, manifests.pull_secret_name(credential_id))
+        await self._kube.delete(
+            "Secret", namespace, registry_manifests.pull_secret_name(credential_id)
+        )
         # Only that namespace's: another tenant may use the same credential id.
         self._written = {
             w

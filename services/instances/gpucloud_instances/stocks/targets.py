@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from gpucloud_libs.errors import ValidationFailed
 
+from ..specs.service import Specs
+from ..wakeups import STOCKS, ControllerWakeups
 from .documents import StockUnitDoc
 from .schemas import StockChange, StockStatus
-from .specs import Specs
 from .store import StockStore
-from .wakeups import STOCKS, ControllerWakeups
 
 
 class StockTargets:

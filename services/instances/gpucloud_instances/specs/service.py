@@ -6,9 +6,10 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound
 from gpucloud_libs.gpu_shares import MIG_RESOURCE_PREFIX, GpuShare
 
-from .documents import SpecDoc
+from ..documents import SpecDoc
+from ..stocks.store import StockStore
 from .schemas import Spec, SpecCreate
-from .store import SpecStore, StockStore
+from .store import SpecStore
 
 
 def spec_view(doc: SpecDoc) -> Spec:

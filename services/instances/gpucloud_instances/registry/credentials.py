@@ -13,11 +13,13 @@ from gpucloud_libs.errors import Conflict, NotFound
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.sealing import SecretBox
 
-from . import manifests
+from ..store import DuplicateInstance, instance_key
+from ..tenancy.store import TenantStore
+from . import manifests as registry_manifests
 from .documents import RegistryCredentialDoc
 from .pull_secrets import PullSecrets
 from .schemas import RegistryCredential, RegistryCredentialCreate
-from .store import DuplicateInstance, RegistryCredentialStore, TenantStore, instance_key
+from .store import RegistryCredentialStore
 
 
 class RegistryCredentials:
@@ -83,6 +85,6 @@ def _view(doc: RegistryCredentialDoc) -> RegistryCredential:
         credential_id=doc["credential_id"],
         registry=doc["registry"],
         username=doc["username"],
-        secret_name=manifests.pull_secret_name(doc["credential_id"]),
+        secret_name=registry_manifests.pull_secret_name(doc["credential_id"]),
         created_at=aware(doc["created_at"]),
     )

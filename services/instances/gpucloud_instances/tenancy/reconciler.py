@@ -12,7 +12,8 @@ from gpucloud_libs.kube import KubeClient
 from .. import manifests
 from ..documents import TenantDoc
 from ..settings import InstancesSettings
-from ..store import TenantStore
+from . import manifests as namespace_manifests
+from .store import TenantStore
 
 log = logging.getLogger(__name__)
 
@@ -24,20 +25,20 @@ def tenant_manifests(
     namespace_name = tenant["namespace"]
     quota = tenant["quota"]
     storage_access = (
-        [manifests.role_binding(namespace_name, settings.tenant_storage_role, subject)]
+        [namespace_manifests.role_binding(namespace_name, settings.tenant_storage_role, subject)]
         if (subject := settings.tenant_storage_subject)
         else []
     )
     return [
         manifests.namespace(namespace_name, {manifests.TENANT: tenant_id}),
         *storage_access,
-        manifests.resource_quota(
+        namespace_manifests.resource_quota(
             namespace_name, gpus=quota["max_gpus"] + quota.get("borrow_gpus", 0),
             instances=quota["max_instances"],
             cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
         ),
-        manifests.limit_range(namespace_name),
-        manifests.network_policy(
+        namespace_manifests.limit_range(namespace_name),
+        namespace_manifests.network_policy(
             namespace_name, gateway_namespace=settings.gateway_namespace,
             dns_namespace=settings.dns_namespace,
             denied_cidrs=settings.tenant_egress_denied_cidrs,

@@ -29,9 +29,12 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError, Manifest
 
 from .. import manifests
-from ..documents import InstanceDoc, SpecDoc, StockUnitDoc
-from ..store import SpecStore, StockStore
-from .cache import ClusterCache, pod_gpus
+from ..controller.cache import ClusterCache, pod_gpus
+from ..documents import InstanceDoc, SpecDoc
+from ..specs.store import SpecStore
+from . import manifests as stock_manifests
+from .documents import StockUnitDoc
+from .store import StockStore
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +193,7 @@ class StockPool:
                 await self._arm(unit, pod)
         for name, hold in list(self._cache.stock_holds.items()):
             if name not in self._units and not hold["metadata"].get("deletionTimestamp"):
-                hold_name = manifests.hold_name(name)
+                hold_name = stock_manifests.hold_name(name)
                 await self._kube.delete("Pod", self._namespace, hold_name, grace_s=0)
 
     async def _arm(self, unit: StockUnitDoc, placeholder: Manifest) -> None:
@@ -198,7 +201,7 @@ class StockPool:
         before the placeholder goes, so its GPUs are never free for another pod.
         Each step may be repeated, so a pass cut short is finished by the next."""
         name, node = unit["_id"], placeholder["spec"]["nodeName"]
-        hold = manifests.stock_hold_pod(
+        hold = stock_manifests.stock_hold_pod(
             namespace_name=self._namespace, unit=name, spec_name=unit["spec_name"],
             resources=placeholder["spec"]["containers"][0]["resources"],
         )  # fmt: skip
@@ -208,7 +211,7 @@ class StockPool:
         await self._kube.patch_status(
             "Pod",
             self._namespace,
-            manifests.hold_name(name),
+            stock_manifests.hold_name(name),
             {"status": {"nominatedNodeName": node}},
         )
         await self._kube.delete("Pod", self._namespace, name, grace_s=0)
@@ -288,7 +291,7 @@ class StockPool:
             self._units[name] = await self._stocks.add_unit(name, spec_name)
             try:
                 await self._kube.create(
-                    manifests.placeholder_pod(
+                    stock_manifests.placeholder_pod(
                         namespace_name=self._namespace, name=name,
                         spec_name=spec_name, cpu=spec["cpu"], memory=spec["memory"],
                         gpus=spec["gpu_num"], gpu_type=spec["gpu_type"],
@@ -317,7 +320,7 @@ class StockPool:
         if unit is None:
             return
         self._available.pop(name, None)
-        pod = manifests.hold_name(name) if unit["state"] == "available" else name
+        pod = stock_manifests.hold_name(name) if unit["state"] == "available" else name
         await self._kube.delete("Pod", self._namespace, pod, grace_s=0)
         await self._forget(name)
 

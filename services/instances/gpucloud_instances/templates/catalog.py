@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from gpucloud_libs.errors import NotFound, ValidationFailed
 
-from .schemas import CatalogTemplate, EnvVar, SuggestedSpec, TemplatePort, image_registry
+from ..schemas import EnvVar, image_registry
+from .schemas import CatalogTemplate, SuggestedSpec, TemplatePort
 
 #: A home a non-root user can write in the container's own /tmp, for images made to
 #: run as root (whose home is /root).

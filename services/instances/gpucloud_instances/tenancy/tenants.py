@@ -11,20 +11,20 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.events import AlertStateChanged, TenantUpserted
 from gpucloud_libs.naming import tenant_namespace
 
-from .documents import QuotaDoc, TenantFields
-from .job_lifecycle import LIVE as LIVE_JOBS
-from .lifecycle import ACTIVE, LIVE, State
-from .settings import InstancesSettings
-from .store import (
+from ..documents import QuotaDoc, TenantFields
+from ..job_lifecycle import LIVE as LIVE_JOBS
+from ..lifecycle import ACTIVE, LIVE, State
+from ..settings import InstancesSettings
+from ..store import (
     InstanceStore,
     JobStore,
     RequestStore,
     ServiceStore,
-    TenantStore,
     instance_key,
     service_request_key,
 )
-from .wakeups import ControllerWakeups, job_item, service_item, tenant_item
+from ..wakeups import ControllerWakeups, job_item, service_item, tenant_item
+from .store import TenantStore
 
 STOP_PAGE = 200
 

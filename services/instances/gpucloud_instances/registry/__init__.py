@@ -1,0 +1,1 @@
+"""Tenants' private registry credentials and the pull secrets made of them."""

@@ -1,0 +1,1 @@
+"""Instance specs: the shapes (GPUs, CPU, memory, zones) tenants start workloads of."""

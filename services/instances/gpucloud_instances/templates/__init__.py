@@ -1,0 +1,1 @@
+"""The app catalog: ready-made templates instances and services start from."""

@@ -1,0 +1,1 @@
+"""Tenants as the gateway publishes them, and each tenant's namespace."""

@@ -1,0 +1,46 @@
+"""The tenants' collection, as the gateway's events last said."""
+
+from __future__ import annotations
+
+from pymongo.errors import DuplicateKeyError
+
+from gpucloud_libs.mongo import Collection, Database, typed
+
+from ..documents import (
+    TenantDoc,
+    TenantFields,
+)
+from ..store import TENANT_NAMESPACES, TENANTS
+
+
+class TenantStore:
+    """`tenants` is written by the tenant-event handler; `tenant_namespaces` by the controller."""
+
+    def __init__(self, db: Database) -> None:
+        self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
+        self._namespaces = db[TENANT_NAMESPACES]
+
+    async def upsert(self, tenant_id: str, fields: TenantFields) -> None:
+        await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
+
+    async def get(self, tenant_id: str) -> TenantDoc | None:
+        return await self._tenants.find_one({"_id": tenant_id})
+
+    async def all(self) -> list[TenantDoc]:
+        return [tenant async for tenant in self._tenants.find({})]
+
+    async def applied_version(self, tenant_id: str) -> str | None:
+        doc = await self._namespaces.find_one({"_id": tenant_id})
+        return None if doc is None else str(doc["version"])
+
+    async def applied_versions(self) -> dict[str, str]:
+        return {doc["_id"]: str(doc["version"]) async for doc in self._namespaces.find({})}
+
+    async def mark_applied(self, tenant_id: str, version: str) -> None:
+        change = {"$set": {"version": version}}
+        try:
+            await self._namespaces.update_one({"_id": tenant_id}, change, upsert=True)
+        except DuplicateKeyError:
+            # Two starts of a new tenant applied its namespace at once, and FerretDB's
+            # upsert is not atomic: the other one inserted it, so this is an update.
+            await self._namespaces.update_one({"_id": tenant_id}, change)
