@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from .naming import GPU_RESOURCE
+from .naming import GPU_RESOURCE, service_workload_id
 
 SPEC_VERSION = "1.0"
 CONTENT_TYPE = "application/json"
@@ -89,12 +89,11 @@ InstanceState = Literal[
 ]
 
 
-class InstanceStateChanged(EventData):
-    """One persisted lifecycle transition. Metering bills from these, so each is
-    published exactly once per transition and `sequence` orders them per instance."""
+class GpuHoldingTransition(EventData):
+    """A transition of what holds GPUs and is billed for them: an instance, one run of
+    a job, one replica of an inference service. Metering reads this shape alone; each
+    kind adds its own ids and states. `sequence` orders one workload's transitions."""
 
-    type: Literal["io.gpucloud.instance.state_changed.v1"] = "io.gpucloud.instance.state_changed.v1"
-    instance_id: str
     tenant_id: str
     user_id: str | None = None
     spec_name: str
@@ -106,16 +105,45 @@ class InstanceStateChanged(EventData):
     gpu_weight: GpuWeight = "1"
     zone: str | None = None
     node: str | None = None
+    state: str
+    sequence: int = Field(ge=0)
+    at: AwareDatetime
+
+    @property
+    def workload_id(self) -> str:
+        """What is billed, unique within the tenant: an instance id, `<job>/<run>`,
+        or `svc--<service>/<replica>` (no instance id holds a `/` or a `--`)."""
+        raise NotImplementedError
+
+    @property
+    def of_job(self) -> str | None:
+        """The job this is a run of."""
+        return None
+
+    @property
+    def of_service(self) -> str | None:
+        """The inference service this is a replica of."""
+        return None
+
+
+class InstanceStateChanged(GpuHoldingTransition):
+    """One persisted lifecycle transition. Metering bills from these, so each is
+    published exactly once per transition and `sequence` orders them per instance."""
+
+    type: Literal["io.gpucloud.instance.state_changed.v1"] = "io.gpucloud.instance.state_changed.v1"
+    instance_id: str
     state: InstanceState
     previous_state: InstanceState | None = None
     reason: str | None = None
-    sequence: int = Field(ge=0)
-    at: AwareDatetime
 
     @property
     def aggregate_id(self) -> str:
         # Instance ids are unique per tenant (clients may choose them).
         return f"{self.tenant_id}/{self.instance_id}"
+
+    @property
+    def workload_id(self) -> str:
+        return self.instance_id
 
 
 # --- jobs (instances -> metering) --------------------------------------------------
@@ -149,7 +177,7 @@ class JobStateChanged(EventData):
         return f"{self.tenant_id}/{self.job_id}"
 
 
-class JobRunStateChanged(EventData):
+class JobRunStateChanged(GpuHoldingTransition):
     """One transition of one run of a job. Metering bills runs as it bills instances:
     `sequence` orders a run's transitions, and the run holds `gpu_count` GPUs while
     `scheduled` or `running`."""
@@ -158,32 +186,27 @@ class JobRunStateChanged(EventData):
     job_id: str
     #: Unique within the job: the suffix Kubernetes gave the run's pod.
     run_id: str
-    tenant_id: str
-    user_id: str | None = None
-    spec_name: str
-    gpu_type: str
-    gpu_count: int = Field(ge=0)
-    #: The GPU kind its `gpu_count` units are, and one unit's part of a GPU (libs
-    #: gpu_shares); whole GPUs when absent.
-    gpu_resource: str = GPU_RESOURCE
-    gpu_weight: GpuWeight = "1"
-    zone: str | None = None
-    node: str | None = None
     state: JobRunState
     exit_code: int | None = None
-    sequence: int = Field(ge=0)
-    at: AwareDatetime
 
     @property
     def aggregate_id(self) -> str:
         # The job's id: its runs' events stay in order with one another.
         return f"{self.tenant_id}/{self.job_id}"
 
+    @property
+    def workload_id(self) -> str:
+        return f"{self.job_id}/{self.run_id}"
+
+    @property
+    def of_job(self) -> str:
+        return self.job_id
+
 
 ReplicaState = Literal["scheduled", "running", "ended"]
 
 
-class ReplicaStateChanged(EventData):
+class ReplicaStateChanged(GpuHoldingTransition):
     """One transition of one replica of an inference service. Metering bills
     replicas as it bills instances: `sequence` orders a replica's transitions, and
     the replica holds `gpu_count` GPUs while `scheduled` or `running`."""
@@ -194,27 +217,22 @@ class ReplicaStateChanged(EventData):
     service_id: str
     #: Unique within the service: the suffix Kubernetes gave the replica's pod.
     replica_id: str
-    tenant_id: str
-    user_id: str | None = None
-    spec_name: str
-    gpu_type: str
-    gpu_count: int = Field(ge=0)
-    #: The GPU kind its `gpu_count` units are, and one unit's part of a GPU (libs
-    #: gpu_shares); whole GPUs when absent.
-    gpu_resource: str = GPU_RESOURCE
-    gpu_weight: GpuWeight = "1"
-    zone: str | None = None
-    node: str | None = None
     #: The service's revision the replica runs.
     revision: int = Field(ge=1)
     state: ReplicaState
-    sequence: int = Field(ge=0)
-    at: AwareDatetime
 
     @property
     def aggregate_id(self) -> str:
         # The service's id: its replicas' events stay in order with one another.
         return f"{self.tenant_id}/{self.service_id}"
+
+    @property
+    def workload_id(self) -> str:
+        return f"{service_workload_id(self.service_id)}/{self.replica_id}"
+
+    @property
+    def of_service(self) -> str:
+        return self.service_id
 
 
 class InferenceServiceDeleted(EventData):

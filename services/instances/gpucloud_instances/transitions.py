@@ -10,6 +10,7 @@ is deduplicated downstream.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypedDict
 
 from gpucloud_libs.events import (
     CloudEvent,
@@ -29,22 +30,40 @@ from .lifecycle import State, Step
 EVENT_SOURCE = "/gpucloud/instances"
 
 
+class GpusHeld(TypedDict):
+    """The fields every GPU-holding event carries (libs `GpuHoldingTransition`)."""
+
+    tenant_id: str
+    user_id: str | None
+    spec_name: str
+    gpu_type: str
+    gpu_count: int
+    gpu_resource: str
+    gpu_weight: str
+    zone: str | None
+    node: str | None
+
+
+def _gpus_held(
+    doc: InstanceDoc | JobDoc | ServiceDoc, *, zone: str | None, node: str | None
+) -> GpusHeld:
+    """Whose the GPUs are, of what spec, how many of which kind, and where: an
+    instance's from its document, a run's or a replica's from its own placement."""
+    share = GpuShare.of(doc)
+    return GpusHeld(
+        tenant_id=doc["tenant_id"], user_id=doc.get("user_id"), spec_name=doc["spec_name"],
+        gpu_type=doc["gpu_type"], gpu_count=doc["gpu_count"], gpu_resource=share.resource,
+        gpu_weight=str(share.weight), zone=zone, node=node,
+    )  # fmt: skip
+
+
 def lifecycle_event(
     doc: InstanceDoc, step: Step, sequence: int, previous: State | None
 ) -> OutboxEntry:
     """The outbox entry for one transition of the instance `doc`."""
-    share = GpuShare.of(doc)
     data = InstanceStateChanged(
         instance_id=doc["instance_id"],
-        tenant_id=doc["tenant_id"],
-        user_id=doc.get("user_id"),
-        spec_name=doc["spec_name"],
-        gpu_type=doc["gpu_type"],
-        gpu_count=doc["gpu_count"],
-        gpu_resource=share.resource,
-        gpu_weight=str(share.weight),
-        zone=doc.get("zone"),
-        node=doc.get("node"),
+        **_gpus_held(doc, zone=doc.get("zone"), node=doc.get("node")),
         state=step.state.value,
         previous_state=previous.value if previous else None,
         reason=step.reason,
@@ -103,19 +122,10 @@ def run_event(
 ) -> OutboxEntry:
     """The outbox entry of a run's next transition; `run` is the run before it."""
     sequence = run["sequence"] + 1
-    share = GpuShare.of(doc)
     data = JobRunStateChanged(
         job_id=doc["job_id"],
         run_id=run_id,
-        tenant_id=doc["tenant_id"],
-        user_id=doc.get("user_id"),
-        spec_name=doc["spec_name"],
-        gpu_type=doc["gpu_type"],
-        gpu_count=doc["gpu_count"],
-        gpu_resource=share.resource,
-        gpu_weight=str(share.weight),
-        zone=run.get("zone"),
-        node=run.get("node"),
+        **_gpus_held(doc, zone=run.get("zone"), node=run.get("node")),
         state=state.value,
         exit_code=run.get("exit_code"),
         sequence=sequence,
@@ -133,19 +143,10 @@ def replica_event(
 ) -> OutboxEntry:
     """The outbox entry of a replica's next transition; `run` is the replica before it."""
     sequence = run["sequence"] + 1
-    share = GpuShare.of(doc)
     data = ReplicaStateChanged(
         service_id=doc["service_id"],
         replica_id=replica_id,
-        tenant_id=doc["tenant_id"],
-        user_id=doc.get("user_id"),
-        spec_name=doc["spec_name"],
-        gpu_type=doc["gpu_type"],
-        gpu_count=doc["gpu_count"],
-        gpu_resource=share.resource,
-        gpu_weight=str(share.weight),
-        zone=run.get("zone"),
-        node=run.get("node"),
+        **_gpus_held(doc, zone=run.get("zone"), node=run.get("node")),
         revision=run["revision"],
         state=state,
         sequence=sequence,

@@ -9,14 +9,7 @@ from __future__ import annotations
 import logging
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.events import (
-    InstanceStateChanged,
-    JobRunStateChanged,
-    NodeHealthChanged,
-    ReplicaStateChanged,
-    StorageUsageSampled,
-)
-from gpucloud_libs.naming import service_workload_id
+from gpucloud_libs.events import GpuHoldingTransition, NodeHealthChanged, StorageUsageSampled
 
 from . import ledger
 from .changes import UsageChanges
@@ -25,9 +18,6 @@ from .store import FactStore
 
 log = logging.getLogger(__name__)
 
-#: What holds GPUs and is billed: an instance, a job's run, an inference service's replica.
-WorkloadTransition = InstanceStateChanged | JobRunStateChanged | ReplicaStateChanged
-
 
 class FactRecorder:
     def __init__(self, facts: FactStore, changes: UsageChanges) -> None:
@@ -35,20 +25,17 @@ class FactRecorder:
         self._changes = changes
 
     @staticmethod
-    def transition_document(event_id: str, data: WorkloadTransition) -> TransitionDoc:
+    def transition_document(event_id: str, data: GpuHoldingTransition) -> TransitionDoc:
         """An instance's transition, a job run's or a replica's: runs and replicas are
-        billed as instances are, under the workload ids `<job>/<run>` and
-        `svc--<service>/<replica>` (no instance id holds a `/` or a `--`)."""
-        job_id = data.job_id if isinstance(data, JobRunStateChanged) else None
-        service_id = data.service_id if isinstance(data, ReplicaStateChanged) else None
-        workload = workload_id(data)
+        billed as instances are, under their workload ids."""
+        workload = data.workload_id
         return {
             "_id": f"{data.tenant_id}/{workload}#{data.sequence}",
             "event_id": event_id,
             "tenant_id": data.tenant_id,
             "instance_id": workload,
-            "job_id": job_id,
-            "service_id": service_id,
+            "job_id": data.of_job,
+            "service_id": data.of_service,
             "sequence": data.sequence,
             "state": data.state,
             "at_us": ledger.to_us(data.at),
@@ -63,10 +50,10 @@ class FactRecorder:
             "recorded_us": ledger.to_us(now()),
         }
 
-    async def transitions(self, events: list[tuple[str, WorkloadTransition]]) -> None:
+    async def transitions(self, events: list[tuple[str, GpuHoldingTransition]]) -> None:
         """Record lifecycle transitions (event id, data); a repeat is a no-op."""
         documents = [self.transition_document(event_id, data) for event_id, data in events]
-        self._changes.instances.add(*((data.tenant_id, workload_id(data)) for _, data in events))
+        self._changes.instances.add(*((data.tenant_id, data.workload_id) for _, data in events))
         for repeat, kept in await self._facts.record_transitions(documents):
             if (kept["state"], kept["at_us"]) != (repeat["state"], repeat["at_us"]):
                 # Same instance and sequence, a different fact: the first one stays billed.
@@ -100,13 +87,3 @@ class FactRecorder:
             {"_id": f"{data.node}@{at_us}:{data.health}", "node": data.node,
              "health": data.health, "at_us": at_us}
         )  # fmt: skip
-
-
-def workload_id(data: WorkloadTransition) -> str:
-    """What metering bills: an instance, one run of a job (`<job>/<run>`), or one
-    replica of an inference service (`svc--<service>/<replica>`)."""
-    if isinstance(data, JobRunStateChanged):
-        return f"{data.job_id}/{data.run_id}"
-    if isinstance(data, ReplicaStateChanged):
-        return f"{service_workload_id(data.service_id)}/{data.replica_id}"
-    return data.instance_id
