@@ -54,12 +54,15 @@ def test_workload_ids_of_different_kinds_never_meet() -> None:
     ids = {event.workload_id for event, *_ in KINDS}
     assert len(ids) == 3
     instance, run, replica = (event.workload_id for event, *_ in KINDS)
-    assert "/" not in instance and "--" not in instance
-    assert run.count("/") == 1 and replica.startswith("svc--")
+    assert "/" not in instance
+    assert "--" not in instance
+    assert run.count("/") == 1
+    assert replica.startswith("svc--")
 
 
 def test_the_shape_survives_the_wire() -> None:
     """What the instances service sends is what metering reads back, kind included."""
     for event, workload, *_ in KINDS:
         again = type(event).model_validate_json(event.model_dump_json())
-        assert again == event and again.workload_id == workload
+        assert again == event
+        assert again.workload_id == workload
