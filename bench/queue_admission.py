@@ -33,7 +33,8 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch
 
 from gpucloud_instances import manifests
-from gpucloud_instances.schemas import JobCreate
+from gpucloud_instances.jobs import manifests as job_manifests
+from gpucloud_instances.jobs.schemas import JobCreate
 from gpucloud_libs.events import TenantDeleted
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -60,12 +61,12 @@ def job_body(job_id: str) -> dict[str, Any]:
 def bare_job(namespace: str, index: int) -> Any:
     """The Job gpucloud would make for `job_body`, labelled as the bench's own."""
     body = JobCreate.model_validate(job_body(f"bare-{index}"))
-    pods = manifests.JobPods(
+    pods = job_manifests.JobPods(
         namespace_name=namespace, tenant_id="bench", job_id=f"bare-{index}", spec_name=SPEC,
         image=body.image, command=None, args=None, template=body.template, cpu="4",
         memory="16Gi", gpus=1, gpu_type=PRODUCT, zones=[], retry_limit=0, deadline_seconds=None,
     )  # fmt: skip
-    manifest = manifests.batch_job(pods, parallelism=1, completions=1)
+    manifest = job_manifests.batch_job(pods, parallelism=1, completions=1)
     labels = {BARE_LABEL: "bare"}
     manifest["metadata"]["labels"] = labels
     manifest["spec"]["template"]["metadata"]["labels"] = labels

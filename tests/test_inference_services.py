@@ -25,8 +25,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_instances.inference.manifests import REPLICA_DRAIN_S
 from gpucloud_instances.manifests import HEALTH as HEALTH_LABEL
-from gpucloud_instances.manifests import REPLICA_DRAIN_S
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.naming import (
     SERVICE_LABEL,

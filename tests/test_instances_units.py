@@ -10,12 +10,15 @@ from typing import Any
 import pytest
 
 from gpucloud_instances import manifests
-from gpucloud_instances.admission import allowed_zones, quota_refusal, request_hash
+from gpucloud_instances.admission import allowed_zones, quota_refusal
 from gpucloud_instances.controller.cache import ClusterCache
 from gpucloud_instances.controller.workqueue import WorkQueue
 from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc
+from gpucloud_instances.instances import manifests as instance_manifests
+from gpucloud_instances.instances.admission import request_hash
+from gpucloud_instances.instances.schemas import InstanceCreate
 from gpucloud_instances.lifecycle import State, Step
-from gpucloud_instances.schemas import InstanceCreate, InstanceTemplate
+from gpucloud_instances.schemas import InstanceTemplate
 from gpucloud_instances.settings import InstancesSettings
 from gpucloud_instances.stocks.documents import StockUnitDoc
 from gpucloud_instances.stocks.targets import stock_status
@@ -227,7 +230,7 @@ def test_pods_the_scheduler_found_no_room_for_wake_the_stocks() -> None:
 
 def test_a_pods_zones_are_read_back_from_its_placement() -> None:
     template = InstanceTemplate()
-    pod = manifests.instance_pod(
+    pod = instance_manifests.instance_pod(
         namespace_name="ns", tenant_id="t", instance_id="i", spec_name="s", image="img",
         template=template, cpu="1", memory="1Gi", gpus=1, gpu_type="A100",
         zones=["zone-a", "zone-b"], stock=("stock-s-1", "n1"),
@@ -235,7 +238,7 @@ def test_a_pods_zones_are_read_back_from_its_placement() -> None:
     assert manifests.placement_zones(pod) == ["zone-a", "zone-b"]
     assert pod["spec"]["nodeName"] == "n1"
     assert pod["metadata"]["annotations"] == {manifests.STOCK_UNIT: "stock-s-1"}
-    anywhere = manifests.instance_pod(
+    anywhere = instance_manifests.instance_pod(
         namespace_name="ns", tenant_id="t", instance_id="i", spec_name="s", image="img",
         template=template, cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=[],
     )  # fmt: skip

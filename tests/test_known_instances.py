@@ -1,4 +1,4 @@
-"""The leader's memory of live instances (controller.instances.KnownInstances), on
+"""The leader's memory of live instances (instances.reconciler.KnownInstances), on
 the stack's real database: a reconcile woken by the pod watch trusts it, and every
 change from outside is seen once the controller is told of it."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from gpucloud_instances.controller.instances import KnownInstances
+from gpucloud_instances.instances.reconciler import KnownInstances
 from gpucloud_instances.store import InstanceStore, RequestStore
 from tests.support import unique
 

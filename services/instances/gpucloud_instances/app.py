@@ -15,12 +15,14 @@ from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import ALERTS, INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from . import quota_ledger
-from .api import router
 from .controller import NodeCordons, build_controller
 from .handlers import EventHandlers
-from .inference import InferenceServices
-from .instances import Instances
-from .jobs import Jobs
+from .inference.api import router as services_router
+from .inference.service import InferenceServices
+from .instances.api import router as instances_router
+from .instances.service import Instances
+from .jobs.api import router as jobs_router
+from .jobs.service import Jobs
 from .list_model import InstanceListModel
 from .log_streams import LogStreams
 from .queue.line import QueueLines
@@ -88,7 +90,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
             "Kubernetes."
         ),
-        routers=[router, specs_router, stocks_router, templates_router, registry_router],
+        routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router],
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, wakeups),

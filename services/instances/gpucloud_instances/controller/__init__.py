@@ -16,6 +16,9 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
 
+from ..inference.reconciler import InferenceReconciler
+from ..instances.reconciler import InstanceReconciler
+from ..jobs.reconciler import JobReconciler
 from ..queue.admissions import Admissions
 from ..queue.store import QueueLineStore
 from ..quota_ledger import QuotaLedger
@@ -30,9 +33,6 @@ from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
 from ..wakeups import STOCKS, InstanceChanges
 from .cache import ClusterCache
-from .inference import InferenceReconciler
-from .instances import InstanceReconciler
-from .jobs import JobReconciler
 from .leader import Controller
 from .lease import Lease
 from .nodes import NodeCordons

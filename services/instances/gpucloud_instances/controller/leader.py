@@ -13,6 +13,9 @@ from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
 
 from .. import manifests
 from ..documents import InstanceDoc
+from ..inference.reconciler import InferenceReconciler
+from ..instances.reconciler import InstanceReconciler
+from ..jobs.reconciler import JobReconciler
 from ..queue.admissions import ADMISSION, Admissions
 from ..settings import InstancesSettings
 from ..stocks.reconciler import StockPool
@@ -20,9 +23,6 @@ from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
 from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
 from .cache import ClusterCache
-from .inference import InferenceReconciler
-from .instances import InstanceReconciler
-from .jobs import JobReconciler
 from .lease import Lease, LeaseLost
 from .resync import Resync
 from .workqueue import WorkQueue

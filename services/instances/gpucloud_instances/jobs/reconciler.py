@@ -23,7 +23,8 @@ from gpucloud_libs.naming import job_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
-from .. import manifests
+from ..controller.cache import ClusterCache
+from ..controller.workqueue import WorkQueue
 from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     JOB_ALLOWED,
@@ -53,8 +54,7 @@ from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import job_item
-from .cache import ClusterCache
-from .workqueue import WorkQueue
+from . import manifests as job_manifests
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class JobReconciler:
         at = now_as_stored()  # a run's end may be this instant: recorded and billed
         runs: dict[str, JobRunDoc] = {rid: JobRunDoc(**run) for rid, run in doc["runs"].items()}
         events: list[OutboxEntry] = []
-        job_name = manifests.job_object_name(doc["job_id"])
+        job_name = job_manifests.job_object_name(doc["job_id"])
         pods = self._cache.job_pods.get(doc["_id"], {})
         seen: set[str] = set()
         present: list[RunObservation] = []
@@ -311,7 +311,7 @@ class JobReconciler:
         )
 
     def _forget_recorded_pods(self, doc: JobDoc) -> None:
-        job_name = manifests.job_object_name(doc["job_id"])
+        job_name = job_manifests.job_object_name(doc["job_id"])
         for name, job_pod in list(self._cache.job_pods.get(doc["_id"], {}).items()):
             run = doc["runs"].get(run_id(name, job_name))
             if job_pod.gone_at is not None and (run is None or RunState(run["state"]) in RUN_ENDED):
@@ -344,7 +344,7 @@ class JobReconciler:
         """Delete the job's Kubernetes object (a Job, or a multi-node job's JobSet) and,
         through their owners, its pods."""
         kind = "JobSet" if doc.get("nodes") else "Job"
-        name = manifests.job_object_name(doc["job_id"])
+        name = job_manifests.job_object_name(doc["job_id"])
         await self._kube.delete(kind, doc["namespace"], name, cascade=True)
 
     async def _create_job(self, doc: JobDoc) -> None:
@@ -353,7 +353,7 @@ class JobReconciler:
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:
             return
-        pods = manifests.JobPods(
+        pods = job_manifests.JobPods(
             namespace_name=doc["namespace"], tenant_id=doc["tenant_id"], job_id=doc["job_id"],
             spec_name=doc["spec_name"], image=doc["image"], command=doc.get("command"),
             args=doc.get("args"), template=InstanceTemplate.model_validate(doc["template"], context=STORED),
@@ -367,9 +367,9 @@ class JobReconciler:
         )  # fmt: skip
         nodes = doc.get("nodes")
         manifest = (
-            manifests.job_set(pods, nodes=nodes)
+            job_manifests.job_set(pods, nodes=nodes)
             if nodes
-            else manifests.batch_job(
+            else job_manifests.batch_job(
                 pods, parallelism=doc["parallelism"], completions=doc["completions"]
             )
         )

@@ -23,36 +23,23 @@ from gpucloud_libs.naming import instance_host, public_origin
 from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
-from . import manifests
-from .admission import (
-    allowed_zones,
-    instance_document,
-    known_spec,
-    quota_refusal,
-    request_hash,
-)
-from .documents import InstanceDoc, SpecDoc, TenantDoc
-from .lifecycle import LIVE, STARTABLE, TERMINAL, State
-from .log_streams import LogStreams
-from .queue.line import Line, QueueLines
-from .quota_ledger import QuotaLedger
-from .schemas import (
-    STORED,
-    Instance,
-    InstanceCreate,
-    InstanceEndpoint,
-    InstancePage,
-    InstanceTemplate,
-    QuotaUse,
-    Transition,
-)
-from .settings import InstancesSettings
-from .specs.store import SpecStore
-from .storages import StorageClient
-from .store import DuplicateInstance, InstanceStore, RequestKind, RequestStore, instance_key
-from .templates.catalog import ImagePolicy
-from .tenancy.store import TenantStore
-from .wakeups import ControllerWakeups, InstanceChanges, Recorded
+from ..admission import allowed_zones, known_spec, quota_refusal
+from ..documents import InstanceDoc, SpecDoc, TenantDoc
+from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
+from ..log_streams import LogStreams
+from ..queue.line import Line, QueueLines
+from ..quota_ledger import QuotaLedger
+from ..schemas import STORED, InstanceTemplate, QuotaUse, Transition
+from ..settings import InstancesSettings
+from ..specs.store import SpecStore
+from ..storages import StorageClient
+from ..store import DuplicateInstance, InstanceStore, RequestKind, RequestStore, instance_key
+from ..templates.catalog import ImagePolicy
+from ..tenancy.store import TenantStore
+from ..wakeups import ControllerWakeups, InstanceChanges, Recorded
+from . import manifests as instance_manifests
+from .admission import instance_document, request_hash
+from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 
 #: How often a reader waiting for a transition looks at the store again, for the
 #: transitions another replica's controller records.
@@ -252,7 +239,7 @@ class Instances:
             return now is None or State(now["state"]) in TERMINAL
 
         return await self._logs.open(
-            doc["tenant_id"], doc["namespace"], manifests.pod_name(doc["instance_id"]),
+            doc["tenant_id"], doc["namespace"], instance_manifests.pod_name(doc["instance_id"]),
             follow=follow, tail_lines=tail_lines,
             gone=f"instance {instance_id!r} has no pod now", ended=ended,
         )  # fmt: skip

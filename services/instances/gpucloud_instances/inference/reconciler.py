@@ -33,13 +33,9 @@ from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import INFERENCE_LIFECYCLE
 
 from .. import manifests
-from ..documents import (
-    ReplicaRunDoc,
-    ScaleDoc,
-    ServiceConfigDoc,
-    ServiceDoc,
-    ServiceReplicaDoc,
-)
+from ..controller.cache import ClusterCache, TrackedPod
+from ..controller.workqueue import WorkQueue
+from ..documents import ReplicaRunDoc, ScaleDoc, ServiceConfigDoc, ServiceDoc, ServiceReplicaDoc
 from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
 from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
@@ -49,8 +45,7 @@ from ..store import RequestStore, ServiceStore, service_request_key
 from ..tenancy.reconciler import TenantReconciler
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
-from .cache import ClusterCache, TrackedPod
-from .workqueue import WorkQueue
+from . import manifests as service_manifests
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +96,7 @@ class InferenceReconciler:
         changes: Document = {}
         if deleting:
             await self._kube.delete(
-                "Deployment", doc["namespace"], manifests.deployment_name(doc["service_id"]),
+                "Deployment", doc["namespace"], service_manifests.deployment_name(doc["service_id"]),
                 cascade=True,
             )  # fmt: skip
         else:
@@ -129,7 +124,7 @@ class InferenceReconciler:
                 }
             elif doc.get("applied_replicas") != scale["replicas"]:
                 await self._kube.patch(
-                    "Deployment", doc["namespace"], manifests.deployment_name(doc["service_id"]),
+                    "Deployment", doc["namespace"], service_manifests.deployment_name(doc["service_id"]),
                     {"spec": {"replicas": scale["replicas"]}},
                 )  # fmt: skip
                 changes["applied_replicas"] = scale["replicas"]
@@ -155,7 +150,7 @@ class InferenceReconciler:
         runs = {rid: ReplicaRunDoc(**run) for rid, run in doc["runs"].items()}
         events: list[OutboxEntry] = []
         at = now_as_stored()  # a replica's end may be this instant: recorded and billed
-        prefix = manifests.deployment_name(doc["service_id"])
+        prefix = service_manifests.deployment_name(doc["service_id"])
         tracked = self._cache.service_pods.get(doc["_id"], {})
         for tracked_pod in tracked.values():
             observed = observe_run(
@@ -195,7 +190,7 @@ class InferenceReconciler:
         return runs, events
 
     def _forget_recorded_pods(self, doc: ServiceDoc) -> None:
-        prefix = manifests.deployment_name(doc["service_id"])
+        prefix = service_manifests.deployment_name(doc["service_id"])
         for name, tracked in list(self._cache.service_pods.get(doc["_id"], {}).items()):
             run = doc["runs"].get(name.removeprefix(f"{prefix}-"))
             if tracked.gone_at is not None and (run is None or run["state"] == "ended"):
@@ -272,7 +267,7 @@ class InferenceReconciler:
         storage_secrets: list[tuple[str, str]],
     ) -> None:
         template = config["template"]
-        deployment = manifests.inference_deployment(
+        deployment = service_manifests.inference_deployment(
             namespace_name=doc["namespace"],
             tenant_id=doc["tenant_id"],
             service_id=doc["service_id"],

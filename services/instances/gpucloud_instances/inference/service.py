@@ -2,7 +2,7 @@
 
 A service is a Deployment of replicas behind one stable URL (the gateway balances
 them). The API inserts the service and each change of its desired state as a new
-configuration generation; the controller (controller/inference.py) makes the
+configuration generation; the controller (inference/reconciler.py) makes the
 Deployment match the newest generation and records the replicas it observes.
 So the service document keeps one writer, and two concurrent changes cannot
 both win: the second one's generation is already taken (409).
@@ -25,13 +25,26 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import GPU_RESOURCE, public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
-from .admission import allowed_zones, known_spec, quota_refusal
-from .documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
-from .quota_ledger import QuotaLedger
+from ..admission import allowed_zones, known_spec, quota_refusal
+from ..documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
+from ..quota_ledger import QuotaLedger
+from ..schemas import STORED, EnvVar, VolumeSpec
+from ..settings import InstancesSettings
+from ..specs.store import SpecStore
+from ..storages import StorageClient
+from ..store import (
+    DuplicateGeneration,
+    DuplicateInstance,
+    RequestStore,
+    ServiceStore,
+    instance_key,
+    service_request_key,
+)
+from ..templates.catalog import ImagePolicy
+from ..tenancy.store import TenantStore
+from ..wakeups import ControllerWakeups, service_item
 from .schemas import (
-    STORED,
     Autoscaling,
-    EnvVar,
     InferenceService,
     InferenceServiceCreate,
     InferenceServicePage,
@@ -45,22 +58,7 @@ from .schemas import (
     ServiceRevision,
     ServingTemplate,
     UpdateStrategy,
-    VolumeSpec,
 )
-from .settings import InstancesSettings
-from .specs.store import SpecStore
-from .storages import StorageClient
-from .store import (
-    DuplicateGeneration,
-    DuplicateInstance,
-    RequestStore,
-    ServiceStore,
-    instance_key,
-    service_request_key,
-)
-from .templates.catalog import ImagePolicy
-from .tenancy.store import TenantStore
-from .wakeups import ControllerWakeups, service_item
 
 #: Who reports service load (the gateway's own subject, never a caller's).
 GATEWAY_SUBJECT = "service:gateway"

@@ -24,17 +24,10 @@ from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
+from ..controller.cache import ClusterCache
+from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc
-from ..lifecycle import (
-    LIVE,
-    STARTABLE,
-    TERMINAL,
-    FailureReason,
-    State,
-    Step,
-    observe_pod,
-    path,
-)
+from ..lifecycle import LIVE, STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..queue.admissions import ADMISSION, ADMIT, Admissions
 from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
@@ -47,8 +40,7 @@ from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
 from ..transitions import transition_events
 from ..wakeups import InstanceChanges
-from .cache import ClusterCache
-from .workqueue import WorkQueue
+from . import manifests as instance_manifests
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +197,9 @@ class InstanceReconciler:
         self, doc: InstanceDoc, pod: Manifest | None, *, deleted: bool
     ) -> None:
         if pod is not None:
-            await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
+            await self.delete_workload(
+                doc["namespace"], instance_manifests.pod_name(doc["instance_id"])
+            )
         if deleted and State(doc["state"]) != State.DELETED:
             await self._transition(doc, [Step(State.DELETED, now())])
         if deleted:
@@ -265,7 +259,7 @@ class InstanceReconciler:
         return await self._requests.keys_requested("start")
 
     async def _stop(self, doc: InstanceDoc, pod: Manifest | None, reason: str | None) -> None:
-        namespace_name, name = doc["namespace"], manifests.pod_name(doc["instance_id"])
+        namespace_name, name = doc["namespace"], instance_manifests.pod_name(doc["instance_id"])
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
             await self._kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
         if pod is None:
@@ -294,7 +288,9 @@ class InstanceReconciler:
         elif observed.state == State.STOPPING:
             return  # deleted by someone else: the DELETED event brings us back
         elif observed.state == State.STOPPED:
-            await self.delete_workload(doc["namespace"], manifests.pod_name(doc["instance_id"]))
+            await self.delete_workload(
+                doc["namespace"], instance_manifests.pod_name(doc["instance_id"])
+            )
             await self._transition(doc, _to_stopped(state, at), reason=None)
         elif observed.state == State.PENDING:
             await self._check_pending(doc, observed.unschedulable_message)
@@ -414,7 +410,7 @@ class InstanceReconciler:
         self, doc: InstanceDoc, reason: FailureReason, message: str | None, *, pod_exists: bool
     ) -> None:
         await self.delete_workload(
-            doc["namespace"], manifests.pod_name(doc["instance_id"]), pod=pod_exists
+            doc["namespace"], instance_manifests.pod_name(doc["instance_id"]), pod=pod_exists
         )
         await self._transition(doc, [Step(State.FAILED, now(), reason.value)], message=message)
         log.info("instance failed", extra={"instance": doc["_id"], "reason": reason.value})
@@ -449,7 +445,9 @@ class InstanceReconciler:
             doc["instance_id"],
             doc["tenant_id"],
         )
-        service = manifests.instance_service(namespace_name, tenant_id, instance_id, template)
+        service = instance_manifests.instance_service(
+            namespace_name, tenant_id, instance_id, template
+        )
         # A warm unit's pod is bound to its node directly, skipping the scheduler
         # (that is what the stock paid for); otherwise the scheduler places it.
         stock = self._stocks.claim(doc)
@@ -457,7 +455,7 @@ class InstanceReconciler:
             self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"]),
             self._create_service(service),
         )
-        pod = manifests.instance_pod(
+        pod = instance_manifests.instance_pod(
             namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
             spec_name=doc["spec_name"], image=doc["image"], template=template,
             cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],

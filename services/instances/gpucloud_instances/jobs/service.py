@@ -1,6 +1,6 @@
 """Batch jobs as tenants ask for them: submission, reads and cancellation.
 
-This side records what was asked, `queued`; the controller (controller/jobs.py)
+This side records what was asked, `queued`; the controller (jobs/reconciler.py)
 admits it when the tenant's quota has room, runs it as a Kubernetes Job and
 records each transition of the job and its runs. After the insert the
 controller's worker is the job document's only writer, so a cancel is an
@@ -23,20 +23,21 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import GPU_RESOURCE
 from gpucloud_libs.tenants import require_active
 
-from . import manifests
-from .admission import allowed_zones, known_spec
-from .documents import JobDoc, SpecDoc, TenantDoc
-from .job_lifecycle import TERMINAL, JobState
-from .log_streams import LogStreams
-from .queue.line import Line, QueueLines
-from .schemas import Job, JobCreate, JobPage, JobRun, Transition
-from .specs.store import SpecStore
-from .storages import StorageClient
-from .store import DuplicateInstance, JobStore, RequestStore, instance_key
-from .templates.catalog import ImagePolicy
-from .tenancy.store import TenantStore
-from .transitions import job_event
-from .wakeups import ControllerWakeups, job_item
+from ..admission import allowed_zones, known_spec
+from ..documents import JobDoc, SpecDoc, TenantDoc
+from ..job_lifecycle import TERMINAL, JobState
+from ..log_streams import LogStreams
+from ..queue.line import Line, QueueLines
+from ..schemas import Transition
+from ..specs.store import SpecStore
+from ..storages import StorageClient
+from ..store import DuplicateInstance, JobStore, RequestStore, instance_key
+from ..templates.catalog import ImagePolicy
+from ..tenancy.store import TenantStore
+from ..transitions import job_event
+from ..wakeups import ControllerWakeups, job_item
+from . import manifests as job_manifests
+from .schemas import Job, JobCreate, JobPage, JobRun
 
 
 class JobHasNoRuns(Conflict):
@@ -194,7 +195,7 @@ class Jobs:
             )
         elif run_id not in runs:
             raise NotFound(f"job {job_id!r} has no run {run_id!r}")
-        pod_name = f"{manifests.job_object_name(job_id)}-{run_id}"
+        pod_name = f"{job_manifests.job_object_name(job_id)}-{run_id}"
         gone = (
             f"the logs of run {run_id!r} are no longer kept (a finished job's pods are kept "
             "for a day)"

@@ -1,0 +1,1 @@
+"""Inference services: replicas behind one endpoint, scaled, rolled out and back."""

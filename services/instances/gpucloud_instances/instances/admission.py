@@ -1,0 +1,81 @@
+"""The pure rules of admitting an instance: its request's hash, for replays, and its stored document."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import GPU_RESOURCE
+
+from ..documents import InstanceDoc, SpecDoc, TenantDoc
+from ..lifecycle import State, Step
+from ..transitions import transition_events
+from .schemas import InstanceCreate
+
+
+def request_hash(body: InstanceCreate) -> str:
+    """What a replay (same instanceID or Idempotency-Key) must match."""
+    canonical = json.dumps(body.model_dump(mode="json", exclude={"instance_id"}), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def instance_document(
+    key: str,
+    identity: Identity,
+    tenant: TenantDoc,
+    spec: SpecDoc,
+    body: InstanceCreate,
+    *,
+    instance_id: str,
+    idempotency_key: str | None,
+    request_hash: str,
+    zones: list[str],
+    storages: list[Document],
+    created: datetime,
+) -> InstanceDoc:
+    """A new instance as stored: `pending` when its quota was claimed, `queued` when it
+    waits for the admission queue (`body.queue`), with that first transition in its
+    history and its lifecycle event in the outbox for the controller to publish."""
+    first = State.QUEUED if body.queue else State.PENDING
+    doc: InstanceDoc = {
+        "_id": key,
+        "tenant_id": tenant["_id"],
+        "instance_id": instance_id,
+        "user_id": identity.subject,
+        "idempotency_key": idempotency_key,
+        "request_hash": request_hash,
+        "spec_name": spec["name"],
+        "gpu_type": spec["gpu_type"],
+        "gpu_count": spec["gpu_num"],
+        "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
+        "gpu_weight": spec.get("gpu_weight", "1"),
+        "cpu": spec["cpu"],
+        "memory": spec["memory"],
+        "zones": zones,
+        "image": body.image,
+        "template": body.template.model_dump(by_alias=True),
+        "storages": storages,
+        "namespace": tenant["namespace"],
+        "state": first.value,
+        "reason": None,
+        "message": None,
+        "sequence": 0,
+        "history": [],
+        "outbox": [],
+        "has_outbox": False,
+        "admitted": True,
+        "node": None,
+        "zone": None,
+        "from_stock": False,
+        "priority": body.priority,
+        "created_at": created,
+        "updated_at": created,
+    }
+    step = Step(first, created)
+    doc["outbox"] = transition_events(doc, [step])
+    doc["sequence"], doc["has_outbox"] = 1, True
+    doc["history"] = [{"state": step.state.value, "at": step.at, "reason": step.reason}]
+    return doc

@@ -1,0 +1,1 @@
+"""Batch jobs: queued, admitted fairly, run to an end on one or many nodes."""
