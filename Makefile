@@ -62,7 +62,7 @@ test-ceph: venv ## the object-store contract against Ceph RGW (stops the MinIO s
 
 screenshots: venv ## the console's browser tests, saving each page's screenshot in docs/console/
 	@$(STACK) up
-	@GPUCLOUD_CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/test_console_browser.py $(PYTEST_ARGS)
+	@GPUCLOUD_CONSOLE_SCREENSHOTS=docs/console $(VENV)/bin/pytest tests/e2e/test_console_browser.py $(PYTEST_ARGS)
 
 lint: venv ## ruff, formatting, mypy (strict), the import-layering contracts and helm lint
 	@$(VENV)/bin/ruff check .

@@ -3,7 +3,7 @@
 Installs the chart into a fresh namespace (hooks left out: kwok starts no container,
 so a hook Job would never finish), with the platform's pods on a kwok CPU node of its
 own, RUNS times; prints the object count and the median times. The same install is
-checked object by object in tests/test_chart_install.py.
+checked object by object in tests/e2e/test_chart_install.py.
 """
 
 from __future__ import annotations

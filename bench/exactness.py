@@ -62,7 +62,7 @@ BACKOFF_S = (2.0, 5.0, 15.0, 40.0)
 DELETED_SERVICE = "replicas of services deleted before their runs were kept"
 UNRECORDED = (
     "metered workloads the instances service never recorded (no start or end to compare: "
-    "events published straight to Kafka, as tests/test_metering.py does)"
+    "events published straight to Kafka, as tests/e2e/test_metering.py does)"
 )
 #: The scopes the minted key carries: tenants and audit, workloads, usage.
 READ_SCOPES = ["admin:read", "instances:read", "billing:read"]

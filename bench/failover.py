@@ -5,7 +5,7 @@ stack's Kafka, database and cluster (the stack's own instances process is paused
 meanwhile, so it takes no part). Starts go through both gateways at once; halfway,
 the replica holding the controller lease is killed (SIGKILL). Printed: the time from
 the kill to the other replica holding the lease, and to the last acknowledged start
-running. `tests/test_failover.py` runs the same and checks the outcome.
+running. `tests/e2e/test_failover.py` runs the same and checks the outcome.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.5.35"
 KWOK_VERSION = "v0.7.0"
 JOBSET_VERSION = "v0.11.0"
-#: Not a server: renders the chart for its tests (tests/test_helm_chart.py).
+#: Not a server: renders the chart for its tests (tests/e2e/test_helm_chart.py).
 HELM_VERSION = "v3.16.4"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 #: Debian bookworm's Ceph (Pacific); apt-get picks the archive's current build of it.

@@ -2,7 +2,7 @@
 
 A template is what a tenant would otherwise look up: the image, its ports and
 which protocol each speaks, the readiness probe, the environment and the GPUs
-it needs. It is data, kept here and served as it is; `tests/test_templates.py`
+it needs. It is data, kept here and served as it is; `tests/e2e/test_templates.py`
 starts an instance and a service from every template, so each stays a request
 the API accepts. Images are pinned, so a template means the same thing tomorrow.
 

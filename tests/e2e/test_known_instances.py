@@ -13,7 +13,7 @@ from pymongo import AsyncMongoClient
 
 from gpucloud_instances.instances.reconciler import KnownInstances
 from gpucloud_instances.store import InstanceStore, RequestStore
-from tests.support import unique
+from tests.e2e.support import unique
 
 KEY = "acme/i-1"
 

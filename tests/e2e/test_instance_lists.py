@@ -16,7 +16,7 @@ from pymongo import AsyncMongoClient
 from gpucloud_instances.lifecycle import State, Step
 from gpucloud_instances.list_model import InstanceListModel
 from gpucloud_instances.store import TENANTS, InstanceStore
-from tests.support import unique
+from tests.e2e.support import unique
 
 STATES = ("queued", "pending", "running", "stopped", "failed", "deleted")
 

@@ -22,7 +22,7 @@ from gpucloud_stack.secrets import Secrets
 
 from .conftest import stack_service_env
 
-STACK = [sys.executable, str(Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py")]
+STACK = [sys.executable, str(Path(__file__).resolve().parents[2] / "deploy" / "local" / "stack.py")]
 
 
 def test_default_fleet_mixes_three_gpu_types_over_two_zones() -> None:
@@ -187,7 +187,7 @@ def test_compose_installs_jobset_as_the_native_stack_does(tmp_path: Path) -> Non
 
 def test_compose_matches_the_native_stack() -> None:
     """docker-compose.yml cannot run here, so keep it consistent with what does."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     rendered = json.loads((root / "deploy" / "compose" / "fleet-nodes.json").read_text())
     assert rendered["items"] == fleet.node_manifests(), (
         "regenerate: python3 deploy/local/stack.py fleet"

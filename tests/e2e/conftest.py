@@ -24,7 +24,7 @@ from gpucloud_stack import browser as stack_browser
 
 from .platform import Platform
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 STACK = [sys.executable, str(REPO_ROOT / "deploy" / "local" / "stack.py")]
 
 

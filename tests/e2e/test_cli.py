@@ -22,7 +22,7 @@ from .cli_support import Cli, cli_for, ready_tenant, ssh_instance
 from .platform import H100, MIB, Platform, bearer
 from .support import eventually, unique
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sha256(path: Path) -> str:
