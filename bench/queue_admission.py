@@ -61,11 +61,11 @@ def job_body(job_id: str) -> dict[str, Any]:
 def bare_job(namespace: str, index: int) -> Any:
     """The Job gpucloud would make for `job_body`, labelled as the bench's own."""
     body = JobCreate.model_validate(job_body(f"bare-{index}"))
-    pods = job_manifests.JobPods(
-        namespace_name=namespace, tenant_id="bench", job_id=f"bare-{index}", spec_name=SPEC,
-        image=body.image, command=None, args=None, template=body.template, cpu="4",
-        memory="16Gi", gpus=1, gpu_type=PRODUCT, zones=[], retry_limit=0, deadline_seconds=None,
+    pod = manifests.WorkloadPod(
+        namespace_name=namespace, tenant_id="bench", spec_name=SPEC, image=body.image,
+        template=body.template, cpu="4", memory="16Gi", gpus=1, gpu_type=PRODUCT, zones=[],
     )  # fmt: skip
+    pods = job_manifests.JobPods(pod, f"bare-{index}", retry_limit=0, deadline_seconds=None)
     manifest = job_manifests.batch_job(pods, parallelism=1, completions=1)
     labels = {BARE_LABEL: "bare"}
     manifest["metadata"]["labels"] = labels

@@ -6,11 +6,13 @@ or restarted reconcile finds what an earlier attempt created.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpucloud_libs import naming
-from gpucloud_libs.gpu_shares import SHARED_GPU_RESOURCE, SHARING_LABEL
+from gpucloud_libs.gpu_shares import SHARED_GPU_RESOURCE, SHARING_LABEL, GpuShare
 
+from .documents import InstanceDoc, JobDoc, ServiceDoc
 from .schemas import InstanceTemplate, is_device_selector
 
 Manifest = dict[str, Any]
@@ -185,89 +187,137 @@ _CONTAINER_SECURITY = {
 }
 
 
-def _workload_container(
-    image: str,
-    template: InstanceTemplate,
-    cpu: str,
-    memory: str,
-    gpus: tuple[str, int],
-    storage_secrets: list[tuple[str, str]] | None,
-    *,
-    command: list[str] | None = None,
-    args: list[str] | None = None,
-) -> dict[str, Any]:
-    """The tenant's container, as instances, jobs and inference services run it; the
-    image's own entrypoint unless `command` or `args` replace it."""
-    container: dict[str, Any] = {
-        "name": "workload",
-        "image": image,
-        # Every start asks the registry with this tenant's own pull secret: an image
-        # another tenant's credentials pulled onto the node is not this tenant's to
-        # run (review H3). Its layers stay cached, so a warm node pulls no bytes.
-        "imagePullPolicy": "Always",
-        # A record stored before device selectors were refused still never passes one
-        # to a pod: the device plugin alone chooses the GPUs (review H1).
-        "env": [
-            {"name": env.name, "value": env.value}
-            for env in template.envs
-            if not is_device_selector(env.name)
-        ],
-        "resources": _resources(cpu, memory, gpus[1], gpus[0]),
-        "securityContext": _CONTAINER_SECURITY,
-        "volumeMounts": [
-            {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
-            for volume in template.volumes
-        ],
-    }
-    if command:
-        container["command"] = command
-    if args:
-        container["args"] = args
-    if storage_secrets:
-        # The first object storage also without a prefix: S3 SDKs read AWS_* unconfigured.
-        # The template's own `envs` win over both (Kubernetes: env overrides envFrom).
-        first_secret = storage_secrets[0][0]
-        container["envFrom"] = [{"secretRef": {"name": first_secret}}] + [
-            {"prefix": prefix, "secretRef": {"name": secret}} for secret, prefix in storage_secrets
+@dataclass(frozen=True)
+class WorkloadPod:
+    """What a pod of any workload kind is, whichever kind builds it (an instance's pod,
+    a job's pods, a service's replicas): whose it is, the spec's resources, the image
+    and how it starts, and what it is given (object storages' Secrets as `(Secret,
+    variable prefix)` in request order, the image registry's pull Secrets).
+
+    `command` and `args` replace the image's entrypoint; `gpu_resource` is whole GPUs
+    or a shared kind (libs gpu_shares)."""
+
+    namespace_name: str
+    tenant_id: str
+    spec_name: str
+    image: str
+    template: InstanceTemplate
+    cpu: str
+    memory: str
+    gpus: int
+    gpu_type: str
+    zones: list[str]
+    command: list[str] | None = None
+    args: list[str] | None = None
+    storage_secrets: list[tuple[str, str]] = field(default_factory=list)
+    pull_secrets: list[str] = field(default_factory=list)
+    gpu_resource: str = GPU_RESOURCE
+
+    @classmethod
+    def of(
+        cls,
+        doc: InstanceDoc | JobDoc | ServiceDoc,
+        *,
+        image: str,
+        template: InstanceTemplate,
+        storage_secrets: list[tuple[str, str]],
+        pull_secrets: list[str],
+        command: list[str] | None = None,
+        args: list[str] | None = None,
+    ) -> WorkloadPod:
+        """A workload's pod from its stored document: its namespace, owner, spec and
+        GPUs; the image and how it starts come from the kind (a service's revision)."""
+        return cls(
+            namespace_name=doc["namespace"], tenant_id=doc["tenant_id"],
+            spec_name=doc["spec_name"], image=image, template=template, cpu=doc["cpu"],
+            memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
+            zones=list(doc["zones"]), command=command, args=args,
+            storage_secrets=storage_secrets, pull_secrets=pull_secrets,
+            gpu_resource=GpuShare.of(doc).resource,
+        )  # fmt: skip
+
+    def container(self) -> Manifest:
+        """The tenant's container: every kind's env, resources, mounts and security."""
+        container: Manifest = {
+            "name": "workload",
+            "image": self.image,
+            # Every start asks the registry with this tenant's own pull secret: an image
+            # another tenant's credentials pulled onto the node is not this tenant's to
+            # run (review H3). Its layers stay cached, so a warm node pulls no bytes.
+            "imagePullPolicy": "Always",
+            # A record stored before device selectors were refused still never passes
+            # one to a pod: the device plugin alone chooses the GPUs (review H1).
+            "env": [
+                {"name": env.name, "value": env.value}
+                for env in self.template.envs
+                if not is_device_selector(env.name)
+            ],
+            "resources": _resources(self.cpu, self.memory, self.gpus, self.gpu_resource),
+            "securityContext": _CONTAINER_SECURITY,
+            "volumeMounts": [
+                {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
+                for volume in self.template.volumes
+            ],
+        }
+        if self.command:
+            container["command"] = self.command
+        if self.args:
+            container["args"] = self.args
+        if self.storage_secrets:
+            # The first object storage also without a prefix: S3 SDKs read AWS_*
+            # unconfigured. The template's own `envs` win over both (Kubernetes: env
+            # overrides envFrom).
+            first_secret = self.storage_secrets[0][0]
+            container["envFrom"] = [{"secretRef": {"name": first_secret}}] + [
+                {"prefix": prefix, "secretRef": {"name": secret}}
+                for secret, prefix in self.storage_secrets
+            ]
+        return container
+
+    def labels(self, owner: dict[str, str]) -> dict[str, str]:
+        """A pod's labels: managed, its owner's (`TENANT` and the kind's own), its spec
+        and, for shared GPUs, their kind."""
+        return {
+            MANAGED: "true",
+            **owner,
+            SPEC: self.spec_name,
+            **_sharing_labels(self.gpu_resource),
+        }
+
+    def spec(
+        self, container: Manifest, *, restart_policy: str, node: str | None = None
+    ) -> Manifest:
+        """The pod spec around `container`: `node` binds it there (a warm unit's node)."""
+        volumes = [
+            {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
+            if volume.claim_name
+            else {"name": volume.name, "emptyDir": {}}
+            for volume in self.template.volumes
         ]
-    return container
+        run_as = self.template.run_as_user
+        return {
+            "priorityClassName": INSTANCE_PRIORITY_CLASS,
+            "restartPolicy": restart_policy,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "seccompProfile": {"type": "RuntimeDefault"},
+                **({"runAsUser": run_as} if run_as else {}),
+            },
+            "containers": [container],
+            "volumes": volumes,
+            **(
+                {"imagePullSecrets": [{"name": name} for name in self.pull_secrets]}
+                if self.pull_secrets
+                else {}
+            ),
+            **_placement(self.gpu_type, self.zones, node, self._sole_tenant()),
+        }
 
-
-def _workload_pod_spec(
-    container: dict[str, Any],
-    template: InstanceTemplate,
-    restart_policy: str,
-    gpu_type: str,
-    zones: list[str],
-    node: str | None,
-    pull_secrets: list[str],
-    sole_tenant: str | None = None,
-) -> Manifest:
-    volumes = [
-        {"name": volume.name, "persistentVolumeClaim": {"claimName": volume.claim_name}}
-        if volume.claim_name
-        else {"name": volume.name, "emptyDir": {}}
-        for volume in template.volumes
-    ]
-    return {
-        "priorityClassName": INSTANCE_PRIORITY_CLASS,
-        "restartPolicy": restart_policy,
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-            **({"runAsUser": template.run_as_user} if template.run_as_user else {}),
-        },
-        "containers": [container],
-        "volumes": volumes,
-        **({"imagePullSecrets": [{"name": name} for name in pull_secrets]} if pull_secrets else {}),
-        **_placement(gpu_type, zones, node, sole_tenant),
-    }
-
-
-def _sole_tenant(gpu_resource: str, tenant_id: str) -> str | None:
-    return tenant_id if gpu_resource == SHARED_GPU_RESOURCE else None
+    def _sole_tenant(self) -> str | None:
+        """Time-sliced GPUs do not fence memory: their node serves this tenant alone."""
+        return self.tenant_id if self.gpu_resource == SHARED_GPU_RESOURCE else None
 
 
 HOLD_SUFFIX = "-hold"

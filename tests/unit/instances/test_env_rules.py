@@ -30,7 +30,9 @@ def test_a_stored_device_selector_never_reaches_a_pod() -> None:
     stored = {"envs": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                        {"name": "MODE", "value": "dev"}]}  # fmt: skip
     template = InstanceTemplate.model_validate(stored, context=STORED)
-    container = manifests._workload_container(  # the one writer of a pod's env
-        "busybox", template, "1", "1Gi", ("nvidia.com/gpu", 1), None
-    )
+    pod = manifests.WorkloadPod(  # the one writer of a pod's env
+        namespace_name="ns", tenant_id="t", spec_name="s", image="busybox", template=template,
+        cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=[],
+    )  # fmt: skip
+    container = pod.container()
     assert container["env"] == [{"name": "MODE", "value": "dev"}]

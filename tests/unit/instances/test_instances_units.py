@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -230,18 +231,15 @@ def test_pods_the_scheduler_found_no_room_for_wake_the_stocks() -> None:
 
 def test_a_pods_zones_are_read_back_from_its_placement() -> None:
     template = InstanceTemplate()
-    pod = instance_manifests.instance_pod(
-        namespace_name="ns", tenant_id="t", instance_id="i", spec_name="s", image="img",
-        template=template, cpu="1", memory="1Gi", gpus=1, gpu_type="A100",
-        zones=["zone-a", "zone-b"], stock=("stock-s-1", "n1"),
+    shape = manifests.WorkloadPod(
+        namespace_name="ns", tenant_id="t", spec_name="s", image="img", template=template,
+        cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=["zone-a", "zone-b"],
     )  # fmt: skip
+    pod = instance_manifests.instance_pod(shape, "i", ("stock-s-1", "n1"))
     assert manifests.placement_zones(pod) == ["zone-a", "zone-b"]
     assert pod["spec"]["nodeName"] == "n1"
     assert pod["metadata"]["annotations"] == {manifests.STOCK_UNIT: "stock-s-1"}
-    anywhere = instance_manifests.instance_pod(
-        namespace_name="ns", tenant_id="t", instance_id="i", spec_name="s", image="img",
-        template=template, cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=[],
-    )  # fmt: skip
+    anywhere = instance_manifests.instance_pod(dataclasses.replace(shape, zones=[]), "i")
     assert manifests.placement_zones(anywhere) == []
     assert "nodeName" not in anywhere["spec"]
     assert "annotations" not in anywhere["metadata"]

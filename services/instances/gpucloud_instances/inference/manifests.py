@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from ..manifests import (
-    GPU_RESOURCE,
-    MANAGED,
-    REVISION,
-    SERVICE,
-    SPEC,
-    TENANT,
-    ZONE_LABEL,
-    Manifest,
-    _sharing_labels,
-    _sole_tenant,
-    _workload_container,
-    _workload_pod_spec,
-)
-from ..schemas import InstanceTemplate
+from dataclasses import dataclass
+
+from ..manifests import MANAGED, REVISION, SERVICE, TENANT, ZONE_LABEL, Manifest, WorkloadPod
 
 
 def deployment_name(service_id: str) -> str:
@@ -33,59 +21,71 @@ REPLICA_DRAIN_S = 5
 LOST_NODE_TOLERATION_S = 30
 
 
+@dataclass(frozen=True)
+class Serving:
+    """Where a replica serves, and the path that answers 200 once it is ready."""
+
+    port: int
+    readiness_path: str
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """How many replicas run, and how a new revision replaces them."""
+
+    replicas: int
+    max_surge: int
+    max_unavailable: int
+
+
 def inference_deployment(
-    *,
-    namespace_name: str,
-    tenant_id: str,
-    service_id: str,
-    spec_name: str,
-    revision: int,
-    image: str,
-    command: list[str] | None,
-    args: list[str] | None,
-    template: InstanceTemplate,
-    port: int,
-    readiness_path: str,
-    cpu: str,
-    memory: str,
-    gpus: int,
-    gpu_type: str,
-    zones: list[str],
-    replicas: int,
-    max_surge: int,
-    max_unavailable: int,
-    storage_secrets: list[tuple[str, str]] | None = None,
-    pull_secrets: list[str] | None = None,
-    gpu_resource: str = GPU_RESOURCE,
+    pod: WorkloadPod, *, service_id: str, revision: int, serving: Serving, rollout: Rollout
 ) -> Manifest:
     """An inference service as a Kubernetes Deployment: Kubernetes' own controllers
-    roll a new revision out under the strategy and replace lost replicas. Replicas
-    prefer distinct nodes and zones, avoid quarantined nodes like every workload,
-    and drain for REPLICA_DRAIN_S before they stop."""
-    container = _workload_container(
-        image, template, cpu, memory, (gpu_resource, gpus), storage_secrets, command=command,
-        args=args,
-    )  # fmt: skip
-    container["ports"] = [{"containerPort": port, "protocol": "TCP", "name": "serve"}]
+    roll a new revision out under the strategy and replace lost replicas."""
+    selector = {TENANT: pod.tenant_id, SERVICE: service_id}
+    labels = {MANAGED: "true", **selector}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": deployment_name(service_id),
+            "namespace": pod.namespace_name,
+            "labels": labels,
+        },
+        "spec": {
+            "replicas": rollout.replicas,
+            "selector": {"matchLabels": selector},
+            "revisionHistoryLimit": 2,  # gpucloud keeps the revisions (ServiceConfigDoc)
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {
+                    "maxSurge": rollout.max_surge,
+                    "maxUnavailable": rollout.max_unavailable,
+                },
+            },
+            "template": {
+                "metadata": {"labels": {**pod.labels(selector), REVISION: str(revision)}},
+                "spec": _replica_spec(pod, selector, serving),
+            },
+        },
+    }
+
+
+def _replica_spec(pod: WorkloadPod, selector: dict[str, str], serving: Serving) -> Manifest:
+    """A replica: ready when its path answers, draining for REPLICA_DRAIN_S before it
+    stops, on distinct nodes and zones while they allow, and off a lost node soon."""
+    container = pod.container()
+    container["ports"] = [{"containerPort": serving.port, "protocol": "TCP", "name": "serve"}]
     container["readinessProbe"] = {
-        "httpGet": {"port": port, "path": readiness_path},
+        "httpGet": {"port": serving.port, "path": serving.readiness_path},
         "periodSeconds": 2,
         "failureThreshold": 2,
     }
     container["lifecycle"] = {"preStop": {"sleep": {"seconds": REPLICA_DRAIN_S}}}
-    selector = {TENANT: tenant_id, SERVICE: service_id}
-    pod_spec = _workload_pod_spec(
-        container,
-        template,
-        "Always",
-        gpu_type,
-        zones,
-        None,
-        pull_secrets or [],
-        _sole_tenant(gpu_resource, tenant_id),
-    )
-    pod_spec["terminationGracePeriodSeconds"] = REPLICA_DRAIN_S + 25
-    pod_spec["topologySpreadConstraints"] = [
+    spec = pod.spec(container, restart_policy="Always")
+    spec["terminationGracePeriodSeconds"] = REPLICA_DRAIN_S + 25
+    spec["topologySpreadConstraints"] = [
         {
             "maxSkew": 1,
             "topologyKey": key,
@@ -98,7 +98,7 @@ def inference_deployment(
     # images), and replicas created at once could still share a node; a strongly
     # weighted preference against a sibling on the same node keeps them apart while
     # nodes allow, and never blocks a replica when they do not.
-    pod_spec["affinity"].setdefault("podAntiAffinity", {})[
+    spec["affinity"].setdefault("podAntiAffinity", {})[
         "preferredDuringSchedulingIgnoredDuringExecution"
     ] = [
         {
@@ -109,41 +109,12 @@ def inference_deployment(
             },
         }
     ]
-    pod_spec["tolerations"] = [
-        *pod_spec["tolerations"],
+    spec["tolerations"] = [
+        *spec["tolerations"],
         *(
             {"key": taint, "operator": "Exists", "effect": "NoExecute",
              "tolerationSeconds": LOST_NODE_TOLERATION_S}
             for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
         ),
     ]  # fmt: skip
-    labels = {MANAGED: "true", **selector}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": deployment_name(service_id),
-            "namespace": namespace_name,
-            "labels": labels,
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": selector},
-            "revisionHistoryLimit": 2,  # gpucloud keeps the revisions (ServiceConfigDoc)
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
-            },
-            "template": {
-                "metadata": {
-                    "labels": {
-                        **labels,
-                        SPEC: spec_name,
-                        REVISION: str(revision),
-                        **_sharing_labels(gpu_resource),
-                    }
-                },
-                "spec": pod_spec,
-            },
-        },
-    }
+    return spec

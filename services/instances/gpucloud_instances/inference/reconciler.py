@@ -24,7 +24,6 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, now, now_as_stored
 from gpucloud_libs.events import InferenceServiceDeleted, ReplicaState
-from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest
 from gpucloud_libs.mongo import Document
@@ -37,6 +36,7 @@ from ..controller.cache import ClusterCache, TrackedPod
 from ..controller.workqueue import WorkQueue
 from ..documents import ReplicaRunDoc, ScaleDoc, ServiceConfigDoc, ServiceDoc, ServiceReplicaDoc
 from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
+from ..manifests import WorkloadPod
 from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
@@ -267,37 +267,25 @@ class InferenceReconciler:
         storage_secrets: list[tuple[str, str]],
     ) -> None:
         template = config["template"]
-        deployment = service_manifests.inference_deployment(
-            namespace_name=doc["namespace"],
-            tenant_id=doc["tenant_id"],
-            service_id=doc["service_id"],
-            spec_name=doc["spec_name"],
-            revision=config["revision"],
-            image=template["image"],
-            command=template["command"],
-            args=template["args"],
+        pod = WorkloadPod.of(
+            doc, image=template["image"], command=template["command"], args=template["args"],
             template=InstanceTemplate.model_validate(
-                {
-                    "envs": template["env"],
-                    "volumes": template["volumes"],
-                    "runAsUser": template.get("runAsUser"),
-                },
+                {"envs": template["env"], "volumes": template["volumes"],
+                 "runAsUser": template.get("runAsUser")},
                 context=STORED,
             ),
-            port=doc["port"],
-            readiness_path=doc["readiness_path"],
-            cpu=doc["cpu"],
-            memory=doc["memory"],
-            gpus=doc["gpu_count"],
-            gpu_type=doc["gpu_type"],
-            gpu_resource=GpuShare.of(doc).resource,
-            zones=doc["zones"],
-            replicas=replicas,
-            max_surge=config["max_surge"],
-            max_unavailable=config["max_unavailable"],
             storage_secrets=storage_secrets,
             pull_secrets=await self._pull_secrets.for_image(
                 doc["tenant_id"], doc["namespace"], template["image"]
+            ),
+        )  # fmt: skip
+        deployment = service_manifests.inference_deployment(
+            pod,
+            service_id=doc["service_id"],
+            revision=config["revision"],
+            serving=service_manifests.Serving(doc["port"], doc["readiness_path"]),
+            rollout=service_manifests.Rollout(
+                replicas, config["max_surge"], config["max_unavailable"]
             ),
         )
         try:

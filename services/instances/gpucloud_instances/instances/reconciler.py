@@ -28,6 +28,7 @@ from ..controller.cache import ClusterCache
 from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..manifests import WorkloadPod
 from ..queue.admissions import ADMISSION, ADMIT, Admissions
 from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
@@ -455,13 +456,11 @@ class InstanceReconciler:
             self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"]),
             self._create_service(service),
         )
-        pod = instance_manifests.instance_pod(
-            namespace_name=namespace_name, tenant_id=tenant_id, instance_id=instance_id,
-            spec_name=doc["spec_name"], image=doc["image"], template=template,
-            cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
-            zones=doc["zones"], stock=stock, storage_secrets=storage_secrets,
-            pull_secrets=pull_secrets, gpu_resource=GpuShare.of(doc).resource,
+        shape = WorkloadPod.of(
+            doc, image=doc["image"], template=template, storage_secrets=storage_secrets,
+            pull_secrets=pull_secrets,
         )  # fmt: skip
+        pod = instance_manifests.instance_pod(shape, instance_id, stock)
         try:
             created = await self._kube.create(pod)
         except ConflictError:

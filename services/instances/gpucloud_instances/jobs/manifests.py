@@ -4,19 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..manifests import (
-    GPU_RESOURCE,
-    JOB,
-    MANAGED,
-    SPEC,
-    TENANT,
-    Manifest,
-    _sharing_labels,
-    _sole_tenant,
-    _workload_container,
-    _workload_pod_spec,
-)
-from ..schemas import InstanceTemplate
+from ..manifests import JOB, MANAGED, TENANT, Manifest, WorkloadPod
 
 #: How long Kubernetes keeps a finished job's Job and pods (its logs), in seconds.
 FINISHED_JOB_TTL_S = 24 * 3600
@@ -30,40 +18,23 @@ def job_object_name(job_id: str) -> str:
 class JobPods:
     """What a batch job's pods are, whichever object runs them (`batch_job`, `job_set`)."""
 
-    namespace_name: str
-    tenant_id: str
+    pod: WorkloadPod
     job_id: str
-    spec_name: str
-    image: str
-    command: list[str] | None
-    args: list[str] | None
-    template: InstanceTemplate
-    cpu: str
-    memory: str
-    gpus: int
-    gpu_type: str
-    zones: list[str]
     retry_limit: int
     deadline_seconds: int | None
-    storage_secrets: list[tuple[str, str]] | None = None
-    pull_secrets: list[str] | None = None
-    gpu_resource: str = GPU_RESOURCE
 
     @property
     def owner(self) -> dict[str, str]:
-        return {TENANT: self.tenant_id, JOB: self.job_id}
+        return {TENANT: self.pod.tenant_id, JOB: self.job_id}
 
     def container(self) -> Manifest:
-        return _workload_container(
-            self.image, self.template, self.cpu, self.memory, (self.gpu_resource, self.gpus),
-            self.storage_secrets, command=self.command, args=self.args,
-        )  # fmt: skip
+        return self.pod.container()
 
     def metadata(self) -> Manifest:
         """The job's Kubernetes object (a Job, or a JobSet)."""
         return {
             "name": job_object_name(self.job_id),
-            "namespace": self.namespace_name,
+            "namespace": self.pod.namespace_name,
             "labels": {MANAGED: "true", **self.owner},
         }
 
@@ -82,14 +53,10 @@ class JobPods:
         return spec
 
     def pod_template(self, container: Manifest) -> Manifest:
-        labels = {MANAGED: "true", **self.owner, SPEC: self.spec_name}
         return {
-            "metadata": {"labels": {**labels, **_sharing_labels(self.gpu_resource)}},
-            "spec": _workload_pod_spec(
-                container, self.template, "Never", self.gpu_type, self.zones, None,
-                self.pull_secrets or [], _sole_tenant(self.gpu_resource, self.tenant_id),
-            ),
-        }  # fmt: skip
+            "metadata": {"labels": self.pod.labels(self.owner)},
+            "spec": self.pod.spec(container, restart_policy="Never"),
+        }
 
 
 def batch_job(pods: JobPods, *, parallelism: int, completions: int) -> Manifest:

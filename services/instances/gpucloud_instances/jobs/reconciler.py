@@ -43,6 +43,7 @@ from ..job_lifecycle import (
     run_id,
     run_steps,
 )
+from ..manifests import WorkloadPod
 from ..queue.admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
 from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
@@ -353,18 +354,17 @@ class JobReconciler:
         storage_secrets = await self._attach_storages(doc)
         if storage_secrets is None:
             return
-        pods = job_manifests.JobPods(
-            namespace_name=doc["namespace"], tenant_id=doc["tenant_id"], job_id=doc["job_id"],
-            spec_name=doc["spec_name"], image=doc["image"], command=doc.get("command"),
-            args=doc.get("args"), template=InstanceTemplate.model_validate(doc["template"], context=STORED),
-            cpu=doc["cpu"], memory=doc["memory"], gpus=doc["gpu_count"], gpu_type=doc["gpu_type"],
-            zones=doc["zones"], retry_limit=doc["retry_limit"],
-            deadline_seconds=doc.get("deadline_seconds"), storage_secrets=storage_secrets,
-            gpu_resource=GpuShare.of(doc).resource,
-            pull_secrets=await self._pull_secrets.for_image(
-                doc["tenant_id"], doc["namespace"], doc["image"]
-            ),
+        pull_secrets = await self._pull_secrets.for_image(
+            doc["tenant_id"], doc["namespace"], doc["image"]
+        )
+        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
+        pod = WorkloadPod.of(
+            doc, image=doc["image"], template=template, storage_secrets=storage_secrets,
+            pull_secrets=pull_secrets, command=doc.get("command"), args=doc.get("args"),
         )  # fmt: skip
+        pods = job_manifests.JobPods(
+            pod, doc["job_id"], doc["retry_limit"], doc.get("deadline_seconds")
+        )
         nodes = doc.get("nodes")
         manifest = (
             job_manifests.job_set(pods, nodes=nodes)
