@@ -113,8 +113,9 @@ class StorageClient:
 
     async def attach(
         self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]], *, stay: int = 0
-    ) -> list[dict[str, Any]]:
-        """Have the storage service make what the instance needs; its mount plan. A job
+    ) -> list[tuple[str, str]]:
+        """Have the storage service make what the instance needs: the (Secret, variable
+        prefix) of each object storage, in request order, for the pod's env. A job
         attaches as `naming.job_workload_id(job)`. `stay`: the sequence of the instance's
         latest `pending`, so that the end of an earlier stay releases nothing of this one."""
         service = Identity(
@@ -129,4 +130,6 @@ class StorageClient:
         if response.status != 200:
             raise StorageRefused(str(response.body.get("detail")))
         plan: list[dict[str, Any]] = response.body["storages"]
-        return plan
+        return [
+            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
+        ]

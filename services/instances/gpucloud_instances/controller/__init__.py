@@ -32,6 +32,7 @@ from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
 from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
 from ..wakeups import STOCKS, InstanceChanges
+from ..workloads.reconciler import WorkloadParts
 from .cache import ClusterCache
 from .leader import Controller
 from .lease import Lease
@@ -77,37 +78,15 @@ def build_controller(
         kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
     admissions = Admissions(cache, queue, jobs, instances, tenants, quota, lines)
+    parts = WorkloadParts(
+        kube, broker, cache, queue, requests, quota, tenant_namespaces, storage, pull_secrets
+    )
     instance_reconciler = InstanceReconciler(
-        kube, broker, cache, queue, instances, requests, quota, changes, tenant_namespaces,
-        stock_pool, storage, pull_secrets, admissions, tenants,
+        parts, instances, changes, stock_pool, admissions, tenants,
         schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
-    job_reconciler = JobReconciler(
-        kube,
-        broker,
-        cache,
-        queue,
-        jobs,
-        tenants,
-        requests,
-        quota,
-        tenant_namespaces,
-        storage,
-        pull_secrets,
-        admissions,
-    )
-    inference_reconciler = InferenceReconciler(
-        kube,
-        broker,
-        cache,
-        queue,
-        services,
-        requests,
-        quota,
-        tenant_namespaces,
-        pull_secrets,
-        storage,
-    )
+    job_reconciler = JobReconciler(parts, jobs, tenants, admissions)
+    inference_reconciler = InferenceReconciler(parts, services)
     return Controller(
         settings,
         kube,

@@ -20,31 +20,26 @@ import logging
 import math
 from datetime import timedelta
 
-from faststream.kafka import KafkaBroker
-
 from gpucloud_libs.clock import aware, now, now_as_stored
 from gpucloud_libs.events import InferenceServiceDeleted, ReplicaState
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.kube import ConflictError, KubeClient, Manifest
+from gpucloud_libs.kube import ConflictError, Manifest
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import service_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import INFERENCE_LIFECYCLE
 
 from .. import manifests
-from ..controller.cache import ClusterCache, TrackedPod
-from ..controller.workqueue import WorkQueue
+from ..controller.cache import TrackedPod
 from ..documents import ReplicaRunDoc, ScaleDoc, ServiceConfigDoc, ServiceDoc, ServiceReplicaDoc
 from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
 from ..manifests import WorkloadPod
-from ..quota_ledger import QuotaLedger
-from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
-from ..storages import StorageClient, StorageRefused
-from ..store import RequestStore, ServiceStore, service_request_key
-from ..tenancy.reconciler import TenantReconciler
+from ..storages import StorageRefused
+from ..store import ServiceStore, service_request_key
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
+from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as service_manifests
 
 log = logging.getLogger(__name__)
@@ -62,30 +57,14 @@ LOAD_FRESH = timedelta(seconds=10)
 CRASH_LOOP_RESTARTS = 3
 
 
-class InferenceReconciler:
+class InferenceReconciler(WorkloadReconciler):
     def __init__(
         self,
-        kube: KubeClient,
-        broker: KafkaBroker,
-        cache: ClusterCache,
-        queue: WorkQueue,
+        parts: WorkloadParts,
         services: ServiceStore,
-        requests: RequestStore,
-        quota: QuotaLedger,
-        tenant_namespaces: TenantReconciler,
-        pull_secrets: PullSecrets,
-        storage: StorageClient,
     ) -> None:
-        self._pull_secrets = pull_secrets
-        self._storage = storage
-        self._kube = kube
-        self._broker = broker
-        self._cache = cache
-        self._queue = queue
+        super().__init__(parts)
         self._services = services
-        self._requests = requests
-        self._quota = quota
-        self._tenant_namespaces = tenant_namespaces
 
     async def reconcile(self, key: str) -> None:
         doc = await self._services.get(key)
@@ -246,7 +225,7 @@ class InferenceReconciler:
         if not doc.get("storages"):
             return []
         try:
-            plan = await self._storage.attach(
+            return await self._storage.attach(
                 doc["tenant_id"], service_workload_id(doc["service_id"]), doc["storages"]
             )
         except StorageRefused as error:
@@ -255,9 +234,6 @@ class InferenceReconciler:
                 await self._services.save(doc, {"message": message}, [])
             self._queue.wake_soon(service_item(doc["_id"]), STORAGE_RETRY_S)
             return None
-        return [
-            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
-        ]
 
     async def _apply(
         self,

@@ -14,33 +14,27 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from faststream.kafka import KafkaBroker
-
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.gpu_shares import GpuShare
-from gpucloud_libs.kube import ConflictError, KubeClient, Manifest, QuotaRejectedError
+from gpucloud_libs.kube import ConflictError, Manifest, QuotaRejectedError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.outbox import publish_in_order
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
-from ..controller.cache import ClusterCache
-from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..manifests import WorkloadPod
 from ..queue.admissions import ADMISSION, ADMIT, Admissions
 from ..queue.decision import Waiting
-from ..quota_ledger import QuotaLedger
-from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
-from ..storages import StorageClient, StorageRefused
+from ..storages import StorageRefused
 from ..store import InstanceStore, RequestStore
-from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
 from ..transitions import transition_events
 from ..wakeups import InstanceChanges
+from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as instance_manifests
 
 log = logging.getLogger(__name__)
@@ -111,42 +105,26 @@ class KnownInstances:
         self._forgotten_while_reading.update(self._reading)
 
 
-class InstanceReconciler:
+class InstanceReconciler(WorkloadReconciler):
     def __init__(
         self,
-        kube: KubeClient,
-        broker: KafkaBroker,
-        cache: ClusterCache,
-        queue: WorkQueue,
+        parts: WorkloadParts,
         instances: InstanceStore,
-        requests: RequestStore,
-        quota: QuotaLedger,
         changes: InstanceChanges,
-        tenant_namespaces: TenantReconciler,
         stocks: StockPool,
-        storage: StorageClient,
-        pull_secrets: PullSecrets,
         admissions: Admissions,
         tenants: TenantStore,
         *,
         schedule_timeout_s: float,
     ) -> None:
-        self._pull_secrets = pull_secrets
-        self._kube = kube
-        self._broker = broker
-        self._cache = cache
-        self._queue = queue
+        super().__init__(parts)
         self._instances = instances
-        self._requests = requests
-        self._quota = quota
         self._changes = changes
-        self._tenant_namespaces = tenant_namespaces
         self._stocks = stocks
-        self._storage = storage
         self._schedule_timeout_s = schedule_timeout_s
         self._admissions = admissions
         self._tenants = tenants
-        self.known = KnownInstances(instances, requests)
+        self.known = KnownInstances(instances, parts.requests)
         # Instances whose outbox this leader published up to a sequence, and whose
         # clear is still to come; the tasks that clear them.
         self._published: dict[str, int] = {}
@@ -481,15 +459,12 @@ class InstanceReconciler:
         if not doc.get("storages"):
             return []
         try:
-            plan = await self._storage.attach(
+            return await self._storage.attach(
                 doc["tenant_id"], doc["instance_id"], doc["storages"], stay=_stay(doc)
             )
         except StorageRefused as error:
             await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
             return None
-        return [
-            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
-        ]
 
     async def _wait_for_quota(self, doc: InstanceDoc, error: QuotaRejectedError) -> None:
         """The namespace quota is the backstop behind the API's own check; it also counts

@@ -13,18 +13,14 @@ import asyncio
 import logging
 from datetime import datetime
 
-from faststream.kafka import KafkaBroker
-
 from gpucloud_libs.clock import aware, aware_or_none, now, now_as_stored
 from gpucloud_libs.gpu_shares import GpuShare
-from gpucloud_libs.kube import ConflictError, KubeClient, NotFoundError, QuotaRejectedError
+from gpucloud_libs.kube import ConflictError, NotFoundError, QuotaRejectedError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import job_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
-from ..controller.cache import ClusterCache
-from ..controller.workqueue import WorkQueue
 from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     JOB_ALLOWED,
@@ -46,15 +42,13 @@ from ..job_lifecycle import (
 from ..manifests import WorkloadPod
 from ..queue.admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
 from ..queue.decision import Waiting
-from ..quota_ledger import QuotaLedger
-from ..registry.pull_secrets import PullSecrets
 from ..schemas import STORED, InstanceTemplate
-from ..storages import StorageClient, StorageRefused
-from ..store import JobStore, RequestStore
-from ..tenancy.reconciler import TenantReconciler
+from ..storages import StorageRefused
+from ..store import JobStore
 from ..tenancy.store import TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import job_item
+from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as job_manifests
 
 log = logging.getLogger(__name__)
@@ -63,33 +57,17 @@ log = logging.getLogger(__name__)
 QUOTA_RETRY_S = 2.0
 
 
-class JobReconciler:
+class JobReconciler(WorkloadReconciler):
     def __init__(
         self,
-        kube: KubeClient,
-        broker: KafkaBroker,
-        cache: ClusterCache,
-        queue: WorkQueue,
+        parts: WorkloadParts,
         jobs: JobStore,
         tenants: TenantStore,
-        requests: RequestStore,
-        quota: QuotaLedger,
-        tenant_namespaces: TenantReconciler,
-        storage: StorageClient,
-        pull_secrets: PullSecrets,
         admissions: Admissions,
     ) -> None:
-        self._pull_secrets = pull_secrets
-        self._kube = kube
-        self._broker = broker
-        self._cache = cache
-        self._queue = queue
+        super().__init__(parts)
         self._jobs = jobs
         self._tenants = tenants
-        self._requests = requests
-        self._quota = quota
-        self._tenant_namespaces = tenant_namespaces
-        self._storage = storage
         self._admissions = admissions
 
     async def reconcile(self, key: str) -> None:
@@ -397,16 +375,13 @@ class JobReconciler:
         if not doc.get("storages"):
             return []
         try:
-            plan = await self._storage.attach(
+            return await self._storage.attach(
                 doc["tenant_id"], job_workload_id(doc["job_id"]), doc["storages"]
             )
         except StorageRefused as error:
             step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)
             await self._save(doc, [step], {"message": str(error)})
             return None
-        return [
-            (item["secretName"], item["envPrefix"]) for item in plan if item["kind"] == "object"
-        ]
 
     # --- persistence and events ------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The workload core: what instances, jobs and inference services share."""
