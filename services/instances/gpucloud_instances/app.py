@@ -4,7 +4,6 @@ Kubernetes."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 from fastapi import FastAPI
 
@@ -23,27 +22,21 @@ from .instances.api import router as instances_router
 from .instances.service import Instances
 from .jobs.api import router as jobs_router
 from .jobs.service import Jobs
-from .list_model import InstanceListModel
 from .log_streams import LogStreams
 from .queue.line import QueueLines
-from .queue.store import QueueLineStore
-from .quota_ledger import QuotaLedger
 from .registry.api import router as registry_router
 from .registry.credentials import RegistryCredentials
 from .registry.pull_secrets import PullSecrets
-from .registry.store import RegistryCredentialStore
 from .settings import InstancesSettings
 from .specs.api import router as specs_router
 from .specs.service import Specs
-from .specs.store import SpecStore
 from .stocks.api import router as stocks_router
-from .stocks.store import StockStore
 from .stocks.targets import StockTargets
 from .storages import StorageClient
-from .store import INDEXES, InstanceStore, JobStore, RequestStore, ServiceStore
+from .store import INDEXES, InstanceStore
+from .stores import Stores
 from .templates.api import router as templates_router
 from .templates.catalog import ImagePolicy, Templates
-from .tenancy.store import TenantStore
 from .tenancy.tenants import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
 
@@ -56,7 +49,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     )
     kube = KubeClient(settings.kubeconfig)
     log_streams = LogStreams.from_settings(settings)
-    db = _Stores.of(runtime, settings)
+    db = Stores.of(runtime.db, settings)
     specs, tenants, instances, requests, quota = (db.specs, db.tenants, db.instances, db.requests, db.quota)  # fmt: skip
     lines = QueueLines(db.lines)
     registry_box = SecretBox(
@@ -67,8 +60,8 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     changes = InstanceChanges()
     storage = StorageClient(settings.storage_url, runtime.identity_signer())
     controller = build_controller(
-        settings, kube, runtime.broker, specs=specs, tenants=tenants, instances=instances, jobs=db.jobs,
-        services=db.services, stocks=db.stocks, pull_secrets=pull_secrets, requests=requests, quota=quota, changes=changes, storage=storage, lines=db.lines,
+        settings, kube, runtime.broker, db, changes=changes, storage=storage,
+        pull_secrets=pull_secrets,
     )  # fmt: skip
     wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
     spec_catalog = Specs(specs, db.stocks)
@@ -104,33 +97,6 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             RegistryCredentials(db.registry_credentials, tenants, registry_box, pull_secrets),
         ],
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Stores:
-    """The service's collections, each behind its store."""
-
-    specs: SpecStore
-    tenants: TenantStore
-    instances: InstanceStore
-    stocks: StockStore
-    requests: RequestStore
-    quota: QuotaLedger
-    jobs: JobStore
-    services: ServiceStore
-    lines: QueueLineStore
-    registry_credentials: RegistryCredentialStore
-
-    @classmethod
-    def of(cls, runtime: ServiceRuntime, settings: InstancesSettings) -> _Stores:
-        db = runtime.db
-        lists = InstanceListModel() if settings.lists_from_memory else None
-        return cls(
-            specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, lists),
-            stocks=StockStore(db), requests=RequestStore(db), quota=QuotaLedger(db),
-            jobs=JobStore(db), services=ServiceStore(db), lines=QueueLineStore(db),
-            registry_credentials=RegistryCredentialStore(db),
-        )  # fmt: skip
 
 
 class ListFilling:

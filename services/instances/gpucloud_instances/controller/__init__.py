@@ -20,21 +20,16 @@ from ..inference.reconciler import InferenceReconciler
 from ..instances.reconciler import InstanceReconciler
 from ..jobs.reconciler import JobReconciler
 from ..queue.admissions import Admissions
-from ..queue.store import QueueLineStore
-from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
 from ..settings import InstancesSettings
-from ..specs.store import SpecStore
 from ..stocks.reconciler import StockPool
-from ..stocks.store import StockStore
 from ..storages import StorageClient
-from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
+from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
-from ..tenancy.store import TenantStore
 from ..wakeups import STOCKS, InstanceChanges
 from ..workloads.reconciler import WorkloadParts
 from .cache import ClusterCache
-from .leader import Controller
+from .leader import Controller, Reconcilers
 from .lease import Lease
 from .nodes import NodeCordons
 from .resync import Resync
@@ -51,20 +46,16 @@ def build_controller(
     settings: InstancesSettings,
     kube: KubeClient,
     broker: KafkaBroker,
+    stores: Stores,
     *,
-    specs: SpecStore,
-    tenants: TenantStore,
-    instances: InstanceStore,
-    jobs: JobStore,
-    services: ServiceStore,
-    stocks: StockStore,
-    requests: RequestStore,
-    quota: QuotaLedger,
     changes: InstanceChanges,
     storage: StorageClient,
     pull_secrets: PullSecrets,
-    lines: QueueLineStore,
 ) -> Controller:
+    specs, tenants, instances, jobs, services, requests, quota = (
+        stores.specs, stores.tenants, stores.instances, stores.jobs, stores.services,
+        stores.requests, stores.quota,
+    )  # fmt: skip
     queue = WorkQueue()
 
     def wake_stocks() -> None:
@@ -75,9 +66,9 @@ def build_controller(
     )
     tenant_namespaces = TenantReconciler(kube, tenants, settings)
     stock_pool = StockPool(
-        kube, cache, specs, stocks, namespace=settings.stock_namespace, wake=wake_stocks
+        kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
-    admissions = Admissions(cache, queue, jobs, instances, tenants, quota, lines)
+    admissions = Admissions(cache, queue, jobs, instances, tenants, quota, stores.lines)
     parts = WorkloadParts(
         kube, broker, cache, queue, requests, quota, tenant_namespaces, storage, pull_secrets
     )
@@ -87,28 +78,17 @@ def build_controller(
     )  # fmt: skip
     job_reconciler = JobReconciler(parts, jobs, tenants, admissions)
     inference_reconciler = InferenceReconciler(parts, services)
-    return Controller(
-        settings,
-        kube,
-        Lease(
-            kube,
-            namespace=settings.lease_namespace,
-            holder=settings.replica_id,
-            duration_s=settings.lease_duration_s,
-        ),
-        queue,
-        cache,
-        instances,
-        jobs,
-        services,
-        requests,
-        tenant_namespaces,
-        instance_reconciler,
-        job_reconciler,
-        inference_reconciler,
-        admissions,
-        stock_pool,
-        Resync(
-            cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces
-        ),
+    resync = Resync(
+        cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces
     )
+    lease = Lease(
+        kube,
+        namespace=settings.lease_namespace,
+        holder=settings.replica_id,
+        duration_s=settings.lease_duration_s,
+    )
+    reconcilers = Reconcilers(
+        tenant_namespaces, instance_reconciler, job_reconciler, inference_reconciler,
+        admissions, stock_pool, resync,
+    )  # fmt: skip
+    return Controller(settings, kube, lease, queue, cache, stores, reconcilers)

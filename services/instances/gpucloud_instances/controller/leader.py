@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
@@ -19,7 +20,7 @@ from ..jobs.reconciler import JobReconciler
 from ..queue.admissions import ADMISSION, Admissions
 from ..settings import InstancesSettings
 from ..stocks.reconciler import StockPool
-from ..store import InstanceStore, JobStore, RequestStore, ServiceStore
+from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
 from .cache import ClusterCache
@@ -33,6 +34,19 @@ WAKEUP_POLL_S = 0.2
 RETRY_LEAD_S = 2.0
 
 
+@dataclass(frozen=True)
+class Reconcilers:
+    """Who acts on each kind of work item, and the periodic passes."""
+
+    tenant_namespaces: TenantReconciler
+    instances: InstanceReconciler
+    jobs: JobReconciler
+    inference: InferenceReconciler
+    admissions: Admissions
+    stocks: StockPool
+    resync: Resync
+
+
 class Controller:
     """Wired in app.py from the parts below; each part gets only what it uses."""
 
@@ -43,34 +57,25 @@ class Controller:
         lease: Lease,
         queue: WorkQueue,
         cache: ClusterCache,
-        instances: InstanceStore,
-        jobs: JobStore,
-        services: ServiceStore,
-        requests: RequestStore,
-        tenant_namespaces: TenantReconciler,
-        instance_reconciler: InstanceReconciler,
-        job_reconciler: JobReconciler,
-        inference_reconciler: InferenceReconciler,
-        admissions: Admissions,
-        stocks: StockPool,
-        resync: Resync,
+        stores: Stores,
+        reconcilers: Reconcilers,
     ) -> None:
         self._settings = settings
         self._kube = kube
         self._lease = lease
         self._queue = queue
         self._cache = cache
-        self._instances = instances
-        self._jobs = jobs
-        self._services = services
-        self._requests = requests
-        self._tenant_namespaces = tenant_namespaces
-        self._instance_reconciler = instance_reconciler
-        self._job_reconciler = job_reconciler
-        self._inference_reconciler = inference_reconciler
-        self._admissions = admissions
-        self._stocks = stocks
-        self._resync = resync
+        self._instances = stores.instances
+        self._jobs = stores.jobs
+        self._services = stores.services
+        self._requests = stores.requests
+        self._tenant_namespaces = reconcilers.tenant_namespaces
+        self._instance_reconciler = reconcilers.instances
+        self._job_reconciler = reconcilers.jobs
+        self._inference_reconciler = reconcilers.inference
+        self._admissions = reconcilers.admissions
+        self._stocks = reconcilers.stocks
+        self._resync = reconcilers.resync
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -1,0 +1,44 @@
+"""Every store of the instances service, opened once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpucloud_libs.mongo import Database
+
+from .list_model import InstanceListModel
+from .queue.store import QueueLineStore
+from .quota_ledger import QuotaLedger
+from .registry.store import RegistryCredentialStore
+from .settings import InstancesSettings
+from .specs.store import SpecStore
+from .stocks.store import StockStore
+from .store import InstanceStore, JobStore, RequestStore, ServiceStore
+from .tenancy.store import TenantStore
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The service's collections, each behind its store: opened once by the app, and
+    handed to the controller and the API's parts."""
+
+    specs: SpecStore
+    tenants: TenantStore
+    instances: InstanceStore
+    stocks: StockStore
+    requests: RequestStore
+    quota: QuotaLedger
+    jobs: JobStore
+    services: ServiceStore
+    lines: QueueLineStore
+    registry_credentials: RegistryCredentialStore
+
+    @classmethod
+    def of(cls, db: Database, settings: InstancesSettings) -> Stores:
+        lists = InstanceListModel() if settings.lists_from_memory else None
+        return cls(
+            specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, lists),
+            stocks=StockStore(db), requests=RequestStore(db), quota=QuotaLedger(db),
+            jobs=JobStore(db), services=ServiceStore(db), lines=QueueLineStore(db),
+            registry_credentials=RegistryCredentialStore(db),
+        )  # fmt: skip
