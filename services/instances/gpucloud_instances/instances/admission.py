@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 from gpucloud_libs.identity import Identity
@@ -22,31 +23,37 @@ def request_hash(body: InstanceCreate) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def instance_document(
-    key: str,
-    identity: Identity,
-    tenant: TenantDoc,
-    spec: SpecDoc,
-    body: InstanceCreate,
-    *,
-    instance_id: str,
-    idempotency_key: str | None,
-    request_hash: str,
-    zones: list[str],
-    storages: list[Document],
-    created: datetime,
-) -> InstanceDoc:
+@dataclass(frozen=True)
+class NewInstance:
+    """A start the API admitted: who asked, for what spec and image, how a replay is
+    recognised (its instanceID, Idempotency-Key and request hash), where it may run,
+    and the storages it gets."""
+
+    key: str
+    identity: Identity
+    tenant: TenantDoc
+    spec: SpecDoc
+    body: InstanceCreate
+    instance_id: str
+    idempotency_key: str | None
+    request_hash: str
+    zones: list[str]
+    storages: list[Document]
+
+
+def instance_document(new: NewInstance, created: datetime) -> InstanceDoc:
     """A new instance as stored: `pending` when its quota was claimed, `queued` when it
     waits for the admission queue (`body.queue`), with that first transition in its
     history and its lifecycle event in the outbox for the controller to publish."""
+    body, spec, tenant = new.body, new.spec, new.tenant
     first = State.QUEUED if body.queue else State.PENDING
     doc: InstanceDoc = {
-        "_id": key,
+        "_id": new.key,
         "tenant_id": tenant["_id"],
-        "instance_id": instance_id,
-        "user_id": identity.subject,
-        "idempotency_key": idempotency_key,
-        "request_hash": request_hash,
+        "instance_id": new.instance_id,
+        "user_id": new.identity.subject,
+        "idempotency_key": new.idempotency_key,
+        "request_hash": new.request_hash,
         "spec_name": spec["name"],
         "gpu_type": spec["gpu_type"],
         "gpu_count": spec["gpu_num"],
@@ -54,10 +61,10 @@ def instance_document(
         "gpu_weight": spec.get("gpu_weight", "1"),
         "cpu": spec["cpu"],
         "memory": spec["memory"],
-        "zones": zones,
+        "zones": new.zones,
         "image": body.image,
         "template": body.template.model_dump(by_alias=True),
-        "storages": storages,
+        "storages": new.storages,
         "namespace": tenant["namespace"],
         "state": first.value,
         "reason": None,

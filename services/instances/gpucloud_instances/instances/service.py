@@ -18,13 +18,12 @@ from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import instance_host, public_origin
 from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
 from ..admission import allowed_zones, known_spec, quota_refusal
-from ..documents import InstanceDoc, SpecDoc, TenantDoc
+from ..documents import InstanceDoc, TenantDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..log_streams import LogStreams
 from ..queue.line import Line, QueueLines
@@ -38,7 +37,7 @@ from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..wakeups import ControllerWakeups, InstanceChanges, Recorded
 from . import manifests as instance_manifests
-from .admission import instance_document, request_hash
+from .admission import NewInstance, instance_document, request_hash
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 
 #: How often a reader waiting for a transition looks at the store again, for the
@@ -127,6 +126,11 @@ class Instances:
             if again is None:
                 raise Conflict("a request with this Idempotency-Key is in progress; retry")
             return await self._replay(again, hashed), False
+        new = NewInstance(
+            key=key, identity=identity, tenant=tenant, spec=spec, body=body,
+            instance_id=instance_id, idempotency_key=idempotency_key, request_hash=hashed,
+            zones=zones, storages=storages,
+        )  # fmt: skip
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
             # it; one that could never fit the quota is refused now.
@@ -134,9 +138,7 @@ class Instances:
             if refusal is not None:
                 await self._forget_key(tenant_id, idempotency_key)
                 raise refusal
-            return await self._record(identity, key, tenant, spec, body, instance_id=instance_id,
-                                      idempotency_key=idempotency_key, hashed=hashed, zones=zones,
-                                      storages=storages)  # fmt: skip
+            return await self._record(new)
         # The claim comes first and is keyed by the instance: of concurrent starts,
         # exactly as many as fit pass, and a retry of this one counts once. A claim
         # whose instance never gets recorded (a crash right here) is released by the
@@ -147,34 +149,24 @@ class Instances:
         except QuotaExceeded:
             await self._forget_key(tenant_id, idempotency_key)
             raise
-        return await self._record(identity, key, tenant, spec, body, instance_id=instance_id,
-                                  idempotency_key=idempotency_key, hashed=hashed, zones=zones,
-                                  storages=storages)  # fmt: skip
+        return await self._record(new)
 
-    async def _record(
-        self, identity: Identity, key: str, tenant: TenantDoc, spec: SpecDoc, body: InstanceCreate,
-        *, instance_id: str, idempotency_key: str | None, hashed: str, zones: list[str],
-        storages: list[Document],
-    ) -> tuple[Instance, bool]:  # fmt: skip
+    async def _record(self, new: NewInstance) -> tuple[Instance, bool]:
         """Insert the new instance (or find the one a concurrent request made) and wake
         the controller."""
-        tenant_id = tenant["_id"]
-        doc = instance_document(
-            key, identity, tenant, spec, body,
-            instance_id=instance_id, idempotency_key=idempotency_key,
-            request_hash=hashed, zones=zones, storages=storages, created=now(),
-        )  # fmt: skip
+        tenant_id = new.tenant["_id"]
+        doc = instance_document(new, created=now())
         try:
             with phase("insert"):
                 await self._instances.insert(doc)
         except DuplicateInstance:
             # A concurrent request with the same instanceID won the insert (the claim
             # it shares with this one is its claim now).
-            await self._forget_key(tenant_id, idempotency_key)
-            again = await self._instances.get(key)
+            await self._forget_key(tenant_id, new.idempotency_key)
+            again = await self._instances.get(new.key)
             if again is None:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
-            return await self._replay(again, hashed), False
+            return await self._replay(again, new.request_hash), False
         await self._wakeups.wake_new(doc)
         return await self.view(doc, new=True), True
 
