@@ -1,10 +1,12 @@
-"""The pure rules every workload kind is admitted by: quota, a known spec, allowed zones."""
+"""The pure rules every workload kind is admitted by: quota, a known spec, allowed zones,
+and what it copies from its spec."""
 
 from __future__ import annotations
 
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
+from gpucloud_libs.naming import GPU_RESOURCE
 
-from .documents import QuotaDoc, SpecDoc
+from .documents import QuotaDoc, SpecDoc, WorkloadSpecFields
 
 
 def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> QuotaExceeded | None:
@@ -47,3 +49,14 @@ def allowed_zones(spec: SpecDoc, asked: str | None) -> list[str]:
     if zones and asked not in zones:
         raise ValidationFailed(f"spec {spec['name']!r} is offered in {zones}, not {asked!r}")
     return [asked]
+
+
+def spec_fields(spec: SpecDoc, zones: list[str]) -> WorkloadSpecFields:
+    """What a workload of any kind copies from its spec at admission, with the zones it
+    may run in (`allowed_zones`)."""
+    return WorkloadSpecFields(
+        spec_name=spec["name"], gpu_type=spec["gpu_type"], gpu_count=spec["gpu_num"],
+        gpu_resource=spec.get("gpu_resource", GPU_RESOURCE),
+        gpu_weight=spec.get("gpu_weight", "1"), cpu=spec["cpu"], memory=spec["memory"],
+        zones=zones,
+    )  # fmt: skip

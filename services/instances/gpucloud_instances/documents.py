@@ -58,28 +58,36 @@ class TenantDoc(TenantFields):
     _id: str
 
 
-class HistoryEntry(TypedDict):
-    state: str
-    at: datetime
-    reason: str | None
+class WorkloadSpecFields(TypedDict):
+    """What every workload kind copies from its spec when it is admitted: it is placed
+    and billed by these, whatever becomes of the spec later."""
 
-
-class InstanceDoc(TypedDict):
-    _id: str  # <tenant>/<instance>
-    tenant_id: str
-    instance_id: str
-    user_id: str | None
-    idempotency_key: str | None
-    request_hash: str
     spec_name: str
     gpu_type: str
+    #: GPUs of each pod (an instance's, a job's pod's, a replica's).
     gpu_count: int
     #: Shared GPUs (libs gpu_shares, `GpuShare.of`); absent: whole GPUs.
     gpu_resource: NotRequired[str]
     gpu_weight: NotRequired[str]
     cpu: str
     memory: str
+    #: The zones it may run in: the spec's, narrowed by the request.
     zones: list[str]
+
+
+class HistoryEntry(TypedDict):
+    state: str
+    at: datetime
+    reason: str | None
+
+
+class InstanceDoc(WorkloadSpecFields):
+    _id: str  # <tenant>/<instance>
+    tenant_id: str
+    instance_id: str
+    user_id: str | None
+    idempotency_key: str | None
+    request_hash: str
     image: str
     template: dict[str, Any]
     #: What the storage service checked at admission: storageID and readOnly each.
@@ -124,23 +132,13 @@ class JobRunDoc(TypedDict):
     admission: NotRequired[int]
 
 
-class JobDoc(TypedDict):
+class JobDoc(WorkloadSpecFields):
     _id: str  # <tenant>/<job>
     tenant_id: str
     job_id: str
     user_id: str | None
     idempotency_key: str | None
     request_hash: str
-    spec_name: str
-    gpu_type: str
-    #: GPUs of each pod.
-    gpu_count: int
-    #: Shared GPUs (libs gpu_shares, `GpuShare.of`); absent: whole GPUs.
-    gpu_resource: NotRequired[str]
-    gpu_weight: NotRequired[str]
-    cpu: str
-    memory: str
-    zones: list[str]
     image: str
     command: list[str] | None
     args: list[str] | None
@@ -260,7 +258,7 @@ class EndedServiceDoc(TypedDict):
     runs: dict[str, ReplicaRunDoc]
 
 
-class ServiceDoc(TypedDict):
+class ServiceDoc(WorkloadSpecFields):
     """An inference service: inserted by the API with what never changes, then
     written only by the controller's worker for it (observed state)."""
 
@@ -271,15 +269,6 @@ class ServiceDoc(TypedDict):
     #: so a request left over from an earlier service of the same name is not its.
     incarnation: str
     user_id: str | None
-    spec_name: str
-    gpu_type: str
-    gpu_count: int
-    #: Shared GPUs (libs gpu_shares, `GpuShare.of`); absent: whole GPUs.
-    gpu_resource: NotRequired[str]
-    gpu_weight: NotRequired[str]
-    cpu: str
-    memory: str
-    zones: list[str]
     zone: str | None
     #: The storages it was given, as StorageClient.requested checked them.
     storages: list[dict[str, Any]]

@@ -22,10 +22,10 @@ from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, V
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.naming import GPU_RESOURCE, public_origin, service_host, service_workload_id
+from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, quota_refusal
+from ..admission import allowed_zones, known_spec, quota_refusal, spec_fields
 from ..documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
 from ..quota_ledger import QuotaLedger
 from ..schemas import STORED, EnvVar, VolumeSpec
@@ -139,14 +139,9 @@ class InferenceServices:
             "service_id": service_id,
             "incarnation": secrets.token_hex(4),
             "user_id": identity.subject,
-            "spec_name": spec["name"],
-            "gpu_type": spec["gpu_type"],
-            "gpu_count": spec["gpu_num"],
-            "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
-            "gpu_weight": spec.get("gpu_weight", "1"),
-            "cpu": spec["cpu"],
-            "memory": spec["memory"],
-            "zones": zones,
+            # mypy wants a ** item to name the optional keys too; those the kind
+            # sets later stay absent.
+            **spec_fields(spec, zones),  # type: ignore[typeddict-item]
             "zone": body.zone,
             "storages": storages,
             "port": body.port,

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.naming import GPU_RESOURCE
 
+from ..admission import spec_fields
 from ..documents import InstanceDoc, SpecDoc, TenantDoc
 from ..lifecycle import State, Step
 from ..transitions import transition_events
@@ -54,14 +54,9 @@ def instance_document(new: NewInstance, created: datetime) -> InstanceDoc:
         "user_id": new.identity.subject,
         "idempotency_key": new.idempotency_key,
         "request_hash": new.request_hash,
-        "spec_name": spec["name"],
-        "gpu_type": spec["gpu_type"],
-        "gpu_count": spec["gpu_num"],
-        "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
-        "gpu_weight": spec.get("gpu_weight", "1"),
-        "cpu": spec["cpu"],
-        "memory": spec["memory"],
-        "zones": new.zones,
+        # mypy wants a ** item to name the optional keys too; those the kind
+        # sets later stay absent.
+        **spec_fields(spec, new.zones),  # type: ignore[typeddict-item]
         "image": body.image,
         "template": body.template.model_dump(by_alias=True),
         "storages": new.storages,

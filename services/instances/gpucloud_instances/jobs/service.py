@@ -20,10 +20,9 @@ from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.naming import GPU_RESOURCE
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec
+from ..admission import allowed_zones, known_spec, spec_fields
 from ..documents import JobDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
@@ -322,14 +321,9 @@ def _job_document(
         "user_id": identity.subject,
         "idempotency_key": None,
         "request_hash": request_hash,
-        "spec_name": spec["name"],
-        "gpu_type": spec["gpu_type"],
-        "gpu_count": spec["gpu_num"],
-        "gpu_resource": spec.get("gpu_resource", GPU_RESOURCE),
-        "gpu_weight": spec.get("gpu_weight", "1"),
-        "cpu": spec["cpu"],
-        "memory": spec["memory"],
-        "zones": zones,
+        # mypy wants a ** item to name the optional keys too; those the kind
+        # sets later stay absent.
+        **spec_fields(spec, zones),  # type: ignore[typeddict-item]
         "image": body.image,
         "command": body.command,
         "args": body.args,

@@ -1,0 +1,30 @@
+"""The admission rules every workload kind shares: what it copies from its spec."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gpucloud_instances.admission import allowed_zones, spec_fields
+from gpucloud_instances.documents import SpecDoc
+
+SPEC: SpecDoc = {
+    "_id": "h100x2", "name": "h100x2", "cpu": "16", "memory": "128Gi",
+    "gpu_type": "NVIDIA-H100", "gpu_num": 2, "zones": ["zone-a", "zone-b"],
+    "created_at": datetime(2026, 11, 1, tzinfo=UTC),
+}  # fmt: skip
+
+
+def test_a_workload_copies_its_specs_shape_and_the_zones_it_may_run_in() -> None:
+    fields = spec_fields(SPEC, allowed_zones(SPEC, "zone-b"))
+    assert fields == {
+        "spec_name": "h100x2", "gpu_type": "NVIDIA-H100", "gpu_count": 2,
+        "gpu_resource": "nvidia.com/gpu", "gpu_weight": "1", "cpu": "16", "memory": "128Gi",
+        "zones": ["zone-b"],
+    }  # fmt: skip
+
+
+def test_a_shared_gpu_spec_passes_on_its_kind_and_weight() -> None:
+    shared: SpecDoc = {**SPEC, "gpu_resource": "nvidia.com/mig-1g.10gb", "gpu_weight": "1/7"}
+    fields = spec_fields(shared, [])
+    assert (fields["gpu_resource"], fields["gpu_weight"]) == ("nvidia.com/mig-1g.10gb", "1/7")
+    assert fields["zones"] == []
