@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
+from gpucloud_instances.instances.store import InstanceStore
 from gpucloud_instances.lifecycle import State, Step
 from gpucloud_instances.list_model import InstanceListModel
-from gpucloud_instances.store import TENANTS, InstanceStore
+from gpucloud_instances.store import TENANTS
 from tests.e2e.support import unique
 
 STATES = ("queued", "pending", "running", "stopped", "failed", "deleted")

@@ -12,7 +12,8 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from gpucloud_instances.instances.reconciler import KnownInstances
-from gpucloud_instances.store import InstanceStore, RequestStore
+from gpucloud_instances.instances.store import InstanceStore
+from gpucloud_instances.store import RequestStore
 from tests.e2e.support import unique
 
 KEY = "acme/i-1"

@@ -20,6 +20,7 @@ from .inference.api import router as services_router
 from .inference.service import InferenceServices
 from .instances.api import router as instances_router
 from .instances.service import Instances
+from .instances.store import InstanceStore
 from .jobs.api import router as jobs_router
 from .jobs.service import Jobs
 from .log_streams import LogStreams
@@ -33,7 +34,7 @@ from .specs.service import Specs
 from .stocks.api import router as stocks_router
 from .stocks.targets import StockTargets
 from .storages import StorageClient
-from .store import INDEXES, InstanceStore
+from .store import INDEXES
 from .stores import Stores
 from .templates.api import router as templates_router
 from .templates.catalog import ImagePolicy, Templates

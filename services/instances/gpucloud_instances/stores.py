@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from gpucloud_libs.mongo import Database
 
+from .inference.store import ServiceStore
+from .instances.store import InstanceStore
+from .jobs.store import JobStore
 from .list_model import InstanceListModel
 from .queue.store import QueueLineStore
 from .quota_ledger import QuotaLedger
@@ -13,7 +16,7 @@ from .registry.store import RegistryCredentialStore
 from .settings import InstancesSettings
 from .specs.store import SpecStore
 from .stocks.store import StockStore
-from .store import InstanceStore, JobStore, RequestStore, ServiceStore
+from .store import RequestStore
 from .tenancy.store import TenantStore
 
 

@@ -68,7 +68,7 @@ def build_controller(
     stock_pool = StockPool(
         kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
-    admissions = Admissions(cache, queue, jobs, instances, tenants, quota, stores.lines)
+    admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
     parts = WorkloadParts(
         kube, broker, cache, queue, requests, quota, tenant_namespaces, storage, pull_secrets
     )

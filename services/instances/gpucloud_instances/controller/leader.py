@@ -154,7 +154,10 @@ class Controller:
             group.create_task(self._cache.watch_jobs())
             group.create_task(self._cache.watch_job_sets())
             await self._cache.synced.wait()
-            await self._admissions.fill()
+            queued_jobs, admitted_jobs, queued_instances = await asyncio.gather(
+                self._jobs.all_queued(), self._jobs.admitted(), self._instances.all_queued()
+            )
+            await self._admissions.fill([*queued_jobs, *admitted_jobs], queued_instances)
             for index in range(self._settings.reconcile_workers):
                 group.create_task(self._queue.work(index, self.handle))
             # Transitions publish inline; these are the ones a crash left unpublished.

@@ -12,10 +12,13 @@ from datetime import timedelta
 from gpucloud_libs.clock import now
 from gpucloud_libs.naming import job_workload_id, service_workload_id
 
+from ..inference.store import ServiceStore
 from ..instances.reconciler import InstanceReconciler
+from ..instances.store import InstanceStore
+from ..jobs.store import JobStore
 from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
-from ..store import InstanceStore, JobStore, ServiceStore, instance_key
+from ..store import instance_key
 from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import STOCKS, job_item, service_item, tenant_item
 from .cache import ClusterCache

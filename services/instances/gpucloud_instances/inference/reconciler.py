@@ -36,11 +36,12 @@ from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_ste
 from ..manifests import WorkloadPod
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
-from ..store import ServiceStore, service_request_key
+from ..store import service_request_key
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as service_manifests
+from .store import ServiceStore
 
 log = logging.getLogger(__name__)
 

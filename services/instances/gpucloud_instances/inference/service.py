@@ -32,14 +32,7 @@ from ..schemas import STORED, EnvVar, VolumeSpec
 from ..settings import InstancesSettings
 from ..specs.store import SpecStore
 from ..storages import StorageClient
-from ..store import (
-    DuplicateGeneration,
-    DuplicateInstance,
-    RequestStore,
-    ServiceStore,
-    instance_key,
-    service_request_key,
-)
+from ..store import DuplicateInstance, RequestStore, instance_key, service_request_key
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..wakeups import ControllerWakeups, service_item
@@ -59,6 +52,7 @@ from .schemas import (
     ServingTemplate,
     UpdateStrategy,
 )
+from .store import DuplicateGeneration, ServiceStore
 
 #: Who reports service load (the gateway's own subject, never a caller's).
 GATEWAY_SUBJECT = "service:gateway"

@@ -30,12 +30,13 @@ from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
-from ..store import InstanceStore, RequestStore
+from ..store import RequestStore
 from ..tenancy.store import TenantStore
 from ..transitions import transition_events
 from ..wakeups import InstanceChanges
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as instance_manifests
+from .store import InstanceStore
 
 log = logging.getLogger(__name__)
 

@@ -32,13 +32,14 @@ from ..schemas import STORED, InstanceTemplate, QuotaUse, Transition
 from ..settings import InstancesSettings
 from ..specs.store import SpecStore
 from ..storages import StorageClient
-from ..store import DuplicateInstance, InstanceStore, RequestKind, RequestStore, instance_key
+from ..store import DuplicateInstance, RequestKind, RequestStore, instance_key
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..wakeups import ControllerWakeups, InstanceChanges, Recorded
 from . import manifests as instance_manifests
 from .admission import NewInstance, instance_document, request_hash
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
+from .store import InstanceStore
 
 #: How often a reader waiting for a transition looks at the store again, for the
 #: transitions another replica's controller records.

@@ -44,12 +44,12 @@ from ..queue.admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
-from ..store import JobStore
 from ..tenancy.store import TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import job_item
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as job_manifests
+from .store import JobStore
 
 log = logging.getLogger(__name__)
 

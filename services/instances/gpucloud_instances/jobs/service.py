@@ -30,13 +30,14 @@ from ..queue.line import Line, QueueLines
 from ..schemas import Transition
 from ..specs.store import SpecStore
 from ..storages import StorageClient
-from ..store import DuplicateInstance, JobStore, RequestStore, instance_key
+from ..store import DuplicateInstance, RequestStore, instance_key
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..transitions import job_event
 from ..wakeups import ControllerWakeups, job_item
 from . import manifests as job_manifests
 from .schemas import Job, JobCreate, JobPage, JobRun
+from .store import JobStore
 
 
 class JobHasNoRuns(Conflict):

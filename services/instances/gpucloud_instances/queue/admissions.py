@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from gpucloud_libs.clock import aware
@@ -28,7 +29,6 @@ from ..documents import InstanceDoc, JobDoc
 from ..job_lifecycle import JobState
 from ..lifecycle import State
 from ..quota_ledger import QuotaLedger
-from ..store import InstanceStore, JobStore
 from ..tenancy.store import TenantStore
 from ..wakeups import job_item
 from .decision import Queued, Running, TenantShare, Waiting, decide
@@ -123,21 +123,24 @@ class WaitingRoom:
         self.recorded[queued.key] = reason
 
 
+#: The jobs of these tenants that hold GPUs (admitted, running or preempting): those a
+#: reclaim may preempt, and those whose GPUs a preemption is freeing.
+Holding = Callable[[list[str]], Awaitable[list[JobDoc]]]
+
+
 class Admissions:
     def __init__(
         self,
         cache: ClusterCache,
         queue: WorkQueue,
-        jobs: JobStore,
-        instances: InstanceStore,
+        holding: Holding,
         tenants: TenantStore,
         quota: QuotaLedger,
         lines: QueueLineStore,
     ) -> None:
         self._cache = cache
         self._queue = queue
-        self._jobs = jobs
-        self._instances = instances
+        self._holding = holding
         self._tenants = tenants
         self._quota = quota
         self._lines = lines
@@ -149,18 +152,15 @@ class Admissions:
         self._published: dict[str, Line | None] = {}
         self._published_at = 0.0
 
-    async def fill(self) -> None:
-        """Read the queue from the store, once per leadership, before the workers start:
-        from then on they keep the waiting room."""
+    async def fill(self, jobs: list[JobDoc], instances: list[InstanceDoc]) -> None:
+        """The queue as the store holds it, once per leadership, before the workers
+        start (queued and admitted jobs, queued instances): from then on they keep the
+        waiting room."""
         self.reset()
-        queued_jobs, queued_instances, admitted, published = await asyncio.gather(
-            self._jobs.all_queued(), self._instances.all_queued(), self._jobs.admitted(),
-            self._lines.tenants(),
-        )  # fmt: skip
-        self._published = dict.fromkeys(published)
-        for doc in [*queued_jobs, *admitted]:
+        self._published = dict.fromkeys(await self._lines.tenants())
+        for doc in jobs:
             self.room.job(doc)
-        for instance in queued_instances:
+        for instance in instances:
             self.room.instance(instance)
 
     def reset(self) -> None:
@@ -196,7 +196,7 @@ class Admissions:
             tenant_id for tenant_id, (_, gpus) in usages.items()
             if tenant_id in active and gpus > active[tenant_id]["quota"]["max_gpus"]
         ]  # fmt: skip
-        holding = await self._jobs.holding(borrowers) if borrowers else []
+        holding = await self._holding(borrowers) if borrowers else []
         involved = {item.tenant_id for item in queued} | set(borrowers)
         tenants: dict[str, TenantShare] = {}
         for tenant_id in sorted(involved & active.keys()):

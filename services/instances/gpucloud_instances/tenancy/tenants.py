@@ -12,17 +12,13 @@ from gpucloud_libs.events import AlertStateChanged, TenantUpserted
 from gpucloud_libs.naming import tenant_namespace
 
 from ..documents import QuotaDoc, TenantFields
+from ..inference.store import ServiceStore
+from ..instances.store import InstanceStore
 from ..job_lifecycle import LIVE as LIVE_JOBS
+from ..jobs.store import JobStore
 from ..lifecycle import ACTIVE, LIVE, State
 from ..settings import InstancesSettings
-from ..store import (
-    InstanceStore,
-    JobStore,
-    RequestStore,
-    ServiceStore,
-    instance_key,
-    service_request_key,
-)
+from ..store import RequestStore, instance_key, service_request_key
 from ..wakeups import ControllerWakeups, job_item, service_item, tenant_item
 from .store import TenantStore
 
