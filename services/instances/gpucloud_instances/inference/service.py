@@ -16,17 +16,27 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from datetime import datetime
 
 from gpucloud_libs.clock import aware, aware_or_none, now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
 from ..admission import allowed_zones, known_spec, quota_refusal, spec_fields
-from ..documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, ServingTemplateDoc, TenantDoc
+from ..documents import (
+    EndedServiceDoc,
+    ServiceConfigDoc,
+    ServiceDoc,
+    ServiceReplicaDoc,
+    ServingTemplateDoc,
+    SpecDoc,
+    TenantDoc,
+)
 from ..quota_ledger import QuotaLedger
 from ..schemas import STORED, EnvVar, VolumeSpec
 from ..settings import InstancesSettings
@@ -106,52 +116,17 @@ class InferenceServices:
             raise Conflict(f"inference service {service_id!r} exists", service_id=service_id)
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
-        zones = allowed_zones(spec, body.zone)
+        allowed_zones(spec, body.zone)  # a zone the spec lacks is refused before storages
         storages = await self._storage.requested(identity, body.storage_ids, [])
         created = now()
-        config: ServiceConfigDoc = {
-            "_id": f"{key}@1",
-            "key": key,
-            "generation": 1,
-            "revision": 1,
-            "template": _template_doc(body),
-            "min_replicas": body.min_replicas,
-            "max_replicas": body.max_replicas or body.min_replicas,
-            "max_surge": body.strategy.max_surge,
-            "max_unavailable": body.strategy.max_unavailable,
-            "autoscaling": _autoscaling_doc(body.autoscaling),
-            "rolled_back_from": None,
-            "created_at": created,
-        }
+        config = first_configuration(key, body, created)
         await self._claim(
             tenant, service_id, claimed_gpus(config, GpuShare.of(spec), spec["gpu_num"]),
             grow=False, generation=config["generation"],
         )  # fmt: skip
-        doc: ServiceDoc = {
-            "_id": key,
-            "tenant_id": tenant_id,
-            "service_id": service_id,
-            "incarnation": secrets.token_hex(4),
-            "user_id": identity.subject,
-            # mypy wants a ** item to name the optional keys too; those the kind
-            # sets later stay absent.
-            **spec_fields(spec, zones),  # type: ignore[typeddict-item]
-            "zone": body.zone,
-            "storages": storages,
-            "port": body.port,
-            "readiness_path": body.readiness_path,
-            "namespace": tenant["namespace"],
-            "created_at": created,
-            "applied_generation": 0,
-            "applied_revision": 0,
-            "replicas": [],
-            "runs": {},
-            "scale": None,
-            "version": 0,
-            "outbox": [],
-            "has_outbox": False,
-            "updated_at": created,
-        }
+        doc = service_document(
+            key, service_id, identity, tenant, spec, body, storages=storages, created=created
+        )
         try:
             await self._services.insert(doc, config)
         except DuplicateInstance:
@@ -435,19 +410,9 @@ class InferenceServices:
         replicas = doc["replicas"]
         serving = [r for r in replicas if r["ready"] and not r["terminating"]]
         updated = [r for r in serving if r["revision"] == current["revision"]]
-        others = [r for r in replicas if r["revision"] != current["revision"]]
         scale = doc.get("scale")
         desired = current["min_replicas"] if scale is None else scale["replicas"]
-        if deleting:
-            state = ServiceState.DELETING
-        elif others or (doc["applied_revision"] and doc["applied_revision"] != current["revision"]):
-            state = ServiceState.UPDATING
-        elif desired == 0 and not replicas:
-            state = ServiceState.IDLE
-        elif len(updated) >= max(desired, 1):
-            state = ServiceState.READY
-        else:
-            state = ServiceState.DEPLOYING
+        state = _state(doc, current, desired, len(updated), deleting=deleting)
         return InferenceService(
             service_id=doc["service_id"],
             tenant_id=doc["tenant_id"],
@@ -486,20 +451,37 @@ class InferenceServices:
             desired_replicas=0 if deleting else desired,
             ready_replicas=len(serving),
             updated_replicas=len(updated),
-            replicas=[
-                ServiceReplica(
-                    name=r["name"],
-                    revision=r["revision"],
-                    node=r["node"],
-                    ready=r["ready"],
-                    terminating=r["terminating"],
-                )
-                for r in replicas
-            ],
+            replicas=[_replica_view(r) for r in replicas],
             revisions=_revisions(configs),
             created_at=aware(doc["created_at"]),
             updated_at=aware(doc["updated_at"]),
         )
+
+
+def _replica_view(replica: ServiceReplicaDoc) -> ServiceReplica:
+    return ServiceReplica(
+        name=replica["name"], revision=replica["revision"], node=replica["node"],
+        ready=replica["ready"], terminating=replica["terminating"],
+    )  # fmt: skip
+
+
+def _state(
+    doc: ServiceDoc, current: ServiceConfigDoc, desired: int, updated: int, *, deleting: bool
+) -> str:
+    """Deleting; updating while replicas of another revision run (or the Deployment is
+    still at another); idle at zero; ready once `desired` replicas (at least one) of the
+    current revision serve; deploying until then."""
+    revision = current["revision"]
+    if deleting:
+        return ServiceState.DELETING
+    others = [r for r in doc["replicas"] if r["revision"] != revision]
+    if others or (doc["applied_revision"] and doc["applied_revision"] != revision):
+        return ServiceState.UPDATING
+    if desired == 0 and not doc["replicas"]:
+        return ServiceState.IDLE
+    if updated >= max(desired, 1):
+        return ServiceState.READY
+    return ServiceState.DEPLOYING
 
 
 def _autoscaling_doc(autoscaling: Autoscaling | None) -> dict[str, object] | None:
@@ -562,3 +544,64 @@ def _revisions(configs: list[ServiceConfigDoc]) -> list[ServiceRevision]:
                 rolled_back_from=config["rolled_back_from"],
             )
     return list(seen.values())
+
+
+def first_configuration(
+    key: str, body: InferenceServiceCreate, created: datetime
+) -> ServiceConfigDoc:
+    """A new service's first configuration: generation 1, revision 1."""
+    return {
+        "_id": f"{key}@1",
+        "key": key,
+        "generation": 1,
+        "revision": 1,
+        "template": _template_doc(body),
+        "min_replicas": body.min_replicas,
+        "max_replicas": body.max_replicas or body.min_replicas,
+        "max_surge": body.strategy.max_surge,
+        "max_unavailable": body.strategy.max_unavailable,
+        "autoscaling": _autoscaling_doc(body.autoscaling),
+        "rolled_back_from": None,
+        "created_at": created,
+    }
+
+
+def service_document(
+    key: str,
+    service_id: str,
+    identity: Identity,
+    tenant: TenantDoc,
+    spec: SpecDoc,
+    body: InferenceServiceCreate,
+    *,
+    storages: list[Document],
+    created: datetime,
+) -> ServiceDoc:
+    """A new service as stored: what never changes, and nothing observed yet."""
+    zones = allowed_zones(spec, body.zone)
+    doc: ServiceDoc = {
+        "_id": key,
+        "tenant_id": tenant["_id"],
+        "service_id": service_id,
+        "incarnation": secrets.token_hex(4),
+        "user_id": identity.subject,
+        # mypy wants a ** item to name the optional keys too; those the kind
+        # sets later stay absent.
+        **spec_fields(spec, zones),  # type: ignore[typeddict-item]
+        "zone": body.zone,
+        "storages": storages,
+        "port": body.port,
+        "readiness_path": body.readiness_path,
+        "namespace": tenant["namespace"],
+        "created_at": created,
+        "applied_generation": 0,
+        "applied_revision": 0,
+        "replicas": [],
+        "runs": {},
+        "scale": None,
+        "version": 0,
+        "outbox": [],
+        "has_outbox": False,
+        "updated_at": created,
+    }
+    return doc

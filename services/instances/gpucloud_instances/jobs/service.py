@@ -23,7 +23,7 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.tenants import require_active
 
 from ..admission import allowed_zones, known_spec, spec_fields
-from ..documents import JobDoc, SpecDoc, TenantDoc
+from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
 from ..queue.line import Line, QueueLines
@@ -253,18 +253,7 @@ class Jobs:
             cancel_requested=cancel_requested and JobState(doc["state"]) not in TERMINAL,
             succeeded_runs=sum(run["state"] == "succeeded" for run in runs.values()),
             failed_runs=sum(run["state"] == "failed" for run in runs.values()),
-            runs=[
-                JobRun(
-                    run_id=run_id,
-                    state=run["state"],
-                    node=run.get("node"),
-                    exit_code=run.get("exit_code"),
-                    scheduled_at=aware_or_none(run.get("scheduled_at")),
-                    started_at=aware_or_none(run.get("started_at")),
-                    ended_at=aware_or_none(run.get("ended_at")),
-                )
-                for run_id, run in sorted(runs.items())
-            ],
+            runs=[_run_view(run_id, run) for run_id, run in sorted(runs.items())],
             revision=doc["revision"],
             created_at=aware(doc["created_at"]),
             updated_at=aware(doc["updated_at"]),
@@ -273,6 +262,15 @@ class Jobs:
                 for h in doc.get("history", [])
             ],
         )
+
+
+def _run_view(run_id: str, run: JobRunDoc) -> JobRun:
+    return JobRun(
+        run_id=run_id, state=run["state"], node=run.get("node"), exit_code=run.get("exit_code"),
+        scheduled_at=aware_or_none(run.get("scheduled_at")),
+        started_at=aware_or_none(run.get("started_at")),
+        ended_at=aware_or_none(run.get("ended_at")),
+    )  # fmt: skip
 
 
 def job_gpus(spec: SpecDoc, parallelism: int) -> int:
