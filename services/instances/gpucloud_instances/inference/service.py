@@ -16,29 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from datetime import datetime
 
-from gpucloud_libs.clock import aware, aware_or_none, now
+from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, quota_refusal, spec_fields
+from ..admission import allowed_zones, known_spec, quota_refusal
 from ..documents import (
     EndedServiceDoc,
     ServiceConfigDoc,
     ServiceDoc,
-    ServiceReplicaDoc,
-    ServingTemplateDoc,
-    SpecDoc,
     TenantDoc,
 )
 from ..quota_ledger import QuotaLedger
-from ..schemas import STORED, EnvVar, VolumeSpec
+from ..schemas import STORED
 from ..settings import InstancesSettings
 from ..specs.store import SpecStore
 from ..storages import StorageClient
@@ -46,39 +41,32 @@ from ..store import DuplicateInstance, RequestStore, instance_key, service_reque
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..wakeups import ControllerWakeups, service_item
+from .configurations import (
+    autoscaling_doc,
+    claimed_gpus,
+    first_configuration,
+    latest_revision,
+    next_config,
+    service_document,
+    template_doc,
+)
 from .schemas import (
-    Autoscaling,
     InferenceService,
     InferenceServiceCreate,
     InferenceServicePage,
     InferenceServicePatch,
-    ReplicaRun,
     ReplicaRunPage,
     RollbackRequest,
     ServiceEndpoints,
     ServiceLoadReport,
-    ServiceReplica,
-    ServiceRevision,
     ServingTemplate,
     UpdateStrategy,
 )
 from .store import DuplicateGeneration, ServiceStore
+from .views import replica_runs_view, service_view
 
 #: Who reports service load (the gateway's own subject, never a caller's).
 GATEWAY_SUBJECT = "service:gateway"
-
-
-class ServiceState:
-    DEPLOYING = "deploying"
-    READY = "ready"
-    UPDATING = "updating"
-    IDLE = "idle"
-    DELETING = "deleting"
-
-
-def claimed_gpus(config: ServiceConfigDoc, share: GpuShare, units_per_replica: int) -> int:
-    """What a service holds of its tenant's quota: its most replicas, plus the surge."""
-    return share.quota_gpus((config["max_replicas"] + config["max_surge"]) * units_per_replica)
 
 
 class InferenceServices:
@@ -201,25 +189,7 @@ class InferenceServices:
         ]
         if live is not None:
             uses.append((live, False))
-        runs = [
-            ReplicaRun(
-                replica_id=replica_id,
-                revision=run["revision"],
-                node=run["node"],
-                zone=run["zone"],
-                state=run["state"],
-                scheduled_at=aware_or_none(run["scheduled_at"]),
-                ended_at=aware_or_none(run["ended_at"]),
-                spec_name=use["spec_name"],
-                gpu_count=use["gpu_count"],
-                service_created_at=aware(use["created_at"]),
-                deleted=deleted,
-            )
-            for use, deleted in uses
-            for replica_id, run in use["runs"].items()
-        ]
-        runs.sort(key=lambda run: (run.scheduled_at is None, run.scheduled_at, run.replica_id))
-        return ReplicaRunPage(items=runs)
+        return replica_runs_view(uses)
 
     async def page(
         self, identity: Identity, *, cursor: str | None, limit: int, tenant_id: str | None = None
@@ -271,7 +241,7 @@ class InferenceServices:
         min_replicas = current["min_replicas"] if body.min_replicas is None else body.min_replicas
         max_replicas = body.max_replicas or current["max_replicas"]
         autoscaling = (
-            _autoscaling_doc(body.autoscaling)
+            autoscaling_doc(body.autoscaling)
             if "autoscaling" in body.model_fields_set
             else current["autoscaling"]
         )
@@ -286,13 +256,13 @@ class InferenceServices:
                 "minReplicas 0 needs autoscaling, which brings replicas back",
                 min_replicas=min_replicas,
             )
-        template_doc = _template_doc(template)
+        serving = template_doc(template)
         # A revision stored before `runAsUser` existed holds none: the same as None.
-        changed_template = template_doc != {"runAsUser": None, **current["template"]}
-        config = _next_config(
+        changed_template = serving != {"runAsUser": None, **current["template"]}
+        config = next_config(
             current,
-            template=template_doc,
-            revision=_latest_revision(configs) + 1 if changed_template else current["revision"],
+            template=serving,
+            revision=latest_revision(configs) + 1 if changed_template else current["revision"],
             min_replicas=min_replicas,
             max_replicas=max_replicas,
             strategy=strategy,
@@ -312,10 +282,10 @@ class InferenceServices:
         if earlier is None:
             raise NotFound(f"inference service {service_id!r} has no revision {body.revision}")
         current = configs[-1]
-        config = _next_config(
+        config = next_config(
             current,
             template=earlier["template"],
-            revision=_latest_revision(configs) + 1,
+            revision=latest_revision(configs) + 1,
             min_replicas=current["min_replicas"],
             max_replicas=current["max_replicas"],
             strategy=UpdateStrategy(
@@ -405,203 +375,9 @@ class InferenceServices:
     def view(
         self, doc: ServiceDoc, configs: list[ServiceConfigDoc], *, deleting: bool
     ) -> InferenceService:
-        current = configs[-1]
-        template = current["template"]
-        replicas = doc["replicas"]
-        serving = [r for r in replicas if r["ready"] and not r["terminating"]]
-        updated = [r for r in serving if r["revision"] == current["revision"]]
-        scale = doc.get("scale")
-        desired = current["min_replicas"] if scale is None else scale["replicas"]
-        state = _state(doc, current, desired, len(updated), deleting=deleting)
-        return InferenceService(
-            service_id=doc["service_id"],
-            tenant_id=doc["tenant_id"],
-            state=state,
-            url=public_origin(
-                self._settings.instance_url_scheme,
-                service_host(doc["service_id"], doc["tenant_id"], self._settings.instance_domain),
-                self._settings.instance_url_port,
-            )
-            + "/",
-            spec_name=doc["spec_name"],
-            gpu_type=doc["gpu_type"],
-            gpu_count=doc["gpu_count"],
-            zone=doc["zone"],
-            storage_ids=[str(storage["storageID"]) for storage in doc.get("storages") or []],
-            port=doc["port"],
-            readiness_path=doc["readiness_path"],
-            message=doc.get("message"),
-            image=template["image"],
-            env=[EnvVar.model_validate(env, context=STORED) for env in template["env"]],
-            command=template["command"],
-            args=template["args"],
-            volumes=[VolumeSpec.model_validate(volume) for volume in template["volumes"]],
-            run_as_user=template.get("runAsUser"),
-            min_replicas=current["min_replicas"],
-            max_replicas=current["max_replicas"],
-            strategy=UpdateStrategy(
-                max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
-            ),
-            autoscaling=(
-                None
-                if current["autoscaling"] is None
-                else Autoscaling.model_validate(current["autoscaling"])
-            ),
-            revision=current["revision"],
-            desired_replicas=0 if deleting else desired,
-            ready_replicas=len(serving),
-            updated_replicas=len(updated),
-            replicas=[_replica_view(r) for r in replicas],
-            revisions=_revisions(configs),
-            created_at=aware(doc["created_at"]),
-            updated_at=aware(doc["updated_at"]),
+        url = public_origin(
+            self._settings.instance_url_scheme,
+            service_host(doc["service_id"], doc["tenant_id"], self._settings.instance_domain),
+            self._settings.instance_url_port,
         )
-
-
-def _replica_view(replica: ServiceReplicaDoc) -> ServiceReplica:
-    return ServiceReplica(
-        name=replica["name"], revision=replica["revision"], node=replica["node"],
-        ready=replica["ready"], terminating=replica["terminating"],
-    )  # fmt: skip
-
-
-def _state(
-    doc: ServiceDoc, current: ServiceConfigDoc, desired: int, updated: int, *, deleting: bool
-) -> str:
-    """Deleting; updating while replicas of another revision run (or the Deployment is
-    still at another); idle at zero; ready once `desired` replicas (at least one) of the
-    current revision serve; deploying until then."""
-    revision = current["revision"]
-    if deleting:
-        return ServiceState.DELETING
-    others = [r for r in doc["replicas"] if r["revision"] != revision]
-    if others or (doc["applied_revision"] and doc["applied_revision"] != revision):
-        return ServiceState.UPDATING
-    if desired == 0 and not doc["replicas"]:
-        return ServiceState.IDLE
-    if updated >= max(desired, 1):
-        return ServiceState.READY
-    return ServiceState.DEPLOYING
-
-
-def _autoscaling_doc(autoscaling: Autoscaling | None) -> dict[str, object] | None:
-    return None if autoscaling is None else autoscaling.model_dump(by_alias=True)
-
-
-def _template_doc(template: ServingTemplate) -> ServingTemplateDoc:
-    dumped = template.model_dump(by_alias=True, mode="json")
-    return {
-        "image": dumped["image"],
-        "env": dumped["env"],
-        "command": dumped["command"],
-        "args": dumped["args"],
-        "volumes": dumped["volumes"],
-        "runAsUser": dumped["runAsUser"],
-    }
-
-
-def _latest_revision(configs: list[ServiceConfigDoc]) -> int:
-    return max(config["revision"] for config in configs)
-
-
-def _next_config(
-    current: ServiceConfigDoc,
-    *,
-    template: ServingTemplateDoc,
-    revision: int,
-    min_replicas: int,
-    max_replicas: int,
-    strategy: UpdateStrategy,
-    autoscaling: dict[str, object] | None,
-    rolled_back_from: int | None,
-) -> ServiceConfigDoc:
-    generation = current["generation"] + 1
-    return {
-        "_id": f"{current['key']}@{generation}",
-        "key": current["key"],
-        "generation": generation,
-        "revision": revision,
-        "template": template,
-        "min_replicas": min_replicas,
-        "max_replicas": max_replicas,
-        "max_surge": strategy.max_surge,
-        "max_unavailable": strategy.max_unavailable,
-        "autoscaling": autoscaling,
-        "rolled_back_from": rolled_back_from,
-        "created_at": now(),
-    }
-
-
-def _revisions(configs: list[ServiceConfigDoc]) -> list[ServiceRevision]:
-    """Each revision once, from the generation that made it."""
-    seen: dict[int, ServiceRevision] = {}
-    for config in configs:
-        if config["revision"] not in seen:
-            seen[config["revision"]] = ServiceRevision(
-                revision=config["revision"],
-                image=config["template"]["image"],
-                created_at=aware(config["created_at"]),
-                rolled_back_from=config["rolled_back_from"],
-            )
-    return list(seen.values())
-
-
-def first_configuration(
-    key: str, body: InferenceServiceCreate, created: datetime
-) -> ServiceConfigDoc:
-    """A new service's first configuration: generation 1, revision 1."""
-    return {
-        "_id": f"{key}@1",
-        "key": key,
-        "generation": 1,
-        "revision": 1,
-        "template": _template_doc(body),
-        "min_replicas": body.min_replicas,
-        "max_replicas": body.max_replicas or body.min_replicas,
-        "max_surge": body.strategy.max_surge,
-        "max_unavailable": body.strategy.max_unavailable,
-        "autoscaling": _autoscaling_doc(body.autoscaling),
-        "rolled_back_from": None,
-        "created_at": created,
-    }
-
-
-def service_document(
-    key: str,
-    service_id: str,
-    identity: Identity,
-    tenant: TenantDoc,
-    spec: SpecDoc,
-    body: InferenceServiceCreate,
-    *,
-    storages: list[Document],
-    created: datetime,
-) -> ServiceDoc:
-    """A new service as stored: what never changes, and nothing observed yet."""
-    zones = allowed_zones(spec, body.zone)
-    doc: ServiceDoc = {
-        "_id": key,
-        "tenant_id": tenant["_id"],
-        "service_id": service_id,
-        "incarnation": secrets.token_hex(4),
-        "user_id": identity.subject,
-        # mypy wants a ** item to name the optional keys too; those the kind
-        # sets later stay absent.
-        **spec_fields(spec, zones),  # type: ignore[typeddict-item]
-        "zone": body.zone,
-        "storages": storages,
-        "port": body.port,
-        "readiness_path": body.readiness_path,
-        "namespace": tenant["namespace"],
-        "created_at": created,
-        "applied_generation": 0,
-        "applied_revision": 0,
-        "replicas": [],
-        "runs": {},
-        "scale": None,
-        "version": 0,
-        "outbox": [],
-        "has_outbox": False,
-        "updated_at": created,
-    }
-    return doc
+        return service_view(doc, configs, url=f"{url}/", deleting=deleting)

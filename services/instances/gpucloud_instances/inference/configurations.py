@@ -1,0 +1,142 @@
+"""An inference service's stored documents, built purely: the service, its first
+configuration, the next one a change or a roll-back makes, and what each claims of
+the quota."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.gpu_shares import GpuShare
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.mongo import Document
+
+from ..admission import allowed_zones, spec_fields
+from ..documents import (
+    ServiceConfigDoc,
+    ServiceDoc,
+    ServingTemplateDoc,
+    SpecDoc,
+    TenantDoc,
+)
+from .schemas import (
+    Autoscaling,
+    InferenceServiceCreate,
+    ServingTemplate,
+    UpdateStrategy,
+)
+
+
+def claimed_gpus(config: ServiceConfigDoc, share: GpuShare, units_per_replica: int) -> int:
+    """What a service holds of its tenant's quota: its most replicas, plus the surge."""
+    return share.quota_gpus((config["max_replicas"] + config["max_surge"]) * units_per_replica)
+
+
+def autoscaling_doc(autoscaling: Autoscaling | None) -> dict[str, object] | None:
+    return None if autoscaling is None else autoscaling.model_dump(by_alias=True)
+
+
+def template_doc(template: ServingTemplate) -> ServingTemplateDoc:
+    dumped = template.model_dump(by_alias=True, mode="json")
+    return {
+        "image": dumped["image"],
+        "env": dumped["env"],
+        "command": dumped["command"],
+        "args": dumped["args"],
+        "volumes": dumped["volumes"],
+        "runAsUser": dumped["runAsUser"],
+    }
+
+
+def latest_revision(configs: list[ServiceConfigDoc]) -> int:
+    return max(config["revision"] for config in configs)
+
+
+def next_config(
+    current: ServiceConfigDoc,
+    *,
+    template: ServingTemplateDoc,
+    revision: int,
+    min_replicas: int,
+    max_replicas: int,
+    strategy: UpdateStrategy,
+    autoscaling: dict[str, object] | None,
+    rolled_back_from: int | None,
+) -> ServiceConfigDoc:
+    generation = current["generation"] + 1
+    return {
+        "_id": f"{current['key']}@{generation}",
+        "key": current["key"],
+        "generation": generation,
+        "revision": revision,
+        "template": template,
+        "min_replicas": min_replicas,
+        "max_replicas": max_replicas,
+        "max_surge": strategy.max_surge,
+        "max_unavailable": strategy.max_unavailable,
+        "autoscaling": autoscaling,
+        "rolled_back_from": rolled_back_from,
+        "created_at": now(),
+    }
+
+
+def first_configuration(
+    key: str, body: InferenceServiceCreate, created: datetime
+) -> ServiceConfigDoc:
+    """A new service's first configuration: generation 1, revision 1."""
+    return {
+        "_id": f"{key}@1",
+        "key": key,
+        "generation": 1,
+        "revision": 1,
+        "template": template_doc(body),
+        "min_replicas": body.min_replicas,
+        "max_replicas": body.max_replicas or body.min_replicas,
+        "max_surge": body.strategy.max_surge,
+        "max_unavailable": body.strategy.max_unavailable,
+        "autoscaling": autoscaling_doc(body.autoscaling),
+        "rolled_back_from": None,
+        "created_at": created,
+    }
+
+
+def service_document(
+    key: str,
+    service_id: str,
+    identity: Identity,
+    tenant: TenantDoc,
+    spec: SpecDoc,
+    body: InferenceServiceCreate,
+    *,
+    storages: list[Document],
+    created: datetime,
+) -> ServiceDoc:
+    """A new service as stored: what never changes, and nothing observed yet."""
+    zones = allowed_zones(spec, body.zone)
+    doc: ServiceDoc = {
+        "_id": key,
+        "tenant_id": tenant["_id"],
+        "service_id": service_id,
+        "incarnation": secrets.token_hex(4),
+        "user_id": identity.subject,
+        # mypy wants a ** item to name the optional keys too; those the kind
+        # sets later stay absent.
+        **spec_fields(spec, zones),  # type: ignore[typeddict-item]
+        "zone": body.zone,
+        "storages": storages,
+        "port": body.port,
+        "readiness_path": body.readiness_path,
+        "namespace": tenant["namespace"],
+        "created_at": created,
+        "applied_generation": 0,
+        "applied_revision": 0,
+        "replicas": [],
+        "runs": {},
+        "scale": None,
+        "version": 0,
+        "outbox": [],
+        "has_outbox": False,
+        "updated_at": created,
+    }
+    return doc
