@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from gpucloud_instances.instances.reconciler import KnownInstances
+from gpucloud_instances.instances.known import KnownInstances
 from gpucloud_instances.instances.store import InstanceStore
 from gpucloud_instances.store import RequestStore
 from tests.e2e.support import unique

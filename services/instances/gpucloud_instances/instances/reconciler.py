@@ -18,92 +18,32 @@ from gpucloud_libs.clock import aware, now
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, Manifest, QuotaRejectedError
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.outbox import publish_in_order
-from gpucloud_libs.topics import INSTANCE_LIFECYCLE
 
 from .. import manifests
 from ..documents import InstanceDoc
-from ..lifecycle import LIVE, STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
+from ..lifecycle import STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..manifests import WorkloadPod
 from ..queue.admissions import ADMISSION, ADMIT, Admissions
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
-from ..store import RequestStore
 from ..tenancy.store import TenantStore
 from ..transitions import transition_events
 from ..wakeups import InstanceChanges
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as instance_manifests
+from .known import KnownInstances
+from .outbox import InstanceOutbox
 from .store import InstanceStore
 
 log = logging.getLogger(__name__)
 
+
 STOP_GRACE_S = 30
+
+
 QUOTA_RETRY_S = 2.0
-#: Published events leave the outbox this long after, unless the next transition,
-#: which replaces them, comes first: a start's transitions follow each other
-#: within tens of milliseconds, and each clear was a write of its own.
-OUTBOX_CLEAR_DELAY_S = 1.0
-
-
-class KnownInstances:
-    """The leader's last word on each live instance: its document as the controller
-    last read or wrote it, and the stop request recorded then.
-
-    The controller is an instance's only writer after the API inserts it, and every
-    change from outside (the insert, a stop or delete request, another replica's
-    wake-up, a resync) forgets the instance before it wakes the controller. So a
-    reconcile woken by the pod watch, most of a start's, needs no read of the store.
-    """
-
-    def __init__(self, instances: InstanceStore, requests: RequestStore) -> None:
-        self._instances = instances
-        self._requests = requests
-        self._known: dict[str, tuple[InstanceDoc, Document | None]] = {}
-        self._reading: set[str] = set()
-        self._forgotten_while_reading: set[str] = set()
-
-    async def read(self, key: str) -> tuple[InstanceDoc | None, Document | None]:
-        known = self._known.get(key)
-        if known is not None:
-            return known
-        self._reading.add(key)
-        try:
-            doc, stop_request = await asyncio.gather(
-                self._instances.get(key), self._requests.stop_request(key)
-            )
-        finally:
-            self._reading.discard(key)
-            # Told of an outside change while reading: the next reconcile reads again.
-            told = key in self._forgotten_while_reading
-            self._forgotten_while_reading.discard(key)
-        if not told and doc is not None and doc.get("admitted"):
-            self.remember(doc, stop_request)
-        return doc, stop_request
-
-    def remember(self, doc: InstanceDoc, stop_request: Document | None) -> None:
-        if State(doc["state"]) in LIVE:
-            self._known[doc["_id"]] = (doc, stop_request)
-        else:
-            self._known.pop(doc["_id"], None)  # settled: rarely reconciled again
-
-    def wrote(self, doc: InstanceDoc) -> None:
-        """The controller wrote `doc`: keep it, unless the instance was forgotten since."""
-        known = self._known.get(doc["_id"])
-        if known is not None:
-            self.remember(doc, known[1])
-
-    def forget(self, key: str) -> None:
-        self._known.pop(key, None)
-        if key in self._reading:
-            self._forgotten_while_reading.add(key)
-
-    def forget_all(self) -> None:
-        """Leadership ended: the next leader's word is the store's."""
-        self._known.clear()
-        self._forgotten_while_reading.update(self._reading)
 
 
 class InstanceReconciler(WorkloadReconciler):
@@ -126,10 +66,7 @@ class InstanceReconciler(WorkloadReconciler):
         self._admissions = admissions
         self._tenants = tenants
         self.known = KnownInstances(instances, parts.requests)
-        # Instances whose outbox this leader published up to a sequence, and whose
-        # clear is still to come; the tasks that clear them.
-        self._published: dict[str, int] = {}
-        self._clearing: set[asyncio.Task[None]] = set()
+        self._outbox = InstanceOutbox(parts.broker, instances)
 
     async def reconcile(self, key: str) -> None:
         try:
@@ -330,7 +267,7 @@ class InstanceReconciler(WorkloadReconciler):
         False when the document moved under us (it is looked at again)."""
         done = await self._instances.transition(
             doc, steps, events=transition_events(doc, steps), extra=extra,
-            drop_published=self._published.get(doc["_id"]) == doc["sequence"],
+            drop_published=self._outbox.published(doc),
         )  # fmt: skip
         if done is None:
             self.known.forget(doc["_id"])
@@ -345,42 +282,16 @@ class InstanceReconciler(WorkloadReconciler):
         return True
 
     async def _flush(self, doc: InstanceDoc) -> None:
-        """Publish an instance's recorded transitions in order, then drop them: with
-        the next transition, or `OUTBOX_CLEAR_DELAY_S` later.
-
-        A crash between publish and drop republishes the same event ids, which
-        consumers dedupe; an event is never dropped before the broker acknowledged it.
-        """
+        """Publish an instance's recorded transitions (`InstanceOutbox`)."""
         if not doc.get("outbox"):
             return
-        key, sequence = doc["_id"], doc["sequence"]
-        if self._published.get(key) != sequence:
-            await publish_in_order(self._broker, INSTANCE_LIFECYCLE, doc["outbox"])
-            self._published[key] = sequence
-            task = asyncio.create_task(self._clear_later(key, sequence))
-            self._clearing.add(task)
-            task.add_done_callback(self._clearing.discard)
+        await self._outbox.publish(doc)
         self.known.wrote({**doc, "outbox": [], "has_outbox": False})
-
-    async def _clear_later(self, key: str, sequence: int) -> None:
-        await asyncio.sleep(OUTBOX_CLEAR_DELAY_S)
-        if self._published.get(key) != sequence:
-            return  # a later transition replaced them
-        try:
-            await self._instances.clear_outbox(key, sequence)
-        except Exception as error:  # the next leader publishes them again, deduped
-            log.warning("clearing a published outbox failed", extra={"instance": key,
-                                                                      "error": str(error)})  # fmt: skip
-            return
-        if self._published.get(key) == sequence:
-            del self._published[key]
 
     def reset(self) -> None:
         """Leadership ended: the next leader's word is the store's."""
         self.known.forget_all()
-        self._published.clear()
-        for task in self._clearing:
-            task.cancel()
+        self._outbox.reset()
 
     async def _update_fields(self, doc: InstanceDoc, fields: Document) -> None:
         written = await self._instances.update_fields(doc["_id"], fields)
