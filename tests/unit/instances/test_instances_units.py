@@ -25,7 +25,16 @@ from gpucloud_instances.stocks.documents import StockUnitDoc
 from gpucloud_instances.stocks.targets import stock_status
 from gpucloud_instances.tenancy.tenants import tenant_fields
 from gpucloud_instances.transitions import transition_events
-from gpucloud_instances.wakeups import InstanceChanges
+from gpucloud_instances.wakeups import (
+    ADMISSION,
+    STOCKS,
+    InstanceChanges,
+    WorkItem,
+    instance_item,
+    job_item,
+    service_item,
+    tenant_item,
+)
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.events import TenantQuota, TenantUpserted
 from gpucloud_libs.kube import KubeClient, _env_proxy
@@ -126,26 +135,41 @@ def test_transition_events_number_on_from_the_document_and_chain_previous_states
 
 async def test_the_work_queue_merges_wakeups_and_reruns_an_item_woken_while_busy() -> None:
     queue = WorkQueue()
-    queue.wake("ignored")  # not the leader yet
+    a = instance_item("acme/i-1")
+    queue.wake(instance_item("ignored"))  # not the leader yet
     queue.accepting = True
-    seen: list[str] = []
+    seen: list[WorkItem] = []
     release = asyncio.Event()
 
-    async def handle(item: str) -> None:
+    async def handle(item: WorkItem) -> None:
         seen.append(item)
         if len(seen) == 1:
-            queue.wake("a")  # a change while "a" is being reconciled
+            queue.wake(a)  # a change while it is being reconciled
             await release.wait()
 
-    queue.wake("a")
-    queue.wake("a")  # merged with the one queued
+    queue.wake(a)
+    queue.wake(instance_item("acme/i-1"))  # the same item: merged with the one queued
     worker = asyncio.create_task(queue.work(0, handle))
     await asyncio.sleep(0.05)
-    assert seen == ["a"]
+    assert seen == [a]
     release.set()
     await asyncio.sleep(0.05)
     worker.cancel()
-    assert seen == ["a", "a"]
+    assert seen == [a, a]
+
+
+def test_work_items_are_stored_and_read_back_as_they_were_written() -> None:
+    """Wake-ups for the leader go through the store as text: every kind comes back as
+    itself, and an instance is written by its key alone, as before items had kinds."""
+    items = [
+        instance_item("acme/i-1"), job_item("acme/train"), service_item("acme/chat"),
+        tenant_item("acme"), STOCKS, ADMISSION,
+    ]  # fmt: skip
+    assert [WorkItem.parse(str(item)) for item in items] == items
+    assert [str(item) for item in items] == [
+        "acme/i-1", "job:acme/train", "service:acme/chat", "tenant:acme", "stocks", "admission",
+    ]  # fmt: skip
+    assert len({*items, instance_item("acme/i-1")}) == len(items)
 
 
 async def test_readers_waiting_on_an_instance_are_handed_the_recorded_document() -> None:

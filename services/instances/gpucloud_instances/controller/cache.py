@@ -23,7 +23,7 @@ from gpucloud_libs.kube import GoneError, KubeClient, Manifest, NotFoundError
 
 from .. import manifests
 from ..documents import InstanceDoc, JobDoc
-from ..wakeups import job_item, service_item
+from ..wakeups import WorkItem, instance_item, job_item, service_item
 
 #: What `fits_fleet` reads: a workload whose pods each hold `gpu_count` units.
 Workload = InstanceDoc | JobDoc
@@ -74,7 +74,7 @@ class ClusterCache:
         self,
         kube: KubeClient,
         *,
-        wake: Callable[[str], object],
+        wake: Callable[[WorkItem], object],
         wake_stocks: Callable[[], None],
         node_lost_grace_s: float,
     ) -> None:
@@ -164,7 +164,7 @@ class ClusterCache:
         for pod in items:
             self._on_pod(LISTED, pod)
         for key in list(self.pods):
-            self._wake(key)
+            self._wake(instance_item(key))
 
     def _on_job(self, event_type: str, job: Manifest) -> None:
         """A job's Kubernetes object: its Job, or a multi-node job's JobSet."""
@@ -220,7 +220,7 @@ class ClusterCache:
             self.pods.pop(key, None)
         else:
             self.pods[key] = pod
-        self._wake(key)
+        self._wake(instance_item(key))
 
     def _on_service_pod(self, key: str, event_type: str, pod: Manifest) -> None:
         _track(self.service_pods.setdefault(key, {}), event_type, pod)
@@ -236,7 +236,7 @@ class ClusterCache:
         if was != (self.node_ok(name), self.node_quarantined(name)):
             for key, pod in self.pods.items():
                 if pod.get("spec", {}).get("nodeName") == name:
-                    self._wake(key)
+                    self._wake(instance_item(key))
             for key, pods in self.service_pods.items():
                 if any(p.pod.get("spec", {}).get("nodeName") == name for p in pods.values()):
                     self._wake(service_item(key))

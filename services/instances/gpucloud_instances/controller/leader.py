@@ -17,12 +17,12 @@ from ..documents import InstanceDoc
 from ..inference.reconciler import InferenceReconciler
 from ..instances.reconciler import InstanceReconciler
 from ..jobs.reconciler import JobReconciler
-from ..queue.admissions import ADMISSION, Admissions
+from ..queue.admissions import Admissions
 from ..settings import InstancesSettings
 from ..stocks.reconciler import StockPool
 from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
-from ..wakeups import JOB_PREFIX, SERVICE_PREFIX, STOCKS, TENANT_PREFIX, job_item, service_item
+from ..wakeups import ItemKind, WorkItem, instance_item, job_item, service_item
 from .cache import ClusterCache
 from .lease import Lease, LeaseLost
 from .resync import Resync
@@ -88,12 +88,12 @@ class Controller:
                 await self._task
         await self._lease.release()
 
-    def wake(self, item: str) -> bool:
-        """Reconcile `item` soon (an instance key, `job:<key>`, `service:<key>`, `tenant:<id>`
-        or `stocks`); only the
-        leader acts (False elsewhere), and other replicas' API calls reach it through
-        the store."""
-        self._instance_reconciler.known.forget(item)  # the caller changed the store
+    def wake(self, item: WorkItem) -> bool:
+        """Reconcile `item` soon; only the leader acts (False elsewhere), and other
+        replicas' API calls reach it through the store. The caller changed the store:
+        an instance's remembered document is stale."""
+        if item.kind is ItemKind.INSTANCE:
+            self._instance_reconciler.known.forget(item.key)
         return self._queue.wake(item)
 
     def wake_new(self, doc: InstanceDoc) -> bool:
@@ -102,25 +102,26 @@ class Controller:
         if not self._queue.accepting:
             return False
         self._instance_reconciler.known.remember(doc, None)
-        return self._queue.wake(doc["_id"])
+        return self._queue.wake(instance_item(doc["_id"]))
 
-    async def handle(self, item: str) -> None:
+    async def handle(self, item: WorkItem) -> None:
         """Route one work item to its reconciler; nothing while the lease is stale (the
         renewal loop ends this lead within a second, and a new lead resyncs all)."""
         if not self._lease.fresh():
             return
-        if item == STOCKS:
-            await self._stocks.reconcile()
-        elif item.startswith(TENANT_PREFIX):
-            await self._tenant_namespaces.reconcile(item.removeprefix(TENANT_PREFIX))
-        elif item.startswith(JOB_PREFIX):
-            await self._job_reconciler.reconcile(item.removeprefix(JOB_PREFIX))
-        elif item.startswith(SERVICE_PREFIX):
-            await self._inference_reconciler.reconcile(item.removeprefix(SERVICE_PREFIX))
-        elif item == ADMISSION:
-            await self._admissions.plan()
-        else:
-            await self._instance_reconciler.reconcile(item)
+        match item.kind:
+            case ItemKind.INSTANCE:
+                await self._instance_reconciler.reconcile(item.key)
+            case ItemKind.JOB:
+                await self._job_reconciler.reconcile(item.key)
+            case ItemKind.SERVICE:
+                await self._inference_reconciler.reconcile(item.key)
+            case ItemKind.TENANT:
+                await self._tenant_namespaces.reconcile(item.key)
+            case ItemKind.STOCKS:
+                await self._stocks.reconcile()
+            case ItemKind.ADMISSION:
+                await self._admissions.plan()
 
     async def _run(self) -> None:
         while True:
@@ -162,7 +163,7 @@ class Controller:
                 group.create_task(self._queue.work(index, self.handle))
             # Transitions publish inline; these are the ones a crash left unpublished.
             for key in await self._instances.keys_with_outbox():
-                self._queue.wake(key)
+                self._queue.wake(instance_item(key))
             for key in await self._jobs.keys_with_outbox():
                 self._queue.wake(job_item(key))
             for key in await self._services.keys_with_outbox():
@@ -174,9 +175,8 @@ class Controller:
 
     async def _poll_wakeups(self) -> None:
         """Other replicas' API calls wake the leader through inserted documents."""
-        for item in await self._requests.take_wakeups():
-            self._instance_reconciler.known.forget(item)
-            self._queue.wake(item)
+        for stored in await self._requests.take_wakeups():
+            self.wake(WorkItem.parse(stored))
 
     async def _ensure_cluster_objects(self) -> None:
         for priority_class in manifests.priority_classes():

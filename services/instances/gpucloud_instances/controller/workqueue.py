@@ -18,7 +18,7 @@ from opentelemetry import metrics
 from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.kube import KubeError
 
-from ..wakeups import STOCKS, TENANT_PREFIX
+from ..wakeups import WorkItem
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +30,17 @@ RETRY_CRASH_S = 5.0
 
 class WorkQueue:
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
-        self._active: set[str] = set()  # items a worker is reconciling now
-        self._again: set[str] = set()  # woken while active: run once more after
-        self._soon: set[str] = set()  # a wake_soon is due
+        self._queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+        self._queued: set[WorkItem] = set()
+        self._active: set[WorkItem] = set()  # items a worker is reconciling now
+        self._again: set[WorkItem] = set()  # woken while active: run once more after
+        self._soon: set[WorkItem] = set()  # a wake_soon is due
         self.accepting = False  # only the leader's queue takes work
         self._seconds = metrics.get_meter("gpucloud.instances.controller").create_histogram(
             "gpucloud.reconcile.duration", unit="s", description="Time to reconcile one item"
         )
 
-    def wake(self, item: str) -> bool:
+    def wake(self, item: WorkItem) -> bool:
         """Reconcile `item` soon; False (and ignored) unless this replica leads."""
         if not self.accepting:
             return False
@@ -51,10 +51,10 @@ class WorkQueue:
             self._queue.put_nowait(item)
         return True
 
-    def wake_later(self, delay_s: float, item: str) -> None:
+    def wake_later(self, delay_s: float, item: WorkItem) -> None:
         asyncio.get_running_loop().call_later(delay_s, self.wake, item)
 
-    def wake_soon(self, item: str, delay_s: float) -> None:
+    def wake_soon(self, item: WorkItem, delay_s: float) -> None:
         """Reconcile `item` in `delay_s`, once for all the calls made meanwhile: a burst
         of changes makes one pass, after the burst instead of during it."""
         if item in self._soon:
@@ -67,7 +67,7 @@ class WorkQueue:
 
         asyncio.get_running_loop().call_later(delay_s, due)
 
-    async def work(self, index: int, handle: Callable[[str], Awaitable[None]]) -> None:
+    async def work(self, index: int, handle: Callable[[WorkItem], Awaitable[None]]) -> None:
         """One worker: forever take an item and `handle` it."""
         while True:
             item = await self._queue.get()
@@ -78,26 +78,20 @@ class WorkQueue:
                 await handle(item)
             except (KubeError, DependencyUnavailable) as error:
                 log.warning(
-                    "reconcile failed; will retry", extra={"item": item, "error": str(error)}
+                    "reconcile failed; will retry", extra={"item": str(item), "error": str(error)}
                 )
                 self.wake_later(RETRY_TRANSIENT_S, item)
             except Exception:
-                log.exception("reconcile crashed", extra={"item": item, "worker": index})
+                log.exception("reconcile crashed", extra={"item": str(item), "worker": index})
                 self.wake_later(RETRY_CRASH_S, item)
             finally:
                 elapsed = time.perf_counter() - started
-                self._seconds.record(elapsed, {"kind": _kind(item)})
+                self._seconds.record(elapsed, {"kind": item.kind.value})
                 if elapsed > SLOW_RECONCILE_S:
                     log.warning(
-                        "slow reconcile", extra={"item": item, "seconds": round(elapsed, 2)}
+                        "slow reconcile", extra={"item": str(item), "seconds": round(elapsed, 2)}
                     )
                 self._active.discard(item)
                 if item in self._again:
                     self._again.discard(item)
                     self.wake(item)
-
-
-def _kind(item: str) -> str:
-    if item == STOCKS:
-        return STOCKS
-    return "tenant" if item.startswith(TENANT_PREFIX) else "instance"

@@ -23,14 +23,14 @@ from .. import manifests
 from ..documents import InstanceDoc
 from ..lifecycle import STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..manifests import WorkloadPod
-from ..queue.admissions import ADMISSION, ADMIT, Admissions
+from ..queue.admissions import ADMIT, Admissions
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
 from ..tenancy.store import TenantStore
 from ..transitions import transition_events
-from ..wakeups import InstanceChanges
+from ..wakeups import ADMISSION, InstanceChanges, instance_item
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as instance_manifests
 from .known import KnownInstances
@@ -79,7 +79,7 @@ class InstanceReconciler(WorkloadReconciler):
         doc, stop_request = await self.known.read(key)
         stop_requested = stop_request is not None
         if doc is None or not doc.get("admitted"):
-            self._admissions.room.forget(key)
+            self._admissions.room.forget(instance_item(key))
             return
         self._admissions.room.instance(doc)
         state = State(doc["state"])
@@ -169,7 +169,7 @@ class InstanceReconciler(WorkloadReconciler):
             # Carried out (a crash before this leaves one of an earlier stay, forgotten
             # when that stay ends).
             await self._requests.forget(key, "start")
-            self._queue.wake(key)
+            self._queue.wake(instance_item(key))
 
     async def pending_starts(self) -> list[str]:
         """The instances a start was asked of and not yet carried out (or cancelled)."""
@@ -228,16 +228,16 @@ class InstanceReconciler(WorkloadReconciler):
     # --- the admission queue (`queue: true` starts) ----------------------------------
 
     async def _follow_plan(self, doc: InstanceDoc) -> None:
-        key = doc["_id"]
-        planned = self._admissions.planned(key)
+        item = instance_item(doc["_id"])
+        planned = self._admissions.planned(item)
         if planned is None:
             self._queue.wake(ADMISSION)  # new here: the next pass places it
         elif planned == ADMIT:
-            self._admissions.take(key)
+            self._admissions.take(item)
             await self._admit(doc)
         elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
             await self._update_fields(doc, {"queue_reason": planned.reason})
-            self._admissions.room.record_reason(key, planned.reason)
+            self._admissions.room.record_reason(item, planned.reason)
 
     async def _admit(self, doc: InstanceDoc) -> None:
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
@@ -255,7 +255,7 @@ class InstanceReconciler(WorkloadReconciler):
             self._queue.wake(ADMISSION)
             return
         await self._transition(doc, [Step(State.PENDING, now())], queue_reason=None)
-        self._queue.wake(doc["_id"])
+        self._queue.wake(instance_item(doc["_id"]))
 
     # --- transitions and their events ----------------------------------------------
 
@@ -271,7 +271,7 @@ class InstanceReconciler(WorkloadReconciler):
         )  # fmt: skip
         if done is None:
             self.known.forget(doc["_id"])
-            self._queue.wake(doc["_id"])  # the document moved under us; look again
+            self._queue.wake(instance_item(doc["_id"]))  # the document moved under us; look again
             return False
         self.known.wrote(done)
         self._admissions.room.instance(done)
@@ -385,7 +385,7 @@ class InstanceReconciler(WorkloadReconciler):
             await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
             return
         await self._update_fields(doc, {"message": "waiting for the namespace quota to free up"})
-        self._queue.wake_later(QUOTA_RETRY_S, doc["_id"])
+        self._queue.wake_later(QUOTA_RETRY_S, instance_item(doc["_id"]))
 
     async def delete_workload(self, namespace_name: str, name: str, *, pod: bool = True) -> None:
         if pod:

@@ -35,7 +35,7 @@ from ..storages import StorageClient
 from ..store import DuplicateInstance, RequestKind, RequestStore, instance_key
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
-from ..wakeups import ControllerWakeups, InstanceChanges, Recorded
+from ..wakeups import ControllerWakeups, InstanceChanges, Recorded, instance_item
 from . import manifests as instance_manifests
 from .admission import NewInstance, instance_document, request_hash
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
@@ -331,12 +331,12 @@ class Instances:
             asked = await self._requests.start_request(doc["_id"])
             if asked is not None and asked.get("sequence") == doc["sequence"]:
                 await self._requests.stop_pending_start(doc["_id"])
-                await self._wakeups.wake(doc["_id"])
+                await self._wakeups.wake(instance_item(doc["_id"]))
             return await self.view(doc)
         kind: RequestKind = "delete" if State(doc["state"]) in TERMINAL else "stop"
         if State(doc["state"]) != State.DELETED:
             await self._requests.request(doc["_id"], kind)
-            await self._wakeups.wake(doc["_id"])
+            await self._wakeups.wake(instance_item(doc["_id"]))
         return await self.view(doc, stop_requested=kind == "stop")
 
     async def start(self, identity: Identity, instance_id: str) -> Instance:
@@ -360,7 +360,7 @@ class Instances:
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
         await self._claim(tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
         await self._requests.request_start(doc["_id"], doc["sequence"])
-        await self._wakeups.wake(doc["_id"])
+        await self._wakeups.wake(instance_item(doc["_id"]))
         return await self.view(doc)
 
     def _url(self, host: str) -> str:
@@ -381,7 +381,8 @@ class Instances:
         (just created) is placed from its tenant's priority bands."""
         queue = (
             await self._lines.place(
-                doc["tenant_id"], doc["_id"], doc.get("priority", 0), doc.get("queue_reason"),
+                doc["tenant_id"], instance_item(doc["_id"]), doc.get("priority", 0),
+                doc.get("queue_reason"),
                 lines=lines, new=new,
             )
             if doc["state"] == State.QUEUED.value

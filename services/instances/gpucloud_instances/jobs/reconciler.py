@@ -40,13 +40,13 @@ from ..job_lifecycle import (
     run_steps,
 )
 from ..manifests import WorkloadPod
-from ..queue.admissions import ADMISSION, ADMIT, BORROW, PREEMPT, Admissions
+from ..queue.admissions import ADMIT, BORROW, PREEMPT, Admissions
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
 from ..tenancy.store import TenantStore
 from ..transitions import job_event, run_event
-from ..wakeups import job_item
+from ..wakeups import ADMISSION, job_item
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
 from . import manifests as job_manifests
 from .store import JobStore

@@ -30,14 +30,12 @@ from ..job_lifecycle import JobState
 from ..lifecycle import State
 from ..quota_ledger import QuotaLedger
 from ..tenancy.store import TenantStore
-from ..wakeups import job_item
+from ..wakeups import ADMISSION, WorkItem, instance_item, job_item
 from .decision import Queued, Running, TenantShare, Waiting, decide
 from .documents import QueueBandsDoc, QueueLineDoc
 from .line import Line
 from .store import QueueLineStore
 
-#: The work item of the pass.
-ADMISSION = "admission"
 #: How often the pass runs again while anything waits (quota and capacity free up
 #: as instances and jobs end).
 ADMISSION_RETRY_S = 2.0
@@ -78,6 +76,7 @@ class WaitingRoom:
     def job(self, doc: JobDoc) -> None:
         """Note a job as its worker just read or wrote it."""
         item = job_item(doc["_id"])
+        name = str(item)
         state = JobState(doc["state"])
         if state == JobState.QUEUED:
             self._wait(queued_job(doc), doc.get("queue_reason"))
@@ -85,33 +84,33 @@ class WaitingRoom:
             self.leave(item)
         if state == JobState.ADMITTED:
             share = GpuShare.of(doc)
-            self.starting[item] = Starting(
+            self.starting[name] = Starting(
                 doc["_id"], doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
                 doc["parallelism"], doc["gpu_count"],
             )  # fmt: skip
         else:
-            self.starting.pop(item, None)
+            self.starting.pop(name, None)
 
     def instance(self, doc: InstanceDoc) -> None:
         """Note an instance as its worker just read or wrote it."""
         if doc["state"] == State.QUEUED.value:
             self._wait(queued_instance(doc), doc.get("queue_reason"))
         else:
-            self.leave(doc["_id"])
+            self.leave(instance_item(doc["_id"]))
 
-    def leave(self, item: str) -> None:
-        self.queued.pop(item, None)
-        self.recorded.pop(item, None)
+    def leave(self, item: WorkItem) -> None:
+        self.queued.pop(str(item), None)
+        self.recorded.pop(str(item), None)
 
-    def forget(self, item: str) -> None:
+    def forget(self, item: WorkItem) -> None:
         """The workload's document is gone."""
         self.leave(item)
-        self.starting.pop(item, None)
+        self.starting.pop(str(item), None)
 
-    def record_reason(self, item: str, reason: str) -> None:
+    def record_reason(self, item: WorkItem, reason: str) -> None:
         """The worker recorded why the workload waits."""
-        if item in self.queued:
-            self.recorded[item] = reason
+        if str(item) in self.queued:
+            self.recorded[str(item)] = reason
 
     def clear(self) -> None:
         self.queued.clear()
@@ -169,12 +168,12 @@ class Admissions:
         self._plan = {}
         self._published = {}
 
-    def planned(self, item: str) -> Planned | None:
-        return self._plan.get(item)
+    def planned(self, item: WorkItem) -> Planned | None:
+        return self._plan.get(str(item))
 
-    def take(self, item: str) -> None:
+    def take(self, item: WorkItem) -> None:
         """The worker acted on its plan: the next pass plans it again if need be."""
-        self._plan.pop(item, None)
+        self._plan.pop(str(item), None)
 
     async def plan(self) -> None:
         """One pass over every queued workload."""
@@ -220,8 +219,8 @@ class Admissions:
             | decision.waiting
             | {item: PREEMPT for item in decision.preempt}
         )
-        for item in [*decision.preempt, *decision.admit]:
-            self._queue.wake(item)
+        for name in [*decision.preempt, *decision.admit]:
+            self._queue.wake(WorkItem.parse(name))
         if decision.waiting:
             self._queue.wake_later(ADMISSION_RETRY_S, ADMISSION)
         since = time.monotonic() - self._published_at
@@ -230,10 +229,10 @@ class Admissions:
             return
         await self._publish(decision.waiting, {item.key: item for item in queued})
         # The places just published and the reasons the workers record now agree.
-        for item, recorded in list(self.room.recorded.items()):
-            planned = self._plan.get(item)
+        for name, recorded in list(self.room.recorded.items()):
+            planned = self._plan.get(name)
             if isinstance(planned, Waiting) and planned.reason != recorded:
-                self._queue.wake(item)
+                self._queue.wake(WorkItem.parse(name))
 
     async def _publish(self, waiting: dict[str, Waiting], queued: dict[str, Queued]) -> None:
         """Publish each tenant's line that changed since the last time."""
@@ -264,7 +263,7 @@ class Admissions:
 def queued_job(doc: JobDoc) -> Queued:
     share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Queued(
-        job_item(doc["_id"]), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        str(job_item(doc["_id"])), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
         share.quota_gpus(units), doc["priority"], aware(doc["created_at"]), may_borrow=True,
         units=units, spread=doc.get("nodes") or 0,
     )  # fmt: skip
@@ -273,7 +272,7 @@ def queued_job(doc: JobDoc) -> Queued:
 def queued_instance(doc: InstanceDoc) -> Queued:
     share = GpuShare.of(doc)
     return Queued(
-        doc["_id"], doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        str(instance_item(doc["_id"])), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
         share.quota_gpus(doc["gpu_count"]), doc.get("priority", 0), aware(doc["created_at"]),
         units=doc["gpu_count"],
     )  # fmt: skip
@@ -282,7 +281,7 @@ def queued_instance(doc: InstanceDoc) -> Queued:
 def _running(doc: JobDoc) -> Running:
     share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Running(
-        job_item(doc["_id"]), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        str(job_item(doc["_id"])), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
         share.quota_gpus(units), doc["priority"], aware(doc["admitted_at"] or doc["created_at"]),
         units=units,
     )  # fmt: skip

@@ -14,6 +14,7 @@ from functools import cached_property
 from itertools import accumulate
 
 from ..schemas import QueuePosition
+from ..wakeups import WorkItem
 from .documents import QueueLineDoc
 from .store import QueueLineStore
 
@@ -82,7 +83,7 @@ class QueueLines:
     async def place(
         self,
         tenant_id: str,
-        item: str,
+        item: WorkItem,
         priority: int,
         reason: str | None,
         *,
@@ -98,4 +99,4 @@ class QueueLines:
         lines = {} if lines is None else lines
         if tenant_id not in lines:
             lines[tenant_id] = Line.of(await self._store.line(tenant_id))
-        return lines[tenant_id].position(item, priority, reason)
+        return lines[tenant_id].position(str(item), priority, reason)

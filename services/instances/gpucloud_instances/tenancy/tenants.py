@@ -19,7 +19,7 @@ from ..jobs.store import JobStore
 from ..lifecycle import ACTIVE, LIVE, State
 from ..settings import InstancesSettings
 from ..store import RequestStore, instance_key, service_request_key
-from ..wakeups import ControllerWakeups, job_item, service_item, tenant_item
+from ..wakeups import ControllerWakeups, instance_item, job_item, service_item, tenant_item
 from .store import TenantStore
 
 STOP_PAGE = 200
@@ -139,7 +139,7 @@ class Tenancy:
             f"(rule {alert.rule_id})"
         )
         await self._requests.request(key, "stop", reason=reason)
-        await self._wakeups.wake(key)
+        await self._wakeups.wake(instance_item(key))
         log.info("stopping an idle instance", extra={"instance": key, "rule": alert.rule_id})
         return True
 
@@ -154,7 +154,7 @@ class Tenancy:
         stopped = 0
         async for key in _every_page(page):
             await self._requests.request(key, "stop")
-            await self._wakeups.wake(key)
+            await self._wakeups.wake(instance_item(key))
             stopped += 1
         return stopped
 
