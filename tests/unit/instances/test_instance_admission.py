@@ -1,0 +1,59 @@
+"""An admitted start as stored: its first transition and event, and how a replay of
+the same request is recognised."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from gpucloud_instances.documents import SpecDoc, TenantDoc
+from gpucloud_instances.instances.admission import NewInstance, instance_document, request_hash
+from gpucloud_instances.instances.schemas import InstanceCreate
+from gpucloud_libs.identity import Identity
+
+AT = datetime(2026, 11, 27, 4, 50, 0, 250000, tzinfo=UTC)
+SPEC: SpecDoc = {
+    "_id": "l40s", "name": "l40s", "cpu": "8", "memory": "64Gi", "gpu_type": "NVIDIA-L40S",
+    "gpu_num": 1, "zones": [], "created_at": AT,
+}  # fmt: skip
+TENANT: dict[str, Any] = {"_id": "acme", "namespace": "gpc-acme", "quota": {}}
+
+
+def admitted(body: InstanceCreate) -> NewInstance:
+    return NewInstance(
+        key="acme/i-1", identity=Identity(subject="u-1", role="tenant-user", tenant_id="acme",
+                                          expires_at=0),
+        tenant=TenantDoc(**TENANT),  # type: ignore[typeddict-item]
+        spec=SPEC, body=body, instance_id="i-1", idempotency_key="k-1",
+        request_hash=request_hash(body), zones=[], storages=[],
+    )  # fmt: skip
+
+
+def test_a_start_is_stored_pending_with_its_first_event_numbered_one() -> None:
+    body = InstanceCreate.model_validate({"image": "jupyter/base-notebook", "specName": "l40s"})
+    doc = instance_document(admitted(body), AT)
+    assert (doc["state"], doc["sequence"], doc["has_outbox"]) == ("pending", 1, True)
+    assert doc["history"] == [{"state": "pending", "at": AT, "reason": None}]
+    [event] = doc["outbox"]
+    assert event["id"] == "acme/i-1#1"
+    assert (doc["gpu_count"], doc["gpu_type"], doc["user_id"]) == (1, "NVIDIA-L40S", "u-1")
+
+
+def test_a_queued_start_is_stored_queued_and_holds_nothing_yet() -> None:
+    body = InstanceCreate.model_validate(
+        {"image": "jupyter/base-notebook", "specName": "l40s", "queue": True, "priority": 5}
+    )
+    doc = instance_document(admitted(body), AT)
+    assert (doc["state"], doc["priority"], doc["node"]) == ("queued", 5, None)
+
+
+def test_a_replay_matches_on_the_request_not_on_the_instance_id() -> None:
+    """Retrying with the same instanceID is the same request; changing anything else
+    is another one, which the API refuses with a conflict."""
+    one = {"image": "jupyter/base-notebook", "specName": "l40s"}
+    assert request_hash(InstanceCreate.model_validate({**one, "instanceID": "a"})) == request_hash(
+        InstanceCreate.model_validate({**one, "instanceID": "b"})
+    )
+    assert request_hash(InstanceCreate.model_validate(one)) != request_hash(
+        InstanceCreate.model_validate({**one, "zone": "zone-a"})
+    )
