@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from gpucloud_libs.gpu_shares import GpuShare
+
+from ..documents import SpecDoc
 from ..manifests import (
     _CONTAINER_SECURITY,
-    GPU_RESOURCE,
     HOLD_SUFFIX,
     INSTANCE_PRIORITY_CLASS,
     MANAGED,
@@ -27,25 +29,14 @@ PREPULL_DIR = "/gpucloud-prepull"
 
 
 def placeholder_pod(
-    *,
-    namespace_name: str,
-    name: str,
-    spec_name: str,
-    cpu: str,
-    memory: str,
-    gpus: int,
-    gpu_type: str,
-    zones: list[str],
-    images: list[str] | None = None,
-    gpu_resource: str = GPU_RESOURCE,
+    namespace_name: str, name: str, spec: SpecDoc, images: list[str] | None = None
 ) -> Manifest:
-    """A warm-stock placeholder: finds a node for a unit at the lowest priority, and
-    pulls the stock's `images` onto it before it runs (`_prepull`)."""
-    pod = _stock_pod(
-        namespace_name, name, {STOCK: spec_name}, STOCK_PRIORITY_CLASS,
-        _resources(cpu, memory, gpus, gpu_resource),
-    )  # fmt: skip
-    pod["spec"] |= {**_prepull(images or []), **_placement(gpu_type, zones, None)}
+    """A warm-stock placeholder of `spec`: finds a node for a unit at the lowest
+    priority, and pulls the stock's `images` onto it before it runs (`_prepull`)."""
+    resources = _resources(spec["cpu"], spec["memory"], spec["gpu_num"], GpuShare.of(spec).resource)
+    pod = _stock_pod(namespace_name, name, {STOCK: spec["name"]}, STOCK_PRIORITY_CLASS, resources)
+    zones = list(spec.get("zones") or [])
+    pod["spec"] |= {**_prepull(images or []), **_placement(spec["gpu_type"], zones, None)}
     return pod
 
 

@@ -291,14 +291,8 @@ class StockPool:
             self._units[name] = await self._stocks.add_unit(name, spec_name)
             try:
                 await self._kube.create(
-                    stock_manifests.placeholder_pod(
-                        namespace_name=self._namespace, name=name,
-                        spec_name=spec_name, cpu=spec["cpu"], memory=spec["memory"],
-                        gpus=spec["gpu_num"], gpu_type=spec["gpu_type"],
-                        zones=list(spec.get("zones") or []), images=images,
-                        gpu_resource=GpuShare.of(spec).resource,
-                    )
-                )  # fmt: skip
+                    stock_manifests.placeholder_pod(self._namespace, name, spec, images)
+                )
             except KubeError as error:
                 if error.status != 422:
                     raise
