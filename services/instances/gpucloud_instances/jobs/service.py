@@ -86,7 +86,7 @@ class Jobs:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods)
-        zones = allowed_zones(spec, body.zone)
+        allowed_zones(spec, body.zone)  # a zone the spec lacks is refused before storages
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)
@@ -97,7 +97,7 @@ class Jobs:
             if again is None:
                 raise Conflict("a request with this Idempotency-Key is in progress; retry")
             return await self._replay(again, hashed), False
-        doc = _job_document(key, job_id, identity, tenant, spec, body, zones, storages, hashed)
+        doc = _job_document(job_id, identity, tenant, spec, body, storages, hashed)
         doc["idempotency_key"] = idempotency_key
         try:
             await self._jobs.insert(doc)
@@ -301,20 +301,19 @@ def _request_hash(body: JobCreate) -> str:
 
 
 def _job_document(
-    key: str,
     job_id: str,
     identity: Identity,
     tenant: TenantDoc,
     spec: SpecDoc,
     body: JobCreate,
-    zones: list[str],
     storages: list[dict[str, object]],
     request_hash: str,
 ) -> JobDoc:
     """A newly submitted job as stored: `queued`, with its event in the outbox."""
     created = now()
+    zones = allowed_zones(spec, body.zone)
     doc: JobDoc = {
-        "_id": key,
+        "_id": instance_key(tenant["_id"], job_id),
         "tenant_id": tenant["_id"],
         "job_id": job_id,
         "user_id": identity.subject,
