@@ -36,6 +36,7 @@ from ..store import DuplicateInstance, RequestKind, RequestStore, instance_key
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..wakeups import ControllerWakeups, InstanceChanges, Recorded, instance_item
+from ..workloads.replays import earlier
 from . import manifests as instance_manifests
 from .admission import NewInstance, instance_document, request_hash
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
@@ -106,7 +107,7 @@ class Instances:
         hashed = request_hash(body)
         with phase("reads"):
             existing, tenant, spec = await asyncio.gather(
-                self._earlier(tenant_id, body.instance_id, idempotency_key),
+                earlier(self._instances, tenant_id, body.instance_id, idempotency_key),
                 self._tenants.get(tenant_id),
                 self._specs.get(body.spec_name),
             )
@@ -185,18 +186,6 @@ class Instances:
     async def _forget_key(self, tenant_id: str, idempotency_key: str | None) -> None:
         if idempotency_key is not None:
             await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
-
-    async def _earlier(
-        self, tenant_id: str, instance_id: str | None, idempotency_key: str | None
-    ) -> InstanceDoc | None:
-        """The instance an earlier request with this instanceID or key created, if any."""
-        if instance_id is not None:
-            found = await self._instances.get(instance_key(tenant_id, instance_id))
-            if found is not None:
-                return found
-        if idempotency_key is not None:
-            return await self._instances.by_idempotency_key(tenant_id, idempotency_key)
-        return None
 
     async def _replay(self, existing: InstanceDoc, request_hash: str) -> Instance:
         if existing.get("request_hash") != request_hash:

@@ -35,6 +35,7 @@ from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..transitions import job_event
 from ..wakeups import ControllerWakeups, job_item
+from ..workloads.replays import earlier
 from . import manifests as job_manifests
 from .schemas import Job, JobCreate, JobPage, JobRun
 from .store import JobStore
@@ -77,7 +78,7 @@ class Jobs:
         self._images.admit(body.image, body.run_as_user, uid_field="runAsUser")
         hashed = _request_hash(body)
         existing, tenant, spec = await asyncio.gather(
-            self._earlier(tenant_id, body.job_id, idempotency_key),
+            earlier(self._jobs, tenant_id, body.job_id, idempotency_key),
             self._tenants.get(tenant_id),
             self._specs.get(body.spec_name),
         )
@@ -108,17 +109,6 @@ class Jobs:
             return await self._replay(again, hashed), False
         await self._wakeups.wake(job_item(key))
         return await self.view(doc, new=True), True
-
-    async def _earlier(
-        self, tenant_id: str, job_id: str | None, idempotency_key: str | None
-    ) -> JobDoc | None:
-        if job_id is not None:
-            found = await self._jobs.get(instance_key(tenant_id, job_id))
-            if found is not None:
-                return found
-        if idempotency_key is not None:
-            return await self._jobs.by_idempotency_key(tenant_id, idempotency_key)
-        return None
 
     async def _replay(self, existing: JobDoc, request_hash: str) -> Job:
         if existing["request_hash"] != request_hash:
