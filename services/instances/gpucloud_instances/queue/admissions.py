@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 
-from ..controller.cache import ClusterCache
+from ..controller.cache import ClusterCache, GpuAccounting
 from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc, JobDoc
 from ..job_lifecycle import JobState
@@ -177,18 +177,10 @@ class Admissions:
 
     async def plan(self) -> None:
         """One pass over every queued workload."""
-        queued = list(self.room.queued.values())
-        if not queued:
+        if not self.room.queued:
             self._plan = {}
             await self._publish({}, {})
             return
-        accounting = self._cache.gpu_accounting()
-        for job in self.room.starting.values():
-            pods = self._cache.job_pods.get(job.key, {})
-            missing = max(job.pods - len(pods), 0) * job.units_per_pod
-            accounting.free[job.pool] = max(accounting.free.get(job.pool, 0) - missing, 0)
-            held = accounting.held.setdefault(job.tenant_id, {})
-            held[job.pool] = held.get(job.pool, 0) + missing
         tenant_docs, usages = await asyncio.gather(self._tenants.all(), self._quota.usages())
         active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
         borrowers = [
@@ -196,6 +188,12 @@ class Admissions:
             if tenant_id in active and gpus > active[tenant_id]["quota"]["max_gpus"]
         ]  # fmt: skip
         holding = await self._holding(borrowers) if borrowers else []
+        # What is in memory is read after the last await: a job the store no longer
+        # shows preempting (its pods gone, queued again) then has no pod counted here
+        # either. Read before, its gone pods held GPUs that the store said were free
+        # of it, and the reclaim preempted one job too many.
+        queued = list(self.room.queued.values())
+        accounting = self._gpus_spoken_for()
         involved = {item.tenant_id for item in queued} | set(borrowers)
         tenants: dict[str, TenantShare] = {}
         for tenant_id in sorted(involved & active.keys()):
@@ -233,6 +231,18 @@ class Admissions:
             planned = self._plan.get(name)
             if isinstance(planned, Waiting) and planned.reason != recorded:
                 self._queue.wake(WorkItem.parse(name))
+
+    def _gpus_spoken_for(self) -> GpuAccounting:
+        """The fleet's GPUs as the watch sees them, with the pods admitted jobs have
+        yet to make counted as held: their GPUs are spoken for."""
+        accounting = self._cache.gpu_accounting()
+        for job in self.room.starting.values():
+            pods = self._cache.job_pods.get(job.key, {})
+            missing = max(job.pods - len(pods), 0) * job.units_per_pod
+            accounting.free[job.pool] = max(accounting.free.get(job.pool, 0) - missing, 0)
+            held = accounting.held.setdefault(job.tenant_id, {})
+            held[job.pool] = held.get(job.pool, 0) + missing
+        return accounting
 
     async def _publish(self, waiting: dict[str, Waiting], queued: dict[str, Queued]) -> None:
         """Publish each tenant's line that changed since the last time."""
