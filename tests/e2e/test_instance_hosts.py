@@ -6,8 +6,6 @@ from __future__ import annotations
 from .platform import Platform, assert_problem
 from .support import unique
 
-DOMAIN = "instances.gpucloud.local"
-
 
 async def test_an_ambiguous_tenant_or_instance_id_cannot_be_made(platform: Platform) -> None:
     tenant = {
