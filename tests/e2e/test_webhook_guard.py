@@ -108,17 +108,6 @@ async def test_a_literal_private_address_is_refused_without_resolving(
     assert "private network" in (refused["last_error"] or "")
 
 
-def test_a_sealed_secret_opens_only_with_its_key() -> None:
-    mine, other = (
-        WebhookSecrets(WebhookSecrets.generate_key()),
-        WebhookSecrets(WebhookSecrets.generate_key()),
-    )
-    secret, sealed = mine.new()
-    assert secret not in sealed
-    assert mine.open(sealed) == secret
-    assert other.open(sealed) is None
-
-
 async def test_a_delivery_never_follows_a_redirect(store: MonitoringStore) -> None:
     """A receiver that answers 307 towards the platform's insides gets a failed attempt,
     not a second request to wherever it pointed."""
@@ -146,14 +135,3 @@ async def test_a_delivery_never_follows_a_redirect(store: MonitoringStore) -> No
     assert attempt is not None
     assert (attempt["state"], attempt["last_error"]) == ("pending", "HTTP 307")
     assert hits == ["/hook"]
-
-
-@pytest.mark.parametrize(
-    "address", ["64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "64:ff9b:1::1", "::a9fe:a9fe"]
-)
-async def test_nat64_and_6to4_addresses_are_not_global(address: str) -> None:
-    """NAT64 and 6to4 prefixes embed an IPv4 address (here 169.254.169.254, the cloud
-    metadata service); Python calls some of them global."""
-    guard = WebhookGuard(allow_private_networks=False)
-    with pytest.raises(ValidationFailed, match="not a globally routable address"):
-        await guard.check(f"http://[{address}]/hook")

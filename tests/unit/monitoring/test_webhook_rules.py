@@ -1,0 +1,32 @@
+"""A webhook's secret opens only with its key, and the guard refuses addresses that
+embed a private IPv4 address in IPv6 (NAT64, 6to4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucloud_libs.errors import ValidationFailed
+from gpucloud_monitoring.webhook_guard import WebhookGuard
+from gpucloud_monitoring.webhook_secrets import WebhookSecrets
+
+
+def test_a_sealed_secret_opens_only_with_its_key() -> None:
+    mine, other = (
+        WebhookSecrets(WebhookSecrets.generate_key()),
+        WebhookSecrets(WebhookSecrets.generate_key()),
+    )
+    secret, sealed = mine.new()
+    assert secret not in sealed
+    assert mine.open(sealed) == secret
+    assert other.open(sealed) is None
+
+
+@pytest.mark.parametrize(
+    "address", ["64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "64:ff9b:1::1", "::a9fe:a9fe"]
+)
+async def test_nat64_and_6to4_addresses_are_not_global(address: str) -> None:
+    """NAT64 and 6to4 prefixes embed an IPv4 address (here 169.254.169.254, the cloud
+    metadata service); Python calls some of them global."""
+    guard = WebhookGuard(allow_private_networks=False)
+    with pytest.raises(ValidationFailed, match="not a globally routable address"):
+        await guard.check(f"http://[{address}]/hook")
