@@ -1,5 +1,6 @@
 """Kafka below the API: every client authenticates, and each service's principal may
-produce only the topics it owns and read only as its own consumer group."""
+produce only the topics it owns and read only as its own consumer group. The access
+table's own rules are tests/unit/libs/test_kafka_access.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from aiokafka.errors import (
 )
 
 from gpucloud_libs.events import CloudEvent, TenantDeleted
-from gpucloud_libs.kafka_access import ACCESS, Operation, ResourceType, acl_bindings
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import INSTANCE_LIFECYCLE, TENANTS, USAGE
 
@@ -98,27 +98,3 @@ async def test_a_service_cannot_join_another_services_consumer_group(
     with pytest.raises(GroupAuthorizationFailedError):
         await start_and_fetch(thief)
     await thief.stop()
-
-
-def test_only_the_gateway_may_write_the_tenants_topic() -> None:
-    writers = {
-        access.service
-        for access in ACCESS.values()
-        for binding in acl_bindings(access)
-        if binding.resource_type is ResourceType.TOPIC
-        and binding.resource_name == TENANTS.name
-        and binding.operation is Operation.WRITE
-    }
-    assert writers == {"gateway"}
-
-
-def test_no_principal_may_write_what_it_only_consumes() -> None:
-    for access in ACCESS.values():
-        written = {
-            binding.resource_name
-            for binding in acl_bindings(access)
-            if binding.operation is Operation.WRITE
-        }
-        owned = {topic.name for topic in access.produces}
-        dead_letters = {access.dead_letters.name} if access.dead_letters else set()
-        assert written == owned | dead_letters, access.service
