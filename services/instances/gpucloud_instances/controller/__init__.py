@@ -70,13 +70,14 @@ def build_controller(
     )
     admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
     parts = WorkloadParts(
-        kube, broker, cache, queue, requests, quota, tenant_namespaces, storage, pull_secrets
-    )
+        kube, broker, cache, queue, requests, quota, tenant_namespaces, storage, pull_secrets,
+        tenants,
+    )  # fmt: skip
     instance_reconciler = InstanceReconciler(
-        parts, instances, changes, stock_pool, admissions, tenants,
+        parts, instances, changes, stock_pool, admissions,
         schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
-    job_reconciler = JobReconciler(parts, jobs, tenants, admissions)
+    job_reconciler = JobReconciler(parts, jobs, admissions)
     inference_reconciler = InferenceReconciler(parts, services)
     resync = Resync(
         cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces

@@ -28,7 +28,6 @@ from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
-from ..tenancy.store import TenantStore
 from ..transitions import transition_events
 from ..wakeups import ADMISSION, InstanceChanges, instance_item
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
@@ -54,7 +53,6 @@ class InstanceReconciler(WorkloadReconciler):
         changes: InstanceChanges,
         stocks: StockPool,
         admissions: Admissions,
-        tenants: TenantStore,
         *,
         schedule_timeout_s: float,
     ) -> None:
@@ -64,7 +62,6 @@ class InstanceReconciler(WorkloadReconciler):
         self._stocks = stocks
         self._schedule_timeout_s = schedule_timeout_s
         self._admissions = admissions
-        self._tenants = tenants
         self.known = KnownInstances(instances, parts.requests)
         self._outbox = InstanceOutbox(parts.broker, instances)
 
@@ -142,14 +139,7 @@ class InstanceReconciler(WorkloadReconciler):
             await self._quota.release(doc["tenant_id"], doc["instance_id"])
             await self._requests.forget(key, "start")
             return
-        tenant = await self._tenants.get(doc["tenant_id"])
-        claim = None
-        if tenant is not None and tenant["status"] == "active":
-            claim = await self._quota.claim(
-                doc["tenant_id"], doc["instance_id"],
-                GpuShare.of(doc).quota_gpus(doc["gpu_count"]), tenant["quota"],
-            )  # fmt: skip
-        if claim is None or not claim.admitted:
+        if not await self._claim_quota(doc["tenant_id"], doc["instance_id"], _quota_gpus(doc)):
             await self._quota.release(doc["tenant_id"], doc["instance_id"])
             await self._requests.forget(key, "start")
             await self._update_fields(
@@ -242,17 +232,8 @@ class InstanceReconciler(WorkloadReconciler):
     async def _admit(self, doc: InstanceDoc) -> None:
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
         claim is the last word: the pass planned from figures that may have moved."""
-        tenant = await self._tenants.get(doc["tenant_id"])
-        if tenant is None or tenant["status"] != "active":
-            return
-        claim = await self._quota.claim(
-            doc["tenant_id"],
-            doc["instance_id"],
-            GpuShare.of(doc).quota_gpus(doc["gpu_count"]),
-            tenant["quota"],
-        )
-        if not claim.admitted:
-            self._queue.wake(ADMISSION)
+        if not await self._claim_quota(doc["tenant_id"], doc["instance_id"], _quota_gpus(doc)):
+            self._queue.wake(ADMISSION)  # the next pass plans again, from the figures now
             return
         await self._transition(doc, [Step(State.PENDING, now())], queue_reason=None)
         self._queue.wake(instance_item(doc["_id"]))
@@ -391,6 +372,11 @@ class InstanceReconciler(WorkloadReconciler):
         if pod:
             await self._kube.delete("Pod", namespace_name, name, grace_s=0)
         await self._kube.delete("Service", namespace_name, name)
+
+
+def _quota_gpus(doc: InstanceDoc) -> int:
+    """The whole GPUs of quota an instance holds: its units, weighed."""
+    return GpuShare.of(doc).quota_gpus(doc["gpu_count"])
 
 
 def _to_stopped(

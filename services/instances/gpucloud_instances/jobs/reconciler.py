@@ -44,7 +44,6 @@ from ..queue.admissions import ADMIT, BORROW, PREEMPT, Admissions
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
-from ..tenancy.store import TenantStore
 from ..transitions import job_event, run_event
 from ..wakeups import ADMISSION, job_item
 from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
@@ -62,12 +61,10 @@ class JobReconciler(WorkloadReconciler):
         self,
         parts: WorkloadParts,
         jobs: JobStore,
-        tenants: TenantStore,
         admissions: Admissions,
     ) -> None:
         super().__init__(parts)
         self._jobs = jobs
-        self._tenants = tenants
         self._admissions = admissions
 
     async def reconcile(self, key: str) -> None:
@@ -141,18 +138,10 @@ class JobReconciler(WorkloadReconciler):
         """Claim the job's quota and start it. The claim is the last word: the plan was
         made from figures that may have moved since. A borrowing job's claim may go past
         the quota by what the tenant may borrow."""
-        tenant = await self._tenants.get(doc["tenant_id"])
-        if tenant is None or tenant["status"] != "active":
-            return
         gpus = GpuShare.of(doc).quota_gpus(doc["gpu_count"] * doc["parallelism"])
-        quota = tenant["quota"].copy()
-        if borrowing:
-            quota["max_gpus"] += quota.get("borrow_gpus", 0)
-        claim = await self._quota.claim(
-            doc["tenant_id"], job_workload_id(doc["job_id"]), gpus, quota
-        )
-        if not claim.admitted:
-            self._queue.wake(ADMISSION)
+        workload = job_workload_id(doc["job_id"])
+        if not await self._claim_quota(doc["tenant_id"], workload, gpus, borrowing=borrowing):
+            self._queue.wake(ADMISSION)  # the next pass plans again, from the figures now
             return
         admitted_at = now_as_stored()
         saved = await self._save(

@@ -17,6 +17,7 @@ from ..registry.pull_secrets import PullSecrets
 from ..storages import StorageClient
 from ..store import RequestStore
 from ..tenancy.reconciler import TenantReconciler
+from ..tenancy.store import TenantStore
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class WorkloadParts:
     tenant_namespaces: TenantReconciler
     storage: StorageClient
     pull_secrets: PullSecrets
+    tenants: TenantStore
 
 
 class WorkloadReconciler:
@@ -48,3 +50,19 @@ class WorkloadReconciler:
         self._tenant_namespaces = parts.tenant_namespaces
         self._storage = parts.storage
         self._pull_secrets = parts.pull_secrets
+        self._tenants = parts.tenants
+
+    async def _claim_quota(
+        self, tenant_id: str, workload_id: str, gpus: int, *, borrowing: bool = False
+    ) -> bool:
+        """Whether the tenant is active and its quota takes `gpus` for this workload
+        (beyond it by what the tenant may borrow, when `borrowing`). The claim is the
+        last word, whatever figures led here; the same claim counts once."""
+        tenant = await self._tenants.get(tenant_id)
+        if tenant is None or tenant["status"] != "active":
+            return False
+        quota = tenant["quota"].copy()
+        if borrowing:
+            quota["max_gpus"] += quota.get("borrow_gpus", 0)
+        claim = await self._quota.claim(tenant_id, workload_id, gpus, quota)
+        return claim.admitted
