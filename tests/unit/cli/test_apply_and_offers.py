@@ -66,12 +66,12 @@ def test_a_field_the_api_does_not_know_goes_through_so_its_422_names_it() -> Non
 def test_an_offer_is_the_price_in_force_times_the_gpus() -> None:
     now = datetime.now(UTC)
     past, future = (now - timedelta(days=1)).isoformat(), (now + timedelta(days=1)).isoformat()
-    specs = [
+    specs: list[dict[str, Any]] = [
         {"name": "h100x8", "gpuType": "H100", "gpuNum": 8, "cpu": "96", "memory": "1Ti"},
         {"name": "h100x1", "gpuType": "H100", "gpuNum": 1, "cpu": "12", "memory": "128Gi"},
         {"name": "l4x1", "gpuType": "L4", "gpuNum": 1, "cpu": "4", "memory": "16Gi"},
     ]
-    prices = [
+    prices: list[dict[str, Any]] = [
         {"specName": "h100x8", "meter": "gpu_hour", "amount": "2.50", "effectiveFrom": past},
         {"specName": "h100x8", "meter": "gpu_hour", "amount": "9.00", "effectiveFrom": future},
         {"specName": "h100x1", "meter": "gpu_hour", "amount": 2.75, "effectiveFrom": past},
