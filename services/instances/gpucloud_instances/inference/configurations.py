@@ -12,7 +12,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
-from ..admission import allowed_zones, spec_fields
+from ..admission import spec_fields
 from ..documents import (
     ServiceConfigDoc,
     ServiceDoc,
@@ -20,6 +20,7 @@ from ..documents import (
     SpecDoc,
     TenantDoc,
 )
+from ..store import instance_key
 from .schemas import (
     Autoscaling,
     InferenceServiceCreate,
@@ -102,20 +103,19 @@ def first_configuration(
 
 
 def service_document(
-    key: str,
     service_id: str,
     identity: Identity,
     tenant: TenantDoc,
     spec: SpecDoc,
     body: InferenceServiceCreate,
     *,
+    zones: list[str],
     storages: list[Document],
     created: datetime,
 ) -> ServiceDoc:
     """A new service as stored: what never changes, and nothing observed yet."""
-    zones = allowed_zones(spec, body.zone)
     doc: ServiceDoc = {
-        "_id": key,
+        "_id": instance_key(tenant["_id"], service_id),
         "tenant_id": tenant["_id"],
         "service_id": service_id,
         "incarnation": secrets.token_hex(4),

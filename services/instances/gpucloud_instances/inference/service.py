@@ -104,7 +104,7 @@ class InferenceServices:
             raise Conflict(f"inference service {service_id!r} exists", service_id=service_id)
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
-        allowed_zones(spec, body.zone)  # a zone the spec lacks is refused before storages
+        zones = allowed_zones(spec, body.zone)
         storages = await self._storage.requested(identity, body.storage_ids, [])
         created = now()
         config = first_configuration(key, body, created)
@@ -113,8 +113,9 @@ class InferenceServices:
             grow=False, generation=config["generation"],
         )  # fmt: skip
         doc = service_document(
-            key, service_id, identity, tenant, spec, body, storages=storages, created=created
-        )
+            service_id, identity, tenant, spec, body, zones=zones, storages=storages,
+            created=created,
+        )  # fmt: skip
         try:
             await self._services.insert(doc, config)
         except DuplicateInstance:

@@ -368,15 +368,7 @@ class Instances:
         """The instance as the API shows it; a queued one with its place in the queue.
         `lines` shares each tenant's line between the items of one page; a `new` one
         (just created) is placed from its tenant's priority bands."""
-        queue = (
-            await self._lines.place(
-                doc["tenant_id"], instance_item(doc["_id"]), doc.get("priority", 0),
-                doc.get("queue_reason"),
-                lines=lines, new=new,
-            )
-            if doc["state"] == State.QUEUED.value
-            else None
-        )  # fmt: skip
+        queue = await self._lines.place(instance_item(doc["_id"]), doc, lines=lines, new=new)
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         domain = self._settings.instance_domain
         urls = [

@@ -87,7 +87,7 @@ class Jobs:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods)
-        allowed_zones(spec, body.zone)  # a zone the spec lacks is refused before storages
+        zones = allowed_zones(spec, body.zone)
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)
@@ -98,7 +98,7 @@ class Jobs:
             if again is None:
                 raise Conflict("a request with this Idempotency-Key is in progress; retry")
             return await self._replay(again, hashed), False
-        doc = _job_document(job_id, identity, tenant, spec, body, storages, hashed)
+        doc = _job_document(job_id, identity, tenant, spec, body, zones, storages, hashed)
         doc["idempotency_key"] = idempotency_key
         try:
             await self._jobs.insert(doc)
@@ -211,14 +211,7 @@ class Jobs:
         """The job as the API shows it; a queued job with its place in the queue.
         `lines` shares each tenant's line between the items of one page; a `new` job
         (just submitted) is placed from its tenant's priority bands."""
-        queue = (
-            await self._lines.place(
-                doc["tenant_id"], job_item(doc["_id"]), doc["priority"], doc.get("queue_reason"),
-                lines=lines, new=new,
-            )
-            if doc["state"] == JobState.QUEUED.value
-            else None
-        )  # fmt: skip
+        queue = await self._lines.place(job_item(doc["_id"]), doc, lines=lines, new=new)
         runs = doc.get("runs") or {}
         return Job(
             job_id=doc["job_id"],
@@ -296,12 +289,12 @@ def _job_document(
     tenant: TenantDoc,
     spec: SpecDoc,
     body: JobCreate,
+    zones: list[str],
     storages: list[dict[str, object]],
     request_hash: str,
 ) -> JobDoc:
     """A newly submitted job as stored: `queued`, with its event in the outbox."""
     created = now()
-    zones = allowed_zones(spec, body.zone)
     doc: JobDoc = {
         "_id": instance_key(tenant["_id"], job_id),
         "tenant_id": tenant["_id"],

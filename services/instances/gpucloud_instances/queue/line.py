@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
 
+from ..documents import InstanceDoc, JobDoc
+from ..job_lifecycle import JobState
+from ..lifecycle import State
 from ..schemas import QueuePosition
 from ..wakeups import WorkItem
 from .documents import QueueLineDoc
@@ -82,21 +85,23 @@ class QueueLines:
 
     async def place(
         self,
-        tenant_id: str,
         item: WorkItem,
-        priority: int,
-        reason: str | None,
+        doc: InstanceDoc | JobDoc,
         *,
         lines: dict[str, Line] | None = None,
         new: bool = False,
-    ) -> QueuePosition:
-        """Where a queued workload stands. A `new` one (just submitted) is placed from
-        its tenant's priority bands alone (a few numbers, not the line); `lines` keeps
-        each tenant's line read once for all the items of one page."""
+    ) -> QueuePosition | None:
+        """Where a queued workload stands; None unless it is queued. A `new` one (just
+        submitted) is placed from its tenant's priority bands alone (a few numbers, not
+        the line); `lines` keeps each tenant's line read once for all the items of one
+        page."""
+        if doc["state"] not in (State.QUEUED, JobState.QUEUED):
+            return None
+        tenant_id, priority = doc["tenant_id"], doc.get("priority", 0)
         if new:
             bands = await self._store.bands(tenant_id)
             return place_new([] if bands is None else bands["bands"], priority, None)
         lines = {} if lines is None else lines
         if tenant_id not in lines:
             lines[tenant_id] = Line.of(await self._store.line(tenant_id))
-        return lines[tenant_id].position(str(item), priority, reason)
+        return lines[tenant_id].position(str(item), priority, doc.get("queue_reason"))
