@@ -2,12 +2,12 @@
 
 Shared machinery, one job each: `lease` (one replica acts at a time), `cache`
 (list+watch of pods and nodes), `workqueue` (each item reconciled by one worker
-at a time). Reconcilers, one file each, get only what they use: `tenants`
-(namespaces), `instances` (pods and transitions), `stocks` (warm pools),
-`admissions` (the admission queue's pass over queued jobs and instances), `jobs`
-(batch jobs), `inference` (inference services' Deployments
-and replicas), `nodes` (cordons from node health) and `resync` (the periodic pass).
-`leader` runs them while the lease is held.
+at a time), `nodes` (cordons from node health) and `resync` (the periodic pass).
+Each feature's reconciler lives in its package and gets only what it uses:
+`instances.reconciler`, `jobs.reconciler`, `inference.reconciler`,
+`tenancy.reconciler` (namespaces), `stocks.reconciler` (warm pools) and
+`queue.admissions` (the admission queue's pass). `leader` runs them while the
+lease is held; `build_controller` wires them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Instances as tenants ask for them: admission, reads, stops and where a port answers.
 
-This side records what was asked; the controller (controller/) makes the
+This side records what was asked; the controller (instances/reconciler.py) makes the
 cluster match and records each observed transition. After admission the
 controller's worker is the instance document's only writer, so a stop is an
 inserted request, not an update.
