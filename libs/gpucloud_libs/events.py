@@ -112,7 +112,9 @@ class GpuHoldingTransition(EventData):
     @property
     def workload_id(self) -> str:
         """What is billed, unique within the tenant: an instance id, `<job>/<run>`,
-        or `svc--<service>/<replica>` (no instance id holds a `/` or a `--`)."""
+        or `svc--<service>/<replica>` (no instance id holds a `/` or a `--`). Not the
+        quota's name of a job or a service (`naming.job_workload_id`): one job holds
+        one claim, and each of its runs is billed."""
         raise NotImplementedError
 
     @property

@@ -1,4 +1,4 @@
-"""The leader's memory of live instances (instances.reconciler.KnownInstances), on
+"""The leader's memory of live instances (instances.known.KnownInstances), on
 the stack's real database: a reconcile woken by the pod watch trusts it, and every
 change from outside is seen once the controller is told of it."""
 

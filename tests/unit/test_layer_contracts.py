@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,17 +18,41 @@ PACKAGES = {service: ROOT / "services" / service for service in SERVICES} | {
 }
 
 
-def _named_in_contracts() -> set[str]:
+def _contracts() -> list[dict[str, Any]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def _names(layers: list[str]) -> set[str]:
+    """The modules a contract's layers name; `(name)` is a layer some containers lack."""
+    return {module.strip().strip("()") for layer in layers for module in re.split(r"[|:]", layer)}
+
+
+def _named_in_contracts() -> set[str]:
     named: set[str] = set()
-    for contract in config["tool"]["importlinter"]["contracts"]:
+    for contract in _contracts():
         containers = contract.get("containers", [""])
-        for layer in contract.get("layers", []):
-            for module in re.split(r"[|:]", layer):
-                # `(name)`: a layer some containers lack
-                name = module.strip().strip("()")
-                named.update(f"{c}.{name}" if c else name for c in containers)
+        for name in _names(contract.get("layers", [])):
+            named.update(f"{c}.{name}" if c else name for c in containers)
     return named
+
+
+def _outside_roles() -> list[str]:
+    """Modules of a feature package (a contract's container) that are none of the roles
+    that contract names: naming the package elsewhere does not excuse them."""
+    outside = []
+    for contract in _contracts():
+        roles = _names(contract.get("layers", []))
+        for container in contract.get("containers", []):
+            service = container.split(".")[0].removeprefix("gpucloud_")
+            package = PACKAGES[service] / container.replace(".", "/")
+            outside += [
+                f"{container}.{path.stem}"
+                for path in package.glob("*.py")
+                if path.stem != "__init__" and path.stem not in roles
+            ]
+    return sorted(outside)
 
 
 def _modules(service: str) -> list[str]:
@@ -52,3 +77,18 @@ def test_every_module_of_a_service_is_in_its_layer_contract(service: str) -> Non
         )
     ]
     assert outside == [], f"name these in the {service} layers of pyproject.toml: {outside}"
+
+
+def test_every_module_of_a_feature_package_is_one_of_its_roles() -> None:
+    outside = _outside_roles()
+    assert outside == [], f"name these roles in the feature contract of pyproject.toml: {outside}"
+
+
+def test_a_module_of_no_role_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: a feature package with a module of no role is named."""
+    feature = tmp_path / "gpucloud_instances" / "jobs"
+    feature.mkdir(parents=True)
+    for name in ("__init__", "api", "brand_new"):
+        (feature / f"{name}.py").touch()
+    monkeypatch.setitem(PACKAGES, "instances", tmp_path)
+    assert _outside_roles() == ["gpucloud_instances.jobs.brand_new"]

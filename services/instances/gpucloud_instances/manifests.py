@@ -112,7 +112,7 @@ def namespace(name: str, labels: dict[str, str]) -> Manifest:
     }
 
 
-def _placement(
+def pod_placement(
     gpu_type: str, zones: list[str], node: str | None, sole_tenant: str | None = None
 ) -> dict[str, Any]:
     """Where a workload's pods may go. `sole_tenant`: its GPUs are time-sliced, and the
@@ -156,7 +156,7 @@ def _placement(
 
 
 def placement_zones(pod: Manifest) -> list[str]:
-    """The zones `_placement` limited a pod to; empty: any zone."""
+    """The zones `pod_placement` limited a pod to; empty: any zone."""
     affinity = pod.get("spec", {}).get("affinity") or {}
     required = affinity.get("nodeAffinity", {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution", {}
@@ -170,7 +170,7 @@ def placement_zones(pod: Manifest) -> list[str]:
     ]
 
 
-def _resources(cpu: str, memory: str, gpus: int, gpu_resource: str = GPU_RESOURCE) -> Manifest:
+def pod_resources(cpu: str, memory: str, gpus: int, gpu_resource: str = GPU_RESOURCE) -> Manifest:
     amounts = {"cpu": cpu, "memory": memory, gpu_resource: str(gpus)}
     return {"requests": amounts, "limits": amounts}
 
@@ -179,7 +179,7 @@ def _sharing_labels(gpu_resource: str) -> dict[str, str]:
     return {SHARING_LABEL: "time-sliced"} if gpu_resource == SHARED_GPU_RESOURCE else {}
 
 
-_CONTAINER_SECURITY = {
+CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
     "runAsNonRoot": True,
@@ -252,8 +252,8 @@ class WorkloadPod:
                 for env in self.template.envs
                 if not is_device_selector(env.name)
             ],
-            "resources": _resources(self.cpu, self.memory, self.gpus, self.gpu_resource),
-            "securityContext": _CONTAINER_SECURITY,
+            "resources": pod_resources(self.cpu, self.memory, self.gpus, self.gpu_resource),
+            "securityContext": CONTAINER_SECURITY,
             "volumeMounts": [
                 {"name": volume.name, "mountPath": volume.mount_path, "readOnly": volume.read_only}
                 for volume in self.template.volumes
@@ -312,7 +312,7 @@ class WorkloadPod:
                 if self.pull_secrets
                 else {}
             ),
-            **_placement(self.gpu_type, self.zones, node, self._sole_tenant()),
+            **pod_placement(self.gpu_type, self.zones, node, self._sole_tenant()),
         }
 
     def _sole_tenant(self) -> str | None:

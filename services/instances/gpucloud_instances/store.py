@@ -1,6 +1,8 @@
-"""All MongoDB access of the instances service.
+"""The instances service's shared MongoDB access: the collections and their index
+plan, the requests every kind answers to, and paging over tenants. Each feature's
+own collections are in its package's `store`.
 
-Two rules keep this correct on FerretDB as well as MongoDB:
+Two rules keep every store correct on FerretDB as well as MongoDB:
 
 - No transactions: an instance's transition, its history entry and its outbox
   events are one single-document update.
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
 
@@ -132,13 +133,6 @@ RequestKind = Literal["stop", "delete", "cancel", "start"]
 
 #: The most tenants the platform admin's list queries at once.
 MAX_TENANTS_PER_ROUND = 8
-
-
-#: How long a failed fill of the list model waits before it reads again.
-LIST_FILL_RETRY_S = 2.0
-
-
-log = logging.getLogger(__name__)
 
 
 def instance_key(tenant_id: str, instance_id: str) -> str:

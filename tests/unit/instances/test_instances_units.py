@@ -16,8 +16,6 @@ from gpucloud_instances.controller.cache import ClusterCache
 from gpucloud_instances.controller.workqueue import WorkQueue
 from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc
 from gpucloud_instances.instances import manifests as instance_manifests
-from gpucloud_instances.instances.admission import request_hash
-from gpucloud_instances.instances.schemas import InstanceCreate
 from gpucloud_instances.lifecycle import State, Step
 from gpucloud_instances.schemas import InstanceTemplate
 from gpucloud_instances.settings import InstancesSettings
@@ -79,14 +77,6 @@ def test_zones_narrow_to_the_one_asked_for_within_the_spec() -> None:
     assert allowed_zones(spec([]), "zone-c") == ["zone-c"]
     with pytest.raises(ValidationFailed, match="offered in"):
         allowed_zones(offered, "zone-c")
-
-
-def test_a_replay_matches_whatever_instance_id_it_carries() -> None:
-    body = {"image": "jupyter/base-notebook", "specName": "h100-1"}
-    first = InstanceCreate.model_validate({**body, "instanceID": "nb-1"})
-    again = InstanceCreate.model_validate(body)
-    other = InstanceCreate.model_validate({**body, "image": "pytorch/pytorch"})
-    assert request_hash(first) == request_hash(again) != request_hash(other)
 
 
 def test_stock_status_counts_each_specs_units_by_state() -> None:

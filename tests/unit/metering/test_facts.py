@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from gpucloud_instances.transitions import GpusHeld
 from gpucloud_libs.events import (
+    CloudEvent,
     GpuHoldingTransition,
     InstanceStateChanged,
     JobRunStateChanged,
     ReplicaStateChanged,
 )
+from gpucloud_libs.naming import ID_PATTERN
 from gpucloud_metering.facts import FactRecorder
 
 AT = datetime(2026, 11, 27, 4, 30, 0, 123456, tzinfo=UTC)
@@ -48,21 +52,30 @@ def test_each_kind_is_recorded_under_its_workload_id_with_its_owner(
     assert doc["at_us"] == 1795753800123456  # to the microsecond, as it was sent
 
 
-def test_workload_ids_of_different_kinds_never_meet() -> None:
-    """An instance id holds neither `/` nor `--`, so no instance can be billed as
-    another kind's workload."""
-    ids = {event.workload_id for event, *_ in KINDS}
-    assert len(ids) == 3
-    instance, run, replica = (event.workload_id for event, *_ in KINDS)
-    assert "/" not in instance
-    assert "--" not in instance
-    assert run.count("/") == 1
-    assert replica.startswith("svc--")
+def test_no_instance_id_can_be_another_kinds_workload_id() -> None:
+    """Runs are billed as `<job>/<run>`, replicas as `svc--<service>/<replica>`: an
+    instance id holds neither `/` nor `--`, so none can be billed as either."""
+    assert len({event.workload_id for event, *_ in KINDS}) == 3
+    for taken in ("job-1/x7k2p", "svc--chat", "a--b"):
+        assert re.fullmatch(ID_PATTERN, taken) is None
+    assert re.fullmatch(ID_PATTERN, "i-1") is not None
 
 
-def test_the_shape_survives_the_wire() -> None:
-    """What the instances service sends is what metering reads back, kind included."""
-    for event, workload, *_ in KINDS:
-        again = type(event).model_validate_json(event.model_dump_json())
-        assert again == event
-        assert again.workload_id == workload
+@pytest.mark.parametrize(("event", "workload", "job", "service"), KINDS)
+def test_each_kind_comes_off_kafka_as_itself(
+    event: GpuHoldingTransition, workload: str, job: str | None, service: str | None
+) -> None:
+    """What the instances service publishes is what metering decodes: the right kind,
+    through the event union, with its workload and owner."""
+    _, value, headers = CloudEvent.new(event, source="/gpucloud/instances").to_kafka()
+    decoded = CloudEvent.from_kafka(value, headers).data
+    assert decoded == event
+    assert type(decoded) is type(event)
+    assert isinstance(decoded, GpuHoldingTransition)
+    assert (decoded.workload_id, decoded.of_job, decoded.of_service) == (workload, job, service)
+
+
+def test_the_instances_services_held_gpus_are_the_base_events_fields() -> None:
+    """The instances service fills the shared fields from one TypedDict: each of them
+    is a field of the base the three kinds extend."""
+    assert set(GpusHeld.__annotations__) <= set(GpuHoldingTransition.model_fields)

@@ -1,5 +1,5 @@
-"""A webhook's secret opens only with its key, and the guard refuses addresses that
-embed a private IPv4 address in IPv6 (NAT64, 6to4)."""
+"""A webhook's secret opens only with its key, and the guard refuses private
+addresses, including those that embed a private IPv4 address in IPv6 (NAT64, 6to4)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,24 @@ def test_a_sealed_secret_opens_only_with_its_key() -> None:
     assert secret not in sealed
     assert mine.open(sealed) == secret
     assert other.open(sealed) is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9000/",
+        "http://10.0.0.5/",
+        "http://169.254.169.254/latest",
+        "http://100.64.0.7/",
+        "http://[fd00::1]/",
+        "ftp://x/",
+    ],
+)
+async def test_webhooks_may_not_point_into_private_networks(url: str) -> None:
+    with pytest.raises(ValidationFailed):
+        await WebhookGuard(allow_private_networks=False).check(url)
+    if url.startswith("http"):
+        await WebhookGuard(allow_private_networks=True).check(url)
 
 
 @pytest.mark.parametrize(

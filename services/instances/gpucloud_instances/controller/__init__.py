@@ -70,8 +70,9 @@ def build_controller(
     )
     admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
     parts = WorkloadParts(
-        kube, broker, cache, queue, requests, quota, tenant_namespaces, storage, pull_secrets,
-        tenants,
+        kube=kube, broker=broker, cache=cache, queue=queue, requests=requests, quota=quota,
+        tenant_namespaces=tenant_namespaces, storage=storage, pull_secrets=pull_secrets,
+        tenants=tenants,
     )  # fmt: skip
     instance_reconciler = InstanceReconciler(
         parts, instances, changes, stock_pool, admissions,

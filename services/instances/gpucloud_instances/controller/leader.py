@@ -69,6 +69,7 @@ class Controller:
         self._jobs = stores.jobs
         self._services = stores.services
         self._requests = stores.requests
+        self._lines = stores.lines
         self._tenant_namespaces = reconcilers.tenant_namespaces
         self._instance_reconciler = reconcilers.instances
         self._job_reconciler = reconcilers.jobs
@@ -155,10 +156,11 @@ class Controller:
             group.create_task(self._cache.watch_jobs())
             group.create_task(self._cache.watch_job_sets())
             await self._cache.synced.wait()
-            queued_jobs, admitted_jobs, queued_instances = await asyncio.gather(
-                self._jobs.all_queued(), self._jobs.admitted(), self._instances.all_queued()
-            )
-            await self._admissions.fill([*queued_jobs, *admitted_jobs], queued_instances)
+            queued_jobs, admitted_jobs, queued_instances, published = await asyncio.gather(
+                self._jobs.all_queued(), self._jobs.admitted(), self._instances.all_queued(),
+                self._lines.tenants(),
+            )  # fmt: skip
+            self._admissions.fill([*queued_jobs, *admitted_jobs], queued_instances, published)
             for index in range(self._settings.reconcile_workers):
                 group.create_task(self._queue.work(index, self.handle))
             # Transitions publish inline; these are the ones a crash left unpublished.

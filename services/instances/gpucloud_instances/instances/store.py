@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
@@ -20,10 +21,8 @@ from ..list_model import InstanceListModel
 from ..store import (
     IDEMPOTENCY,
     INSTANCES,
-    LIST_FILL_RETRY_S,
     TENANTS,
     DuplicateInstance,
-    log,
     walk_tenants,
 )
 
@@ -32,6 +31,12 @@ _QUEUED_INSTANCE_FIELDS = {
     "_id": 1, "tenant_id": 1, "gpu_type": 1, "gpu_count": 1, "gpu_resource": 1, "gpu_weight": 1,
     "priority": 1, "created_at": 1, "queue_reason": 1,
 }  # fmt: skip
+
+
+log = logging.getLogger(__name__)
+
+#: How long a failed fill of the list model waits before it reads again.
+LIST_FILL_RETRY_S = 2.0
 
 
 class InstanceStore:

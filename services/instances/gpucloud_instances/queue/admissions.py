@@ -151,12 +151,12 @@ class Admissions:
         self._published: dict[str, Line | None] = {}
         self._published_at = 0.0
 
-    async def fill(self, jobs: list[JobDoc], instances: list[InstanceDoc]) -> None:
+    def fill(self, jobs: list[JobDoc], instances: list[InstanceDoc], published: list[str]) -> None:
         """The queue as the store holds it, once per leadership, before the workers
-        start (queued and admitted jobs, queued instances): from then on they keep the
-        waiting room."""
+        start (queued and admitted jobs, queued instances, the tenants whose lines are
+        published): from then on they keep the waiting room."""
         self.reset()
-        self._published = dict.fromkeys(await self._lines.tenants())
+        self._published = dict.fromkeys(published)
         for doc in jobs:
             self.room.job(doc)
         for instance in instances:

@@ -6,7 +6,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 
 from ..documents import SpecDoc
 from ..manifests import (
-    _CONTAINER_SECURITY,
+    CONTAINER_SECURITY,
     HOLD_SUFFIX,
     INSTANCE_PRIORITY_CLASS,
     MANAGED,
@@ -14,8 +14,8 @@ from ..manifests import (
     STOCK_HOLD,
     STOCK_PRIORITY_CLASS,
     Manifest,
-    _placement,
-    _resources,
+    pod_placement,
+    pod_resources,
 )
 
 PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
@@ -33,10 +33,12 @@ def placeholder_pod(
 ) -> Manifest:
     """A warm-stock placeholder of `spec`: finds a node for a unit at the lowest
     priority, and pulls the stock's `images` onto it before it runs (`_prepull`)."""
-    resources = _resources(spec["cpu"], spec["memory"], spec["gpu_num"], GpuShare.of(spec).resource)
+    resources = pod_resources(
+        spec["cpu"], spec["memory"], spec["gpu_num"], GpuShare.of(spec).resource
+    )
     pod = _stock_pod(namespace_name, name, {STOCK: spec["name"]}, STOCK_PRIORITY_CLASS, resources)
     zones = list(spec.get("zones") or [])
-    pod["spec"] |= {**_prepull(images or []), **_placement(spec["gpu_type"], zones, None)}
+    pod["spec"] |= {**_prepull(images or []), **pod_placement(spec["gpu_type"], zones, None)}
     return pod
 
 
@@ -89,7 +91,7 @@ def _stock_pod(
                     "name": "hold",
                     "image": PLACEHOLDER_IMAGE,
                     "resources": resources,
-                    "securityContext": _CONTAINER_SECURITY,
+                    "securityContext": CONTAINER_SECURITY,
                 }
             ],
         },
@@ -114,7 +116,7 @@ def _prepull(images: list[str]) -> Manifest:
             "image": PREPULL_TOOL_IMAGE,
             "command": ["/bin/busybox", "cp", "/bin/busybox", tool],
             "resources": small,
-            "securityContext": _CONTAINER_SECURITY,
+            "securityContext": CONTAINER_SECURITY,
             "volumeMounts": mount,
         }
     ]
@@ -124,7 +126,7 @@ def _prepull(images: list[str]) -> Manifest:
             "image": image,
             "command": [tool, "true"],
             "resources": small,
-            "securityContext": _CONTAINER_SECURITY,
+            "securityContext": CONTAINER_SECURITY,
             "volumeMounts": mount,
         }
         for index, image in enumerate(images)

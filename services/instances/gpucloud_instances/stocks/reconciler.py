@@ -328,3 +328,4 @@ class StockPool:
         self._units = None
         self._available.clear()
         self._claims.clear()
+        self._stocked_specs.clear()  # the next leader's first pass reads the targets
