@@ -132,9 +132,11 @@ class SimulatedFleet:
 
     def place(self, name: str, instances: list[Placement]) -> None:
         """The instances on a node, in placement order: whole GPUs go by index, slices to
-        the free ones of their kind."""
+        the free ones of their kind. An instance keeps the units it was given, as a
+        device plugin's pod keeps its GPUs: one leaving moves no other onto its GPU."""
         node = self.nodes[name]
-        node.placed = {}
+        staying = {(p.tenant_id, p.instance_id) for p in instances}
+        node.placed = {unit: owner for unit, owner in node.placed.items() if owner in staying}
         for placement in instances:
             kind = (
                 placement.resource.removeprefix(MIG_RESOURCE_PREFIX)
@@ -148,7 +150,9 @@ class SimulatedFleet:
                 if kind is None
                 else [i for i, (_, slice_kind) in enumerate(node.slices) if slice_kind == kind]
             )
-            free = [unit for unit in units if unit not in node.placed][: placement.units]
+            owner = (placement.tenant_id, placement.instance_id)
+            held = sum(1 for unit in units if node.placed.get(unit) == owner)
+            free = [unit for unit in units if unit not in node.placed][: placement.units - held]
             for unit in free:
                 node.placed[unit] = (placement.tenant_id, placement.instance_id)
 
