@@ -59,10 +59,11 @@ def alerts() -> None:
 
 @alerts.command("ls")
 @click.option("--state", type=click.Choice(["firing", "resolved"]), help="Only this state.")
+@click.option("--rule", help="Only this rule's alerts.")
 @pass_session
-def list_alerts(session: Session, state: str | None) -> None:
+def list_alerts(session: Session, state: str | None, rule: str | None) -> None:
     """List alerts, newest first."""
-    session.emit(session.client.list_alerts(state=state), [
+    session.emit(session.client.list_alerts(state=state, rule=rule), [
         ("ID", lambda a: a["alertID"]), ("STATE", lambda a: a["state"]),
         ("SEVERITY", lambda a: a["severity"]), ("METRIC", lambda a: a["metric"]),
         ("VALUE", lambda a: f"{a['value']} {a['comparison']} {a['threshold']}"),

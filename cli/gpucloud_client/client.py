@@ -424,8 +424,9 @@ class Client:
         path = "/usage/mine" if mine else "/usage"
         return cast(UsageReport, self.request("GET", path, params=params))
 
-    def list_alerts(self, *, state: str | None = None) -> list[Alert]:
-        return cast(list[Alert], self.request("GET", "/alerts", params={"state": state}))
+    def list_alerts(self, *, state: str | None = None, rule: str | None = None) -> list[Alert]:
+        params = {"state": state, "ruleID": rule}
+        return cast(list[Alert], self.request("GET", "/alerts", params=params))
 
     def list_nodes(self) -> list[Node]:
         return cast(list[Node], self.request("GET", "/nodes"))

@@ -35,6 +35,7 @@ from gpucloud_libs.topics import (
 )
 from gpucloud_metering import ledger, store
 from gpucloud_metering.documents import TransitionDoc
+from gpucloud_metering.mirror import OVERLAP_MINUTES, recorded_minute
 from gpucloud_stack import layout
 
 from .platform import Platform, assert_problem, bearer
@@ -182,6 +183,36 @@ async def test_an_instances_transitions_are_read_alone_and_only_in_its_tenant(
     assert sorted(doc["_id"] for doc in found) == sorted(
         f"{ours}/{instance_id}#{sequence}" for instance_id in ids[:asked] for sequence in (1, 2)
     )  # the other tenant's instance of the same id is never read
+
+
+async def test_a_replica_reads_the_facts_another_records_after_its_first_read(
+    mongo: AsyncMongoClient[dict[str, Any]],
+) -> None:
+    """Reports read whole tenants from a replica's mirror (mirror.py): what another
+    replica records later is in the next read, even stamped by a clock behind ours."""
+    db = mongo[unique("mirror")]
+    reader, writer = store.FactStore(db), store.FactStore(db)
+    ours, theirs = unique("ours"), unique("theirs")
+
+    def fact(tenant: str, sequence: int, minutes_behind: int) -> TransitionDoc:
+        minute = recorded_minute(datetime.now(UTC))
+        return TransitionDoc(
+            _id=f"{tenant}/i#{sequence}", event_id=f"e-{tenant}-{sequence}", tenant_id=tenant,
+            instance_id="i", sequence=sequence, state="pending", at_us=sequence,
+            spec_name="h100-1", gpu_type="H100", gpu_count=1, zone=None, user_id=None,
+            recorded_minute=minute - minutes_behind,
+        )  # fmt: skip
+
+    await writer.record_transitions([fact(ours, 1, 0), fact(theirs, 1, 0)])
+    assert [doc["_id"] for doc in await reader.transitions(ours)] == [f"{ours}/i#1"]
+    # Recorded after the first read: one by a replica whose clock is behind ours.
+    await writer.record_transitions([fact(ours, 2, 0), fact(ours, 3, OVERLAP_MINUTES)])
+    assert sorted(doc["_id"] for doc in await reader.transitions(ours)) == [
+        f"{ours}/i#1",
+        f"{ours}/i#2",
+        f"{ours}/i#3",
+    ]
+    assert len(await reader.transitions(None)) == 4
 
 
 # --- exactness over the real pipeline -----------------------------------------------------

@@ -7,8 +7,10 @@ is retried through libs' PublishRetries.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
+from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
 
@@ -25,7 +27,7 @@ from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS
 
 from . import ledger
-from .documents import NoticeDoc
+from .documents import NoticeDoc, SampleDoc, TransitionDoc
 from .prices import Prices
 from .schemas import Budget, BudgetSet
 from .store import BudgetStore, FactStore
@@ -65,25 +67,15 @@ class Budgets:
         )
         return await self.get(tenant_id)
 
-    async def month_to_date_cents(
-        self, tenant_id: str, at: datetime, prices: PriceBook, faults: FaultBook
-    ) -> int:
-        start_us, end_us = ledger.month_bounds(ledger.period_of(at))
-        rows = tally(
-            instances_from(await self._facts.transitions(tenant_id)),
-            await self._facts.samples(tenant_id), prices, faults,
-            start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
-        )  # fmt: skip
-        return ledger.cents(sum((t.amount for t in rows.values()), Decimal(0)))
-
     async def get(self, tenant_id: str) -> Budget:
         doc = await self._budgets.get(tenant_id)
         if doc is None:
             raise NotFound("no budget is set for this tenant")
         at = now()
-        spent = await self.month_to_date_cents(
-            tenant_id, at, await self._prices.book(), FaultBook(await self._facts.health())
-        )
+        spent = month_to_date_cents(
+            await self._facts.transitions(tenant_id), await self._facts.samples(tenant_id), at,
+            await self._prices.book(), FaultBook(await self._facts.health()),
+        )  # fmt: skip
         return Budget(
             tenant_id=tenant_id, period=ledger.period_of(at), spent_cents=spent,
             monthly_budget_cents=doc["monthly_budget_cents"], thresholds=doc["thresholds"],
@@ -101,8 +93,13 @@ class Budgets:
         # Once per round, not per tenant.
         prices = await self._prices.book()
         faults = FaultBook(await self._facts.health())
+        # One read of every tenant's facts, not one per tenant.
+        transitions = _by_tenant(await self._facts.transitions(None))
+        samples = _by_tenant(await self._facts.samples(None))
         for tenant_id in sorted(set(caps) | set(budgets)):
-            spent = await self.month_to_date_cents(tenant_id, at, prices, faults)
+            spent = month_to_date_cents(
+                transitions[tenant_id], samples[tenant_id], at, prices, faults
+            )
             budget = budgets.get(tenant_id)
             stop_reason = None
             if budget is not None:
@@ -162,3 +159,26 @@ class Budgets:
             all_unpublished=self._budgets.unpublished, get=self._budgets.notice,
             publish=self._publish_notice,
         )  # fmt: skip
+
+
+def month_to_date_cents(
+    transitions: list[TransitionDoc], samples: list[SampleDoc], at: datetime,
+    prices: PriceBook, faults: FaultBook,
+) -> int:  # fmt: skip
+    """A tenant's spend this month up to `at`, in whole cents."""
+    start_us, end_us = ledger.month_bounds(ledger.period_of(at))
+    rows = tally(
+        instances_from(transitions), samples, prices, faults,
+        start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
+    )  # fmt: skip
+    return ledger.cents(sum((t.amount for t in rows.values()), Decimal(0)))
+
+
+FactT = TypeVar("FactT", TransitionDoc, SampleDoc)
+
+
+def _by_tenant(facts: list[FactT]) -> defaultdict[str, list[FactT]]:
+    grouped: defaultdict[str, list[FactT]] = defaultdict(list)
+    for fact in facts:
+        grouped[fact["tenant_id"]].append(fact)
+    return grouped

@@ -38,6 +38,8 @@ class TransitionDoc(TypedDict):
     user_id: str | None
     #: When metering recorded it, on its own clock: usage records wait for it to settle.
     recorded_us: NotRequired[int]
+    #: `recorded_us`'s minute: the equality key mirrors refresh by (mirror.py).
+    recorded_minute: NotRequired[int]
 
 
 class SampleDoc(TypedDict):
@@ -47,6 +49,7 @@ class SampleDoc(TypedDict):
     kind: str
     bytes_used: int
     at_us: int
+    recorded_minute: NotRequired[int]  # see TransitionDoc
 
 
 class HealthChangeDoc(TypedDict):

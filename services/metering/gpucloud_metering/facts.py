@@ -14,6 +14,7 @@ from gpucloud_libs.events import GpuHoldingTransition, NodeHealthChanged, Storag
 from . import ledger
 from .changes import UsageChanges
 from .documents import TransitionDoc
+from .mirror import recorded_minute
 from .store import FactStore
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class FactRecorder:
         """An instance's transition, a job run's or a replica's: runs and replicas are
         billed as instances are, under their workload ids."""
         workload = data.workload_id
+        recorded = now()
         return {
             "_id": f"{data.tenant_id}/{workload}#{data.sequence}",
             "event_id": event_id,
@@ -47,7 +49,8 @@ class FactRecorder:
             "zone": data.zone,
             "node": data.node,
             "user_id": data.user_id,
-            "recorded_us": ledger.to_us(now()),
+            "recorded_us": ledger.to_us(recorded),
+            "recorded_minute": recorded_minute(recorded),
         }
 
     async def transitions(self, events: list[tuple[str, GpuHoldingTransition]]) -> None:
@@ -77,6 +80,7 @@ class FactRecorder:
                 "kind": data.kind,
                 "bytes_used": data.bytes_used,
                 "at_us": at_us,
+                "recorded_minute": recorded_minute(now()),
             }
         )
 

@@ -27,6 +27,7 @@ from .documents import (
     TransitionDoc,
     UsageRecordDoc,
 )
+from .mirror import FactMirror
 
 TRANSITIONS = "transitions"
 SAMPLES = "storage_samples"
@@ -45,12 +46,17 @@ FactT = TypeVar("FactT", bound=Mapping[str, Any])
 
 INDEXES: IndexPlan = {
     TRANSITIONS: [
+        IndexModel([("recorded_minute", ASCENDING)]),
         IndexModel([("tenant_id", ASCENDING)]),
         IndexModel([("instance_id", ASCENDING)]),
         IndexModel([("job_id", ASCENDING)]),
         IndexModel([("service_id", ASCENDING)]),
     ],
-    SAMPLES: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("storage_id", ASCENDING)])],
+    SAMPLES: [
+        IndexModel([("recorded_minute", ASCENDING)]),
+        IndexModel([("tenant_id", ASCENDING)]),
+        IndexModel([("storage_id", ASCENDING)]),
+    ],
     NOTICES: [IndexModel([("published", ASCENDING)])],
     USAGE_RECORDS: [IndexModel([("published", ASCENDING)])],
     INVOICES: [IndexModel([("tenant_id", ASCENDING), ("period", ASCENDING)])],
@@ -87,6 +93,9 @@ class FactStore:
         self._transitions = typed(db, TRANSITIONS, TransitionDoc)
         self._samples = typed(db, SAMPLES, SampleDoc)
         self._health = typed(db, HEALTH, HealthChangeDoc)
+        # Whole-tenant and platform-wide reads come from memory (mirror.py).
+        self._all_transitions = FactMirror(self._transitions)
+        self._all_samples = FactMirror(self._samples)
 
     async def record_transitions(
         self, documents: list[TransitionDoc]
@@ -121,8 +130,8 @@ class FactStore:
         return await self._health.find({}).to_list()
 
     async def transitions(self, tenant_id: str | None) -> list[TransitionDoc]:
-        query = {} if tenant_id is None else {"tenant_id": tenant_id}
-        return await self._transitions.find(query).to_list()
+        """Every transition of a tenant, or of all tenants (None)."""
+        return await self._all_transitions.of(tenant_id)
 
     async def transitions_of(self, tenant_id: str, instance_ids: set[str]) -> list[TransitionDoc]:
         return await _facts_of(self._transitions, tenant_id, "instance_id", instance_ids)
@@ -138,8 +147,8 @@ class FactStore:
         ).to_list()
 
     async def samples(self, tenant_id: str | None) -> list[SampleDoc]:
-        query = {} if tenant_id is None else {"tenant_id": tenant_id}
-        return await self._samples.find(query).to_list()
+        """Every storage sample of a tenant, or of all tenants (None)."""
+        return await self._all_samples.of(tenant_id)
 
     async def samples_of(self, tenant_id: str, storage_ids: set[str]) -> list[SampleDoc]:
         return await _facts_of(self._samples, tenant_id, "storage_id", storage_ids)

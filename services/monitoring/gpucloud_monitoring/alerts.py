@@ -162,7 +162,9 @@ class Alerts:
             if alert["rule_id"] == rule_id:
                 await self.resolve(alert, now(), alert["value"], resolution)
 
-    async def list(self, identity: Identity, state: str | None, limit: int) -> list[Alert]:
+    async def list(
+        self, identity: Identity, state: str | None, limit: int, *, rule_id: str | None = None
+    ) -> list[Alert]:
         query: Document = {}
         if not identity.is_platform_admin:
             # A tenant sees the alerts of its own rules, and fleet alerts about its GPUs.
@@ -170,6 +172,8 @@ class Alerts:
             query["$or"] = [{"tenant_id": tenant}, {"subject_tenant_id": tenant}]
         if state:
             query["state"] = state
+        if rule_id:
+            query["rule_id"] = rule_id
         return [
             Alert(
                 alert_id=doc["_id"],

@@ -233,6 +233,9 @@ async def list_alerts(
     identity: CurrentIdentity,
     alerts: AlertsPart,
     state: Annotated[str | None, Query(pattern="^(firing|resolved)$")] = None,
+    rule_id: Annotated[
+        str | None, Query(alias="ruleID", max_length=64, description="Only this rule's alerts.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> list[Alert]:
-    return await alerts.list(identity, state, limit)
+    return await alerts.list(identity, state, limit, rule_id=rule_id)

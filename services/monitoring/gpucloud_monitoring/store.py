@@ -51,6 +51,7 @@ INDEXES: IndexPlan = {
     ],
     ALERTS: [
         IndexModel([("tenant_id", ASCENDING), ("fired_at", ASCENDING)], name="tenant_fired"),
+        IndexModel([("rule_id", ASCENDING), ("fired_at", ASCENDING)], name="rule_fired"),
         # Every sweep ends the firing alerts of rules gone (service.republish).
         IndexModel([("state", ASCENDING)], name="state"),
     ],
