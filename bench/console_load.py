@@ -7,6 +7,8 @@ stack's gateway:
                    wire (compressed, headers included), DOMContentLoaded
   sign-in, warm    the same page reloaded: the hashed bundles come from the cache
   instances, cold  signed in, `/instances` until the tenant's list is shown
+  page to page     then a click on each page of the menu in turn, until its heading
+                   shows and nothing on it is still loading
   raw API          the calls that page makes (session, instances, templates, specs),
                    one after another with httpx and the same cookie
 Figures are medians over the rounds.
@@ -26,6 +28,8 @@ from gpucloud_stack import browser as stack_browser
 
 from .common import bench_tenant, stack_env
 
+#: The tenant's menu, in the order a round walks it (ending where it began).
+MENU = ("Storages", "Usage and costs", "Monitoring", "Admin", "Instances")
 PAGE_CALLS = ("/v1/console/session", "/v1/gpu-instances?limit=100", "/v1/templates", "/v1/specs")
 _WIRE_BYTES = """() => {
   const entries = [...performance.getEntriesByType("navigation"),
@@ -50,6 +54,22 @@ async def _timed_sign_in_page(page: Page) -> tuple[float, dict[str, Any]]:
     return elapsed, await page.evaluate(_WIRE_BYTES)
 
 
+async def _page_to_page(page: Page) -> list[float]:
+    """Seconds from a click in the menu to the next page shown with its data."""
+    took = []
+    for name in MENU:
+        before = await page.locator("h1").inner_text()
+        started = time.perf_counter()
+        await page.get_by_role("navigation", name="Console").get_by_role("link", name=name).click()
+        await page.wait_for_function(
+            """(title) => document.querySelector("h1")?.textContent !== title
+                 && !document.body.innerText.includes("Loading…")""",
+            arg=before,
+        )
+        took.append(time.perf_counter() - started)
+    return took
+
+
 async def main(args: argparse.Namespace) -> None:
     env = stack_env()
     gateway = env["GPUCLOUD_GATEWAY_URL"]
@@ -63,6 +83,7 @@ async def main(args: argparse.Namespace) -> None:
     warm: list[float] = []
     listed: list[float] = []
     raw: list[float] = []
+    hops: list[float] = []
     wire_cold: list[dict[str, Any]] = []
     wire_warm: list[dict[str, Any]] = []
     async with async_playwright() as playwright:
@@ -88,6 +109,7 @@ async def main(args: argparse.Namespace) -> None:
             await page.goto("/instances")
             await page.get_by_text("No instances yet").wait_for(state="visible")
             listed.append(time.perf_counter() - started)
+            hops += await _page_to_page(page)
             cookies = {c["name"]: c["value"] for c in await context.cookies()}
             await context.close()
             async with httpx.AsyncClient(base_url=gateway, cookies=cookies, timeout=30) as http:
@@ -114,6 +136,7 @@ async def main(args: argparse.Namespace) -> None:
         f" {median(wire_warm, 'bytes'):>9.0f}"
     )
     print(f"{'instances, signed in, cold':<34} {ms(listed):>20}")
+    print(f"{'page to page (menu click), median':<34} {ms(hops):>20}")
     print(f"{'raw API: the page calls, in turn':<34} {ms(raw):>20}")
     print(
         f"DOMContentLoaded, cold: {median(wire_cold, 'domContentLoaded'):.1f} ms; "

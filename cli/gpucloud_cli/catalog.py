@@ -24,12 +24,17 @@ OFFER_COLUMNS: list[Column] = [
     ("CPU", lambda o: o["cpu"]),
     ("MEMORY", lambda o: o["memory"]),
     ("PRICE", lambda o: o["pricePerHour"]),
+    ("FREE NOW", lambda o: _free(o["freeNow"])),
 ]
 
 
-def offers(specs: list[dict[str, Any]], prices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each spec with its price per hour: its price per GPU-hour (per unit-hour for a
-    shared GPU's units) times its GPUs or units, in USD."""
+def offers(
+    specs: list[dict[str, Any]], prices: list[dict[str, Any]], capacity: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each spec with its price per hour (its price per GPU-hour, or per unit-hour for a
+    shared GPU's units, times its GPUs or units, in USD) and how many of it would start
+    now in each zone (`freeNow`; None for a shared GPU's units, which the fleet counts
+    per whole GPU)."""
     now = datetime.now(UTC)
     in_force = sorted(
         (p for p in prices if p["meter"] == "gpu_hour" and _utc(p["effectiveFrom"]) <= now),
@@ -44,8 +49,26 @@ def offers(specs: list[dict[str, Any]], prices: list[dict[str, Any]]) -> list[di
             "specName": spec["name"], "gpuType": spec["gpuType"], "gpuNum": spec["gpuNum"],
             "cpu": spec["cpu"], "memory": spec["memory"],
             "pricePerHour": "no price set" if price is None else f"${price * units:.2f}/h",
+            "freeNow": _fits(spec, capacity),
         })  # fmt: skip
     return found
+
+
+def _fits(spec: dict[str, Any], capacity: list[dict[str, Any]]) -> dict[str, int] | None:
+    """How many of the spec would fit now, by zone: whole GPUs on one node each."""
+    if spec.get("gpuWeight", "1") != "1":
+        return None
+    return {
+        group["zone"]: sum(free // spec["gpuNum"] for free in group["freeByNode"])
+        for group in capacity
+        if group["gpuType"] == spec["gpuType"]
+    }
+
+
+def _free(by_zone: dict[str, int] | None) -> str:
+    if by_zone is None:
+        return "shared GPU units"
+    return ", ".join(f"{zone}: {count}" for zone, count in by_zone.items()) or "no such GPUs"
 
 
 def _utc(stamp: str) -> datetime:
@@ -63,7 +86,9 @@ def offer(session: Session) -> None:
       gpucloud offer
       gpucloud instances create --spec h100-1 --template jupyter
     """
-    session.emit(offers(session.client.list_specs(), session.client.list_prices()), OFFER_COLUMNS)
+    client = session.client
+    found = offers(client.list_specs(), client.list_prices(), client.capacity())
+    session.emit(found, OFFER_COLUMNS)
 
 
 QUOTA_COLUMNS: list[Column] = [

@@ -22,6 +22,7 @@ from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
 from .storages import cp, storages
 from .usage import alerts, usage
+from .users import users
 
 EXAMPLES = """
 \b
@@ -203,6 +204,7 @@ for command in (
     offer,
     quota,
     templates,
+    users,
 ):
     cli.add_command(command)
 

@@ -207,8 +207,6 @@ def set_price(
     """Set a price in USD (decimals, e.g. 2.50), in force from now or `--from`."""
     if bool(spec_name) == storage:
         raise click.UsageError("give --spec NAME or --storage")
-    if spec_name and spec_name not in {s["name"] for s in session.client.list_specs()}:
-        raise click.UsageError(f"no spec {spec_name!r}; `gpucloud specs ls` lists them")
     body: dict[str, Any] = (
         {"meter": "gpu_hour", "specName": spec_name, "amount": amount}
         if spec_name

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import click
 
+from .instances import parse_env
 from .metrics import metrics_command
 from .session import Column, Session, moment, pass_session
 
@@ -88,6 +90,34 @@ def create_service(
     if "image" not in body or "port" not in body:
         raise click.UsageError("give --image and --port, or a --template")
     session.emit(session.client.create_service(body), COLUMNS)
+
+
+@services.command("update")
+@click.argument("service_id")
+@click.option("--image", help="A new image for the server.")
+@click.option("--env", multiple=True, help="NAME=VALUE, repeatable: replaces the whole env.")
+@click.option("--command", "command_line", help="A new command line (split as a shell would).")
+@pass_session
+def update_service(
+    session: Session, service_id: str, image: str | None, env: tuple[str, ...],
+    command_line: str | None,
+) -> None:  # fmt: skip
+    """Roll out a new revision: replicas are replaced one by one, and `rollback` goes back.
+
+    \b
+    Example:
+      gpucloud services update chat --image vllm/vllm-openai:v0.6.4
+    """
+    changes: dict[str, Any] = {}
+    if image:
+        changes["image"] = image
+    if env:
+        changes["env"] = parse_env(env)
+    if command_line is not None:
+        changes["command"] = shlex.split(command_line)
+    if not changes:
+        raise click.UsageError("give what changes: --image, --env or --command")
+    session.emit(session.client.update_service(service_id, changes), COLUMNS)
 
 
 @services.command("scale")

@@ -54,6 +54,14 @@ def host_key_alias(instance: Instance) -> str:
     return f"gpucloud-{instance['instanceID']}" + (f"-{stays}" if stays > 1 else "")
 
 
+identity_option = click.option(
+    "--identity",
+    "-i",
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    help="The private key to log in with (default: ssh's own choice).",
+)
+
+
 @click.command("tunnel")
 @click.argument("instance_id")
 @click.option("--port", type=int, default=DEFAULT_SSH_PORT, show_default=True,
@@ -97,12 +105,7 @@ def ssh(
 @click.command("exec", context_settings={"ignore_unknown_options": True})
 @click.argument("instance_id")
 @ssh_target_options("Who to run it as (ssh-devbox's user).")
-@click.option(
-    "--identity",
-    "-i",
-    type=click.Path(exists=True, dir_okay=False),
-    help="The private key to log in with (default: ssh's own choice).",
-)
+@identity_option
 @click.option(
     "--ssh-option",
     "ssh_options",
@@ -163,8 +166,11 @@ def run_ssh(
 @click.command("ssh-config")
 @click.argument("instance_id")
 @ssh_target_options("Who to log in as (ssh-devbox's user).")
+@identity_option
 @pass_session
-def ssh_config(session: Session, instance_id: str, port: int, user: str) -> None:
+def ssh_config(
+    session: Session, instance_id: str, port: int, user: str, identity: str | None
+) -> None:
     """Print an OpenSSH `Host gpc-ID` block for the instance, tunnelled through the
     gateway as `gpucloud ssh` is: append it to ~/.ssh/config, then `ssh gpc-ID`, scp,
     rsync and editors' remote SSH work as with any host.
@@ -172,9 +178,12 @@ def ssh_config(session: Session, instance_id: str, port: int, user: str) -> None
     The block names the profile in use now, so it keeps reaching this cloud as this key
     whichever profile is current later.
 
+    With `--identity`, the block logs in with that key alone: the private half of the
+    public key the instance was started with (`instances create --public-key`).
+
     \b
     Example:
-      gpucloud instances ssh-config i-3f2a9c1b7d4e >> ~/.ssh/config
+      gpucloud instances ssh-config i-3f2a9c1b7d4e -i ~/.ssh/id_ed25519 >> ~/.ssh/config
       ssh gpc-i-3f2a9c1b7d4e nvidia-smi
     """
     instance = session.client.get_instance(instance_id)  # a clear error now, not at the first ssh
@@ -194,6 +203,8 @@ def ssh_config(session: Session, instance_id: str, port: int, user: str) -> None
         # ssh expands %-tokens in a ProxyCommand: a literal % (in a path) is written %%.
         f"  ProxyCommand {proxy.replace('%', '%%')}",
     ]
+    if identity:
+        lines += [f"  IdentityFile {identity.replace('%', '%%')}", "  IdentitiesOnly yes"]
     click.echo("\n".join(lines))
 
 

@@ -174,9 +174,16 @@ class Client:
     def whoami(self) -> Identity:
         return cast(Identity, self.request("GET", "/whoami"))
 
-    def list_users(self) -> Iterator[User]:
-        """The tenant's users (an admin's call)."""
-        return self.pages_after("/users", "userID", 500)
+    def list_users(self, *, tenant: str | None = None) -> Iterator[User]:
+        """The caller's tenant's users (an admin's call), or with `tenant` that tenant's
+        (a platform admin's)."""
+        path = "/users" if tenant is None else f"/tenants/{_id(tenant)}/users"
+        return self.pages_after(path, "userID", 500)
+
+    def add_user(self, body: dict[str, Any], *, tenant: str | None = None) -> User:
+        """A user of the caller's tenant, or with `tenant` of that one (a platform admin's)."""
+        path = "/users" if tenant is None else f"/tenants/{_id(tenant)}/users"
+        return cast(User, self.request("POST", path, json=body))
 
     def revoke_key(self, key_id: str) -> None:
         """Revoke an API key on the server: it stops working at once."""
@@ -427,6 +434,10 @@ class Client:
     def list_alerts(self, *, state: str | None = None, rule: str | None = None) -> list[Alert]:
         params = {"state": state, "ruleID": rule}
         return cast(list[Alert], self.request("GET", "/alerts", params=params))
+
+    def capacity(self) -> list[dict[str, Any]]:
+        """Free GPUs by zone and type, node by node (anyone may read it)."""
+        return cast(list[dict[str, Any]], self.request("GET", "/capacity"))
 
     def list_nodes(self) -> list[Node]:
         return cast(list[Node], self.request("GET", "/nodes"))

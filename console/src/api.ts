@@ -41,6 +41,25 @@ export class ApiError extends Error {
   }
 }
 
+/** A refused form's field errors: by the field's path in the body (`admin.email`), and
+ * by the path's last part (`email`), so a form field finds the message it caused. */
+export interface FieldMessages {
+  byPath: Record<string, string>;
+  byLast: Record<string, string>;
+}
+
+export function fieldMessages(error: unknown): FieldMessages {
+  const found: FieldMessages = { byPath: {}, byLast: {} };
+  if (!(error instanceof ApiError)) return found;
+  for (const e of error.fieldErrors) {
+    const path = e.loc.filter((part) => part !== "body" && part !== "query").map(String);
+    if (!path.length) continue;
+    found.byPath[path.join(".")] ??= e.msg;
+    found.byLast[path[path.length - 1]] ??= e.msg;
+  }
+  return found;
+}
+
 /** Any failure as a sentence: API problems, network failures, the rest. */
 export function describe(error: unknown): string {
   if (error instanceof ApiError) return error.words;

@@ -79,7 +79,7 @@ function route(path: string, session: ConsoleSession) {
     case "/fleet":
       return <FleetPage />;
     case "/tenants":
-      return <TenantsPage />;
+      return <TenantsPage principal={session.principal} />;
     case "/specs":
       return <SpecsPage />;
     case "/prices":

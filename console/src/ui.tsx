@@ -2,8 +2,9 @@
 // notices and small SVG charts. No page is ever blank: each shows its data, a
 // "nothing yet" line, a loading line or the error in words.
 import type { ComponentChildren, JSX } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { describe } from "./api";
+import { createContext } from "preact";
+import { useCallback, useContext, useEffect, useRef, useState } from "preact/hooks";
+import { describe, fieldMessages, type FieldMessages } from "./api";
 
 export interface Loaded<T> {
   data: T | undefined;
@@ -39,28 +40,57 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], refreshMs?: 
 }
 
 /** Runs an action, keeping its error for the page to show. */
-export function useAction(): {
+export interface Action {
   run: (action: () => Promise<unknown>) => Promise<boolean>;
   error: string | null;
+  /** The last refusal's messages for single fields, shown beside them (Form, Field). */
+  fields: FieldMessages;
   busy: boolean;
   clear: () => void;
-} {
+}
+
+const NO_FIELD_MESSAGES: FieldMessages = { byPath: {}, byLast: {} };
+
+export function useAction(): Action {
   const [error, setError] = useState<string | null>(null);
+  const [fields, setFields] = useState<FieldMessages>(NO_FIELD_MESSAGES);
   const [busy, setBusy] = useState(false);
+  const clear = () => (setError(null), setFields(NO_FIELD_MESSAGES));
   const run = async (action: () => Promise<unknown>) => {
     setBusy(true);
-    setError(null);
+    clear();
     try {
       await action();
       return true;
     } catch (e) {
       setError(describe(e));
+      setFields(fieldMessages(e));
       return false;
     } finally {
       setBusy(false);
     }
   };
-  return { run, error, busy, clear: () => setError(null) };
+  return { run, error, fields, busy, clear };
+}
+
+const FormMessages = createContext<FieldMessages>(NO_FIELD_MESSAGES);
+
+/** A form whose fields show the API's message about them, from `action`'s last refusal.
+ * What was typed stays: only a success clears a form. */
+export function Form(props: {
+  action: Action;
+  onSubmit: (e: Event) => void;
+  class?: string;
+  "aria-labelledby"?: string;
+  children: ComponentChildren;
+}) {
+  return (
+    <FormMessages.Provider value={props.action.fields}>
+      <form class={props.class} onSubmit={props.onSubmit} aria-labelledby={props["aria-labelledby"]}>
+        {props.children}
+      </form>
+    </FormMessages.Provider>
+  );
 }
 
 export function Page(props: { title: string; actions?: ComponentChildren; children: ComponentChildren }) {
@@ -165,15 +195,28 @@ export function Field(props: {
   /** A select's values; the empty value reads `emptyLabel`. */
   options?: string[];
   emptyLabel?: string;
+  /** The body field the API names in its errors (`admin.email`); by default the
+   * name's last part (`user-email`: `email`). */
+  field?: string;
 }) {
   const id = `field-${props.name}`;
+  const messages = useContext(FormMessages);
+  const own = props.field ?? props.name.split("-").pop() ?? props.name;
+  // Its own path, a part of it (`env.0.name` for `env`), or, named by default, any path ending in it.
+  const message =
+    messages.byPath[own] ??
+    Object.entries(messages.byPath).find(([path]) => path.startsWith(`${own}.`))?.[1] ??
+    (props.field ? undefined : messages.byLast[own]);
+  const invalid = message
+    ? { "aria-invalid": true as const, "aria-describedby": `${id}-error` }
+    : {};
   const onInput = (e: JSX.TargetedEvent<HTMLInputElement | HTMLSelectElement>) =>
     props.onInput(e.currentTarget.value);
   return (
     <label class="field" for={id}>
       <span>{props.label}</span>
       {props.options ? (
-        <select id={id} name={props.name} value={props.value} onChange={onInput} required={props.required}>
+        <select id={id} name={props.name} value={props.value} onChange={onInput} required={props.required} {...invalid}>
           {props.options.map((o) => (
             <option value={o}>{o || props.emptyLabel || "—"}</option>
           ))}
@@ -189,7 +232,13 @@ export function Field(props: {
           required={props.required}
           placeholder={props.placeholder}
           autocomplete={props.autocomplete}
+          {...invalid}
         />
+      )}
+      {message && (
+        <small id={`${id}-error`} class="field-error">
+          {message}
+        </small>
       )}
     </label>
   );

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -103,6 +104,20 @@ class _OpenServer(asyncssh.SSHServer):
 
     def begin_auth(self, username: str) -> bool:
         return False
+
+
+async def ssh_through(config: Path, host: str, command: str, env: dict[str, str]) -> Ran:
+    """The system's OpenSSH client run with an ssh config (`instances ssh-config`'s block
+    and the test's own settings), to `host`."""
+    ssh = shutil.which("ssh")
+    assert ssh is not None, "the tests need an OpenSSH client"
+    process = await asyncio.create_subprocess_exec(
+        ssh, "-F", str(config), host, command, env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return Ran(process.returncode, out.decode(), err.decode())
 
 
 async def _answer(process: asyncssh.SSHServerProcess[str]) -> None:

@@ -93,6 +93,13 @@ async def test_a_tenant_runs_an_instance_and_a_job_from_login_to_stop(
     assert failed.code == 1, failed
     assert "job broken-1 failed" in failed.err
     assert "exit code 3" in failed.err
+    # A finished run's log, read again later: its last lines.
+    log = await cli.ok("jobs", "logs", "train-1", "--tail", "3")
+    assert log.out.splitlines() == [
+        "epoch 3/3 loss=1.5532",
+        "saved checkpoint to /ckpt/final",
+        "done",
+    ], log
     jobs = {job["jobID"]: job["state"] for job in (await cli.ok("-o", "json", "jobs", "ls")).json()}
     assert jobs == {"train-1": "succeeded", "broken-1": "failed"}
     # A job's GPUs are all it holds, nodes included; every time says its zone.
@@ -231,8 +238,8 @@ async def test_the_operator_onboards_a_customer_who_then_finds_the_priced_spec(
     await operator.ok("specs", "create", spec, "--gpu-type", H100, "--gpus", "2")
     assert spec in (await operator.ok("specs", "ls")).out
     typo = await operator.run("prices", "set", "2.50", "--spec", f"{spec}-typo")
-    assert typo.code == 2, typo
-    assert "no spec" in typo.err
+    assert typo.code == 1, typo  # refused by the API, which names the field
+    assert f"specName: no spec named '{spec}-typo'" in typo.err, typo
     priced = await operator.ok("-o", "json", "prices", "set", "2.50", "--spec", spec)
     assert priced.json()["amount"] == "2.50"
     # A price set to come may be withdrawn; the one in effect stays.
@@ -264,6 +271,30 @@ async def test_the_operator_onboards_a_customer_who_then_finds_the_priced_spec(
     offered = (await customer.ok("-o", "json", "offer")).json()
     [row] = [o for o in offered if o["specName"] == spec]
     assert row["gpuNum"] == 2, row
+    # How many would start now, in each zone with the spec's GPUs.
+    nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+    zones = {n["zone"] for n in nodes if n["gpuType"] == H100 and n["health"] == "healthy"}
+    assert set(row["freeNow"]) == zones, row
+    assert all(isinstance(count, int) and count >= 0 for count in row["freeNow"].values())
+    table = (await customer.ok("offer")).out
+    assert "FREE NOW" in table
+    # The operator adds a second admin; the tenant's admin adds a user of their own.
+    second = f"second@{tenant_id}.test"
+    await operator.ok("users", "add", second, "--name", "Second Admin", "--role",
+                      "tenant-admin", "--tenant", tenant_id)  # fmt: skip
+    operator_may_not = await operator.run("users", "add", f"op@{tenant_id}.test", "--name",
+                                          "Op", "--role", "platform-admin", "--tenant", tenant_id)  # fmt: skip
+    assert operator_may_not.code == 1, operator_may_not
+    assert "tenant-admin or tenant-user" in operator_may_not.err, operator_may_not
+    await customer.ok("users", "add", f"ada@{tenant_id}.test", "--name", "Ada")
+    members = (await customer.ok("-o", "json", "users", "ls")).json()
+    assert sorted((u["name"], u["role"]) for u in members) == [
+        ("Ada", "tenant-user"),
+        ("First Admin", "tenant-admin"),
+        ("Second Admin", "tenant-admin"),
+    ]
+    seen = (await operator.ok("-o", "json", "users", "ls", "--tenant", tenant_id)).json()
+    assert sorted(u["email"] for u in seen) == sorted(u["email"] for u in members)
     withdrawn = await operator.ok("specs", "delete", spec, "--yes")
     assert f"spec {spec} deleted" in withdrawn.err
     assert spec not in (await operator.ok("specs", "ls")).out
@@ -488,6 +519,19 @@ async def test_the_catalog_templates_services_and_a_logout_that_revokes(
 
     [run] = await eventually(replica_recorded, timeout=60)
     assert run["endedAt"] is None
+    # A new revision, back to the first one's template, and a second replica.
+    first_image = created["image"]
+    updated = (await cli.ok("-o", "json", "services", "update", "chat", "--image",
+                            "vllm/vllm-openai:v0.6.4", "--env", "HF_HOME=/cache")).json()  # fmt: skip
+    assert (updated["revision"], updated["image"]) == (2, "vllm/vllm-openai:v0.6.4"), updated
+    assert {"name": "HF_HOME", "value": "/cache"} in updated["env"], updated
+    nothing = await cli.run("services", "update", "chat")
+    assert nothing.code == 2, nothing
+    assert "--image, --env or --command" in nothing.err, nothing
+    back = (await cli.ok("-o", "json", "services", "rollback", "chat")).json()
+    assert (back["revision"], back["image"]) == (3, first_image), back
+    scaled = (await cli.ok("-o", "json", "services", "scale", "chat", "--replicas", "2")).json()
+    assert scaled["minReplicas"] == 2, scaled
     await cli.ok("services", "delete", "chat", "--yes")
 
     # Logging out revokes the key: it no longer opens anything, anywhere.

@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from aiohttp import web
 from kubernetes_asyncio import client as k8s
 from minio import Minio
 
-from .cli_support import Cli, Ran, cli_for, ready_tenant, ssh_instance
+from .cli_support import Cli, Ran, cli_for, ready_tenant, ssh_instance, ssh_through
 from .platform import MIB, Platform
 from .support import eventually, loopback_server
 
@@ -165,8 +164,6 @@ async def test_ssh_config_prints_a_host_block_that_ssh_uses_through_the_tunnel(
     """The printed block, appended to an ssh config, is all `ssh gpc-<id>` needs: its
     ProxyCommand is this CLI's tunnel, which reaches a real SSH server (asyncssh)
     listening on the pod's loopback address through the gateway."""
-    ssh = shutil.which("ssh")
-    assert ssh is not None, "the tests need an OpenSSH client"
     async with ssh_instance(platform, kube) as (account, instance_id):
         cli = cli_for(tmp_path, platform)
         assert (await cli.login(account.admin_key, profile="work")).code == 0
@@ -192,13 +189,8 @@ async def test_ssh_config_prints_a_host_block_that_ssh_uses_through_the_tunnel(
             printed.out + "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
             "  BatchMode yes\n  LogLevel ERROR\n"
         )
-        process = await asyncio.create_subprocess_exec(
-            ssh, "-F", str(config), f"gpc-{instance_id}", "nvidia-smi -L", env=cli.env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(process.communicate(), 60)
-        assert (process.returncode, out.decode()) == (0, "ada ran: nvidia-smi -L\n"), err
+        ran = await ssh_through(config, f"gpc-{instance_id}", "nvidia-smi -L", cli.env)
+        assert (ran.code, ran.out) == (0, "ada ran: nvidia-smi -L\n"), ran
 
         unknown = await cli.run("instances", "ssh-config", "i-nope")
         assert unknown.code == 1

@@ -55,15 +55,22 @@ async def _page(
     viewport: ViewportSize = LAPTOP,
     *,
     answer: Callable[[Dialog], Awaitable[None]] | None = None,
+    asked: list[str] | None = None,
 ) -> Page:
     """A signed-out page. Stop, delete, revoke and quarantine ask first: these journeys
-    say yes, unless `answer` says otherwise."""
+    say yes (each question kept in `asked`), unless `answer` says otherwise."""
     context = await chromium.new_context(
         base_url=str(platform.http.base_url), viewport=viewport, accept_downloads=True
     )
     page = await context.new_page()
     page.set_default_timeout(SLOW_MS)
-    reply = answer or (lambda dialog: dialog.accept())
+
+    async def accept(dialog: Dialog) -> None:
+        if asked is not None:
+            asked.append(dialog.message)
+        await dialog.accept()
+
+    reply = answer or accept
     page.on("dialog", lambda dialog: asyncio.ensure_future(reply(dialog)))
     return page
 
@@ -117,7 +124,21 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await page.get_by_role("button", name="Start", exact=True).click()
     row = page.get_by_role("row").filter(has_text=spec)
     await expect(row.get_by_text("running", exact=True)).to_be_visible()
-    await expect(row.get_by_role("button", name="Open :8888")).to_be_visible()
+    # "Open" lands on the notebook through the gateway, in a new tab (on the local
+    # stack, the simulated node's stand-in for the container).
+    async with page.context.expect_page() as opening:
+        await row.get_by_role("button", name="Open :8888").click()
+    opened = await opening.value
+
+    async def landed() -> bool:
+        if "Simulated workload" in await opened.inner_text("body"):
+            return True
+        await opened.reload()  # the stand-in is up moments after the pod runs
+        return False
+
+    await eventually(landed, timeout=30, interval=1)
+    assert ".instances.localhost:" in opened.url, opened.url
+    await opened.close()
     # Above the start form: what the tenant holds of its quota, the new GPU included.
     await expect(page.get_by_test_id("quota")).to_contain_text("holds 1 of")
     await page.screenshot(path=shots / "instances.png", full_page=True)
@@ -138,13 +159,21 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await page.screenshot(path=shots / "instance.png", full_page=True)
     await page.get_by_role("link", name="← All instances").click()
 
-    # A job that fails says why, and its log is a click away.
-    failing = {"jobID": "broken", "image": "busybox", "specName": spec,
-               "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "1s"},
-                       {"name": "GPUCLOUD_SIM_EXIT_CODE", "value": "3"}]}  # fmt: skip
-    submitted = await platform.post_as_tenant(account, "/v1/jobs", failing)
-    assert submitted.status_code == 202, submitted.text
+    # A job submitted from the form that fails says why, and its log is a click away.
     await page.get_by_role("tab", name="Jobs").click()
+    form = page.get_by_role("form", name="Submit a job")
+    await form.get_by_label("Spec").select_option(spec)
+    await form.get_by_label("Image").fill("busybox")
+    await form.get_by_label("Job id (optional)").fill("broken")
+    environment = form.get_by_label("Environment (optional)")
+    await environment.fill("GPUCLOUD_SIM_RUN_FOR=1s 3=GPUCLOUD_SIM_EXIT_CODE")
+    await form.get_by_role("button", name="Submit").click()
+    # The API refuses the variable named "3", beside the field; the form keeps it all.
+    await expect(environment).to_have_attribute("aria-invalid", "true")
+    await expect(form.locator("#field-job-env-error")).to_contain_text("pattern")
+    await expect(form.get_by_label("Job id (optional)")).to_have_value("broken")
+    await environment.fill("GPUCLOUD_SIM_RUN_FOR=1s GPUCLOUD_SIM_EXIT_CODE=3")
+    await form.get_by_role("button", name="Submit").click()
     job = page.get_by_role("row").filter(has_text="broken")
     await expect(job.get_by_text("failed", exact=True)).to_be_visible(timeout=30_000)
     await expect(job).to_contain_text("exit code 3")
@@ -326,7 +355,8 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     ).json()
     chosen = next(n for n in nodes if n["health"] == "healthy" and n["gpusInUse"] == 0)
     idle = chosen["node"]
-    page = await _page(chromium, platform)
+    asked: list[str] = []
+    page = await _page(chromium, platform, asked=asked)
     await _sign_in_with_key(page, platform.admin_key)
     await expect(page).to_have_url(re.compile("/fleet$"))
     await expect(page.get_by_role("table", name="Fleet by zone and GPU type")).to_be_visible()
@@ -364,6 +394,7 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
         await eventually(cordoned, timeout=30)
         await row.get_by_role("button", name=f"Release {idle}").click()
         await expect(row.get_by_text("healthy", exact=True)).to_be_visible()
+        assert asked == [f"Quarantine {idle}? Nothing new is placed on it."]
     finally:  # a failed run must not leave a fleet node out of service for the next tests
         await platform.http.post(f"/v1/nodes/{idle}/release", headers=platform.admin)
     for path, name in (
@@ -548,12 +579,61 @@ async def test_a_tenant_user_sees_their_own_spend_and_no_forms_they_may_not_use(
     assert got.json()["stopRequested"] is False
 
 
+async def test_a_tenant_admin_adds_a_user_a_budget_and_an_idle_stop_rule_in_the_console(
+    chromium: Browser, platform: Platform, shots: Path
+) -> None:
+    account = await platform.tenant()
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, account.admin_key)
+    headers = bearer(account.admin_key)
+
+    await page.get_by_role("link", name="Admin").click()
+    email = f"{unique('member')}@{account.tenant_id}.test"
+    await page.get_by_label("Email").fill(email)
+    await page.get_by_label("Name", exact=True).fill("Ada Member")
+    await page.get_by_label("Role").select_option("tenant-user")
+    await page.get_by_role("button", name="Add user").click()
+    await expect(page.get_by_role("row").filter(has_text=email)).to_contain_text("tenant-user")
+    users = (await platform.http.get("/v1/users", headers=headers)).json()
+    assert [u["role"] for u in users if u["email"] == email] == ["tenant-user"]
+
+    await page.get_by_role("link", name="Usage and costs").click()
+    budget_field = page.get_by_label("Monthly budget (USD)")
+    await budget_field.fill("0")  # refused by the API, beside the field
+    await page.get_by_role("button", name="Save budget").click()
+    await expect(budget_field).to_have_attribute("aria-invalid", "true")
+    await expect(page.locator("#field-budget-error")).to_contain_text("greater than or equal to 1")
+    await budget_field.fill("120")
+    await page.get_by_role("button", name="Save budget").click()
+    await expect(page.get_by_text(re.compile(r"spent of \$120\.00"))).to_be_visible()
+    await expect(budget_field).not_to_have_attribute("aria-invalid", "true")
+    budget = (await platform.http.get("/v1/budget", headers=headers)).json()
+    assert budget["monthlyBudgetCents"] == 12_000, budget
+
+    await page.get_by_role("link", name="Monitoring").click()
+    rules_card = page.get_by_role("region", name="Alert rules on your instances")
+    await rules_card.get_by_label("Name", exact=True).fill("idle for ten minutes")
+    await rules_card.get_by_label("Metric").select_option("utilization_gpu_pct")
+    await rules_card.get_by_label("Comparison").select_option("<")
+    await rules_card.get_by_label("Threshold").fill("5")
+    await rules_card.get_by_label("For (s)").fill("600")
+    await rules_card.get_by_label("Then").select_option("stop_instance")
+    await rules_card.get_by_role("button", name="Add rule").click()
+    rule = rules_card.get_by_role("row").filter(has_text="idle for ten minutes")
+    await expect(rule).to_contain_text("utilization_gpu_pct < 5 for 600 s")
+    await expect(rule).to_contain_text("stop the instance")
+    await page.screenshot(path=shots / "tenant-admin-rules.png")
+    rules = (await platform.http.get("/v1/alert-rules", headers=headers)).json()
+    assert [(r["action"], r["durationS"]) for r in rules] == [("stop_instance", 600)]
+
+
 async def test_the_operator_onboards_a_customer_from_the_console(
     chromium: Browser, platform: Platform
 ) -> None:
     """A spec, its price in cents, a tenant with its first admin (whose key is shown
     once), and that admin starting on the new spec; then the spec goes."""
-    page = await _page(chromium, platform)
+    asked: list[str] = []
+    page = await _page(chromium, platform, asked=asked)
     await _sign_in_with_key(page, platform.admin_key)
     spec, tenant_id = unique("onboard"), unique("t-onboard")
 
@@ -586,17 +666,48 @@ async def test_the_operator_onboards_a_customer_from_the_console(
     await expect(scheduled).to_have_count(0)
     await expect(page.get_by_role("row").filter(has_text=spec)).to_have_count(1)
 
+    # A warm unit of the new spec, then none: the stock's row follows both.
+    await page.get_by_role("link", name="Stocks").click()
+    await page.get_by_label("Spec").select_option(spec)  # only specs that exist
+    await page.get_by_label("Units").fill("1")
+    await page.get_by_role("button", name="Add units").click()
+    stock = page.get_by_role("row").filter(has=page.get_by_role("cell", name=spec, exact=True))
+    target = stock.get_by_role("cell").nth(1)
+    await expect(target).to_have_text("1")
+    await page.get_by_role("button", name="Remove units").click()
+    await expect(target).to_have_text("0")
+
     await page.get_by_role("link", name="Tenants").click()
     form = page.get_by_role("form", name="New tenant")
-    await form.get_by_label("Tenant id").fill(tenant_id)
+    # The API's refusal shows beside the field it names, and nothing typed is lost.
+    await form.get_by_label("Tenant id").fill("Not An Id!")
     await form.get_by_label("Name", exact=True).fill("Onboarded Ltd")
     await form.get_by_label("Admin's email").fill(f"admin@{tenant_id}.test")
     await form.get_by_label("Admin's name").fill("First Admin")
+    await form.get_by_role("button", name="Create tenant").click()
+    tenant_field = form.get_by_label("Tenant id")
+    await expect(tenant_field).to_have_attribute("aria-invalid", "true")
+    await expect(form.locator("#field-tenantID-error")).to_contain_text("pattern")
+    await expect(form.get_by_label("Admin's name")).not_to_have_attribute("aria-invalid", "true")
+    await expect(form.get_by_label("Name", exact=True)).to_have_value("Onboarded Ltd")
+    await tenant_field.fill(tenant_id)
     await form.get_by_role("button", name="Create tenant").click()
     platform.tenants.append(tenant_id)  # removed at the end, as the fixture's own
     key = await form.get_by_test_id("secret").inner_text()
     assert key.startswith("gpc_"), key
     await expect(page.get_by_role("row").filter(has_text=tenant_id)).to_be_visible()
+    # A second admin for the customer, added by the operator.
+    await page.get_by_role("button", name=f"Users of {tenant_id}").click()
+    members = page.get_by_role("region", name=f"Users of {tenant_id}")
+    await members.get_by_label("Email").fill(f"second@{tenant_id}.test")
+    await members.get_by_label("Name", exact=True).fill("Second Admin")
+    await members.get_by_label("Role").select_option("tenant-admin")
+    await members.get_by_role("button", name="Add user").click()
+    table = members.get_by_role("table", name=f"Users of {tenant_id}")
+    await expect(table.get_by_role("row").filter(has_text="Second Admin")).to_contain_text(
+        "tenant-admin"
+    )
+    await expect(table.get_by_role("row").filter(has_text="First Admin")).to_be_visible()
 
     # The new admin signs in with the key handed over and finds the new spec.
     admin = await _page(chromium, platform)
@@ -609,3 +720,6 @@ async def test_the_operator_onboards_a_customer_from_the_console(
     await page.get_by_role("link", name="Specs").click()
     await page.get_by_role("row").filter(has_text=spec).get_by_role("button", name="Delete").click()
     await expect(page.get_by_role("row").filter(has_text=spec)).to_have_count(0)
+    # The withdrawal and the deletion each asked first; adding and removing units did not.
+    assert [question.split("?")[0].split(" ")[0] for question in asked] == ["Withdraw", "Delete"]
+    assert asked[-1].startswith(f"Delete spec {spec}?")

@@ -202,6 +202,23 @@ async def _patch_tenant(world: World) -> None:
     )
 
 
+@row("POST", "/v1/tenants/{tenant_id}/users")
+async def _add_tenant_user(world: World) -> None:
+    # Only an operator adds users to a tenant; not even the tenant's own admin this way.
+    body = {"email": f"{unique('x')}@example.test", "name": "Mallory", "role": "tenant-admin"}
+    path = f"/v1/tenants/{world.a.tenant_id}/users"
+    await _everyone_refused(world, "POST", path, lower_too=True, body=body)
+    own = await world.http.post(path, json=body, headers=bearer(world.a.admin_key))
+    refused(own)
+
+
+@row("GET", "/v1/tenants/{tenant_id}/users")
+async def _list_tenant_users(world: World) -> None:
+    path = f"/v1/tenants/{world.a.tenant_id}/users"
+    await _everyone_refused(world, "GET", path, lower_too=True)
+    refused(await world.http.get(path, headers=bearer(world.a.admin_key)))
+
+
 @row("DELETE", "/v1/tenants/{tenant_id}")
 async def _delete_tenant(world: World) -> None:
     await _everyone_refused(world, "DELETE", f"/v1/tenants/{world.a.tenant_id}", lower_too=True)
@@ -1144,6 +1161,19 @@ async def _alerts(world: World) -> None:
         assert alerts == [], alerts
     mine = (await world.http.get("/v1/alerts", params=of_rule, headers=world.lower)).json()
     assert world.a_alert in {alert["alertID"] for alert in mine}
+
+
+@row("GET", "/v1/capacity")
+async def _capacity(world: World) -> None:
+    # For everyone: free GPUs by zone and type, naming no node, tenant or workload.
+    for headers in (*world.outsiders.values(), world.lower):
+        answer = await world.http.get("/v1/capacity", headers=headers)
+        assert answer.status_code == 200, answer.text
+        groups = answer.json()
+        assert groups, "the fleet has GPUs"
+        assert all(set(g) == {"zone", "gpuType", "freeByNode"} for g in groups), groups
+        assert world.a_node not in answer.text
+        assert world.a.tenant_id not in answer.text
 
 
 @row("GET", "/v1/openapi.json")

@@ -291,7 +291,7 @@ async def test_a_price_to_come_may_be_withdrawn_and_one_in_effect_stays(
 ) -> None:
     """A price in effect has billed used time, which every bill is checked against: it
     is replaced, never deleted. One still to come may be withdrawn."""
-    spec = unique("withdrawn")
+    spec = await platform.spec()  # a price names a spec that exists
     later = (datetime.now(UTC) + timedelta(days=30)).isoformat()
     prices = []
     for effective in (None, later):
@@ -311,10 +311,26 @@ async def test_a_price_to_come_may_be_withdrawn_and_one_in_effect_stays(
     assert [p["priceID"] for p in listed if p["specName"] == spec] == prices[:1]
 
 
+async def test_a_price_for_a_spec_that_does_not_exist_is_refused(platform: Platform) -> None:
+    missing = unique("typo")
+    body = {"meter": "gpu_hour", "specName": missing, "amount": "2.50"}
+    refused = await platform.http.post("/v1/prices", json=body, headers=platform.admin)
+    problem = assert_problem(refused, 422)
+    assert problem["errors"] == [
+        {
+            "loc": ["body", "specName"],
+            "msg": f"no spec named {missing!r}",
+            "type": "unknown_reference",
+        }
+    ]
+    listed = (await platform.http.get("/v1/prices", headers=platform.admin)).json()
+    assert missing not in {p["specName"] for p in listed}
+
+
 async def test_price_changes_mid_month_invoices_and_usage_out(
     platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
-    spec, tenant_id = unique("priced"), unique("inv")
+    spec, tenant_id = await platform.spec(), unique("inv")
     march = datetime(2031, 3, 1, tzinfo=UTC)
     for amount, effective in [("2.50", march), ("4.00", march + timedelta(days=14))]:
         set_price = await platform.http.post(
@@ -422,7 +438,7 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
 async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_records(
     platform: Platform, broker: KafkaBroker, kafka: KafkaConnection
 ) -> None:
-    spec, tenant_id = unique("faulty"), unique("credit")
+    spec, tenant_id = await platform.spec(), unique("credit")
     faulty, sound = unique("node-faulty"), unique("node-sound")
     # A price takes effect no earlier than now, so the usage is in a future month.
     may = datetime(2032, 5, 1, tzinfo=UTC)
@@ -528,7 +544,7 @@ async def test_budget_thresholds_fire_once_and_the_hard_stop_stops_instances(
 ) -> None:
     account = await platform.tenant()
     admin = bearer(account.admin_key)
-    spec = unique("metered")
+    spec = await platform.spec()
     # 3,600 a GPU-hour: one currency unit (100 cents) per GPU-second.
     price = await platform.http.post(
         "/v1/prices",
@@ -600,7 +616,7 @@ async def test_the_tenant_spend_cap_asks_for_a_stop_once(
         headers=platform.admin,
     )  # fmt: skip
     assert capped.status_code == 200, capped.text
-    spec = unique("capped")
+    spec = await platform.spec()
     price = await platform.http.post(
         "/v1/prices",
         json={"meter": "gpu_hour", "specName": spec, "amount": "3600"},

@@ -11,7 +11,7 @@ from typing import Any
 import asyncssh
 from playwright.async_api import Browser
 
-from .cli_support import Ran, cli_for, ready_tenant
+from .cli_support import Ran, cli_for, ready_tenant, ssh_through
 from .platform import Platform, bearer
 from .support import eventually, unique, url_host, url_path
 
@@ -125,5 +125,15 @@ async def test_ssh_and_exec_reach_an_ssh_devbox_on_the_local_stack(
         refused = await ssh_with(stranger)
         assert refused.code == 255, refused
         assert "Permission denied (publickey)" in refused.err, refused
+
+        # The printed host block logs in with that key alone, for plain ssh.
+        printed = await cli.ok("instances", "ssh-config", instance["instanceID"], "-i", str(key))
+        assert printed.out.splitlines()[-2:] == [f"  IdentityFile {key}", "  IdentitiesOnly yes"]
+        config = tmp_path / "ssh_config"
+        config.write_text(printed.out + f"\n  UserKnownHostsFile {known_hosts}\n"
+                          "  StrictHostKeyChecking accept-new\n  BatchMode yes\n  LogLevel ERROR\n")  # fmt: skip
+        plain = await ssh_through(config, f"gpc-{instance['instanceID']}", "echo hi", cli.env)
+        assert plain.code == 0, plain
+        assert "(stand-in) not run: echo hi" in plain.out
     finally:
         await cli.run("instances", "stop", instance["instanceID"])

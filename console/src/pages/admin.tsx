@@ -1,7 +1,7 @@
 // Admin: users and their roles, API keys (the secret is shown once), the audit log.
 import { useState } from "preact/hooks";
 import { del, enc, get, items, patch, post, type Principal } from "../api";
-import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when } from "../ui";
+import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
 interface User {
   userID: string;
@@ -47,9 +47,13 @@ export function AdminPage(props: { principal: Principal }) {
   );
 }
 
-function Users(props: { principal: Principal }) {
-  const users = useLoad(() => get<{ items: User[] }>("/users?limit=200").then(items), []);
-  const roles = props.principal.role === "platform-admin" ? ["platform-admin"] : ["tenant-user", "tenant-admin"];
+/** Users and a form to add one: the caller's own tenant's (or the operators'), or with
+ * `tenantID` that tenant's, as an operator sees them (adding only; its admins manage them). */
+export function Users(props: { principal: Principal; tenantID?: string }) {
+  const path = props.tenantID ? `/tenants/${enc(props.tenantID)}/users` : "/users";
+  const users = useLoad(() => get<{ items: User[] }>(`${path}?limit=200`).then(items), [path]);
+  const manage = !props.tenantID;
+  const roles = props.principal.role === "platform-admin" && manage ? ["platform-admin"] : ["tenant-user", "tenant-admin"];
   const [email, setEmail] = useState("");
   const [name, setName] = useState("");
   const [role, setRole] = useState(roles[0]);
@@ -58,7 +62,7 @@ function Users(props: { principal: Principal }) {
   const create = (e: Event) => {
     e.preventDefault();
     void action.run(async () => {
-      await post("/users", { email, name, role, password: password || undefined });
+      await post(path, { email, name, role, password: password || undefined });
       setEmail("");
       setName("");
       setPassword("");
@@ -69,8 +73,8 @@ function Users(props: { principal: Principal }) {
     void action.run(() => patch(`/users/${enc(user.userID)}`, body).then(users.reload));
   return (
     <section class="card" aria-labelledby="users-title">
-      <h2 id="users-title">Users</h2>
-      <form class="inline" onSubmit={create}>
+      <h2 id="users-title">{props.tenantID ? `Users of ${props.tenantID}` : "Users"}</h2>
+      <Form action={action} class="inline" onSubmit={create}>
         <Field label="Email" name="user-email" type="email" value={email} onInput={setEmail} required />
         <Field label="Name" name="user-name" value={name} onInput={setName} required />
         <Field label="Role" name="user-role" value={role} onInput={setRole} options={roles} />
@@ -78,12 +82,12 @@ function Users(props: { principal: Principal }) {
         <button type="submit" disabled={action.busy}>
           Add user
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={users} empty={(rows) => !rows.length} emptyText="No users.">
         {(rows) => (
           <Table
-            caption="Users"
+            caption={props.tenantID ? `Users of ${props.tenantID}` : "Users"}
             rows={rows}
             rowKey={(u) => u.userID}
             columns={[
@@ -95,6 +99,7 @@ function Users(props: { principal: Principal }) {
               {
                 label: "Actions",
                 cell: (u) =>
+                  manage &&
                   u.userID !== props.principal.userID && (
                     <div class="row-actions">
                       {roles.length > 1 && (
@@ -137,12 +142,12 @@ function Keys() {
     <section class="card" aria-labelledby="keys-title">
       <h2 id="keys-title">API keys</h2>
       {secret && <ShownOnce label="The new API key" secret={secret} onDone={() => setSecret(null)} />}
-      <form class="inline" onSubmit={create}>
+      <Form action={action} class="inline" onSubmit={create}>
         <Field label="Key name" name="key-name" value={name} onInput={setName} required />
         <button type="submit" disabled={action.busy}>
           New API key
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={keys} empty={(rows) => !rows.length} emptyText="No API keys.">
         {(rows) => (

@@ -3,7 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
 import { Link } from "../nav";
-import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
+import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 import { ENDED, type Instance, type Job, inQueue, jobGpus, jobReason, openPort, portsOf, Queued } from "./workload";
 
 interface Template {
@@ -234,7 +234,7 @@ function StartInstance(props: { onStarted: () => void }) {
     });
   };
   return (
-    <form class="card form-grid" onSubmit={submit} aria-labelledby="start-title">
+    <Form action={action} class="card form-grid" onSubmit={submit} aria-labelledby="start-title">
       <h2 id="start-title">Start an instance</h2>
       <QuotaNote />
       <ErrorNote error={catalog.error} />
@@ -246,7 +246,7 @@ function StartInstance(props: { onStarted: () => void }) {
         options={["", ...templates.map((t) => t.templateID)]}
         emptyLabel="none: image and port below"
       />
-      <Field label="Spec" name="spec" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
+      <Field label="Spec" name="spec" field="specName" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
       <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
       <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
       {takesKey && (
@@ -272,8 +272,19 @@ function StartInstance(props: { onStarted: () => void }) {
         {action.busy ? "Starting…" : "Start"}
       </button>
       {!specs.length && catalog.data && <p class="muted">No specs yet: the operator adds them.</p>}
-    </form>
+    </Form>
   );
+}
+
+/** `NAME=value` pairs separated by spaces, as a job's env; a pair without `=` goes as
+ * a name with an empty value, for the API to judge. */
+function envVars(text: string): { name: string; value: string }[] | undefined {
+  const pairs = text.split(/\s+/).filter(Boolean);
+  if (!pairs.length) return undefined;
+  return pairs.map((pair) => {
+    const at = pair.indexOf("=");
+    return at < 0 ? { name: pair, value: "" } : { name: pair.slice(0, at), value: pair.slice(at + 1) };
+  });
 }
 
 function Jobs() {
@@ -283,35 +294,43 @@ function Jobs() {
   const [command, setCommand] = useState("");
   const [specName, setSpecName] = useState("");
   const [nodes, setNodes] = useState("");
+  const [jobID, setJobID] = useState("");
+  const [env, setEnv] = useState("");
   const action = useAction();
   const specs = catalog.data?.specs ?? [];
   const submit = (e: Event) => {
     e.preventDefault();
     const body = {
+      jobID: jobID || undefined,
       image,
       specName: specName || specs[0]?.name,
       command: command ? command.split(" ") : undefined,
+      env: envVars(env),
       // A multi-node job: its pods start together, a node each (docs/jobs.md).
       nodes: Number(nodes) > 1 ? Number(nodes) : undefined,
     };
     void action.run(async () => {
       await post("/jobs", body);
+      setJobID("");
       list.reload();
     });
   };
   return (
     <>
-      <form class="card form-grid" onSubmit={submit} aria-labelledby="submit-title">
+      <Form action={action} class="card form-grid" onSubmit={submit} aria-labelledby="submit-title">
         <h2 id="submit-title">Submit a job</h2>
-        <Field label="Spec" name="job-spec" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
+        <QuotaNote />
+        <Field label="Spec" name="job-spec" field="specName" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
         <Field label="Image" name="job-image" value={image} onInput={setImage} required placeholder="pytorch/pytorch" />
         <Field label="Command" name="job-command" value={command} onInput={setCommand} placeholder="python train.py" />
         <Field label="Nodes (multi-node, optional)" name="job-nodes" type="number" value={nodes} onInput={setNodes} placeholder="1" />
+        <Field label="Job id (optional)" name="jobID" value={jobID} onInput={setJobID} placeholder="train-1" />
+        <Field label="Environment (optional)" name="job-env" field="env" value={env} onInput={setEnv} placeholder="EPOCHS=3 LR=0.001" />
         <ErrorNote error={action.error} />
         <button type="submit" disabled={action.busy || !specs.length}>
           Submit
         </button>
-      </form>
+      </Form>
       <h2>Your jobs</h2>
       <Show loaded={list} empty={(rows) => !rows.length} emptyText="No jobs yet.">
         {(rows) => (
@@ -396,8 +415,9 @@ function StartService(props: { onStarted: () => void }) {
     });
   };
   return (
-    <form class="card form-grid" onSubmit={submit} aria-labelledby="service-title">
+    <Form action={action} class="card form-grid" onSubmit={submit} aria-labelledby="service-title">
       <h2 id="service-title">Start an inference service</h2>
+      <QuotaNote />
       <ErrorNote error={catalog.error} />
       <Field
         label="Template"
@@ -408,7 +428,7 @@ function StartService(props: { onStarted: () => void }) {
         emptyLabel="none: image and port below"
       />
       <Field label="Service name (id)" name="serviceID" value={serviceID} onInput={setServiceID} placeholder="llama" />
-      <Field label="Spec" name="service-spec" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
+      <Field label="Spec" name="service-spec" field="specName" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
       <Field label="Image" name="service-image" value={image} onInput={setImage} required placeholder="vllm/vllm-openai:v0.6.3" />
       <Field label="Port" name="service-port" type="number" value={port} onInput={setPort} required />
       <Field label="Readiness path" name="readinessPath" value={readinessPath} onInput={setReadinessPath} required />
@@ -417,7 +437,7 @@ function StartService(props: { onStarted: () => void }) {
       <button type="submit" disabled={action.busy || !specs.length}>
         Start service
       </button>
-    </form>
+    </Form>
   );
 }
 

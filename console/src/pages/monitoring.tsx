@@ -2,7 +2,7 @@
 // temperature, power) that refresh by themselves; alert rules and alerts.
 import { useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
-import { ErrorNote, Field, confirmed, LineChart, Page, Show, StateBadge, Table, useAction, useLoad, when } from "../ui";
+import { ErrorNote, Field, confirmed, LineChart, Page, Show, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
 interface Instance {
   instanceID: string;
@@ -177,19 +177,19 @@ function Rules(props: { operator: boolean }) {
   return (
     <section class="card" aria-labelledby="rules-title">
       <h2 id="rules-title">{props.operator ? "Fleet alert rules" : "Alert rules on your instances"}</h2>
-      <form class="inline" onSubmit={create}>
+      <Form action={action} class="inline" onSubmit={create}>
         <Field label="Name" name="rule-name" value={name} onInput={setName} required />
         <Field label="Metric" name="rule-metric" value={metric} onInput={setMetric} options={METRICS} />
         <Field label="Comparison" name="rule-comparison" value={comparison} onInput={setComparison} options={[">", ">=", "<", "<="]} />
         <Field label="Threshold" name="rule-threshold" type="number" value={threshold} onInput={setThreshold} required />
-        <Field label="For (s)" name="rule-duration" type="number" value={duration} onInput={setDuration} />
+        <Field label="For (s)" name="rule-duration" field="durationS" type="number" value={duration} onInput={setDuration} />
         {!props.operator && (
           <Field label="Then" name="rule-action" value={then} onInput={setThen} options={["notify", "stop_instance"]} />
         )}
         <button type="submit" disabled={action.busy}>
           Add rule
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={rules} empty={(rows) => !rows.length} emptyText="No alert rules.">
         {(rows) => (

@@ -1,8 +1,9 @@
 // The operator's pages: the fleet (quarantine and release), tenants with their quotas and
 // rate limits, prices, revenue and warm stocks.
 import { useState } from "preact/hooks";
-import { api, del, enc, get, items, patch, post } from "../api";
-import { BarChart, ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, money, useAction, useLoad, when } from "../ui";
+import { api, del, enc, get, items, patch, post, type Principal } from "../api";
+import { Users } from "./admin";
+import { BarChart, ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, money, useAction, useLoad, when, Form } from "../ui";
 
 interface FleetGroup {
   zone: string;
@@ -125,9 +126,9 @@ export function FleetPage() {
         )}
       </Show>
       <h2>Nodes</h2>
-      <form class="inline" onSubmit={(e) => e.preventDefault()}>
+      <Form action={action} class="inline" onSubmit={(e) => e.preventDefault()}>
         <Field label="Quarantine reason" name="quarantine-reason" value={reason} onInput={setReason} required />
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={nodes} empty={(rows) => !rows.length} emptyText="No nodes report yet.">
         {(rows) => (
@@ -164,9 +165,10 @@ export function FleetPage() {
   );
 }
 
-export function TenantsPage() {
+export function TenantsPage(props: { principal: Principal }) {
   const tenants = useLoad(() => get<{ items: Tenant[] }>("/tenants?limit=200").then(items), []);
   const [editing, setEditing] = useState<string | null>(null);
+  const [members, setMembers] = useState<string | null>(null);
   return (
     <Page title="Tenants">
       <NewTenant onCreated={tenants.reload} />
@@ -187,9 +189,14 @@ export function TenantsPage() {
               {
                 label: "Actions",
                 cell: (t) => (
-                  <button type="button" onClick={() => setEditing(t.tenantID)}>
-                    Edit limits
-                  </button>
+                  <>
+                    <button type="button" onClick={() => setEditing(t.tenantID)}>
+                      Edit limits
+                    </button>{" "}
+                    <button type="button" onClick={() => setMembers(t.tenantID)} aria-label={`Users of ${t.tenantID}`}>
+                      Users
+                    </button>
+                  </>
                 ),
               },
             ]}
@@ -202,6 +209,7 @@ export function TenantsPage() {
           onDone={() => (setEditing(null), tenants.reload())}
         />
       )}
+      {members && <Users principal={props.principal} tenantID={members} />}
     </Page>
   );
 }
@@ -233,21 +241,21 @@ function NewTenant(props: { onCreated: () => void }) {
     });
   };
   return (
-    <form class="card form-grid" onSubmit={create} aria-labelledby="new-tenant-title">
+    <Form action={action} class="card form-grid" onSubmit={create} aria-labelledby="new-tenant-title">
       <h2 id="new-tenant-title">New tenant</h2>
       <Field label="Tenant id" name="tenantID" value={tenantID} onInput={setTenantID} required placeholder="acme" />
-      <Field label="Name" name="tenantName" value={name} onInput={setName} required placeholder="Acme Research" />
-      <Field label="Max GPUs" name="newMaxGpus" type="number" value={maxGpus} onInput={setMaxGpus} required />
-      <Field label="Max instances" name="newMaxInstances" type="number" value={maxInstances} onInput={setMaxInstances} required />
-      <Field label="Storage (GiB)" name="storageGib" type="number" value={storageGib} onInput={setStorageGib} required />
-      <Field label="Admin's email" name="adminEmail" type="email" value={adminEmail} onInput={setAdminEmail} required />
-      <Field label="Admin's name" name="adminName" value={adminName} onInput={setAdminName} required />
+      <Field label="Name" name="tenantName" field="name" value={name} onInput={setName} required placeholder="Acme Research" />
+      <Field label="Max GPUs" name="newMaxGpus" field="limits.maxGpus" type="number" value={maxGpus} onInput={setMaxGpus} required />
+      <Field label="Max instances" name="newMaxInstances" field="limits.maxInstances" type="number" value={maxInstances} onInput={setMaxInstances} required />
+      <Field label="Storage (GiB)" name="storageGib" field="limits.maxStorageBytes" type="number" value={storageGib} onInput={setStorageGib} required />
+      <Field label="Admin's email" name="adminEmail" field="admin.email" type="email" value={adminEmail} onInput={setAdminEmail} required />
+      <Field label="Admin's name" name="adminName" field="admin.name" value={adminName} onInput={setAdminName} required />
       <ErrorNote error={action.error} />
       <button type="submit" disabled={action.busy}>
         Create tenant
       </button>
       {key && <ShownOnce label={`API key of ${adminEmail}, the tenant's admin`} secret={key} onDone={() => setKey(null)} />}
-    </form>
+    </Form>
   );
 }
 
@@ -275,7 +283,7 @@ function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
     void action.run(() => patch(`/tenants/${enc(t.tenantID)}`, body).then(props.onDone));
   };
   return (
-    <form class="card form-grid" onSubmit={save} aria-labelledby="limits-title">
+    <Form action={action} class="card form-grid" onSubmit={save} aria-labelledby="limits-title">
       <h2 id="limits-title">Limits of {t.tenantID}</h2>
       <Field label="Max GPUs" name="maxGpus" type="number" value={maxGpus} onInput={setMaxGpus} required />
       <Field label="Max instances" name="maxInstances" type="number" value={maxInstances} onInput={setMaxInstances} required />
@@ -287,7 +295,7 @@ function TenantLimits(props: { tenant: Tenant; onDone: () => void }) {
       <button type="submit" disabled={action.busy}>
         Save limits
       </button>
-    </form>
+    </Form>
   );
 }
 
@@ -308,7 +316,7 @@ export function PricesPage() {
   };
   return (
     <Page title="Prices">
-      <form class="inline card" onSubmit={save}>
+      <Form action={action} class="inline card" onSubmit={save}>
         <Field
           label="Spec"
           name="price-spec"
@@ -322,7 +330,7 @@ export function PricesPage() {
         <button type="submit" disabled={action.busy}>
           Set price
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={prices} empty={(rows) => !rows.length} emptyText="No prices set.">
         {(rows) => (
@@ -381,9 +389,9 @@ export function SpecsPage() {
   };
   return (
     <Page title="Specs">
-      <form class="card form-grid" onSubmit={create} aria-labelledby="new-spec-title">
+      <Form action={action} class="card form-grid" onSubmit={create} aria-labelledby="new-spec-title">
         <h2 id="new-spec-title">New spec</h2>
-        <Field label="Spec name" name="specName" value={name} onInput={setName} required placeholder="h100-1" />
+        <Field label="Spec name" name="specName" field="name" value={name} onInput={setName} required placeholder="h100-1" />
         <Field label="GPU type" name="gpuType" value={gpuType || types[0] || ""} onInput={setGpuType} options={types} />
         <Field label="GPUs" name="gpuNum" type="number" value={gpuNum} onInput={setGpuNum} required />
         <Field label="CPU" name="cpu" value={cpu} onInput={setCpu} required />
@@ -392,7 +400,7 @@ export function SpecsPage() {
         <button type="submit" disabled={action.busy || !types.length}>
           Create spec
         </button>
-      </form>
+      </Form>
       <Show loaded={specs} empty={(rows) => !rows.length} emptyText="No specs yet: tenants cannot start anything.">
         {(rows) => (
           <Table
@@ -454,6 +462,7 @@ export function RevenuePage() {
 
 export function StocksPage() {
   const stocks = useLoad(() => get<Stock[]>("/stocks"), [], REFRESH_MS);
+  const specs = useLoad(() => get<Spec[] | { items: Spec[] }>("/specs").then(items), []);
   const [specName, setSpecName] = useState("");
   const [number, setNumber] = useState("1");
   const action = useAction();
@@ -463,16 +472,25 @@ export function StocksPage() {
   };
   return (
     <Page title="Warm stocks">
-      <form class="inline card" onSubmit={(e) => (e.preventDefault(), change(true))}>
-        <Field label="Spec" name="stock-spec" value={specName} onInput={setSpecName} required />
-        <Field label="Units" name="stock-number" type="number" value={number} onInput={setNumber} required />
+      <Form action={action} class="inline card" onSubmit={(e) => (e.preventDefault(), change(true))}>
+        <Field
+          label="Spec"
+          name="stock-spec"
+          field="specName"
+          value={specName}
+          onInput={setSpecName}
+          options={["", ...(specs.data ?? []).map((spec) => spec.name)]}
+          emptyLabel="choose a spec"
+          required
+        />
+        <Field label="Units" name="stock-number" field="number" type="number" value={number} onInput={setNumber} required />
         <button type="submit" disabled={action.busy}>
           Add units
         </button>
         <button type="button" class="danger" disabled={action.busy || !specName} onClick={() => change(false)}>
           Remove units
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={stocks} empty={(rows) => !rows.length} emptyText="No warm stocks.">
         {(rows) => (

@@ -4,21 +4,7 @@
 import { useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
 import { Link } from "../nav";
-import {
-  ErrorNote,
-  Field,
-  confirmed,
-  Page,
-  Progress,
-  Show,
-  ShownOnce,
-  StateBadge,
-  Table,
-  bytes,
-  useAction,
-  useLoad,
-  when,
-} from "../ui";
+import { ErrorNote, Field, confirmed, Page, Progress, Show, ShownOnce, StateBadge, Table, bytes, useAction, useLoad, when, Form } from "../ui";
 
 interface Storage {
   storageID: string;
@@ -79,16 +65,16 @@ export function StoragesPage() {
   };
   return (
     <Page title="Storages">
-      <form class="card form-grid" onSubmit={create} aria-labelledby="create-storage">
+      <Form action={action} class="card form-grid" onSubmit={create} aria-labelledby="create-storage">
         <h2 id="create-storage">Create a storage</h2>
         <Field label="Name (id)" name="storageID" value={storageID} onInput={setStorageID} required placeholder="models" />
         <Field label="Kind" name="kind" value={kind} onInput={setKind} options={["object", "volume"]} />
-        <Field label="Size (GiB)" name="sizeGiB" type="number" value={sizeGiB} onInput={setSizeGiB} required />
+        <Field label="Size (GiB)" name="sizeGiB" field="sizeBytes" type="number" value={sizeGiB} onInput={setSizeGiB} required />
         <ErrorNote error={action.error} />
         <button type="submit" disabled={action.busy}>
           Create
         </button>
-      </form>
+      </Form>
       <h2>Your storages</h2>
       <Show loaded={list} empty={(rows) => !rows.length} emptyText="No storages yet.">
         {(rows) => (
@@ -227,7 +213,7 @@ function Uploader(props: { base: string; prefix: string; onUploaded: () => void 
     });
   };
   return (
-    <form class="card" onSubmit={upload} aria-labelledby="upload-title">
+    <Form action={action} class="card" onSubmit={upload} aria-labelledby="upload-title">
       <h2 id="upload-title">Upload to {props.prefix || "the top"}</h2>
       <label class="field" for="upload-files">
         <span>Files</span>
@@ -239,7 +225,7 @@ function Uploader(props: { base: string; prefix: string; onUploaded: () => void 
       <button type="submit" disabled={action.busy || !files.length}>
         {action.busy ? "Uploading…" : "Upload"}
       </button>
-    </form>
+    </Form>
   );
 }
 
@@ -323,12 +309,12 @@ function Accessors(props: { base: string }) {
       <h2 id="accessors-title">S3 accessors</h2>
       <p class="muted">Credentials for this storage alone, for tools that speak S3.</p>
       {secret && <ShownOnce label="The new accessor's secret" secret={secret} onDone={() => setSecret(null)} />}
-      <form class="inline" onSubmit={create}>
+      <Form action={action} class="inline" onSubmit={create}>
         <Field label="Mode" name="mode" value={mode} onInput={setMode} options={["read-only", "read-write"]} />
         <button type="submit" disabled={action.busy}>
           New accessor
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
       <Show loaded={list} empty={(rows) => !rows.length} emptyText="No accessors.">
         {(rows) => (

@@ -2,7 +2,7 @@
 // 30 days, invoices, and the budget with its thresholds.
 import { useState } from "preact/hooks";
 import { ApiError, enc, get, items, put } from "../api";
-import { BarChart, ErrorNote, Field, Page, Show, Table, cents, money, useAction, useLoad, when } from "../ui";
+import { BarChart, ErrorNote, Field, Page, Show, Table, cents, money, useAction, useLoad, when, Form } from "../ui";
 
 interface UsageRow {
   key: string;
@@ -157,13 +157,13 @@ function BudgetCard() {
           )
         }
       </Show>
-      <form class="inline" onSubmit={save}>
-        <Field label="Monthly budget (USD)" name="budget" type="number" step="0.01" value={dollars} onInput={setDollars} required />
+      <Form action={action} class="inline" onSubmit={save}>
+        <Field label="Monthly budget (USD)" name="budget" field="monthlyBudgetCents" type="number" step="0.01" value={dollars} onInput={setDollars} required />
         <Field label="Notify at (% list)" name="thresholds" value={thresholds} onInput={setThresholds} />
         <button type="submit" disabled={action.busy}>
           Save budget
         </button>
-      </form>
+      </Form>
       <ErrorNote error={action.error} />
     </section>
   );

@@ -268,6 +268,8 @@ _CONSOLE_INPUTS = ("package.json", "package-lock.json", "tsconfig.json", "vite.c
                    "index.html", "src", "public")  # fmt: skip
 
 
+#: Earlier console builds kept beside the current one.
+KEPT_CONSOLE_BUILDS = 3
 #: Bumped when console_build changes what it makes from the same sources.
 _CONSOLE_RECIPE = b"2: gzipped assets"
 
@@ -323,9 +325,14 @@ def console_build(*, say: bool = True) -> Path:
     (staging / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    for stale in target.parent.iterdir():
-        if stale != target:  # builds of earlier sources
-            shutil.rmtree(stale, ignore_errors=True)
+    # Builds of earlier sources: the last few stay, since a gateway still running serves
+    # the one it started with until it restarts.
+    earlier = sorted(
+        (build for build in target.parent.iterdir() if build != target),
+        key=lambda build: build.stat().st_mtime, reverse=True,
+    )  # fmt: skip
+    for stale in earlier[KEPT_CONSOLE_BUILDS:]:
+        shutil.rmtree(stale, ignore_errors=True)
     if say:
         print(f"  built the web console in {time.monotonic() - started:.0f}s", flush=True)
     return target

@@ -183,6 +183,41 @@ async def delete_tenant(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
+@router.post(
+    "/tenants/{tenant_id}/users",
+    tags=["tenants"],
+    status_code=status.HTTP_201_CREATED,
+    summary="Add a user to a tenant: a tenant admin or user (platform admin)",
+)
+async def add_tenant_user(
+    tenant_id: TenantIdPath,
+    body: UserCreate,
+    request: Request,
+    tenants: TenantsPart,
+    users: UsersPart,
+    principal: Annotated[Principal, require(PLATFORM_ADMIN, "admin:write")],
+) -> User:
+    path = f"/v1/tenants/{tenant_id}/users"
+    request.state.audit = AuditedCall(principal, tenant_id, f"POST {path}", path)
+    await tenants.get(tenant_id)  # a 404 for a tenant that does not exist
+    return await users.add_to_tenant(tenant_id, body)
+
+
+@router.get(
+    "/tenants/{tenant_id}/users", tags=["tenants"], summary="A tenant's users (platform admin)"
+)
+async def list_tenant_users(
+    tenant_id: TenantIdPath,
+    tenants: TenantsPart,
+    users: UsersPart,
+    _: Annotated[Principal, require(PLATFORM_ADMIN, "admin:read")],
+    after: After = None,
+    limit: Limit = 100,
+) -> list[User]:
+    await tenants.get(tenant_id)
+    return await users.of_tenant(tenant_id, after=after, limit=limit)
+
+
 # --- the caller's own tenant ----------------------------------------------------------
 
 

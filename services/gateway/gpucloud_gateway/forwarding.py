@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 from opentelemetry.propagate import inject
 from yarl import URL
 
-from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner
 
-from .routes import ForwardedRoute, ServiceName
+from .routes import ForwardedRoute, Reference, ServiceName
 from .schemas import Principal
 from .settings import GatewaySettings
 from .upstream import Headers, Upstream, UpstreamUnreachable, forwardable
@@ -81,6 +83,8 @@ class Forwarder:
         self, request: Request, principal: Principal, route: ForwardedRoute
     ) -> Response:
         body = await self._read_body(request)
+        for reference in route.references:
+            await self._check_reference(principal, reference, body)
         # The path as it came, still encoded: the service decodes it once, as the
         # gateway did to match the route, so `%252F` can never become a `/` there.
         path = request.scope["raw_path"].decode("latin-1").removeprefix("/v1")
@@ -102,6 +106,37 @@ class Forwarder:
                 service=route.service,
             ) from error
         return relay(response.status, response.headers, response.body)
+
+    async def _check_reference(
+        self, principal: Principal, reference: Reference, body: bytes
+    ) -> None:
+        """A 422 naming the field when the resource it names does not exist; anything
+        else (no such field, a body that is not JSON) is left to the service to judge."""
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            return
+        value = parsed.get(reference.field) if isinstance(parsed, dict) else None
+        if not isinstance(value, str) or not value:
+            return
+        path = reference.path.format(quote(value, safe=""))
+        headers = identity_headers(
+            self.signer, principal, service=reference.service, method="GET", path=path
+        )
+        url = exact_url(f"{self.base_urls[reference.service]}{path}", "")
+        try:
+            found = await self.upstream.call("GET", url, headers=headers, body=b"")
+        except UpstreamUnreachable as error:
+            raise DependencyUnavailable(
+                f"the {reference.service} service did not answer; try again shortly",
+                retry_after_s=2, service=reference.service,
+            ) from error  # fmt: skip
+        if found.status == 404:
+            message = f"no {reference.noun} named {value!r}"
+            raise ValidationFailed(
+                message, errors=[{"loc": ["body", reference.field], "msg": message,
+                                  "type": "unknown_reference"}],
+            )  # fmt: skip
 
     async def _stream(self, method: str, url: URL, headers: Headers) -> Response:
         """The answer passed on as it comes (a followed log), not read whole first."""

@@ -30,6 +30,21 @@ CREDENTIAL = "/v1/registry-credentials/{credential_id}"
 
 
 @dataclass(frozen=True)
+class Reference:
+    """A body field naming another service's resource, checked before forwarding: a
+    price for a spec that does not exist is refused rather than stored."""
+
+    field: str
+    service: ServiceName
+    #: The resource's path at that service, `{}` standing for the field's value.
+    path: str
+    noun: str
+
+
+SPEC_OF_PRICE = Reference("specName", "instances", "/specs/{}", "spec")
+
+
+@dataclass(frozen=True)
 class ForwardedRoute:
     method: str
     #: Public path template, e.g. /v1/gpu-instances/{instance_id}.
@@ -39,6 +54,7 @@ class ForwardedRoute:
     scope: Scope
     #: The answer is passed on as it comes (a followed log) instead of read whole.
     streams: bool = False
+    references: tuple[Reference, ...] = ()
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -171,6 +187,7 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
         "monitoring:read",
     ),
     ForwardedRoute("GET", "/v1/metrics/tenant", "monitoring", EVERYONE, "monitoring:read"),
+    ForwardedRoute("GET", "/v1/capacity", "monitoring", EVERYONE, "monitoring:read"),
     ForwardedRoute("GET", "/v1/nodes", "monitoring", PLATFORM_ADMIN, "monitoring:read"),
     ForwardedRoute(
         "GET", "/v1/nodes/{node}/metrics", "monitoring", PLATFORM_ADMIN, "monitoring:read"
@@ -192,7 +209,14 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ),
     ForwardedRoute("GET", "/v1/alerts", "monitoring", EVERYONE, "monitoring:read"),
     ForwardedRoute("GET", "/v1/prices", "metering", EVERYONE, "billing:read"),
-    ForwardedRoute("POST", "/v1/prices", "metering", PLATFORM_ADMIN, "billing:write"),
+    ForwardedRoute(
+        "POST",
+        "/v1/prices",
+        "metering",
+        PLATFORM_ADMIN,
+        "billing:write",
+        references=(SPEC_OF_PRICE,),
+    ),
     ForwardedRoute("DELETE", "/v1/prices/{price_id}", "metering", PLATFORM_ADMIN, "billing:write"),
     ForwardedRoute("GET", "/v1/usage", "metering", ADMINS, "billing:read"),
     # A member's own spend: what they started.

@@ -70,6 +70,19 @@ class Users:
         check_assignable(principal, body.role)
         return await self.insert(body, tenant_id=principal.tenant_id)
 
+    async def add_to_tenant(self, tenant_id: str, body: UserCreate) -> User:
+        """A platform admin adds a member to a tenant: its admin or a user, never an operator."""
+        if body.role == "platform-admin":
+            raise ValidationFailed("a tenant's users are tenant-admin or tenant-user")
+        return await self.insert(body, tenant_id=tenant_id)
+
+    async def of_tenant(
+        self, tenant_id: str | None, *, after: str | None, limit: int
+    ) -> list[User]:
+        """A tenant's users; None: the platform admins."""
+        docs = await self._users.page(tenant_id, after=after, limit=limit)
+        return [user_view(doc) for doc in docs]
+
     async def _user(self, principal: Principal, user_id: str) -> UserDoc:
         doc = await self._users.get(user_id)
         if doc is None or doc["status"] == "deleted" or doc.get("tenant_id") != principal.tenant_id:
@@ -80,8 +93,7 @@ class Users:
         return user_view(await self._user(principal, user_id))
 
     async def list(self, principal: Principal, *, after: str | None, limit: int) -> list[User]:
-        docs = await self._users.page(principal.tenant_id, after=after, limit=limit)
-        return [user_view(doc) for doc in docs]
+        return await self.of_tenant(principal.tenant_id, after=after, limit=limit)
 
     async def update(self, principal: Principal, user_id: str, body: UserUpdate) -> User:
         doc = await self._user(principal, user_id)

@@ -20,6 +20,7 @@ from .schemas import (
     AlertRule,
     AlertRuleCreate,
     AlertRuleUpdate,
+    Capacity,
     FleetSummary,
     GpuView,
     MetricSeries,
@@ -129,6 +130,13 @@ async def tenant_metrics(
     tenant_id: TenantParam = None,
 ) -> MetricSeries:
     return await metrics.tenant_metrics(identity, *_range(start, end), resolution, tenant_id)
+
+
+@router.get(
+    "/capacity", tags=["fleet"], summary="Free GPUs by zone and type, node by node (everyone)"
+)
+async def capacity(_: CurrentIdentity, fleet: FleetPart) -> list[Capacity]:
+    return await fleet.capacity()
 
 
 @router.get("/nodes", tags=["fleet"], summary="Nodes: health, tiers, use (platform admin)")

@@ -18,7 +18,7 @@ from gpucloud_libs.topics import TELEMETRY
 
 from .documents import HealthDoc, InventoryDoc, NodeStatusDoc
 from .fleet_requests import FleetRequestSeal
-from .schemas import FleetGroup, FleetSummary, NodeView
+from .schemas import Capacity, FleetGroup, FleetSummary, NodeView
 from .store import MonitoringStore
 
 
@@ -125,6 +125,19 @@ class Fleet:
             raise NotFound(f"node {request.node!r} not found")
         await publish_event(self._broker, TELEMETRY, self._seal.seal(request), source=self._source)
         return found[0]
+
+    async def capacity(self) -> list[Capacity]:
+        """Free whole GPUs by zone and type, node by node: for everyone, so it names no
+        node and no tenant. As of the nodes' last reports (a few seconds old)."""
+        nodes, _ = await self._node_views()
+        free: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for node in nodes:
+            if node.health == "healthy" and node.gpus and node.gpu_type:
+                free[(node.zone or "unknown", node.gpu_type)].append(node.gpus - node.gpus_in_use)
+        return [
+            Capacity(zone=zone, gpu_type=gpu_type, free_by_node=sorted(counts, reverse=True))
+            for (zone, gpu_type), counts in sorted(free.items())
+        ]
 
     async def fleet(self, identity: Identity) -> FleetSummary:
         identity.require_role("platform-admin")

@@ -165,6 +165,16 @@ class FleetGroup(ApiModel):
     quarantined_nodes: int
 
 
+class Capacity(ApiModel):
+    """Free whole GPUs of one type in one zone, for anyone choosing where to start."""
+
+    zone: str
+    gpu_type: str
+    #: Free GPUs on each healthy node, most first, without the nodes' names: a spec of
+    #: N GPUs fits `sum(free // N)` times.
+    free_by_node: list[int]
+
+
 class FleetSummary(ApiModel):
     nodes: int
     gpus: int

@@ -77,6 +77,28 @@ def test_an_offer_is_the_price_in_force_times_the_gpus() -> None:
         {"specName": "h100x1", "meter": "gpu_hour", "amount": 2.75, "effectiveFrom": past},
         {"specName": "l4x1", "meter": "gb_month", "amount": "0.02", "effectiveFrom": past},
     ]
-    rows = {row["specName"]: row["pricePerHour"] for row in offers(specs, prices)}
+    rows = {row["specName"]: row["pricePerHour"] for row in offers(specs, prices, [])}
     assert rows == {"h100x1": "$2.75/h", "h100x8": "$20.00/h", "l4x1": "no price set"}
-    assert [row["specName"] for row in offers(specs, prices)] == ["h100x1", "h100x8", "l4x1"]
+    assert [row["specName"] for row in offers(specs, prices, [])] == ["h100x1", "h100x8", "l4x1"]
+
+
+def test_an_offer_counts_the_starts_that_fit_now_node_by_node_in_each_zone() -> None:
+    specs: list[dict[str, Any]] = [
+        {"name": "h100x8", "gpuType": "H100", "gpuNum": 8, "cpu": "96", "memory": "1Ti"},
+        {"name": "h100x2", "gpuType": "H100", "gpuNum": 2, "cpu": "24", "memory": "256Gi"},
+        {"name": "mig", "gpuType": "H100", "gpuNum": 1, "cpu": "4", "memory": "16Gi",
+         "gpuWeight": "1/7"},
+        {"name": "l4x1", "gpuType": "L4", "gpuNum": 1, "cpu": "4", "memory": "16Gi"},
+    ]  # fmt: skip
+    capacity = [
+        {"zone": "zone-a", "gpuType": "H100", "freeByNode": [8, 3, 1]},
+        {"zone": "zone-b", "gpuType": "H100", "freeByNode": [5]},
+    ]
+    free = {row["specName"]: row["freeNow"] for row in offers(specs, [], capacity)}
+    # Eight free GPUs spread over nodes are not one 8-GPU start: packing is per node.
+    assert free == {
+        "h100x8": {"zone-a": 1, "zone-b": 0},
+        "h100x2": {"zone-a": 5, "zone-b": 2},
+        "mig": None,
+        "l4x1": {},
+    }
