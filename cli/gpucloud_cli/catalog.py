@@ -55,13 +55,15 @@ def offers(
 
 
 def _fits(spec: dict[str, Any], capacity: list[dict[str, Any]]) -> dict[str, int] | None:
-    """How many of the spec would fit now, by zone: whole GPUs on one node each."""
+    """How many of the spec would fit now, in each zone it may run in: whole GPUs on
+    one node each."""
     if spec.get("gpuWeight", "1") != "1":
         return None
+    zones = spec.get("zones") or None  # none listed: any zone
     return {
         group["zone"]: sum(free // spec["gpuNum"] for free in group["freeByNode"])
         for group in capacity
-        if group["gpuType"] == spec["gpuType"]
+        if group["gpuType"] == spec["gpuType"] and (zones is None or group["zone"] in zones)
     }
 
 

@@ -204,7 +204,8 @@ def ssh_config(
         f"  ProxyCommand {proxy.replace('%', '%%')}",
     ]
     if identity:
-        lines += [f"  IdentityFile {identity.replace('%', '%%')}", "  IdentitiesOnly yes"]
+        # Quoted, for a path with spaces; ssh expands %-tokens here too.
+        lines += [f'  IdentityFile "{identity.replace("%", "%%")}"', "  IdentitiesOnly yes"]
     click.echo("\n".join(lines))
 
 

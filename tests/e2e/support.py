@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
@@ -84,6 +85,35 @@ async def aggregate_events(
         return found
     finally:
         await consumer.stop()
+
+
+async def consumed(
+    kafka: KafkaConnection, group: str, topic: str, *, timeout: float = 30.0
+) -> None:
+    """Wait until consumer `group` has processed everything on `topic` so far: its
+    committed offsets reach the partitions' ends as they are now (a service commits
+    only what it processed). The positive barrier before a check that nothing changed."""
+    probe = AIOKafkaConsumer(**kafka.client_options(), group_id=None, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(**kafka.client_options())
+    await probe.start()
+    await admin.start()
+    try:
+        [described] = await admin.describe_topics([topic])
+        partitions = [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
+        ends = await probe.end_offsets(partitions)
+
+        async def caught_up() -> bool:
+            committed = await admin.list_consumer_group_offsets(group, partitions=partitions)
+            return all(
+                (meta := committed.get(tp)) is not None and meta.offset >= end
+                for tp, end in ends.items()
+                if end > 0
+            )
+
+        await eventually(caught_up, timeout=timeout, interval=0.2)
+    finally:
+        await admin.close()
+        await probe.stop()
 
 
 @contextlib.asynccontextmanager

@@ -33,9 +33,9 @@ from gpucloud_libs.topics import (
     STORAGE_USAGE,
     USAGE,
 )
-from gpucloud_metering import ledger, store
+from gpucloud_metering import ledger, mirror, store
 from gpucloud_metering.documents import TransitionDoc
-from gpucloud_metering.mirror import OVERLAP_MINUTES, recorded_minute
+from gpucloud_metering.mirror import recorded_minute
 from gpucloud_stack import layout
 
 from .platform import Platform, assert_problem, bearer
@@ -186,33 +186,38 @@ async def test_an_instances_transitions_are_read_alone_and_only_in_its_tenant(
 
 
 async def test_a_replica_reads_the_facts_another_records_after_its_first_read(
-    mongo: AsyncMongoClient[dict[str, Any]],
+    mongo: AsyncMongoClient[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Reports read whole tenants from a replica's mirror (mirror.py): what another
-    replica records later is in the next read, even stamped by a clock behind ours."""
+    replica records later is in the next read, even stamped by a clock behind ours,
+    far behind, or not stamped at all (a replica of an older version)."""
+    monkeypatch.setattr(mirror, "COUNT_CHECK_S", 0.0)  # the count is compared every read
     db = mongo[unique("mirror")]
     reader, writer = store.FactStore(db), store.FactStore(db)
     ours, theirs = unique("ours"), unique("theirs")
 
-    def fact(tenant: str, sequence: int, minutes_behind: int) -> TransitionDoc:
-        minute = recorded_minute(datetime.now(UTC))
-        return TransitionDoc(
+    def fact(tenant: str, sequence: int, minutes_behind: int | None) -> TransitionDoc:
+        doc = TransitionDoc(
             _id=f"{tenant}/i#{sequence}", event_id=f"e-{tenant}-{sequence}", tenant_id=tenant,
             instance_id="i", sequence=sequence, state="pending", at_us=sequence,
             spec_name="h100-1", gpu_type="H100", gpu_count=1, zone=None, user_id=None,
-            recorded_minute=minute - minutes_behind,
         )  # fmt: skip
+        if minutes_behind is not None:
+            doc["recorded_minute"] = recorded_minute(datetime.now(UTC)) - minutes_behind
+        return doc
+
+    def ids(docs: list[TransitionDoc]) -> list[str]:
+        return sorted(doc["_id"] for doc in docs)
 
     await writer.record_transitions([fact(ours, 1, 0), fact(theirs, 1, 0)])
-    assert [doc["_id"] for doc in await reader.transitions(ours)] == [f"{ours}/i#1"]
-    # Recorded after the first read: one by a replica whose clock is behind ours.
-    await writer.record_transitions([fact(ours, 2, 0), fact(ours, 3, OVERLAP_MINUTES)])
-    assert sorted(doc["_id"] for doc in await reader.transitions(ours)) == [
-        f"{ours}/i#1",
-        f"{ours}/i#2",
-        f"{ours}/i#3",
-    ]
-    assert len(await reader.transitions(None)) == 4
+    assert ids(await reader.transitions(ours)) == [f"{ours}/i#1"]
+    # Recorded after the first read: one by a replica whose clock is a little behind.
+    await writer.record_transitions([fact(ours, 2, 0), fact(ours, 3, mirror.OVERLAP_MINUTES)])
+    assert ids(await reader.transitions(ours)) == [f"{ours}/i#{n}" for n in (1, 2, 3)]
+    # Far behind, and not stamped at all: the minutes miss them, the count does not.
+    await writer.record_transitions([fact(ours, 4, 30), fact(ours, 5, None)])
+    assert ids(await reader.transitions(ours)) == [f"{ours}/i#{n}" for n in (1, 2, 3, 4, 5)]
+    assert len(await reader.transitions(None)) == 6
 
 
 # --- exactness over the real pipeline -----------------------------------------------------
@@ -313,16 +318,15 @@ async def test_a_price_to_come_may_be_withdrawn_and_one_in_effect_stays(
 
 async def test_a_price_for_a_spec_that_does_not_exist_is_refused(platform: Platform) -> None:
     missing = unique("typo")
-    body = {"meter": "gpu_hour", "specName": missing, "amount": "2.50"}
-    refused = await platform.http.post("/v1/prices", json=body, headers=platform.admin)
-    problem = assert_problem(refused, 422)
-    assert problem["errors"] == [
-        {
-            "loc": ["body", "specName"],
-            "msg": f"no spec named {missing!r}",
-            "type": "unknown_reference",
-        }
-    ]
+    # By the API's name for the field, and by the service's own, which it also takes.
+    for field in ("specName", "spec_name"):
+        body = {"meter": "gpu_hour", field: missing, "amount": "2.50"}
+        refused = await platform.http.post("/v1/prices", json=body, headers=platform.admin)
+        problem = assert_problem(refused, 422)
+        assert problem["errors"] == [
+            {"loc": ["body", field], "msg": f"no spec named {missing!r}",
+             "type": "unknown_reference"}
+        ]  # fmt: skip
     listed = (await platform.http.get("/v1/prices", headers=platform.admin)).json()
     assert missing not in {p["specName"] for p in listed}
 

@@ -128,7 +128,7 @@ async def test_ssh_and_exec_reach_an_ssh_devbox_on_the_local_stack(
 
         # The printed host block logs in with that key alone, for plain ssh.
         printed = await cli.ok("instances", "ssh-config", instance["instanceID"], "-i", str(key))
-        assert printed.out.splitlines()[-2:] == [f"  IdentityFile {key}", "  IdentitiesOnly yes"]
+        assert printed.out.splitlines()[-2:] == [f'  IdentityFile "{key}"', "  IdentitiesOnly yes"]
         config = tmp_path / "ssh_config"
         config.write_text(printed.out + f"\n  UserKnownHostsFile {known_hosts}\n"
                           "  StrictHostKeyChecking accept-new\n  BatchMode yes\n  LogLevel ERROR\n")  # fmt: skip

@@ -33,7 +33,7 @@ from gpucloud_libs.topics import INSTANCE_LIFECYCLE, STORAGE_USAGE
 
 from .conftest import stack_service_env
 from .platform import MIB, Platform, assert_problem, bearer
-from .support import eventually, read_topic, unique
+from .support import consumed, eventually, read_topic, unique
 
 
 def s3_as(accessor: dict[str, Any]) -> Minio:
@@ -829,8 +829,8 @@ async def test_an_instance_started_again_keeps_its_new_credentials_when_the_old_
                             event_id=f"{account.tenant_id}/{instance_id}#{end}")  # fmt: skip
     finally:
         await broker.stop()
-    await asyncio.sleep(5)  # the storage service reads the topic within a second
-    assert await secret() == values
+    await consumed(kafka, "gpucloud-storage", INSTANCE_LIFECYCLE.name)  # it was processed...
+    assert await secret() == values  # ...and changed nothing
     credentials = {"accessorID": values["AWS_ACCESS_KEY_ID"],
                    "secretAccessKey": values["AWS_SECRET_ACCESS_KEY"],
                    "endpoint": values["AWS_ENDPOINT_URL"], "region": values["AWS_REGION"]}  # fmt: skip

@@ -320,13 +320,14 @@ export function PricesPage() {
         <Field
           label="Spec"
           name="price-spec"
+          field="specName"
           value={specName}
           onInput={setSpecName}
           options={["", ...(specs.data ?? []).map((spec) => spec.name)]}
           emptyLabel="none: storage, per GB-month"
         />
         <Field label="Amount (USD)" name="price-amount" type="number" step="0.01" value={amount} onInput={setAmount} required />
-        <Field label="From (your time; empty: now)" name="price-from" type="datetime-local" value={from} onInput={setFrom} />
+        <Field label="From (your time; empty: now)" name="price-from" field="effectiveFrom" type="datetime-local" value={from} onInput={setFrom} />
         <button type="submit" disabled={action.busy}>
           Set price
         </button>

@@ -20,6 +20,8 @@ from .schemas import Principal
 from .settings import GatewaySettings
 from .upstream import Headers, Upstream, UpstreamUnreachable, forwardable
 
+#: Longer than any name a service gives a resource: left to the service's own 422.
+MAX_REFERENCE_LENGTH = 253
 #: Credentials meant for the gateway never travel further; nor does a caller's own
 #: attempt at an identity header.
 GATEWAY_ONLY_HEADERS = frozenset({"authorization", "cookie", IDENTITY_HEADER.lower()})
@@ -110,33 +112,45 @@ class Forwarder:
     async def _check_reference(
         self, principal: Principal, reference: Reference, body: bytes
     ) -> None:
-        """A 422 naming the field when the resource it names does not exist; anything
-        else (no such field, a body that is not JSON) is left to the service to judge."""
+        """A 422 naming the field when the resource it names does not exist; a 503 when
+        the owner cannot say. A body that is not JSON, or names nothing, is left to the
+        service to judge."""
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
             return
-        value = parsed.get(reference.field) if isinstance(parsed, dict) else None
-        if not isinstance(value, str) or not value:
+        if not isinstance(parsed, dict):
             return
+        for field in reference.fields:
+            value = parsed.get(field)
+            if isinstance(value, str) and 0 < len(value) <= MAX_REFERENCE_LENGTH:
+                await self._must_exist(principal, reference, field, value)
+
+    async def _must_exist(
+        self, principal: Principal, reference: Reference, field: str, value: str
+    ) -> None:
         path = reference.path.format(quote(value, safe=""))
         headers = identity_headers(
             self.signer, principal, service=reference.service, method="GET", path=path
         )
         url = exact_url(f"{self.base_urls[reference.service]}{path}", "")
+        unavailable = DependencyUnavailable(
+            f"the {reference.service} service could not say whether {reference.noun} "
+            f"{value!r} exists; try again shortly",
+            retry_after_s=2, service=reference.service,
+        )  # fmt: skip
         try:
             found = await self.upstream.call("GET", url, headers=headers, body=b"")
         except UpstreamUnreachable as error:
-            raise DependencyUnavailable(
-                f"the {reference.service} service did not answer; try again shortly",
-                retry_after_s=2, service=reference.service,
-            ) from error  # fmt: skip
+            raise unavailable from error
         if found.status == 404:
             message = f"no {reference.noun} named {value!r}"
             raise ValidationFailed(
-                message, errors=[{"loc": ["body", reference.field], "msg": message,
+                message, errors=[{"loc": ["body", field], "msg": message,
                                   "type": "unknown_reference"}],
             )  # fmt: skip
+        if not 200 <= found.status < 300:
+            raise unavailable
 
     async def _stream(self, method: str, url: URL, headers: Headers) -> Response:
         """The answer passed on as it comes (a followed log), not read whole first."""

@@ -34,14 +34,15 @@ class Reference:
     """A body field naming another service's resource, checked before forwarding: a
     price for a spec that does not exist is refused rather than stored."""
 
-    field: str
+    #: The field's names as the service accepts them (its alias and its own name).
+    fields: tuple[str, ...]
     service: ServiceName
     #: The resource's path at that service, `{}` standing for the field's value.
     path: str
     noun: str
 
 
-SPEC_OF_PRICE = Reference("specName", "instances", "/specs/{}", "spec")
+SPEC_OF_PRICE = Reference(("specName", "spec_name"), "instances", "/specs/{}", "spec")
 
 
 @dataclass(frozen=True)

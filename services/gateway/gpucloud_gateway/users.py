@@ -73,7 +73,10 @@ class Users:
     async def add_to_tenant(self, tenant_id: str, body: UserCreate) -> User:
         """A platform admin adds a member to a tenant: its admin or a user, never an operator."""
         if body.role == "platform-admin":
-            raise ValidationFailed("a tenant's users are tenant-admin or tenant-user")
+            message = "a tenant's users are tenant-admin or tenant-user"
+            raise ValidationFailed(
+                message, errors=[{"loc": ["body", "role"], "msg": message, "type": "value_error"}]
+            )
         return await self.insert(body, tenant_id=tenant_id)
 
     async def of_tenant(

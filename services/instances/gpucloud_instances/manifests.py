@@ -274,9 +274,14 @@ class WorkloadPod:
             ]
         return container
 
+    def owner(self, kind_label: str, workload_id: str) -> dict[str, str]:
+        """The labels naming whose pod it is: its tenant, and its workload under the
+        kind's own label (`INSTANCE`, `JOB`, `SERVICE`); a service's selector too."""
+        return {TENANT: self.tenant_id, kind_label: workload_id}
+
     def labels(self, owner: dict[str, str]) -> dict[str, str]:
-        """A pod's labels: managed, its owner's (`TENANT` and the kind's own), its spec
-        and, for shared GPUs, their kind."""
+        """A pod's labels: managed, its owner's (`owner`), its spec and, for shared GPUs,
+        their kind."""
         return {
             MANAGED: "true",
             **owner,

@@ -133,7 +133,10 @@ class Fleet:
         free: dict[tuple[str, str], list[int]] = defaultdict(list)
         for node in nodes:
             if node.health == "healthy" and node.gpus and node.gpu_type:
-                free[(node.zone or "unknown", node.gpu_type)].append(node.gpus - node.gpus_in_use)
+                # A status may report more GPUs in use than the inventory lists.
+                free[(node.zone or "unknown", node.gpu_type)].append(
+                    max(0, node.gpus - node.gpus_in_use)
+                )
         return [
             Capacity(zone=zone, gpu_type=gpu_type, free_by_node=sorted(counts, reverse=True))
             for (zone, gpu_type), counts in sorted(free.items())

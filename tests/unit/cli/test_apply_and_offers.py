@@ -89,6 +89,8 @@ def test_an_offer_counts_the_starts_that_fit_now_node_by_node_in_each_zone() -> 
         {"name": "mig", "gpuType": "H100", "gpuNum": 1, "cpu": "4", "memory": "16Gi",
          "gpuWeight": "1/7"},
         {"name": "l4x1", "gpuType": "L4", "gpuNum": 1, "cpu": "4", "memory": "16Gi"},
+        {"name": "h100-a", "gpuType": "H100", "gpuNum": 1, "cpu": "4", "memory": "16Gi",
+         "zones": ["zone-a"]},
     ]  # fmt: skip
     capacity = [
         {"zone": "zone-a", "gpuType": "H100", "freeByNode": [8, 3, 1]},
@@ -101,4 +103,5 @@ def test_an_offer_counts_the_starts_that_fit_now_node_by_node_in_each_zone() -> 
         "h100x2": {"zone-a": 5, "zone-b": 2},
         "mig": None,
         "l4x1": {},
+        "h100-a": {"zone-a": 12},  # only where the spec may run
     }

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from gpucloud_instances.admission import allowed_zones, spec_fields
 from gpucloud_instances.documents import SpecDoc
 
-SPEC: SpecDoc = {
-    "_id": "h100x2", "name": "h100x2", "cpu": "16", "memory": "128Gi",
-    "gpu_type": "NVIDIA-H100", "gpu_num": 2, "zones": ["zone-a", "zone-b"],
-    "created_at": datetime(2026, 11, 1, tzinfo=UTC),
-}  # fmt: skip
+from .fixtures import a_spec
+
+SPEC = a_spec(
+    name="h100x2",
+    cpu="16",
+    memory="128Gi",
+    gpu_type="NVIDIA-H100",
+    gpu_num=2,
+    zones=["zone-a", "zone-b"],
+)
 
 
 def test_a_workload_copies_its_specs_shape_and_the_zones_it_may_run_in() -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gpucloud_instances import manifests
 from gpucloud_instances.schemas import STORED, EnvVar, InstanceTemplate
+
+from .fixtures import a_pod
 
 
 @pytest.mark.parametrize(
@@ -30,9 +31,6 @@ def test_a_stored_device_selector_never_reaches_a_pod() -> None:
     stored = {"envs": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                        {"name": "MODE", "value": "dev"}]}  # fmt: skip
     template = InstanceTemplate.model_validate(stored, context=STORED)
-    pod = manifests.WorkloadPod(  # the one writer of a pod's env
-        namespace_name="ns", tenant_id="t", spec_name="s", image="busybox", template=template,
-        cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=[],
-    )  # fmt: skip
+    pod = a_pod(template=template)  # the one writer of a pod's env
     container = pod.container()
     assert container["env"] == [{"name": "MODE", "value": "dev"}]

@@ -6,16 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gpucloud_instances.documents import SpecDoc, TenantDoc
-from gpucloud_instances.instances.admission import NewInstance, instance_document, request_hash
+from gpucloud_instances.documents import TenantDoc
+from gpucloud_instances.instances.admission import NewInstance, instance_document
 from gpucloud_instances.instances.schemas import InstanceCreate
+from gpucloud_instances.jobs.schemas import JobCreate
+from gpucloud_instances.workloads.replays import request_hash
 from gpucloud_libs.identity import Identity
 
+from .fixtures import a_spec
+
 AT = datetime(2026, 11, 27, 4, 50, 0, 250000, tzinfo=UTC)
-SPEC: SpecDoc = {
-    "_id": "l40s", "name": "l40s", "cpu": "8", "memory": "64Gi", "gpu_type": "NVIDIA-L40S",
-    "gpu_num": 1, "zones": [], "created_at": AT,
-}  # fmt: skip
+SPEC = a_spec(name="l40s", gpu_type="NVIDIA-L40S", created_at=AT)
 TENANT: dict[str, Any] = {"_id": "acme", "namespace": "gpc-acme", "quota": {}}
 
 
@@ -25,7 +26,7 @@ def admitted(body: InstanceCreate) -> NewInstance:
                                           expires_at=0),
         tenant=TenantDoc(**TENANT),  # type: ignore[typeddict-item]
         spec=SPEC, body=body, instance_id="i-1", idempotency_key="k-1",
-        request_hash=request_hash(body), zones=[], storages=[],
+        request_hash=request_hash(body, id_field="instance_id"), zones=[], storages=[],
     )  # fmt: skip
 
 
@@ -47,13 +48,19 @@ def test_a_queued_start_is_stored_queued_and_holds_nothing_yet() -> None:
     assert (doc["state"], doc["priority"], doc["node"]) == ("queued", 5, None)
 
 
-def test_a_replay_matches_on_the_request_not_on_the_instance_id() -> None:
-    """Retrying with the same instanceID is the same request; changing anything else
-    is another one, which the API refuses with a conflict."""
-    one = {"image": "jupyter/base-notebook", "specName": "l40s"}
-    assert request_hash(InstanceCreate.model_validate({**one, "instanceID": "a"})) == request_hash(
-        InstanceCreate.model_validate({**one, "instanceID": "b"})
-    )
-    assert request_hash(InstanceCreate.model_validate(one)) != request_hash(
-        InstanceCreate.model_validate({**one, "zone": "zone-a"})
-    )
+def test_a_replay_matches_on_the_request_not_on_the_workload_id() -> None:
+    """Retrying with the same instanceID (or jobID) is the same request; changing
+    anything else is another one, which the API refuses with a conflict."""
+
+    def instance(**fields: str) -> str:
+        body = {"image": "jupyter/base-notebook", "specName": "l40s", **fields}
+        return request_hash(InstanceCreate.model_validate(body), id_field="instance_id")
+
+    def job(**fields: str) -> str:
+        body = {"image": "pytorch/pytorch", "specName": "l40s", **fields}
+        return request_hash(JobCreate.model_validate(body), id_field="job_id")
+
+    assert instance(instanceID="a") == instance(instanceID="b") == instance()
+    assert instance() != instance(zone="zone-a")
+    assert job(jobID="a") == job(jobID="b") == job()
+    assert job() != job(zone="zone-a")

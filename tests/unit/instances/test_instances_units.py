@@ -17,7 +17,6 @@ from gpucloud_instances.controller.workqueue import WorkQueue
 from gpucloud_instances.documents import InstanceDoc, QuotaDoc, SpecDoc
 from gpucloud_instances.instances import manifests as instance_manifests
 from gpucloud_instances.lifecycle import State, Step
-from gpucloud_instances.schemas import InstanceTemplate
 from gpucloud_instances.settings import InstancesSettings
 from gpucloud_instances.stocks.documents import StockUnitDoc
 from gpucloud_instances.stocks.targets import stock_status
@@ -37,6 +36,8 @@ from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.events import TenantQuota, TenantUpserted
 from gpucloud_libs.kube import KubeClient, _env_proxy
 
+from .fixtures import a_pod, a_spec
+
 AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 QUOTA = QuotaDoc(
     max_gpus=8, max_instances=2, max_storage_bytes=0, monthly_spend_cap_cents=None,
@@ -45,10 +46,7 @@ QUOTA = QuotaDoc(
 
 
 def spec(zones: list[str]) -> SpecDoc:
-    return SpecDoc(
-        _id="h100-1", name="h100-1", cpu="8", memory="64Gi", gpu_type="H100", gpu_num=1,
-        zones=zones, created_at=AT,
-    )  # fmt: skip
+    return a_spec(zones=zones)
 
 
 def unit(spec_name: str, state: str) -> StockUnitDoc:
@@ -244,11 +242,7 @@ def test_pods_the_scheduler_found_no_room_for_wake_the_stocks() -> None:
 
 
 def test_a_pods_zones_are_read_back_from_its_placement() -> None:
-    template = InstanceTemplate()
-    shape = manifests.WorkloadPod(
-        namespace_name="ns", tenant_id="t", spec_name="s", image="img", template=template,
-        cpu="1", memory="1Gi", gpus=1, gpu_type="A100", zones=["zone-a", "zone-b"],
-    )  # fmt: skip
+    shape = a_pod(zones=["zone-a", "zone-b"])
     pod = instance_manifests.instance_pod(shape, "i", ("stock-s-1", "n1"))
     assert manifests.placement_zones(pod) == ["zone-a", "zone-b"]
     assert pod["spec"]["nodeName"] == "n1"

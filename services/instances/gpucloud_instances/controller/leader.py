@@ -94,7 +94,7 @@ class Controller:
         replicas' API calls reach it through the store. The caller changed the store:
         an instance's remembered document is stale."""
         if item.kind is ItemKind.INSTANCE:
-            self._instance_reconciler.known.forget(item.key)
+            return self._instance_reconciler.wake_afresh(item.key)
         return self._queue.wake(item)
 
     def wake_new(self, doc: InstanceDoc) -> bool:

@@ -20,7 +20,7 @@ from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
 from ..store import instance_key
 from ..tenancy.reconciler import TenantReconciler
-from ..wakeups import STOCKS, instance_item, job_item, service_item, tenant_item
+from ..wakeups import STOCKS, job_item, service_item, tenant_item
 from .cache import ClusterCache
 from .workqueue import WorkQueue
 
@@ -64,8 +64,7 @@ class Resync:
         live = await self._release_finished_claims(live_jobs, services, starting)
         self._wake_drifted(live)
         for key in starting:  # a start whose wake-up was lost (a new leader, say)
-            self._instance_reconciler.known.forget(key)
-            self._queue.wake(instance_item(key))
+            self._instance_reconciler.wake_afresh(key)
         for key in live_jobs:
             self._queue.wake(job_item(key))
         for key in services:
@@ -118,8 +117,7 @@ class Resync:
                 or state == State.PENDING
                 or observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at).state != state
             ):
-                self._instance_reconciler.known.forget(key)  # read it afresh
-                self._queue.wake(instance_item(key))
+                self._instance_reconciler.wake_afresh(key)
 
     async def _delete_orphan_pods(self, live: dict[str, State]) -> None:
         for key, pod in list(self._cache.pods.items()):

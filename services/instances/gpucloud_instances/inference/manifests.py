@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..manifests import MANAGED, REVISION, SERVICE, TENANT, ZONE_LABEL, Manifest, WorkloadPod
+from ..manifests import MANAGED, REVISION, SERVICE, ZONE_LABEL, Manifest, WorkloadPod
 
 
 def deployment_name(service_id: str) -> str:
@@ -43,7 +43,7 @@ def inference_deployment(
 ) -> Manifest:
     """An inference service as a Kubernetes Deployment: Kubernetes' own controllers
     roll a new revision out under the strategy and replace lost replicas."""
-    selector = {TENANT: pod.tenant_id, SERVICE: service_id}
+    selector = pod.owner(SERVICE, service_id)
     labels = {MANAGED: "true", **selector}
     return {
         "apiVersion": "apps/v1",

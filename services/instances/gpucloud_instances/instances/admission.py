@@ -1,9 +1,7 @@
-"""The pure rules of admitting an instance: its request's hash, for replays, and its stored document."""
+"""The pure rules of admitting an instance: its stored document, events included."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,12 +13,6 @@ from ..documents import InstanceDoc, SpecDoc, TenantDoc
 from ..lifecycle import State, Step
 from ..transitions import transition_events
 from .schemas import InstanceCreate
-
-
-def request_hash(body: InstanceCreate) -> str:
-    """What a replay (same instanceID or Idempotency-Key) must match."""
-    canonical = json.dumps(body.model_dump(mode="json", exclude={"instance_id"}), sort_keys=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

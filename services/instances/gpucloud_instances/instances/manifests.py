@@ -32,7 +32,7 @@ def instance_pod(
     probe = _readiness_probe(template)
     if probe is not None:
         container["readinessProbe"] = probe
-    labels = pod.labels({TENANT: pod.tenant_id, INSTANCE: instance_id})
+    labels = pod.labels(pod.owner(INSTANCE, instance_id))
     return {
         "apiVersion": "v1",
         "kind": "Pod",

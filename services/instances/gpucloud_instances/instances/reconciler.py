@@ -65,6 +65,12 @@ class InstanceReconciler(WorkloadReconciler):
         self.known = KnownInstances(instances, parts.requests)
         self._outbox = InstanceOutbox(parts.broker, instances)
 
+    def wake_afresh(self, key: str) -> bool:
+        """Reconcile the instance soon, read from the store: what this replica remembers
+        of it is stale (another writer changed it, or a pass found it drifted)."""
+        self.known.forget(key)
+        return self._queue.wake(instance_item(key))
+
     async def reconcile(self, key: str) -> None:
         try:
             await self._reconcile(key)

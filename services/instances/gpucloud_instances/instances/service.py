@@ -36,9 +36,9 @@ from ..store import DuplicateInstance, RequestKind, RequestStore, instance_key
 from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..wakeups import ControllerWakeups, InstanceChanges, Recorded, instance_item
-from ..workloads.replays import earlier
+from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as instance_manifests
-from .admission import NewInstance, instance_document, request_hash
+from .admission import NewInstance, instance_document
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 from .store import InstanceStore
 
@@ -104,7 +104,7 @@ class Instances:
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
         self._images.admit(body.image, body.template.run_as_user, uid_field="template.runAsUser")
-        hashed = request_hash(body)
+        hashed = request_hash(body, id_field="instance_id")
         with phase("reads"):
             existing, tenant, spec = await asyncio.gather(
                 earlier(self._instances, tenant_id, body.instance_id, idempotency_key),
@@ -120,13 +120,8 @@ class Instances:
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, instance_id)
-        if idempotency_key is not None and not await self._instances.record_idempotency_key(
-            tenant_id, idempotency_key, key
-        ):
-            # A concurrent request with the same key got there first.
-            again = await self._instances.by_idempotency_key(tenant_id, idempotency_key)
-            if again is None:
-                raise Conflict("a request with this Idempotency-Key is in progress; retry")
+        again = await claim_idempotency_key(self._instances, tenant_id, idempotency_key, key)
+        if again is not None:  # a concurrent request with the same key got there first
             return await self._replay(again, hashed), False
         new = NewInstance(
             key=key, identity=identity, tenant=tenant, spec=spec, body=body,
@@ -187,12 +182,9 @@ class Instances:
         if idempotency_key is not None:
             await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
 
-    async def _replay(self, existing: InstanceDoc, request_hash: str) -> Instance:
-        if existing.get("request_hash") != request_hash:
-            raise Conflict(
-                f"instance {existing['instance_id']!r} was already created with a different request",
-                instance_id=existing["instance_id"],
-            )
+    async def _replay(self, existing: InstanceDoc, hashed: str) -> Instance:
+        instance_id = existing["instance_id"]
+        same_request(existing, hashed, f"instance {instance_id!r}", instance_id=instance_id)
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..manifests import JOB, MANAGED, TENANT, Manifest, WorkloadPod
+from ..manifests import JOB, MANAGED, Manifest, WorkloadPod
 
 #: How long Kubernetes keeps a finished job's Job and pods (its logs), in seconds.
 FINISHED_JOB_TTL_S = 24 * 3600
@@ -25,7 +25,7 @@ class JobPods:
 
     @property
     def owner(self) -> dict[str, str]:
-        return {TENANT: self.pod.tenant_id, JOB: self.job_id}
+        return self.pod.owner(JOB, self.job_id)
 
     def container(self) -> Manifest:
         return self.pod.container()

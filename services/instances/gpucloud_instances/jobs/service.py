@@ -10,8 +10,6 @@ inserted request, as an instance's stop is.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import secrets
 from collections.abc import AsyncIterator
 
@@ -35,7 +33,7 @@ from ..templates.catalog import ImagePolicy
 from ..tenancy.store import TenantStore
 from ..transitions import job_event
 from ..wakeups import ControllerWakeups, job_item
-from ..workloads.replays import earlier
+from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as job_manifests
 from .schemas import Job, JobCreate, JobPage, JobRun
 from .store import JobStore
@@ -76,7 +74,7 @@ class Jobs:
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
         self._images.admit(body.image, body.run_as_user, uid_field="runAsUser")
-        hashed = _request_hash(body)
+        hashed = request_hash(body, id_field="job_id")
         existing, tenant, spec = await asyncio.gather(
             earlier(self._jobs, tenant_id, body.job_id, idempotency_key),
             self._tenants.get(tenant_id),
@@ -91,15 +89,12 @@ class Jobs:
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)
-        if idempotency_key is not None and not await self._jobs.record_idempotency_key(
-            tenant_id, idempotency_key, key
-        ):
-            again = await self._jobs.by_idempotency_key(tenant_id, idempotency_key)
-            if again is None:
-                raise Conflict("a request with this Idempotency-Key is in progress; retry")
+        again = await claim_idempotency_key(self._jobs, tenant_id, idempotency_key, key)
+        if again is not None:  # a concurrent request with the same key got there first
             return await self._replay(again, hashed), False
-        doc = _job_document(job_id, identity, tenant, spec, body, zones, storages, hashed)
-        doc["idempotency_key"] = idempotency_key
+        doc = _job_document(
+            job_id, identity, tenant, spec, body, zones, storages, hashed, idempotency_key
+        )
         try:
             await self._jobs.insert(doc)
         except DuplicateInstance:
@@ -110,12 +105,9 @@ class Jobs:
         await self._wakeups.wake(job_item(key))
         return await self.view(doc, new=True), True
 
-    async def _replay(self, existing: JobDoc, request_hash: str) -> Job:
-        if existing["request_hash"] != request_hash:
-            raise Conflict(
-                f"job {existing['job_id']!r} was already submitted with a different request",
-                job_id=existing["job_id"],
-            )
+    async def _replay(self, existing: JobDoc, hashed: str) -> Job:
+        job_id = existing["job_id"]
+        same_request(existing, hashed, f"job {job_id!r}", job_id=job_id)
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, job_id: str) -> JobDoc:
@@ -277,12 +269,6 @@ def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int) -> None:
         )
 
 
-def _request_hash(body: JobCreate) -> str:
-    """What a replay (same jobID or Idempotency-Key) must match."""
-    canonical = json.dumps(body.model_dump(mode="json", exclude={"job_id"}), sort_keys=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def _job_document(
     job_id: str,
     identity: Identity,
@@ -292,6 +278,7 @@ def _job_document(
     zones: list[str],
     storages: list[dict[str, object]],
     request_hash: str,
+    idempotency_key: str | None,
 ) -> JobDoc:
     """A newly submitted job as stored: `queued`, with its event in the outbox."""
     created = now()
@@ -300,7 +287,7 @@ def _job_document(
         "tenant_id": tenant["_id"],
         "job_id": job_id,
         "user_id": identity.subject,
-        "idempotency_key": None,
+        "idempotency_key": idempotency_key,
         "request_hash": request_hash,
         # mypy wants a ** item to name the optional keys too; those the kind
         # sets later stay absent.
