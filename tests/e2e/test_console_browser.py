@@ -425,14 +425,16 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
 async def test_each_catalog_template_starts_as_its_template_from_the_console(
     chromium: Browser, platform: Platform, kube: k8s.ApiClient
 ) -> None:
-    """Picked in the console, a template's command, arguments, environment and ports
-    reach the pod as the catalog gives them; the SSH box takes the user's public key."""
+    """Picked in the console by a tenant user, a template's command, arguments,
+    environment and ports reach the pod as the catalog gives them; the SSH box takes
+    the user's public key."""
     account = await platform.tenant(max_gpus=16, max_instances=8)
     spec = await platform.spec()
-    owner = bearer(account.admin_key)
+    _, _, user_key = await platform.member(account)  # a tenant user, not its admin
+    owner = bearer(user_key)
     catalog = (await platform.http.get("/v1/templates", headers=owner)).json()
     page = await _page(chromium, platform)
-    await _sign_in_with_key(page, account.admin_key)
+    await _sign_in_with_key(page, user_key)
     core = k8s.CoreV1Api(kube)
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJvb3RzdHJhcHBlZGtleWZvcnRoZXRlc3Q dev@laptop"
     for template in [t for t in catalog if "instance" in t["kinds"]]:

@@ -81,18 +81,24 @@ class HistoryEntry(TypedDict):
     reason: str | None
 
 
-class InstanceDoc(WorkloadSpecFields):
-    _id: str  # <tenant>/<instance>
+class WorkloadDocFields(WorkloadSpecFields):
+    """What every kind's stored workload has: its key (`<tenant>/<id>`), its tenant and
+    namespace, and the storages it was given, as StorageClient.requested checked them
+    (storageID and readOnly each)."""
+
+    _id: str
     tenant_id: str
+    namespace: str
+    storages: list[dict[str, Any]]
+
+
+class InstanceDoc(WorkloadDocFields):
     instance_id: str
     user_id: str | None
     idempotency_key: str | None
     request_hash: str
     image: str
     template: dict[str, Any]
-    #: What the storage service checked at admission: storageID and readOnly each.
-    storages: list[dict[str, Any]]
-    namespace: str
     state: str
     reason: str | None
     message: str | None
@@ -132,9 +138,7 @@ class JobRunDoc(TypedDict):
     admission: NotRequired[int]
 
 
-class JobDoc(WorkloadSpecFields):
-    _id: str  # <tenant>/<job>
-    tenant_id: str
+class JobDoc(WorkloadDocFields):
     job_id: str
     user_id: str | None
     idempotency_key: str | None
@@ -144,7 +148,6 @@ class JobDoc(WorkloadSpecFields):
     args: list[str] | None
     #: The pods' env and volumes, as an instance template holds them.
     template: dict[str, Any]
-    storages: list[dict[str, Any]]
     parallelism: int
     #: A multi-node job's pods (then `parallelism` and `completions` too): a JobSet.
     nodes: NotRequired[int | None]
@@ -152,7 +155,6 @@ class JobDoc(WorkloadSpecFields):
     retry_limit: int
     deadline_seconds: int | None
     priority: int
-    namespace: str
     state: str
     reason: str | None
     message: str | None
@@ -258,23 +260,18 @@ class EndedServiceDoc(TypedDict):
     runs: dict[str, ReplicaRunDoc]
 
 
-class ServiceDoc(WorkloadSpecFields):
+class ServiceDoc(WorkloadDocFields):
     """An inference service: inserted by the API with what never changes, then
     written only by the controller's worker for it (observed state)."""
 
-    _id: str  # <tenant>/<service>
-    tenant_id: str
     service_id: str
     #: Random per creation: the service's requests (its deletion) are keyed by it,
     #: so a request left over from an earlier service of the same name is not its.
     incarnation: str
     user_id: str | None
     zone: str | None
-    #: The storages it was given, as StorageClient.requested checked them.
-    storages: list[dict[str, Any]]
     port: int
     readiness_path: str
-    namespace: str
     created_at: datetime
     #: Why it cannot make progress (a storage refused), or None.
     message: NotRequired[str | None]

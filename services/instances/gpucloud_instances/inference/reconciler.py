@@ -58,7 +58,7 @@ LOAD_FRESH = timedelta(seconds=10)
 CRASH_LOOP_RESTARTS = 3
 
 
-class InferenceReconciler(WorkloadReconciler):
+class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
     def __init__(
         self,
         parts: WorkloadParts,
@@ -92,7 +92,9 @@ class InferenceReconciler(WorkloadReconciler):
             if doc["applied_generation"] != config["generation"]:
                 if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
                     return
-                storage_secrets = await self._attach_storages(doc)
+                storage_secrets = await self._attach_storages(
+                    doc, service_workload_id(doc["service_id"])
+                )
                 if storage_secrets is None:
                     return
                 await self._apply(doc, config, scale["replicas"], storage_secrets)
@@ -220,21 +222,12 @@ class InferenceReconciler(WorkloadReconciler):
         self._queue.wake_soon(service_item(doc["_id"]), wait_s + 0.1)
         return {"replicas": current, "busy_at": busy_at, "lower_since": lower_since}
 
-    async def _attach_storages(self, doc: ServiceDoc) -> list[tuple[str, str]] | None:
-        """The (Secret, env prefix) pairs of the service's object storages; None when the
-        storage service refused them (the reason is recorded, and tried again later)."""
-        if not doc.get("storages"):
-            return []
-        try:
-            return await self._storage.attach(
-                doc["tenant_id"], service_workload_id(doc["service_id"]), doc["storages"]
-            )
-        except StorageRefused as error:
-            message = f"storage unavailable: {error}"
-            if doc.get("message") != message:
-                await self._services.save(doc, {"message": message}, [])
-            self._queue.wake_soon(service_item(doc["_id"]), STORAGE_RETRY_S)
-            return None
+    async def _storage_refused(self, doc: ServiceDoc, error: StorageRefused) -> None:
+        """Recorded, and tried again later: a service's replicas wait for their storage."""
+        message = f"storage unavailable: {error}"
+        if doc.get("message") != message:
+            await self._services.save(doc, {"message": message}, [])
+        self._queue.wake_soon(service_item(doc["_id"]), STORAGE_RETRY_S)
 
     async def _apply(
         self,

@@ -45,7 +45,7 @@ STOP_GRACE_S = 30
 QUOTA_RETRY_S = 2.0
 
 
-class InstanceReconciler(WorkloadReconciler):
+class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     def __init__(
         self,
         parts: WorkloadParts,
@@ -314,7 +314,7 @@ class InstanceReconciler(WorkloadReconciler):
     async def _create_workload(self, doc: InstanceDoc) -> None:
         if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
             return
-        storage_secrets = await self._attach_storages(doc)
+        storage_secrets = await self._attach_storages(doc, doc["instance_id"], stay=_stay(doc))
         if storage_secrets is None:
             return
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
@@ -352,18 +352,8 @@ class InstanceReconciler(WorkloadReconciler):
             with contextlib.suppress(ConflictError):
                 await self._kube.create(service)
 
-    async def _attach_storages(self, doc: InstanceDoc) -> list[tuple[str, str]] | None:
-        """The (secret, env prefix) pairs of the instance's object storages; None when the
-        storage service refused them, which fails the instance."""
-        if not doc.get("storages"):
-            return []
-        try:
-            return await self._storage.attach(
-                doc["tenant_id"], doc["instance_id"], doc["storages"], stay=_stay(doc)
-            )
-        except StorageRefused as error:
-            await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
-            return None
+    async def _storage_refused(self, doc: InstanceDoc, error: StorageRefused) -> None:
+        await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
 
     async def _wait_for_quota(self, doc: InstanceDoc, error: QuotaRejectedError) -> None:
         """The namespace quota is the backstop behind the API's own check; it also counts

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 QUOTA_RETRY_S = 2.0
 
 
-class JobReconciler(WorkloadReconciler):
+class JobReconciler(WorkloadReconciler[JobDoc]):
     def __init__(
         self,
         parts: WorkloadParts,
@@ -318,7 +318,7 @@ class JobReconciler(WorkloadReconciler):
     async def _create_job(self, doc: JobDoc) -> None:
         if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
             return
-        storage_secrets = await self._attach_storages(doc)
+        storage_secrets = await self._attach_storages(doc, job_workload_id(doc["job_id"]))
         if storage_secrets is None:
             return
         pull_secrets = await self._pull_secrets.for_image(
@@ -360,17 +360,9 @@ class JobReconciler(WorkloadReconciler):
             return
         self._cache.jobs.setdefault(doc["_id"], created)
 
-    async def _attach_storages(self, doc: JobDoc) -> list[tuple[str, str]] | None:
-        if not doc.get("storages"):
-            return []
-        try:
-            return await self._storage.attach(
-                doc["tenant_id"], job_workload_id(doc["job_id"]), doc["storages"]
-            )
-        except StorageRefused as error:
-            step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)
-            await self._save(doc, [step], {"message": str(error)})
-            return None
+    async def _storage_refused(self, doc: JobDoc, error: StorageRefused) -> None:
+        step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)
+        await self._save(doc, [step], {"message": str(error)})
 
     # --- persistence and events ------------------------------------------------------
 

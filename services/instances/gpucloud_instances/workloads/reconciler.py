@@ -5,6 +5,7 @@ namespace, its storages' credentials, its registry's pull secrets)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from faststream.kafka import KafkaBroker
 
@@ -12,9 +13,10 @@ from gpucloud_libs.kube import KubeClient
 
 from ..controller.cache import ClusterCache
 from ..controller.workqueue import WorkQueue
+from ..documents import WorkloadDocFields
 from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
-from ..storages import StorageClient
+from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore
 from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
@@ -36,9 +38,12 @@ class WorkloadParts:
     tenants: TenantStore
 
 
-class WorkloadReconciler:
-    """The base of the instance, job and inference service reconcilers: each kind adds
-    its own store and steps."""
+DocT = TypeVar("DocT", bound=WorkloadDocFields)
+
+
+class WorkloadReconciler(Generic[DocT]):
+    """The base of the instance, job and inference service reconcilers, over the kind's
+    stored document: each kind adds its own store and steps."""
 
     def __init__(self, parts: WorkloadParts) -> None:
         self._kube = parts.kube
@@ -66,3 +71,22 @@ class WorkloadReconciler:
             quota["max_gpus"] += quota.get("borrow_gpus", 0)
         claim = await self._quota.claim(tenant_id, workload_id, gpus, quota)
         return claim.admitted
+
+    async def _attach_storages(
+        self, doc: DocT, workload_id: str, *, stay: int = 0
+    ) -> list[tuple[str, str]] | None:
+        """The (Secret, env prefix) pairs of the workload's object storages, in request
+        order; None when the storage service refused them, which `_storage_refused`
+        answers as the kind does (an instance or job fails, a service tries again)."""
+        if not doc.get("storages"):
+            return []
+        try:
+            return await self._storage.attach(
+                doc["tenant_id"], workload_id, doc["storages"], stay=stay
+            )
+        except StorageRefused as error:
+            await self._storage_refused(doc, error)
+            return None
+
+    async def _storage_refused(self, doc: DocT, error: StorageRefused) -> None:
+        raise NotImplementedError
