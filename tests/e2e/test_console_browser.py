@@ -75,7 +75,7 @@ async def _page(
     return page
 
 
-async def _sign_in_with_password(page: Page, email: str) -> None:
+async def _sign_in_with_password(page: Page, email: str, role: str = "tenant-admin") -> None:
     """By keyboard alone: the form's fields are labelled and Enter submits."""
     await page.goto("/")
     await page.get_by_role("textbox", name="Email").focus()
@@ -83,7 +83,7 @@ async def _sign_in_with_password(page: Page, email: str) -> None:
     await page.keyboard.press("Tab")
     await page.keyboard.type(PASSWORD)
     await page.keyboard.press("Enter")
-    await expect(page.get_by_test_id("who")).to_contain_text("tenant-admin")
+    await expect(page.get_by_test_id("who")).to_contain_text(role)
 
 
 async def _sign_in_with_key(page: Page, key: str) -> None:
@@ -105,17 +105,22 @@ async def _priced_spec(platform: Platform) -> str:
 async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     chromium: Browser, platform: Platform, shots: Path, tmp_path: Path
 ) -> None:
+    """The journey of a tenant user (not their admin, who checks the spend at the end)."""
     account = await platform.tenant(password=PASSWORD)
     spec = await _priced_spec(platform)
+    email = f"ada@{account.tenant_id}.test"
+    user = {"email": email, "name": "Ada User", "role": "tenant-user", "password": PASSWORD}
+    added = await platform.http.post("/v1/users", json=user, headers=bearer(account.admin_key))
+    assert added.status_code == 201, added.text
     page = await _page(chromium, platform)
     await page.goto("/")
     await page.screenshot(path=shots / "sign-in.png")
     # A wrong password is said in words, on the form.
-    await page.get_by_role("textbox", name="Email").fill(f"admin@{account.tenant_id}.test")
+    await page.get_by_role("textbox", name="Email").fill(email)
     await page.get_by_label("Password", exact=True).fill("wrong")
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("alert")).to_contain_text("the email or password is wrong")
-    await _sign_in_with_password(page, f"admin@{account.tenant_id}.test")
+    await _sign_in_with_password(page, email, role="tenant-user")
 
     # Start an instance from the catalog and watch it run.
     await expect(page).to_have_url(re.compile("/instances$"))
@@ -246,25 +251,19 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(page.get_by_test_id("secret")).to_contain_text("secret key")
     await page.screenshot(path=shots / "storage.png", full_page=True)
 
-    # Usage: the running instance's GPU time, priced, as charts.
+    # Their own usage: the running instance's GPU time, priced, as charts.
     await page.get_by_role("link", name="Usage and costs").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Your usage and costs")
 
     async def spent() -> bool:
         await page.reload()
         total = page.get_by_test_id("usage-total")
         await expect(total).to_be_visible()
-        # Each card reads its own report: wait for the one by user to have the spend too.
-        by_user = page.get_by_role("img", name="Spend by user")
-        await expect(by_user.or_(page.get_by_text("No spend in the last 30 days."))).to_be_visible()
-        return (await total.inner_text()) != "$0.00" and await by_user.is_visible()
+        return (await total.inner_text()) != "$0.00"
 
     await eventually(spent, timeout=90, interval=5)
     await expect(page.get_by_role("img", name="Spend by day")).to_be_visible()
     await expect(page.get_by_role("img", name="Spend by spec")).to_contain_text(spec[:21])
-    # Who spent it, by name: the people of the tenant, not their ids.
-    by_user = page.get_by_role("img", name="Spend by user")
-    await expect(by_user).to_contain_text("Admin")
-    await expect(by_user).not_to_contain_text(account.admin_user_id)
     await page.screenshot(path=shots / "usage.png", full_page=True)
 
     # Monitoring: the instance's GPU charts fill in by themselves (1-minute windows).
@@ -275,21 +274,29 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(page.get_by_text(re.compile(r"^Power \(W\), latest \d"))).to_be_visible()
     await page.screenshot(path=shots / "monitoring.png", full_page=True)
 
-    # Admin: a new API key, shown once.
+    # Admin: a key of their own, shown once.
     await page.get_by_role("link", name="Admin").click()
     await page.get_by_label("Key name").fill("laptop")
     await page.get_by_role("button", name="New API key").click()
     await expect(page.get_by_test_id("secret")).to_contain_text("gpc_")
     await page.screenshot(path=shots / "admin.png", full_page=True)
-    # The audit log names who made it.
-    await page.reload()
+
+    # Their admin sees who spent it and who made the key: by name, not by id.
+    admin = await _page(chromium, platform)
+    await _sign_in_with_key(admin, account.admin_key)
+    await admin.get_by_role("link", name="Usage and costs").click()
+    by_user = admin.get_by_role("img", name="Spend by user")
+    await expect(by_user).to_contain_text("Ada User")
+    await expect(by_user).not_to_contain_text(added.json()["userID"])
+    await admin.get_by_role("link", name="Admin").click()
     made = (
-        page.get_by_role("table", name="Audit log")
+        admin.get_by_role("table", name="Audit log")
         .get_by_role("row")
         .filter(has_text="POST /v1/api-keys")
     )
-    await expect(made.first).to_contain_text("Admin")
-    await expect(made.first).not_to_contain_text(account.admin_user_id)
+    await expect(made.first).to_contain_text("Ada User")
+    await expect(made.first).not_to_contain_text(added.json()["userID"])
+    await admin.context.close()
 
     # Stop the instance, then sign out: the session is gone on reload.
     await page.get_by_role("link", name="Instances").click()

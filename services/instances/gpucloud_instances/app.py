@@ -14,7 +14,8 @@ from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import ALERTS, INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from . import quota_ledger
-from .controller import NodeCordons, build_controller
+from .controller.nodes import NodeCordons
+from .controller.wiring import build_controller
 from .handlers import EventHandlers
 from .inference.api import router as services_router
 from .inference.service import InferenceServices

@@ -11,7 +11,7 @@ from gpucloud_libs.events import (
     TenantUpserted,
 )
 
-from .controller import NodeCordons
+from .controller.nodes import NodeCordons
 from .tenancy.tenants import Tenancy
 
 

@@ -1,0 +1,84 @@
+"""The controller, wired: every reconciler built once, from the stores and clients the
+app made, and handed to the leader."""
+
+from __future__ import annotations
+
+from faststream.kafka import KafkaBroker
+
+from gpucloud_libs.kube import KubeClient
+
+from ..inference.reconciler import InferenceReconciler
+from ..instances.reconciler import InstanceReconciler
+from ..jobs.reconciler import JobReconciler
+from ..queue.admissions import Admissions
+from ..registry.pull_secrets import PullSecrets
+from ..settings import InstancesSettings
+from ..stocks.reconciler import StockPool
+from ..storages import StorageClient
+from ..stores import Stores
+from ..tenancy.reconciler import TenantReconciler
+from ..wakeups import STOCKS, InstanceChanges
+from ..workloads.reconciler import WorkloadParts
+from .cache import ClusterCache
+from .leader import Controller, Reconcilers
+from .lease import Lease
+from .resync import Resync
+from .workqueue import WorkQueue
+
+#: Stock changes (claims, placeholders coming and going) are reconciled this long
+#: after the last one, so refills run after a burst of starts, not during it.
+STOCK_SETTLE_S = 0.5
+
+
+def build_controller(
+    settings: InstancesSettings,
+    kube: KubeClient,
+    broker: KafkaBroker,
+    stores: Stores,
+    *,
+    changes: InstanceChanges,
+    storage: StorageClient,
+    pull_secrets: PullSecrets,
+) -> Controller:
+    specs, tenants, instances, jobs, services, requests, quota = (
+        stores.specs, stores.tenants, stores.instances, stores.jobs, stores.services,
+        stores.requests, stores.quota,
+    )  # fmt: skip
+    queue = WorkQueue()
+
+    def wake_stocks() -> None:
+        queue.wake_soon(STOCKS, STOCK_SETTLE_S)
+
+    cache = ClusterCache(
+        kube, wake=queue.wake, wake_stocks=wake_stocks, node_lost_grace_s=settings.node_lost_grace_s
+    )
+    tenant_namespaces = TenantReconciler(kube, tenants, settings)
+    stock_pool = StockPool(
+        kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
+    )
+    admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
+    parts = WorkloadParts(
+        kube=kube, broker=broker, cache=cache, queue=queue, requests=requests, quota=quota,
+        tenant_namespaces=tenant_namespaces, storage=storage, pull_secrets=pull_secrets,
+        tenants=tenants,
+    )  # fmt: skip
+    instance_reconciler = InstanceReconciler(
+        parts, instances, changes, stock_pool, admissions,
+        schedule_timeout_s=settings.schedule_timeout_s,
+    )  # fmt: skip
+    job_reconciler = JobReconciler(parts, jobs, admissions)
+    inference_reconciler = InferenceReconciler(parts, services)
+    resync = Resync(
+        cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces
+    )
+    lease = Lease(
+        kube,
+        namespace=settings.lease_namespace,
+        holder=settings.replica_id,
+        duration_s=settings.lease_duration_s,
+    )
+    reconcilers = Reconcilers(
+        tenant_namespaces, instance_reconciler, job_reconciler, inference_reconciler,
+        admissions, stock_pool, resync,
+    )  # fmt: skip
+    return Controller(settings, kube, lease, queue, cache, stores, reconcilers)
