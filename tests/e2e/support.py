@@ -95,12 +95,16 @@ async def consumed(
     only what it processed). The positive barrier before a check that nothing changed."""
     probe = AIOKafkaConsumer(**kafka.client_options(), group_id=None, enable_auto_commit=False)
     admin = AIOKafkaAdminClient(**kafka.client_options())
-    await probe.start()
-    await admin.start()
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        await probe.start()
+        stack.push_async_callback(probe.stop)
+        await admin.start()
+        stack.push_async_callback(admin.close)
         [described] = await admin.describe_topics([topic])
         partitions = [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
         ends = await probe.end_offsets(partitions)
+        assert partitions, f"no partitions of {topic}: the barrier would wait for nothing"
+        assert ends.keys() == set(partitions), ends
 
         async def caught_up() -> bool:
             committed = await admin.list_consumer_group_offsets(group, partitions=partitions)
@@ -111,9 +115,6 @@ async def consumed(
             )
 
         await eventually(caught_up, timeout=timeout, interval=0.2)
-    finally:
-        await admin.close()
-        await probe.stop()
 
 
 @contextlib.asynccontextmanager

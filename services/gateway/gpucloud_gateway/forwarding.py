@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
@@ -12,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from opentelemetry.propagate import inject
 from yarl import URL
 
-from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
+from gpucloud_libs.errors import DependencyUnavailable, GpucloudError, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, IdentitySigner
 
 from .routes import ForwardedRoute, Reference, ServiceName
@@ -20,8 +21,19 @@ from .schemas import Principal
 from .settings import GatewaySettings
 from .upstream import Headers, Upstream, UpstreamUnreachable, forwardable
 
+
+class ReferenceUncheckable(GpucloudError):
+    """The owning service refused the gateway's own read: its keys or rights are wrong."""
+
+    status = 502
+    code = "reference_uncheckable"
+    title = "Reference could not be checked"
+
+
 #: Longer than any name a service gives a resource: left to the service's own 422.
 MAX_REFERENCE_LENGTH = 253
+log = logging.getLogger(__name__)
+
 #: Credentials meant for the gateway never travel further; nor does a caller's own
 #: attempt at an identity header.
 GATEWAY_ONLY_HEADERS = frozenset({"authorization", "cookie", IDENTITY_HEADER.lower()})
@@ -149,8 +161,18 @@ class Forwarder:
                 message, errors=[{"loc": ["body", field], "msg": message,
                                   "type": "unknown_reference"}],
             )  # fmt: skip
-        if not 200 <= found.status < 300:
+        if found.status >= 500:
             raise unavailable
+        if not 200 <= found.status < 300:
+            # The gateway's own signed read refused: a deployment fault, not the caller's.
+            log.error(
+                "a reference check was refused",
+                extra={"service": reference.service, "path": path, "status": found.status},
+            )
+            raise ReferenceUncheckable(
+                f"the {reference.noun} named in {field} could not be checked; "
+                "the operator has been told"
+            )
 
     async def _stream(self, method: str, url: URL, headers: Headers) -> Response:
         """The answer passed on as it comes (a followed log), not read whole first."""

@@ -16,6 +16,7 @@ from gpucloud_libs.topics import (
     TENANTS,
 )
 
+from . import mirror
 from .api import router
 from .budgets import Budgets
 from .changes import UsageChanges
@@ -48,6 +49,7 @@ def create_app(settings: MeteringSettings) -> FastAPI:
     runtime.subscribe(TENANTS, handlers.on_tenant)
     runtime.subscribe(NODE_HEALTH, handlers.on_node_health)
 
+    runtime.every(mirror.REREAD_S, facts.reread, "facts-reread")
     runtime.every(settings.budget_interval_s, budgets.evaluate, "budgets")
     runtime.every(settings.usage_interval_s, usage_records.publish, "usage-records")
     runtime.every(settings.usage_interval_s, budgets.sweep, "budget-notices-outbox")

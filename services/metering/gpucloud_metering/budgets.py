@@ -90,11 +90,11 @@ class Budgets:
         period = ledger.period_of(at)
         caps = await self._budgets.caps()
         budgets = {doc["_id"]: doc for doc in await self._budgets.all()}
+        if not caps and not budgets:
+            return
         # Once per round, not per tenant.
         prices = await self._prices.book()
         faults = FaultBook(await self._facts.health())
-        if not caps and not budgets:
-            return
         # One read of every tenant's facts, not one per tenant.
         transitions = _by_tenant(await self._facts.transitions(None))
         samples = _by_tenant(await self._facts.samples(None))

@@ -7,19 +7,19 @@ every report and every budget pass. Facts are never updated or deleted, so a
 replica reads them all once and then, before each read, only the minutes
 recorded since: an equality query per minute on `recorded_minute`.
 
-Each refresh reads the last minutes again (OVERLAP_MINUTES), so a fact stamped by
-another replica whose clock is a little behind, or whose insert was slow to land,
-is still found. A fact the minutes cannot find (a clock further behind; a replica
-of an older version, which stamps no minute) is caught by the collection's count:
-at most every COUNT_CHECK_S, a mirror holding fewer facts than the collection
-held before the refresh began reads it whole again.
+Each refresh reads the last OVERLAP_MINUTES again, so a fact stamped by another
+replica whose clock is behind, or whose insert was slow to land, is still found.
+A fact the minutes cannot find (a clock further behind; a replica of an older
+version, which stamps no minute) is found by `reread`, a whole read the service
+runs in the background every REREAD_S: it only adds, since facts never go, and
+readers keep being served meanwhile. (A count would not do: FerretDB counts by
+decoding every document, a scan as long as the read.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
@@ -30,13 +30,13 @@ from gpucloud_libs.mongo import Collection
 
 #: Minutes before the last refresh read again: a bound on clock skew between
 #: replicas plus insert latency.
-OVERLAP_MINUTES = 2
+OVERLAP_MINUTES = 10
 #: Past this many minutes since the last refresh, one full read is cheaper.
 FULL_READ_AFTER_MINUTES = 24 * 60
 #: Minutes read at once.
 PARALLEL_MINUTES = 16
-#: How often the collection's count is compared with the mirror's.
-COUNT_CHECK_S = 60.0
+#: How often the whole collection is read again in the background (`reread`).
+REREAD_S = 1800.0
 
 FactT = TypeVar("FactT", bound=Mapping[str, Any])
 
@@ -52,10 +52,8 @@ class FactMirror(Generic[FactT]):
     def __init__(self, collection: Collection[FactT]) -> None:
         self._collection = collection
         self._by_tenant: dict[str, dict[str, FactT]] = defaultdict(dict)
-        self._size = 0
-        #: The minute the last refresh began in; None before the first (full) read.
+        #: The minute the last refresh began in; None before the first (whole) read.
         self._read_from: int | None = None
-        self._counted_at = 0.0
         self._lock = asyncio.Lock()
 
     async def of(self, tenant_id: str | None) -> list[FactT]:
@@ -65,34 +63,29 @@ class FactMirror(Generic[FactT]):
             return list(self._by_tenant.get(tenant_id, {}).values())
         return [doc for docs in self._by_tenant.values() for doc in docs.values()]
 
+    async def reread(self) -> int:
+        """Read the whole collection again, adding what the minutes missed; how many
+        facts that was. Readers are served from memory meanwhile."""
+        if self._read_from is None:
+            return 0  # not read yet: the first reader reads it whole
+        docs = await self._collection.find({}).to_list()
+        async with self._lock:
+            added = self._keep(docs)
+        if added:
+            log.warning(
+                "facts the minutes did not find, added by the whole read",
+                extra={"collection": self._collection.name, "added": added},
+            )
+        return added
+
     async def _refresh(self) -> None:
         async with self._lock:
             minute = recorded_minute(now())
-            counted = await self._count_due()
             if self._read_from is None or minute - self._read_from > FULL_READ_AFTER_MINUTES:
-                await self._read_whole()
+                self._keep(await self._collection.find({}).to_list())
             else:
                 await self._read_minutes(self._read_from - OVERLAP_MINUTES, minute)
-                if counted is not None and self._size < counted:
-                    log.warning(
-                        "facts the minutes did not find: reading the collection again",
-                        extra={"collection": self._collection.name, "mirrored": self._size,
-                               "stored": counted},
-                    )  # fmt: skip
-                    await self._read_whole()
             self._read_from = minute
-
-    async def _count_due(self) -> int | None:
-        """The collection's size now, when a check is due (every COUNT_CHECK_S)."""
-        if time.monotonic() - self._counted_at < COUNT_CHECK_S:
-            return None
-        self._counted_at = time.monotonic()
-        return await self._collection.estimated_document_count()
-
-    async def _read_whole(self) -> None:
-        self._by_tenant = defaultdict(dict)
-        self._size = 0
-        self._keep(await self._collection.find({}).to_list())
 
     async def _read_minutes(self, first: int, last: int) -> None:
         minutes = list(range(first, last + 1))
@@ -103,9 +96,11 @@ class FactMirror(Generic[FactT]):
             ):  # fmt: skip
                 self._keep(found)
 
-    def _keep(self, docs: list[FactT]) -> None:
+    def _keep(self, docs: list[FactT]) -> int:
+        """Add `docs` (a fact read twice is kept once); how many were new."""
+        added = 0
         for doc in docs:
             tenant = self._by_tenant[doc["tenant_id"]]
-            if doc["_id"] not in tenant:
-                self._size += 1
+            added += doc["_id"] not in tenant
             tenant[doc["_id"]] = doc
+        return added

@@ -129,6 +129,11 @@ class FactStore:
         """Every node health change: a handful per node a year, read whole."""
         return await self._health.find({}).to_list()
 
+    async def reread(self) -> None:
+        """Read the mirrored facts whole again (mirror.py): the service's background pass."""
+        await self._all_transitions.reread()
+        await self._all_samples.reread()
+
     async def transitions(self, tenant_id: str | None) -> list[TransitionDoc]:
         """Every transition of a tenant, or of all tenants (None)."""
         return await self._all_transitions.of(tenant_id)

@@ -107,7 +107,7 @@ class Jobs:
 
     async def _replay(self, existing: JobDoc, hashed: str) -> Job:
         job_id = existing["job_id"]
-        same_request(existing, hashed, f"job {job_id!r}", job_id=job_id)
+        same_request(existing, hashed, f"job {job_id!r}", verb="submitted", job_id=job_id)
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, job_id: str) -> JobDoc:

@@ -1,6 +1,6 @@
 """A start retried (the same workload id, or the same Idempotency-Key) finds what the
-first request created, and a different request under the same name is refused: every
-kind takes the same steps."""
+first request created, and a different request under the same name is refused:
+instances and jobs take the same steps (a service is found again by its id alone)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,11 @@ async def claim_idempotency_key(
     return again
 
 
-def same_request(existing: Mapping[str, Any], hashed: str, what: str, **ids: str) -> None:
-    """A replay must be the request that made `existing` (`what`: "job 'train-1'"): else
-    a 409 naming it, with its id (`ids`) for clients to switch on."""
+def same_request(
+    existing: Mapping[str, Any], hashed: str, what: str, *, verb: str = "created", **ids: str
+) -> None:
+    """A replay must be the request that made `existing` (`what`: "job 'train-1'",
+    `verb`: how it came to be): else a 409 naming it, with its id (`ids`) for clients to
+    switch on."""
     if existing.get("request_hash") != hashed:
-        raise Conflict(f"{what} was already created with a different request", **ids)
+        raise Conflict(f"{what} was already {verb} with a different request", **ids)
