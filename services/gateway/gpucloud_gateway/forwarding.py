@@ -30,6 +30,9 @@ class ReferenceUncheckable(GpucloudError):
     title = "Reference could not be checked"
 
 
+#: The owner's answers that say no such resource exists: not found, or a name that
+#: could not name one (a NUL in it, say).
+NO_SUCH_RESOURCE = frozenset({400, 404, 422})
 #: Longer than any name a service gives a resource: left to the service's own 422.
 MAX_REFERENCE_LENGTH = 253
 log = logging.getLogger(__name__)
@@ -155,7 +158,7 @@ class Forwarder:
             found = await self.upstream.call("GET", url, headers=headers, body=b"")
         except UpstreamUnreachable as error:
             raise unavailable from error
-        if found.status == 404:
+        if found.status in NO_SUCH_RESOURCE:
             message = f"no {reference.noun} named {value!r}"
             raise ValidationFailed(
                 message, errors=[{"loc": ["body", field], "msg": message,
