@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import secrets
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -29,10 +28,8 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from pymongo import ASCENDING, IndexModel
-from pymongo.errors import DuplicateKeyError
 
-from gpucloud_libs.clock import aware, now
-from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
 from .admission import quota_refusal
@@ -120,7 +117,10 @@ class _Hold:
 class QuotaLedger:
     def __init__(self, db: Database) -> None:
         self._usage = db[QUOTA_USAGE]
-        self._locks = db[QUOTA_LOCKS]
+        self._locks = LeasedLocks(
+            db[QUOTA_LOCKS], ttl=LOCK_TTL, wait_s=LOCK_WAIT_S,
+            busy="the tenant's quota is busy with other starts; retry",
+        )  # fmt: skip
         self._old_claims = db[QUOTA_CLAIMS]
         self._pending: dict[str, list[tuple[_Change, asyncio.Future[QuotaClaim]]]] = {}
         self._draining: set[str] = set()
@@ -241,35 +241,18 @@ class QuotaLedger:
         if hold is not None:  # held its full time: give others waiting a turn
             await self._let_go(tenant_id)
             await asyncio.sleep(random.uniform(0.005, 0.015))
-        token = await self._lock(tenant_id)
+        token = await self._locks.acquire(_lock_id(tenant_id))
         until = time.monotonic() + HOLD_S
         try:
             doc = await self._seeded(tenant_id)
         except BaseException:
-            await self._locks.delete_one({"_id": _lock_id(tenant_id), "token": token})
+            await self._locks.release(_lock_id(tenant_id), token)
             raise
         hold = _Hold(
             token, until, dict(doc.get("claims") or {}), dict(doc.get("generations") or {})
         )
         self._holds[tenant_id] = hold
         return hold
-
-    async def _lock(self, tenant_id: str) -> str:
-        lock_id, token = _lock_id(tenant_id), secrets.token_hex(8)
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                await self._locks.insert_one({"_id": lock_id, "token": token, "at": now()})
-                return token
-            except DuplicateKeyError:
-                held = await self._locks.find_one({"_id": lock_id})
-                if held is not None and aware(held["at"]) < now() - LOCK_TTL:
-                    await self._locks.delete_one({"_id": lock_id, "token": held["token"]})
-                if time.monotonic() > deadline:
-                    raise DependencyUnavailable(
-                        "the tenant's quota is busy with other starts; retry", retry_after_s=1
-                    ) from None
-                await asyncio.sleep(random.uniform(0.002, 0.01))
 
     def _linger_over(self, tenant_id: str, hold: _Hold) -> None:
         if self._holds.get(tenant_id) is hold and tenant_id not in self._draining:
@@ -279,7 +262,7 @@ class QuotaLedger:
         # Forgotten before the await, so no change can use a lock being given back.
         hold = self._holds.pop(tenant_id, None)
         if hold is not None:
-            await self._locks.delete_one({"_id": _lock_id(tenant_id), "token": hold.token})
+            await self._locks.release(_lock_id(tenant_id), hold.token)
 
     async def _seeded(self, tenant_id: str) -> Document:
         doc = await self._usage.find_one({"_id": tenant_id})

@@ -113,20 +113,21 @@ class Storages:
         else:
             doc["storage_class"] = body.storage_class or self._settings.default_storage_class
             doc["access_mode"] = body.access_mode
-        if not await self._storages.insert(doc):
-            raise Conflict(f"a storage with the id {storage_id!r} already exists")
-        # Counted with this one included: of two racing creates, not both pass.
-        try:
-            await self._check_tenant_quota(tenant, storage_id, body.size_bytes)
-        except QuotaExceeded:
-            await self._storages.remove(key)
-            raise
+        async with self._storages.quota_turn(tenant_id):
+            if not await self._storages.insert(doc):
+                raise Conflict(f"a storage with the id {storage_id!r} already exists")
+            try:
+                await self._check_tenant_quota(tenant, storage_id, body.size_bytes)
+            except QuotaExceeded:
+                await self._storages.remove(key)
+                raise
         return self.view(await self._provision(doc))
 
     async def _check_tenant_quota(self, tenant: TenantDoc, storage_id: str, size: int) -> None:
         """Refuse `size` for `storage_id` unless it fits beside what every other storage
-        holds. The caller has already recorded its own claim (an inserted storage, a
-        reservation), so of two racing requests, each sees the other: not both pass."""
+        holds. Called in the tenant's quota turn, with the claim (an inserted storage,
+        a reservation) recorded in the same turn: a claim another request sees has
+        passed its check, so racing requests pass exactly as if they came one by one."""
         limit = tenant["max_storage_bytes"]
         others = sum(
             held_bytes(doc)
@@ -201,14 +202,19 @@ class Storages:
     async def _resize(
         self, tenant: TenantDoc, doc: StorageDoc, size: int, changes: Document
     ) -> None:
-        """Reserve, check, apply, then record: the reservation counts against the quota
-        from before the check until the new size is written, so concurrent resizes of
-        a tenant's storages cannot pass the quota together."""
+        """Reserve and check in the tenant's quota turn, then apply and record: the
+        reservation counts against the quota until the new size is written in the same
+        update that drops it, so concurrent resizes cannot pass the quota together."""
         request_id = secrets.token_hex(8)
-        await self._storages.reserve(doc["_id"], request_id, size)
+        async with self._storages.quota_turn(tenant["_id"]):
+            await self._storages.reserve(doc["_id"], request_id, size)
+            try:
+                await self._check_tenant_quota(tenant, doc["storage_id"], size)
+            except QuotaExceeded:
+                await self._storages.unreserve(doc["_id"], request_id)
+                raise
         applied = False
         try:
-            await self._check_tenant_quota(tenant, doc["storage_id"], size)
             if doc["kind"] == "object":
                 await self._backend.set_quota(doc["bucket"], size)
             else:

@@ -9,12 +9,14 @@ uploads and attachments are inserted and removed, never updated concurrently.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.clock import now
+from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 
 from .documents import AccessorDoc, AttachmentDoc, PresignerDoc, StorageDoc, TenantDoc, UploadDoc
@@ -25,6 +27,9 @@ USAGE = "usage"
 ACCESSORS = "accessors"
 UPLOADS = "uploads"
 ATTACHMENTS = "attachments"
+QUOTA_LOCKS = "quota_locks"
+#: A quota turn is a read of the tenant's storages and one write: far inside this.
+QUOTA_LOCK_TTL = timedelta(seconds=10)
 
 INDEXES: IndexPlan = {
     STORAGES: [
@@ -60,6 +65,14 @@ class StorageStore:
     def __init__(self, db: Database) -> None:
         self._storages: Collection[StorageDoc] = typed(db, STORAGES, StorageDoc)
         self._usage = db[USAGE]
+        self._quota_locks = LeasedLocks(
+            db[QUOTA_LOCKS], ttl=QUOTA_LOCK_TTL, wait_s=10.0,
+            busy="the tenant's storage quota is busy with other changes; retry",
+        )  # fmt: skip
+
+    def quota_turn(self, tenant_id: str) -> AbstractAsyncContextManager[None]:
+        """The tenant's turn to claim against its quota: one claim and check at a time."""
+        return self._quota_locks.held(tenant_id)
 
     async def insert(self, doc: StorageDoc) -> bool:
         try:
