@@ -112,7 +112,8 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     user = {"email": email, "name": "Ada User", "role": "tenant-user", "password": PASSWORD}
     added = await platform.http.post("/v1/users", json=user, headers=bearer(account.admin_key))
     assert added.status_code == 201, added.text
-    page = await _page(chromium, platform)
+    asked: list[str] = []
+    page = await _page(chromium, platform, asked=asked)
     await page.goto("/")
     await page.screenshot(path=shots / "sign-in.png")
     # A wrong password is said in words, on the form.
@@ -126,6 +127,10 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(page).to_have_url(re.compile("/instances$"))
     await page.get_by_label("Template").select_option("jupyter")
     await page.get_by_label("Spec").select_option(spec)
+    # Beside the spec, how many would start now, by zone, as `gpucloud offer` says.
+    await expect(page.get_by_test_id("free-now")).to_contain_text(
+        re.compile(rf"^[1-9][0-9]* of {spec} would start now \(")
+    )
     await page.get_by_role("button", name="Start", exact=True).click()
     row = page.get_by_role("row").filter(has_text=spec)
     await expect(row.get_by_text("running", exact=True)).to_be_visible()
@@ -151,6 +156,7 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     # read and then followed as it grows.
     await row.get_by_role("link").first.click()
     await expect(page).to_have_url(re.compile(r"/instances/i-[0-9a-f]+$"))
+    instance_id = page.url.rsplit("/", 1)[1]
     facts = page.get_by_role("region", name="Instance", exact=True)
     await expect(facts).to_contain_text(spec)
     await expect(facts.get_by_role("button", name="Open :8888")).to_be_visible()
@@ -250,6 +256,11 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await page.get_by_role("button", name="New accessor").click()
     await expect(page.get_by_test_id("secret")).to_contain_text("secret key")
     await page.screenshot(path=shots / "storage.png", full_page=True)
+    credentials = page.get_by_role("row").filter(has=page.get_by_role("button", name="Revoke"))
+    await expect(credentials).to_have_count(1)
+    accessor_id = await credentials.locator("code").first.inner_text()
+    await credentials.get_by_role("button", name="Revoke").click()
+    await expect(credentials).to_have_count(0)
 
     # Their own usage: the running instance's GPU time, priced, as charts.
     await page.get_by_role("link", name="Usage and costs").click()
@@ -280,6 +291,9 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await page.get_by_role("button", name="New API key").click()
     await expect(page.get_by_test_id("secret")).to_contain_text("gpc_")
     await page.screenshot(path=shots / "admin.png", full_page=True)
+    laptop = page.get_by_role("row").filter(has_text="laptop")
+    await laptop.get_by_role("button", name="Revoke").click()
+    await expect(laptop).to_contain_text("revoked")
 
     # Their admin sees who spent it and who made the key: by name, not by id.
     admin = await _page(chromium, platform)
@@ -307,6 +321,20 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(row.get_by_text("running", exact=True)).to_be_visible(timeout=30_000)
     await row.get_by_role("button", name=re.compile("^Stop ")).click()
     await expect(row.get_by_role("button", name=re.compile("^Stop "))).to_have_count(0)
+    # The storage goes with its files, once asked.
+    await page.get_by_role("link", name="Storages").click()
+    stored = page.get_by_role("row").filter(has_text=storage_id)
+    await stored.get_by_role("button", name="Delete").click()
+    await expect(stored).to_have_count(0, timeout=30_000)
+    # Each of these asked first, in the user's words, and nothing else did.
+    assert [question.split("?")[0] for question in asked] == [
+        "Delete service chat",
+        f"Revoke credentials {accessor_id}",
+        "Revoke key laptop",
+        f"Stop {instance_id}",
+        f"Stop {instance_id}",
+        f"Delete storage {storage_id} and everything in it",
+    ]
     await page.get_by_role("button", name="Sign out").click()
     await expect(page.get_by_role("heading", name="Sign in to gpucloud")).to_be_visible()
     await page.reload()

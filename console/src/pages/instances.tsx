@@ -53,6 +53,16 @@ interface Spec {
   name: string;
   gpuType: string;
   gpuNum: number;
+  zones: string[];
+  /** "1" for whole GPUs; a shared GPU's units weigh less. */
+  gpuWeight: string;
+}
+
+/** Free whole GPUs of one type in one zone, each node's apart. */
+interface Capacity {
+  zone: string;
+  gpuType: string;
+  freeByNode: number[];
 }
 
 interface Service {
@@ -200,6 +210,25 @@ function QuotaNote() {
   );
 }
 
+/** How many of the spec would start now, by zone, as `gpucloud offer` counts them:
+ * its GPUs whole, on one node. */
+function FreeNote(props: { spec: Spec | undefined }) {
+  const capacity = useLoad(() => get<Capacity[]>("/capacity"), [], LIVE_MS);
+  const spec = props.spec;
+  if (!spec || !capacity.data || spec.gpuWeight !== "1") return null;
+  const fits = capacity.data
+    .filter((group) => group.gpuType === spec.gpuType && (!spec.zones.length || spec.zones.includes(group.zone)))
+    .map((group) => ({ zone: group.zone, count: group.freeByNode.reduce((n, free) => n + Math.floor(free / spec.gpuNum), 0) }));
+  const total = fits.reduce((n, fit) => n + fit.count, 0);
+  return (
+    <p class="note" data-testid="free-now">
+      {total
+        ? `${total} of ${spec.name} would start now (${fits.map((fit) => `${fit.zone}: ${fit.count}`).join(", ")}).`
+        : `No ${spec.name} would start now: the fleet has no ${spec.gpuNum} free ${spec.gpuType} GPUs on one node. Wait in the queue to start when they free up.`}
+    </p>
+  );
+}
+
 function StartInstance(props: { onStarted: () => void }) {
   const catalog = useCatalog();
   const [templateID, setTemplateID] = useState("");
@@ -247,6 +276,7 @@ function StartInstance(props: { onStarted: () => void }) {
         emptyLabel="none: image and port below"
       />
       <Field label="Spec" name="spec" field="specName" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
+      <FreeNote spec={specs.find((s) => s.name === specName)} />
       <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
       <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
       {takesKey && (

@@ -94,7 +94,7 @@ export function StoragesPage() {
               {
                 label: "Actions",
                 cell: (s) => (
-                  <button type="button" class="danger" onClick={() => confirmed(`Delete storage ${s.storageID} and everything in it?`) && void action.run(() => del(`/storages/${enc(s.storageID)}`).then(list.reload))}>
+                  <button type="button" class="danger" onClick={() => confirmed(`Delete storage ${s.storageID} and everything in it?`) && void action.run(() => del(`/storages/${enc(s.storageID)}?force=true`).then(list.reload))}>
                     Delete
                   </button>
                 ),
