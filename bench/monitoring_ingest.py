@@ -37,6 +37,7 @@ from gpucloud_agent.simulated import Placement, SimulatedFleet
 from gpucloud_libs.events import CloudEvent, TelemetryBatch
 from gpucloud_libs.identity import SignedAs
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.node_seals import node_key, seal
 from gpucloud_libs.topics import ALERTS, TELEMETRY
 from gpucloud_monitoring.webhook_secrets import WebhookSecrets
 from gpucloud_stack import layout
@@ -60,15 +61,19 @@ async def _producer(kafka: KafkaConnection) -> AIOKafkaProducer:
     return producer
 
 
-async def _send(producer: AIOKafkaProducer, batch: TelemetryBatch) -> asyncio.Future[object]:
-    key, value, headers = CloudEvent.new(batch, source="/bench").to_kafka()
+async def _send(
+    producer: AIOKafkaProducer, batch: TelemetryBatch, secret: str
+) -> asyncio.Future[object]:
+    """Send `batch` under its node's seal, as the simulator would."""
+    sealed = seal(node_key(secret, batch.node), batch)
+    key, value, headers = CloudEvent.new(sealed, source="/bench").to_kafka()
     future: asyncio.Future[object] = await producer.send(
         TELEMETRY.name, value, key=key, headers=[(k, v.encode()) for k, v in headers.items()]
     )
     return future
 
 
-async def publish_fleet(kafka: KafkaConnection, seconds: int, run: str) -> int:
+async def publish_fleet(kafka: KafkaConnection, secret: str, seconds: int, run: str) -> int:
     """`seconds` of telemetry of the whole fleet, back-dated to end now; returns samples."""
     fleet = SimulatedFleet(seed=3)
     names = [f"bench-{run}-{index}" for index in range(NODES)]
@@ -88,6 +93,7 @@ async def publish_fleet(kafka: KafkaConnection, seconds: int, run: str) -> int:
                     TelemetryBatch(
                         node=name, source="simulated", samples=tuple(fleet.sample(name, at))
                     ),
+                    secret,
                 )
                 for name in names
             ]
@@ -134,7 +140,9 @@ async def alert_latency(env: dict[str, str], probes: int, run: str) -> list[floa
             started = time.perf_counter()
             await (
                 await _send(
-                    producer, TelemetryBatch(node=node, source="simulated", samples=(sample,))
+                    producer,
+                    TelemetryBatch(node=node, source="simulated", samples=(sample,)),
+                    env["GPUCLOUD_TELEMETRY_SECRET"],
                 )
             )
             while True:
@@ -189,7 +197,7 @@ async def main(args: argparse.Namespace) -> None:
     started: list[subprocess.Popen[bytes]] = []
     try:
         published = time.perf_counter()
-        samples = await publish_fleet(kafka, args.seconds, run)
+        samples = await publish_fleet(kafka, env["GPUCLOUD_TELEMETRY_SECRET"], args.seconds, run)
         publish_s = time.perf_counter() - published
         targets = await end_offsets(kafka, TELEMETRY.name)
         records = sum(targets.values())  # the topic from its start, old records included

@@ -39,20 +39,23 @@ from .check import run_checks
 from .fault_api import control_app
 from .node_telemetry import NodeTelemetry
 from .nvml import NvmlSource, NvmlUnavailable
-from .publisher import publish, publish_forever
+from .publisher import publish_forever, sealed_publisher
+from .seals import FetchedKeySealer, SecretSealer
 from .settings import AgentSettings
 from .simulated import SimulatedFleet
 from .simulated_telemetry import SimulatedTelemetry
 
 
 async def run_node(
-    broker: KafkaBroker, node: str, interval_s: float, kube: KubeClient | None
-) -> None:
-    """A real node: NVML, once it opens."""
+    broker: KafkaBroker, node: str, interval_s: float, kube: KubeClient | None, *,
+    monitoring_url: str,
+) -> None:  # fmt: skip
+    """A real node: NVML, once it opens; each report under the node's seal."""
+    publish = sealed_publisher(broker, FetchedKeySealer(node, monitoring_url))
     telemetry = NodeTelemetry(node, kube)
-    await telemetry.open(lambda inventory: publish(broker, inventory))
+    await telemetry.open(publish)
     try:
-        await publish_forever(lambda data: publish(broker, data), telemetry, interval_s)
+        await publish_forever(publish, telemetry, interval_s)
     finally:
         telemetry.close()
 
@@ -64,6 +67,7 @@ async def run_simulated(
     interval_s: float,
     seed: int,
     *,
+    telemetry_secret: str,
     control_port: int | None = None,
     control_token: str = "",
     standins: bool = False,
@@ -85,7 +89,8 @@ async def run_simulated(
 
             serving = Standins(kube, lambda node: node in telemetry.fleet.nodes)
             await extras.enter_async_context(_running(_after(telemetry.synced, serving.run)))
-        await publish_forever(lambda data: publish(broker, data), telemetry, interval_s)
+        publish = sealed_publisher(broker, SecretSealer(telemetry_secret))
+        await publish_forever(publish, telemetry, interval_s)
 
 
 @contextlib.asynccontextmanager
@@ -131,6 +136,11 @@ async def _main(args: argparse.Namespace) -> None:
         require_strong_key(
             settings.simulator_token.get_secret_value(), setting="GPUCLOUD_SIMULATOR_TOKEN"
         )
+    telemetry_secret = settings.telemetry_secret.get_secret_value()
+    if args.simulate:
+        require_strong_key(telemetry_secret, setting="GPUCLOUD_TELEMETRY_SECRET")
+    elif not settings.monitoring_url:
+        raise SystemExit("GPUCLOUD_MONITORING_URL is not set: the agent gets its node's key there")
     await require_topics(settings.kafka, [TELEMETRY])
     broker = create_broker(settings.kafka, client_id="gpucloud-agent")
     await broker.start()
@@ -143,12 +153,15 @@ async def _main(args: argparse.Namespace) -> None:
             assert kube is not None
             await run_simulated(
                 broker, kube, args.selector, settings.telemetry_interval_s, args.seed,
-                control_port=args.control_port,
+                telemetry_secret=telemetry_secret, control_port=args.control_port,
                 control_token=settings.simulator_token.get_secret_value(),
                 standins=args.standins,
             )  # fmt: skip
         else:
-            await run_node(broker, args.node, settings.telemetry_interval_s, kube)
+            await run_node(
+                broker, args.node, settings.telemetry_interval_s, kube,
+                monitoring_url=settings.monitoring_url,
+            )  # fmt: skip
     finally:
         if kube is not None:
             await kube.close()

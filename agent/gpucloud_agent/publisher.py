@@ -13,6 +13,7 @@ from gpucloud_libs.events import NodeInventory, TelemetryBatch
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.topics import TELEMETRY
 
+from .seals import KeyUnavailable, Sealer
 from .sources import TelemetrySource
 
 log = logging.getLogger("gpucloud.agent")
@@ -21,11 +22,21 @@ SOURCE = "/gpucloud/agent"
 INVENTORY_EVERY_S = 600.0
 
 
-async def publish(broker: KafkaBroker, data: TelemetryBatch | NodeInventory) -> None:
-    await publish_event(broker, TELEMETRY, data, source=SOURCE)
-
-
 Send = Callable[[TelemetryBatch | NodeInventory], Awaitable[None]]
+
+
+def sealed_publisher(broker: KafkaBroker, sealer: Sealer) -> Send:
+    """Publish each report under its node's seal; without the key, not at all."""
+
+    async def publish(data: TelemetryBatch | NodeInventory) -> None:
+        try:
+            sealed = await sealer(data)
+        except KeyUnavailable as error:
+            log.warning("not published, no node key: %s", error, extra={"node": data.node})
+            return
+        await publish_event(broker, TELEMETRY, sealed, source=SOURCE)
+
+    return publish
 
 
 async def publish_forever(send: Send, source: TelemetrySource, interval_s: float) -> None:

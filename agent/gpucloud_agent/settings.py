@@ -13,3 +13,8 @@ class AgentSettings(ServiceSettings):
     telemetry_interval_s: float = 1.0
     #: The simulator's fault API takes this bearer token (required with --control-port).
     simulator_token: SecretStr = SecretStr("")
+    #: Where a real node's agent asks for its node's key (seals.py): the monitoring
+    #: service's own address, not the gateway's.
+    monitoring_url: str = ""
+    #: The simulator's: derives each simulated node's key (monitoring's own secret).
+    telemetry_secret: SecretStr = SecretStr("")

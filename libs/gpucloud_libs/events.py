@@ -322,6 +322,8 @@ class TelemetryBatch(EventData):
     node: str
     source: Literal["nvml", "simulated"]
     samples: tuple[GpuSample, ...] = Field(min_length=1)
+    #: The node's seal (`node_seals`): only the agent on `node` holds its key.
+    mac: str = ""
 
     @property
     def aggregate_id(self) -> str:
@@ -356,6 +358,8 @@ class NodeInventory(EventData):
     #: Set when the node has no usable NVML (no driver, no GPU): why.
     unavailable_reason: str | None = None
     at: AwareDatetime
+    #: The node's seal, as a telemetry batch's.
+    mac: str = ""
 
     @property
     def aggregate_id(self) -> str:

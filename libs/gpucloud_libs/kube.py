@@ -104,6 +104,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "PersistentVolume": ("CoreV1Api", "persistent_volume", False),
     "Secret": ("CoreV1Api", "secret", True),
     "StorageClass": ("StorageV1Api", "storage_class", False),
+    "TokenReview": ("AuthenticationV1Api", "token_review", False),
 }
 
 

@@ -18,6 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from kubernetes_asyncio import client as k8s
 
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.node_seals import ReportT, node_key, seal
 from gpucloud_stack import fleet
 
 T = TypeVar("T")
@@ -35,6 +36,12 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+def as_its_node(report: ReportT, env: dict[str, str]) -> ReportT:
+    """`report` under the seal of the node it names, as that node's agent sends it
+    (`env`: the stack's, which holds the telemetry secret the simulator holds)."""
+    return seal(node_key(env["GPUCLOUD_TELEMETRY_SECRET"], report.node), report)
 
 
 def unique(prefix: str) -> str:

@@ -22,8 +22,9 @@ from gpucloud_libs.topics import TELEMETRY
 from gpucloud_stack import fleet as stack_fleet
 
 from .cli_support import cli_for
+from .conftest import stack_service_env
 from .platform import Platform, assert_problem, bearer
-from .support import eventually, unique
+from .support import as_its_node, eventually, unique
 
 
 async def test_jobs_and_replicas_hold_their_gpus_in_telemetry_as_instances_do(
@@ -125,11 +126,12 @@ async def test_jobs_and_replicas_hold_their_gpus_in_telemetry_as_instances_do(
 
 
 async def _publish(kafka: KafkaConnection, node: str, batches: list[list[GpuSample]]) -> None:
+    agent = stack_service_env("agent")
     broker = create_broker(kafka, client_id=unique("test-agent"))
     await broker.start()
     try:
         for samples in batches:
             batch = TelemetryBatch(node=node, source="simulated", samples=tuple(samples))
-            await publish_event(broker, TELEMETRY, batch, source="/tests")
+            await publish_event(broker, TELEMETRY, as_its_node(batch, agent), source="/tests")
     finally:
         await broker.stop()

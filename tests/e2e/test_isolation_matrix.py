@@ -24,8 +24,9 @@ from gpucloud_libs.naming import job_workload_id, service_workload_id
 from gpucloud_libs.topics import TELEMETRY
 from gpucloud_stack.fleet import cpu_node
 
+from .conftest import stack_service_env
 from .platform import MIB, Platform, TenantAccount, assert_problem, bearer
-from .support import eventually, unique
+from .support import as_its_node, eventually, unique
 
 
 @dataclass
@@ -1283,6 +1284,7 @@ async def _a_gpu_history(
     cordoned: Any = cpu_node(node) | {"spec": {"unschedulable": True}}
     await k8s.CoreV1Api(kube).create_node(cordoned)
     now = datetime.now(UTC)
+    agent = stack_service_env("agent")
     broker = create_broker(kafka, client_id=unique("test-agent"))
     await broker.start()
     try:
@@ -1304,7 +1306,7 @@ async def _a_gpu_history(
                 for index, workload in enumerate((instance_id, *other_workloads))
             )
             batch = TelemetryBatch(node=node, source="simulated", samples=samples)
-            await publish_event(broker, TELEMETRY, batch, source="/tests")
+            await publish_event(broker, TELEMETRY, as_its_node(batch, agent), source="/tests")
     finally:
         await broker.stop()
 

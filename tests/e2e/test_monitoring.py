@@ -26,12 +26,13 @@ from gpucloud_agent.simulated import Placement, SimulatedFleet
 from gpucloud_libs.events import NodeInventory, NodeReleaseRequested, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.node_seals import ReportT, node_key, seal
 from gpucloud_libs.topics import ALERTS, TELEMETRY
 from gpucloud_stack.fleet import cpu_node, gpu_node
 
 from .conftest import stack_service_env
 from .platform import Platform, assert_problem, bearer
-from .support import eventually, loopback_server, read_topic, unique
+from .support import as_its_node, eventually, loopback_server, read_topic, unique
 
 
 def test_the_agent_says_clearly_when_there_is_no_gpu() -> None:
@@ -77,9 +78,12 @@ def test_the_agent_check_names_what_is_missing_and_its_fix() -> None:
 class Telemetry:
     """A simulated source for test-owned nodes, publishing every second like an agent."""
 
-    def __init__(self, kafka: KafkaConnection, kube: k8s.ApiClient) -> None:
+    def __init__(self, kafka: KafkaConnection, kube: k8s.ApiClient, env: dict[str, str]) -> None:
         self.kafka = kafka
         self.kube = kube
+        self.env = env
+        #: A node whose reports go under another node's seal (a forger), or none.
+        self.sealed_as: dict[str, str | None] = {}
         self.fleet = SimulatedFleet(seed=11)
         self.placements: dict[str, list[Placement]] = {}
 
@@ -97,7 +101,7 @@ class Telemetry:
             for name in list(self.fleet.nodes):
                 await publish_event(
                     broker, TELEMETRY,
-                    NodeInventory(node=name, source="simulated", gpus=tuple(self.fleet.inventory(name)), at=datetime.now(UTC)),
+                    self._sealed(NodeInventory(node=name, source="simulated", gpus=tuple(self.fleet.inventory(name)), at=datetime.now(UTC))),
                     source="/tests",
                 )  # fmt: skip
             while True:
@@ -106,12 +110,19 @@ class Telemetry:
                 for name in list(self.fleet.nodes):
                     await publish_event(
                         broker, TELEMETRY,
-                        TelemetryBatch(node=name, source="simulated", samples=tuple(self.fleet.sample(name, at))),
+                        self._sealed(TelemetryBatch(node=name, source="simulated", samples=tuple(self.fleet.sample(name, at)))),
                         source="/tests",
                     )  # fmt: skip
                 await asyncio.sleep(1.0)
         finally:
             await broker.stop()
+
+    def _sealed(self, report: ReportT) -> ReportT:
+        if report.node not in self.sealed_as:
+            return as_its_node(report, self.env)
+        signer = self.sealed_as[report.node]
+        key = node_key(self.env["GPUCLOUD_TELEMETRY_SECRET"], signer) if signer else None
+        return seal(key, report) if key else report
 
     async def _place(self) -> None:
         """Load follows the instances running on the test nodes."""
@@ -130,8 +141,10 @@ class Telemetry:
 
 
 @pytest.fixture
-async def telemetry(kafka: KafkaConnection, kube: k8s.ApiClient) -> AsyncIterator[Telemetry]:
-    source = Telemetry(kafka, kube)
+async def telemetry(
+    kafka: KafkaConnection, kube: k8s.ApiClient, stack_env: dict[str, str]
+) -> AsyncIterator[Telemetry]:
+    source = Telemetry(kafka, kube, stack_env)
     yield source
     for name in list(source.fleet.nodes):
         with contextlib.suppress(Exception):
@@ -363,6 +376,31 @@ async def test_telemetry_from_a_node_the_cluster_does_not_have_is_refused(
     assert ghost not in names
 
 
+async def test_telemetry_not_sealed_by_the_node_it_names_is_refused(
+    platform: Platform, telemetry: Telemetry
+) -> None:
+    """Every agent holds the same Kafka principal: a compromised node reporting in
+    another node's name (a fake idle GPU fires that tenant's stop rule, a fake XID
+    quarantines the node) is refused, as is a report with no seal (review M4)."""
+    honest = await telemetry.node(product=unique("SIM-H100"))
+    victim = await telemetry.node(product=unique("SIM-H100"))
+    unsealed = await telemetry.node(product=unique("SIM-H100"))
+    telemetry.sealed_as = {victim: honest, unsealed: None}
+    async with running(telemetry):
+
+        async def listed() -> set[str] | None:
+            nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+            names = {n["node"] for n in nodes}
+            return names if honest in names else None
+
+        await eventually(listed, timeout=30)
+        await asyncio.sleep(2)  # two more rounds of the others' batches
+        names = await listed() or set()
+    assert honest in names
+    assert victim not in names
+    assert unsealed not in names
+
+
 async def test_an_operator_quarantines_a_node_until_released(
     platform: Platform, telemetry: Telemetry, kube: k8s.ApiClient
 ) -> None:
@@ -583,7 +621,7 @@ async def test_a_tenant_reads_only_its_own_gpu_metrics(
 
 
 async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
-    platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient
+    platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient, stack_env: dict[str, str]
 ) -> None:
     marker = unique("garbage")
     producer = AIOKafkaProducer(**kafka.client_options())
@@ -601,7 +639,7 @@ async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
     try:
         await publish_event(
             broker, TELEMETRY,
-            NodeInventory(node=node, source="nvml", unavailable_reason="no driver", at=datetime.now(UTC)),
+            as_its_node(NodeInventory(node=node, source="nvml", unavailable_reason="no driver", at=datetime.now(UTC)), stack_env),
             source="/tests",
         )  # fmt: skip
     finally:

@@ -664,6 +664,8 @@ def service_env(ctx: Context) -> dict[str, str]:
         "GPUCLOUD_OBJECT_STORE": layout.object_store(),
         "GPUCLOUD_BOOTSTRAP_ADMIN_KEY": ctx.secrets.bootstrap_admin_key,
         "GPUCLOUD_SIMULATOR_TOKEN": ctx.secrets.simulator_token,
+        # For the tests and benchmarks that publish telemetry as simulated nodes.
+        "GPUCLOUD_TELEMETRY_SECRET": ctx.secrets.telemetry_secret,
     }
 
 
@@ -686,10 +688,13 @@ def principal_env(ctx: Context, service: str) -> dict[str, str]:
         own["GPUCLOUD_STORAGE_SECRETS_KEY"] = ctx.secrets.storage_secrets_key
     if service == "monitoring":
         own["GPUCLOUD_WEBHOOK_SECRETS_KEY"] = ctx.secrets.webhook_secrets_key
+        own["GPUCLOUD_TELEMETRY_SECRET"] = ctx.secrets.telemetry_secret
+        own["GPUCLOUD_AGENT_SERVICE_ACCOUNTS"] = json.dumps([kube_access.AGENT_ACCOUNT])
     if service == "instances":
         own["GPUCLOUD_REGISTRY_SECRETS_KEY"] = ctx.secrets.registry_secrets_key
     if service == "agent":
         own["GPUCLOUD_SIMULATOR_TOKEN"] = ctx.secrets.simulator_token
+        own["GPUCLOUD_TELEMETRY_SECRET"] = ctx.secrets.telemetry_secret
     return {
         **_common_env(ctx),
         "GPUCLOUD_KAFKA_USERNAME": f"gpucloud-{service}",

@@ -7,7 +7,8 @@ The same roles as the Helm chart's `templates/rbac.yaml` and
   refuses the rest), and it binds the storage role in each tenant namespace;
 - storage holds claims and Secrets in tenant namespaces alone, through those
   RoleBindings: it cannot read a Secret anywhere else;
-- monitoring and the GPU simulator read nodes and pods.
+- monitoring and the GPU simulator read nodes and pods; monitoring reviews the
+  node agents' tokens (the agents' ServiceAccount lives in `gpucloud-agents`).
 Applied with server-side apply at every `up`, so a change here reaches a running
 cluster.
 """
@@ -33,6 +34,12 @@ INSTANCES_NAMESPACES = ("gpucloud-stocks",)
 #: The storage service's identity, the one subject the instances service may bind.
 STORAGE_SUBJECT = "User:gpucloud-storage"
 TENANT_STORAGE_ROLE = "gpucloud-tenant-storage"  # gpucloud_libs.naming
+
+#: Where a node agent on a real node of this cluster would run, as this account: the
+#: monitoring service hands a node's key to a token of it bound to a pod on that node.
+#: The simulator stands in for the kwok nodes' agents; tests run an agent pod here.
+AGENT_NAMESPACE = "gpucloud-agents"
+AGENT_ACCOUNT = f"system:serviceaccount:{AGENT_NAMESPACE}:gpucloud-agent"
 
 _RBAC = "rbac.authorization.k8s.io"
 _ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -102,12 +109,26 @@ def manifests() -> list[Manifest]:
     readers = _cluster_role(
         "gpucloud-monitoring", [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": _READ}]
     )
+    # Reviews the agents' tokens before it hands out node keys (node_keys.py).
+    token_reviews = _cluster_role(
+        "gpucloud-monitoring-token-reviews",
+        [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+          "verbs": ["create"]}],
+    )  # fmt: skip
     return [
         instances,
         _cluster_binding("gpucloud-instances", [user("instances")]),
         tenant_storage,
         readers,
         _cluster_binding("gpucloud-monitoring", [user("monitoring"), user("agent")]),
+        token_reviews,
+        _cluster_binding("gpucloud-monitoring-token-reviews", [user("monitoring")]),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENT_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "gpucloud-agent", "namespace": AGENT_NAMESPACE},
+        },
         *admission_policy(
             [user("instances"), user("storage")],
             INSTANCES_NAMESPACES,
@@ -239,6 +260,11 @@ def admission_policy(
 
 def _path(manifest: Manifest) -> str:
     group_version = manifest["apiVersion"]
+    if manifest["kind"] == "Namespace":
+        return f"/api/v1/namespaces/{manifest['metadata']['name']}"
+    if manifest["kind"] == "ServiceAccount":
+        meta = manifest["metadata"]
+        return f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{meta['name']}"
     plural = {
         "ClusterRole": "clusterroles",
         "ClusterRoleBinding": "clusterrolebindings",

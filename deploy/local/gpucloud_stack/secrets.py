@@ -81,6 +81,9 @@ class Secrets:
     registry_secrets_key: str = field(default_factory=_fernet_key)
     #: Bearer token of the GPU simulator's fault API (the operator's).
     simulator_token: str = field(default_factory=_token)
+    #: Derives each node's telemetry key: the monitoring service's, and the GPU
+    #: simulator's, which stands in for every simulated node's agent.
+    telemetry_secret: str = field(default_factory=lambda: _token(48))
     #: The broker's super user, for the operator's Kafka access step only.
     kafka_admin_password: str = field(default_factory=_token)
     kafka_passwords: dict[str, str] = field(

@@ -7,14 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Header, Query, Response, status
 
+from gpucloud_libs.errors import Unauthenticated
 from gpucloud_libs.http import CurrentIdentity, app_part
 
 from .alert_rules import AlertRules
 from .alerts import Alerts
 from .fleet import Fleet
 from .metrics import Metrics, Workload
+from .node_keys import NodeKeys
 from .schemas import (
     Alert,
     AlertRule,
@@ -24,6 +26,7 @@ from .schemas import (
     FleetSummary,
     GpuView,
     MetricSeries,
+    NodeKey,
     NodeQuarantine,
     NodeView,
     Resolution,
@@ -40,6 +43,7 @@ MetricsPart = Annotated[Metrics, app_part(Metrics)]
 FleetPart = Annotated[Fleet, app_part(Fleet)]
 AlertRulesPart = Annotated[AlertRules, app_part(AlertRules)]
 AlertsPart = Annotated[Alerts, app_part(Alerts)]
+NodeKeysPart = Annotated[NodeKeys, app_part(NodeKeys)]
 
 
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -176,6 +180,24 @@ async def quarantine_node(
     node: str, body: NodeQuarantine, identity: CurrentIdentity, fleet: FleetPart
 ) -> NodeView:
     return await fleet.quarantine_node(identity, node, body.reason)
+
+
+@router.post(
+    "/node-keys",
+    tags=["fleet"],
+    summary="A node agent's key for its node's telemetry, for its pod-bound token",
+    responses={401: {"description": "Not a token for this service"},
+               403: {"description": "Not an agent's token, or not bound to a pod on a node"}},
+)  # fmt: skip
+async def issue_node_key(
+    node_keys: NodeKeysPart, authorization: Annotated[str, Header()] = ""
+) -> NodeKey:
+    """Called by node agents directly, never through the gateway: the caller is
+    whoever Kubernetes says the bearer token belongs to."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("send the agent's projected ServiceAccount token as a bearer token")
+    return await node_keys.issue(token.strip())
 
 
 @router.get("/fleet", tags=["fleet"], summary="Utilisation by zone and GPU type, tiers, health")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
@@ -20,6 +21,7 @@ from .ingest import Ingest
 from .known_nodes import KnownNodes
 from .metrics import Metrics
 from .node_health import NodeHealth
+from .node_keys import NodeKeys, NodeSeals
 from .rules import RuleEngine
 from .settings import MonitoringSettings
 from .store import INDEXES, MonitoringStore
@@ -54,8 +56,16 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     )
     node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
     seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
+    telemetry_secret = settings.telemetry_secret.get_secret_value()
+    runtime.check_key_at_start(
+        lambda: require_strong_key(telemetry_secret, setting="GPUCLOUD_TELEMETRY_SECRET")
+    )
+    node_seals = NodeSeals(telemetry_secret)
+    node_keys = NodeKeys(kube, node_seals, settings.agent_service_accounts)
     known_nodes = KnownNodes(kube) if settings.known_nodes_only else None
-    ingest = Ingest(settings, store, engine, tracker, alerts, node_health, seal, known_nodes)
+    ingest = Ingest(
+        settings, store, engine, tracker, alerts, node_health, seal, node_seals, known_nodes
+    )
     fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
     handlers = EventHandlers(ingest)
 
@@ -86,5 +96,5 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
         title="gpucloud monitoring",
         description="GPU telemetry ingestion, alert rules, inventory and node health.",
         routers=[router],
-        parts=[Metrics(store), fleet, rules, alerts],
+        parts=[Metrics(store), fleet, rules, alerts, node_keys],
     )

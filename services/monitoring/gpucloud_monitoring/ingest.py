@@ -26,6 +26,7 @@ from .fleet_requests import FleetRequestSeal
 from .health import HealthTracker
 from .known_nodes import KnownNodes
 from .node_health import NodeHealth
+from .node_keys import NodeSeals
 from .rollup import Rollup
 from .rules import RuleEngine
 from .settings import MonitoringSettings
@@ -45,9 +46,11 @@ class Ingest:
         alerts: Alerts,
         node_health: NodeHealth,
         seal: FleetRequestSeal,
+        node_seals: NodeSeals,
         nodes: KnownNodes | None,
     ) -> None:
         self._seal = seal
+        self._node_seals = node_seals
         self._nodes = nodes
         self._settings = settings
         self._store = store
@@ -66,6 +69,8 @@ class Ingest:
     ) -> None:
         minute_docs: list[RollupDoc] = []
         hour_docs: list[RollupDoc] = []
+        batches = self._node_seals.genuine(batches)
+        inventories = self._node_seals.genuine(inventories)
         if self._nodes is not None:
             batches = [batch for batch in batches if await self._nodes.known(batch.node)]
             inventories = [item for item in inventories if await self._nodes.known(item.node)]

@@ -133,6 +133,14 @@ class MetricSeries(ApiModel):
     points: list[MetricPoint]
 
 
+class NodeKey(ApiModel):
+    """A node agent's key for sealing its node's telemetry (gpucloud_libs.node_seals)."""
+
+    node: str
+    #: URL-safe base64 of the key's 32 bytes.
+    key: str
+
+
 class NodeQuarantine(ApiModel):
     """Why the operator takes the node out: kept in the node's health reasons."""
 

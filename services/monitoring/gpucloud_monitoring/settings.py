@@ -23,5 +23,12 @@ class MonitoringSettings(ServiceSettings):
     #: Take telemetry only from nodes the cluster has (known_nodes.py). Off only for
     #: the ingest benchmark, whose thousand simulated nodes exist nowhere else.
     known_nodes_only: bool = True
+    #: Derives each node's key for sealing its telemetry (node_keys.py); only this
+    #: service holds it (and, on the local stack, the GPU simulator that stands in for
+    #: every simulated node's agent).
+    telemetry_secret: SecretStr = SecretStr("")
+    #: The node agents' ServiceAccounts, `system:serviceaccount:<namespace>:<name>`:
+    #: a token of one of them bound to a pod on a node gets that node's key.
+    agent_service_accounts: list[str] = Field(default_factory=list)
     #: Alert rules a tenant may hold: each one is evaluated on every sample of its GPUs.
     max_rules_per_tenant: int = 100
