@@ -22,6 +22,7 @@ from .known_nodes import KnownNodes
 from .metrics import Metrics
 from .node_health import NodeHealth
 from .node_keys import NodeKeys, NodeSeals
+from .provenance import Provenance
 from .rules import RuleEngine
 from .settings import MonitoringSettings
 from .store import INDEXES, MonitoringStore
@@ -63,9 +64,8 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     node_seals = NodeSeals(telemetry_secret)
     node_keys = NodeKeys(kube, node_seals, settings.agent_service_accounts)
     known_nodes = KnownNodes(kube) if settings.known_nodes_only else None
-    ingest = Ingest(
-        settings, store, engine, tracker, alerts, node_health, seal, node_seals, known_nodes
-    )
+    provenance = Provenance(node_seals, seal, known_nodes)
+    ingest = Ingest(settings, store, engine, tracker, alerts, node_health, provenance)
     fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
     handlers = EventHandlers(ingest)
 

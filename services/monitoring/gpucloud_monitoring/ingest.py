@@ -22,11 +22,9 @@ from gpucloud_libs.events import (
 
 from .alerts import Alerts
 from .documents import GpuStatus, RollupDoc
-from .fleet_requests import FleetRequestSeal
 from .health import HealthTracker
-from .known_nodes import KnownNodes
 from .node_health import NodeHealth
-from .node_keys import NodeSeals
+from .provenance import Provenance, Reports
 from .rollup import Rollup
 from .rules import RuleEngine
 from .settings import MonitoringSettings
@@ -45,13 +43,9 @@ class Ingest:
         tracker: HealthTracker,
         alerts: Alerts,
         node_health: NodeHealth,
-        seal: FleetRequestSeal,
-        node_seals: NodeSeals,
-        nodes: KnownNodes | None,
+        provenance: Provenance,
     ) -> None:
-        self._seal = seal
-        self._node_seals = node_seals
-        self._nodes = nodes
+        self._provenance = provenance
         self._settings = settings
         self._store = store
         self._engine = engine
@@ -67,14 +61,10 @@ class Ingest:
         inventories: list[NodeInventory],
         requests: list[NodeHealthRequest] | None = None,
     ) -> None:
+        taken = await self._provenance.taken(Reports(batches, inventories, requests or []))
         minute_docs: list[RollupDoc] = []
         hour_docs: list[RollupDoc] = []
-        batches = self._node_seals.genuine(batches)
-        inventories = self._node_seals.genuine(inventories)
-        if self._nodes is not None:
-            batches = [batch for batch in batches if await self._nodes.known(batch.node)]
-            inventories = [item for item in inventories if await self._nodes.known(item.node)]
-        for batch in batches:
+        for batch in taken.batches:
             for sample in batch.samples:
                 minute_docs += self._minutes.add(batch.node, sample)
                 hour_docs += self._hours.add(batch.node, sample)
@@ -85,15 +75,9 @@ class Ingest:
             if change is not None:
                 await self._node_health.changed(change)
         await self._write_rollups(minute_docs, hour_docs)
-        for inventory in inventories:
+        for inventory in taken.inventories:
             await self._inventory(inventory)
-        for request in requests or []:
-            if not self._seal.genuine(request):
-                log.warning(
-                    "refused a node health request without the monitoring service's seal",
-                    extra={"node": request.node, "requested_by": request.requested_by},
-                )
-                continue
+        for request in taken.requests:
             change = (
                 self._tracker.release(request.node, request.at)
                 if isinstance(request, NodeReleaseRequested)
