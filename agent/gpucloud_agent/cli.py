@@ -47,50 +47,44 @@ from .simulated_telemetry import SimulatedTelemetry
 
 
 async def run_node(
-    broker: KafkaBroker, node: str, interval_s: float, kube: KubeClient | None, *,
-    monitoring_url: str,
-) -> None:  # fmt: skip
-    """A real node: NVML, once it opens; each report under the node's seal."""
-    publish = sealed_publisher(broker, FetchedKeySealer(node, monitoring_url))
-    telemetry = NodeTelemetry(node, kube)
+    broker: KafkaBroker, kube: KubeClient | None, args: argparse.Namespace, settings: AgentSettings
+) -> None:
+    """A real node (`--node`): NVML, once it opens; each report under the node's seal."""
+    sealer = FetchedKeySealer(args.node, settings.monitoring_url)
+    publish = sealed_publisher(broker, sealer)
+    telemetry = NodeTelemetry(args.node, kube)
     await telemetry.open(publish)
     try:
-        await publish_forever(publish, telemetry, interval_s)
+        await publish_forever(publish, telemetry, settings.telemetry_interval_s)
     finally:
         telemetry.close()
 
 
 async def run_simulated(
-    broker: KafkaBroker,
-    kube: KubeClient,
-    selector: str,
-    interval_s: float,
-    seed: int,
-    *,
-    telemetry_secret: str,
-    control_port: int | None = None,
-    control_token: str = "",
-    standins: bool = False,
+    broker: KafkaBroker, kube: KubeClient, args: argparse.Namespace, settings: AgentSettings
 ) -> None:
-    """Telemetry for every node matching `selector`, load following their pods; with
-    `control_port`, the fault API; with `standins`, a stand-in at each instance pod's
-    ports (standin.py), once the simulated nodes are known."""
-    telemetry = SimulatedTelemetry(SimulatedFleet(seed), kube, selector)
+    """Telemetry for every node the `--selector` matches, load following their pods;
+    with `--control-port`, the fault API; with `--standins`, a stand-in at each
+    instance pod's ports (standin.py), once the simulated nodes are known."""
+    telemetry = SimulatedTelemetry(SimulatedFleet(args.seed), kube, args.selector)
     async with contextlib.AsyncExitStack() as extras:
-        if control_port:
+        if args.control_port:
+            token = settings.simulator_token.get_secret_value()
             server = uvicorn.Server(uvicorn.Config(
-                control_app(telemetry.fleet, control_token), host="127.0.0.1",
-                port=control_port, log_config=None,
+                control_app(telemetry.fleet, token), host="127.0.0.1",
+                port=args.control_port, log_config=None,
             ))  # fmt: skip
             await extras.enter_async_context(_running(server.serve()))
-        if standins:
+        if args.standins:
             # The stand-ins need the `standins` extra (asyncssh): a node's image has none.
             from .standin import Standins
 
             serving = Standins(kube, lambda node: node in telemetry.fleet.nodes)
             await extras.enter_async_context(_running(_after(telemetry.synced, serving.run)))
-        publish = sealed_publisher(broker, SecretSealer(telemetry_secret))
-        await publish_forever(publish, telemetry, interval_s)
+        sealer = SecretSealer(settings.telemetry_secret.get_secret_value())
+        await publish_forever(
+            sealed_publisher(broker, sealer), telemetry, settings.telemetry_interval_s
+        )
 
 
 @contextlib.asynccontextmanager
@@ -136,9 +130,10 @@ async def _main(args: argparse.Namespace) -> None:
         require_strong_key(
             settings.simulator_token.get_secret_value(), setting="GPUCLOUD_SIMULATOR_TOKEN"
         )
-    telemetry_secret = settings.telemetry_secret.get_secret_value()
     if args.simulate:
-        require_strong_key(telemetry_secret, setting="GPUCLOUD_TELEMETRY_SECRET")
+        require_strong_key(
+            settings.telemetry_secret.get_secret_value(), setting="GPUCLOUD_TELEMETRY_SECRET"
+        )
     elif not settings.monitoring_url:
         raise SystemExit("GPUCLOUD_MONITORING_URL is not set: the agent gets its node's key there")
     await require_topics(settings.kafka, [TELEMETRY])
@@ -151,17 +146,9 @@ async def _main(args: argparse.Namespace) -> None:
     try:
         if args.simulate:
             assert kube is not None
-            await run_simulated(
-                broker, kube, args.selector, settings.telemetry_interval_s, args.seed,
-                telemetry_secret=telemetry_secret, control_port=args.control_port,
-                control_token=settings.simulator_token.get_secret_value(),
-                standins=args.standins,
-            )  # fmt: skip
+            await run_simulated(broker, kube, args, settings)
         else:
-            await run_node(
-                broker, args.node, settings.telemetry_interval_s, kube,
-                monitoring_url=settings.monitoring_url,
-            )  # fmt: skip
+            await run_node(broker, kube, args, settings)
     finally:
         if kube is not None:
             await kube.close()
