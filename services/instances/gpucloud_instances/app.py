@@ -41,6 +41,7 @@ from .templates.api import router as templates_router
 from .templates.catalog import ImagePolicy, Templates
 from .tenancy.tenants import Tenancy
 from .wakeups import ControllerWakeups, InstanceChanges
+from .workloads.parts import WorkloadParts
 
 
 def create_app(settings: InstancesSettings) -> FastAPI:
@@ -70,6 +71,9 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
     handlers = EventHandlers(tenancy, NodeCordons(kube))
     filling = ListFilling(instances)
+    parts = WorkloadParts(
+        specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries)
+    )
     for start in (kube.connect, log_streams.connect, filling.start, controller.start):
         runtime.on_start(start)
     for stop in (controller.stop, filling.stop, quota.close, kube.close, log_streams.close,
@@ -89,12 +93,9 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, wakeups),
-            Instances(settings, specs, tenants, instances, requests, quota, storage, wakeups,
-                      changes, lines, log_streams),
-            Jobs(log_streams, specs, tenants, db.jobs, requests, storage, wakeups, lines,
-                 ImagePolicy(settings.allowed_registries)),
-            InferenceServices(settings, specs, tenants, db.services, requests, quota, storage,
-                              wakeups),
+            Instances(settings, parts, instances, quota, changes, log_streams),
+            Jobs(parts, db.jobs, log_streams),
+            InferenceServices(settings, parts, db.services, quota),
             Templates(),
             RegistryCredentials(db.registry_credentials, tenants, registry_box, pull_secrets),
         ],

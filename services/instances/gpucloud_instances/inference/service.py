@@ -35,12 +35,9 @@ from ..documents import (
 from ..quota_ledger import QuotaLedger
 from ..schemas import STORED
 from ..settings import InstancesSettings
-from ..specs.store import SpecStore
-from ..storages import StorageClient
-from ..store import DuplicateInstance, RequestStore, instance_key, service_request_key
-from ..templates.catalog import ImagePolicy
-from ..tenancy.store import TenantStore
-from ..wakeups import ControllerWakeups, service_item
+from ..store import DuplicateInstance, instance_key, service_request_key
+from ..wakeups import service_item
+from ..workloads.parts import WorkloadParts
 from .configurations import (
     autoscaling_doc,
     claimed_gpus,
@@ -73,23 +70,19 @@ class InferenceServices:
     def __init__(
         self,
         settings: InstancesSettings,
-        specs: SpecStore,
-        tenants: TenantStore,
+        parts: WorkloadParts,
         services: ServiceStore,
-        requests: RequestStore,
         quota: QuotaLedger,
-        storage: StorageClient,
-        wakeups: ControllerWakeups,
     ) -> None:
-        self._storage = storage
+        self._storage = parts.storage
         self._settings = settings
-        self._images = ImagePolicy(settings.allowed_registries)
-        self._specs = specs
-        self._tenants = tenants
+        self._images = parts.images
+        self._specs = parts.specs
+        self._tenants = parts.tenants
         self._services = services
-        self._requests = requests
+        self._requests = parts.requests
         self._quota = quota
-        self._wakeups = wakeups
+        self._wakeups = parts.wakeups
 
     async def create(self, identity: Identity, body: InferenceServiceCreate) -> InferenceService:
         identity.require_role("tenant-user", "tenant-admin")

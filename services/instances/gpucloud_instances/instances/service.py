@@ -26,16 +26,13 @@ from ..admission import allowed_zones, known_spec, quota_refusal
 from ..documents import InstanceDoc, TenantDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..log_streams import LogStreams
-from ..queue.line import Line, QueueLines
+from ..queue.line import Line
 from ..quota_ledger import QuotaLedger
 from ..schemas import STORED, InstanceTemplate, QuotaUse, Transition
 from ..settings import InstancesSettings
-from ..specs.store import SpecStore
-from ..storages import StorageClient
-from ..store import DuplicateInstance, RequestKind, RequestStore, instance_key
-from ..templates.catalog import ImagePolicy
-from ..tenancy.store import TenantStore
-from ..wakeups import ControllerWakeups, InstanceChanges, Recorded, instance_item
+from ..store import DuplicateInstance, RequestKind, instance_key
+from ..wakeups import InstanceChanges, Recorded, instance_item
+from ..workloads.parts import WorkloadParts
 from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as instance_manifests
 from .admission import NewInstance, instance_document
@@ -56,28 +53,23 @@ class Instances:
     def __init__(
         self,
         settings: InstancesSettings,
-        specs: SpecStore,
-        tenants: TenantStore,
+        parts: WorkloadParts,
         instances: InstanceStore,
-        requests: RequestStore,
         quota: QuotaLedger,
-        storage: StorageClient,
-        wakeups: ControllerWakeups,
         changes: InstanceChanges,
-        lines: QueueLines,
         logs: LogStreams,
     ) -> None:
         self._settings = settings
-        self._images = ImagePolicy(settings.allowed_registries)
-        self._specs = specs
-        self._tenants = tenants
+        self._images = parts.images
+        self._specs = parts.specs
+        self._tenants = parts.tenants
         self._instances = instances
-        self._requests = requests
+        self._requests = parts.requests
         self._quota = quota
-        self._storage = storage
-        self._wakeups = wakeups
+        self._storage = parts.storage
+        self._wakeups = parts.wakeups
         self._changes = changes
-        self._lines = lines
+        self._lines = parts.lines
         self._logs = logs
 
     async def quota(self, identity: Identity) -> QuotaUse:

@@ -24,15 +24,12 @@ from ..admission import allowed_zones, known_spec, spec_fields
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
-from ..queue.line import Line, QueueLines
+from ..queue.line import Line
 from ..schemas import Transition
-from ..specs.store import SpecStore
-from ..storages import StorageClient
-from ..store import DuplicateInstance, RequestStore, instance_key
-from ..templates.catalog import ImagePolicy
-from ..tenancy.store import TenantStore
+from ..store import DuplicateInstance, instance_key
 from ..transitions import job_event
-from ..wakeups import ControllerWakeups, job_item
+from ..wakeups import job_item
+from ..workloads.parts import WorkloadParts
 from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as job_manifests
 from .schemas import Job, JobCreate, JobPage, JobRun
@@ -45,27 +42,16 @@ class JobHasNoRuns(Conflict):
 
 
 class Jobs:
-    def __init__(
-        self,
-        logs: LogStreams,
-        specs: SpecStore,
-        tenants: TenantStore,
-        jobs: JobStore,
-        requests: RequestStore,
-        storage: StorageClient,
-        wakeups: ControllerWakeups,
-        lines: QueueLines,
-        images: ImagePolicy,
-    ) -> None:
-        self._images = images
+    def __init__(self, parts: WorkloadParts, jobs: JobStore, logs: LogStreams) -> None:
+        self._images = parts.images
         self._logs = logs
-        self._specs = specs
-        self._tenants = tenants
+        self._specs = parts.specs
+        self._tenants = parts.tenants
         self._jobs = jobs
-        self._lines = lines
-        self._requests = requests
-        self._storage = storage
-        self._wakeups = wakeups
+        self._lines = parts.lines
+        self._requests = parts.requests
+        self._storage = parts.storage
+        self._wakeups = parts.wakeups
 
     async def submit(
         self, identity: Identity, body: JobCreate, idempotency_key: str | None
