@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpucloud_instances.documents import TenantDoc
-from gpucloud_instances.instances.admission import NewInstance, instance_document
+from gpucloud_instances.instances.admission import instance_document
 from gpucloud_instances.instances.schemas import InstanceCreate
 from gpucloud_instances.jobs.schemas import JobCreate
+from gpucloud_instances.workloads.admitted import NewWorkload
 from gpucloud_instances.workloads.replays import request_hash
 from gpucloud_libs.identity import Identity
 
@@ -20,19 +21,19 @@ SPEC = a_spec(name="l40s", gpu_type="NVIDIA-L40S", created_at=AT)
 TENANT: dict[str, Any] = {"_id": "acme", "namespace": "gpc-acme", "quota": {}}
 
 
-def admitted(body: InstanceCreate) -> NewInstance:
-    return NewInstance(
-        key="acme/i-1", identity=Identity(subject="u-1", role="tenant-user", tenant_id="acme",
-                                          expires_at=0),
+def admitted(body: InstanceCreate) -> NewWorkload:
+    return NewWorkload(
+        key="acme/i-1", workload_id="i-1",
+        identity=Identity(subject="u-1", role="tenant-user", tenant_id="acme", expires_at=0),
         tenant=TenantDoc(**TENANT),  # type: ignore[typeddict-item]
-        spec=SPEC, body=body, instance_id="i-1", idempotency_key="k-1",
-        request_hash=request_hash(body, id_field="instance_id"), zones=[], storages=[],
+        spec=SPEC, zones=[], storages=[],
+        request_hash=request_hash(body, id_field="instance_id"), idempotency_key="k-1",
     )  # fmt: skip
 
 
 def test_a_start_is_stored_pending_with_its_first_event_numbered_one() -> None:
     body = InstanceCreate.model_validate({"image": "jupyter/base-notebook", "specName": "l40s"})
-    doc = instance_document(admitted(body), AT)
+    doc = instance_document(admitted(body), body, AT)
     assert (doc["state"], doc["sequence"], doc["has_outbox"]) == ("pending", 1, True)
     assert doc["history"] == [{"state": "pending", "at": AT, "reason": None}]
     [event] = doc["outbox"]
@@ -44,7 +45,7 @@ def test_a_queued_start_is_stored_queued_and_holds_nothing_yet() -> None:
     body = InstanceCreate.model_validate(
         {"image": "jupyter/base-notebook", "specName": "l40s", "queue": True, "priority": 5}
     )
-    doc = instance_document(admitted(body), AT)
+    doc = instance_document(admitted(body), body, AT)
     assert (doc["state"], doc["priority"], doc["node"]) == ("queued", 5, None)
 
 

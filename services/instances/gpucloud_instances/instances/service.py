@@ -32,10 +32,11 @@ from ..schemas import STORED, InstanceTemplate, QuotaUse, Transition
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance, RequestKind, instance_key
 from ..wakeups import InstanceChanges, Recorded, instance_item
+from ..workloads.admitted import NewWorkload
 from ..workloads.parts import WorkloadParts
 from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as instance_manifests
-from .admission import NewInstance, instance_document
+from .admission import instance_document
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 from .store import InstanceStore
 
@@ -115,10 +116,9 @@ class Instances:
         again = await claim_idempotency_key(self._instances, tenant_id, idempotency_key, key)
         if again is not None:  # a concurrent request with the same key got there first
             return await self._replay(again, hashed), False
-        new = NewInstance(
-            key=key, identity=identity, tenant=tenant, spec=spec, body=body,
-            instance_id=instance_id, idempotency_key=idempotency_key, request_hash=hashed,
-            zones=zones, storages=storages,
+        new = NewWorkload(
+            key=key, workload_id=instance_id, identity=identity, tenant=tenant, spec=spec,
+            zones=zones, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
         )  # fmt: skip
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
@@ -127,7 +127,7 @@ class Instances:
             if refusal is not None:
                 await self._forget_key(tenant_id, idempotency_key)
                 raise refusal
-            return await self._record(new)
+            return await self._record(new, body)
         # The claim comes first and is keyed by the instance: of concurrent starts,
         # exactly as many as fit pass, and a retry of this one counts once. A claim
         # whose instance never gets recorded (a crash right here) is released by the
@@ -138,13 +138,13 @@ class Instances:
         except QuotaExceeded:
             await self._forget_key(tenant_id, idempotency_key)
             raise
-        return await self._record(new)
+        return await self._record(new, body)
 
-    async def _record(self, new: NewInstance) -> tuple[Instance, bool]:
+    async def _record(self, new: NewWorkload, body: InstanceCreate) -> tuple[Instance, bool]:
         """Insert the new instance (or find the one a concurrent request made) and wake
         the controller."""
         tenant_id = new.tenant["_id"]
-        doc = instance_document(new, created=now())
+        doc = instance_document(new, body, created=now())
         try:
             with phase("insert"):
                 await self._instances.insert(doc)

@@ -20,7 +20,7 @@ from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, spec_fields
+from ..admission import allowed_zones, known_spec
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
@@ -29,6 +29,7 @@ from ..schemas import Transition
 from ..store import DuplicateInstance, instance_key
 from ..transitions import job_event
 from ..wakeups import job_item
+from ..workloads.admitted import NewWorkload
 from ..workloads.parts import WorkloadParts
 from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as job_manifests
@@ -78,9 +79,11 @@ class Jobs:
         again = await claim_idempotency_key(self._jobs, tenant_id, idempotency_key, key)
         if again is not None:  # a concurrent request with the same key got there first
             return await self._replay(again, hashed), False
-        doc = _job_document(
-            job_id, identity, tenant, spec, body, zones, storages, hashed, idempotency_key
-        )
+        new = NewWorkload(
+            key=key, workload_id=job_id, identity=identity, tenant=tenant, spec=spec,
+            zones=zones, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
+        )  # fmt: skip
+        doc = _job_document(new, body)
         try:
             await self._jobs.insert(doc)
         except DuplicateInstance:
@@ -255,41 +258,23 @@ def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int) -> None:
         )
 
 
-def _job_document(
-    job_id: str,
-    identity: Identity,
-    tenant: TenantDoc,
-    spec: SpecDoc,
-    body: JobCreate,
-    zones: list[str],
-    storages: list[dict[str, object]],
-    request_hash: str,
-    idempotency_key: str | None,
-) -> JobDoc:
+def _job_document(new: NewWorkload, body: JobCreate) -> JobDoc:
     """A newly submitted job as stored: `queued`, with its event in the outbox."""
     created = now()
     doc: JobDoc = {
-        "_id": instance_key(tenant["_id"], job_id),
-        "tenant_id": tenant["_id"],
-        "job_id": job_id,
-        "user_id": identity.subject,
-        "idempotency_key": idempotency_key,
-        "request_hash": request_hash,
         # mypy wants a ** item to name the optional keys too; those the kind
         # sets later stay absent.
-        **spec_fields(spec, zones),  # type: ignore[typeddict-item]
+        **new.document_fields("job_id"),  # type: ignore[typeddict-item]
         "image": body.image,
         "command": body.command,
         "args": body.args,
         "template": body.template.model_dump(by_alias=True),
-        "storages": storages,
         "parallelism": body.pods,
         "completions": body.completions or body.pods,
         "nodes": body.nodes,
         "retry_limit": body.retry_limit,
         "deadline_seconds": body.deadline_seconds,
         "priority": body.priority,
-        "namespace": tenant["namespace"],
         "state": JobState.QUEUED.value,
         "reason": None,
         "message": None,
