@@ -24,7 +24,9 @@ from .console_site import console_router
 from .forward_api import router as forward_router
 from .forwarding import Forwarder
 from .identity_cache import IdentityCache
-from .instance_urls import InstanceHosts, InstanceProxy, RelayedProblem
+from .instance_links import SessionLinks
+from .instance_targets import InstanceTargets, RelayedProblem
+from .instance_urls import InstanceHosts, InstanceProxy
 from .long_connections import LongConnections
 from .openapi import OpenApiAggregator
 from .ratelimit import RateLimiter
@@ -78,9 +80,11 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     service_load = ServiceLoad(settings, api_upstream, signer)
     connections = LongConnections(settings)
     spent_links = SpentLinkStore(runtime.db)
+    targets = InstanceTargets(settings, instance_upstream, signer)
+    links = SessionLinks(settings, identity.authenticator, identity.sessions, targets, spent_links)
     instance_proxy = InstanceProxy(
-        settings, identity.authenticator, identity.sessions, instance_upstream, signer,
-        service_load, identity.authorizer, connections, spent_links,
+        settings, identity.authenticator, identity.authorizer, instance_upstream, targets, links,
+        service_load, connections,
     )  # fmt: skip
     _schedule(settings, runtime, identity, service_load, spent_links)
     runtime.on_stop(api_upstream.close)
@@ -93,8 +97,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         routers=[router, forward_router, console_router(settings)],
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
-            identity.tenants, identity.users, identity.api_keys, identity.audit, instance_proxy,
-            InstanceTunnels(identity.authenticator, identity.authorizer, instance_proxy,
+            identity.tenants, identity.users, identity.api_keys, identity.audit, links,
+            InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),
             forwarder,

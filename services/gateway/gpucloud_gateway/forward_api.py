@@ -22,7 +22,7 @@ from .access import (
     require,
 )
 from .forwarding import Forwarder
-from .instance_urls import InstanceProxy
+from .instance_links import SessionLinks
 from .openapi import OpenApiAggregator
 from .routes import TENANT_MEMBERS
 from .schemas import InstanceSession, Principal
@@ -30,7 +30,7 @@ from .tunnels import InstanceTunnels
 
 router = APIRouter(prefix="/v1")
 
-InstanceProxyPart = Annotated[InstanceProxy, app_part(InstanceProxy)]
+SessionLinksPart = Annotated[SessionLinks, app_part(SessionLinks)]
 InstanceTunnelsPart = Annotated[InstanceTunnels, app_part(InstanceTunnels)]
 OpenApiPart = Annotated[OpenApiAggregator, app_part(OpenApiAggregator)]
 ForwarderPart = Annotated[Forwarder, app_part(Forwarder)]
@@ -53,10 +53,10 @@ class MethodNotAllowed(GpucloudError):
 async def open_instance(
     instance_id: Annotated[str, Path(max_length=64)],
     port: Annotated[int, Path(ge=1, le=65535)],
-    proxy: InstanceProxyPart,
+    links: SessionLinksPart,
     principal: Annotated[Principal, require(TENANT_MEMBERS, "instances:connect")],
 ) -> InstanceSession:
-    return await proxy.open_session(principal, instance_id, port)
+    return await links.open(principal, instance_id, port)
 
 
 @router.websocket("/gpu-instances/{instance_id}/ports/{port}/tunnel")

@@ -26,11 +26,11 @@ from gpucloud_libs.http import problem_response
 from .audit import AuditedCall, AuditLog
 from .authentication import Authenticator
 from .authorization import Authorizer
-from .instance_urls import (
-    InstanceProxy,
+from .instance_relay import deny_handshake
+from .instance_targets import (
+    InstanceTargets,
     InstanceUnreachable,
     RelayedProblem,
-    deny_handshake,
     no_longer_served,
 )
 from .long_connections import Activity, LongConnections, both_ways
@@ -48,13 +48,13 @@ class InstanceTunnels:
         self,
         authenticator: Authenticator,
         authorizer: Authorizer,
-        proxy: InstanceProxy,
+        targets: InstanceTargets,
         audit: AuditLog,
         connections: LongConnections,
     ) -> None:
         self._authenticator = authenticator
         self._authorizer = authorizer
-        self._proxy = proxy
+        self._targets = targets
         self._audit = audit
         self._connections = connections
 
@@ -68,7 +68,7 @@ class InstanceTunnels:
                 )
                 assert principal.tenant_id is not None  # _caller refuses the operator
                 held.enter_context(self._connections.slot(principal.tenant_id))
-                address = await self._proxy.address(principal, instance_id, port, tunnel=True)
+                address = await self._targets.address(principal, instance_id, port, tunnel=True)
                 try:
                     reader, writer = await asyncio.wait_for(
                         asyncio.open_connection(address, port), CONNECT_TIMEOUT_S
@@ -93,7 +93,7 @@ class InstanceTunnels:
                 again = await self._caller(socket)
                 await self._allowed(again)
                 try:
-                    now_at = await self._proxy.address(again, instance_id, port, tunnel=True)
+                    now_at = await self._targets.address(again, instance_id, port, tunnel=True)
                 except RelayedProblem as problem:
                     raise no_longer_served(problem, port) from problem
                 if now_at != address:
