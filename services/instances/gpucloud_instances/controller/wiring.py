@@ -18,7 +18,7 @@ from ..storages import StorageClient
 from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import STOCKS, InstanceChanges
-from ..workloads.reconciler import WorkloadParts
+from ..workloads.reconciler import ReconcilerParts
 from .cache import ClusterCache
 from .leader import Controller, Reconcilers
 from .lease import Lease
@@ -57,7 +57,7 @@ def build_controller(
         kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
     admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
-    parts = WorkloadParts(
+    parts = ReconcilerParts(
         kube=kube, broker=broker, cache=cache, queue=queue, requests=requests, quota=quota,
         tenant_namespaces=tenant_namespaces, storage=storage, pull_secrets=pull_secrets,
         tenants=tenants,

@@ -39,7 +39,7 @@ from ..storages import StorageRefused
 from ..store import service_request_key
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
-from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
+from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
 from . import manifests as service_manifests
 from .store import ServiceStore
 
@@ -61,7 +61,7 @@ CRASH_LOOP_RESTARTS = 3
 class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
     def __init__(
         self,
-        parts: WorkloadParts,
+        parts: ReconcilerParts,
         services: ServiceStore,
     ) -> None:
         super().__init__(parts)

@@ -30,7 +30,7 @@ from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
 from ..transitions import transition_events
 from ..wakeups import ADMISSION, InstanceChanges, instance_item
-from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
+from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
 from . import manifests as instance_manifests
 from .known import KnownInstances
 from .outbox import InstanceOutbox
@@ -48,7 +48,7 @@ QUOTA_RETRY_S = 2.0
 class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     def __init__(
         self,
-        parts: WorkloadParts,
+        parts: ReconcilerParts,
         instances: InstanceStore,
         changes: InstanceChanges,
         stocks: StockPool,

@@ -46,7 +46,7 @@ from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
 from ..transitions import job_event, run_event
 from ..wakeups import ADMISSION, job_item
-from ..workloads.reconciler import WorkloadParts, WorkloadReconciler
+from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
 from . import manifests as job_manifests
 from .store import JobStore
 
@@ -59,7 +59,7 @@ QUOTA_RETRY_S = 2.0
 class JobReconciler(WorkloadReconciler[JobDoc]):
     def __init__(
         self,
-        parts: WorkloadParts,
+        parts: ReconcilerParts,
         jobs: JobStore,
         admissions: Admissions,
     ) -> None:

@@ -23,7 +23,7 @@ from ..tenancy.store import TenantStore
 
 
 @dataclass(frozen=True)
-class WorkloadParts:
+class ReconcilerParts:
     """The parts every kind's reconciler is built with, built once by the controller."""
 
     kube: KubeClient
@@ -45,7 +45,7 @@ class WorkloadReconciler(Generic[DocT]):
     """The base of the instance, job and inference service reconcilers, over the kind's
     stored document: each kind adds its own store and steps."""
 
-    def __init__(self, parts: WorkloadParts) -> None:
+    def __init__(self, parts: ReconcilerParts) -> None:
         self._kube = parts.kube
         self._broker = parts.broker
         self._cache = parts.cache
