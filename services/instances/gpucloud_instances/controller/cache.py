@@ -13,20 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from gpucloud_libs.clock import now, now_as_stored
 from gpucloud_libs.errors import DependencyUnavailable
-from gpucloud_libs.gpu_shares import GpuShare, gpu_units
 from gpucloud_libs.kube import GoneError, KubeClient, Manifest, NotFoundError
 
 from .. import manifests
-from ..documents import InstanceDoc, JobDoc
 from ..wakeups import WorkItem, instance_item, job_item, service_item
-
-#: What `fits_fleet` reads: a workload whose pods each hold `gpu_count` units.
-Workload = InstanceDoc | JobDoc
+from .capacity import GpuAccounting, Workload, gpu_accounting, nodes_that_fit
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +35,6 @@ WATCH_RETRY_S = 1.0
 _ENDED = frozenset({"Succeeded", "Failed"})
 #: The event a relist's pods are replayed as: present, but not necessarily new.
 LISTED = "LISTED"
-
-
-@dataclass
-class GpuAccounting:
-    capacity: dict[str, int] = field(default_factory=dict)
-    free: dict[str, int] = field(default_factory=dict)
-    #: tenant -> GPU type -> GPUs its live pods hold (or wait to hold).
-    held: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: pool -> node -> units free on it (pods not bound to a node yet not counted).
-    node_free: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -303,68 +289,19 @@ class ClusterCache:
 
     def nodes_that_fit(self, doc: Workload) -> int:
         """How many nodes of the fleet could ever hold one pod of `doc` (see fits_fleet)."""
-        resource, zones = GpuShare.of(doc).resource, doc["zones"]
-        fitting = 0
-        for node in self.nodes.values():
-            labels = node["metadata"].get("labels", {})
-            if labels.get(manifests.GPU_PRODUCT_LABEL) != doc["gpu_type"]:
-                continue
-            if zones and labels.get(manifests.ZONE_LABEL) not in zones:
-                continue
-            if _gpus_of(node).get(resource, 0) >= doc["gpu_count"]:
-                fitting += 1
-        return fitting
+        return nodes_that_fit(self.nodes.values(), doc)
 
     def gpu_accounting(self) -> GpuAccounting:
-        """GPU units per pool (`GpuShare.capacity_key`: whole GPUs by type, each shared
-        kind apart): in the fleet's usable nodes, free on them, and held per tenant by
-        live instance and job pods (a pod waiting for a node counts against the free
-        units of its pool: it takes them as soon as the scheduler binds it)."""
-        accounting = GpuAccounting()
-        usable: dict[str, str] = {}  # node -> GPU type
-        for name, node in self.nodes.items():
-            labels = node["metadata"].get("labels", {})
-            gpu_type = labels.get(manifests.GPU_PRODUCT_LABEL)
-            if not gpu_type or not self.node_usable(name):
-                continue
-            usable[name] = gpu_type
-            for resource, units in _gpus_of(node).items():
-                pool = GpuShare(resource).capacity_key(gpu_type)
-                accounting.capacity[pool] = accounting.capacity.get(pool, 0) + units
-                accounting.node_free.setdefault(pool, {})[name] = units
-        accounting.free = dict(accounting.capacity)
-        live = (
-            list(self.pods.values())
-            + [
-                job_pod.pod
-                for pods in self.job_pods.values()
-                for job_pod in pods.values()
-                if job_pod.live
-            ]
-            + [
-                tracked.pod
-                for pods in self.service_pods.values()
-                for tracked in pods.values()
-                if tracked.live
-            ]
-        )
-        for pod in live:
-            spec = pod.get("spec", {})
-            gpu_type = (spec.get("nodeSelector") or {}).get(manifests.GPU_PRODUCT_LABEL)
-            node = spec.get("nodeName")
-            if not gpu_type or (node and node not in usable):
-                continue
-            tenant = pod["metadata"].get("labels", {}).get(manifests.TENANT)
-            for resource, units in pod_gpus(pod).items():
-                pool = GpuShare(resource).capacity_key(gpu_type)
-                accounting.free[pool] = max(accounting.free.get(pool, 0) - units, 0)
-                on_node = accounting.node_free.get(pool, {})
-                if node in on_node:
-                    on_node[node] = max(on_node[node] - units, 0)
-                if tenant:
-                    held = accounting.held.setdefault(tenant, {})
-                    held[pool] = held.get(pool, 0) + units
-        return accounting
+        """GPU units per pool in the fleet's usable nodes, free on them, and held per
+        tenant by live pods (capacity.py)."""
+        usable = {name: node for name, node in self.nodes.items() if self.node_usable(name)}
+        live = list(self.pods.values()) + [
+            tracked.pod
+            for pods in (*self.job_pods.values(), *self.service_pods.values())
+            for tracked in pods.values()
+            if tracked.live
+        ]
+        return gpu_accounting(usable, live)
 
     def pod_node_ok(self, pod: Manifest) -> bool:
         return self.node_ok(pod.get("spec", {}).get("nodeName"))
@@ -391,11 +328,6 @@ def _service_key(pod: Manifest) -> str | None:
     return f"{tenant}/{service}" if tenant and service else None
 
 
-def _gpus_of(node: Manifest) -> dict[str, int]:
-    """A node's allocatable GPU units, by resource (whole GPUs and shared kinds)."""
-    return gpu_units(node.get("status", {}).get("allocatable", {}))
-
-
 def _waits_for_a_node(pod: Manifest) -> bool:
     """Unbound, and the scheduler's last pass found no node with room for it."""
     if pod.get("spec", {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
@@ -404,11 +336,6 @@ def _waits_for_a_node(pod: Manifest) -> bool:
     return any(
         c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions
     )
-
-
-def pod_gpus(pod: Manifest) -> dict[str, int]:
-    containers = pod.get("spec", {}).get("containers") or [{}]
-    return gpu_units((containers[0].get("resources") or {}).get("requests") or {})
 
 
 def _track(pods: dict[str, TrackedPod], event_type: str, pod: Manifest) -> None:

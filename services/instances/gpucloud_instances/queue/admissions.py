@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 
-from ..controller.cache import ClusterCache, GpuAccounting
+from ..controller.cache import ClusterCache
+from ..controller.capacity import GpuAccounting
 from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc, JobDoc
 from ..job_lifecycle import JobState

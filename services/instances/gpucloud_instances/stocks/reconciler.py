@@ -29,7 +29,8 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError, Manifest
 
 from .. import manifests
-from ..controller.cache import ClusterCache, pod_gpus
+from ..controller.cache import ClusterCache
+from ..controller.capacity import pod_gpus
 from ..documents import InstanceDoc, SpecDoc
 from ..specs.store import SpecStore
 from . import manifests as stock_manifests
