@@ -60,13 +60,12 @@ def build_controller(
     parts = ReconcilerParts(
         kube=kube, broker=broker, cache=cache, queue=queue, requests=requests, quota=quota,
         tenant_namespaces=tenant_namespaces, storage=storage, pull_secrets=pull_secrets,
-        tenants=tenants,
+        tenants=tenants, admissions=admissions,
     )  # fmt: skip
     instance_reconciler = InstanceReconciler(
-        parts, instances, changes, stock_pool, admissions,
-        schedule_timeout_s=settings.schedule_timeout_s,
+        parts, instances, changes, stock_pool, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
-    job_reconciler = JobReconciler(parts, jobs, admissions)
+    job_reconciler = JobReconciler(parts, jobs)
     inference_reconciler = InferenceReconciler(parts, services)
     resync = Resync(
         cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces

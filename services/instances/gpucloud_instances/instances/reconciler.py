@@ -23,7 +23,6 @@ from .. import manifests
 from ..documents import InstanceDoc
 from ..lifecycle import STARTABLE, TERMINAL, FailureReason, State, Step, observe_pod, path
 from ..manifests import WorkloadPod
-from ..queue.admissions import ADMIT, Admissions
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
@@ -52,7 +51,6 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         instances: InstanceStore,
         changes: InstanceChanges,
         stocks: StockPool,
-        admissions: Admissions,
         *,
         schedule_timeout_s: float,
     ) -> None:
@@ -61,7 +59,6 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         self._changes = changes
         self._stocks = stocks
         self._schedule_timeout_s = schedule_timeout_s
-        self._admissions = admissions
         self.known = KnownInstances(instances, parts.requests)
         self._outbox = InstanceOutbox(parts.broker, instances)
 
@@ -92,7 +89,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
                 reason = stop_request.get("reason") or "stopped while queued"
                 await self._transition(doc, [Step(State.STOPPED, now(), reason)])
             else:
-                await self._follow_plan(doc)
+                await self._follow_plan(doc, instance_item(key))
             return
         pod = self._cache.pods.get(key)
         if state == State.PENDING and pod is None and not stop_requested:
@@ -223,21 +220,15 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
 
     # --- the admission queue (`queue: true` starts) ----------------------------------
 
-    async def _follow_plan(self, doc: InstanceDoc) -> None:
-        item = instance_item(doc["_id"])
-        planned = self._admissions.planned(item)
-        if planned is None:
-            self._queue.wake(ADMISSION)  # new here: the next pass places it
-        elif planned == ADMIT:
-            self._admissions.take(item)
-            await self._admit(doc)
-        elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
-            await self._update_fields(doc, {"queue_reason": planned.reason})
-            self._admissions.room.record_reason(item, planned.reason)
+    async def _waits(self, doc: InstanceDoc, waiting: Waiting) -> None:
+        if waiting.reason != doc.get("queue_reason"):
+            await self._update_fields(doc, {"queue_reason": waiting.reason})
+            self._admissions.room.record_reason(instance_item(doc["_id"]), waiting.reason)
 
-    async def _admit(self, doc: InstanceDoc) -> None:
+    async def _admit(self, doc: InstanceDoc, *, borrowing: bool) -> None:
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
-        claim is the last word: the pass planned from figures that may have moved."""
+        claim is the last word: the pass planned from figures that may have moved.
+        (Instances never borrow: the pass plans borrowing for jobs alone.)"""
         if not await self._claim_quota(doc["tenant_id"], doc["instance_id"], _quota_gpus(doc)):
             self._queue.wake(ADMISSION)  # the next pass plans again, from the figures now
             return

@@ -30,7 +30,7 @@ from ..job_lifecycle import (
     RunState,
 )
 from ..manifests import WorkloadPod
-from ..queue.admissions import ADMIT, BORROW, PREEMPT, Admissions
+from ..queue.admissions import PREEMPT
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
@@ -52,11 +52,9 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
         self,
         parts: ReconcilerParts,
         jobs: JobStore,
-        admissions: Admissions,
     ) -> None:
         super().__init__(parts)
         self._jobs = jobs
-        self._admissions = admissions
         self._observer = JobObserver(parts.cache)
 
     async def reconcile(self, key: str) -> None:
@@ -74,7 +72,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
                 await self._save(doc, [(JobState.CANCELLED, now(), None, None)], {})
                 self._queue.wake(ADMISSION)
             else:
-                await self._follow_plan(doc)
+                await self._follow_plan(doc, job_item(key))
             return
         runs, run_events, observed = self._observer.runs(doc)
         steps, changes = self._observer.job_steps(doc, runs, observed, cancel=cancel)
@@ -102,19 +100,9 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
 
     # --- admission (the pass is admissions.Admissions) -------------------------------
 
-    async def _follow_plan(self, doc: JobDoc) -> None:
-        item = job_item(doc["_id"])
-        planned = self._admissions.planned(item)
-        if planned is None:
-            self._queue.wake(ADMISSION)  # new here: the next pass places it
-        elif planned in (ADMIT, BORROW):
-            self._admissions.take(item)
-            await self._admit(doc, borrowing=planned == BORROW)
-        elif (
-            isinstance(planned, Waiting)
-            and (nodes := doc.get("nodes"))
-            and (fitting := self._cache.nodes_that_fit(doc)) < nodes
-        ):
+    async def _waits(self, doc: JobDoc, waiting: Waiting) -> None:
+        nodes = doc.get("nodes")
+        if nodes and (fitting := self._cache.nodes_that_fit(doc)) < nodes:
             # A multi-node job needs that many nodes able to hold a pod: it would wait
             # for ever.
             step = (JobState.FAILED, now(), JobFailure.UNSCHEDULABLE.value, None)
@@ -123,8 +111,8 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
             )
             await self._save(doc, [step], {"message": message})
             self._queue.wake(ADMISSION)
-        elif isinstance(planned, Waiting) and planned.reason != doc.get("queue_reason"):
-            await self._save(doc, [], {"queue_reason": planned.reason})
+        elif waiting.reason != doc.get("queue_reason"):
+            await self._save(doc, [], {"queue_reason": waiting.reason})
 
     async def _admit(self, doc: JobDoc, *, borrowing: bool) -> None:
         """Claim the job's quota and start it. The claim is the last word: the plan was

@@ -14,12 +14,15 @@ from gpucloud_libs.kube import KubeClient
 from ..controller.cache import ClusterCache
 from ..controller.workqueue import WorkQueue
 from ..documents import WorkloadDocFields
+from ..queue.admissions import ADMIT, BORROW, Admissions
+from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
 from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore
 from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
+from ..wakeups import ADMISSION, WorkItem
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class ReconcilerParts:
     storage: StorageClient
     pull_secrets: PullSecrets
     tenants: TenantStore
+    #: The admission queue's pass, whose plan a queued workload follows.
+    admissions: Admissions
 
 
 DocT = TypeVar("DocT", bound=WorkloadDocFields)
@@ -46,6 +51,7 @@ class WorkloadReconciler(Generic[DocT]):
     stored document: each kind adds its own store and steps."""
 
     def __init__(self, parts: ReconcilerParts) -> None:
+        self._admissions = parts.admissions
         self._kube = parts.kube
         self._broker = parts.broker
         self._cache = parts.cache
@@ -89,4 +95,25 @@ class WorkloadReconciler(Generic[DocT]):
             return None
 
     async def _storage_refused(self, doc: DocT, error: StorageRefused) -> None:
+        raise NotImplementedError
+
+    # --- the admission queue: one path for every kind that queues ---------------------
+
+    async def _follow_plan(self, doc: DocT, item: WorkItem) -> None:
+        """Carry out the admission pass's plan for a queued workload: admit it (its
+        quota claimed; past the quota by what the tenant may borrow, for a borrower),
+        or say why it waits."""
+        planned = self._admissions.planned(item)
+        if planned is None:
+            self._queue.wake(ADMISSION)  # new here: the next pass places it
+        elif planned in (ADMIT, BORROW):
+            self._admissions.take(item)
+            await self._admit(doc, borrowing=planned == BORROW)
+        elif isinstance(planned, Waiting):
+            await self._waits(doc, planned)
+
+    async def _admit(self, doc: DocT, *, borrowing: bool) -> None:
+        raise NotImplementedError
+
+    async def _waits(self, doc: DocT, waiting: Waiting) -> None:
         raise NotImplementedError
