@@ -47,20 +47,24 @@ class PublishRetries:
         get: Callable[[str], Awaitable[PendingT | None]],
         publish: Callable[[PendingT], Awaitable[None]],
     ) -> None:
-        """Publish what is pending; anything failing again is kept for the next sweep."""
+        """Publish what is pending. A document leaves the retry set only once published
+        (or found published, or gone): a failure keeps it and every one after it, and a
+        scan that failed is made again on the next sweep."""
         if self._failed is None:
-            self._failed = set()
             pending = await all_unpublished()
+            self._failed = {doc["_id"] for doc in pending}
         else:
-            ids, self._failed = self._failed, set()
-            found = [await get(document_id) for document_id in sorted(ids)]
-            pending = [doc for doc in found if doc is not None and not doc.get("published")]
+            ids = sorted(self._failed)
+            found = [await get(document_id) for document_id in ids]
+            pending = []
+            for document_id, doc in zip(ids, found, strict=True):
+                if doc is None or doc.get("published"):
+                    self._failed.discard(document_id)
+                else:
+                    pending.append(doc)
         for doc in pending:
-            try:
-                await publish(doc)
-            except Exception:
-                self._failed.add(doc["_id"])
-                raise
+            await publish(doc)
+            self._failed.discard(doc["_id"])
 
 
 class OutboxEntry(TypedDict):

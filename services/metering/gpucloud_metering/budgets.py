@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from decimal import Decimal
+from fractions import Fraction
 from typing import TypeVar
 
 from faststream.kafka import KafkaBroker
@@ -173,7 +173,7 @@ def month_to_date_cents(
         instances_from(transitions), samples, prices, faults,
         start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
     )  # fmt: skip
-    return ledger.cents(sum((t.amount for t in rows.values()), Decimal(0)))
+    return ledger.cents(sum((t.amount for t in rows.values()), Fraction(0)))
 
 
 FactT = TypeVar("FactT", TransitionDoc, SampleDoc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from decimal import Decimal
+from fractions import Fraction
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound
@@ -67,7 +68,7 @@ class Invoices:
                     / (ledger.BYTES_PER_GB * ledger.US_PER_HOUR * ledger.HOURS_PER_MONTH),
                     unit_price=None,
                     amount_cents=ledger.cents(
-                        sum((t.amount for t in storage.values()), Decimal(0))
+                        sum((t.amount for t in storage.values()), Fraction(0))
                     ),
                 )
             )

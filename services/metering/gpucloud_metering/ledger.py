@@ -25,7 +25,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
+from fractions import Fraction
 
 BILLABLE_STATES = frozenset({"scheduled", "ready", "running", "stopping"})
 US_PER_S = 1_000_000
@@ -195,7 +196,7 @@ class GpuUse:
     #: Per GPU-hour; None before any price applied.
     price: Decimal | None
     #: Exact; 0 when credited.
-    amount: Decimal
+    amount: Fraction
     #: On a quarantined node: counted, not billed.
     credited: bool
 
@@ -207,29 +208,39 @@ def gpu_use(
     for piece_start, piece_end, credited in fault_pieces(start_us, end_us, faults):
         for seg_start, seg_end, price in priced_segments(piece_start, piece_end, prices):
             gpu_us = (seg_end - seg_start) * gpus
-            amount = Decimal(0) if credited else gpu_amount(gpu_us, price)
+            amount = Fraction(0) if credited else gpu_amount(gpu_us, price)
             yield GpuUse(gpu_us, price, amount, credited)
 
 
-def gpu_amount(gpu_us: int, price_per_gpu_hour: Decimal | None) -> Decimal:
+# Amounts are exact fractions of a dollar: a price per hour spread over microseconds
+# has no finite decimal form, and a sum of pieces each rounded to 28 digits can land
+# on the wrong side of a half cent (a budget's 235 against the invoice's 234).
+
+
+def gpu_amount(gpu_us: int, price_per_gpu_hour: Decimal | None) -> Fraction:
     if price_per_gpu_hour is None:
-        return Decimal(0)
-    return Decimal(gpu_us) * price_per_gpu_hour / US_PER_HOUR
+        return Fraction(0)
+    return gpu_us * Fraction(price_per_gpu_hour) / US_PER_HOUR
 
 
-def storage_amount(byte_us: int, price_per_gb_month: Decimal | None) -> Decimal:
+def storage_amount(byte_us: int, price_per_gb_month: Decimal | None) -> Fraction:
     if price_per_gb_month is None:
-        return Decimal(0)
-    return Decimal(byte_us) * price_per_gb_month / (BYTES_PER_GB * US_PER_HOUR * HOURS_PER_MONTH)
+        return Fraction(0)
+    return byte_us * Fraction(price_per_gb_month) / (BYTES_PER_GB * US_PER_HOUR * HOURS_PER_MONTH)
+
+
+def as_decimal(amount: Fraction) -> Decimal:
+    """An exact amount as shown: to 28 significant digits."""
+    return Decimal(amount.numerator) / Decimal(amount.denominator)
 
 
 def gb_hours(byte_us: int) -> Decimal:
     return Decimal(byte_us) / (BYTES_PER_GB * US_PER_HOUR)
 
 
-def cents(amount: Decimal) -> int:
-    """Round once, at the end, half to even."""
-    return int((amount * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+def cents(amount: Fraction | Decimal) -> int:
+    """Round once, at the end, half to even, from the exact amount."""
+    return round(Fraction(amount) * 100)
 
 
 @dataclass(frozen=True)
@@ -249,10 +260,12 @@ def storage_steps(samples: Iterable[Sample], now_us: int) -> list[tuple[int, int
     return steps
 
 
-def storage_cost(start_us: int, end_us: int, size: int, prices: list[Price]) -> tuple[int, Decimal]:
+def storage_cost(
+    start_us: int, end_us: int, size: int, prices: list[Price]
+) -> tuple[int, Fraction]:
     """Byte-µs and exact amount of `size` bytes held over [start, end), each price
     applied to its own part."""
-    byte_us_total, amount = 0, Decimal(0)
+    byte_us_total, amount = 0, Fraction(0)
     for seg_start, seg_end, price in priced_segments(start_us, end_us, prices):
         byte_us = (seg_end - seg_start) * size
         byte_us_total += byte_us
@@ -262,7 +275,7 @@ def storage_cost(start_us: int, end_us: int, size: int, prices: list[Price]) -> 
 
 def final_storage_hours(
     samples: Iterable[Sample], prices: list[Price]
-) -> Iterator[tuple[int, int, Decimal]]:
+) -> Iterator[tuple[int, int, Fraction]]:
     """(hour start, byte-µs, exact amount) of each UTC hour with bytes stored that a
     sample at or after the hour's end has closed: no later sample can change it."""
     ordered = sorted(samples, key=lambda s: s.at_us)
@@ -270,7 +283,7 @@ def final_storage_hours(
         return
     closed_at = ordered[-1].at_us
     byte_us_by_hour: dict[int, int] = defaultdict(int)
-    amount_by_hour: dict[int, Decimal] = defaultdict(Decimal)
+    amount_by_hour: dict[int, Fraction] = defaultdict(Fraction)
     for start, end, size in storage_steps(ordered, closed_at):
         cursor = start
         while cursor < end:

@@ -29,7 +29,8 @@ class Tally:
     #: Time on shared-GPU units, unweighted: what their per-unit-hour price multiplies.
     slice_us: int = 0
     byte_us: int = 0
-    amount: Decimal = field(default_factory=Decimal)
+    #: Exact (ledger.py).
+    amount: Fraction = field(default_factory=Fraction)
 
     def add(self, other: Tally) -> None:
         self.gpu_us += other.gpu_us
@@ -205,5 +206,5 @@ def usage_row(key: str, tallied: Tally) -> UsageRow:
         credited_gpu_microseconds=math.floor(tallied.credited_gpu_us),
         slice_microseconds=tallied.slice_us,
         storage_gb_hours=ledger.gb_hours(tallied.byte_us),
-        amount=tallied.amount,
+        amount=ledger.as_decimal(tallied.amount),
     )

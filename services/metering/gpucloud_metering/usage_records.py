@@ -4,7 +4,7 @@ on the usage topic for external billing (Lago, OpenMeter)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from decimal import Decimal
+from fractions import Fraction
 
 from faststream.kafka import KafkaBroker
 
@@ -107,7 +107,7 @@ class UsageRecords:
                     "quantity": sum(u.gpu_us for u in uses if not u.credited) / ledger.US_PER_S,
                     "credited_quantity": sum(u.gpu_us for u in uses if u.credited) / ledger.US_PER_S,
                     "start_us": interval.start_us, "end_us": interval.end_us,
-                    "amount_cents": float(sum((u.amount for u in uses), Decimal(0)) * 100),
+                    "amount_cents": float(sum((u.amount for u in uses), Fraction(0)) * 100),
                 }  # fmt: skip
                 if await self._records.claim(record):
                     await self._publish_usage(record)

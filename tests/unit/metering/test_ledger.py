@@ -5,6 +5,7 @@ quarantined node is credited, never billed."""
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 from gpucloud_metering import ledger
 
@@ -35,7 +36,7 @@ def test_a_price_change_splits_the_interval_and_never_reprices_the_past() -> Non
         (9 * hour, 10 * hour, Decimal("2.50")),
         (10 * hour, 11 * hour, Decimal("4.00")),
     ]
-    total = sum((ledger.gpu_amount((e - s) * 2, p) for s, e, p in segments), Decimal(0))
+    total = sum((ledger.gpu_amount((e - s) * 2, p) for s, e, p in segments), Fraction(0))
     assert total == Decimal("13.00")
     assert ledger.cents(Decimal("0.125")) == 12  # half to even, once, at the end
     assert ledger.cents(Decimal("0.135")) == 14
@@ -74,7 +75,7 @@ def test_time_on_a_quarantined_node_is_credited_not_billed() -> None:
     credited = sum(u.gpu_us for u in uses if u.credited)
     assert (billed, credited) == (2 * 2 * hour + hour, 2 * hour + hour)  # 2.5 h and 1.5 h
     assert billed + credited == 2 * 4 * hour  # every GPU-µs counted once
-    assert sum((u.amount for u in uses), Decimal(0)) == Decimal("15.00")
+    assert sum((u.amount for u in uses), Fraction(0)) == Decimal("15.00")
     # Time outside the windows is billed in full.
     assert all(not u.credited for u in ledger.gpu_use(hour, 2 * hour, 2, prices, faults))
 
@@ -89,7 +90,7 @@ def test_storage_hours_go_out_once_a_later_sample_closes_them() -> None:
     prices = [ledger.Price(0, Decimal("0.73"))]  # per GB-month of 730 h: 0.001 per GB-hour
     closed = list(ledger.final_storage_hours(samples, prices))
     assert [(h, ledger.gb_hours(b), a) for h, b, a in closed] == [
-        (0, Decimal(3), Decimal("0.003")),
-        (hour, Decimal(4), Decimal("0.004")),
+        (0, Decimal(3), Fraction("0.003")),
+        (hour, Decimal(4), Fraction("0.004")),
     ]  # the third hour holds 5 µs of 4 GB, but nothing closes it yet
     assert list(ledger.final_storage_hours(samples[:2], prices)) == []
