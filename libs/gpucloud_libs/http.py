@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar, cast
 
@@ -193,6 +193,20 @@ def _http_problem(status: int, detail: str, request: HTTPConnection) -> JSONResp
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
 
 
+def field_errors(
+    errors: Sequence[Mapping[str, Any]], *, under: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """Pydantic's errors as a 422 lists them: where (`under` first), what, which rule."""
+    return [
+        {
+            "loc": [*under, *item.get("loc", ())],
+            "msg": item.get("msg", ""),
+            "type": item.get("type", ""),
+        }
+        for item in errors
+    ]
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GpucloudError)
     async def on_gpucloud_error(request: Request, error: GpucloudError) -> JSONResponse:
@@ -200,15 +214,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-        errors = [
-            {
-                "loc": list(item.get("loc", ())),
-                "msg": item.get("msg", ""),
-                "type": item.get("type", ""),
-            }
-            for item in error.errors()
-        ]
-        problem = ValidationFailed("the request does not match the schema", errors=errors)
+        problem = ValidationFailed(
+            "the request does not match the schema", errors=field_errors(error.errors())
+        )
         return problem_response(problem, request)
 
     @app.exception_handler(StarletteHTTPException)

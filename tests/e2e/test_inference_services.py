@@ -489,6 +489,16 @@ async def test_bad_changes_are_refused_with_clear_errors(
         ),
         404,
     )
+    # A change the patch's own schema takes, that makes an invalid template with what
+    # the service has: a 422 naming the rule, never a 500.
+    for wrong, says in (
+        ({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}, "unique"),
+        ({"volumes": [{"name": "m", "mountPath": "/m", "storageID": "ds-1"}]}, "storageID"),
+    ):
+        answer = await platform.http.patch(
+            "/v1/inference-services/svc", json=wrong, headers=headers
+        )
+        assert says in assert_problem(answer, 422, "validation_failed")["detail"]
 
 
 async def test_each_replica_is_billed_exactly_from_its_scheduling_to_its_end(

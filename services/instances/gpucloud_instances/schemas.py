@@ -44,6 +44,15 @@ class PortSpec(ApiModel):
     #: Path prefix the workload serves under; also the HTTP readiness path of the probe port.
     base_url: str | None = Field(default=None, pattern=r"^/[\x21-\x7e]*$", max_length=256)
 
+    @model_validator(mode="after")
+    def _probed_over_tcp(self, info: ValidationInfo) -> Self:
+        # Kubernetes probes readiness over TCP (or HTTP on it): a UDP server would never
+        # be ready. A port stored before this rule stays readable.
+        stored = (info.context or {}).get("stored")
+        if self.is_probe and self.protocol != "TCP" and not stored:
+            raise ValueError(f"a readiness probe (isProbe) needs a TCP port, not {self.protocol}")
+        return self
+
 
 #: Environment names that select GPUs or driver capabilities below the allocation:
 #: with the NVIDIA container toolkit's defaults, `NVIDIA_VISIBLE_DEVICES=all` in a

@@ -79,7 +79,10 @@ def test_the_ssh_box_is_an_instance_reached_through_the_tunnel_only() -> None:
 @pytest.mark.parametrize(
     "image",
     ["vllm/vllm-openai:v0.6.3.post1", "vllm/vllm-openai:v0.7.0", "vllm/vllm-openai",
-     "vllm/vllm-openai@sha256:" + "0" * 64, "nvcr.io/nvidia/tritonserver:25.01-py3"],
+     "vllm/vllm-openai@sha256:" + "0" * 64, "nvcr.io/nvidia/tritonserver:25.01-py3",
+     # Docker Hub under its other names: the same repository to the runtime.
+     "docker.io/vllm/vllm-openai:v0.6.3.post1", "index.docker.io/vllm/vllm-openai:v0.6.3.post1",
+     "registry-1.docker.io/vllm/vllm-openai"],
 )  # fmt: skip
 def test_a_root_image_of_the_catalog_needs_a_uid_at_any_tag_or_digest(image: str) -> None:
     with pytest.raises(ValidationFailed, match="runs as root") as refused:

@@ -178,3 +178,14 @@ def test_images_from_an_address_or_a_name_only_the_node_network_knows_are_refuse
 def test_an_image_reference_is_one_word_of_at_most_512_characters(image: str) -> None:
     with pytest.raises(ValidationError):
         IMAGE.validate_python(image)
+
+
+def test_only_a_tcp_port_can_be_the_readiness_probe() -> None:
+    """Kubernetes probes over TCP or HTTP: a UDP probe port would never be ready."""
+    with pytest.raises(ValidationError, match="needs a TCP port, not UDP"):
+        PortSpec.model_validate({"port": 53, "protocol": "UDP", "isProbe": True})
+    assert PortSpec.model_validate({"port": 53, "protocol": "UDP"}).protocol == "UDP"
+    stored = PortSpec.model_validate(
+        {"port": 53, "protocol": "UDP", "isProbe": True}, context=STORED
+    )
+    assert stored.is_probe  # one stored before the rule stays readable

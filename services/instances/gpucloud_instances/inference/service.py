@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 import secrets
 
+from pydantic import ValidationError
+
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
-from gpucloud_libs.http import decode_cursor, encode_cursor
+from gpucloud_libs.http import decode_cursor, encode_cursor, field_errors
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
@@ -214,19 +216,23 @@ class InferenceServices:
         doc = await self._owned(identity, service_id)
         configs = await self._live_configs(doc)
         current = configs[-1]
-        template = ServingTemplate.model_validate(
-            {
-                **current["template"],
-                **body.model_dump(
-                    by_alias=True,
-                    exclude_unset=True,
-                    include={"image", "env", "command", "args", "volumes", "run_as_user"},
-                ),
-            },
-            # The stored revision may predate a request rule; the patch was checked
-            # strictly as it came in.
-            context=STORED,
+        changed = body.model_dump(
+            by_alias=True,
+            exclude_unset=True,
+            include={"image", "env", "command", "args", "volumes", "run_as_user"},
         )
+        try:
+            # The stored revision may predate a request rule; the patch was checked
+            # strictly as it came in. Together they must still make one template.
+            template = ServingTemplate.model_validate(
+                {**current["template"], **changed}, context=STORED
+            )
+        except ValidationError as error:
+            raise ValidationFailed(
+                "with this change the service's template is not valid: "
+                + "; ".join(item["msg"] for item in error.errors()),
+                errors=field_errors(error.errors(), under=("body",)),
+            ) from None
         if body.model_fields_set & {"image", "run_as_user"}:
             self._images.admit(template.image, template.run_as_user, uid_field="runAsUser")
         strategy = body.strategy or UpdateStrategy(

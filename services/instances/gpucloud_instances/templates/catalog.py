@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gpucloud_libs.errors import NotFound, ValidationFailed
 
-from ..schemas import EnvVar, image_registry
+from ..schemas import DOCKER_HUB, EnvVar, image_registry
 from .schemas import CatalogTemplate, SuggestedSpec, TemplatePort
 
 #: A home a non-root user can write in the container's own /tmp, for images made to
@@ -176,12 +176,25 @@ class Templates:
         return found
 
 
+#: Docker Hub under each name the runtime takes for it.
+_HUB_NAMES = frozenset({DOCKER_HUB, "index.docker.io", "registry-1.docker.io"})
+
+
 def _repository(image: str) -> str:
-    """An image reference without its tag or digest."""
+    """The repository an image reference names, as the runtime resolves it: without
+    tag or digest, with its registry, and Docker Hub's spelled one way (`vllm/x`,
+    `docker.io/vllm/x` and `index.docker.io/vllm/x` are one repository; a bare `x` is
+    `library/x`)."""
     name = image.split("@", 1)[0]
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    return name[:colon] if colon > slash else name
+    slash, colon = name.rfind("/"), name.rfind(":")
+    name = name[:colon] if colon > slash else name
+    registry = image_registry(name)
+    first, _, rest = name.partition("/")
+    path = rest if rest and first.lower() == registry else name
+    if registry in _HUB_NAMES:
+        registry = DOCKER_HUB
+        path = path if "/" in path else f"library/{path}"
+    return f"{registry}/{path}"
 
 
 #: Catalog images whose own user is root, by repository: started without `runAsUser`
