@@ -18,6 +18,11 @@ from .upstream import Headers, UpstreamSocket, forwardable
 #: A Host header a workload may be told it was reached at: a host name, and digits
 #: for a port; anything else is replaced by the bare host the gateway matched.
 _HOST_AND_PORT = re.compile(r"[a-z0-9.-]+(:[0-9]{1,5})?")
+#: What only the gateway says about the request: the caller's own are dropped, so a
+#: workload that reads the first value sees the gateway's, not the caller's claim.
+_FORWARDING = frozenset(
+    {"forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-real-ip"}
+)
 #: Headers of the caller's WebSocket handshake that the upstream handshake makes anew.
 WS_HANDSHAKE = frozenset(
     {
@@ -39,16 +44,17 @@ def upstream_headers(
     drop: frozenset[str] = frozenset(),
 ) -> Headers:
     """The caller's headers minus the gateway's credentials (its key, its cookie
-    `cookie_name`), plus X-Forwarded-*. X-Forwarded-Host is the Host as the caller sent
-    it, port and all: a workload that writes its own absolute links (Jupyter's
-    redirects) must name the port."""
+    `cookie_name`) and minus any forwarding headers of its own, plus the gateway's
+    X-Forwarded-*: `client` is the caller's address as the trusted proxies tell it.
+    X-Forwarded-Host is the Host as the caller sent it, port and all: a workload that
+    writes its own absolute links (Jupyter's redirects) must name the port."""
     headers: Headers = []
     forwarded_host = host
     for name, value in request_headers:
         lower = name.lower()
         if lower == "host" and _HOST_AND_PORT.fullmatch(value.strip().lower()):
             forwarded_host = value.strip().lower()
-        if lower in drop:
+        if lower in drop or lower in _FORWARDING:
             continue
         if lower == "authorization" and value.partition(" ")[2].startswith(("gpc_", "gpt_")):
             continue  # ours, not the workload's

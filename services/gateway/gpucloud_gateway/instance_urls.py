@@ -27,6 +27,7 @@ from gpucloud_libs.errors import DependencyUnavailable, GpucloudError, NotFound,
 from gpucloud_libs.http import problem_response
 from gpucloud_libs.naming import public_origin
 
+from .address_guard import client_address
 from .authentication import Authenticator
 from .authorization import Authorizer
 from .balancer import ReplicaBalancer
@@ -194,7 +195,7 @@ class InstanceProxy:
         url = f"http://{address}:{port}{request.url.path}"
         if request.url.query:
             url += f"?{request.url.query}"
-        client = request.client.host if request.client else ""
+        client = client_address(request, self.settings.trusted_proxies)
         headers = upstream_headers(
             request.headers.items(), host, client,
             cookie_name=self.cookie_name, scheme=self.settings.instance_url_scheme,
@@ -275,7 +276,7 @@ class InstanceProxy:
         url = f"ws://{address}:{port}{socket.url.path}"
         if socket.url.query:
             url += f"?{socket.url.query}"
-        client = socket.client.host if socket.client else ""
+        client = client_address(socket, self.settings.trusted_proxies)
         headers = upstream_headers(
             socket.headers.items(), host, client, cookie_name=self.cookie_name,
             scheme=self.settings.instance_url_scheme, drop=WS_HANDSHAKE,

@@ -107,7 +107,10 @@ class HealthTracker:
             state.last_sign is None
             or (at - state.last_sign).total_seconds() < self.policy.clear_after_s
         ):
-            return None  # recent signs: not clear yet
+            # Recent signs: not clear yet. Restored degraded, with no sign seen since:
+            # the clear period starts at the first report.
+            state.last_sign = state.last_sign or at
+            return None
         else:
             wanted, reasons = "healthy", ()
         if critical or warnings:
@@ -147,10 +150,11 @@ class HealthTracker:
         window_start = sample.at - timedelta(minutes=1)
         while len(marks) > 1 and marks[1][0] <= window_start:
             marks.pop(0)
-        if marks[-1][1] - marks[0][1] >= policy.corrected_per_minute:
-            warnings.append(
-                f"{gpu}: corrected ECC errors climbing ({marks[-1][1] - marks[0][1]}/min)"
-            )
+        # Over a gap in the reports the rise is spread over the time it took.
+        rise, span_s = marks[-1][1] - marks[0][1], (marks[-1][0] - marks[0][0]).total_seconds()
+        per_minute = rise if span_s <= 60 else rise * 60 / span_s
+        if per_minute >= policy.corrected_per_minute:
+            warnings.append(f"{gpu}: corrected ECC errors climbing ({per_minute:.0f}/min)")
         if sample.throttle_reasons & HW_SLOWDOWN_MASK:
             warnings.append(
                 f"{gpu}: hardware slowdown (throttle reasons {sample.throttle_reasons:#x})"

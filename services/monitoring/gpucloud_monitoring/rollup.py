@@ -99,17 +99,22 @@ class Rollup:
     def __init__(self, width_s: int) -> None:
         self.width_s = width_s
         self._open: dict[str, dict[Owner, _Window]] = {}
+        #: Each GPU's latest window written: a sample of it or older comes too late.
+        self._written: dict[str, datetime] = {}
 
     def add(self, node: str, sample: GpuSample) -> list[RollupDoc]:
         start = window_start(sample.at, self.width_s)
+        written = self._written.get(sample.gpu_uuid)
+        if written is not None and start <= written:
+            return []  # a late sample of a window already written: dropped
         windows = self._open.setdefault(sample.gpu_uuid, {})
         closed = []
         # A new window for this GPU closes its older ones, whoever used the GPU then.
         for owner in [owner for owner, window in windows.items() if window.start < start]:
-            closed.append(windows.pop(owner).document(sample.gpu_uuid, self.width_s))
+            closed.append(self._close(sample.gpu_uuid, windows.pop(owner)))
         owner = (sample.tenant_id, sample.instance_id)
         if any(other.start > start for other in windows.values()):
-            return closed  # a late sample of a window already written: dropped
+            return closed  # a late sample of a window still open: dropped
         window = windows.get(owner)
         if window is None:
             window = windows[owner] = _Window(start, node, *owner)
@@ -117,12 +122,18 @@ class Rollup:
         return closed
 
     def flush_before(self, now: datetime) -> list[RollupDoc]:
-        """Close windows of GPUs that went quiet (no sample for a whole window)."""
-        cutoff = window_start(now, self.width_s) - timedelta(seconds=self.width_s)
+        """Close windows of GPUs that went quiet: no sample for a whole window after
+        theirs (a window is not written the moment it ends: a sample stamped inside it
+        may still be on its way)."""
+        cutoff = window_start(now, self.width_s) - timedelta(seconds=2 * self.width_s)
         closed = []
         for gpu_uuid, windows in list(self._open.items()):
             for owner in [owner for owner, window in windows.items() if window.start <= cutoff]:
-                closed.append(windows.pop(owner).document(gpu_uuid, self.width_s))
+                closed.append(self._close(gpu_uuid, windows.pop(owner)))
             if not windows:
                 del self._open[gpu_uuid]
         return closed
+
+    def _close(self, gpu_uuid: str, window: _Window) -> RollupDoc:
+        self._written[gpu_uuid] = max(window.start, self._written.get(gpu_uuid, window.start))
+        return window.document(gpu_uuid, self.width_s)

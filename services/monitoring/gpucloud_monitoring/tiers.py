@@ -8,15 +8,20 @@ does not perform like one.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 #: Tiers from best to worst.
 TIERS = ("flagship", "datacenter", "inference", "workstation", "unclassified")
 
-#: Model name fragments (as NVML or the node label writes them) to a tier, first
-#: match wins: "H100" before "A100" cannot clash, but "L40S" must precede "L4".
+#: Model names (as NVML or the node label writes them) to a tier. A word of the name
+#: matches a model when it is the model, or the model and letters (`A10G`, `L40S`):
+#: never the model and more digits (`A1000`, `A4000` and `T400` are workstation cards,
+#: not an A100, A40 or T4). First match wins: "L40S" precedes "L40".
 _MODELS: tuple[tuple[str, str], ...] = (
     ("GB200", "flagship"),
+    ("GH200", "flagship"),
     ("B200", "flagship"),
     ("H200", "flagship"),
     ("H100", "flagship"),
@@ -57,9 +62,10 @@ class Classification:
 
 
 def model_tier(model: str) -> str:
-    name = model.upper().replace("NVIDIA", "").replace("-", " ")
-    for fragment, tier in _MODELS:
-        if fragment in name:
+    words = re.findall(r"[A-Z0-9]+", model.upper())
+    for name, tier in _MODELS:
+        if any(word.startswith(name) and word[len(name) :].isalpha() or word == name
+               for word in words):  # fmt: skip
             return tier
     return "unclassified"
 

@@ -56,10 +56,12 @@ class Reach:
                 )
             return
         # Not private, loopback, link-local (cloud metadata), shared (CGNAT),
-        # multicast or reserved. errno and strerror both set: aiohttp quotes
-        # strerror in its connection error.
+        # multicast (which Python counts as global) or reserved. errno and strerror
+        # both set: aiohttp quotes strerror in its connection error.
         if not self.allow_private_networks and (
-            not peer.is_global or any(peer in network for network in _EMBEDDED_IPV4)
+            not peer.is_global
+            or peer.is_multicast
+            or any(peer in network for network in _EMBEDDED_IPV4)
         ):
             raise PrivateAddress(
                 errno.EACCES, f"{host} is {address}, not a globally routable address"

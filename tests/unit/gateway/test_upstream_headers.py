@@ -200,3 +200,22 @@ def test_a_services_answer_is_relayed_with_each_repeated_header() -> None:
     assert response.body == b'{"code":"conflict"}'
     assert [v for k, v in response.raw_headers if k == b"set-cookie"] == [b"a=1", b"b=2"]
     assert (b"content-type", b"application/problem+json") in response.raw_headers
+
+
+def test_the_callers_own_forwarding_headers_never_reach_the_workload() -> None:
+    """A workload that reads the first X-Forwarded-For (or Forwarded, X-Real-IP) sees the
+    gateway's word on who called, never the caller's claim."""
+    caller = [
+        ("X-Forwarded-For", "10.0.0.1"),
+        ("X-Forwarded-Host", "admin.internal"),
+        ("X-Forwarded-Proto", "https"),
+        ("Forwarded", "for=10.0.0.1;host=admin.internal"),
+        ("X-Real-IP", "10.0.0.1"),
+        ("Accept", "*/*"),
+    ]
+    sent = to_workload(caller, scheme="http")
+    assert named(sent, "x-forwarded-for") == ["203.0.113.9"]
+    assert named(sent, "x-forwarded-host") == [HOST]
+    assert named(sent, "x-forwarded-proto") == ["http"]
+    assert named(sent, "forwarded") == named(sent, "x-real-ip") == []
+    assert named(sent, "accept") == ["*/*"]

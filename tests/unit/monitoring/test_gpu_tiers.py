@@ -41,6 +41,25 @@ def test_a_model_name_gives_its_tier(model: str, tier: str) -> None:
     assert model_tier(model) == tier
 
 
+@pytest.mark.parametrize(
+    "model",
+    ["NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA RTX A4000", "NVIDIA RTX A3000"],
+)
+def test_a_workstation_card_is_not_the_datacenter_model_its_name_begins_with(model: str) -> None:
+    """A1000, A4000 and A3000 begin with A100, A40 and A30: a name is matched by its
+    words, and a model followed by more digits is another model."""
+    assert model_tier(model) == "workstation"
+
+
+@pytest.mark.parametrize(
+    ("model", "tier"), [("NVIDIA A10G", "inference"), ("NVIDIA T400", "unclassified")]
+)
+def test_a_model_with_a_letter_after_it_is_that_model_one_with_digits_is_not(
+    model: str, tier: str
+) -> None:
+    assert model_tier(model) == tier
+
+
 def test_an_unknown_model_says_so() -> None:
     assert classify(Capability("Mystery GPU", pcie_width_current=1, pcie_width_max=16)) == (
         Classification("unclassified", ("unknown model",))

@@ -254,6 +254,31 @@ def test_a_node_restored_as_quarantined_stays_so_until_released() -> None:
     assert changed(tracker.release("n1", at(1)))[:2] == ("quarantined", "healthy")
 
 
+def test_a_node_restored_as_degraded_heals_once_clear_for_the_clear_period() -> None:
+    """Restored at a start with no sign seen since: the clear period runs from its first
+    report, so it is healthy again once the period has passed without a sign."""
+    tracker = HealthTracker(HealthPolicy(clear_after_s=600))
+    tracker.restore("n1", "degraded", ("GPU 0: 90 °C for 60 s",))
+    assert observe(tracker, 0) is None
+    assert observe(tracker, 599) is None
+    assert changed(observe(tracker, 600)) == ("degraded", "healthy", ())
+
+
+def test_corrected_ecc_errors_after_a_gap_count_at_their_rate_over_it() -> None:
+    """0, then 100 ten minutes later: 10 a minute, not a climb of 100 in one."""
+    tracker = HealthTracker()
+    assert observe(tracker, 0, ecc_corrected=0) is None
+    assert observe(tracker, 600, ecc_corrected=100) is None
+    assert tracker.nodes["n1"].health == "healthy"
+    # A climb within a minute after the gap still counts, at its own rate.
+    assert observe(tracker, 630, ecc_corrected=160) is None
+    assert changed(observe(tracker, 660, ecc_corrected=400)) == (
+        "healthy",
+        "degraded",
+        ("GPU 0: corrected ECC errors climbing (300/min)",),
+    )
+
+
 def test_a_policy_sets_the_thresholds() -> None:
     tracker = HealthTracker(HealthPolicy(hot_c=70, hot_for_s=0, shutdown_c=80, clear_after_s=5))
     assert changed(observe(tracker, 0, temperature_c=70)) == (

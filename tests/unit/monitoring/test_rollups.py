@@ -156,6 +156,19 @@ def test_a_quiet_gpus_window_is_flushed_once_and_not_before_it_ends() -> None:
     assert rollup.flush_before(at(600)) == []  # written once
 
 
+def test_a_window_just_ended_is_not_flushed_before_its_last_samples_arrive() -> None:
+    """Flushed only once a whole window has passed after it: a sample stamped inside it
+    that arrives a moment after its end still counts, once."""
+    rollup = Rollup(60)
+    rollup.add("n1", sample(59.9, utilization_gpu_pct=10.0))
+    assert rollup.flush_before(at(60.0)) == []
+    rollup.add("n1", sample(59.95, utilization_gpu_pct=30.0))  # on its way at the flush
+    doc = only(rollup.flush_before(at(120.0)))
+    assert (doc["start"], doc["samples"], doc["utilization_gpu_pct_avg"]) == (at(0), 2, 20.0)
+    assert rollup.add("n1", sample(59.99)) == []  # written: too late now
+    assert rollup.flush_before(at(600)) == []
+
+
 def test_a_flush_keeps_the_windows_still_open() -> None:
     rollup = Rollup(60)
     rollup.add("n1", sample(0, gpu_uuid="GPU-quiet"))

@@ -64,6 +64,11 @@ def test_a_global_address_is_reachable(address: str) -> None:
         "fe80::1%eth0",  # a scoped address: the zone is not part of the address
         "::ffff:10.0.0.1",
         "64:ff9b::808:808",  # NAT64 of a public address: still refused
+        # Multicast, which Python counts as global.
+        "224.0.0.1",
+        "239.255.255.250",
+        "ff02::1",
+        "ff0e::1",
     ],
 )
 def test_an_address_outside_the_internet_is_refused_with_eacces(address: str) -> None:
