@@ -9,7 +9,6 @@ does not perform like one.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 
 #: Tiers from best to worst.
@@ -64,7 +63,7 @@ class Classification:
 def model_tier(model: str) -> str:
     words = re.findall(r"[A-Z0-9]+", model.upper())
     for name, tier in _MODELS:
-        if any(word.startswith(name) and word[len(name) :].isalpha() or word == name
+        if any((word.startswith(name) and word[len(name) :].isalpha()) or word == name
                for word in words):  # fmt: skip
             return tier
     return "unclassified"
