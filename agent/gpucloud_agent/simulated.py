@@ -17,6 +17,7 @@ GPU's memory.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -180,7 +181,7 @@ class SimulatedFleet:
                 gpu_uuid=self.uuid(name, index),
                 index=index,
                 name=node.model,
-                serial=f"SIM{abs(hash((self._seed, name, index))) % 10**12:012d}",
+                serial=_serial(self._seed, name, index),
                 memory_total_mib=memory,
                 driver_version="sim-570.0",
                 cuda_version="12.8",
@@ -280,3 +281,10 @@ class SimulatedFleet:
             tenant_id=placed[0] if placed else None,
             instance_id=placed[1] if placed else None,
         )
+
+
+def _serial(seed: int, node: str, index: int) -> str:
+    """A GPU's serial: the same for the same seed, node and GPU in every process
+    (`hash()` of a string changes from one process to the next)."""
+    digest = hashlib.sha256(f"{seed}/{node}/{index}".encode()).digest()
+    return f"SIM{int.from_bytes(digest[:8], 'big') % 10**12:012d}"

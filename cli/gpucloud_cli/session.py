@@ -43,10 +43,11 @@ class Session:
     output: str
     #: A pipe gets whole rows, not rows folded to 80 columns.
     out: Console = field(
-        default_factory=lambda: Console(width=None if sys.stdout.isatty() else 500)
+        # No markup: keys, names and messages print as they are (`runs/[draft]/x`).
+        default_factory=lambda: Console(width=None if sys.stdout.isatty() else 500, markup=False)
     )
     #: Progress, spinners and notes go to stderr, so stdout stays the command's answer.
-    err: Console = field(default_factory=lambda: Console(stderr=True))
+    err: Console = field(default_factory=lambda: Console(stderr=True, markup=False))
     _client: Client | None = None
 
     @property

@@ -277,7 +277,7 @@ def download(
         download_tree(session, transfers, remote.storage, remote.prefix, target, concurrency)
         return
     name = PurePosixPath(remote.key).name
-    if not name:
+    if not name or remote.key.endswith("/"):
         raise click.UsageError(f"{SCHEME}{remote.storage}/{remote.key} names a prefix: use -r")
     destination = target / name if target.is_dir() else target
     stored = stored_object(session.client, remote.storage, remote.key)
@@ -360,9 +360,13 @@ def parse_size(text: str) -> int:
     digits = text.strip()
     split = next((i for i, c in enumerate(digits) if not (c.isdigit() or c == ".")), len(digits))
     number, unit = digits[:split], digits[split:].strip().lower()
+    refused = click.BadParameter(f"{text!r} is not a size like 20GiB or 500MB", param_hint="--size")
     if not number or unit not in UNITS:
-        raise click.BadParameter(f"{text!r} is not a size like 20GiB or 500MB", param_hint="--size")
-    return int(float(number) * UNITS[unit])
+        raise refused
+    try:
+        return int(float(number) * UNITS[unit])
+    except ValueError:  # `1.2.3`, `.`
+        raise refused from None
 
 
 def human_bytes(count: int) -> str:

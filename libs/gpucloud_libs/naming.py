@@ -9,6 +9,7 @@ parsed by the gateway, which serves every instance host.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 
 NAMESPACE_PREFIX = "gpc-"
@@ -39,9 +40,16 @@ def gpu_product(nvml_name: str) -> str:
     return "-".join(nvml_name.split())
 
 
+#: What a DNS-1123 label holds besides `-`: ASCII only (`isalnum` takes `é`).
+_LABEL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
 def tenant_namespace(tenant_id: str) -> str:
-    """DNS-1123 label: readable when the id allows it, hashed when it is long or odd."""
-    safe = "".join(ch if ch.isalnum() else "-" for ch in tenant_id.lower()).strip("-")
+    """DNS-1123 label: readable when the id allows it, hashed when it is long or odd
+    (never, for ids the gateway takes: `ID_PATTERN`, at most 32 characters). No `--`:
+    it separates the fields of instance and service hosts."""
+    safe = "".join(ch if ch in _LABEL_CHARACTERS else "-" for ch in tenant_id.lower())
+    safe = re.sub("-+", "-", safe).strip("-")
     name = f"{NAMESPACE_PREFIX}{safe}"
     if len(name) > 63 or safe != tenant_id:
         digest = hashlib.sha256(tenant_id.encode()).hexdigest()[:10]

@@ -7,6 +7,7 @@ none gets no header.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -31,10 +32,14 @@ def phase(name: str) -> Iterator[None]:
             phases.append((name, (time.perf_counter() - started) * 1000))
 
 
+_OUTSIDE_QUOTES = re.compile(r'(?:[^,"]|"[^"]*")+')
+
+
 def parse(header: str) -> dict[str, float]:
     """The phases of a `Server-Timing` header, in milliseconds."""
     durations: dict[str, float] = {}
-    for metric in filter(None, (part.strip() for part in header.split(","))):
+    # Metrics are split on the commas outside quoted values (`desc="a, b"`).
+    for metric in filter(None, (part.strip() for part in _OUTSIDE_QUOTES.findall(header))):
         name, *params = (item.strip() for item in metric.split(";"))
         for param in params:
             key, _, value = param.partition("=")

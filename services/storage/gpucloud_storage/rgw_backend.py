@@ -178,8 +178,11 @@ def _flat(headers: dict[str, str | list[str] | tuple[str]]) -> dict[str, str]:
 def _error_code(data: bytes) -> str:
     """RGW's error code from a JSON (admin ops) or XML (IAM) error body."""
     try:
-        return str(json.loads(data).get("Code", ""))
+        body = json.loads(data)
     except ValueError:
-        text = data.decode(errors="replace")
-        start = text.find("<Code>")
-        return text[start + 6 : text.find("</Code>")] if start >= 0 else text[:100]
+        body = None
+    if isinstance(body, dict):
+        return str(body.get("Code", ""))
+    text = data.decode(errors="replace")  # XML, or whatever came
+    start = text.find("<Code>")
+    return text[start + 6 : text.find("</Code>")] if start >= 0 else text[:100]

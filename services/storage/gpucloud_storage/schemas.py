@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field
+from pydantic import AfterValidator, AwareDatetime, Field
 
 from gpucloud_libs.http import ApiModel
 
@@ -14,8 +14,17 @@ from .backend import AccessMode
 StorageId = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
 StorageKind = Literal["object", "volume"]
 StorageState = Literal["provisioning", "ready", "deleting", "failed"]
-#: S3 keys: up to 1,024 bytes of UTF-8; NUL is refused by ApiModel.
-ObjectKey = Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+def _fits_s3(key: str) -> str:
+    if len(key.encode()) > 1024:
+        raise ValueError("an object key is at most 1,024 bytes of UTF-8")
+    return key
+
+
+#: S3 keys: up to 1,024 bytes of UTF-8 (a character may take four); NUL is refused by
+#: ApiModel.
+ObjectKey = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_fits_s3)]
 
 MIB = 1024 * 1024
 #: S3's ceiling for one object.

@@ -5,6 +5,8 @@ The memory per product and whole-GPU placement are in test_simulated.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -250,3 +252,21 @@ def test_a_held_slice_of_a_gpu_that_does_no_work_reads_idle(fault: Fault) -> Non
     made.sample("r", AT)
     held = made.sample("r", AT)[0]
     assert (held.instance_id, held.utilization_gpu_pct <= 3) == ("a", True)
+
+
+def test_a_simulated_serial_is_the_same_in_every_process() -> None:
+    """Seeded and deterministic: the serial is computed again in a fresh interpreter,
+    whose string hashing differs from this one's."""
+    fleet = SimulatedFleet(seed=3)
+    fleet.set_node("n1", "NVIDIA-H100-80GB-HBM3", 2)
+    here = [gpu.serial for gpu in fleet.inventory("n1")]
+    code = (
+        "from gpucloud_agent.simulated import SimulatedFleet; f = SimulatedFleet(seed=3); "
+        "f.set_node('n1', 'NVIDIA-H100-80GB-HBM3', 2); "
+        "print(' '.join(g.serial or '' for g in f.inventory('n1')))"
+    )
+    there = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert here == there
+    assert len(set(here)) == 2

@@ -57,6 +57,12 @@ def test_a_missing_local_file_is_named(gpucloud: CliRunner, tmp_path: Path) -> N
     assert usage_error(result) == f"Error: {tmp_path / 'absent.bin'}: no such file"
 
 
+def test_a_prefix_comes_down_only_with_recursive(gpucloud: CliRunner, tmp_path: Path) -> None:
+    """A key ending in `/` names a prefix, not an object: said before any request."""
+    result = gpucloud.invoke(cli, ["cp", "gpc://data/v1/", str(tmp_path)])
+    assert usage_error(result) == "Error: gpc://data/v1/ names a prefix: use -r"
+
+
 def test_a_whole_storage_comes_down_only_with_recursive(
     gpucloud: CliRunner, tmp_path: Path
 ) -> None:
@@ -100,7 +106,9 @@ def test_a_size_takes_decimal_and_binary_units_in_any_case(text: str, size: int)
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["", "GiB", "20 GB s", "20 pb", "lots", "-1GiB"])
+@pytest.mark.parametrize(
+    "text", ["", "GiB", "20 GB s", "20 pb", "lots", "-1GiB", "1.2.3GB", ".", "..MiB"]
+)
 def test_a_size_without_a_number_or_with_an_unknown_unit_is_refused(text: str) -> None:
     with pytest.raises(click.BadParameter, match="is not a size like 20GiB or 500MB"):
         parse_size(text)

@@ -265,3 +265,18 @@ def test_a_job_that_succeeded_is_reported_and_exits_normally() -> None:
 def test_a_log_is_written_as_it_comes(capsys: pytest.CaptureFixture[str]) -> None:
     echo(iter(["epoch 1\n", "epoch", " 2\n"]))
     assert capsys.readouterr().out == "epoch 1\nepoch 2\n"
+
+
+def test_brackets_in_keys_and_notes_print_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """Object keys and file names may hold brackets: printed as written, never read as
+    markup (which dropped `[draft]` and failed on `[/]`)."""
+    plain = Session(None, "table")
+    plain.emit(
+        [{"key": "runs/[draft]/model.bin"}, {"key": "odd/[/]/name"}],
+        [("KEY", lambda row: row["key"])],
+    )
+    plain.note("uploaded file [draft].txt → gpc://s/x")
+    captured = capsys.readouterr()
+    assert "runs/[draft]/model.bin" in captured.out
+    assert "odd/[/]/name" in captured.out
+    assert "file [draft].txt" in captured.err

@@ -173,3 +173,10 @@ def test_a_platform_pod_belongs_to_its_workload(
 )  # fmt: skip
 def test_a_pod_without_a_tenant_and_a_workload_is_nobodys(labels: dict[str, str]) -> None:
     assert workload_of(labels) is None
+
+
+def test_a_letter_outside_ascii_is_no_part_of_a_namespace() -> None:
+    """DNS-1123 is ASCII: `é` is hashed away, not kept (str.isalnum would keep it)."""
+    name = tenant_namespace("café")
+    assert DNS_LABEL.fullmatch(name), name
+    assert name.startswith("gpc-caf-")

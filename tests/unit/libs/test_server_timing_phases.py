@@ -77,3 +77,7 @@ def test_the_parser_reads_each_metrics_duration_and_skips_the_rest() -> None:
 
 def test_a_metric_named_twice_keeps_its_last_duration() -> None:
     assert parse("db;dur=1, db;dur=2") == {"db": 2.0}
+
+
+def test_a_comma_inside_a_quoted_description_does_not_split_a_metric() -> None:
+    assert parse('db;desc="Mongo, primary";dur=53.25, app;dur=1.5') == {"db": 53.25, "app": 1.5}

@@ -168,6 +168,9 @@ def test_an_rgw_error_code_is_read_from_an_xml_iam_body() -> None:
 def test_a_body_that_is_neither_gives_its_start_as_the_code() -> None:
     assert _error_code(b"") == ""
     assert _error_code(b"Bad Gateway " + b"x" * 200) == ("Bad Gateway " + "x" * 200)[:100]
+    # JSON that is not an object is said as it came, not a crash.
+    assert _error_code(b'"x"') == '"x"'
+    assert _error_code(b"[1]") == "[1]"
 
 
 def test_signed_headers_are_flattened_to_one_value_each() -> None:

@@ -133,6 +133,12 @@ def test_an_object_key_is_one_to_1024_characters() -> None:
     assert refusals(DownloadRequest, {"key": "k" * 1025}) == [(("key",), "string_too_long")]
 
 
+def test_an_object_key_is_at_most_1024_bytes_of_utf_8_as_s3_counts_it() -> None:
+    """`é` is two bytes: 512 of them fit, 513 are refused here rather than by the store."""
+    assert refusals(DownloadRequest, {"key": "é" * 512}) == []
+    assert refusals(DownloadRequest, {"key": "é" * 513}) == [(("key",), "value_error")]
+
+
 def test_an_upload_url_lasts_a_minute_to_a_week_and_a_download_url_from_a_second() -> None:
     week = 7 * 24 * 3600
     assert refusals(UploadRequest, {"key": "k", "expiresInS": 60}) == []
