@@ -32,6 +32,9 @@ SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 MIG_PROFILE = r"^[1-7]g\.[0-9]{1,3}gb(\+me)?$"
 #: The compute slices of a whole A100, H100 or H200; a MIG profile's `<g>g` is out of these.
 MIG_COMPUTE_SLICES = 7
+#: The most replicas a spec may share one GPU among by time-slicing: with MIG's seven,
+#: the most pods one GPU of quota may stand for.
+MAX_TIME_SLICING_REPLICAS = 64
 #: Pods on time-sliced GPUs carry it, so that a node's replicas serve one tenant.
 SHARING_LABEL = "gpucloud.io/gpu-sharing"
 

@@ -42,7 +42,7 @@ def test_a_tenants_namespace_holds_what_it_may_borrow_too() -> None:
     assert fields["quota"]["borrow_gpus"] == 2
     quota = by_kind(tenant_manifests("acme", stored(event), SETTINGS))["ResourceQuota"]
     hard = quota["spec"]["hard"]
-    assert (hard["requests.nvidia.com/gpu"], hard["pods"]) == ("6", "8")
+    assert (hard["requests.nvidia.com/gpu"], hard["pods"]) == ("6", str(2 + 6 * 64))
 
 
 def test_a_tenant_without_gpus_still_gets_a_namespace_that_can_hold_something() -> None:

@@ -9,11 +9,13 @@ from gpucloud_instances.tenancy import manifests
 PRIVATE = ["10.0.0.0/8", "169.254.0.0/16", "127.0.0.0/8", "fc00::/7", "::1/128"]
 
 
-def test_the_quota_counts_gpus_and_a_pod_per_gpu_beyond_the_instances() -> None:
+def test_the_quota_counts_gpus_and_a_pod_per_share_of_a_gpu_beyond_the_instances() -> None:
+    """A GPU of quota may stand for 64 pods (time-sliced replicas, or seven MIG slices):
+    a job of seven 1g slices holds one GPU of quota and runs all seven pods."""
     quota = manifests.resource_quota("gpc-acme", gpus=4, instances=2, cpu="32", memory="256Gi")
     assert quota["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "4", "requests.cpu": "32", "requests.memory": "256Gi",
-        "pods": "6",
+        "pods": str(2 + 4 * 64),
     }  # fmt: skip
 
 

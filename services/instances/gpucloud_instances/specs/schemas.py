@@ -10,7 +10,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpucloud_libs.gpu_shares import MIG_PROFILE, GpuShare, Sharing
+from gpucloud_libs.gpu_shares import MAX_TIME_SLICING_REPLICAS, MIG_PROFILE, GpuShare, Sharing
 from gpucloud_libs.http import ApiModel
 
 from ..schemas import DnsLabel, LabelValue, Quantity
@@ -29,7 +29,7 @@ class SpecCreate(ApiModel):
     #: replica of a GPU the device plugin shares `timeSlicingReplicas` ways.
     gpu_sharing: Sharing = "none"
     mig_profile: str | None = Field(default=None, pattern=MIG_PROFILE)
-    time_slicing_replicas: int | None = Field(default=None, ge=2, le=64)
+    time_slicing_replicas: int | None = Field(default=None, ge=2, le=MAX_TIME_SLICING_REPLICAS)
 
     @model_validator(mode="after")
     def _sharing_is_complete(self) -> Self:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from gpucloud_libs.gpu_shares import MAX_TIME_SLICING_REPLICAS
+
 from ..manifests import GPU_RESOURCE, MANAGED, Manifest
 
 
@@ -38,8 +40,11 @@ def resource_quota(
                 f"requests.{GPU_RESOURCE}": str(gpus),
                 "requests.cpu": cpu,
                 "requests.memory": memory,
-                # A job's pods each hold a GPU at least, so its pods fit in max_gpus.
-                "pods": str(instances + gpus),
+                # A pod holds a GPU, or a share of one: a GPU of quota stands for as
+                # many pods as one GPU can be shared among (seven MIG slices, up to
+                # 64 time-sliced replicas). Shared units themselves are not listed:
+                # the quota ledger counts them at their weight (decision 121).
+                "pods": str(instances + gpus * MAX_TIME_SLICING_REPLICAS),
             }
         },
     }
