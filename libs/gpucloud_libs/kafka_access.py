@@ -119,7 +119,8 @@ ACCESS: dict[str, ServiceAccess] = {
             "monitoring",
             # Release requests ride the telemetry topic, in order with the node's samples.
             produces=(NODE_HEALTH, ALERTS, TELEMETRY),
-            consumes=(TELEMETRY,),
+            # Tenants: a deleted tenant's alert rules go.
+            consumes=(TELEMETRY, TENANTS),
         ),
         ServiceAccess("agent", produces=(TELEMETRY,)),
     )

@@ -21,6 +21,7 @@ import pytest
 from aiohttp import web
 from aiokafka import AIOKafkaProducer
 from kubernetes_asyncio import client as k8s
+from pymongo import AsyncMongoClient
 
 from gpucloud_agent.simulated import Placement, SimulatedFleet
 from gpucloud_libs.events import NodeInventory, NodeReleaseRequested, TelemetryBatch
@@ -660,3 +661,23 @@ async def test_a_malformed_telemetry_batch_goes_to_the_dead_letter_topic(
     view = await eventually(next_one_counted, timeout=30)
     assert view["unavailableReason"] == "no driver"
     await k8s.CoreV1Api(kube).delete_node(node)
+
+
+async def test_a_deleted_tenants_alert_rules_go_with_it(
+    platform: Platform, mongo: AsyncMongoClient[dict[str, Any]]
+) -> None:
+    """Every rule is evaluated on every sample of its GPUs and may call a webhook: a
+    deleted tenant's rules are removed when the gateway says it is deleted."""
+    account = await platform.tenant()
+    rule = {"name": "hot", "metric": "temperature_c", "threshold": 90, "durationS": 60}
+    made = await platform.http.post("/v1/alert-rules", json=rule, headers=bearer(account.admin_key))
+    assert made.status_code == 201, made.text
+    rules = mongo["gpucloud_monitoring"]["alert_rules"]
+    assert await rules.count_documents({"tenant_id": account.tenant_id}) == 1
+    gone = await platform.http.delete(f"/v1/tenants/{account.tenant_id}", headers=platform.admin)
+    assert gone.status_code == 204, gone.text
+
+    async def removed() -> bool:
+        return await rules.count_documents({"tenant_id": account.tenant_id}) == 0
+
+    await eventually(removed, timeout=30)

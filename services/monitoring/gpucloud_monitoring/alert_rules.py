@@ -178,3 +178,15 @@ class AlertRules:
         await self._store.delete_rule(rule_id)
         await self.reload()
         await self._alerts.end_alerts_of(rule_id, ended_by(None))
+
+    async def forget_tenant(self, tenant_id: str) -> None:
+        """A deleted tenant's rules go, and their open alerts end: nothing of it is
+        evaluated on every sample, nor sent to its webhooks, any more. Its alert
+        history stays, as its bills do."""
+        rules = await self._store.rules(tenant_id)
+        for doc in rules:
+            await self._store.delete_rule(doc["_id"])
+        if rules:
+            await self.reload()
+        for doc in rules:
+            await self._alerts.end_alerts_of(doc["_id"], ended_by(None))

@@ -8,7 +8,7 @@ from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
-from gpucloud_libs.topics import TELEMETRY
+from gpucloud_libs.topics import TELEMETRY, TENANTS
 
 from .alert_rules import AlertRules
 from .alerts import Alerts
@@ -67,7 +67,7 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     provenance = Provenance(node_seals, seal, known_nodes)
     ingest = Ingest(settings, store, engine, tracker, alerts, node_health, provenance)
     fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
-    handlers = EventHandlers(ingest)
+    handlers = EventHandlers(ingest, rules)
 
     async def _restore() -> None:
         """What the consumers keep in memory, from the store, before they consume."""
@@ -85,6 +85,7 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     runtime.on_stop(kube.close)
     runtime.add_readiness_check("kubernetes", kube.ping)
     runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
+    runtime.subscribe(TENANTS, handlers.on_tenant)
     runtime.every(1.0, webhooks.deliver, "webhooks")
     runtime.every(5.0, _republish, "republish")
     runtime.every(5.0, rules.reload, "rules")

@@ -8,14 +8,21 @@ from gpucloud_libs.events import (
     NodeQuarantineRequested,
     NodeReleaseRequested,
     TelemetryBatch,
+    TenantDeleted,
 )
 
+from .alert_rules import AlertRules
 from .ingest import Ingest
 
 
 class EventHandlers:
-    def __init__(self, ingest: Ingest) -> None:
+    def __init__(self, ingest: Ingest, rules: AlertRules) -> None:
         self.ingest = ingest
+        self.rules = rules
+
+    async def on_tenant(self, event: CloudEvent) -> None:
+        if isinstance(event.data, TenantDeleted):
+            await self.rules.forget_tenant(event.data.tenant_id)
 
     async def on_telemetry(self, events: list[CloudEvent]) -> None:
         """A batch of telemetry, inventory and operator requests on node health (applied
