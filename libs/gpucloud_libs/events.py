@@ -17,23 +17,76 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from .naming import GPU_RESOURCE, service_workload_id
+from .event_base import EventData
+from .fleet_events import (
+    AlertStateChanged,
+    GpuInventory,
+    GpuSample,
+    NodeHealth,
+    NodeHealthChanged,
+    NodeHealthRequest,
+    NodeInventory,
+    NodeQuarantineRequested,
+    NodeReleaseRequested,
+    TelemetryBatch,
+)
+from .workload_events import (
+    GpuHoldingTransition,
+    GpuWeight,
+    InferenceServiceDeleted,
+    InstanceState,
+    InstanceStateChanged,
+    JobRunState,
+    JobRunStateChanged,
+    JobState,
+    JobStateChanged,
+    ReplicaState,
+    ReplicaStateChanged,
+    StopTenantInstancesRequested,
+)
+
+#: The contracts, here and in their parts (workload_events, fleet_events): every one is
+#: imported from this module.
+__all__ = [
+    "CONTENT_TYPE",
+    "SPEC_VERSION",
+    "AlertStateChanged",
+    "AuditRecorded",
+    "BudgetThresholdCrossed",
+    "CloudEvent",
+    "Event",
+    "EventData",
+    "GpuHoldingTransition",
+    "GpuInventory",
+    "GpuSample",
+    "GpuWeight",
+    "InferenceServiceDeleted",
+    "InstanceState",
+    "InstanceStateChanged",
+    "JobRunState",
+    "JobRunStateChanged",
+    "JobState",
+    "JobStateChanged",
+    "MalformedEvent",
+    "NodeHealth",
+    "NodeHealthChanged",
+    "NodeHealthRequest",
+    "NodeInventory",
+    "NodeQuarantineRequested",
+    "NodeReleaseRequested",
+    "ReplicaState",
+    "ReplicaStateChanged",
+    "StopTenantInstancesRequested",
+    "StorageUsageSampled",
+    "TelemetryBatch",
+    "TenantDeleted",
+    "TenantQuota",
+    "TenantUpserted",
+    "UsageRecorded",
+]
 
 SPEC_VERSION = "1.0"
 CONTENT_TYPE = "application/json"
-
-
-class EventData(BaseModel):
-    """Base of every event payload."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    type: str
-
-    @property
-    def aggregate_id(self) -> str:
-        """The id that orders this event; it becomes the Kafka message key."""
-        raise NotImplementedError
 
 
 # --- tenants (gateway -> instances, storage, metering) ---------------------------
@@ -79,194 +132,6 @@ class TenantDeleted(EventData):
         return self.tenant_id
 
 
-# --- instances (instances -> metering, gateway) -----------------------------------
-
-#: An exact fraction of a GPU: `1`, `1/7`, `3/7`, `1/4`.
-GpuWeight = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,3}(/[1-9][0-9]{0,3})?$")]
-
-InstanceState = Literal[
-    "queued", "pending", "scheduled", "ready", "running", "stopping", "stopped", "failed", "deleted"
-]
-
-
-class GpuHoldingTransition(EventData):
-    """A transition of what holds GPUs and is billed for them: an instance, one run of
-    a job, one replica of an inference service. Metering reads this shape alone; each
-    kind adds its own ids and states. `sequence` orders one workload's transitions."""
-
-    tenant_id: str
-    user_id: str | None = None
-    spec_name: str
-    gpu_type: str
-    gpu_count: int = Field(ge=0)
-    #: The GPU kind its `gpu_count` units are, and one unit's part of a GPU (libs
-    #: gpu_shares); whole GPUs when absent.
-    gpu_resource: str = GPU_RESOURCE
-    gpu_weight: GpuWeight = "1"
-    zone: str | None = None
-    node: str | None = None
-    state: str
-    sequence: int = Field(ge=0)
-    at: AwareDatetime
-
-    @property
-    def workload_id(self) -> str:
-        """What is billed, unique within the tenant: an instance id, `<job>/<run>`,
-        or `svc--<service>/<replica>` (no instance id holds a `/` or a `--`). Not the
-        quota's name of a job or a service (`naming.job_workload_id`): one job holds
-        one claim, and each of its runs is billed."""
-        raise NotImplementedError
-
-    @property
-    def of_job(self) -> str | None:
-        """The job this is a run of."""
-        return None
-
-    @property
-    def of_service(self) -> str | None:
-        """The inference service this is a replica of."""
-        return None
-
-
-class InstanceStateChanged(GpuHoldingTransition):
-    """One persisted lifecycle transition. Metering bills from these, so each is
-    published exactly once per transition and `sequence` orders them per instance."""
-
-    type: Literal["io.gpucloud.instance.state_changed.v1"] = "io.gpucloud.instance.state_changed.v1"
-    instance_id: str
-    state: InstanceState
-    previous_state: InstanceState | None = None
-    reason: str | None = None
-
-    @property
-    def aggregate_id(self) -> str:
-        # Instance ids are unique per tenant (clients may choose them).
-        return f"{self.tenant_id}/{self.instance_id}"
-
-    @property
-    def workload_id(self) -> str:
-        return self.instance_id
-
-
-# --- jobs (instances -> metering) --------------------------------------------------
-
-#: `preempting`: its borrowed GPUs are taken back; it is `queued` again after.
-JobState = Literal[
-    "queued", "admitted", "running", "succeeded", "failed", "cancelled", "preempting"
-]
-#: A run is one pod of a job (an attempt, or one of its parallel pods). It holds its
-#: GPUs from `scheduled` until it ends `succeeded` or `failed`.
-JobRunState = Literal["scheduled", "running", "succeeded", "failed"]
-
-
-class JobStateChanged(EventData):
-    """One persisted transition of a batch job; `sequence` orders them per job."""
-
-    type: Literal["io.gpucloud.job.state_changed.v1"] = "io.gpucloud.job.state_changed.v1"
-    job_id: str
-    tenant_id: str
-    user_id: str | None = None
-    spec_name: str
-    state: JobState
-    previous_state: JobState | None = None
-    reason: str | None = None
-    exit_code: int | None = None
-    sequence: int = Field(ge=0)
-    at: AwareDatetime
-
-    @property
-    def aggregate_id(self) -> str:
-        return f"{self.tenant_id}/{self.job_id}"
-
-
-class JobRunStateChanged(GpuHoldingTransition):
-    """One transition of one run of a job. Metering bills runs as it bills instances:
-    `sequence` orders a run's transitions, and the run holds `gpu_count` GPUs while
-    `scheduled` or `running`."""
-
-    type: Literal["io.gpucloud.job.run_state_changed.v1"] = "io.gpucloud.job.run_state_changed.v1"
-    job_id: str
-    #: Unique within the job: the suffix Kubernetes gave the run's pod.
-    run_id: str
-    state: JobRunState
-    exit_code: int | None = None
-
-    @property
-    def aggregate_id(self) -> str:
-        # The job's id: its runs' events stay in order with one another.
-        return f"{self.tenant_id}/{self.job_id}"
-
-    @property
-    def workload_id(self) -> str:
-        return f"{self.job_id}/{self.run_id}"
-
-    @property
-    def of_job(self) -> str:
-        return self.job_id
-
-
-ReplicaState = Literal["scheduled", "running", "ended"]
-
-
-class ReplicaStateChanged(GpuHoldingTransition):
-    """One transition of one replica of an inference service. Metering bills
-    replicas as it bills instances: `sequence` orders a replica's transitions, and
-    the replica holds `gpu_count` GPUs while `scheduled` or `running`."""
-
-    type: Literal["io.gpucloud.inference.replica_state_changed.v1"] = (
-        "io.gpucloud.inference.replica_state_changed.v1"
-    )
-    service_id: str
-    #: Unique within the service: the suffix Kubernetes gave the replica's pod.
-    replica_id: str
-    #: The service's revision the replica runs.
-    revision: int = Field(ge=1)
-    state: ReplicaState
-
-    @property
-    def aggregate_id(self) -> str:
-        # The service's id: its replicas' events stay in order with one another.
-        return f"{self.tenant_id}/{self.service_id}"
-
-    @property
-    def workload_id(self) -> str:
-        return f"{service_workload_id(self.service_id)}/{self.replica_id}"
-
-    @property
-    def of_service(self) -> str:
-        return self.service_id
-
-
-class InferenceServiceDeleted(EventData):
-    """An inference service is gone, its last replica ended: what it was given (its
-    storages' credentials) is revoked."""
-
-    type: Literal["io.gpucloud.inference.service_deleted.v1"] = (
-        "io.gpucloud.inference.service_deleted.v1"
-    )
-    service_id: str
-    tenant_id: str
-    at: AwareDatetime
-
-    @property
-    def aggregate_id(self) -> str:
-        return f"{self.tenant_id}/{self.service_id}"
-
-
-class StopTenantInstancesRequested(EventData):
-    """Metering's hard budget stop asks the instances service to stop a tenant's instances."""
-
-    type: Literal["io.gpucloud.instances.stop_requested.v1"] = (
-        "io.gpucloud.instances.stop_requested.v1"
-    )
-    tenant_id: str
-    reason: str
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.tenant_id
-
-
 # --- storage (storage -> metering) -------------------------------------------------
 
 
@@ -281,169 +146,6 @@ class StorageUsageSampled(EventData):
     @property
     def aggregate_id(self) -> str:
         return self.storage_id
-
-
-# --- monitoring (agent -> monitoring -> instances, metering) --------------------
-
-
-class GpuSample(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gpu_uuid: str
-    index: int = Field(ge=0)
-    at: AwareDatetime
-    utilization_gpu_pct: float = Field(ge=0, le=100)
-    utilization_memory_pct: float = Field(ge=0, le=100)
-    memory_used_mib: float = Field(ge=0)
-    memory_total_mib: float = Field(ge=0)
-    temperature_c: float
-    power_w: float = Field(ge=0)
-    sm_clock_mhz: float | None = None
-    memory_clock_mhz: float | None = None
-    throttle_reasons: int = 0
-    ecc_corrected: int = Field(default=0, ge=0)
-    ecc_uncorrected: int = Field(default=0, ge=0)
-    pcie_tx_kibps: float | None = None
-    pcie_rx_kibps: float | None = None
-    xid_errors: tuple[int, ...] = ()
-    #: The instance whose processes use the GPU, where the runtime can tell
-    #: (instance ids are unique per tenant, so both are given).
-    instance_id: str | None = None
-    tenant_id: str | None = None
-    #: A slice of a shared GPU (a MIG device, or a time-sliced replica in the
-    #: simulator): the physical GPU it is part of, and its MIG profile or `replica`.
-    #: Its health readings are the physical GPU's; `index` is the physical GPU's.
-    parent_gpu_uuid: str | None = None
-    slice: str | None = None
-
-
-class TelemetryBatch(EventData):
-    type: Literal["io.gpucloud.telemetry.batch.v1"] = "io.gpucloud.telemetry.batch.v1"
-    node: str
-    source: Literal["nvml", "simulated"]
-    samples: tuple[GpuSample, ...] = Field(min_length=1)
-    #: The node's seal (`node_seals`): only the agent on `node` holds its key.
-    mac: str = ""
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.node
-
-
-class GpuInventory(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gpu_uuid: str
-    index: int = Field(ge=0)
-    name: str
-    serial: str | None = None
-    memory_total_mib: float = Field(ge=0)
-    driver_version: str | None = None
-    cuda_version: str | None = None
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    mig_mode: bool | None = None
-    nvlink_links_active: int | None = None
-
-
-class NodeInventory(EventData):
-    """What a node's agent found: published at its start and now and then after."""
-
-    type: Literal["io.gpucloud.node.inventory.v1"] = "io.gpucloud.node.inventory.v1"
-    node: str
-    source: Literal["nvml", "simulated"]
-    gpus: tuple[GpuInventory, ...] = ()
-    #: Set when the node has no usable NVML (no driver, no GPU): why.
-    unavailable_reason: str | None = None
-    at: AwareDatetime
-    #: The node's seal, as a telemetry batch's.
-    mac: str = ""
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.node
-
-
-class NodeReleaseRequested(EventData):
-    """An operator returns a node to service. It travels on the telemetry topic, keyed
-    by node, so the consumer that owns the node's health applies it in order."""
-
-    type: Literal["io.gpucloud.node.release_requested.v1"] = "io.gpucloud.node.release_requested.v1"
-    node: str
-    requested_by: str
-    at: AwareDatetime
-    #: The monitoring service's seal (HMAC-SHA256 of the rest): the node agent writes to
-    #: this topic too, and must not be able to ask for a release (review M4).
-    mac: str = ""
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.node
-
-
-class NodeQuarantineRequested(EventData):
-    """An operator takes a node out of service (a suspect GPU, maintenance). Like a
-    release, it travels on the telemetry topic keyed by node, in order with its samples;
-    the node stays quarantined until released."""
-
-    type: Literal["io.gpucloud.node.quarantine_requested.v1"] = (
-        "io.gpucloud.node.quarantine_requested.v1"
-    )
-    node: str
-    requested_by: str
-    reason: str
-    at: AwareDatetime
-    #: The monitoring service's seal, as a release's.
-    mac: str = ""
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.node
-
-
-#: What an operator asks of a node's health.
-NodeHealthRequest = NodeReleaseRequested | NodeQuarantineRequested
-
-NodeHealth = Literal["healthy", "degraded", "quarantined"]
-
-
-class NodeHealthChanged(EventData):
-    type: Literal["io.gpucloud.node.health_changed.v1"] = "io.gpucloud.node.health_changed.v1"
-    node: str
-    health: NodeHealth
-    previous_health: NodeHealth | None = None
-    reasons: tuple[str, ...] = ()
-    at: AwareDatetime
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.node
-
-
-class AlertStateChanged(EventData):
-    type: Literal["io.gpucloud.alert.state_changed.v1"] = "io.gpucloud.alert.state_changed.v1"
-    alert_id: str
-    rule_id: str
-    tenant_id: str | None = None  # None for fleet-wide rules
-    state: Literal["firing", "resolved"]
-    severity: Literal["info", "warning", "critical"]
-    subject: str  # the GPU, node or instance the rule matched
-    metric: str
-    value: float
-    threshold: float
-    at: AwareDatetime
-    #: A resolution not by the metric recovering: `rule_deleted` or `rule_disabled`.
-    resolution: str | None = None
-    #: `stop_instance`: a stop-when-idle rule; the instances service stops `instance_id`
-    #: when it fires.
-    action: Literal["notify", "stop_instance"] = "notify"
-    instance_id: str | None = None
-
-    @property
-    def aggregate_id(self) -> str:
-        return self.alert_id
 
 
 # --- metering (metering -> external billing, gateway) ----------------------------
