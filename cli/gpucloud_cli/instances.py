@@ -7,8 +7,8 @@ from typing import Any, TextIO
 
 import click
 
-from gpucloud_client.client import SETTLED_INSTANCE_STATES, STOPPED_INSTANCE_STATES
 from gpucloud_client.models import Instance
+from gpucloud_client.workload_api import SETTLED_INSTANCE_STATES, STOPPED_INSTANCE_STATES
 
 from .metrics import metrics_command
 from .session import Column, Failure, Session, echo, moment, pass_session

@@ -10,8 +10,8 @@ import click
 import yaml
 
 from gpucloud_client import ApiError
-from gpucloud_client.client import ENDED_JOB_STATES
 from gpucloud_client.models import Job
+from gpucloud_client.workload_api import ENDED_JOB_STATES
 
 from .metrics import metrics_command
 from .session import Column, Session, echo, moment, pass_session

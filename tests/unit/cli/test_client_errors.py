@@ -13,7 +13,7 @@ import pytest
 from gpucloud_cli.main import describe
 from gpucloud_cli.session import Failure
 from gpucloud_client import Client
-from gpucloud_client.client import _clean, _id, _items, _problem, _retry_after
+from gpucloud_client.api_session import _clean, _id, _items, _problem, _retry_after
 from gpucloud_client.errors import ApiError, TransferFailed, Unreachable
 
 VALIDATION: dict[str, Any] = {
