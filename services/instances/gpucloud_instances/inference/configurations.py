@@ -7,8 +7,12 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from gpucloud_libs.clock import now
+from gpucloud_libs.errors import Conflict, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
+from gpucloud_libs.http import field_errors
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
@@ -20,10 +24,12 @@ from ..documents import (
     SpecDoc,
     TenantDoc,
 )
+from ..schemas import STORED
 from ..store import instance_key
 from .schemas import (
     Autoscaling,
     InferenceServiceCreate,
+    InferenceServicePatch,
     ServingTemplate,
     UpdateStrategy,
 )
@@ -140,3 +146,48 @@ def service_document(
         "updated_at": created,
     }
     return doc
+
+
+def patched_template(stored: ServingTemplateDoc, body: InferenceServicePatch) -> ServingTemplate:
+    """The current revision's template with the patch's fields on top. The stored
+    revision may predate a request rule, and the patch was checked strictly as it came
+    in; together they must still make one template, or the patch is a 422."""
+    changed = body.model_dump(
+        by_alias=True,
+        exclude_unset=True,
+        include={"image", "env", "command", "args", "volumes", "run_as_user"},
+    )
+    try:
+        return ServingTemplate.model_validate({**stored, **changed}, context=STORED)
+    except ValidationError as error:
+        raise ValidationFailed(
+            "with this change the service's template is not valid: "
+            + "; ".join(item["msg"] for item in error.errors()),
+            errors=field_errors(error.errors(), under=("body",)),
+        ) from None
+
+
+def patched_scaling(
+    current: ServiceConfigDoc, body: InferenceServicePatch
+) -> tuple[int, int, dict[str, object] | None]:
+    """(min replicas, max replicas, autoscaling) after the patch, each kept where the
+    patch says nothing; a 409 for bounds that cannot hold together."""
+    min_replicas = current["min_replicas"] if body.min_replicas is None else body.min_replicas
+    max_replicas = body.max_replicas or current["max_replicas"]
+    autoscaling = (
+        autoscaling_doc(body.autoscaling)
+        if "autoscaling" in body.model_fields_set
+        else current["autoscaling"]
+    )
+    if max_replicas < min_replicas:
+        raise Conflict(
+            f"minReplicas {min_replicas} is above maxReplicas {max_replicas}",
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+        )
+    if min_replicas == 0 and autoscaling is None:
+        raise Conflict(
+            "minReplicas 0 needs autoscaling, which brings replicas back",
+            min_replicas=min_replicas,
+        )
+    return min_replicas, max_replicas, autoscaling

@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from pydantic import ValidationError
-
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
-from gpucloud_libs.http import decode_cursor, encode_cursor, field_errors
+from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
@@ -35,17 +33,17 @@ from ..documents import (
     TenantDoc,
 )
 from ..quota_ledger import QuotaLedger
-from ..schemas import STORED
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance, instance_key, service_request_key
 from ..wakeups import service_item
 from ..workloads.parts import WorkloadParts
 from .configurations import (
-    autoscaling_doc,
     claimed_gpus,
     first_configuration,
     latest_revision,
     next_config,
+    patched_scaling,
+    patched_template,
     service_document,
     template_doc,
 )
@@ -58,7 +56,6 @@ from .schemas import (
     RollbackRequest,
     ServiceEndpoints,
     ServiceLoadReport,
-    ServingTemplate,
     UpdateStrategy,
 )
 from .store import DuplicateGeneration, ServiceStore
@@ -216,46 +213,13 @@ class InferenceServices:
         doc = await self._owned(identity, service_id)
         configs = await self._live_configs(doc)
         current = configs[-1]
-        changed = body.model_dump(
-            by_alias=True,
-            exclude_unset=True,
-            include={"image", "env", "command", "args", "volumes", "run_as_user"},
-        )
-        try:
-            # The stored revision may predate a request rule; the patch was checked
-            # strictly as it came in. Together they must still make one template.
-            template = ServingTemplate.model_validate(
-                {**current["template"], **changed}, context=STORED
-            )
-        except ValidationError as error:
-            raise ValidationFailed(
-                "with this change the service's template is not valid: "
-                + "; ".join(item["msg"] for item in error.errors()),
-                errors=field_errors(error.errors(), under=("body",)),
-            ) from None
+        template = patched_template(current["template"], body)
         if body.model_fields_set & {"image", "run_as_user"}:
             self._images.admit(template.image, template.run_as_user, uid_field="runAsUser")
         strategy = body.strategy or UpdateStrategy(
             max_surge=current["max_surge"], max_unavailable=current["max_unavailable"]
         )
-        min_replicas = current["min_replicas"] if body.min_replicas is None else body.min_replicas
-        max_replicas = body.max_replicas or current["max_replicas"]
-        autoscaling = (
-            autoscaling_doc(body.autoscaling)
-            if "autoscaling" in body.model_fields_set
-            else current["autoscaling"]
-        )
-        if max_replicas < min_replicas:
-            raise Conflict(
-                f"minReplicas {min_replicas} is above maxReplicas {max_replicas}",
-                min_replicas=min_replicas,
-                max_replicas=max_replicas,
-            )
-        if min_replicas == 0 and autoscaling is None:
-            raise Conflict(
-                "minReplicas 0 needs autoscaling, which brings replicas back",
-                min_replicas=min_replicas,
-            )
+        min_replicas, max_replicas, autoscaling = patched_scaling(current, body)
         serving = template_doc(template)
         # A revision stored before `runAsUser` existed holds none: the same as None.
         changed_template = serving != {"runAsUser": None, **current["template"]}
