@@ -31,12 +31,13 @@ from .webhook_secrets import WebhookSecrets
 from .webhooks import Webhooks
 
 
-def create_app(settings: MonitoringSettings) -> FastAPI:
-    """The monitoring service, wired: ingest, rules, alerts, webhooks and node health."""
-    runtime = ServiceRuntime(settings, kafka_access=ACCESS["monitoring"], indexes=INDEXES)
-    kube = KubeClient(settings.kubeconfig)
-    store = MonitoringStore(runtime.db)
-    engine, tracker = RuleEngine(), HealthTracker()
+def _alerting(
+    settings: MonitoringSettings,
+    runtime: ServiceRuntime,
+    store: MonitoringStore,
+    engine: RuleEngine,
+) -> tuple[Webhooks, Alerts, AlertRules]:
+    """Rules, the alerts they fire, and the webhooks that carry them."""
     guard = WebhookGuard(
         allow_private_networks=settings.webhook_allow_private_networks,
         loopback_only=settings.loopback_only,
@@ -47,24 +48,39 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     webhooks = Webhooks(store, guard, webhook_secrets)
     alerts = Alerts(store, runtime.broker, engine, webhooks, source=runtime.source)
     rules = AlertRules(
-        store,
-        engine,
-        alerts,
-        webhooks,
-        guard,
-        webhook_secrets,
+        store, engine, alerts, webhooks, guard, webhook_secrets,
         max_per_tenant=settings.max_rules_per_tenant,
-    )
-    node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
-    seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
+    )  # fmt: skip
+    return webhooks, alerts, rules
+
+
+def _provenance(
+    settings: MonitoringSettings, runtime: ServiceRuntime, kube: KubeClient, seal: FleetRequestSeal
+) -> tuple[Provenance, NodeKeys]:
+    """Which telemetry is taken (each node's seal, a node the cluster has, the operator's
+    sealed requests), and the node keys the agents get."""
     telemetry_secret = settings.telemetry_secret.get_secret_value()
     runtime.check_key_at_start(
         lambda: require_strong_key(telemetry_secret, setting="GPUCLOUD_TELEMETRY_SECRET")
     )
     node_seals = NodeSeals(telemetry_secret)
-    node_keys = NodeKeys(kube, node_seals, settings.agent_service_accounts)
     known_nodes = KnownNodes(kube) if settings.known_nodes_only else None
-    provenance = Provenance(node_seals, seal, known_nodes)
+    return (
+        Provenance(node_seals, seal, known_nodes),
+        NodeKeys(kube, node_seals, settings.agent_service_accounts),
+    )
+
+
+def create_app(settings: MonitoringSettings) -> FastAPI:
+    """The monitoring service, wired: ingest, rules, alerts, webhooks and node health."""
+    runtime = ServiceRuntime(settings, kafka_access=ACCESS["monitoring"], indexes=INDEXES)
+    kube = KubeClient(settings.kubeconfig)
+    store = MonitoringStore(runtime.db)
+    engine, tracker = RuleEngine(), HealthTracker()
+    webhooks, alerts, rules = _alerting(settings, runtime, store, engine)
+    node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
+    seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
+    provenance, node_keys = _provenance(settings, runtime, kube, seal)
     ingest = Ingest(settings, store, engine, tracker, alerts, node_health, provenance)
     fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
     handlers = EventHandlers(ingest, rules)
