@@ -13,12 +13,11 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 
-from gpucloud_libs.clock import aware, now
+from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.naming import instance_host, public_origin
 from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
@@ -28,7 +27,7 @@ from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..log_streams import LogStreams
 from ..queue.line import Line
 from ..quota_ledger import QuotaLedger
-from ..schemas import STORED, InstanceTemplate, QuotaUse, Transition
+from ..schemas import STORED, InstanceTemplate, QuotaUse
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance, RequestKind, instance_key
 from ..wakeups import InstanceChanges, Recorded, instance_item
@@ -39,6 +38,7 @@ from . import manifests as instance_manifests
 from .admission import instance_document
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 from .store import InstanceStore
+from .views import instance_view
 
 #: How often a reader waiting for a transition looks at the store again, for the
 #: transitions another replica's controller records.
@@ -336,11 +336,6 @@ class Instances:
         await self._wakeups.wake(instance_item(doc["_id"]))
         return await self.view(doc)
 
-    def _url(self, host: str) -> str:
-        return public_origin(
-            self._settings.instance_url_scheme, host, self._settings.instance_url_port
-        )
-
     async def view(
         self,
         doc: InstanceDoc,
@@ -353,36 +348,7 @@ class Instances:
         `lines` shares each tenant's line between the items of one page; a `new` one
         (just created) is placed from its tenant's priority bands."""
         queue = await self._lines.place(instance_item(doc["_id"]), doc, lines=lines, new=new)
-        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
-        domain = self._settings.instance_domain
-        urls = [
-            self._url(instance_host(doc["instance_id"], doc["tenant_id"], port.port, domain))
-            + (port.base_url or "/")
-            for port in template.ports
-            if port.is_public
-        ]
-        return Instance(
-            instance_id=doc["instance_id"],
-            tenant_id=doc["tenant_id"],
-            state=doc["state"],
-            reason=doc.get("reason"),
-            message=doc.get("message"),
-            spec_name=doc["spec_name"],
-            gpu_type=doc["gpu_type"],
-            gpu_count=doc["gpu_count"],
-            image=doc["image"],
-            zone=doc.get("zone"),
-            node=doc.get("node"),
-            from_stock=bool(doc.get("from_stock")),
-            queue=queue,
-            priority=doc.get("priority", 0),
+        return instance_view(
+            doc, self._settings, queue=queue,
             stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
-            revision=doc["sequence"],
-            urls=urls,
-            created_at=aware(doc["created_at"]),
-            updated_at=aware(doc["updated_at"]),
-            history=[
-                Transition(state=h["state"], at=aware(h["at"]), reason=h.get("reason"))
-                for h in doc.get("history", [])
-            ],
-        )
+        )  # fmt: skip
