@@ -29,7 +29,7 @@ class NodeTelemetry:
         self._nvml = NvmlSource()
         self._announced = False
 
-    async def open(self, report: Callable[[NodeInventory], Awaitable[None]]) -> None:
+    async def open(self, report: Callable[[NodeInventory], Awaitable[object]]) -> None:
         """Open NVML, trying again every NVML_RETRY_S while there is none: a DaemonSet pod
         on a node without a driver or GPU says why (`report`, an inventory with its
         `unavailableReason`) and waits rather than crash-looping."""

@@ -22,19 +22,21 @@ SOURCE = "/gpucloud/agent"
 INVENTORY_EVERY_S = 600.0
 
 
-Send = Callable[[TelemetryBatch | NodeInventory], Awaitable[None]]
+#: Publishes one report; False when it could not (no node key yet): tried again.
+Send = Callable[[TelemetryBatch | NodeInventory], Awaitable[bool]]
 
 
 def sealed_publisher(broker: KafkaBroker, sealer: Sealer) -> Send:
     """Publish each report under its node's seal; without the key, not at all."""
 
-    async def publish(data: TelemetryBatch | NodeInventory) -> None:
+    async def publish(data: TelemetryBatch | NodeInventory) -> bool:
         try:
             sealed = await sealer(data)
         except KeyUnavailable as error:
             log.warning("not published, no node key: %s", error, extra={"node": data.node})
-            return
+            return False
         await publish_event(broker, TELEMETRY, sealed, source=SOURCE)
+        return True
 
     return publish
 
@@ -45,6 +47,7 @@ async def publish_forever(send: Send, source: TelemetrySource, interval_s: float
     up."""
     loop = asyncio.get_running_loop()
     inventory_due = 0.0
+    unsent: list[str] = []  # inventories not published yet: sent again next round
     while True:
         started = loop.time()
         added = await source.nodes_added()
@@ -52,8 +55,8 @@ async def publish_forever(send: Send, source: TelemetrySource, interval_s: float
             added, inventory_due = source.nodes(), started + INVENTORY_EVERY_S
         if added:
             log.info("inventories", extra={"nodes": len(source.nodes()), "sent": len(added)})
-        for node in added:
-            await send(source.inventory(node))
+        due = list(dict.fromkeys([*unsent, *added]))
+        unsent = [node for node in due if not await send(source.inventory(node))]
         for batch in await source.batches():
             await send(batch)
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +22,8 @@ from gpucloud_libs.node_seals import ReportT, node_key, seal
 
 log = logging.getLogger("gpucloud.agent")
 
+#: How long the agent waits before asking for its key again after a refusal.
+RETRY_S = 10.0
 #: Where the chart projects the agent's token for the monitoring service.
 TOKEN_PATH = "/var/run/secrets/gpucloud/monitoring/token"  # noqa: S105 (a path)
 
@@ -55,10 +58,19 @@ class FetchedKeySealer:
         self._url = monitoring_url.rstrip("/") + "/node-keys"
         self._token_path = Path(token_path)
         self._key: bytes | None = None
+        self._next_try = 0.0  # time.monotonic()
 
     async def __call__(self, report: ReportT) -> ReportT:
         if self._key is None:
-            self._key = await self.fetch()
+            if time.monotonic() < self._next_try:
+                raise KeyUnavailable("asking monitoring for the node key again shortly")
+            try:
+                self._key = await self.fetch()
+            except KeyUnavailable:
+                # A node a second would otherwise ask (and monitoring review a token)
+                # on every report while monitoring is away.
+                self._next_try = time.monotonic() + RETRY_S
+                raise
         return seal(self._key, report)
 
     async def fetch(self) -> bytes:
@@ -77,11 +89,13 @@ class FetchedKeySealer:
         if response.status_code != 200:
             detail = response.text[:300]
             raise KeyUnavailable(f"{self._url} refused the key ({response.status_code}): {detail}")
-        body = response.json()
-        if body.get("node") != self._node:
+        try:
+            body = response.json()
+            node, key = body["node"], base64.urlsafe_b64decode(body["key"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise KeyUnavailable(f"{self._url} answered without a node key: {error}") from error
+        if node != self._node:
             # The token's pod is on another node than NODE_NAME says: publish nothing.
-            raise KeyUnavailable(
-                f"the token is bound to node {body.get('node')!r}, not {self._node!r}"
-            )
+            raise KeyUnavailable(f"the token is bound to node {node!r}, not {self._node!r}")
         log.info("node key received", extra={"node": self._node})
-        return base64.urlsafe_b64decode(body["key"])
+        return key

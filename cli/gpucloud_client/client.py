@@ -27,7 +27,15 @@ from .models import (
     UsageReport,
     User,
 )
-from .workload_api import WorkloadApi
+from .workload_api import (
+    ENDED_JOB_STATES,
+    SETTLED_INSTANCE_STATES,
+    STOPPED_INSTANCE_STATES,
+    WorkloadApi,
+)
+
+#: The states a wait may end in, where they were before the client was cut in parts.
+__all__ = ["ENDED_JOB_STATES", "SETTLED_INSTANCE_STATES", "STOPPED_INSTANCE_STATES", "Client"]
 
 
 class Client(WorkloadApi, ApiSession):

@@ -34,11 +34,13 @@ PendingT = TypeVar("PendingT", bound=Mapping[str, Any])
 
 class PublishRetries:
     def __init__(self) -> None:
-        self._failed: set[str] | None = None  # None: no sweep since the start yet
+        #: Ids whose publish failed, to try again; taken whole by each sweep, so a
+        #: failure recorded while a sweep runs waits for the next one.
+        self._failed: set[str] = set()
+        self._scanned = False  # the scan after the start: made once it succeeds
 
     def failed(self, document_id: str) -> None:
-        if self._failed is not None:
-            self._failed.add(document_id)
+        self._failed.add(document_id)
 
     async def sweep(
         self,
@@ -47,24 +49,26 @@ class PublishRetries:
         get: Callable[[str], Awaitable[PendingT | None]],
         publish: Callable[[PendingT], Awaitable[None]],
     ) -> None:
-        """Publish what is pending. A document leaves the retry set only once published
-        (or found published, or gone): a failure keeps it and every one after it, and a
-        scan that failed is made again on the next sweep."""
-        if self._failed is None:
-            pending = await all_unpublished()
-            self._failed = {doc["_id"] for doc in pending}
-        else:
-            ids = sorted(self._failed)
-            found = [await get(document_id) for document_id in ids]
-            pending = []
-            for document_id, doc in zip(ids, found, strict=True):
-                if doc is None or doc.get("published"):
-                    self._failed.discard(document_id)
-                else:
-                    pending.append(doc)
-        for doc in pending:
-            await publish(doc)
-            self._failed.discard(doc["_id"])
+        """Publish what is pending: at the first sweep whatever a scan finds (a crash
+        may have left anything behind), then the ids that failed since. Whatever this
+        sweep could not reach or publish is kept for the next one."""
+        taken, self._failed = self._failed, set()
+        try:
+            if not self._scanned:
+                pending = list(await all_unpublished())
+                self._scanned = True
+            else:
+                found = [await get(document_id) for document_id in sorted(taken)]
+                pending = [doc for doc in found if doc is not None and not doc.get("published")]
+        except BaseException:
+            self._failed |= taken
+            raise
+        for index, doc in enumerate(pending):
+            try:
+                await publish(doc)
+            except BaseException:
+                self._failed |= {later["_id"] for later in pending[index:]}
+                raise
 
 
 class OutboxEntry(TypedDict):

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from gpucloud_agent.seals import TOKEN_PATH
+
 from .chart_support import CHART, REQUIRED, helm, render_chart
 
 RELEASE, NAMESPACE = "gc", "gpucloud-system"
@@ -192,6 +194,26 @@ def test_the_agent_runs_as_no_one_with_no_capabilities() -> None:
     assert context["runAsUser"] != 0
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert context["allowPrivilegeEscalation"] is False
+
+
+def test_the_agent_asks_monitorings_service_for_its_node_key_with_a_pod_bound_token() -> None:
+    """Each node's key (review M4) comes from the monitoring Service, on the port it
+    serves, for a token projected for monitoring's audience alone."""
+    documents = render_chart("gc", "gpucloud")
+    [daemon_set] = [d for d in documents if d["kind"] == "DaemonSet"]
+    pod = daemon_set["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    [service] = [
+        d for d in documents if d["kind"] == "Service" and d["metadata"]["name"] == "gc-monitoring"
+    ]
+    [port] = service["spec"]["ports"]
+    assert env["GPUCLOUD_MONITORING_URL"] == f"http://gc-monitoring:{port['port']}"
+    [volume] = [v for v in pod["volumes"] if v["name"] == "monitoring-token"]
+    [source] = volume["projected"]["sources"]
+    assert source["serviceAccountToken"]["audience"] == "gpucloud-monitoring"
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == "monitoring-token"]
+    assert mount["mountPath"] + "/token" == TOKEN_PATH
 
 
 def test_the_chart_will_not_render_without_tls() -> None:

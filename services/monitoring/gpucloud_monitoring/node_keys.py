@@ -15,8 +15,8 @@ import base64
 import logging
 import time
 
-from gpucloud_libs.errors import Forbidden, Unauthenticated
-from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.errors import DependencyUnavailable, Forbidden, Unauthenticated
+from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.node_seals import ReportT, genuine, node_key
 
 from .schemas import NodeKey
@@ -74,11 +74,16 @@ class NodeKeys:
         self._agents = set(agent_accounts)
 
     async def issue(self, token: str) -> NodeKey:
-        review = await self._kube.create({
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenReview",
-            "spec": {"token": token, "audiences": [AUDIENCE]},
-        })  # fmt: skip
+        try:
+            review = await self._kube.create({
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token, "audiences": [AUDIENCE]},
+            })  # fmt: skip
+        except KubeError as error:  # the API server away, or the review not ours to make
+            raise DependencyUnavailable(
+                f"Kubernetes could not review the token: {error}", retry_after_s=10
+            ) from error
         status = review.get("status") or {}
         if not status.get("authenticated") or AUDIENCE not in (status.get("audiences") or []):
             raise Unauthenticated(

@@ -93,6 +93,10 @@ class _Window:
 Owner = tuple[str | None, str | None]  # (tenant, instance)
 
 
+#: How long after a window ends a sample of it may still arrive and count.
+LATE_S = 60
+
+
 class Rollup:
     """Open windows per GPU and user; `add` returns the documents of windows it closed."""
 
@@ -122,10 +126,9 @@ class Rollup:
         return closed
 
     def flush_before(self, now: datetime) -> list[RollupDoc]:
-        """Close windows of GPUs that went quiet: no sample for a whole window after
-        theirs (a window is not written the moment it ends: a sample stamped inside it
-        may still be on its way)."""
-        cutoff = window_start(now, self.width_s) - timedelta(seconds=2 * self.width_s)
+        """Close the windows of GPUs that went quiet, a minute after they ended: not the
+        moment they end, since a sample stamped inside one may still be on its way."""
+        cutoff = now - timedelta(seconds=self.width_s + LATE_S)
         closed = []
         for gpu_uuid, windows in list(self._open.items()):
             for owner in [owner for owner, window in windows.items() if window.start <= cutoff]:

@@ -222,7 +222,10 @@ class Storages:
             applied = True
         finally:
             fields = {**changes, "size_bytes": size} if applied else None
-            await self._storages.unreserve(doc["_id"], request_id, fields)
+            # In the turn too: FerretDB writes a document as read, then write, so
+            # this must not race another resize's reservation on the same storage.
+            async with self._storages.quota_turn(tenant["_id"]):
+                await self._storages.unreserve(doc["_id"], request_id, fields)
 
     async def _resize_claim(self, doc: StorageDoc, size: int) -> None:
         patch = {"spec": {"resources": {"requests": {"storage": str(size)}}}}

@@ -46,10 +46,11 @@ class GrowingSource:
 async def test_inventories_come_first_and_for_each_new_node_then_a_batch_per_node() -> None:
     source, sent = GrowingSource(), []
 
-    async def send(data: TelemetryBatch | NodeInventory) -> None:
+    async def send(data: TelemetryBatch | NodeInventory) -> bool:
         sent.append((type(data).__name__, data.node))
         if source.rounds == 4:
             raise asyncio.CancelledError  # four rounds are enough
+        return True
 
     with contextlib.suppress(asyncio.CancelledError):
         await publish_forever(send, source, interval_s=0.001)
@@ -60,4 +61,25 @@ async def test_inventories_come_first_and_for_each_new_node_then_a_batch_per_nod
         ("NodeInventory", "n3"),
         ("TelemetryBatch", "n1"), ("TelemetryBatch", "n2"), ("TelemetryBatch", "n3"),
         ("TelemetryBatch", "n1"),
+    ]  # fmt: skip
+
+
+async def test_an_inventory_that_could_not_go_out_goes_in_the_next_round() -> None:
+    """No node key yet at the first round (monitoring starting): the inventory is sent
+    as soon as it can be, not ten minutes later."""
+    source, sent = GrowingSource(), []
+
+    async def send(data: TelemetryBatch | NodeInventory) -> bool:
+        if source.rounds == 3:
+            raise asyncio.CancelledError
+        if source.rounds == 1:
+            return False  # no key yet: nothing goes out
+        sent.append((type(data).__name__, data.node))
+        return True
+
+    with contextlib.suppress(asyncio.CancelledError):
+        await publish_forever(send, source, interval_s=0.001)
+    assert sent == [
+        ("NodeInventory", "n1"), ("NodeInventory", "n2"),
+        ("TelemetryBatch", "n1"), ("TelemetryBatch", "n2"),
     ]  # fmt: skip

@@ -177,3 +177,38 @@ async def test_ids_being_retried_are_kept_when_reading_them_fails() -> None:
         )
     await outbox.sweep(retries)
     assert outbox.sent == ["a"]
+
+
+async def test_a_failure_recorded_while_the_first_scan_runs_is_retried() -> None:
+    """A document written, and its publish failed, while the scan was reading: the
+    scan did not see it, the next sweep does."""
+    outbox, retries = Outbox(), PublishRetries()
+
+    async def scan_while_b_fails() -> list[Document]:
+        outbox.documents["b"] = {"_id": "b", "published": False}
+        retries.failed("b")
+        return []
+
+    await retries.sweep(all_unpublished=scan_while_b_fails, get=outbox.get, publish=outbox.publish)
+    await outbox.sweep(retries)
+    assert outbox.sent == ["b"]
+
+
+async def test_a_new_failure_of_a_document_the_sweep_publishes_is_kept() -> None:
+    """The sweep publishes what it read of `a` while a newer event of `a` fails to go
+    out: that failure is tried again, not erased by the sweep's success."""
+    outbox, retries = Outbox(), PublishRetries()
+    await outbox.sweep(retries)  # the first sweep: nothing pending
+    outbox.documents["a"] = {"_id": "a", "published": False}
+    retries.failed("a")
+
+    async def publish_while_a_fails_again(doc: Document) -> None:
+        await outbox.publish(doc)
+        outbox.documents["a"]["published"] = False  # a newer event of `a`...
+        retries.failed("a")  # ...whose publish failed meanwhile
+
+    await retries.sweep(
+        all_unpublished=outbox.all_unpublished, get=outbox.get, publish=publish_while_a_fails_again
+    )
+    await outbox.sweep(retries)
+    assert outbox.sent == ["a", "a"]
