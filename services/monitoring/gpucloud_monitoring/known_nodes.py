@@ -9,7 +9,9 @@ A name not yet known is looked up at once (a node that has just joined sends its
 inventory once, then every ten minutes: it must not be missed), at most
 `lookups_per_s` a second whatever names a flood makes up; a name found missing is not
 looked up again for `absent_s`. The whole list is re-read every `relist_s`, which is
-how a deleted node stops being known.
+how a deleted node stops being known. When the cluster cannot be asked (the service
+starting, the API server away), the batch fails and is consumed again: telemetry of
+a real node is never dropped for want of an answer.
 """
 
 from __future__ import annotations
@@ -44,8 +46,14 @@ class KnownNodes:
         if now - self._listed_at >= self._relist_s:
             try:
                 nodes, _ = await self._kube.list("Node")
-            except (KubeError, DependencyUnavailable) as error:  # keep the last list
-                log.warning("cannot list the cluster's nodes: %s", error)
+            except (KubeError, DependencyUnavailable) as error:
+                if self._listed_at == float("-inf"):
+                    # Never listed (the service is starting, Kubernetes away): the batch
+                    # waits and is consumed again, rather than its nodes being refused.
+                    raise DependencyUnavailable(
+                        f"cannot list the cluster's nodes yet: {error}"
+                    ) from error
+                log.warning("cannot list the cluster's nodes: %s", error)  # keep the last list
             else:
                 self._names = {item["metadata"]["name"] for item in nodes}
                 self._absent = {}
@@ -61,9 +69,10 @@ class KnownNodes:
         try:
             await self._kube.read("Node", None, node)
         except (KubeError, DependencyUnavailable) as error:
-            if not isinstance(error, NotFoundError):  # not known to be absent: ask again later
-                log.warning("cannot look up node %s: %s", node, error)
-                return False
+            if not isinstance(error, NotFoundError):
+                # Not known to be absent: the batch is consumed again later, not dropped
+                # (an inventory comes once, then every ten minutes).
+                raise DependencyUnavailable(f"cannot look up node {node}: {error}") from error
             if len(self._absent) < 10_000:
                 self._absent[node] = now
             log.warning(
