@@ -134,7 +134,9 @@ class Instances:
         # resync, which waits a full pass before it trusts that.
         try:
             with phase("quota"):
-                await self._claim(tenant, instance_id, GpuShare.of(spec), spec["gpu_num"])
+                await claim_start(
+                    self._quota, tenant, instance_id, GpuShare.of(spec), spec["gpu_num"]
+                )
         except QuotaExceeded:
             await self._forget_key(tenant_id, idempotency_key)
             raise
@@ -158,17 +160,6 @@ class Instances:
             return await self._replay(again, new.request_hash), False
         await self._wakeups.wake_new(doc)
         return await self.view(doc, new=True), True
-
-    async def _claim(self, tenant: TenantDoc, instance_id: str, share: GpuShare, gpus: int) -> None:
-        """Claim the quota a start of `gpus` (of `share`'s kind) takes, or raise the 422
-        that says which limit it does not fit."""
-        claim = await self._quota.claim(
-            tenant["_id"], instance_id, share.quota_gpus(gpus), tenant["quota"]
-        )
-        if not claim.admitted:
-            # The claim was refused by this same rule, on these same figures.
-            refusal = quota_refusal(tenant["quota"], claim.instances, claim.gpus, wanted=gpus)
-            raise refusal or QuotaExceeded("the quota has no room for this instance")
 
     async def _forget_key(self, tenant_id: str, idempotency_key: str | None) -> None:
         if idempotency_key is not None:
@@ -331,7 +322,7 @@ class Instances:
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
-        await self._claim(tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
+        await claim_start(self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(instance_item(doc["_id"]))
         return await self.view(doc)
@@ -352,3 +343,15 @@ class Instances:
             doc, self._settings, queue=queue,
             stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
         )  # fmt: skip
+
+
+async def claim_start(
+    quota: QuotaLedger, tenant: TenantDoc, instance_id: str, share: GpuShare, gpus: int
+) -> None:
+    """Claim the quota a start of `gpus` (of `share`'s kind) takes, or raise the 422
+    that says which limit it does not fit."""
+    claim = await quota.claim(tenant["_id"], instance_id, share.quota_gpus(gpus), tenant["quota"])
+    if not claim.admitted:
+        # The claim was refused by this same rule, on these same figures.
+        refusal = quota_refusal(tenant["quota"], claim.instances, claim.gpus, wanted=gpus)
+        raise refusal or QuotaExceeded("the quota has no room for this instance")
