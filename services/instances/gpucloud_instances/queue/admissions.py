@@ -33,7 +33,7 @@ from ..quota_ledger import QuotaLedger
 from ..tenancy.store import TenantStore
 from ..wakeups import ADMISSION, WorkItem, instance_item, job_item
 from .decision import Queued, Running, TenantShare, Waiting, decide
-from .documents import QueueBandsDoc, QueueLineDoc
+from .documents import QueueLineDoc
 from .line import Line
 from .store import QueueLineStore
 
@@ -267,7 +267,7 @@ class Admissions:
         await self._lines.publish(
             QueueLineDoc(_id=tenant_id, items=line.items, gpus=line.gpus,
                          priorities=line.priorities),
-            QueueBandsDoc(_id=tenant_id, bands=line.bands),
+            line.bands,
         )  # fmt: skip
 
 

@@ -17,7 +17,10 @@ class QueueLineDoc(TypedDict):
 
 
 class QueueBandsDoc(TypedDict):
-    """A tenant's line summed by priority, highest first: [priority, workloads, GPUs]."""
+    """A tenant's line summed by priority, highest first, as parallel lists: FerretDB
+    stores no array of arrays."""
 
     _id: str  # the tenant
-    bands: list[list[int]]
+    priorities: list[int]
+    workloads: list[int]
+    gpus: list[int]

@@ -99,8 +99,7 @@ class QueueLines:
             return None
         tenant_id, priority = doc["tenant_id"], doc.get("priority", 0)
         if new:
-            bands = await self._store.bands(tenant_id)
-            return place_new([] if bands is None else bands["bands"], priority, None)
+            return place_new(await self._store.bands(tenant_id), priority, None)
         lines = {} if lines is None else lines
         if tenant_id not in lines:
             lines[tenant_id] = Line.of(await self._store.line(tenant_id))

@@ -24,17 +24,29 @@ class QueueLineStore:
         self._lines: Collection[QueueLineDoc] = typed(db, QUEUE_LINES, QueueLineDoc)
         self._bands: Collection[QueueBandsDoc] = typed(db, QUEUE_BANDS, QueueBandsDoc)
 
-    async def publish(self, line: QueueLineDoc, bands: QueueBandsDoc) -> None:
+    async def publish(self, line: QueueLineDoc, bands: list[list[int]]) -> None:
+        """The tenant's line, and its bands (`Line.bands`: [priority, workloads, GPUs])."""
+        summed = QueueBandsDoc(
+            _id=line["_id"], priorities=[band[0] for band in bands],
+            workloads=[band[1] for band in bands], gpus=[band[2] for band in bands],
+        )  # fmt: skip
         await asyncio.gather(
             self._lines.replace_one({"_id": line["_id"]}, line, upsert=True),
-            self._bands.replace_one({"_id": bands["_id"]}, bands, upsert=True),
+            self._bands.replace_one({"_id": line["_id"]}, summed, upsert=True),
         )
 
     async def line(self, tenant_id: str) -> QueueLineDoc | None:
         return await self._lines.find_one({"_id": tenant_id})
 
-    async def bands(self, tenant_id: str) -> QueueBandsDoc | None:
-        return await self._bands.find_one({"_id": tenant_id})
+    async def bands(self, tenant_id: str) -> list[list[int]]:
+        """The tenant's bands as published ([priority, workloads, GPUs]); none if none."""
+        doc = await self._bands.find_one({"_id": tenant_id})
+        if doc is None or "priorities" not in doc:  # none yet, or of the nested form
+            return []
+        return [
+            list(band)
+            for band in zip(doc["priorities"], doc["workloads"], doc["gpus"], strict=True)
+        ]
 
     async def tenants(self) -> list[str]:
         """The tenants with a published line (read once per leadership)."""
