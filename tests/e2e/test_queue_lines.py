@@ -26,4 +26,5 @@ async def test_a_tenants_priority_bands_are_stored_and_read_back(
     assert await store.bands("acme") == line.bands == [[5, 2, 6], [0, 1, 1]]
     assert await store.bands("nobody") == []
     stored = await store.line("acme")
-    assert stored is not None and stored["items"] == ["j-1", "j-2", "j-3"]
+    assert stored is not None
+    assert stored["items"] == ["j-1", "j-2", "j-3"]
