@@ -16,7 +16,6 @@ It publishes each tenant's line (QueueLineStore), for the places the API shows.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -40,10 +39,6 @@ from .store import QueueLineStore
 #: How often the pass runs again while anything waits (quota and capacity free up
 #: as instances and jobs end).
 ADMISSION_RETRY_S = 2.0
-#: The lines are published (and the workers told the reasons of the waits) at most
-#: this often while they keep changing; a pass that may not publish yet makes another
-#: one due when it may.
-LINE_PUBLISH_S = 1.0
 #: In the plan: admit now, within the tenant's quota, or borrowing beyond it.
 ADMIT = "admit"
 BORROW = "borrow"
@@ -147,10 +142,10 @@ class Admissions:
         self.room = WaitingRoom()
         #: The last pass's outcome, by work item.
         self._plan: dict[str, Planned] = {}
-        #: Each tenant's line as last published (None: whatever a former leader left),
-        #: and when.
+        #: Each tenant's line as last published (None: whatever a former leader left).
+        #: Every pass publishes the lines that changed, so that a wait's reason, which
+        #: its worker records from the plan, and its place in the line agree.
         self._published: dict[str, Line | None] = {}
-        self._published_at = 0.0
 
     def fill(self, jobs: list[JobDoc], instances: list[InstanceDoc], published: list[str]) -> None:
         """The queue as the store holds it, once per leadership, before the workers
@@ -222,10 +217,6 @@ class Admissions:
             self._queue.wake(WorkItem.parse(name))
         if decision.waiting:
             self._queue.wake_later(ADMISSION_RETRY_S, ADMISSION)
-        since = time.monotonic() - self._published_at
-        if since < LINE_PUBLISH_S:
-            self._queue.wake_soon(ADMISSION, LINE_PUBLISH_S - since)
-            return
         await self._publish(decision.waiting, {item.key: item for item in queued})
         # The places just published and the reasons the workers record now agree.
         for name, recorded in list(self.room.recorded.items()):
@@ -261,7 +252,6 @@ class Admissions:
         changed = {t: line for t, line in lines.items() if self._published.get(t) != line}
         await asyncio.gather(*(self._publish_line(t, line) for t, line in changed.items()))
         self._published = {t: line for t, line in lines.items() if line.items}
-        self._published_at = time.monotonic()
 
     async def _publish_line(self, tenant_id: str, line: Line) -> None:
         await self._lines.publish(
