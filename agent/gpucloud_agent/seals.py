@@ -18,7 +18,7 @@ from typing import Protocol
 
 import httpx
 
-from gpucloud_libs.node_seals import ReportT, node_key, seal
+from gpucloud_libs.node_seals import NodeKeyring, ReportT, seal
 
 log = logging.getLogger("gpucloud.agent")
 
@@ -40,14 +40,10 @@ class SecretSealer:
     """Seals each simulated node's reports with that node's key."""
 
     def __init__(self, telemetry_secret: str) -> None:
-        self._secret = telemetry_secret
-        self._keys: dict[str, bytes] = {}
+        self._keys = NodeKeyring(telemetry_secret)
 
     async def __call__(self, report: ReportT) -> ReportT:
-        key = self._keys.get(report.node)
-        if key is None:
-            key = self._keys[report.node] = node_key(self._secret, report.node)
-        return seal(key, report)
+        return seal(self._keys.of(report.node), report)
 
 
 class FetchedKeySealer:

@@ -36,6 +36,21 @@ def node_key(telemetry_secret: str, node: str) -> bytes:
     return hmac.new(root, node.encode(), hashlib.sha256).digest()
 
 
+class NodeKeyring:
+    """Each node's key under the telemetry secret, derived once per node: what the
+    monitoring service checks seals with, and the simulator seals with."""
+
+    def __init__(self, telemetry_secret: str) -> None:
+        self._secret = telemetry_secret
+        self._keys: dict[str, bytes] = {}
+
+    def of(self, node: str) -> bytes:
+        key = self._keys.get(node)
+        if key is None:
+            key = self._keys[node] = node_key(self._secret, node)
+        return key
+
+
 def seal(key: bytes, report: ReportT) -> ReportT:
     # model_copy returns the report's own type; mypy sees only the union's.
     return cast(ReportT, report.model_copy(update={"mac": _mac(key, report)}))

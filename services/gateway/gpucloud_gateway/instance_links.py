@@ -19,9 +19,8 @@ from gpucloud_libs.errors import NotFound, Unauthenticated
 from gpucloud_libs.naming import instance_host, public_origin
 
 from .authentication import Authenticator
-from .authorization import InsufficientScope
 from .instance_cookies import link_audience, session_cookie_name
-from .instance_targets import InstanceTargets
+from .instance_targets import InstanceTargets, require_connect
 from .schemas import InstanceSession, Principal
 from .sessions import Sessions
 from .settings import GatewaySettings
@@ -52,8 +51,7 @@ class SessionLinks:
         tenant_id = principal.tenant_id
         if tenant_id is None or principal.service_ids is not None:
             raise NotFound(f"instance {instance_id!r} does not exist")
-        if "instances:connect" not in principal.scopes:
-            raise InsufficientScope("this credential lacks the scope 'instances:connect'")
+        require_connect(principal)
         await self.targets.instances_call(principal, f"/gpu-instances/{quote(instance_id)}")
         host = instance_host(instance_id, tenant_id, port, self.settings.instance_domain)
         claims = self.sessions.session_claims(

@@ -41,7 +41,8 @@ def no_longer_served(problem: RelayedProblem, port: int) -> GpucloudError:
     return NotFound(f"the instance no longer serves port {port}")
 
 
-def _require_connect(principal: Principal) -> None:
+def require_connect(principal: Principal) -> None:
+    """Opening an instance's or a service's URL, or its session link, takes this scope."""
     if "instances:connect" not in principal.scopes:
         raise InsufficientScope("this credential lacks the scope 'instances:connect'")
 
@@ -71,7 +72,7 @@ class InstanceTargets:
         if parsed is None or principal.service_ids is not None:
             # A machine key of inference services opens no instance.
             raise NotFound(f"no instance of yours answers at {host}")
-        _require_connect(principal)
+        require_connect(principal)
         instance_id, port = parsed
         return instance_id, port, await self.address(principal, instance_id, port)
 
@@ -98,7 +99,7 @@ class InstanceTargets:
         service_id = parse_service_host(host, principal.tenant_id, self.settings.instance_domain)
         if service_id is None:
             return None
-        _require_connect(principal)
+        require_connect(principal)
         if principal.service_ids is not None and service_id not in principal.service_ids:
             raise Forbidden(
                 f"this key calls the inference services {principal.service_ids} only",

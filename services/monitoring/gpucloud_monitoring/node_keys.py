@@ -17,7 +17,7 @@ import time
 
 from gpucloud_libs.errors import DependencyUnavailable, Forbidden, Unauthenticated
 from gpucloud_libs.kube import KubeClient, KubeError
-from gpucloud_libs.node_seals import ReportT, genuine, node_key
+from gpucloud_libs.node_seals import NodeKeyring, ReportT, genuine
 
 from .schemas import NodeKey
 
@@ -35,16 +35,12 @@ class NodeSeals:
     """Checks each report's seal against the key of the node it names."""
 
     def __init__(self, telemetry_secret: str) -> None:
-        self._secret = telemetry_secret
-        self._keys: dict[str, bytes] = {}
+        self._keys = NodeKeyring(telemetry_secret)
         self._logged: dict[str, float] = {}
         self.refused = 0
 
     def key(self, node: str) -> bytes:
-        key = self._keys.get(node)
-        if key is None:
-            key = self._keys[node] = node_key(self._secret, node)
-        return key
+        return self._keys.of(node)
 
     def genuine(self, reports: list[ReportT]) -> list[ReportT]:
         """The reports sealed by the node each names; the others are dropped, and said."""

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 from gpucloud_libs.events import GpuSample
 from gpucloud_monitoring.health import HealthTracker
@@ -12,17 +11,7 @@ from gpucloud_monitoring.rollup import Rollup
 from gpucloud_monitoring.rules import Rule, RuleEngine
 from gpucloud_monitoring.tiers import Capability, classify
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-
-
-def sample(second: float, **fields: Any) -> GpuSample:
-    values: dict[str, Any] = {
-        "gpu_uuid": "GPU-1", "index": 0, "at": T0 + timedelta(seconds=second),
-        "utilization_gpu_pct": 50.0, "utilization_memory_pct": 30.0, "memory_used_mib": 1000.0,
-        "memory_total_mib": 80_000.0, "temperature_c": 50.0, "power_w": 300.0,
-    }  # fmt: skip
-    values.update(fields)
-    return GpuSample(**values)
+from .samples import T0, sample
 
 
 def test_tiers_follow_the_model_and_drop_for_a_degraded_link() -> None:

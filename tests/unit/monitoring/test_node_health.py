@@ -4,29 +4,13 @@ degraded node waits before it is healthy again; and what only an operator may un
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from gpucloud_libs.events import GpuSample
 from gpucloud_monitoring.health import QUARANTINE_XIDS, HealthChange, HealthPolicy, HealthTracker
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-
-
-def at(second: float) -> datetime:
-    return T0 + timedelta(seconds=second)
-
-
-def sample(second: float, **fields: Any) -> GpuSample:
-    values: dict[str, Any] = {
-        "gpu_uuid": "GPU-1", "index": 0, "at": at(second),
-        "utilization_gpu_pct": 50.0, "utilization_memory_pct": 30.0, "memory_used_mib": 1000.0,
-        "memory_total_mib": 80_000.0, "temperature_c": 50.0, "power_w": 300.0,
-    }  # fmt: skip
-    values.update(fields)
-    return GpuSample(**values)
+from .samples import T0, at, sample
 
 
 def observe(

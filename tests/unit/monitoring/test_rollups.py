@@ -5,29 +5,13 @@ when a quiet GPU's window is written."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
-from gpucloud_libs.events import GpuSample
 from gpucloud_monitoring.documents import RollupDoc
 from gpucloud_monitoring.rollup import Rollup, window_start
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)  # a whole hour
-
-
-def at(second: float) -> datetime:
-    return T0 + timedelta(seconds=second)
-
-
-def sample(second: float, **fields: Any) -> GpuSample:
-    values: dict[str, Any] = {
-        "gpu_uuid": "GPU-1", "index": 0, "at": at(second),
-        "utilization_gpu_pct": 50.0, "utilization_memory_pct": 30.0, "memory_used_mib": 1000.0,
-        "memory_total_mib": 80_000.0, "temperature_c": 50.0, "power_w": 300.0,
-    }  # fmt: skip
-    values.update(fields)
-    return GpuSample(**values)
+from .samples import T0, at, sample
 
 
 def only(docs: list[RollupDoc]) -> RollupDoc:
@@ -54,6 +38,7 @@ def only(docs: list[RollupDoc]) -> RollupDoc:
 def test_a_window_begins_on_a_whole_multiple_of_its_width(
     moment: datetime, width: int, start: datetime
 ) -> None:
+
     assert window_start(moment, width) == start
 
 

@@ -4,7 +4,7 @@ replay finds again, restored alerts, and rule sets replaced while alerts are ope
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,17 +19,7 @@ from gpucloud_monitoring.rules import (
     metric_value,
 )
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-
-
-def sample(second: float, **fields: Any) -> GpuSample:
-    values: dict[str, Any] = {
-        "gpu_uuid": "GPU-1", "index": 0, "at": T0 + timedelta(seconds=second),
-        "utilization_gpu_pct": 50.0, "utilization_memory_pct": 30.0, "memory_used_mib": 1000.0,
-        "memory_total_mib": 80_000.0, "temperature_c": 50.0, "power_w": 300.0,
-    }  # fmt: skip
-    values.update(fields)
-    return GpuSample(**values)
+from .samples import T0, sample
 
 
 def hot_rule(**fields: Any) -> Rule:
@@ -70,6 +60,7 @@ def feed(
 def test_each_comparison_is_exact_at_its_threshold(
     value: float, comparison: str, threshold: float, expected: bool
 ) -> None:
+
     assert holds(value, comparison, threshold) is expected
 
 
