@@ -1,4 +1,4 @@
-"""Instance lists from memory (list_model.py) against the store's own pages, on the
+"""Instance lists from the workload cache (workloads/cache.py) against the store's own pages, on the
 stack's real database: the same pages for the same documents, and every write the
 store takes shows at once."""
 
@@ -15,8 +15,8 @@ from pymongo import AsyncMongoClient
 
 from gpucloud_instances.instances.store import InstanceStore
 from gpucloud_instances.lifecycle import State, Step
-from gpucloud_instances.list_model import InstanceListModel
 from gpucloud_instances.store import TENANTS
+from gpucloud_instances.workloads.cache import WorkloadCache
 from tests.e2e.support import unique
 
 STATES = ("queued", "pending", "running", "stopped", "failed", "deleted")
@@ -32,10 +32,10 @@ def instance(tenant: str, number: int, state: str, spec: str) -> Any:
 
 def remembering(
     mongo: AsyncMongoClient[dict[str, Any]], db_name: str
-) -> tuple[InstanceListModel, InstanceStore]:
-    """A store that hands its writes to a list model, and the model."""
-    model = InstanceListModel()
-    return model, InstanceStore(mongo[db_name], model)
+) -> tuple[WorkloadCache, InstanceStore]:
+    """A store that writes every instance (one replica), and its cache."""
+    store = InstanceStore(mongo[db_name], complete_cache=True)
+    return store.cache, store
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ async def test_pages_from_memory_are_the_stores_pages(
         await store.insert(doc)
     await mongo[db_name][TENANTS].insert_many([{"_id": "acme"}, {"_id": "globex"}])
     model, remembered = remembering(mongo, db_name)
-    await remembered.fill_lists()
+    await remembered.fill_cache()
     assert model.ready
 
     queries = itertools.product(
@@ -83,7 +83,7 @@ async def test_each_write_shows_in_the_next_page(
 ) -> None:
     _, store = remembering(mongo, db_name)
     await store.insert(instance("acme", 1, "pending", "spec-0"))
-    await store.fill_lists()
+    await store.fill_cache()
     await store.insert(instance("acme", 2, "pending", "spec-0"))
 
     async def page() -> list[tuple[str, str, str | None]]:
@@ -103,7 +103,7 @@ async def test_each_write_shows_in_the_next_page(
         ("acme/i-002", "running", None),
     ]
     current = await store.current("acme/i-002")
-    assert current == {k: v for k, v in running.items() if k != "outbox"}
+    assert current == running == await store.get("acme/i-002")
     await store.transition(running, [Step(State.DELETED, datetime.now(UTC))], events=[])
     await store.remove("acme/i-001")
     assert await page() == []

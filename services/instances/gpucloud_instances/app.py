@@ -40,7 +40,7 @@ from .stores import Stores
 from .templates.api import router as templates_router
 from .templates.catalog import ImagePolicy, Templates
 from .tenancy.tenants import Tenancy
-from .wakeups import ControllerWakeups, InstanceChanges
+from .wakeups import ControllerWakeups
 from .workloads.parts import WorkloadParts
 
 
@@ -60,17 +60,16 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     )
     runtime.check_key_at_start(registry_box.check)
     pull_secrets = PullSecrets(db.registry_credentials, registry_box, kube)
-    changes = InstanceChanges()
     storage = StorageClient(settings.storage_url, runtime.identity_signer())
     controller = build_controller(
-        settings, kube, runtime.broker, db, changes=changes, storage=storage,
+        settings, kube, runtime.broker, db, storage=storage,
         pull_secrets=pull_secrets,
     )  # fmt: skip
     wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
     spec_catalog = Specs(specs, db.stocks)
     tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
     handlers = EventHandlers(tenancy, NodeCordons(kube))
-    filling = ListFilling(instances)
+    filling = CacheFilling(instances)
     parts = WorkloadParts(
         specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries)
     )
@@ -93,7 +92,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, wakeups),
-            Instances(settings, parts, instances, quota, changes, log_streams),
+            Instances(settings, parts, instances, quota, log_streams),
             Jobs(parts, db.jobs, log_streams),
             InferenceServices(settings, parts, db.services, quota),
             Templates(),
@@ -102,9 +101,9 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     )  # fmt: skip
 
 
-class ListFilling:
-    """Fills the instance lists' memory from the store in the background, from the start
-    (the API reads the store until they are full)."""
+class CacheFilling:
+    """Fills the workload cache from the store in the background, from the start (the
+    API reads the store until it is full)."""
 
     def __init__(self, instances: InstanceStore) -> None:
         self._instances = instances
@@ -112,7 +111,7 @@ class ListFilling:
 
     async def start(self) -> None:
         self._tasks.append(
-            asyncio.create_task(self._instances.fill_lists(), name="fill-instance-lists")
+            asyncio.create_task(self._instances.fill_cache(), name="fill-instance-cache")
         )
 
     async def stop(self) -> None:

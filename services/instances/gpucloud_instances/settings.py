@@ -76,10 +76,10 @@ class InstancesSettings(ServiceSettings):
     log_follow_max_s: float = Field(default=3600.0, gt=0)
     #: This replica's identity in the controller lease.
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    #: Serve instance lists and the API's reads of an instance from a copy in memory,
-    #: kept by this process's own writes (list_model.py). Right only where one
-    #: replica runs, since each replica sees only its own writes: the Helm chart
-    #: turns it off when it runs more than one.
+    #: Serve instance lists and the API's reads of an instance from the workload
+    #: cache, kept by this process's own writes (workloads/cache.py). Right only
+    #: where one replica runs, since each replica sees only its own writes: the Helm
+    #: chart turns it off when it runs more than one.
     lists_from_memory: bool = True
     #: Reconciles mostly wait on the API server and the database, so many run at once.
     reconcile_workers: int = 32

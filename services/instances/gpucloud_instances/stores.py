@@ -9,7 +9,6 @@ from gpucloud_libs.mongo import Database
 from .inference.store import ServiceStore
 from .instances.store import InstanceStore
 from .jobs.store import JobStore
-from .list_model import InstanceListModel
 from .queue.store import QueueLineStore
 from .quota_ledger import QuotaLedger
 from .registry.store import RegistryCredentialStore
@@ -38,9 +37,8 @@ class Stores:
 
     @classmethod
     def of(cls, db: Database, settings: InstancesSettings) -> Stores:
-        lists = InstanceListModel() if settings.lists_from_memory else None
         return cls(
-            specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, lists),
+            specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, complete_cache=settings.lists_from_memory),
             stocks=StockStore(db), requests=RequestStore(db), quota=QuotaLedger(db),
             jobs=JobStore(db), services=ServiceStore(db), lines=QueueLineStore(db),
             registry_credentials=RegistryCredentialStore(db),

@@ -1,13 +1,10 @@
-"""Signals between the API's side and the controller: wake-ups for the controller
-after a recorded request, and news of recorded transitions for waiting readers."""
+"""Wake-ups for the controller after a recorded request, and the work items they carry."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
 
 from .documents import InstanceDoc
 from .store import RequestStore
@@ -97,44 +94,3 @@ class ControllerWakeups:
         the document as inserted, so its first reconcile reads nothing."""
         if not self._wake_new_local(doc):
             await self._requests.wake(str(instance_item(doc["_id"])))
-
-
-class Recorded(NamedTuple):
-    """An instance as a transition left it, and whether a stop was being carried out."""
-
-    doc: InstanceDoc
-    stop_requested: bool
-
-
-class InstanceChanges:
-    """Readers waiting for an instance's next transition, handed the recorded document
-    as the controller records it, so the answer needs no read of its own. Only this
-    replica's controller tells, so a reader served by another replica looks at the
-    store again every so often instead."""
-
-    def __init__(self) -> None:
-        self._news: dict[str, asyncio.Future[Recorded]] = {}
-
-    def listen(self, key: str) -> asyncio.Future[Recorded]:
-        """Take this before reading the instance, so no transition falls in between."""
-        news = self._news.get(key)
-        if news is None or news.done():
-            news = self._news[key] = asyncio.get_running_loop().create_future()
-        return news
-
-    def notify(self, doc: InstanceDoc, *, stop_requested: bool) -> None:
-        news = self._news.pop(doc["_id"], None)
-        if news is not None and not news.done():
-            news.set_result(Recorded(doc, stop_requested))
-
-    async def wait(
-        self, key: str, news: asyncio.Future[Recorded], timeout_s: float
-    ) -> Recorded | None:
-        """The transition recorded next, or None after `timeout_s` (look again)."""
-        try:
-            # Shielded: readers of the same instance share the future.
-            return await asyncio.wait_for(asyncio.shield(news), timeout_s)
-        except TimeoutError:
-            if self._news.get(key) is news:
-                del self._news[key]  # others sharing it fall back to looking again
-            return None

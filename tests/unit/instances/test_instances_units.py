@@ -25,7 +25,6 @@ from gpucloud_instances.transitions import transition_events
 from gpucloud_instances.wakeups import (
     ADMISSION,
     STOCKS,
-    InstanceChanges,
     WorkItem,
     instance_item,
     job_item,
@@ -158,25 +157,6 @@ def test_work_items_are_stored_and_read_back_as_they_were_written() -> None:
         "acme/i-1", "job:acme/train", "service:acme/chat", "tenant:acme", "stocks", "admission",
     ]  # fmt: skip
     assert len({*items, instance_item("acme/i-1")}) == len(items)
-
-
-async def test_readers_waiting_on_an_instance_are_handed_the_recorded_document() -> None:
-    changes = InstanceChanges()
-    first, second = changes.listen("acme/i-1"), changes.listen("acme/i-1")
-    assert first is second  # readers of one instance share one wait
-    readers = [
-        asyncio.create_task(changes.wait("acme/i-1", first, 5.0)),
-        asyncio.create_task(changes.wait("acme/i-1", second, 5.0)),
-    ]
-    await asyncio.sleep(0)
-    changes.notify(InstanceDoc(_id="acme/i-1", state="running"), stop_requested=False)  # type: ignore[typeddict-item]
-    for recorded in await asyncio.gather(*readers):
-        assert recorded is not None
-        assert (recorded.doc["state"], recorded.stop_requested) == ("running", False)
-    # Nobody told within the time: look again; the next reader waits afresh.
-    news = changes.listen("acme/i-1")
-    assert await changes.wait("acme/i-1", news, 0.01) is None
-    assert changes.listen("acme/i-1") is not news
 
 
 def test_the_kubernetes_proxy_comes_from_the_environment_once(

@@ -1,6 +1,6 @@
 """What the admission queue knows of each workload (queue/admissions.py): a queued job or
 instance as the pass weighs it (its pool, its GPUs of quota, its units, whether it
-may borrow), the waiting room the workers keep as they go, and a tenant's published
+may borrow), the waiting room kept as workloads are read and written, and a tenant's published
 line read back (queue/line.py)."""
 
 from __future__ import annotations
@@ -96,19 +96,35 @@ def test_an_admitted_job_of_shared_gpus_is_spoken_for_in_its_pool() -> None:
 
 
 def test_an_instance_waits_under_its_own_key_and_leaves_once_pending() -> None:
-    room = WaitingRoom()
-    room.instance(an_instance(queue_reason=None))
+    room = WaitingRoom(open=True)
+    room.instance_written("acme/nb", an_instance(queue_reason=None, admitted=True))
     assert room.recorded == {"acme/nb": None}
-    room.record_reason(instance_item("acme/nb"), "capacity")
+    # The worker's write of its reason reaches the room through the cache.
+    room.instance_written("acme/nb", an_instance(queue_reason="capacity", admitted=True))
     assert room.recorded == {"acme/nb": "capacity"}
-    room.instance(an_instance("pending"))
+    room.instance_written("acme/nb", an_instance("pending", admitted=True))
     assert (room.queued, room.recorded) == ({}, {})
 
 
-def test_a_reason_is_recorded_only_for_what_still_waits() -> None:
+def test_an_instance_not_admitted_or_gone_leaves_the_room() -> None:
+    room = WaitingRoom(open=True)
+    room.instance_written("acme/nb", an_instance(admitted=True))
+    room.instance_written("acme/nb", an_instance(admitted=False))
+    assert room.queued == {}
+    room.instance_written("acme/nb", an_instance(admitted=True))
+    room.instance_written("acme/nb", None)
+    assert (room.queued, room.recorded) == ({}, {})
+
+
+def test_the_room_notes_no_write_until_it_is_filled_for_a_leadership() -> None:
     room = WaitingRoom()
-    room.record_reason(job_item("acme/gone"), "quota")
-    assert room.recorded == {}
+    room.instance_written("acme/nb", an_instance(admitted=True))
+    assert room.queued == {}
+    room.open = True
+    room.instance_written("acme/nb", an_instance(admitted=True))
+    room.clear()  # leadership lost
+    room.instance_written("acme/other", an_instance(admitted=True))
+    assert (room.open, room.queued) == (False, {})
 
 
 def test_a_workload_whose_document_is_gone_is_forgotten_entirely() -> None:

@@ -102,7 +102,7 @@ class Controller:
         stop request yet, so the controller need not read either."""
         if not self._queue.accepting:
             return False
-        self._instance_reconciler.known.remember(doc, None)
+        self._instance_reconciler.handed(doc)
         return self._queue.wake(instance_item(doc["_id"]))
 
     async def handle(self, item: WorkItem) -> None:

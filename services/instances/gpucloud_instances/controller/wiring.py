@@ -17,7 +17,7 @@ from ..stocks.reconciler import StockPool
 from ..storages import StorageClient
 from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
-from ..wakeups import STOCKS, InstanceChanges
+from ..wakeups import STOCKS
 from ..workloads.reconciler import ReconcilerParts
 from .cache import ClusterCache
 from .leader import Controller, Reconcilers
@@ -36,7 +36,6 @@ def build_controller(
     broker: KafkaBroker,
     stores: Stores,
     *,
-    changes: InstanceChanges,
     storage: StorageClient,
     pull_secrets: PullSecrets,
 ) -> Controller:
@@ -57,13 +56,14 @@ def build_controller(
         kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
     admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
+    instances.cache.observe(admissions.room.instance_written)
     parts = ReconcilerParts(
         kube=kube, broker=broker, cache=cache, queue=queue, requests=requests, quota=quota,
         tenant_namespaces=tenant_namespaces, storage=storage, pull_secrets=pull_secrets,
         tenants=tenants, admissions=admissions,
     )  # fmt: skip
     instance_reconciler = InstanceReconciler(
-        parts, instances, changes, stock_pool, schedule_timeout_s=settings.schedule_timeout_s,
+        parts, instances, stock_pool, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
     job_reconciler = JobReconciler(parts, jobs)
     inference_reconciler = InferenceReconciler(parts, services)

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.gpu_shares import GpuShare
-from gpucloud_libs.kube import ConflictError, Manifest, QuotaRejectedError
+from gpucloud_libs.kube import ConflictError, KubeClient, Manifest, QuotaRejectedError
 from gpucloud_libs.mongo import Document
 
 from .. import manifests
@@ -28,10 +28,9 @@ from ..schemas import STORED, InstanceTemplate
 from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
 from ..transitions import transition_events
-from ..wakeups import ADMISSION, InstanceChanges, instance_item
+from ..wakeups import ADMISSION, instance_item
 from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
 from . import manifests as instance_manifests
-from .known import KnownInstances
 from .outbox import InstanceOutbox
 from .store import InstanceStore
 
@@ -49,39 +48,39 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         self,
         parts: ReconcilerParts,
         instances: InstanceStore,
-        changes: InstanceChanges,
         stocks: StockPool,
         *,
         schedule_timeout_s: float,
     ) -> None:
         super().__init__(parts)
         self._instances = instances
-        self._changes = changes
+        self._held = instances.cache  # the workload cache (the cluster's is `_cache`)
         self._stocks = stocks
         self._schedule_timeout_s = schedule_timeout_s
-        self.known = KnownInstances(instances, parts.requests)
         self._outbox = InstanceOutbox(parts.broker, instances)
 
     def wake_afresh(self, key: str) -> bool:
         """Reconcile the instance soon, read from the store: what this replica remembers
         of it is stale (another writer changed it, or a pass found it drifted)."""
-        self.known.forget(key)
+        self._held.forget(key)
         return self._queue.wake(instance_item(key))
+
+    def handed(self, doc: InstanceDoc) -> None:
+        """The API just inserted `doc` and wakes this replica's controller with it."""
+        self._held.handed(doc)
 
     async def reconcile(self, key: str) -> None:
         try:
             await self._reconcile(key)
         except BaseException:
-            self.known.forget(key)  # a write may or may not have landed
+            self._held.forget(key)  # a write may or may not have landed
             raise
 
     async def _reconcile(self, key: str) -> None:
-        doc, stop_request = await self.known.read(key)
+        doc, stop_request = await self._instances.for_controller(key, self._requests.stop_request)
         stop_requested = stop_request is not None
         if doc is None or not doc.get("admitted"):
-            self._admissions.room.forget(instance_item(key))
             return
-        self._admissions.room.instance(doc)
         state = State(doc["state"])
         if state == State.QUEUED:
             await self._flush(doc)
@@ -176,17 +175,14 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             await self.delete_workload(namespace_name, name)
             await self._transition(doc, _to_stopped(State(doc["state"]), reason=reason))
         elif State(doc["state"]) != State.STOPPING:
-            await self._transition(doc, [Step(State.STOPPING, now(), reason)], stop_requested=True)
+            await self._transition(doc, [Step(State.STOPPING, now(), reason)])
 
     async def _without_pod(self, doc: InstanceDoc) -> None:
-        state = State(doc["state"])
         node = doc.get("node")
-        reason = (
-            FailureReason.NODE_LOST
-            if node and node not in self._cache.nodes
-            else FailureReason.POD_LOST
-        )
-        await self._fail(doc, reason, f"the pod disappeared while {state.value}", pod_exists=False)
+        lost = node and node not in self._cache.nodes
+        reason = FailureReason.NODE_LOST if lost else FailureReason.POD_LOST
+        message = f"the pod disappeared while {doc['state']}"
+        await self._fail(doc, reason, message, pod_exists=False)
 
     async def _follow_pod(self, doc: InstanceDoc, pod: Manifest) -> None:
         state = State(doc["state"])
@@ -223,7 +219,6 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     async def _waits(self, doc: InstanceDoc, waiting: Waiting) -> None:
         if waiting.reason != doc.get("queue_reason"):
             await self._update_fields(doc, {"queue_reason": waiting.reason})
-            self._admissions.room.record_reason(instance_item(doc["_id"]), waiting.reason)
 
     async def _admit(self, doc: InstanceDoc, *, borrowing: bool) -> None:
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
@@ -237,23 +232,18 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
 
     # --- transitions and their events ----------------------------------------------
 
-    async def _transition(
-        self, doc: InstanceDoc, steps: list[Step], *, stop_requested: bool = False, **extra: Any
-    ) -> bool:
-        """Record the steps (with `extra` fields), tell the readers waiting on the
-        instance, then publish the events. `stop_requested`: a stop is being carried out.
-        False when the document moved under us (it is looked at again)."""
+    async def _transition(self, doc: InstanceDoc, steps: list[Step], **extra: Any) -> bool:
+        """Record the steps (with `extra` fields; the store's write tells the readers
+        waiting on the instance), then publish the events. False when the document
+        moved under us (it is looked at again)."""
         done = await self._instances.transition(
             doc, steps, events=transition_events(doc, steps), extra=extra,
             drop_published=self._outbox.published(doc),
         )  # fmt: skip
         if done is None:
-            self.known.forget(doc["_id"])
+            self._held.forget(doc["_id"])
             self._queue.wake(instance_item(doc["_id"]))  # the document moved under us; look again
             return False
-        self.known.wrote(done)
-        self._admissions.room.instance(done)
-        self._changes.notify(done, stop_requested=stop_requested)
         await self._flush(done)
         if State(done["state"]) in TERMINAL:
             await self._quota.release(done["tenant_id"], done["instance_id"])
@@ -264,16 +254,14 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if not doc.get("outbox"):
             return
         await self._outbox.publish(doc)
-        self.known.wrote({**doc, "outbox": [], "has_outbox": False})
 
     def reset(self) -> None:
         """Leadership ended: the next leader's word is the store's."""
-        self.known.forget_all()
+        self._held.forget_all()
         self._outbox.reset()
 
     async def _update_fields(self, doc: InstanceDoc, fields: Document) -> None:
-        written = await self._instances.update_fields(doc["_id"], fields)
-        self.known.wrote({**doc, **written})  # type: ignore[typeddict-item]
+        await self._instances.update_fields(doc["_id"], fields)
 
     async def _fail(
         self, doc: InstanceDoc, reason: FailureReason, message: str | None, *, pod_exists: bool
@@ -322,7 +310,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         stock = self._stocks.claim(doc)
         pull_secrets, _ = await asyncio.gather(
             self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"]),
-            self._create_service(service),
+            _create_service(self._kube, service),
         )
         shape = WorkloadPod.of(
             doc, image=doc["image"], template=template, storage_secrets=storage_secrets,
@@ -337,11 +325,6 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             await self._wait_for_quota(doc, error)
             return
         self._cache.pods.setdefault(doc["_id"], created)
-
-    async def _create_service(self, service: Manifest | None) -> None:
-        if service is not None:
-            with contextlib.suppress(ConflictError):
-                await self._kube.create(service)
 
     async def _storage_refused(self, doc: InstanceDoc, error: StorageRefused) -> None:
         await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
@@ -359,6 +342,12 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if pod:
             await self._kube.delete("Pod", namespace_name, name, grace_s=0)
         await self._kube.delete("Service", namespace_name, name)
+
+
+async def _create_service(kube: KubeClient, service: Manifest | None) -> None:
+    if service is not None:
+        with contextlib.suppress(ConflictError):
+            await kube.create(service)
 
 
 def _quota_gpus(doc: InstanceDoc) -> int:

@@ -30,8 +30,9 @@ from ..quota_ledger import QuotaLedger
 from ..schemas import STORED, InstanceTemplate, QuotaUse
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance, RequestKind, instance_key
-from ..wakeups import InstanceChanges, Recorded, instance_item
+from ..wakeups import instance_item
 from ..workloads.admitted import NewWorkload
+from ..workloads.cache import Recorded
 from ..workloads.parts import WorkloadParts
 from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
 from . import manifests as instance_manifests
@@ -57,7 +58,6 @@ class Instances:
         parts: WorkloadParts,
         instances: InstanceStore,
         quota: QuotaLedger,
-        changes: InstanceChanges,
         logs: LogStreams,
     ) -> None:
         self._settings = settings
@@ -69,7 +69,6 @@ class Instances:
         self._quota = quota
         self._storage = parts.storage
         self._wakeups = parts.wakeups
-        self._changes = changes
         self._lines = parts.lines
         self._logs = logs
 
@@ -213,21 +212,21 @@ class Instances:
         poll of at most `wait_s`: the answer comes as the transition is recorded)."""
         key = instance_key(identity.require_tenant(), instance_id)
         deadline = time.monotonic() + wait_s
+        cache = self._instances.cache
         recorded: Recorded | None = None
         while True:
-            news = self._changes.listen(key)
-            if recorded is None:
+            news = cache.listen(key)
+            if recorded is None or recorded.stop_requested is None:
                 # Both by `_id`, at once; a stop request only shows while it is live.
-                recorded = Recorded(
-                    *await asyncio.gather(
-                        self._owned(identity, instance_id), self._requests.requested(key, "stop")
-                    )
+                doc, stop_requested = await asyncio.gather(
+                    self._owned(identity, instance_id), self._requests.requested(key, "stop")
                 )
+                recorded = Recorded(doc, stop_requested)
             doc = recorded.doc
             remaining = deadline - time.monotonic()
             if after_revision is None or doc["sequence"] > after_revision or remaining <= 0:
-                return await self.view(doc, stop_requested=recorded.stop_requested)
-            recorded = await self._changes.wait(key, news, min(remaining, CHANGE_RECHECK_S))
+                return await self.view(doc, stop_requested=bool(recorded.stop_requested))
+            recorded = await cache.wait(key, news, min(remaining, CHANGE_RECHECK_S))
 
     async def endpoint(
         self, identity: Identity, instance_id: str, port: int, *, tunnel: bool = False

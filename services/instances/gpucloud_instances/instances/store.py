@@ -1,11 +1,11 @@
-"""The instances' collection: admitted instances, their transitions and outboxes, and the lists read from memory."""
+"""The instances' collection: admitted instances, their transitions and outboxes, each write handed to the workload cache."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from pymongo import ASCENDING, ReturnDocument
@@ -17,7 +17,6 @@ from gpucloud_libs.outbox import OutboxEntry
 
 from ..documents import InstanceDoc
 from ..lifecycle import TERMINAL, State, Step
-from ..list_model import InstanceListModel
 from ..store import (
     IDEMPOTENCY,
     INSTANCES,
@@ -25,6 +24,7 @@ from ..store import (
     DuplicateInstance,
     walk_tenants,
 )
+from ..workloads.cache import WorkloadCache
 
 #: What the admission queue reads of a queued instance.
 _QUEUED_INSTANCE_FIELDS = {
@@ -35,24 +35,28 @@ _QUEUED_INSTANCE_FIELDS = {
 
 log = logging.getLogger(__name__)
 
-#: How long a failed fill of the list model waits before it reads again.
-LIST_FILL_RETRY_S = 2.0
+#: How long a failed fill of the cache waits before it reads again.
+CACHE_FILL_RETRY_S = 2.0
+
+#: Reads an instance's live stop request.
+StopRequestReader = Callable[[str], Awaitable[Document | None]]
 
 
 class InstanceStore:
-    """Instance documents. With a list model (list_model.py), every write is handed
-    to it too, and pages and the API's reads come from it once it is filled."""
+    """Instance documents. Every write is handed to the workload cache
+    (workloads/cache.py); the controller's reads, and once it is filled where one
+    replica runs the API's pages and reads, come from it."""
 
-    def __init__(self, db: Database, lists: InstanceListModel | None = None) -> None:
+    def __init__(self, db: Database, *, complete_cache: bool = False) -> None:
         self._instances: Collection[InstanceDoc] = typed(db, INSTANCES, InstanceDoc)
         self._tenants = db[TENANTS]
         self._idempotency = db[IDEMPOTENCY]
-        self._lists = lists
+        self.cache = WorkloadCache(complete=complete_cache)
 
-    async def fill_lists(self) -> None:
-        """Fill the list model from the store, once, retrying until the store answers
-        (pages come from the store meanwhile)."""
-        if self._lists is None:
+    async def fill_cache(self) -> None:
+        """Fill the cache from the store, once, retrying until the store answers (pages
+        come from the store meanwhile); only where this process writes every instance."""
+        if not self.cache.complete:
             return
 
         async def every_instance() -> list[InstanceDoc]:
@@ -61,22 +65,21 @@ class InstanceStore:
 
         while True:
             try:
-                await self._lists.fill(every_instance)
+                await self.cache.fill(every_instance)
                 return
             except PyMongoError as error:
                 log.warning(
-                    "filling the instance lists failed; retrying", extra={"error": str(error)}
+                    "filling the instance cache failed; retrying", extra={"error": str(error)}
                 )
-                await asyncio.sleep(LIST_FILL_RETRY_S)
+                await asyncio.sleep(CACHE_FILL_RETRY_S)
 
     @contextlib.contextmanager
     def _writing(self, key: str) -> Iterator[None]:
-        """A write that fails may have landed: the list model reads it again."""
+        """A write that fails may have landed: the cache reads it again."""
         try:
             yield
         except BaseException:
-            if self._lists is not None:
-                self._lists.unsure(key)
+            self.cache.forget(key)
             raise
 
     async def insert(self, document: InstanceDoc) -> None:
@@ -85,30 +88,39 @@ class InstanceStore:
                 await self._instances.insert_one(document)
         except DuplicateKeyError as error:
             raise DuplicateInstance(str(error)) from error
-        if self._lists is not None:
-            self._lists.written(document)
+        self.cache.written(document)
 
     async def get(self, key: str) -> InstanceDoc | None:
         return await self._instances.find_one({"_id": key})
 
     async def current(self, key: str) -> InstanceDoc | None:
-        """`get`, from the list model where it holds the instance (the API's reads;
-        the controller reads the store)."""
-        if lists := self._memory(None):
+        """`get`, from the cache where it serves the API and holds the instance."""
+        if self.cache.serves():
             await self._refresh_unsure()
-            doc = lists.get(key)
+            doc = self.cache.get(key)
             if doc is not None:
                 return doc
         return await self.get(key)
 
+    async def for_controller(
+        self, key: str, stop_request: StopRequestReader
+    ) -> tuple[InstanceDoc | None, Document | None]:
+        """The instance and its live stop request, as the leader's controller may trust
+        them: from the cache, or read (both at once) and kept there."""
+        held = self.cache.controller_view(key)
+        if held is not None:
+            return held
+        with self.cache.reading(key) as keep:
+            doc, stop = await asyncio.gather(self.get(key), stop_request(key))
+            keep(doc, stop)
+        return doc, stop
+
     async def _refresh_unsure(self) -> None:
-        if self._lists is None:
-            return
-        keys = self._lists.take_unsure()
+        keys = self.cache.take_unsure()
         if keys:
             docs = await asyncio.gather(*(self.get(key) for key in keys))
             for key, doc in zip(keys, docs, strict=True):
-                self._lists.refreshed(key, doc)
+                self.cache.refreshed(key, doc)
 
     async def by_idempotency_key(self, tenant_id: str, idempotency_key: str) -> InstanceDoc | None:
         mapping = await self._idempotency.find_one({"_id": f"{tenant_id}|{idempotency_key}"})
@@ -130,8 +142,7 @@ class InstanceStore:
     async def remove(self, key: str) -> None:
         with self._writing(key):
             await self._instances.delete_one({"_id": key})
-        if self._lists is not None:
-            self._lists.removed(key)
+        self.cache.removed(key)
 
     async def page(
         self,
@@ -148,9 +159,9 @@ class InstanceStore:
             return await self._every_tenant_page(
                 states=states, spec_name=spec_name, after=after, limit=limit
             )
-        if lists := self._memory(states):
+        if self.cache.serves(states):
             await self._refresh_unsure()
-            return lists.page(
+            return self.cache.page(
                 tenant_id, states=states, spec_name=spec_name, after=after, limit=limit
             )
         query: Document = {"tenant_id": tenant_id}
@@ -174,18 +185,11 @@ class InstanceStore:
                 tenant, states=states, spec_name=spec_name, after=after, limit=wanted
             )
 
-        if lists := self._memory(states):
-            tenants = lists.tenants()  # those holding any instance not deleted
+        if self.cache.serves(states):
+            tenants = self.cache.tenants()  # those holding any instance not deleted
         else:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
         return await walk_tenants(tenants, after, limit, one_tenant)
-
-    def _memory(self, states: list[str] | None) -> InstanceListModel | None:
-        """The list model, where a page with these states comes from it (it holds no
-        deleted instance)."""
-        if self._lists is None or not self._lists.ready or State.DELETED.value in (states or ()):
-            return None
-        return self._lists
 
     async def transition(
         self,
@@ -224,8 +228,8 @@ class InstanceStore:
                 },
                 return_document=ReturnDocument.AFTER,
             )
-        if done is not None and self._lists is not None:
-            self._lists.written(done)
+        if done is not None:
+            self.cache.written(done)
         return done
 
     async def update_fields(self, key: str, fields: Document) -> Document:
@@ -233,8 +237,7 @@ class InstanceStore:
         written = {**fields, "updated_at": now()}
         with self._writing(key):
             await self._instances.update_one({"_id": key}, {"$set": written})
-        if self._lists is not None:
-            self._lists.merge(key, written)
+        self.cache.merge(key, written)
         return written
 
     async def live_states(self) -> dict[str, State]:
@@ -272,6 +275,10 @@ class InstanceStore:
         did move, the newer events stay and the next flush sends the lot again
         (same event ids, deduplicated downstream).
         """
-        await self._instances.update_one(
-            {"_id": key, "sequence": sequence}, {"$set": {"outbox": [], "has_outbox": False}}
-        )
+        cleared = {"outbox": [], "has_outbox": False}
+        with self._writing(key):
+            result = await self._instances.update_one(
+                {"_id": key, "sequence": sequence}, {"$set": cleared}
+            )
+        if result.matched_count:
+            self.cache.merge(key, cleared)

@@ -61,13 +61,17 @@ class Starting:
 
 @dataclass
 class WaitingRoom:
-    """What the pass knows of the queue, kept by the workers as they go: each queued
-    workload by work item, the reason its document records, and the admitted jobs
-    still starting. Only the leader's workers and pass touch it (one event loop)."""
+    """What the pass knows of the queue, kept as workloads are read and written: each
+    queued workload by work item, the reason its document records, and the admitted
+    jobs still starting. Jobs are noted by their workers, instances by the workload
+    cache as the store writes them. Only the leader keeps it, from its fill on (one
+    event loop)."""
 
     queued: dict[str, Queued] = field(default_factory=dict)
     recorded: dict[str, str | None] = field(default_factory=dict)
     starting: dict[str, Starting] = field(default_factory=dict)
+    #: Filled for this leadership: what is written elsewhere is not noted.
+    open: bool = False
 
     def job(self, doc: JobDoc) -> None:
         """Note a job as its worker just read or wrote it."""
@@ -87,8 +91,17 @@ class WaitingRoom:
         else:
             self.starting.pop(name, None)
 
+    def instance_written(self, key: str, doc: InstanceDoc | None) -> None:
+        """The workload cache's observer: an instance as written or read, or gone."""
+        if not self.open:
+            return
+        if doc is None or not doc.get("admitted"):
+            self.forget(instance_item(key))
+        else:
+            self.instance(doc)
+
     def instance(self, doc: InstanceDoc) -> None:
-        """Note an instance as its worker just read or wrote it."""
+        """Note a queued or admitted instance as it now is."""
         if doc["state"] == State.QUEUED.value:
             self._wait(queued_instance(doc), doc.get("queue_reason"))
         else:
@@ -103,12 +116,8 @@ class WaitingRoom:
         self.leave(item)
         self.starting.pop(str(item), None)
 
-    def record_reason(self, item: WorkItem, reason: str) -> None:
-        """The worker recorded why the workload waits."""
-        if str(item) in self.queued:
-            self.recorded[str(item)] = reason
-
     def clear(self) -> None:
+        self.open = False
         self.queued.clear()
         self.recorded.clear()
         self.starting.clear()
@@ -157,6 +166,7 @@ class Admissions:
             self.room.job(doc)
         for instance in instances:
             self.room.instance(instance)
+        self.room.open = True
 
     def reset(self) -> None:
         """Leadership lost: the next leader fills its room from the store."""
