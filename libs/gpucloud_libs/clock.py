@@ -8,6 +8,7 @@ compared with `now()` or shown in a response.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 
 def now() -> datetime:
@@ -24,6 +25,18 @@ def as_stored(at: datetime) -> datetime:
     recorded in a document and published in an event (a transition the bill counts
     from) then reads the same from the API and from the bill."""
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def as_stored_values(value: Any) -> Any:
+    """`value` with every datetime in it (in dicts and lists, at any depth) to the
+    millisecond: a document as the store will hand it back, for a copy kept in memory."""
+    if isinstance(value, datetime):
+        return as_stored(value)
+    if isinstance(value, dict):
+        return {key: as_stored_values(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_stored_values(item) for item in value]
+    return value
 
 
 def aware(value: datetime) -> datetime:

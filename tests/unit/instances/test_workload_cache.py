@@ -301,3 +301,15 @@ def test_observers_see_each_write_read_and_removal() -> None:
         keep(a_live(state="pending"), None)  # stale: not told
     cache.removed("acme/a")
     assert seen == [("acme/a", "queued"), ("acme/a", "running"), ("acme/a", None)]
+
+
+def test_the_controller_reads_a_settled_instance_afresh_even_where_it_is_held() -> None:
+    """A stopped instance's stop request outlives it until a start forgets it: the
+    start's reconcile must not trust the request it read before."""
+    cache = WorkloadCache(complete=True)
+    read_by_controller(cache, a_live(state="stopped"), STOP)
+    assert cache.get("acme/a") is not None  # held for the lists
+    assert cache.controller_view("acme/a") is None
+    read_by_controller(cache, a_live(), STOP)
+    cache.written(a_live(state="stopped"))
+    assert cache.controller_view("acme/a") is None

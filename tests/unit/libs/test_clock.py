@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from gpucloud_libs.clock import as_stored, aware, aware_or_none, now, now_as_stored
+from gpucloud_libs.clock import (
+    as_stored,
+    as_stored_values,
+    aware,
+    aware_or_none,
+    now,
+    now_as_stored,
+)
 
 
 def test_now_is_aware_utc_and_now_as_stored_has_whole_milliseconds() -> None:
@@ -53,3 +60,12 @@ def test_a_stored_naive_instant_compares_with_now() -> None:
     """What a store hands back and `now()` can be subtracted once made aware."""
     stored = now().replace(tzinfo=None)
     assert timedelta(0) <= now() - aware(stored) < timedelta(seconds=5)
+
+
+def test_a_document_kept_in_memory_holds_its_instants_as_the_store_will() -> None:
+    at = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    kept = as_stored_values(
+        {"created_at": at, "history": [{"state": "pending", "at": at}], "sequence": 1}
+    )
+    cut = at.replace(microsecond=123000)
+    assert kept == {"created_at": cut, "history": [{"state": "pending", "at": cut}], "sequence": 1}

@@ -152,6 +152,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if await self._requests.requested(key, "delete"):
             return  # deleted meanwhile: the next reconcile settles it
         await self._requests.forget(key, "stop")
+        self._held.forget(key)  # the stop request it read is gone
         fresh: InstanceDoc = {**doc, "node": None, "zone": None}  # the events say: no node yet
         started = await self._transition(
             fresh, [Step(State.PENDING, now())], node=None, zone=None, pod_ip=None,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from gpucloud_libs.clock import now
+from gpucloud_libs.clock import as_stored_values, now
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
@@ -88,7 +88,7 @@ class InstanceStore:
                 await self._instances.insert_one(document)
         except DuplicateKeyError as error:
             raise DuplicateInstance(str(error)) from error
-        self.cache.written(document)
+        self.cache.written(as_stored_values(document))
 
     async def get(self, key: str) -> InstanceDoc | None:
         return await self._instances.find_one({"_id": key})
@@ -234,7 +234,7 @@ class InstanceStore:
 
     async def update_fields(self, key: str, fields: Document) -> Document:
         """Set `fields` (and `updated_at`); returns what was set."""
-        written = {**fields, "updated_at": now()}
+        written = as_stored_values({**fields, "updated_at": now()})
         with self._writing(key):
             await self._instances.update_one({"_id": key}, {"$set": written})
         self.cache.merge(key, written)

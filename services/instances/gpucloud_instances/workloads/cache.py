@@ -76,6 +76,8 @@ class WorkloadCache:
         self._unsure.discard(key)
         if self.complete or key in self._docs:
             self._put_if_held(doc)
+        if State(doc["state"]) not in LIVE:
+            self._stops.pop(key, None)  # settled: rarely reconciled again, then read afresh
         self._tell(doc)
 
     def merge(self, key: str, fields: Document) -> None:
@@ -141,8 +143,8 @@ class WorkloadCache:
                 self._drop(key)
             elif self.complete or doc.get("admitted"):
                 self._put_if_held(doc)
-                if doc.get("admitted") and key in self._docs:
-                    self._stops[key] = stop_request
+                if doc.get("admitted") and key in self._docs and State(doc["state"]) in LIVE:
+                    self._stops[key] = stop_request  # settled ones are read afresh
             for observe in self._observers:
                 observe(key, doc)
 
