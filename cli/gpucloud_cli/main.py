@@ -14,6 +14,7 @@ from gpucloud_client import ApiError, Client, ClientError, Unreachable
 from . import config
 from .apply import apply
 from .catalog import offer, quota, templates
+from .clusters import clusters
 from .instances import instances
 from .jobs import jobs
 from .operator import fleet, prices, specs, tenants
@@ -196,6 +197,7 @@ for command in (
     usage,
     alerts,
     fleet,
+    clusters,
     tenants,
     specs,
     prices,

@@ -193,3 +193,19 @@ class Client(WorkloadApi, ApiSession):
 
     def get_tenant(self, tenant_id: str) -> Tenant:
         return cast(Tenant, self.request("GET", f"/tenants/{_id(tenant_id)}"))
+
+    def list_clusters(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.request("GET", "/clusters"))
+
+    def get_cluster(self, name: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", f"/clusters/{_id(name)}"))
+
+    def register_cluster(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("POST", "/clusters", json=body))
+
+    def set_cluster_state(self, name: str, verb: str) -> dict[str, Any]:
+        """`verb`: cordon, drain or uncordon."""
+        return cast(dict[str, Any], self.request("POST", f"/clusters/{_id(name)}/{verb}"))
+
+    def delete_cluster(self, name: str) -> None:
+        self.request("DELETE", f"/clusters/{_id(name)}")

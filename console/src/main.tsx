@@ -12,6 +12,7 @@ import { InstancePage, JobPage } from "./pages/workload";
 import { UsagePage } from "./pages/usage";
 import { MonitoringPage } from "./pages/monitoring";
 import { AdminPage } from "./pages/admin";
+import { ClustersPage } from "./pages/clusters";
 import { FleetPage, PricesPage, RevenuePage, SpecsPage, StocksPage, TenantsPage } from "./pages/operator";
 import "./style.css";
 
@@ -24,6 +25,7 @@ const TENANT_PAGES: [string, string][] = [
 ];
 const OPERATOR_PAGES: [string, string][] = [
   ["/fleet", "Fleet"],
+  ["/clusters", "Clusters"],
   ["/tenants", "Tenants"],
   ["/specs", "Specs"],
   ["/prices", "Prices"],
@@ -88,6 +90,8 @@ function route(path: string, session: ConsoleSession) {
       return <RevenuePage />;
     case "/stocks":
       return <StocksPage />;
+    case "/clusters":
+      return <ClustersPage />;
     default:
       return (
         <section class="page">

@@ -105,6 +105,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Secret": ("CoreV1Api", "secret", True),
     "StorageClass": ("StorageV1Api", "storage_class", False),
     "TokenReview": ("AuthenticationV1Api", "token_review", False),
+    "SelfSubjectRulesReview": ("AuthorizationV1Api", "self_subject_rules_review", False),
 }
 
 
@@ -146,16 +147,24 @@ def _skip_per_request_env_lookups(api: client.ApiClient) -> None:
 
 
 class KubeClient:
-    """Connects on service start (kubeconfig path, or in-cluster when none is given)."""
+    """Connects on service start (kubeconfig path, or in-cluster when none is given;
+    a registered cluster's from its kubeconfig, parsed: `config_dict`)."""
 
-    def __init__(self, kubeconfig: str | None) -> None:
+    def __init__(
+        self, kubeconfig: str | None, *, config_dict: dict[str, Any] | None = None
+    ) -> None:
         self._kubeconfig = kubeconfig
+        self._config_dict = config_dict
         self._api: client.ApiClient | None = None
         self._apis: dict[str, Any] = {}
 
     async def connect(self) -> None:
         configuration = client.Configuration()
-        if self._kubeconfig:
+        if self._config_dict is not None:
+            await config.load_kube_config_from_dict(
+                self._config_dict, client_configuration=configuration
+            )
+        elif self._kubeconfig:
             await config.load_kube_config(
                 config_file=self._kubeconfig, client_configuration=configuration
             )

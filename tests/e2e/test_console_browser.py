@@ -29,6 +29,7 @@ from playwright.async_api import (
 
 from gpucloud_libs.naming import tenant_namespace
 
+from .clusters_support import HOME, kubeconfig_of
 from .platform import H100, Platform, TenantAccount, bearer
 from .support import eventually, unique
 
@@ -760,3 +761,42 @@ async def test_the_operator_onboards_a_customer_from_the_console(
     # The withdrawal and the deletion each asked first; adding and removing units did not.
     assert [question.split("?")[0].split(" ")[0] for question in asked] == ["Withdraw", "Delete"]
     assert asked[-1].startswith(f"Delete spec {spec}?")
+
+
+async def test_the_operator_cordons_a_cluster_and_is_told_why_a_registration_fails_in_the_console(
+    chromium: Browser, platform: Platform, shots: Path, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+    page = await _page(chromium, platform, asked=asked)
+    await _sign_in_with_key(page, platform.admin_key)
+    await page.get_by_role("link", name="Clusters").click()
+    row = page.get_by_role("row").filter(has_text=f"{HOME} (home)")
+    await expect(row).to_contain_text("active")
+    await expect(row).to_contain_text("nodes ready", timeout=40_000)  # the first look
+    await expect(row).to_contain_text("x NVIDIA-H100-80GB-HBM3")
+    # The home cluster is the service's own: it has no Remove.
+    await expect(row.get_by_role("button", name="Remove")).to_have_count(0)
+    try:
+        await row.get_by_role("button", name="Cordon").click()
+        await expect(row).to_contain_text("cordoned")
+        await page.screenshot(path=shots / "operator-clusters.png")
+        await row.get_by_role("button", name="Uncordon").click()
+        await expect(row).to_contain_text("active")
+    finally:
+        await platform.http.post(f"/v1/clusters/{HOME}/uncordon", headers=platform.admin)
+    assert asked == [
+        f"Cordon {HOME}? No new workload is placed in it; those in it go on.",
+        f"Place new workloads in {HOME} again?",
+    ]
+
+    unreachable = tmp_path / "unreachable.yaml"
+    unreachable.write_text(kubeconfig_of("instances", server="https://127.0.0.1:1"))
+    form = page.get_by_role("form", name="Register a cluster")
+    await form.get_by_label("Cluster name").fill("east-1")
+    await form.get_by_label("Region").fill("us-east")
+    await form.get_by_label("Zones (comma-separated)").fill("us-east-1a, us-east-1b")
+    await form.get_by_label("Kubeconfig (sealed, never shown again)").set_input_files(unreachable)
+    await form.get_by_role("button", name="Register cluster").click()
+    await expect(form.get_by_role("alert")).to_contain_text("cannot be reached")
+    await expect(form.get_by_label("Cluster name")).to_have_value("east-1")  # nothing lost
+    await expect(page.get_by_role("row").filter(has_text="east-1")).to_have_count(0)

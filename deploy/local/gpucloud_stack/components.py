@@ -692,6 +692,7 @@ def principal_env(ctx: Context, service: str) -> dict[str, str]:
         own["GPUCLOUD_AGENT_SERVICE_ACCOUNTS"] = json.dumps([kube_access.AGENT_ACCOUNT])
     if service == "instances":
         own["GPUCLOUD_REGISTRY_SECRETS_KEY"] = ctx.secrets.registry_secrets_key
+        own["GPUCLOUD_CLUSTER_SECRETS_KEY"] = ctx.secrets.cluster_secrets_key
     if service == "agent":
         own["GPUCLOUD_SIMULATOR_TOKEN"] = ctx.secrets.simulator_token
         own["GPUCLOUD_TELEMETRY_SECRET"] = ctx.secrets.telemetry_secret
@@ -756,7 +757,13 @@ _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
     "storage": {"GPUCLOUD_USAGE_INTERVAL_S": "5", "GPUCLOUD_SWEEP_INTERVAL_S": "5"},
     "metering": {"GPUCLOUD_USAGE_SETTLE_S": "5"},
     # The storage service's rights in each tenant namespace (kube_access.py).
-    "instances": {"GPUCLOUD_TENANT_STORAGE_SUBJECT": kube_access.STORAGE_SUBJECT},
+    # The home cluster (the embedded one) as seed 000's first region names it.
+    "instances": {
+        "GPUCLOUD_TENANT_STORAGE_SUBJECT": kube_access.STORAGE_SUBJECT,
+        "GPUCLOUD_CLUSTER_NAME": "local-1",
+        "GPUCLOUD_CLUSTER_REGION": "local-1",
+        "GPUCLOUD_CLUSTER_ZONES": '["zone-a", "zone-b"]',
+    },
 }
 
 

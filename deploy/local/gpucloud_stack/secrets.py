@@ -79,6 +79,8 @@ class Secrets:
     webhook_secrets_key: str = field(default_factory=_fernet_key)
     #: Seals tenants' container registry passwords at rest: the instances service's.
     registry_secrets_key: str = field(default_factory=_fernet_key)
+    #: Seals registered clusters' kubeconfigs at rest: the instances service's.
+    cluster_secrets_key: str = field(default_factory=_fernet_key)
     #: Bearer token of the GPU simulator's fault API (the operator's).
     simulator_token: str = field(default_factory=_token)
     #: Derives each node's telemetry key: the monitoring service's, and the GPU

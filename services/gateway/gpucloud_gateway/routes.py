@@ -27,6 +27,7 @@ API_PREFIX = "/v1"
 STORAGE = "/v1/storages/{storage_id}"
 SERVICE = "/v1/inference-services/{service_id}"
 CREDENTIAL = "/v1/registry-credentials/{credential_id}"
+CLUSTER = "/v1/clusters/{name}"
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,14 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:read"),
     ForwardedRoute("POST", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:write"),
     ForwardedRoute("DELETE", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("POST", "/v1/clusters", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("GET", "/v1/clusters", "instances", PLATFORM_ADMIN, "instances:read"),
+    ForwardedRoute("GET", CLUSTER, "instances", PLATFORM_ADMIN, "instances:read"),
+    ForwardedRoute("DELETE", CLUSTER, "instances", PLATFORM_ADMIN, "instances:write"),
+    *(
+        ForwardedRoute("POST", f"{CLUSTER}/{verb}", "instances", PLATFORM_ADMIN, "instances:write")
+        for verb in ("cordon", "drain", "uncordon")
+    ),
     ForwardedRoute("POST", "/v1/gpu-instances", "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("GET", "/v1/gpu-instances", "instances", EVERYONE, "instances:read"),
     ForwardedRoute(

@@ -14,6 +14,9 @@ from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import ALERTS, INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from . import quota_ledger
+from .clusters.api import router as clusters_router
+from .clusters.placement import Placement
+from .clusters.service import Clusters
 from .controller.nodes import NodeCordons
 from .controller.wiring import build_controller
 from .handlers import EventHandlers
@@ -59,10 +62,18 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
     )
     runtime.check_key_at_start(registry_box.check)
+    cluster_box = SecretBox(
+        settings.cluster_secrets_key.get_secret_value(), setting="GPUCLOUD_CLUSTER_SECRETS_KEY"
+    )
+    runtime.check_key_at_start(cluster_box.check)
+    placement = Placement(db.clusters, settings.cluster_name)
+    clusters = Clusters(
+        settings, db.clusters, cluster_box, kube, db.live_workloads_of(settings), placement
+    )
     pull_secrets = PullSecrets(db.registry_credentials, registry_box, kube)
     storage = StorageClient(settings.storage_url, runtime.identity_signer())
     controller = build_controller(
-        settings, kube, runtime.broker, db, storage=storage,
+        settings, kube, runtime.broker, db, storage=storage, clusters=clusters,
         pull_secrets=pull_secrets,
     )  # fmt: skip
     wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
@@ -71,12 +82,14 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     handlers = EventHandlers(tenancy, NodeCordons(kube))
     filling = CacheFilling(instances)
     parts = WorkloadParts(
-        specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries)
-    )
-    for start in (kube.connect, log_streams.connect, filling.start, controller.start):
+        specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries),
+        placement,
+    )  # fmt: skip
+    for start in (kube.connect, log_streams.connect, filling.start, clusters.record_home,
+                  controller.start):  # fmt: skip
         runtime.on_start(start)
     for stop in (controller.stop, filling.stop, quota.close, kube.close, log_streams.close,
-                 storage.close):  # fmt: skip
+                 storage.close, clusters.close):  # fmt: skip
         runtime.on_stop(stop)
     runtime.add_readiness_check("kubernetes", kube.ping)
     for topic, handler in ((TENANTS, handlers.on_tenant), (INSTANCE_COMMANDS, handlers.on_command),
@@ -88,7 +101,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
             "Kubernetes."
         ),
-        routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router],
+        routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router, clusters_router],
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, wakeups),
@@ -97,6 +110,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             InferenceServices(settings, parts, db.services, quota),
             Templates(),
             RegistryCredentials(db.registry_credentials, tenants, registry_box, pull_secrets),
+            clusters,
         ],
     )  # fmt: skip
 

@@ -28,6 +28,11 @@ class InstancesSettings(ServiceSettings):
     allowed_registries: tuple[str, ...] = ()
     #: Path to a kubeconfig; unset means in-cluster configuration.
     kubeconfig: str | None = None
+    #: The cluster that kubeconfig reaches (the home cluster, clusters/): its name,
+    #: region and zones (none: the zones its nodes are labelled with).
+    cluster_name: str = Field(default="home", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    cluster_region: str = Field(default="default", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    cluster_zones: tuple[str, ...] = ()
     #: Where the warm-stock placeholders and the controller's lease live: a namespace
     #: of the service's own that holds no Secret, never the platform's, whose Secrets
     #: the service must not be able to reach (docs/security.md, C1).
@@ -85,6 +90,8 @@ class InstancesSettings(ServiceSettings):
     reconcile_workers: int = 32
     #: Fernet key that seals tenants' registry passwords at rest (registry/credentials.py).
     registry_secrets_key: SecretStr = SecretStr("")
+    #: Fernet key that seals registered clusters' kubeconfigs at rest (clusters/).
+    cluster_secrets_key: SecretStr = SecretStr("")
     #: Namespace quota for CPU and memory when a tenant's quota does not say.
     default_cpu_cores_per_gpu: int = 32
     default_memory_gib_per_gpu: int = 256

@@ -81,6 +81,8 @@ ENDED_SERVICES = "ended_inference_services"
 
 
 REGISTRY_CREDENTIALS = "registry_credentials"
+#: The Kubernetes clusters workloads are placed in (clusters/).
+CLUSTERS = "clusters"
 
 
 QUEUE_LINES = "queue_lines"

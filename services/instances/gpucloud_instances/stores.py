@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from gpucloud_libs.mongo import Database
 
+from .clusters.service import LiveWorkloads
+from .clusters.store import ClusterStore
 from .inference.store import ServiceStore
 from .instances.store import InstanceStore
 from .jobs.store import JobStore
@@ -34,6 +37,7 @@ class Stores:
     services: ServiceStore
     lines: QueueLineStore
     registry_credentials: RegistryCredentialStore
+    clusters: ClusterStore
 
     @classmethod
     def of(cls, db: Database, settings: InstancesSettings) -> Stores:
@@ -41,5 +45,20 @@ class Stores:
             specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, complete_cache=settings.lists_from_memory),
             stocks=StockStore(db), requests=RequestStore(db), quota=QuotaLedger(db),
             jobs=JobStore(db), services=ServiceStore(db), lines=QueueLineStore(db),
-            registry_credentials=RegistryCredentialStore(db),
+            registry_credentials=RegistryCredentialStore(db), clusters=ClusterStore(db),
         )  # fmt: skip
+
+    def live_workloads_of(self, settings: InstancesSettings) -> LiveWorkloads:
+        """How many live workloads a cluster runs: every live instance, job and
+        inference service in the home cluster (workloads are placed in it alone so
+        far), none elsewhere."""
+
+        async def live_workloads(cluster: str) -> int:
+            if cluster != settings.cluster_name:
+                return 0
+            instances, jobs, services = await asyncio.gather(
+                self.instances.live_states(), self.jobs.live_keys(), self.services.keys()
+            )
+            return len(instances) + len(jobs) + len(services)
+
+        return live_workloads

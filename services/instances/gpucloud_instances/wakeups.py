@@ -19,11 +19,14 @@ class ItemKind(StrEnum):
     TENANT = "tenant"  # a tenant's namespace
     STOCKS = "stocks"  # the stock pool, one item
     ADMISSION = "admission"  # the admission queue's pass, one item
+    CLUSTERS = "clusters"  # a look at every cluster, one item
 
 
 #: How each kind is written where an item is stored (a wake-up for the leader) or
 #: logged: `job:<tenant>/<job>`; an instance by its key alone.
 _PREFIXES = {ItemKind.JOB: "job:", ItemKind.SERVICE: "service:", ItemKind.TENANT: "tenant:"}
+#: The kinds with one item each, written by their name.
+_SINGLES = (ItemKind.STOCKS, ItemKind.ADMISSION, ItemKind.CLUSTERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +38,14 @@ class WorkItem:
     key: str = ""
 
     def __str__(self) -> str:
-        if self.kind in (ItemKind.STOCKS, ItemKind.ADMISSION):
+        if self.kind in _SINGLES:
             return self.kind.value
         return _PREFIXES.get(self.kind, "") + self.key
 
     @classmethod
     def parse(cls, text: str) -> WorkItem:
         """The item `str(item)` wrote."""
-        for kind in (ItemKind.STOCKS, ItemKind.ADMISSION):
+        for kind in _SINGLES:
             if text == kind.value:
                 return cls(kind)
         for kind, prefix in _PREFIXES.items():
@@ -53,6 +56,7 @@ class WorkItem:
 
 STOCKS = WorkItem(ItemKind.STOCKS)
 ADMISSION = WorkItem(ItemKind.ADMISSION)
+CLUSTERS = WorkItem(ItemKind.CLUSTERS)
 
 
 def instance_item(key: str) -> WorkItem:

@@ -13,6 +13,7 @@ from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
 
 from .. import manifests
+from ..clusters.service import Clusters
 from ..documents import InstanceDoc
 from ..inference.reconciler import InferenceReconciler
 from ..instances.reconciler import InstanceReconciler
@@ -45,6 +46,7 @@ class Reconcilers:
     admissions: Admissions
     stocks: StockPool
     resync: Resync
+    clusters: Clusters
 
 
 class Controller:
@@ -77,6 +79,7 @@ class Controller:
         self._admissions = reconcilers.admissions
         self._stocks = reconcilers.stocks
         self._resync = reconcilers.resync
+        self._clusters = reconcilers.clusters
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -123,6 +126,8 @@ class Controller:
                 await self._stocks.reconcile()
             case ItemKind.ADMISSION:
                 await self._admissions.plan()
+            case ItemKind.CLUSTERS:
+                await self._clusters.look_all()
 
     async def _run(self) -> None:
         while True:

@@ -20,7 +20,7 @@ from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
 from ..store import instance_key
 from ..tenancy.reconciler import TenantReconciler
-from ..wakeups import STOCKS, job_item, service_item, tenant_item
+from ..wakeups import CLUSTERS, STOCKS, job_item, service_item, tenant_item
 from .cache import ClusterCache
 from .workqueue import WorkQueue
 
@@ -78,6 +78,7 @@ class Resync:
             await self._quota.release(tenant_id, instance_id)
             await self._instances.remove(key)
         self._queue.wake(STOCKS)
+        self._queue.wake(CLUSTERS)
 
     async def _release_finished_claims(
         self, live_jobs: list[str], services: list[str], starting: list[str]

@@ -7,6 +7,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
 
+from ..clusters.service import Clusters
 from ..inference.reconciler import InferenceReconciler
 from ..instances.reconciler import InstanceReconciler
 from ..jobs.reconciler import JobReconciler
@@ -38,6 +39,7 @@ def build_controller(
     *,
     storage: StorageClient,
     pull_secrets: PullSecrets,
+    clusters: Clusters,
 ) -> Controller:
     specs, tenants, instances, jobs, services, requests, quota = (
         stores.specs, stores.tenants, stores.instances, stores.jobs, stores.services,
@@ -78,6 +80,6 @@ def build_controller(
     )
     reconcilers = Reconcilers(
         tenant_namespaces, instance_reconciler, job_reconciler, inference_reconciler,
-        admissions, stock_pool, resync,
+        admissions, stock_pool, resync, clusters,
     )  # fmt: skip
     return Controller(settings, kube, lease, queue, cache, stores, reconcilers)

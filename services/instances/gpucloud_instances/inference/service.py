@@ -76,6 +76,7 @@ class InferenceServices:
         self._storage = parts.storage
         self._settings = settings
         self._images = parts.images
+        self._placement = parts.placement
         self._specs = parts.specs
         self._tenants = parts.tenants
         self._services = services
@@ -97,6 +98,7 @@ class InferenceServices:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
+        await self._placement.choose()
         storages = await self._storage.requested(identity, body.storage_ids, [])
         created = now()
         config = first_configuration(key, body, created)

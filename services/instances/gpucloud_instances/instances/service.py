@@ -62,6 +62,7 @@ class Instances:
     ) -> None:
         self._settings = settings
         self._images = parts.images
+        self._placement = parts.placement
         self._specs = parts.specs
         self._tenants = parts.tenants
         self._instances = instances
@@ -108,6 +109,7 @@ class Instances:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
+        await self._placement.choose()
         storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
@@ -321,6 +323,7 @@ class Instances:
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
+        await self._placement.choose()
         await claim_start(self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(instance_item(doc["_id"]))

@@ -234,7 +234,7 @@ class InstanceStore:
 
     async def update_fields(self, key: str, fields: Document) -> Document:
         """Set `fields` (and `updated_at`); returns what was set."""
-        written = as_stored_values({**fields, "updated_at": now()})
+        written: Document = as_stored_values({**fields, "updated_at": now()})
         with self._writing(key):
             await self._instances.update_one({"_id": key}, {"$set": written})
         self.cache.merge(key, written)

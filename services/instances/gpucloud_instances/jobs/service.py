@@ -45,6 +45,7 @@ class JobHasNoRuns(Conflict):
 class Jobs:
     def __init__(self, parts: WorkloadParts, jobs: JobStore, logs: LogStreams) -> None:
         self._images = parts.images
+        self._placement = parts.placement
         self._logs = logs
         self._specs = parts.specs
         self._tenants = parts.tenants
@@ -73,6 +74,7 @@ class Jobs:
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods)
         zones = allowed_zones(spec, body.zone)
+        await self._placement.choose()
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)

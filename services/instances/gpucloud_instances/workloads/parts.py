@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..clusters.placement import Placement
 from ..queue.line import QueueLines
 from ..specs.store import SpecStore
 from ..storages import StorageClient
@@ -28,3 +29,5 @@ class WorkloadParts:
     lines: QueueLines
     #: The registries images may come from.
     images: ImagePolicy
+    #: Which cluster a new workload goes to.
+    placement: Placement

@@ -1,0 +1,105 @@
+"""`gpucloud clusters`: the Kubernetes clusters workloads are placed in (platform admin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .session import Column, Session, moment, pass_session
+
+
+def _health(cluster: dict[str, Any]) -> str:
+    health = cluster["health"]
+    if health is None:
+        return "not looked at yet"
+    if not health["reachable"]:
+        return f"unreachable since {moment(health['unreachableSince'])}"
+    return f"{health['readyNodes']}/{health['nodes']} nodes ready"
+
+
+def _gpus(cluster: dict[str, Any]) -> str:
+    health = cluster["health"] or {"gpus": []}
+    return ", ".join(f"{g['capacity']} x {g['gpuType']}" for g in health["gpus"]) or "-"
+
+
+CLUSTER_COLUMNS: list[Column] = [
+    ("CLUSTER", lambda c: c["name"] + (" (home)" if c["home"] else "")),
+    ("REGION", lambda c: c["region"]),
+    ("ZONES", lambda c: ", ".join(c["zones"] or (c["health"] or {}).get("zones", []))),
+    ("STATE", lambda c: c["state"]),
+    ("HEALTH", _health),
+    ("VERSION", lambda c: (c["health"] or {}).get("version")),
+    ("GPUS", _gpus),
+    ("WORKLOADS", lambda c: c["workloads"]),
+]
+
+
+@click.group()
+def clusters() -> None:
+    """Kubernetes clusters: register, cordon, drain and remove them (platform admin)."""
+
+
+@clusters.command("ls")
+@pass_session
+def list_clusters(session: Session) -> None:
+    """Every cluster, with its state, health and GPUs."""
+    session.emit(session.client.list_clusters(), CLUSTER_COLUMNS)
+
+
+@clusters.command("get")
+@click.argument("name")
+@pass_session
+def get_cluster(session: Session, name: str) -> None:
+    """One cluster."""
+    session.emit(session.client.get_cluster(name), CLUSTER_COLUMNS)
+
+
+@clusters.command("register")
+@click.argument("name")
+@click.option("--region", required=True, help="Its region, as tenants pick it.")
+@click.option(
+    "--zone", "zones", multiple=True, required=True,
+    help="A zone its nodes are in (topology.kubernetes.io/zone); repeat for each.",
+)  # fmt: skip
+@click.option(
+    "--kubeconfig", type=click.File("r"), required=True,
+    help="The kubeconfig the platform reaches it with; sealed, never shown again.",
+)  # fmt: skip
+@pass_session
+def register_cluster(
+    session: Session, name: str, region: str, zones: tuple[str, ...], kubeconfig: Any
+) -> None:
+    """Register a cluster: it must answer, and the kubeconfig must hold the rights the
+    platform needs there (the chart's ClusterRole)."""
+    body = {"name": name, "region": region, "zones": list(zones), "kubeconfig": kubeconfig.read()}
+    session.emit(session.client.register_cluster(body), CLUSTER_COLUMNS)
+
+
+def _state_command(verb: str, help_text: str) -> click.Command:
+    @click.argument("name")
+    @pass_session
+    def command(session: Session, name: str) -> None:
+        session.emit(session.client.set_cluster_state(name, verb), CLUSTER_COLUMNS)
+
+    return click.command(verb, help=help_text)(command)
+
+
+for _verb, _help in (
+    ("cordon", "Place no new workloads in the cluster; those in it go on."),
+    ("drain", "Place no new workloads in the cluster, before removing it."),
+    ("uncordon", "Place new workloads in the cluster again."),
+):
+    clusters.add_command(_state_command(_verb, _help))
+
+
+@clusters.command("rm")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+@pass_session
+def remove_cluster(session: Session, name: str, yes: bool) -> None:
+    """Forget a cluster that runs no workload (drain it first)."""
+    if not yes:
+        click.confirm(f"Forget cluster {name}? Its kubeconfig is thrown away.", abort=True)
+    session.client.delete_cluster(name)
+    session.note(f"cluster {name} removed")

@@ -1,0 +1,1 @@
+"""Clusters: the Kubernetes clusters the platform places workloads in."""

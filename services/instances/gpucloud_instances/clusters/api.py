@@ -1,0 +1,80 @@
+"""HTTP routes of the clusters (platform admin)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Response, status
+
+from gpucloud_libs.http import CurrentIdentity, app_part
+
+from .schemas import Cluster, ClusterCreate, ClusterState
+from .service import Clusters
+
+router = APIRouter()
+
+ClustersPart = Annotated[Clusters, app_part(Clusters)]
+
+
+@router.post(
+    "/clusters",
+    status_code=status.HTTP_201_CREATED,
+    tags=["clusters"],
+    summary="Register a Kubernetes cluster to place workloads in (platform admin)",
+)
+async def register_cluster(
+    body: ClusterCreate, identity: CurrentIdentity, clusters: ClustersPart
+) -> Cluster:
+    return await clusters.register(identity, body)
+
+
+@router.get(
+    "/clusters",
+    tags=["clusters"],
+    summary="The clusters, with their state, health and GPUs (platform admin)",
+)
+async def list_clusters(identity: CurrentIdentity, clusters: ClustersPart) -> list[Cluster]:
+    return await clusters.list(identity)
+
+
+@router.get("/clusters/{name}", tags=["clusters"], summary="One cluster (platform admin)")
+async def get_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
+    return await clusters.get(identity, name)
+
+
+@router.post(
+    "/clusters/{name}/cordon",
+    tags=["clusters"],
+    summary="Place no new workloads in the cluster; those in it go on (platform admin)",
+)
+async def cordon_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
+    return await clusters.set_state(identity, name, ClusterState.CORDONED)
+
+
+@router.post(
+    "/clusters/{name}/drain",
+    tags=["clusters"],
+    summary="Place no new workloads in the cluster, before deleting it (platform admin)",
+)
+async def drain_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
+    return await clusters.set_state(identity, name, ClusterState.DRAINING)
+
+
+@router.post(
+    "/clusters/{name}/uncordon",
+    tags=["clusters"],
+    summary="Place new workloads in the cluster again (platform admin)",
+)
+async def uncordon_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
+    return await clusters.set_state(identity, name, ClusterState.ACTIVE)
+
+
+@router.delete(
+    "/clusters/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["clusters"],
+    summary="Forget a cluster that runs no workload (platform admin)",
+)
+async def delete_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Response:
+    await clusters.delete(identity, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,265 @@
+"""Clusters as the platform admin manages them: registered with a kubeconfig that is
+checked (it reaches its API server and holds the rights the platform needs) and
+sealed at rest (`GPUCLOUD_CLUSTER_SECRETS_KEY`), never shown again; cordoned,
+drained, and deleted once no workload runs in it. The home cluster is the service's
+own, named by its settings and recorded at start.
+
+Each cluster is looked at every resync (`look_all`, the leader's): reachability,
+version, nodes, zones and GPU capacity, shown with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import yaml
+
+from gpucloud_libs.clock import aware, aware_or_none, now_as_stored
+from gpucloud_libs.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.kube import KubeClient, KubeError
+from gpucloud_libs.sealing import SecretBox
+
+from ..settings import InstancesSettings
+from ..store import DuplicateInstance
+from .documents import ClusterDoc, ClusterStatusDoc
+from .observation import cluster_uid, look, missing_rights, rights_review
+from .placement import Placement
+from .schemas import Cluster, ClusterCreate, ClusterGpus, ClusterHealth, ClusterState
+from .store import ClusterStore
+
+log = logging.getLogger(__name__)
+
+#: How many live workloads a cluster runs (the home cluster: every live one, until
+#: workloads are placed across clusters).
+LiveWorkloads = Callable[[str], Awaitable[int]]
+
+
+class Clusters:
+    def __init__(
+        self,
+        settings: InstancesSettings,
+        clusters: ClusterStore,
+        box: SecretBox,
+        home: KubeClient,
+        live_workloads: LiveWorkloads,
+        placement: Placement,
+    ) -> None:
+        self._settings = settings
+        self._clusters = clusters
+        self._box = box
+        self._home = home
+        self._live_workloads = live_workloads
+        self._placement = placement
+        #: Clients of registered clusters, opened on first look.
+        self._clients: dict[str, KubeClient] = {}
+
+    async def record_home(self) -> None:
+        """The service's own cluster, as its settings name it (at start)."""
+        try:
+            uid: str | None = await cluster_uid(self._home)
+        except (DependencyUnavailable, KubeError) as error:
+            log.warning(
+                "the home cluster's identity could not be read", extra={"error": str(error)}
+            )
+            uid = None
+        await self._clusters.set_home(
+            ClusterDoc(
+                _id=self._settings.cluster_name, region=self._settings.cluster_region,
+                zones=list(self._settings.cluster_zones), home=True,
+                server=(self._home.api.configuration.host or "").rstrip("/"), uid=uid,
+                sealed_kubeconfig=None, state=ClusterState.ACTIVE.value, status=None,
+                created_at=now_as_stored(),
+            )
+        )  # fmt: skip
+
+    async def register(self, identity: Identity, body: ClusterCreate) -> Cluster:
+        identity.require_role("platform-admin")
+        text = body.kubeconfig.get_secret_value()
+        config = parsed_kubeconfig(text)
+        server = kubeconfig_server(config)
+        others = await self._clusters.list()
+        not_registered(body.name, server, None, others)
+        status, uid = await _checked(body.name, config)
+        not_registered(body.name, server, uid, others)
+        doc = ClusterDoc(
+            _id=body.name, region=body.region, zones=list(body.zones), home=False,
+            server=server, uid=uid, sealed_kubeconfig=self._box.seal(text),
+            state=ClusterState.ACTIVE.value, status=status, created_at=now_as_stored(),
+        )  # fmt: skip
+        try:
+            await self._clusters.insert(doc)
+        except DuplicateInstance:
+            raise Conflict(f"cluster {body.name!r} is registered", cluster=body.name) from None
+        log.info("cluster registered", extra={"cluster": body.name, "region": body.region})
+        return await self._view(doc)
+
+    async def list(self, identity: Identity) -> list[Cluster]:
+        identity.require_role("platform-admin")
+        return [await self._view(doc) for doc in await self._clusters.list()]
+
+    async def get(self, identity: Identity, name: str) -> Cluster:
+        identity.require_role("platform-admin")
+        return await self._view(await self._existing(name))
+
+    async def set_state(self, identity: Identity, name: str, state: ClusterState) -> Cluster:
+        """Cordon (no new placements), drain (none, and its workloads are to leave),
+        or make active again."""
+        identity.require_role("platform-admin")
+        await self._existing(name)
+        doc = await self._clusters.set_state(name, state.value)
+        self._placement.forget()
+        if doc is None:
+            raise NotFound(f"cluster {name!r} does not exist")
+        log.info("cluster state set", extra={"cluster": name, "state": state.value})
+        return await self._view(doc)
+
+    async def delete(self, identity: Identity, name: str) -> None:
+        identity.require_role("platform-admin")
+        doc = await self._existing(name)
+        if doc["home"]:
+            raise Conflict(
+                f"cluster {name!r} is the service's own (its settings' kubeconfig); "
+                "it cannot be deleted", cluster=name,
+            )  # fmt: skip
+        running = await self._live_workloads(name)
+        if running:
+            raise Conflict(
+                f"cluster {name!r} still runs {running} workloads; drain it and wait until "
+                "they have ended", cluster=name, workloads=running,
+            )  # fmt: skip
+        await self._clusters.remove(name)
+        client = self._clients.pop(name, None)
+        if client is not None:
+            await client.close()
+
+    async def look_all(self) -> None:
+        """Look at every cluster once and record what was seen (the leader's resync)."""
+        docs = await self._clusters.list()
+        statuses = await asyncio.gather(*(self._look(doc) for doc in docs))
+        for doc, status in zip(docs, statuses, strict=True):
+            if status is not None:
+                await self._clusters.set_status(doc["_id"], status)
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    async def _look(self, doc: ClusterDoc) -> ClusterStatusDoc | None:
+        kube = self._home if doc["home"] else await self._client(doc)
+        if kube is None:
+            return None
+        return await look(kube, now_as_stored(), doc["status"])
+
+    async def _client(self, doc: ClusterDoc) -> KubeClient | None:
+        name = doc["_id"]
+        if name in self._clients:
+            return self._clients[name]
+        text = self._box.open(doc["sealed_kubeconfig"] or "")
+        if text is None:
+            log.warning(
+                "a cluster's kubeconfig was sealed with another key", extra={"cluster": name}
+            )
+            return None
+        client = KubeClient(None, config_dict=parsed_kubeconfig(text))
+        await client.connect()
+        self._clients[name] = client
+        return client
+
+    async def _existing(self, name: str) -> ClusterDoc:
+        doc = await self._clusters.get(name)
+        if doc is None:
+            raise NotFound(f"cluster {name!r} does not exist; GET /v1/clusters lists them")
+        return doc
+
+    async def _view(self, doc: ClusterDoc) -> Cluster:
+        status = doc["status"]
+        return Cluster(
+            name=doc["_id"], region=doc["region"], zones=doc["zones"], home=doc["home"],
+            state=ClusterState(doc["state"]), workloads=await self._live_workloads(doc["_id"]),
+            health=None if status is None else _health(status), created_at=aware(doc["created_at"]),
+        )  # fmt: skip
+
+
+def _health(status: ClusterStatusDoc) -> ClusterHealth:
+    return ClusterHealth(
+        reachable=status["reachable"], checked_at=aware(status["checked_at"]),
+        unreachable_since=aware_or_none(status["unreachable_since"]), version=status["version"],
+        nodes=status["nodes"], ready_nodes=status["ready_nodes"], zones=status["zones"],
+        gpus=[
+            ClusterGpus(gpu_type=g["gpu_type"], resource=g["resource"], capacity=g["capacity"])
+            for g in status["gpus"]
+        ],
+        error=status["error"],
+    )  # fmt: skip
+
+
+def parsed_kubeconfig(text: str) -> dict[str, Any]:
+    """The kubeconfig as a dict, or a 422 saying what is wrong with it."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ValidationFailed(f"the kubeconfig is not YAML: {error}", field="kubeconfig") from None
+    if not isinstance(config, dict) or not config.get("clusters") or not config.get("contexts"):
+        raise ValidationFailed(
+            "the kubeconfig names no cluster and context (clusters, contexts, "
+            "current-context)", field="kubeconfig",
+        )  # fmt: skip
+    return config
+
+
+def kubeconfig_server(config: dict[str, Any]) -> str:
+    """The API server the kubeconfig's current context reaches."""
+    contexts = {c.get("name"): c.get("context", {}) for c in config.get("contexts") or []}
+    context = contexts.get(config.get("current-context")) or {}
+    clusters = {c.get("name"): c.get("cluster", {}) for c in config.get("clusters") or []}
+    server = (clusters.get(context.get("cluster")) or {}).get("server")
+    if not isinstance(server, str) or not server:
+        raise ValidationFailed(
+            "the kubeconfig's current context names no cluster with a server",
+            field="kubeconfig",
+        )
+    return server.rstrip("/")
+
+
+def not_registered(name: str, server: str, uid: str | None, others: list[ClusterDoc]) -> None:
+    """A 409 when the name, the API server or the cluster itself is registered."""
+    for other in others:
+        if other["_id"] == name:
+            raise Conflict(f"cluster {name!r} is registered", cluster=name)
+        if other.get("server") == server or (uid is not None and other.get("uid") == uid):
+            raise Conflict(f"that cluster is registered as {other['_id']!r}", cluster=other["_id"])
+
+
+async def _checked(name: str, config: dict[str, Any]) -> tuple[ClusterStatusDoc, str]:
+    """What a first look at the cluster saw; a 422 when it cannot be reached or the
+    kubeconfig lacks rights the platform needs there."""
+    kube = KubeClient(None, config_dict=config)
+    try:
+        try:
+            await kube.connect()
+        except Exception as error:  # the loader's errors are of many kinds
+            raise ValidationFailed(
+                f"the kubeconfig cannot be used: {error}", field="kubeconfig"
+            ) from None
+        status = await look(kube, now_as_stored(), None)
+        if not status["reachable"]:
+            raise ValidationFailed(
+                f"cluster {name!r} cannot be reached: {status['error']}", field="kubeconfig"
+            )
+        rules, incomplete = await rights_review(kube)
+        missing = missing_rights(rules)
+        if missing:
+            unsure = " (the API server could not list them all)" if incomplete else ""
+            raise ValidationFailed(
+                f"the kubeconfig lacks rights the platform needs in {name!r}{unsure}: "
+                + ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""),
+                field="kubeconfig", missing=missing,
+            )  # fmt: skip
+        return status, await cluster_uid(kube)
+    finally:
+        await kube.close()

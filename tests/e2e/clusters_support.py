@@ -1,0 +1,25 @@
+"""The local stack's clusters as the tests reach them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conftest import stack_service_env
+
+HOME = "local-1"
+
+
+def kubeconfig_of(service: str | None, *, server: str | None = None) -> str:
+    """The local stack's kubeconfig of `service` (None: the operator's own), its API
+    server written as `server` where given (the same cluster by another address)."""
+    path = stack_service_env(service or "instances")["GPUCLOUD_KUBECONFIG"]
+    if service is None:
+        path = str(Path(path).with_name("kubeconfig"))
+    config: dict[str, Any] = yaml.safe_load(Path(path).read_text())
+    if server is not None:
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = server
+    return yaml.safe_dump(config)

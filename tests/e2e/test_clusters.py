@@ -1,0 +1,184 @@
+"""Clusters as the platform admin sees them, through the gateway and the CLI: the
+home cluster (the local stack's embedded one) with its health and GPUs; a
+kubeconfig that cannot be used refused with the reason; a cordoned or draining
+cluster taking no new workloads; and a tenant kept out of all of it.
+
+A second local cluster, and so a registration that succeeds, comes with placement
+across clusters (docs/clusters.md)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .cli_support import cli_for
+from .clusters_support import HOME, kubeconfig_of
+from .platform import Platform, bearer
+from .support import eventually, unique
+
+
+@pytest.fixture
+async def home_active(platform: Platform) -> AsyncIterator[None]:
+    """Whatever a test does to the home cluster's state, it is active afterwards."""
+    yield
+    await platform.http.post(f"/v1/clusters/{HOME}/uncordon", headers=platform.admin)
+
+
+async def test_the_home_cluster_is_listed_with_its_health_and_gpus(platform: Platform) -> None:
+    async def looked_at() -> dict[str, Any] | None:
+        answer = await platform.http.get(f"/v1/clusters/{HOME}", headers=platform.admin)
+        assert answer.status_code == 200, answer.text
+        cluster: dict[str, Any] = answer.json()
+        return cluster if cluster["health"] else None
+
+    cluster = await eventually(looked_at, timeout=40, interval=1)
+    assert (cluster["region"], cluster["zones"], cluster["home"], cluster["state"]) == (
+        "local-1", ["zone-a", "zone-b"], True, "active",
+    )  # fmt: skip
+    health = cluster["health"]
+    assert health["reachable"] is True
+    assert health["version"].startswith("v1.")
+    assert health["readyNodes"] >= 1
+    assert {"zone-a", "zone-b"} <= set(health["zones"])
+    [h100] = [
+        g for g in health["gpus"]
+        if (g["gpuType"], g["resource"]) == ("NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu")
+    ]  # fmt: skip
+    assert h100["capacity"] >= 8
+    listed = (await platform.http.get("/v1/clusters", headers=platform.admin)).json()
+    assert HOME in [c["name"] for c in listed]
+    assert all("kubeconfig" not in c and "sealedKubeconfig" not in c for c in listed)
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "status", "says"),
+    [
+        (lambda: "clusters: [", 422, "not YAML"),
+        (
+            lambda: kubeconfig_of("instances", server="https://127.0.0.1:1"),
+            422,
+            "cannot be reached",
+        ),
+        # The monitoring service's own: it may read nodes and pods, and nothing more.
+        (
+            lambda: kubeconfig_of("monitoring", server=_by_name()),
+            422,
+            "lacks rights the platform needs",
+        ),
+        (lambda: kubeconfig_of("instances"), 409, f"registered as '{HOME}'"),
+        # The same cluster by another address is still the same cluster.
+        (lambda: kubeconfig_of(None, server=_by_name()), 409, f"registered as '{HOME}'"),
+    ],
+    ids=["not-yaml", "unreachable", "read-only", "same-address", "same-cluster"],
+)
+async def test_a_kubeconfig_that_cannot_be_used_is_refused_with_the_reason(
+    platform: Platform, kubeconfig: Any, status: int, says: str
+) -> None:
+    name = unique("c")
+    answer = await platform.http.post(
+        "/v1/clusters",
+        headers=platform.admin,
+        json={"name": name, "region": "local-2", "zones": ["zone-c"], "kubeconfig": kubeconfig()},
+    )
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert says in answer.json()["detail"]
+    if status == 422 and "rights" in says:
+        assert "create pods" in answer.json()["missing"]
+    assert (
+        await platform.http.get(f"/v1/clusters/{name}", headers=platform.admin)
+    ).status_code == 404
+
+
+def _by_name() -> str:
+    """The embedded API server by its DNS name (its certificate names localhost)."""
+    server: str = yaml.safe_load(kubeconfig_of("instances"))["clusters"][0]["cluster"]["server"]
+    return server.replace("127.0.0.1", "localhost")
+
+
+async def test_a_cordoned_or_draining_cluster_takes_no_new_workloads(
+    platform: Platform, home_active: None
+) -> None:
+    account = await platform.tenant()
+    spec = await platform.spec(gpus=1)
+    user = bearer(account.admin_key)
+    start = {"specName": spec, "image": "busybox", "template": {"command": ["sleep", "3600"]}}
+    for verb, state in (("cordon", "cordoned"), ("drain", "draining")):
+        set_to = await platform.http.post(f"/v1/clusters/{HOME}/{verb}", headers=platform.admin)
+        assert (set_to.status_code, set_to.json()["state"]) == (200, state), set_to.text
+        refused = await platform.http.post("/v1/gpu-instances", headers=user, json=start)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["detail"] == (
+            f"no cluster takes new workloads now: cluster '{HOME}' is {state}"
+        )
+        job = {"specName": spec, "image": "busybox", "command": ["true"]}
+        assert (await platform.http.post("/v1/jobs", headers=user, json=job)).status_code == 409
+    back = await platform.http.post(f"/v1/clusters/{HOME}/uncordon", headers=platform.admin)
+    assert back.json()["state"] == "active"
+    started = await platform.http.post("/v1/gpu-instances", headers=user, json=start)
+    assert started.status_code in (201, 202), started.text
+
+
+async def test_the_home_cluster_cannot_be_deleted_and_an_unknown_one_is_not_found(
+    platform: Platform,
+) -> None:
+    kept = await platform.http.delete(f"/v1/clusters/{HOME}", headers=platform.admin)
+    assert kept.status_code == 409
+    assert "cannot be deleted" in kept.json()["detail"]
+    for method, path in (
+        ("GET", "/v1/clusters/nowhere"),
+        ("DELETE", "/v1/clusters/nowhere"),
+        ("POST", "/v1/clusters/nowhere/cordon"),
+    ):
+        answer = await platform.http.request(method, path, headers=platform.admin)
+        assert answer.status_code == 404, (method, path, answer.text)
+
+
+async def test_a_tenant_cannot_see_or_change_clusters(platform: Platform) -> None:
+    """Even a tenant's admin, the most a tenant's key can be."""
+    headers = bearer((await platform.tenant()).admin_key)
+    for method, path in (
+        ("GET", "/v1/clusters"),
+        ("GET", f"/v1/clusters/{HOME}"),
+        ("POST", f"/v1/clusters/{HOME}/cordon"),
+        ("DELETE", f"/v1/clusters/{HOME}"),
+    ):
+        answer = await platform.http.request(method, path, headers=headers)
+        assert answer.status_code == 403, (method, path, answer.text)
+    registered = await platform.http.post(
+        "/v1/clusters", headers=headers,
+        json={"name": "mine", "region": "r", "zones": ["z"], "kubeconfig": "x"},
+    )  # fmt: skip
+    assert registered.status_code == 403
+    state = (await platform.http.get(f"/v1/clusters/{HOME}", headers=platform.admin)).json()
+    assert state["state"] == "active"
+
+
+async def test_the_operator_lists_cordons_and_is_told_why_a_registration_fails_in_the_cli(
+    platform: Platform, tmp_path: Path, home_active: None
+) -> None:
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(platform.admin_key)).code == 0
+    table = await cli.ok("clusters", "ls")
+    assert f"{HOME} (home)" in table.out
+    assert "active" in table.out
+    cordoned = (await cli.ok("-o", "json", "clusters", "cordon", HOME)).json()
+    assert cordoned["state"] == "cordoned"
+    assert "cordoned" in (await cli.ok("clusters", "get", HOME)).out
+    assert (await cli.ok("-o", "json", "clusters", "uncordon", HOME)).json()["state"] == "active"
+
+    unreachable = tmp_path / "unreachable.yaml"
+    unreachable.write_text(kubeconfig_of("instances", server="https://127.0.0.1:1"))
+    refused = await cli.run(
+        "clusters", "register", "east", "--region", "us-east", "--zone", "us-east-1a",
+        "--kubeconfig", str(unreachable),
+    )  # fmt: skip
+    assert refused.code != 0
+    assert "cannot be reached" in refused.err
+    kept = await cli.run("clusters", "rm", HOME, "--yes")
+    assert kept.code != 0
+    assert "cannot be deleted" in kept.err
