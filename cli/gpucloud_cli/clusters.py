@@ -20,7 +20,13 @@ def _health(cluster: dict[str, Any]) -> str:
 
 def _gpus(cluster: dict[str, Any]) -> str:
     health = cluster["health"] or {"gpus": []}
-    return ", ".join(f"{g['capacity']} x {g['gpuType']}" for g in health["gpus"]) or "-"
+    return ", ".join(_units(g) for g in health["gpus"]) or "-"
+
+
+def _units(gpus: dict[str, Any]) -> str:
+    """`16 x NVIDIA-B200`; a shared kind says which: `28 x NVIDIA-A100 (mig-1g.5gb)`."""
+    kind = gpus["resource"].removeprefix("nvidia.com/")
+    return f"{gpus['capacity']} x {gpus['gpuType']}" + ("" if kind == "gpu" else f" ({kind})")
 
 
 CLUSTER_COLUMNS: list[Column] = [

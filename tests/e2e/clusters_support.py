@@ -10,6 +10,8 @@ import yaml
 from .conftest import stack_service_env
 
 HOME = "local-1"
+#: The stack's second cluster, registered by `up` (deploy/local/fleet-local-2.toml).
+SECOND = "local-2"
 
 
 def kubeconfig_of(service: str | None, *, server: str | None = None) -> str:
@@ -23,3 +25,9 @@ def kubeconfig_of(service: str | None, *, server: str | None = None) -> str:
         for cluster in config["clusters"]:
             cluster["cluster"]["server"] = server
     return yaml.safe_dump(config)
+
+
+def second_cluster_kubeconfig() -> str:
+    """The instances service's kubeconfig for the second cluster, as `up` registers it."""
+    path = Path(stack_service_env("instances")["GPUCLOUD_KUBECONFIG"])
+    return path.with_name("kubeconfig-instances-local-2").read_text()

@@ -1,10 +1,9 @@
 """Clusters as the platform admin sees them, through the gateway and the CLI: the
-home cluster (the local stack's embedded one) with its health and GPUs; a
-kubeconfig that cannot be used refused with the reason; a cordoned or draining
-cluster taking no new workloads; and a tenant kept out of all of it.
-
-A second local cluster, and so a registration that succeeds, comes with placement
-across clusters (docs/clusters.md)."""
+home cluster (the local stack's embedded one) and the second one `up` registers,
+with their health and GPUs; the second removed and registered again at run time,
+its kubeconfig sealed at rest; a kubeconfig that cannot be used refused with the
+reason; a cordoned or draining cluster taking no new workloads; and a tenant kept
+out of all of it. Placement in the second cluster comes next (docs/clusters.md)."""
 
 from __future__ import annotations
 
@@ -14,9 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+from pymongo import AsyncMongoClient
 
 from .cli_support import cli_for
-from .clusters_support import HOME, kubeconfig_of
+from .clusters_support import HOME, SECOND, kubeconfig_of, second_cluster_kubeconfig
 from .platform import Platform, bearer
 from .support import eventually, unique
 
@@ -182,3 +182,72 @@ async def test_the_operator_lists_cordons_and_is_told_why_a_registration_fails_i
     kept = await cli.run("clusters", "rm", HOME, "--yes")
     assert kept.code != 0
     assert "cannot be deleted" in kept.err
+
+
+async def looked_at(platform: Platform, name: str) -> dict[str, Any] | None:
+    answer = await platform.http.get(f"/v1/clusters/{name}", headers=platform.admin)
+    if answer.status_code != 200:
+        return None
+    cluster: dict[str, Any] = answer.json()
+    return cluster if cluster["health"] and cluster["health"]["reachable"] else None
+
+
+async def test_the_second_cluster_is_registered_by_up_with_gpus_the_first_lacks(
+    platform: Platform,
+) -> None:
+    second = await eventually(lambda: looked_at(platform, SECOND), timeout=40, interval=1)
+    assert (second["region"], second["zones"], second["home"], second["state"]) == (
+        "local-2", ["zone-c"], False, "active",
+    )  # fmt: skip
+    assert {(g["gpuType"], g["capacity"]) for g in second["health"]["gpus"]} == {
+        ("NVIDIA-B200", 16), ("NVIDIA-H100-80GB-HBM3", 8),
+    }  # fmt: skip
+    home = await eventually(lambda: looked_at(platform, HOME), timeout=40, interval=1)
+    assert "NVIDIA-B200" not in {g["gpuType"] for g in home["health"]["gpus"]}
+
+
+async def test_a_cluster_removed_and_registered_again_at_run_time_is_looked_at_anew(
+    platform: Platform, mongo: AsyncMongoClient[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Through the CLI, as the operator does: `rm`, then `register` with the file."""
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(platform.admin_key)).code == 0
+    kubeconfig = tmp_path / "local-2.yaml"
+    kubeconfig.write_text(second_cluster_kubeconfig())
+    register = (
+        "clusters", "register", SECOND, "--region", "local-2", "--zone", "zone-c",
+        "--kubeconfig", str(kubeconfig),
+    )  # fmt: skip
+    try:
+        twice = await cli.run(*register)
+        assert twice.code != 0
+        assert f"cluster '{SECOND}' is registered" in twice.err
+        removed = await cli.ok("clusters", "rm", SECOND, "--yes")
+        assert f"cluster {SECOND} removed" in removed.err
+        gone = await platform.http.get(f"/v1/clusters/{SECOND}", headers=platform.admin)
+        assert gone.status_code == 404
+        again = (await cli.ok("-o", "json", *register)).json()
+        # Checked as it was registered: it answered, so its first look is shown at once.
+        assert (again["name"], again["state"], again["health"]["reachable"]) == (
+            SECOND, "active", True,
+        )  # fmt: skip
+    finally:  # the stack keeps its second cluster whatever happened here
+        await platform.http.post(
+            "/v1/clusters", headers=platform.admin,
+            json={"name": SECOND, "region": "local-2", "zones": ["zone-c"],
+                  "kubeconfig": second_cluster_kubeconfig()},
+        )  # fmt: skip
+    # Sealed at rest: the store holds neither the token nor the kubeconfig's text.
+    stored = await mongo["gpucloud_instances"]["clusters"].find_one({"_id": SECOND})
+    assert stored is not None
+    token = yaml.safe_load(second_cluster_kubeconfig())["users"][0]["user"]["token"]
+    assert token not in str(stored)
+    assert stored["sealed_kubeconfig"].startswith("gAAAA")  # a Fernet token
+    # Looked at again by the leader's next resync, with no restart.
+    checked = stored["status"]["checked_at"]
+
+    async def looked_at_again() -> bool:
+        now = await mongo["gpucloud_instances"]["clusters"].find_one({"_id": SECOND})
+        return now is not None and now["status"]["checked_at"] > checked
+
+    await eventually(looked_at_again, timeout=40, interval=1)

@@ -16,7 +16,7 @@ import yaml
 from cryptography import x509
 
 from gpucloud_stack import compose_jobset, fleet, jobset, layout, supervisor
-from gpucloud_stack.components import ALL, CEPH, Component, Context
+from gpucloud_stack.components import ALL, CEPH, SECOND_CLUSTER, Component, Context
 from gpucloud_stack.errors import StackError
 from gpucloud_stack.secrets import Secrets
 
@@ -71,6 +71,24 @@ instance_type = "gpu-8xb200"
     assert names == ["b200-zone-c-0", "b200-zone-c-1", "b200-zone-c-2"]
 
 
+def test_the_second_cluster_has_its_own_region_gpu_type_and_pod_addresses() -> None:
+    """Seed 000's second region: a GPU type the first lacks, node names no other
+    cluster uses (monitoring knows nodes by name), and loopback pod ranges of its own,
+    so a pod's address names one cluster."""
+    first = fleet.node_manifests()
+    second = fleet.node_manifests(layout.LOCAL_DIR / layout.LOCAL_2.fleet_file)
+    assert {n["metadata"]["name"] for n in first}.isdisjoint(n["metadata"]["name"] for n in second)
+    labels = [n["metadata"]["labels"] for n in second]
+    assert {
+        (lb["topology.kubernetes.io/region"], lb["topology.kubernetes.io/zone"]) for lb in labels
+    } == {("local-2", "zone-c")}
+    products = {lb["nvidia.com/gpu.product"] for lb in labels}
+    assert "NVIDIA-B200" in products
+    assert "NVIDIA-B200" not in {n["metadata"]["labels"]["nvidia.com/gpu.product"] for n in first}
+    assert all(n["spec"]["podCIDR"].startswith("127.96.") for n in second)
+    assert all(n["spec"]["podCIDR"].startswith("127.64.") for n in first)
+
+
 @pytest.fixture
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Context:
     monkeypatch.setenv("GPUCLOUD_HOME", str(tmp_path))
@@ -120,7 +138,8 @@ def test_status_lists_every_component_healthy(stack_env: dict[str, str]) -> None
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:-1]}
     assert set(rows) == {
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-        "kafka", "postgres", "ferretdb", "minio",
+        "kube-apiserver-local-2", "kube-controller-manager-local-2", "kube-scheduler-local-2",
+        "kwok-local-2", "kafka", "postgres", "ferretdb", "minio",
         "gateway", "instances", "storage", "metering", "monitoring", "gpu-simulator",
     }  # fmt: skip
     assert all(row[2] == "healthy" for row in rows.values())
@@ -144,10 +163,13 @@ COMPOSE_RUNS = {
 }  # fmt: skip
 #: One-shot steps compose runs where the native stack does the same in-process.
 COMPOSE_STEPS = {"kafka-access", "minio-access", "jobset-setup", "fleet"}
+#: Compose runs one cluster; the second region is the native stack's, for the tests
+#: of many clusters (docs/clusters.md).
+NATIVE_ONLY = {c.name for c in SECOND_CLUSTER}
 
 
 def test_compose_runs_what_the_native_stack_runs() -> None:
-    native = {c.name for c in ALL if c not in CEPH}
+    native = {c.name for c in ALL if c not in CEPH} - NATIVE_ONLY
     assert native == set(COMPOSE_RUNS), "a native component has no compose counterpart"
     compose = yaml.safe_load((layout.REPO_ROOT / "docker-compose.yml").read_text())["services"]
     assert set(compose) == set(COMPOSE_RUNS.values()) | COMPOSE_STEPS

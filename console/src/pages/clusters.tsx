@@ -42,6 +42,12 @@ function health(cluster: Cluster): string {
   return `${h.readyNodes}/${h.nodes} nodes ready`;
 }
 
+/** `16 x NVIDIA-B200`; a shared kind says which: `28 x NVIDIA-A100 (mig-1g.5gb)`. */
+function units(g: ClusterGpus): string {
+  const kind = g.resource.replace(/^nvidia\.com\//, "");
+  return `${g.capacity} x ${g.gpuType}` + (kind === "gpu" ? "" : ` (${kind})`);
+}
+
 export function ClustersPage() {
   const clusters = useLoad(() => get<Cluster[]>("/clusters"), [], REFRESH_MS);
   const action = useAction();
@@ -64,7 +70,7 @@ export function ClustersPage() {
               { label: "State", cell: (c) => <StateBadge state={c.state} /> },
               { label: "Health", cell: health },
               { label: "Version", cell: (c) => c.health?.version ?? "—" },
-              { label: "GPUs", cell: (c) => (c.health?.gpus ?? []).map((g) => `${g.capacity} x ${g.gpuType}`).join(", ") || "—" },
+              { label: "GPUs", cell: (c) => (c.health?.gpus ?? []).map(units).join(", ") || "—" },
               { label: "Workloads", cell: (c) => c.workloads, numeric: true },
               {
                 label: "Actions",

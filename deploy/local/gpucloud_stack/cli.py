@@ -34,13 +34,14 @@ def _bring_up(group: tuple[Component, ...], ctx: components.Context) -> None:
         supervisor.launch(component, ctx)
     for component in group:
         supervisor.wait_healthy(component, ctx)
-        if component is components.KWOK:
-            created = fleet.register(ctx)
+        cluster = components.CLUSTER_OF.get(component.name)
+        if cluster is not None and component.name.startswith("kwok"):
+            created = fleet.register(ctx, cluster)
             if created:
-                _say(f"  registered {created} fake GPU nodes from {fleet.FLEET_FILE.name}")
-        _say(f"  {component.name:<24} healthy")
-        if component is components.KUBE_APISERVER:
-            _say(f"    {components.apply_kube_access(ctx)}")
+                _say(f"  registered {created} fake GPU nodes from {cluster.fleet_file}")
+        _say(f"  {component.name:<31} healthy")
+        if cluster is not None and component.name.startswith("kube-apiserver"):
+            _say(f"    {components.apply_kube_access(ctx, cluster)}")
         if component is components.KAFKA:
             _say(f"    {components.apply_kafka_access(ctx)}")
         if component is components.MINIO:
@@ -57,6 +58,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     _bring_up(components.ADDONS, ctx)
     if not args.infra_only:
         _bring_up(components.SERVICES, ctx)
+        _say(f"    {components.register_second_cluster(ctx)}")
     _say(f"\nup in {time.monotonic() - started:.1f}s")
     if not args.infra_only:
         _say(f"  gateway:   http://{layout.HOST}:{layout.PORTS.gateway}  (OpenAPI at /docs)")
@@ -75,15 +77,15 @@ def cmd_down(args: argparse.Namespace) -> None:
 def cmd_status(_args: argparse.Namespace) -> None:
     ctx = components.context()
     unhealthy = 0
-    _say(f"{'component':<24} {'pid':>8} {'health':<10} {'rss MiB':>8}")
+    _say(f"{'component':<31} {'pid':>8} {'health':<10} {'rss MiB':>8}")
     total = 0.0
     for row in supervisor.status((*components.infra(), *components.SERVICES), ctx):
         rss = f"{row.rss_mib:.0f}" if row.rss_mib else "-"
         total += row.rss_mib or 0.0
         health = "healthy" if row.healthy else ("starting" if row.pid else "down")
         unhealthy += not row.healthy
-        _say(f"{row.name:<24} {row.pid or '-':>8} {health:<10} {rss:>8}")
-    _say(f"{'total':<24} {'':>8} {'':<10} {total:>8.0f}")
+        _say(f"{row.name:<31} {row.pid or '-':>8} {health:<10} {rss:>8}")
+    _say(f"{'total':<31} {'':>8} {'':<10} {total:>8.0f}")
     if unhealthy:
         sys.exit(1)
 

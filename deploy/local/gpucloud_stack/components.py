@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Literal
 
 from . import ceph, jobset, kube_access, layout, probes, provision
 from .errors import StackError
-from .layout import HOST, PORTS
+from .layout import HOST, LOCAL_1, LOCAL_2, PORTS, LocalCluster
 from .secrets import Secrets, ensure_kube_pki, issue_serving_cert, load_or_create
 
 
@@ -49,9 +51,11 @@ def context() -> Context:
 
 
 def _write_kubeconfig(ctx: Context) -> None:
-    kube_access.write_kubeconfig(
-        ctx.kubeconfig, "gpucloud-admin", ctx.secrets.kube_admin_token, ctx.pki / "ca.crt"
-    )
+    for cluster in (LOCAL_1, LOCAL_2):
+        kube_access.write_kubeconfig(
+            admin_kubeconfig(ctx, cluster), "gpucloud-admin", ctx.secrets.kube_admin_token,
+            ctx.pki / "ca.crt", server=cluster.server,
+        )  # fmt: skip
 
 
 # --- Kafka -------------------------------------------------------------------
@@ -361,78 +365,91 @@ def _token_file(ctx: Context) -> Path:
     return path
 
 
-KUBE_APISERVER = Component(
-    name="kube-apiserver",
-    kind="infra",
-    argv=lambda ctx: [
-        str(provision.KUBERNETES.path("kube-apiserver")),
-        f"--etcd-servers=http://{HOST}:{PORTS.etcd}",
-        f"--bind-address={HOST}",
-        f"--advertise-address={HOST}",
-        f"--secure-port={PORTS.kube_apiserver}",
-        f"--tls-cert-file={ctx.pki / 'apiserver.crt'}",
-        f"--tls-private-key-file={ctx.pki / 'apiserver.key'}",
-        f"--token-auth-file={_token_file(ctx)}",
-        "--authorization-mode=RBAC",
-        "--service-cluster-ip-range=10.96.0.0/16",
-        "--service-account-issuer=https://kubernetes.default.svc",
-        f"--service-account-key-file={ctx.pki / 'sa.pub'}",
-        f"--service-account-signing-key-file={ctx.pki / 'sa.key'}",
-        "--allow-privileged=true",
-        # Pod logs come from the kubelet at the node's address: kwok serves them for
-        # every fake node at one loopback address (see KWOK).
-        "--kubelet-preferred-address-types=InternalIP",
-        "--profiling=false",
-        "--v=0",
-    ],
-    healthy=lambda ctx: probes.http_ok(
-        f"https://{HOST}:{PORTS.kube_apiserver}/readyz",
-        token=ctx.secrets.kube_admin_token,
-        ca=ctx.pki / "ca.crt",
-    ),
-    ports=(PORTS.kube_apiserver,),
-    start_timeout_s=120.0,
-)
+def admin_kubeconfig(ctx: Context, cluster: LocalCluster) -> Path:
+    """The cluster admin's kubeconfig of `cluster` (the first's is `ctx.kubeconfig`)."""
+    if cluster is LOCAL_1:
+        return ctx.kubeconfig
+    return layout.etc_dir() / f"kubeconfig{cluster.suffix}"
 
-KUBE_CONTROLLER_MANAGER = Component(
-    name="kube-controller-manager",
-    kind="infra",
-    argv=lambda ctx: [
-        str(provision.KUBERNETES.path("kube-controller-manager")),
-        f"--kubeconfig={ctx.kubeconfig}",
-        f"--bind-address={HOST}",
-        f"--secure-port={PORTS.kube_controller_manager}",
-        "--leader-elect=false",
-        f"--service-account-private-key-file={ctx.pki / 'sa.key'}",
-        f"--root-ca-file={ctx.pki / 'ca.crt'}",
-        # kwok renews every fake node's lease from this one machine. During a burst
-        # of starts at 1,000 nodes, renewals fell a minute behind, the default 50 s
-        # grace marked the nodes NotReady, and their pods were marked NotReady for
-        # good (kwok never restores a pod's Ready condition). Real kubelets renew
-        # from their own machines; the Helm chart leaves the cluster's defaults.
-        "--node-monitor-grace-period=180s",
-        "--profiling=false",
-        "--v=0",
-    ],
-    healthy=lambda _ctx: probes.http_ok(f"https://{HOST}:{PORTS.kube_controller_manager}/healthz"),
-    ports=(PORTS.kube_controller_manager,),
-)
 
-KUBE_SCHEDULER = Component(
-    name="kube-scheduler",
-    kind="infra",
-    argv=lambda ctx: [
-        str(provision.KUBERNETES.path("kube-scheduler")),
-        f"--kubeconfig={ctx.kubeconfig}",
-        f"--bind-address={HOST}",
-        f"--secure-port={PORTS.kube_scheduler}",
-        "--leader-elect=false",
-        "--profiling=false",
-        "--v=0",
-    ],
-    healthy=lambda _ctx: probes.http_ok(f"https://{HOST}:{PORTS.kube_scheduler}/healthz"),
-    ports=(PORTS.kube_scheduler,),
-)
+def _apiserver(cluster: LocalCluster) -> Component:
+    return Component(
+        name=f"kube-apiserver{cluster.suffix}",
+        kind="infra",
+        argv=lambda ctx: [
+            str(provision.KUBERNETES.path("kube-apiserver")),
+            f"--etcd-servers=http://{HOST}:{PORTS.etcd}",
+            f"--etcd-prefix={cluster.etcd_prefix}",
+            f"--bind-address={HOST}",
+            f"--advertise-address={HOST}",
+            f"--secure-port={cluster.apiserver_port}",
+            f"--tls-cert-file={ctx.pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={ctx.pki / 'apiserver.key'}",
+            f"--token-auth-file={_token_file(ctx)}",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={ctx.pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={ctx.pki / 'sa.key'}",
+            "--allow-privileged=true",
+            # Pod logs come from the kubelet at the node's address: kwok serves them for
+            # every fake node at one loopback address (see _kwok).
+            "--kubelet-preferred-address-types=InternalIP",
+            "--profiling=false",
+            "--v=0",
+        ],
+        healthy=lambda ctx: probes.http_ok(
+            f"{cluster.server}/readyz", token=ctx.secrets.kube_admin_token, ca=ctx.pki / "ca.crt"
+        ),
+        ports=(cluster.apiserver_port,),
+        start_timeout_s=120.0,
+    )
+
+
+def _controller_manager(cluster: LocalCluster) -> Component:
+    return Component(
+        name=f"kube-controller-manager{cluster.suffix}",
+        kind="infra",
+        argv=lambda ctx: [
+            str(provision.KUBERNETES.path("kube-controller-manager")),
+            f"--kubeconfig={admin_kubeconfig(ctx, cluster)}",
+            f"--bind-address={HOST}",
+            f"--secure-port={cluster.controller_manager_port}",
+            "--leader-elect=false",
+            f"--service-account-private-key-file={ctx.pki / 'sa.key'}",
+            f"--root-ca-file={ctx.pki / 'ca.crt'}",
+            # kwok renews every fake node's lease from this one machine. During a burst
+            # of starts at 1,000 nodes, renewals fell a minute behind, the default 50 s
+            # grace marked the nodes NotReady, and their pods were marked NotReady for
+            # good (kwok never restores a pod's Ready condition). Real kubelets renew
+            # from their own machines; the Helm chart leaves the cluster's defaults.
+            "--node-monitor-grace-period=180s",
+            "--profiling=false",
+            "--v=0",
+        ],
+        healthy=lambda _ctx: probes.http_ok(
+            f"https://{HOST}:{cluster.controller_manager_port}/healthz"
+        ),
+        ports=(cluster.controller_manager_port,),
+    )
+
+
+def _scheduler(cluster: LocalCluster) -> Component:
+    return Component(
+        name=f"kube-scheduler{cluster.suffix}",
+        kind="infra",
+        argv=lambda ctx: [
+            str(provision.KUBERNETES.path("kube-scheduler")),
+            f"--kubeconfig={admin_kubeconfig(ctx, cluster)}",
+            f"--bind-address={HOST}",
+            f"--secure-port={cluster.scheduler_port}",
+            "--leader-elect=false",
+            "--profiling=false",
+            "--v=0",
+        ],
+        healthy=lambda _ctx: probes.http_ok(f"https://{HOST}:{cluster.scheduler_port}/healthz"),
+        ports=(cluster.scheduler_port,),
+    )
 
 
 def _kwok_config() -> Path:
@@ -451,35 +468,60 @@ def _write_kwok_config(_ctx: Context) -> None:
     )
 
 
-KWOK = Component(
-    name="kwok",
-    kind="infra",
-    prepare=_write_kwok_config,
-    argv=lambda ctx: [
-        str(provision.KWOK.path("kwok")),
-        f"--kubeconfig={ctx.kubeconfig}",
-        "--manage-all-nodes=false",
-        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-        # Heartbeat through node leases, as kubelets do; without them the node
-        # lifecycle controller sees every node NotReady between status updates.
-        # kwok renews each lease every quarter of its duration: at 40 s, 1,000
-        # nodes made 100 lease writes a second through the API server and etcd.
-        "--node-lease-duration-seconds=120",
-        f"--server-address={HOST}:{PORTS.kwok}",
-        # Its own pod stages plus ours, which end batch jobs' pods on cue, and the
-        # log every fake container serves.
-        f"--config={_kwok_config()}",
-        # Pods of a node without a podCIDR of its own get loopback addresses too:
-        # whatever the platform dials at a pod's address stays on this machine.
-        f"--cidr={layout.KWOK_FALLBACK_CIDR}",
-        # Every fake node's kubelet is kwok itself: the API server reaches it there
-        # for pod logs (a new node takes these; `reset` re-registers the fleet).
-        f"--node-ip={HOST}",
-        f"--node-port={PORTS.kwok}",
-    ],
-    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.kwok}/healthz"),
-    ports=(PORTS.kwok,),
+def _kwok(cluster: LocalCluster) -> Component:
+    return Component(
+        name=f"kwok{cluster.suffix}",
+        kind="infra",
+        prepare=_write_kwok_config,
+        argv=lambda ctx: [
+            str(provision.KWOK.path("kwok")),
+            f"--kubeconfig={admin_kubeconfig(ctx, cluster)}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            # Heartbeat through node leases, as kubelets do; without them the node
+            # lifecycle controller sees every node NotReady between status updates.
+            # kwok renews each lease every quarter of its duration: at 40 s, 1,000
+            # nodes made 100 lease writes a second through the API server and etcd.
+            "--node-lease-duration-seconds=120",
+            f"--server-address={HOST}:{cluster.kwok_port}",
+            # Its own pod stages plus ours, which end batch jobs' pods on cue, and the
+            # log every fake container serves.
+            f"--config={_kwok_config()}",
+            # Pods of a node without a podCIDR of its own get loopback addresses too:
+            # whatever the platform dials at a pod's address stays on this machine.
+            f"--cidr={cluster.kwok_cidr}",
+            # Every fake node's kubelet is kwok itself: the API server reaches it there
+            # for pod logs (a new node takes these; `reset` re-registers the fleet).
+            f"--node-ip={HOST}",
+            f"--node-port={cluster.kwok_port}",
+        ],
+        healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{cluster.kwok_port}/healthz"),
+        ports=(cluster.kwok_port,),
+    )
+
+
+KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK = (
+    _apiserver(LOCAL_1),
+    _controller_manager(LOCAL_1),
+    _scheduler(LOCAL_1),
+    _kwok(LOCAL_1),
 )
+#: The second cluster's control plane and fleet (seed 000's second region).
+SECOND_CLUSTER: tuple[Component, ...] = (
+    _apiserver(LOCAL_2),
+    _controller_manager(LOCAL_2),
+    _scheduler(LOCAL_2),
+    _kwok(LOCAL_2),
+)
+#: Each cluster by its API server and its kwok component.
+CLUSTER_OF = {
+    component.name: cluster
+    for cluster, components in (
+        (LOCAL_1, (KUBE_APISERVER, KWOK)),
+        (LOCAL_2, (SECOND_CLUSTER[0], SECOND_CLUSTER[3])),
+    )
+    for component in components
+}
 
 # --- JobSet ------------------------------------------------------------------------
 
@@ -732,10 +774,42 @@ def apply_rgw_access(ctx: Context) -> str:
     return ceph.apply_storage_user(ctx.secrets.minio_storage_password)
 
 
-def apply_kube_access(ctx: Context) -> str:
-    """The services' Kubernetes roles and the admission policy (kube_access.py)."""
-    applied = kube_access.apply(ctx.pki / "ca.crt", ctx.secrets.kube_admin_token)
+def apply_kube_access(ctx: Context, cluster: LocalCluster = LOCAL_1) -> str:
+    """The services' Kubernetes roles and the admission policy (kube_access.py), in
+    `cluster`."""
+    applied = kube_access.apply(ctx.pki / "ca.crt", ctx.secrets.kube_admin_token, cluster.server)
     return f"kube access: {applied} roles, bindings and policies for {len(ctx.secrets.kube_tokens)} users"
+
+
+def register_second_cluster(ctx: Context) -> str:
+    """Register the second cluster with the platform, as the operator would (POST
+    /v1/clusters), with the instances service's own kubeconfig for it; one already
+    registered is left as it is."""
+    token = ctx.secrets.kube_tokens["instances"]
+    path = layout.etc_dir() / f"kubeconfig-instances{LOCAL_2.suffix}"
+    kube_access.write_kubeconfig(
+        path, kube_access.user("instances"), token, ctx.pki / "ca.crt", server=LOCAL_2.server
+    )
+    body = {
+        "name": LOCAL_2.name, "region": LOCAL_2.region, "zones": list(LOCAL_2.zones),
+        "kubeconfig": path.read_text(),
+    }  # fmt: skip
+    request = urllib.request.Request(
+        f"http://{HOST}:{PORTS.gateway}/v1/clusters", data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {ctx.secrets.bootstrap_admin_key}",
+                 "Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30):
+            return f"cluster {LOCAL_2.name} registered (region {LOCAL_2.region})"
+    except urllib.error.HTTPError as error:
+        if error.code == 409:
+            return f"cluster {LOCAL_2.name} registered already"
+        detail = error.read().decode(errors="replace")[-800:]
+        raise StackError(
+            "instances", f"registering cluster {LOCAL_2.name} failed: {detail}"
+        ) from None
 
 
 def apply_kafka_access(ctx: Context) -> str:
@@ -809,8 +883,8 @@ def _service(name: str) -> Component:
 def infra() -> tuple[Component, ...]:
     """The servers `up` starts: the object store is MinIO or Ceph (layout.object_store())."""
     return (
-        ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES,
-        FERRETDB, *object_store(),
+        ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, *SECOND_CLUSTER,
+        KAFKA, POSTGRES, FERRETDB, *object_store(),
     )  # fmt: skip
 
 
@@ -839,7 +913,7 @@ SERVICES: tuple[Component, ...] = (
 ADDONS: tuple[Component, ...] = (JOBSET,)
 #: Every component either object store may run: `down`, `logs` and `reset` reach them all.
 ALL: tuple[Component, ...] = (
-    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, KAFKA, POSTGRES,
-    FERRETDB, MINIO, *CEPH, *ADDONS, *SERVICES,
+    ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KWOK, *SECOND_CLUSTER, KAFKA,
+    POSTGRES, FERRETDB, MINIO, *CEPH, *ADDONS, *SERVICES,
 )  # fmt: skip
 BY_NAME = {component.name: component for component in ALL}

@@ -1,4 +1,5 @@
-"""Registers the fake GPU nodes of deploy/local/fleet.toml with the API server.
+"""Registers the fake GPU nodes of each local cluster's fleet file
+(deploy/local/fleet.toml, fleet-local-2.toml) with its API server.
 
 kwok manages every node annotated `kwok.x-k8s.io/node=fake`: it keeps them Ready
 and plays the kubelet for pods bound to them.
@@ -16,9 +17,9 @@ from typing import Any
 
 from . import layout
 from .components import Context
-from .layout import HOST, PORTS
+from .layout import LOCAL_1, LocalCluster
 
-FLEET_FILE = layout.LOCAL_DIR / "fleet.toml"
+FLEET_FILE = layout.LOCAL_DIR / LOCAL_1.fleet_file
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
@@ -84,6 +85,7 @@ def cpu_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
 def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
     fleet = tomllib.loads(fleet_file.read_text())
     region = fleet.get("region", "local-1")
+    first_octet = fleet.get("pod_cidr_first_octet", 64)
     nodes = [
         (pool, zone, index)
         for pool in fleet["pool"]
@@ -106,7 +108,7 @@ def node_manifests(fleet_file: Path = FLEET_FILE) -> list[dict[str, Any]]:
                     "nvidia.com/gpu.family": pool["gpu_family"],
                     "gpucloud.io/node-pool": pool["name"],
                 },
-                pod_cidr=layout.fleet_pod_cidr(position),
+                pod_cidr=layout.fleet_pod_cidr(position, first_octet),
             ),
             pool,
         )
@@ -151,11 +153,11 @@ STORAGE_CLASS: dict[str, Any] = {
 }
 
 
-def _create(ctx: Context, path: str, manifest: dict[str, Any]) -> bool:
-    """POST `manifest`; False when it already exists."""
+def _create(ctx: Context, cluster: LocalCluster, path: str, manifest: dict[str, Any]) -> bool:
+    """POST `manifest` to `cluster`; False when it already exists."""
     tls = ssl.create_default_context(cafile=str(ctx.pki / "ca.crt"))
     request = urllib.request.Request(
-        f"https://{HOST}:{PORTS.kube_apiserver}{path}",
+        f"{cluster.server}{path}",
         data=json.dumps(manifest).encode(),
         method="POST",
         headers={
@@ -172,8 +174,9 @@ def _create(ctx: Context, path: str, manifest: dict[str, Any]) -> bool:
     return False
 
 
-def register(ctx: Context) -> int:
-    """Create the fleet's nodes and storage class that do not exist yet; returns the
+def register(ctx: Context, cluster: LocalCluster = LOCAL_1) -> int:
+    """Create `cluster`'s nodes and storage class that do not exist yet; returns the
     number of nodes created."""
-    _create(ctx, "/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS)
-    return sum(_create(ctx, "/api/v1/nodes", node) for node in node_manifests())
+    _create(ctx, cluster, "/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS)
+    nodes = node_manifests(layout.LOCAL_DIR / cluster.fleet_file)
+    return sum(_create(ctx, cluster, "/api/v1/nodes", node) for node in nodes)

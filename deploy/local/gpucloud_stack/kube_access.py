@@ -15,6 +15,7 @@ cluster.
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import urllib.request
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import layout
-from .layout import HOST, PORTS
+from .layout import LOCAL_1
 
 Manifest = dict[str, Any]
 
@@ -274,19 +275,22 @@ def _path(manifest: Manifest) -> str:
     return f"/apis/{group_version}/{plural}/{manifest['metadata']['name']}"
 
 
-def apply(ca: Path, admin_token: str) -> int:
-    """Server-side apply every object as the cluster admin; returns how many."""
+def apply(ca: Path, admin_token: str, server: str = LOCAL_1.server) -> int:
+    """Server-side apply every object as the cluster admin of the API server at
+    `server`; returns how many."""
     objects = manifests()
     for manifest in objects:
-        server_side_apply(ca, admin_token, _path(manifest), json.dumps(manifest))
+        server_side_apply(ca, admin_token, _path(manifest), json.dumps(manifest), server=server)
     return len(objects)
 
 
-def server_side_apply(ca: Path, admin_token: str, path: str, body: str) -> None:
+def server_side_apply(
+    ca: Path, admin_token: str, path: str, body: str, *, server: str = LOCAL_1.server
+) -> None:
     """Apply one object (JSON or YAML text) at its API `path` as the cluster admin: made
     if missing, brought in line if not."""
     request = urllib.request.Request(
-        f"https://{HOST}:{PORTS.kube_apiserver}{path}?fieldManager=gpucloud-stack&force=true",
+        f"{server}{path}?fieldManager=gpucloud-stack&force=true",
         data=body.encode(),
         method="PATCH",
         headers={
@@ -300,18 +304,22 @@ def server_side_apply(ca: Path, admin_token: str, path: str, body: str) -> None:
         pass
 
 
-def write_kubeconfig(path: Path, user_name: str, token: str, ca: Path) -> None:
-    """A kubeconfig (0600) for the local cluster, signed in as `user_name`."""
+def write_kubeconfig(
+    path: Path, user_name: str, token: str, ca: Path, *, server: str = LOCAL_1.server
+) -> None:
+    """A kubeconfig (0600) for a local cluster, signed in as `user_name`; the CA's
+    certificate is in it, so it stands alone (as one registered through the API)."""
     path.touch(mode=0o600)
     path.chmod(0o600)
+    ca_data = base64.b64encode(ca.read_bytes()).decode()
     path.write_text(
         f"""apiVersion: v1
 kind: Config
 clusters:
 - name: gpucloud-local
   cluster:
-    server: https://{HOST}:{PORTS.kube_apiserver}
-    certificate-authority: {ca}
+    server: {server}
+    certificate-authority-data: {ca_data}
 users:
 - name: {user_name}
   user:

@@ -39,9 +39,10 @@ KWOK_FALLBACK_CIDR = "127.32.0.0/16"
 INSTANCE_DOMAIN = "instances.localhost"
 
 
-def fleet_pod_cidr(index: int) -> str:
-    """The podCIDR of the fleet's `index`-th node: 127.64.0.0/24, 127.64.1.0/24, …"""
-    return f"127.{64 + index // 256}.{index % 256}.0/24"
+def fleet_pod_cidr(index: int, first_octet: int = 64) -> str:
+    """The podCIDR of a fleet's `index`-th node: 127.64.0.0/24, 127.64.1.0/24, … (the
+    second cluster's from 127.96.0.0/24: a pod's address names one cluster)."""
+    return f"127.{first_octet + index // 256}.{index % 256}.0/24"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,46 @@ class Ports:
 
 
 PORTS = Ports()
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """One of the stack's Kubernetes clusters: seed 000's two regions. Both share etcd
+    (under a prefix each), the CA, the service-account keys and the token file; each
+    has its own API server, controller manager, scheduler and kwok fleet."""
+
+    name: str  # the platform's name for it (GPUCLOUD_CLUSTER_NAME for the first)
+    region: str
+    zones: tuple[str, ...]
+    #: Appended to its components' names: kube-apiserver, kube-apiserver-local-2.
+    suffix: str
+    apiserver_port: int
+    controller_manager_port: int
+    scheduler_port: int
+    kwok_port: int
+    etcd_prefix: str
+    #: Where a pod of a node without a podCIDR gets its address (loopback).
+    kwok_cidr: str
+    fleet_file: str  # under deploy/local
+
+    @property
+    def server(self) -> str:
+        return f"https://{HOST}:{self.apiserver_port}"
+
+
+#: The cluster the instances service runs against (the home cluster).
+LOCAL_1 = LocalCluster(
+    name="local-1", region="local-1", zones=("zone-a", "zone-b"), suffix="",
+    apiserver_port=PORTS.kube_apiserver, controller_manager_port=PORTS.kube_controller_manager,
+    scheduler_port=PORTS.kube_scheduler, kwok_port=PORTS.kwok, etcd_prefix="/registry",
+    kwok_cidr=KWOK_FALLBACK_CIDR, fleet_file="fleet.toml",
+)  # fmt: skip
+#: The second region, registered through the API at `up`: GPUs the first lacks.
+LOCAL_2 = LocalCluster(
+    name="local-2", region="local-2", zones=("zone-c",), suffix="-local-2",
+    apiserver_port=6444, controller_manager_port=10357, scheduler_port=10359, kwok_port=10347,
+    etcd_prefix="/registry-local-2", kwok_cidr="127.33.0.0/16", fleet_file="fleet-local-2.toml",
+)  # fmt: skip
 
 
 def object_store() -> Literal["minio", "ceph"]:
