@@ -19,6 +19,7 @@ COLUMNS: list[Column] = [
     ("STATE", lambda i: i["state"]),
     ("SPEC", lambda i: i["specName"]),
     ("GPUS", lambda i: f"{i['gpuCount']} x {i['gpuType']}"),
+    ("CLUSTER", lambda i: i.get("cluster")),
     ("NODE", lambda i: i["node"]),
     ("IMAGE", lambda i: i["image"]),
     ("CREATED", lambda i: moment(i["createdAt"])),

@@ -31,6 +31,7 @@ COLUMNS: list[Column] = [
     ("STATE", lambda j: j["state"]),
     ("SPEC", lambda j: j["specName"]),
     ("GPUS", job_gpus),
+    ("CLUSTER", lambda j: j.get("cluster")),
     ("RUNS", lambda j: f"{j['succeededRuns']} ok, {j['failedRuns']} failed"),
     ("CREATED", lambda j: moment(j["createdAt"])),
 ]

@@ -15,6 +15,7 @@ COLUMNS: list[Column] = [
     ("ID", lambda s: s["serviceID"]),
     ("STATE", lambda s: s["state"]),
     ("SPEC", lambda s: s["specName"]),
+    ("CLUSTER", lambda s: s.get("cluster")),
     ("REPLICAS", lambda s: f"{s['readyReplicas']}/{s['desiredReplicas']}"),
     ("REVISION", lambda s: s["revision"]),
     ("URL", lambda s: s["url"]),

@@ -46,6 +46,8 @@ class Instance(TypedDict):
     gpuType: str
     gpuCount: int
     image: str
+    #: The cluster it was placed in (absent from a server before clusters).
+    cluster: NotRequired[str]
     zone: str | None
     node: str | None
     fromStock: bool
@@ -82,6 +84,7 @@ class Job(TypedDict):
     gpuType: str
     gpuCount: int
     image: str
+    cluster: NotRequired[str]
     command: NotRequired[list[str] | None]
     args: NotRequired[list[str] | None]
     parallelism: int

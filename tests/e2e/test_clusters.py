@@ -121,6 +121,7 @@ async def test_a_cordoned_or_draining_cluster_takes_no_new_workloads(
     assert back.json()["state"] == "active"
     started = await platform.http.post("/v1/gpu-instances", headers=user, json=start)
     assert started.status_code in (201, 202), started.text
+    assert started.json()["cluster"] == HOME  # where it was placed, shown to its tenant
 
 
 async def test_the_home_cluster_cannot_be_deleted_and_an_unknown_one_is_not_found(

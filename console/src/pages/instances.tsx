@@ -74,6 +74,7 @@ interface Service {
   readyReplicas: number;
   desiredReplicas: number;
   revision: number;
+  cluster: string;
 }
 
 const LIVE_MS = 3000;
@@ -138,6 +139,7 @@ function Instances() {
               },
               { label: "Spec", cell: (i) => `${i.specName} (${i.gpuCount}× ${i.gpuType})` },
               { label: "Image", cell: (i) => i.image },
+              { label: "Cluster", cell: (i) => i.cluster },
               { label: "Node", cell: (i) => i.node ?? "—" },
               { label: "Started", cell: (i) => when(i.createdAt) },
               {
@@ -377,6 +379,7 @@ function Jobs() {
               },
               { label: "Spec", cell: (j) => j.specName },
               { label: "GPUs", cell: (j) => jobGpus(j) },
+              { label: "Cluster", cell: (j) => j.cluster },
               { label: "Submitted", cell: (j) => when(j.createdAt) },
               // Why it failed, or why it waits, as the API says it.
               { label: "Reason", cell: (j) => jobReason(j) },
@@ -488,6 +491,7 @@ function Services() {
             columns={[
               { label: "Service", cell: (s) => s.serviceID },
               { label: "State", cell: (s) => <StateBadge state={s.state} /> },
+              { label: "Cluster", cell: (s) => s.cluster },
               { label: "Replicas", cell: (s) => `${s.readyReplicas} / ${s.desiredReplicas}`, numeric: true },
               { label: "Revision", cell: (s) => s.revision, numeric: true },
               { label: "URL", cell: (s) => <code>{s.url}</code> },

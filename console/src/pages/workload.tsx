@@ -34,6 +34,8 @@ export interface Instance {
   gpuType: string;
   gpuCount: number;
   image: string;
+  /** The cluster it was placed in. */
+  cluster: string;
   node: string | null;
   zone: string | null;
   urls: string[];
@@ -65,6 +67,7 @@ export interface Job {
   /** A multi-node job's nodes, each with the spec's GPUs. */
   nodes: number | null;
   image: string;
+  cluster: string;
   command?: string[] | null;
   args?: string[] | null;
   retryLimit?: number;

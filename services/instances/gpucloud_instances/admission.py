@@ -51,12 +51,12 @@ def allowed_zones(spec: SpecDoc, asked: str | None) -> list[str]:
     return [asked]
 
 
-def spec_fields(spec: SpecDoc, zones: list[str]) -> WorkloadSpecFields:
+def spec_fields(spec: SpecDoc, zones: list[str], cluster: str) -> WorkloadSpecFields:
     """What a workload of any kind copies from its spec at admission, with the zones it
-    may run in (`allowed_zones`)."""
+    may run in (`allowed_zones`) and the cluster it was placed in."""
     return WorkloadSpecFields(
         spec_name=spec["name"], gpu_type=spec["gpu_type"], gpu_count=spec["gpu_num"],
         gpu_resource=spec.get("gpu_resource", GPU_RESOURCE),
         gpu_weight=spec.get("gpu_weight", "1"), cpu=spec["cpu"], memory=spec["memory"],
-        zones=zones,
+        zones=zones, cluster=cluster,
     )  # fmt: skip

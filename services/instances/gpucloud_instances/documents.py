@@ -73,6 +73,9 @@ class WorkloadSpecFields(TypedDict):
     memory: str
     #: The zones it may run in: the spec's, narrowed by the request.
     zones: list[str]
+    #: The cluster it was placed in (absent: the home cluster, where everything was
+    #: placed before clusters were recorded).
+    cluster: NotRequired[str]
 
 
 class HistoryEntry(TypedDict):

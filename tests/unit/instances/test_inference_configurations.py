@@ -49,7 +49,7 @@ def replica(name: str, revision: int, *, ready: bool = True) -> ServiceReplicaDo
 
 def a_service(**fields: Any) -> ServiceDoc:
     doc = service_document(
-        "chat", USER, TENANT, a_spec(name="h100x1"), body(), zones=["zone-a"],
+        "chat", USER, TENANT, a_spec(name="h100x1"), body(), zones=["zone-a"], cluster="local-1",
         storages=[{"storageID": "ds-1", "readOnly": True}], created=AT,
     )  # fmt: skip
     return cast(ServiceDoc, {**doc, **fields})
@@ -177,31 +177,40 @@ def test_a_service_view_counts_its_serving_replicas_of_the_current_revision() ->
     replicas = [replica("a", 2), replica("b", 1), replica("c", 2, ready=False)]
     view = service_view(
         a_service(replicas=replicas, applied_revision=2), configs(revision=2),
-        url="https://chat--acme.example/", deleting=False,
+        url="https://chat--acme.example/", deleting=False, cluster="local-2",
     )  # fmt: skip
     assert (view.state, view.revision, view.image) == ("updating", 2, "vllm/vllm-openai:v0.7.0")
     assert (view.desired_replicas, view.ready_replicas, view.updated_replicas) == (2, 2, 1)
     assert [r.name for r in view.replicas] == ["a", "b", "c"]
     assert view.storage_ids == ["ds-1"]
+    assert view.cluster == "local-2"
     assert (view.min_replicas, view.max_replicas, view.url) == (2, 4, "https://chat--acme.example/")
 
 
 def test_the_desired_replicas_follow_the_autoscaler_once_it_sized_the_service() -> None:
     scaled = a_service(scale={"replicas": 3, "busy_at": None, "lower_since": None})
-    assert service_view(scaled, configs(), url="u", deleting=False).desired_replicas == 3
-    unsized = service_view(a_service(), configs(), url="u", deleting=False)
+    assert (
+        service_view(scaled, configs(), url="u", deleting=False, cluster="local-1").desired_replicas
+        == 3
+    )
+    unsized = service_view(a_service(), configs(), url="u", deleting=False, cluster="local-1")
     assert (unsized.desired_replicas, unsized.state) == (2, "deploying")
 
 
 def test_a_service_being_deleted_wants_no_replicas() -> None:
-    view = service_view(a_service(replicas=[replica("a", 1)]), configs(), url="u", deleting=True)
+    view = service_view(
+        a_service(replicas=[replica("a", 1)]), configs(), url="u", deleting=True, cluster="local-1"
+    )
     assert (view.state, view.desired_replicas, view.ready_replicas) == ("deleting", 0, 1)
 
 
 def test_a_stored_revision_without_a_uid_reads_back_with_none() -> None:
     [config] = configs()
     del config["template"]["runAsUser"]
-    assert service_view(a_service(), [config], url="u", deleting=False).run_as_user is None
+    assert (
+        service_view(a_service(), [config], url="u", deleting=False, cluster="local-1").run_as_user
+        is None
+    )
 
 
 def test_each_revision_is_listed_once_from_the_generation_that_made_it() -> None:

@@ -5,6 +5,8 @@ workloads and starts at once, and those already in it go on."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from gpucloud_libs.errors import Conflict
 
@@ -32,6 +34,11 @@ class Placement:
                 cluster=self._home, state=state,
             )  # fmt: skip
         return self._home
+
+    def cluster_of(self, doc: Mapping[str, Any]) -> str:
+        """The cluster a workload's document says it was placed in."""
+        cluster: str = doc.get("cluster") or self._home
+        return cluster
 
     def forget(self) -> None:
         """The state was just set here: read it again."""

@@ -116,6 +116,7 @@ def service_document(
     body: InferenceServiceCreate,
     *,
     zones: list[str],
+    cluster: str,
     storages: list[Document],
     created: datetime,
 ) -> ServiceDoc:
@@ -128,7 +129,7 @@ def service_document(
         "user_id": identity.subject,
         # mypy wants a ** item to name the optional keys too; those the kind
         # sets later stay absent.
-        **spec_fields(spec, zones),  # type: ignore[typeddict-item]
+        **spec_fields(spec, zones, cluster),  # type: ignore[typeddict-item]
         "zone": body.zone,
         "storages": storages,
         "port": body.port,

@@ -189,6 +189,8 @@ class InferenceService(ApiModel):
     gpu_type: str
     #: GPUs of each replica.
     gpu_count: int
+    #: The cluster it was placed in (GET /v1/clusters, platform admins).
+    cluster: str
     zone: str | None = None
     storage_ids: list[str] = Field(default_factory=list, alias="storageIDs")
     port: int

@@ -98,7 +98,7 @@ class InferenceServices:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        await self._placement.choose()
+        cluster = await self._placement.choose()
         storages = await self._storage.requested(identity, body.storage_ids, [])
         created = now()
         config = first_configuration(key, body, created)
@@ -107,8 +107,8 @@ class InferenceServices:
             grow=False, generation=config["generation"],
         )  # fmt: skip
         doc = service_document(
-            service_id, identity, tenant, spec, body, zones=zones, storages=storages,
-            created=created,
+            service_id, identity, tenant, spec, body, zones=zones, cluster=cluster,
+            storages=storages, created=created,
         )  # fmt: skip
         try:
             await self._services.insert(doc, config)
@@ -346,4 +346,6 @@ class InferenceServices:
             service_host(doc["service_id"], doc["tenant_id"], self._settings.instance_domain),
             self._settings.instance_url_port,
         )
-        return service_view(doc, configs, url=f"{url}/", deleting=deleting)
+        return service_view(
+            doc, configs, url=f"{url}/", deleting=deleting, cluster=self._placement.cluster_of(doc)
+        )

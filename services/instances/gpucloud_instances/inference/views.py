@@ -32,7 +32,7 @@ class ServiceState:
 
 
 def service_view(
-    doc: ServiceDoc, configs: list[ServiceConfigDoc], *, url: str, deleting: bool
+    doc: ServiceDoc, configs: list[ServiceConfigDoc], *, url: str, deleting: bool, cluster: str
 ) -> InferenceService:
     """A service as the API shows it: its current configuration, its replicas and
     revisions, and a state read from them."""
@@ -52,6 +52,7 @@ def service_view(
         spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
+        cluster=cluster,
         zone=doc["zone"],
         storage_ids=[str(storage["storageID"]) for storage in doc.get("storages") or []],
         port=doc["port"],

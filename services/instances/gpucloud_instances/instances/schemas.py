@@ -50,6 +50,8 @@ class Instance(ApiModel):
     gpu_type: str
     gpu_count: int
     image: str
+    #: The cluster it was placed in (GET /v1/clusters, platform admins).
+    cluster: str
     zone: str | None = None
     node: str | None = None
     from_stock: bool = False

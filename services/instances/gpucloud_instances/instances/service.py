@@ -109,7 +109,7 @@ class Instances:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        await self._placement.choose()
+        cluster = await self._placement.choose()
         storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
@@ -119,7 +119,7 @@ class Instances:
             return await self._replay(again, hashed), False
         new = NewWorkload(
             key=key, workload_id=instance_id, identity=identity, tenant=tenant, spec=spec,
-            zones=zones, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
+            zones=zones, cluster=cluster, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
         )  # fmt: skip
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
@@ -344,6 +344,7 @@ class Instances:
         return instance_view(
             doc, self._settings, queue=queue,
             stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
+            cluster=self._placement.cluster_of(doc),
         )  # fmt: skip
 
 

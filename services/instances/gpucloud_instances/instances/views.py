@@ -35,6 +35,7 @@ def instance_view(
     *,
     queue: QueuePosition | None,
     stop_requested: bool,
+    cluster: str,
 ) -> Instance:
     """`queue`: its place in its tenant's queue while queued; `stop_requested`: a stop
     is being carried out."""
@@ -48,6 +49,7 @@ def instance_view(
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
         image=doc["image"],
+        cluster=cluster,
         zone=doc.get("zone"),
         node=doc.get("node"),
         from_stock=bool(doc.get("from_stock")),

@@ -105,6 +105,8 @@ class Job(ApiModel):
     #: GPUs of each pod; the job holds `gpuCount * parallelism` at most.
     gpu_count: int
     image: str
+    #: The cluster it was placed in (GET /v1/clusters, platform admins).
+    cluster: str
     #: The entrypoint and its arguments as submitted; None where the image's own run.
     command: list[str] | None = None
     args: list[str] | None = None

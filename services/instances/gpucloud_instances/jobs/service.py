@@ -74,7 +74,7 @@ class Jobs:
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods)
         zones = allowed_zones(spec, body.zone)
-        await self._placement.choose()
+        cluster = await self._placement.choose()
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)
@@ -83,7 +83,7 @@ class Jobs:
             return await self._replay(again, hashed), False
         new = NewWorkload(
             key=key, workload_id=job_id, identity=identity, tenant=tenant, spec=spec,
-            zones=zones, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
+            zones=zones, cluster=cluster, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
         )  # fmt: skip
         doc = _job_document(new, body)
         try:
@@ -208,6 +208,7 @@ class Jobs:
             gpu_type=doc["gpu_type"],
             gpu_count=doc["gpu_count"],
             image=doc["image"],
+            cluster=self._placement.cluster_of(doc),
             command=doc.get("command"),
             args=doc.get("args"),
             parallelism=doc["parallelism"],

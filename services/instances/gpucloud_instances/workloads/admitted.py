@@ -13,9 +13,9 @@ from ..documents import SpecDoc, TenantDoc
 
 @dataclass(frozen=True)
 class NewWorkload:
-    """Who asked, in which tenant, for what spec; where it may run and the storages it
-    mounts; and how a replay of the request is recognised (its id, Idempotency-Key and
-    request hash)."""
+    """Who asked, in which tenant, for what spec; where it may run (its zones, and the
+    cluster it was placed in) and the storages it mounts; and how a replay of the
+    request is recognised (its id, Idempotency-Key and request hash)."""
 
     key: str
     workload_id: str
@@ -23,6 +23,7 @@ class NewWorkload:
     tenant: TenantDoc
     spec: SpecDoc
     zones: list[str]
+    cluster: str
     storages: list[Document]
     request_hash: str
     idempotency_key: str | None
@@ -36,7 +37,7 @@ class NewWorkload:
             "user_id": self.identity.subject,
             "idempotency_key": self.idempotency_key,
             "request_hash": self.request_hash,
-            **spec_fields(self.spec, self.zones),
+            **spec_fields(self.spec, self.zones, self.cluster),
             "storages": self.storages,
             "namespace": self.tenant["namespace"],
         }
