@@ -247,8 +247,11 @@ def start_instance(session: Session, instance_id: str, wait: bool) -> None:
         name = instance["instanceID"]
         with session.err.status(f"{name}: starting"):
             instance = session.client.wait_for_instance(
-                name, until={"running", "failed", "stopped"}, after_revision=before["revision"]
-            )
+                name, until={"running", "failed", "stopped"}, after_revision=before["revision"],
+                # The controller refused the start (its message says why): it stays as it was.
+                given_up=lambda now: not now.get("startRequested", True)
+                and now["revision"] == before["revision"],
+            )  # fmt: skip
         if instance["state"] != "running":
             raise Failure(
                 f"instance {name} is {instance['state']}: "

@@ -55,6 +55,8 @@ class Instance(TypedDict):
     queue: QueuePosition | None
     priority: int
     stopRequested: bool
+    #: A start asked of it (stopped or failed) is still to be carried out.
+    startRequested: NotRequired[bool]
     revision: int
     urls: list[str]
     createdAt: str

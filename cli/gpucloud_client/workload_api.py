@@ -95,13 +95,16 @@ class WorkloadApi(ApiSession):
         timeout_s: float = 600.0,
         on_change: Callable[[Instance], None] | None = None,
         after_revision: int | None = None,
+        given_up: Callable[[Instance], bool] | None = None,
     ) -> Instance:
         """Long-poll the instance's transitions until it reaches one of `until` (after
-        `after_revision`, when given: a state it left and may come back to); raises
-        TimeoutError past `timeout_s`."""
+        `after_revision`, when given: a state it left and may come back to), or
+        `given_up` says it never will; raises TimeoutError past `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         instance = self.get_instance(instance_id)
         while instance["state"] not in until or instance["revision"] <= (after_revision or -1):
+            if given_up is not None and given_up(instance):
+                break
             if on_change:
                 on_change(instance)
             left = deadline - time.monotonic()

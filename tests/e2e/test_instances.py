@@ -830,7 +830,11 @@ async def test_a_stopped_instance_starts_again_within_its_quota(api: Instances) 
 
     started = await api.http.post(f"/gpu-instances/{instance_id}/start", auth=user)
     assert started.status_code == 202, started.text
+    # Asked and still to be carried out: a client waits for it, and knows when it was
+    # refused (false again with the instance still stopped, `message` saying why).
+    assert (started.json()["state"], started.json()["startRequested"]) == ("stopped", True)
     running = await api.wait_state(tenant, instance_id, "running")
+    assert running["startRequested"] is False
     assert [step["state"] for step in running["history"]][4:] == [
         "stopping", "stopped", "pending", "scheduled", "ready", "running",
     ]  # fmt: skip

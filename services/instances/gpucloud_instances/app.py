@@ -22,6 +22,7 @@ from .controller.wiring import build_controller
 from .handlers import EventHandlers
 from .inference.api import router as services_router
 from .inference.service import InferenceServices
+from .instances.access import InstanceAccess
 from .instances.api import router as instances_router
 from .instances.service import Instances
 from .instances.store import InstanceStore
@@ -105,7 +106,8 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, wakeups),
-            Instances(settings, parts, instances, quota, log_streams),
+            Instances(settings, parts, instances, quota),
+            InstanceAccess(instances, log_streams),
             Jobs(parts, db.jobs, log_streams),
             InferenceServices(settings, parts, db.services, quota),
             Templates(),

@@ -16,13 +16,12 @@ from gpucloud_libs.http import field_errors
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
-from ..admission import spec_fields
 from ..documents import (
     ServiceConfigDoc,
     ServiceDoc,
     ServingTemplateDoc,
-    SpecDoc,
     TenantDoc,
+    WorkloadSpecFields,
 )
 from ..schemas import STORED
 from ..store import instance_key
@@ -112,15 +111,14 @@ def service_document(
     service_id: str,
     identity: Identity,
     tenant: TenantDoc,
-    spec: SpecDoc,
+    placed: WorkloadSpecFields,
     body: InferenceServiceCreate,
     *,
-    zones: list[str],
-    cluster: str,
     storages: list[Document],
     created: datetime,
 ) -> ServiceDoc:
-    """A new service as stored: what never changes, and nothing observed yet."""
+    """A new service as stored: what never changes (`placed`: its spec's shape, zones
+    and cluster, `spec_fields`), and nothing observed yet."""
     doc: ServiceDoc = {
         "_id": instance_key(tenant["_id"], service_id),
         "tenant_id": tenant["_id"],
@@ -129,7 +127,7 @@ def service_document(
         "user_id": identity.subject,
         # mypy wants a ** item to name the optional keys too; those the kind
         # sets later stay absent.
-        **spec_fields(spec, zones, cluster),  # type: ignore[typeddict-item]
+        **placed,  # type: ignore[typeddict-item]
         "zone": body.zone,
         "storages": storages,
         "port": body.port,

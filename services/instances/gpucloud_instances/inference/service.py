@@ -25,7 +25,7 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, quota_refusal
+from ..admission import allowed_zones, known_spec, quota_refusal, spec_fields
 from ..documents import (
     EndedServiceDoc,
     ServiceConfigDoc,
@@ -107,7 +107,7 @@ class InferenceServices:
             grow=False, generation=config["generation"],
         )  # fmt: skip
         doc = service_document(
-            service_id, identity, tenant, spec, body, zones=zones, cluster=cluster,
+            service_id, identity, tenant, spec_fields(spec, zones, cluster), body,
             storages=storages, created=created,
         )  # fmt: skip
         try:

@@ -11,12 +11,14 @@ from gpucloud_libs.http import CurrentIdentity, app_part
 
 from ..lifecycle import State
 from ..schemas import QuotaUse
+from .access import InstanceAccess
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 from .service import Instances
 
 router = APIRouter()
 
 InstancesPart = Annotated[Instances, app_part(Instances)]
+AccessPart = Annotated[InstanceAccess, app_part(InstanceAccess)]
 
 
 @router.get(
@@ -115,13 +117,13 @@ async def get_endpoint(
     instance_id: str,
     port: Annotated[int, Path(ge=1, le=65535)],
     identity: CurrentIdentity,
-    instances: InstancesPart,
+    access: AccessPart,
     tunnel: Annotated[
         bool,
         Query(description="For a TCP tunnel: any declared TCP port, public or not"),
     ] = False,
 ) -> InstanceEndpoint:
-    return await instances.endpoint(identity, instance_id, port, tunnel=tunnel)
+    return await access.endpoint(identity, instance_id, port, tunnel=tunnel)
 
 
 @router.delete(
@@ -175,11 +177,11 @@ async def request_start(
 async def instance_logs(
     instance_id: str,
     identity: CurrentIdentity,
-    instances: InstancesPart,
+    access: AccessPart,
     follow: Annotated[bool, Query(description="Keep the stream open as the log grows")] = False,
     tail_lines: Annotated[
         int | None, Query(alias="tailLines", ge=1, le=100_000, description="Only the last lines")
     ] = None,
 ) -> StreamingResponse:
-    chunks = await instances.logs(identity, instance_id, follow=follow, tail_lines=tail_lines)
+    chunks = await access.logs(identity, instance_id, follow=follow, tail_lines=tail_lines)
     return StreamingResponse(chunks, media_type="text/plain; charset=utf-8")

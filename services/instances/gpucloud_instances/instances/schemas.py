@@ -60,8 +60,13 @@ class Instance(ApiModel):
     priority: int = 0
     #: A stop was asked for and is being carried out.
     stop_requested: bool = False
+    #: A start was asked of this stopped or failed instance and is still to be carried
+    #: out (GET of one instance, and the start's answer): once it is false and the
+    #: instance is still stopped, the start was refused, and `message` says why.
+    start_requested: bool = False
     #: Counts the instance's state transitions. GET with `afterRevision` set to it
-    #: answers at the next transition (or after `waitSeconds`), instead of polling.
+    #: answers at the next transition or change of `message` (or after `waitSeconds`),
+    #: instead of polling.
     revision: int = 0
     urls: list[str] = Field(default_factory=list)
     created_at: datetime

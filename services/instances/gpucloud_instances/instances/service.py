@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
+from gpucloud_libs.errors import Conflict, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
@@ -24,7 +23,6 @@ from gpucloud_libs.tenants import require_active
 from ..admission import allowed_zones, known_spec, quota_refusal
 from ..documents import InstanceDoc, TenantDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
-from ..log_streams import LogStreams
 from ..queue.line import Line
 from ..quota_ledger import QuotaLedger
 from ..schemas import STORED, InstanceTemplate, QuotaUse
@@ -35,20 +33,14 @@ from ..workloads.admitted import NewWorkload
 from ..workloads.cache import Recorded
 from ..workloads.parts import WorkloadParts
 from ..workloads.replays import claim_idempotency_key, earlier, request_hash, same_request
-from . import manifests as instance_manifests
 from .admission import instance_document
-from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
+from .schemas import Instance, InstanceCreate, InstancePage
 from .store import InstanceStore
 from .views import instance_view
 
 #: How often a reader waiting for a transition looks at the store again, for the
 #: transitions another replica's controller records.
 CHANGE_RECHECK_S = 0.5
-
-
-class InstanceNotRunning(Conflict):
-    code = "instance_not_running"
-    title = "The instance is not running"
 
 
 class Instances:
@@ -58,7 +50,6 @@ class Instances:
         parts: WorkloadParts,
         instances: InstanceStore,
         quota: QuotaLedger,
-        logs: LogStreams,
     ) -> None:
         self._settings = settings
         self._images = parts.images
@@ -71,7 +62,6 @@ class Instances:
         self._storage = parts.storage
         self._wakeups = parts.wakeups
         self._lines = parts.lines
-        self._logs = logs
 
     async def quota(self, identity: Identity) -> QuotaUse:
         """The tenant's quota and what it holds now (the ledger as last written)."""
@@ -119,7 +109,8 @@ class Instances:
             return await self._replay(again, hashed), False
         new = NewWorkload(
             key=key, workload_id=instance_id, identity=identity, tenant=tenant, spec=spec,
-            zones=zones, cluster=cluster, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
+            zones=zones, cluster=cluster, storages=storages, request_hash=hashed,
+            idempotency_key=idempotency_key,
         )  # fmt: skip
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
@@ -172,35 +163,7 @@ class Instances:
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
-        tenant_id = identity.require_tenant()
-        doc = await self._instances.current(instance_key(tenant_id, instance_id))
-        if doc is None or not doc.get("admitted"):
-            # Another tenant's instance and a missing one look the same.
-            raise NotFound(f"instance {instance_id!r} does not exist")
-        return doc
-
-    async def logs(
-        self, identity: Identity, instance_id: str, *, follow: bool, tail_lines: int | None
-    ) -> AsyncIterator[bytes]:
-        """The instance's log as the kubelet serves it; with `follow`, as it grows, until
-        the instance ends. Errors come before the first byte, so they answer as problems."""
-        doc = await self._owned(identity, instance_id)
-        if State(doc["state"]) in TERMINAL or doc.get("node") is None:
-            raise InstanceNotRunning(
-                f"instance {instance_id!r} is {doc['state']}: its log is kept only while its "
-                "pod runs",
-                state=doc["state"],
-            )
-
-        async def ended() -> bool:
-            now = await self._instances.current(doc["_id"])
-            return now is None or State(now["state"]) in TERMINAL
-
-        return await self._logs.open(
-            doc["tenant_id"], doc["namespace"], instance_manifests.pod_name(doc["instance_id"]),
-            follow=follow, tail_lines=tail_lines,
-            gone=f"instance {instance_id!r} has no pod now", ended=ended,
-        )  # fmt: skip
+        return await self._instances.owned(identity.require_tenant(), instance_id)
 
     async def get(
         self,
@@ -216,6 +179,7 @@ class Instances:
         deadline = time.monotonic() + wait_s
         cache = self._instances.cache
         recorded: Recorded | None = None
+        first_message: str | None = None
         while True:
             news = cache.listen(key)
             if recorded is None or recorded.stop_requested is None:
@@ -223,36 +187,24 @@ class Instances:
                 doc, stop_requested = await asyncio.gather(
                     self._owned(identity, instance_id), self._requests.requested(key, "stop")
                 )
+                if recorded is None:
+                    first_message = doc.get("message")
                 recorded = Recorded(doc, stop_requested)
             doc = recorded.doc
             remaining = deadline - time.monotonic()
-            if after_revision is None or doc["sequence"] > after_revision or remaining <= 0:
-                return await self.view(doc, stop_requested=bool(recorded.stop_requested))
+            if (
+                after_revision is None
+                or doc["sequence"] > after_revision
+                or doc.get("message") != first_message  # a refused start says why there
+                or remaining <= 0
+            ):
+                starting = State(doc["state"]) in STARTABLE and await self._requests.requested(
+                    key, "start"
+                )
+                return await self.view(
+                    doc, stop_requested=bool(recorded.stop_requested), start_requested=starting
+                )
             recorded = await cache.wait(key, news, min(remaining, CHANGE_RECHECK_S))
-
-    async def endpoint(
-        self, identity: Identity, instance_id: str, port: int, *, tunnel: bool = False
-    ) -> InstanceEndpoint:
-        """Where the gateway reaches one port of the caller's instance: a public one for
-        its URL, any declared TCP port for a tunnel (`gpucloud ssh`)."""
-        doc = await self._owned(identity, instance_id)
-        template = InstanceTemplate.model_validate(doc["template"], context=STORED)
-        if not any(
-            p.port == port and (p.is_public or tunnel) and p.protocol == "TCP"
-            for p in template.ports
-        ):
-            kind = "TCP" if tunnel else "public"
-            raise NotFound(f"instance {instance_id!r} has no {kind} port {port}")
-        state = State(doc["state"])
-        if state != State.RUNNING or not doc.get("pod_ip"):
-            starting = state in LIVE and state != State.STOPPING
-            raise InstanceNotRunning(
-                f"instance {instance_id!r} is {state.value}"
-                + ("; it will answer once it is running" if starting else ""),
-                state=state.value,
-                **({"retry_after_s": 2} if starting else {}),
-            )
-        return InstanceEndpoint(instance_id=instance_id, port=port, address=doc["pod_ip"])
 
     async def list(
         self,
@@ -327,13 +279,14 @@ class Instances:
         await claim_start(self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(instance_item(doc["_id"]))
-        return await self.view(doc)
+        return await self.view(doc, start_requested=True)
 
     async def view(
         self,
         doc: InstanceDoc,
         *,
         stop_requested: bool = False,
+        start_requested: bool = False,
         lines: dict[str, Line] | None = None,
         new: bool = False,
     ) -> Instance:
@@ -344,6 +297,7 @@ class Instances:
         return instance_view(
             doc, self._settings, queue=queue,
             stop_requested=stop_requested and State(doc["state"]) not in TERMINAL,
+            start_requested=start_requested and State(doc["state"]) in STARTABLE,
             cluster=self._placement.cluster_of(doc),
         )  # fmt: skip
 

@@ -12,6 +12,7 @@ from pymongo import ASCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from gpucloud_libs.clock import as_stored_values, now
+from gpucloud_libs.errors import NotFound
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
@@ -22,6 +23,7 @@ from ..store import (
     INSTANCES,
     TENANTS,
     DuplicateInstance,
+    instance_key,
     walk_tenants,
 )
 from ..workloads.cache import WorkloadCache
@@ -114,6 +116,14 @@ class InstanceStore:
             doc, stop = await asyncio.gather(self.get(key), stop_request(key))
             keep(doc, stop)
         return doc, stop
+
+    async def owned(self, tenant_id: str, instance_id: str) -> InstanceDoc:
+        """The tenant's admitted instance (`current`), or a 404: another tenant's
+        instance and a missing one look the same."""
+        doc = await self.current(instance_key(tenant_id, instance_id))
+        if doc is None or not doc.get("admitted"):
+            raise NotFound(f"instance {instance_id!r} does not exist")
+        return doc
 
     async def _refresh_unsure(self) -> None:
         keys = self.cache.take_unsure()

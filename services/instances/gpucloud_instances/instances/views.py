@@ -35,6 +35,7 @@ def instance_view(
     *,
     queue: QueuePosition | None,
     stop_requested: bool,
+    start_requested: bool = False,
     cluster: str,
 ) -> Instance:
     """`queue`: its place in its tenant's queue while queued; `stop_requested`: a stop
@@ -56,6 +57,7 @@ def instance_view(
         queue=queue,
         priority=doc.get("priority", 0),
         stop_requested=stop_requested,
+        start_requested=start_requested,
         revision=doc["sequence"],
         urls=instance_urls(doc, settings),
         created_at=aware(doc["created_at"]),
