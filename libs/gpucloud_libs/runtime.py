@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 from fastapi import APIRouter, FastAPI, Request
@@ -37,6 +37,9 @@ from .server_timing import ServerTimingMiddleware
 from .settings import ServiceSettings
 from .telemetry import Telemetry, TracingMiddleware, setup_telemetry
 from .topics import TopicSpec, dead_letter_topic, require_topics
+
+#: An event, or a batch of them, as a consumer hands it to its handler.
+_Event = TypeVar("_Event")
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class ServiceRuntime:
             "kafka": self._kafka_ready,
         }
         self._on_start: list[Hook] = []
+        #: Set once the `on_start` hooks have run: consumers hold deliveries until then.
+        self._started = asyncio.Event()
         self._on_stop: list[Hook] = []
         self._periodic: list[tuple[float, Callable[[], Awaitable[object]], str]] = []
         self._loops: list[asyncio.Task[None]] = []
@@ -115,12 +120,32 @@ class ServiceRuntime:
         return [*self.kafka_access.produces, *self.kafka_access.consumes, *dead_letters]
 
     def subscribe(self, topic: TopicSpec, handler: EventHandler) -> None:
-        """Consume `topic` with `handler`, as the service's consumer group."""
-        subscribe_events(self.broker, topic, group=self._consumable(topic), handler=handler)
+        """Consume `topic` with `handler`, as the service's consumer group, once the
+        `on_start` hooks have run."""
+        subscribe_events(
+            self.broker, topic, group=self._consumable(topic), handler=self._once_started(handler)
+        )
 
     def subscribe_batches(self, topic: TopicSpec, handler: BatchHandler) -> None:
-        """Consume `topic` a batch at a time (see `subscribe_event_batches`)."""
-        subscribe_event_batches(self.broker, topic, group=self._consumable(topic), handler=handler)
+        """Consume `topic` a batch at a time (see `subscribe_event_batches`), once the
+        `on_start` hooks have run."""
+        subscribe_event_batches(
+            self.broker, topic, group=self._consumable(topic), handler=self._once_started(handler)
+        )
+
+    def _once_started(
+        self, handler: Callable[[_Event], Awaitable[None]]
+    ) -> Callable[[_Event], Awaitable[None]]:
+        """`handler`, holding each delivery until the service has started. The broker
+        starts its consumers with its publisher, before the hooks that fill what the
+        handlers read (a restore from the store, a connection): a message held here
+        is not acknowledged, so nothing is lost if the start fails."""
+
+        async def handle(event: _Event) -> None:
+            await self._started.wait()
+            await handler(event)
+
+        return handle
 
     def identity_signer(self) -> IdentitySigner:
         """This service's signer, for the calls it makes to other services as a caller;
@@ -191,9 +216,10 @@ class ServiceRuntime:
             check()
         await require_topics(self.settings.kafka, self._kafka_topics())
         await ensure_indexes(self.db, self._indexes)
-        await self.broker.start()
+        await self.broker.start()  # its publisher first: hooks may publish
         for hook in self._on_start:
             await hook()
+        self._started.set()
         await self._start_periodic()
         log.info("service started", extra={"port": self.settings.http_port})
         try:
