@@ -710,6 +710,43 @@ async def _remove_stock(world: World) -> None:
     await _everyone_refused(world, "DELETE", "/v1/stocks", lower_too=True, body=body)
 
 
+# Clusters are the operator's alone: no tenant role lists, changes or registers one.
+@row("GET", "/v1/clusters")
+async def _list_clusters(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/clusters", lower_too=True)
+
+
+@row("POST", "/v1/clusters")
+async def _register_cluster(world: World) -> None:
+    body = {"name": "mine", "region": "r", "zones": ["z"], "kubeconfig": "clusters: []"}
+    await _everyone_refused(world, "POST", "/v1/clusters", lower_too=True, body=body)
+
+
+@row("GET", "/v1/clusters/{name}")
+async def _get_cluster(world: World) -> None:
+    await _everyone_refused(world, "GET", "/v1/clusters/local-1", lower_too=True)
+
+
+@row("DELETE", "/v1/clusters/{name}")
+async def _delete_cluster(world: World) -> None:
+    await _everyone_refused(world, "DELETE", "/v1/clusters/local-2", lower_too=True)
+
+
+@row("POST", "/v1/clusters/{name}/cordon")
+async def _cordon_cluster(world: World) -> None:
+    await _everyone_refused(world, "POST", "/v1/clusters/local-1/cordon", lower_too=True)
+
+
+@row("POST", "/v1/clusters/{name}/drain")
+async def _drain_cluster(world: World) -> None:
+    await _everyone_refused(world, "POST", "/v1/clusters/local-1/drain", lower_too=True)
+
+
+@row("POST", "/v1/clusters/{name}/uncordon")
+async def _uncordon_cluster(world: World) -> None:
+    await _everyone_refused(world, "POST", "/v1/clusters/local-1/uncordon", lower_too=True)
+
+
 # --- metering: usage, prices, invoices, budgets ----------------------------------------
 
 
