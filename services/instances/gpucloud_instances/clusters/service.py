@@ -26,7 +26,7 @@ from gpucloud_libs.sealing import SecretBox
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance
 from .documents import ClusterDoc, ClusterStatusDoc
-from .observation import cluster_uid, look, missing_rights, rights_review
+from .observation import cluster_uid, look, missing_rights, rights_review, unreachable
 from .placement import Placement
 from .schemas import Cluster, ClusterCreate, ClusterGpus, ClusterHealth, ClusterState
 from .store import ClusterStore
@@ -150,7 +150,12 @@ class Clusters:
         self._clients.clear()
 
     async def _look(self, doc: ClusterDoc) -> ClusterStatusDoc | None:
-        kube = self._home if doc["home"] else await self._client(doc)
+        try:
+            kube = self._home if doc["home"] else await self._client(doc)
+        except Exception as error:  # a kubeconfig the loader refuses now: say so
+            return unreachable(
+                f"its kubeconfig cannot be used: {error}", now_as_stored(), doc["status"]
+            )
         if kube is None:
             return None
         return await look(kube, now_as_stored(), doc["status"])
