@@ -89,8 +89,10 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     for start in (kube.connect, log_streams.connect, filling.start, clusters.record_home,
                   controller.start):  # fmt: skip
         runtime.on_start(start)
-    for stop in (controller.stop, filling.stop, quota.close, kube.close, log_streams.close,
-                 storage.close, clusters.close):  # fmt: skip
+    # Run in the reverse order: the controller stops first, while Kubernetes is still
+    # connected, so it hands its lease back and the next leader need not wait it out.
+    for stop in (kube.close, log_streams.close, storage.close, quota.close, clusters.close,
+                 filling.stop, controller.stop):  # fmt: skip
         runtime.on_stop(stop)
     runtime.add_readiness_check("kubernetes", kube.ping)
     for topic, handler in ((TENANTS, handlers.on_tenant), (INSTANCE_COMMANDS, handlers.on_command),

@@ -204,10 +204,12 @@ class QuotaLedger:
                 except Exception as error:  # every waiter of the batch gets it
                     await self._let_go(tenant_id)  # the write may or may not have landed
                     for _, done in batch:
-                        done.set_exception(error)
+                        if not done.done():  # its caller may have gone (cancelled)
+                            done.set_exception(error)
                     continue
                 for (_, done), result in zip(batch, results, strict=True):
-                    done.set_result(result)
+                    if not done.done():
+                        done.set_result(result)
         finally:
             # No await since the last empty pop: nothing can have been queued unseen.
             self._draining.discard(tenant_id)

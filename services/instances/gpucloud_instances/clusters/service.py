@@ -106,8 +106,8 @@ class Clusters:
         return await self._view(await self._existing(name))
 
     async def set_state(self, identity: Identity, name: str, state: ClusterState) -> Cluster:
-        """Cordon (no new placements), drain (none, and its workloads are to leave),
-        or make active again."""
+        """Cordon (no new placements), drain (none, before it is deleted), or make
+        active again."""
         identity.require_role("platform-admin")
         await self._existing(name)
         doc = await self._clusters.set_state(name, state.value)
@@ -139,6 +139,8 @@ class Clusters:
     async def look_all(self) -> None:
         """Look at every cluster once and record what was seen (the leader's resync)."""
         docs = await self._clusters.list()
+        for gone in set(self._clients) - {doc["_id"] for doc in docs}:
+            await self._clients.pop(gone).close()  # deleted, maybe by another replica
         statuses = await asyncio.gather(*(self._look(doc) for doc in docs))
         for doc, status in zip(docs, statuses, strict=True):
             if status is not None:

@@ -36,7 +36,9 @@ class ClusterStore:
 
     async def set_home(self, doc: ClusterDoc) -> None:
         """Record the home cluster as the settings name it, keeping its state and
-        status where it is recorded already."""
+        status where it is recorded already; one the settings named before goes (it
+        holds no kubeconfig to reach it by)."""
+        await self._clusters.delete_many({"home": True, "_id": {"$ne": doc["_id"]}})
         try:
             await self.insert(doc)
         except DuplicateInstance:
