@@ -711,40 +711,23 @@ async def _remove_stock(world: World) -> None:
 
 
 # Clusters are the operator's alone: no tenant role lists, changes or registers one.
-@row("GET", "/v1/clusters")
-async def _list_clusters(world: World) -> None:
-    await _everyone_refused(world, "GET", "/v1/clusters", lower_too=True)
+def _operator_only(method: str, path: str, body: Any = None) -> Check:
+    async def check(world: World) -> None:
+        await _everyone_refused(world, method, path, lower_too=True, body=body)
+
+    return check
 
 
-@row("POST", "/v1/clusters")
-async def _register_cluster(world: World) -> None:
-    body = {"name": "mine", "region": "r", "zones": ["z"], "kubeconfig": "clusters: []"}
-    await _everyone_refused(world, "POST", "/v1/clusters", lower_too=True, body=body)
-
-
-@row("GET", "/v1/clusters/{name}")
-async def _get_cluster(world: World) -> None:
-    await _everyone_refused(world, "GET", "/v1/clusters/local-1", lower_too=True)
-
-
-@row("DELETE", "/v1/clusters/{name}")
-async def _delete_cluster(world: World) -> None:
-    await _everyone_refused(world, "DELETE", "/v1/clusters/local-2", lower_too=True)
-
-
-@row("POST", "/v1/clusters/{name}/cordon")
-async def _cordon_cluster(world: World) -> None:
-    await _everyone_refused(world, "POST", "/v1/clusters/local-1/cordon", lower_too=True)
-
-
-@row("POST", "/v1/clusters/{name}/drain")
-async def _drain_cluster(world: World) -> None:
-    await _everyone_refused(world, "POST", "/v1/clusters/local-1/drain", lower_too=True)
-
-
-@row("POST", "/v1/clusters/{name}/uncordon")
-async def _uncordon_cluster(world: World) -> None:
-    await _everyone_refused(world, "POST", "/v1/clusters/local-1/uncordon", lower_too=True)
+for _c_method, _c_route, _c_path, _c_body in (
+    ("GET", "/v1/clusters", "/v1/clusters", None),
+    ("POST", "/v1/clusters", "/v1/clusters",
+     {"name": "mine", "region": "r", "zones": ["z"], "kubeconfig": "clusters: []"}),
+    ("GET", "/v1/clusters/{name}", "/v1/clusters/local-1", None),
+    ("DELETE", "/v1/clusters/{name}", "/v1/clusters/local-2", None),
+    *(("POST", f"/v1/clusters/{{name}}/{verb}", f"/v1/clusters/local-1/{verb}", None)
+      for verb in ("cordon", "drain", "uncordon")),
+):  # fmt: skip
+    row(_c_method, _c_route)(_operator_only(_c_method, _c_path, _c_body))
 
 
 # --- metering: usage, prices, invoices, budgets ----------------------------------------

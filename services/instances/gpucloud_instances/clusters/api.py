@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Response, status
@@ -42,31 +43,25 @@ async def get_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPa
     return await clusters.get(identity, name)
 
 
-@router.post(
-    "/clusters/{name}/cordon",
-    tags=["clusters"],
-    summary="Place no new workloads in the cluster; those in it go on (platform admin)",
-)
-async def cordon_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
-    return await clusters.set_state(identity, name, ClusterState.CORDONED)
+def _set_state(state: ClusterState) -> Callable[..., Awaitable[Cluster]]:
+    async def set_state(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
+        return await clusters.set_state(identity, name, state)
+
+    return set_state
 
 
-@router.post(
-    "/clusters/{name}/drain",
-    tags=["clusters"],
-    summary="Place no new workloads in the cluster, before deleting it (platform admin)",
-)
-async def drain_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
-    return await clusters.set_state(identity, name, ClusterState.DRAINING)
-
-
-@router.post(
-    "/clusters/{name}/uncordon",
-    tags=["clusters"],
-    summary="Place new workloads in the cluster again (platform admin)",
-)
-async def uncordon_cluster(name: str, identity: CurrentIdentity, clusters: ClustersPart) -> Cluster:
-    return await clusters.set_state(identity, name, ClusterState.ACTIVE)
+for _verb, _state, _summary in (
+    ("cordon", ClusterState.CORDONED,
+     "Place no new workloads in the cluster; those in it go on (platform admin)"),
+    ("drain", ClusterState.DRAINING,
+     "Place no new workloads in the cluster, before deleting it (platform admin)"),
+    ("uncordon", ClusterState.ACTIVE,
+     "Place new workloads in the cluster again (platform admin)"),
+):  # fmt: skip
+    router.add_api_route(
+        f"/clusters/{{name}}/{_verb}", _set_state(_state), methods=["POST"], tags=["clusters"],
+        summary=_summary, name=f"{_verb}_cluster",
+    )  # fmt: skip
 
 
 @router.delete(

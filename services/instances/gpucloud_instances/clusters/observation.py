@@ -5,6 +5,7 @@ from a SelfSubjectRulesReview (what `kubectl auth can-i --list` shows)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -90,7 +91,7 @@ async def rights_review(kube: KubeClient) -> tuple[list[dict[str, Any]], bool]:
     return status.get("resourceRules") or [], bool(status.get("incomplete"))
 
 
-def summary(nodes: list[Manifest], version: str, at: datetime) -> ClusterStatusDoc:
+def summary(nodes: Sequence[Manifest], version: str, at: datetime) -> ClusterStatusDoc:
     """What the cluster's nodes say: how many, how many Ready, their zones, and the
     GPU units on the Ready ones by type and kind."""
     ready = [node for node in nodes if _ready(node)]
@@ -134,13 +135,18 @@ def unreachable(error: str, at: datetime, previous: ClusterStatusDoc | None) -> 
 
 
 async def look(
-    kube: KubeClient, at: datetime, previous: ClusterStatusDoc | None
+    kube: KubeClient,
+    at: datetime,
+    previous: ClusterStatusDoc | None,
+    nodes: Sequence[Manifest] | None = None,
 ) -> ClusterStatusDoc:
-    """Ask the cluster's API server for its version and nodes, within `LOOK_TIMEOUT_S`."""
+    """Ask the cluster's API server for its version and nodes (unless a watch already
+    holds them: `nodes`), within `LOOK_TIMEOUT_S`."""
     try:
         async with asyncio.timeout(LOOK_TIMEOUT_S):
             version = await kube.server_version()
-            nodes, _ = await kube.list("Node")
+            if nodes is None:
+                nodes, _ = await kube.list("Node")
     except TimeoutError:
         return unreachable(f"no answer within {LOOK_TIMEOUT_S:.0f}s", at, previous)
     except (DependencyUnavailable, KubeError) as error:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import yaml
@@ -20,7 +20,7 @@ import yaml
 from gpucloud_libs.clock import aware, aware_or_none, now_as_stored
 from gpucloud_libs.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient, KubeError
+from gpucloud_libs.kube import KubeClient, KubeError, Manifest
 from gpucloud_libs.sealing import SecretBox
 
 from ..settings import InstancesSettings
@@ -109,11 +109,10 @@ class Clusters:
         """Cordon (no new placements), drain (none, before it is deleted), or make
         active again."""
         identity.require_role("platform-admin")
-        await self._existing(name)
         doc = await self._clusters.set_state(name, state.value)
         self._placement.forget()
         if doc is None:
-            raise NotFound(f"cluster {name!r} does not exist")
+            raise _no_such(name)
         log.info("cluster state set", extra={"cluster": name, "state": state.value})
         return await self._view(doc)
 
@@ -136,12 +135,14 @@ class Clusters:
         if client is not None:
             await client.close()
 
-    async def look_all(self) -> None:
-        """Look at every cluster once and record what was seen (the leader's resync)."""
+    async def look_all(self, home_nodes: Sequence[Manifest]) -> None:
+        """Look at every cluster once and record what was seen (the leader's resync).
+        The home cluster's nodes are those the leader's watch holds: listing them again
+        every resync would cost a read of every node."""
         docs = await self._clusters.list()
         for gone in set(self._clients) - {doc["_id"] for doc in docs}:
             await self._clients.pop(gone).close()  # deleted, maybe by another replica
-        statuses = await asyncio.gather(*(self._look(doc) for doc in docs))
+        statuses = await asyncio.gather(*(self._look(doc, home_nodes) for doc in docs))
         for doc, status in zip(docs, statuses, strict=True):
             if status is not None:
                 await self._clusters.set_status(doc["_id"], status)
@@ -151,7 +152,9 @@ class Clusters:
             await client.close()
         self._clients.clear()
 
-    async def _look(self, doc: ClusterDoc) -> ClusterStatusDoc | None:
+    async def _look(
+        self, doc: ClusterDoc, home_nodes: Sequence[Manifest]
+    ) -> ClusterStatusDoc | None:
         try:
             kube = self._home if doc["home"] else await self._client(doc)
         except Exception as error:  # a kubeconfig the loader refuses now: say so
@@ -160,7 +163,8 @@ class Clusters:
             )
         if kube is None:
             return None
-        return await look(kube, now_as_stored(), doc["status"])
+        nodes = home_nodes if doc["home"] else None
+        return await look(kube, now_as_stored(), doc["status"], nodes)
 
     async def _client(self, doc: ClusterDoc) -> KubeClient | None:
         name = doc["_id"]
@@ -180,7 +184,7 @@ class Clusters:
     async def _existing(self, name: str) -> ClusterDoc:
         doc = await self._clusters.get(name)
         if doc is None:
-            raise NotFound(f"cluster {name!r} does not exist; GET /v1/clusters lists them")
+            raise _no_such(name)
         return doc
 
     async def _view(self, doc: ClusterDoc) -> Cluster:
@@ -190,6 +194,10 @@ class Clusters:
             state=ClusterState(doc["state"]), workloads=await self._live_workloads(doc["_id"]),
             health=None if status is None else _health(status), created_at=aware(doc["created_at"]),
         )  # fmt: skip
+
+
+def _no_such(name: str) -> NotFound:
+    return NotFound(f"cluster {name!r} does not exist; GET /v1/clusters lists them")
 
 
 def _health(status: ClusterStatusDoc) -> ClusterHealth:

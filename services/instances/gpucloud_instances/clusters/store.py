@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.mongo import Collection, Database, typed
@@ -28,8 +28,10 @@ class ClusterStore:
         return [doc async for doc in self._clusters.find({}).sort("_id", ASCENDING)]
 
     async def set_state(self, name: str, state: str) -> ClusterDoc | None:
-        await self._clusters.update_one({"_id": name}, {"$set": {"state": state}})
-        return await self.get(name)
+        """The cluster as set, or None when there is none of that name."""
+        return await self._clusters.find_one_and_update(
+            {"_id": name}, {"$set": {"state": state}}, return_document=ReturnDocument.AFTER
+        )
 
     async def set_status(self, name: str, status: ClusterStatusDoc) -> None:
         await self._clusters.update_one({"_id": name}, {"$set": {"status": status}})

@@ -127,7 +127,7 @@ class Controller:
             case ItemKind.ADMISSION:
                 await self._admissions.plan()
             case ItemKind.CLUSTERS:
-                await self._clusters.look_all()
+                await self._clusters.look_all(list(self._cache.nodes.values()))
 
     async def _run(self) -> None:
         while True:
