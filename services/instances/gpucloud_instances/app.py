@@ -91,7 +91,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         runtime.on_start(start)
     # Run in the reverse order: the controller stops first, while Kubernetes is still
     # connected, so it hands its lease back and the next leader need not wait it out.
-    for stop in (kube.close, log_streams.close, storage.close, quota.close, clusters.close,
+    for stop in (kube.close, log_streams.close, storage.close, quota.close,
                  filling.stop, controller.stop):  # fmt: skip
         runtime.on_stop(stop)
     runtime.add_readiness_check("kubernetes", kube.ping)

@@ -24,6 +24,10 @@ from gpucloud_instances.wakeups import instance_item, job_item
 STORED_AT = datetime(2026, 11, 2, 8, 0)
 AT = STORED_AT.replace(tzinfo=UTC)
 H100 = "NVIDIA-H100"
+#: The home cluster, where a workload recorded before clusters were runs.
+HOME = "local-1"
+#: H100s of the home cluster: a pool is a GPU kind in one cluster.
+HOME_H100 = f"{HOME}/{H100}"
 
 
 def a_job(state: str = "queued", **fields: Any) -> JobDoc:
@@ -43,14 +47,14 @@ def an_instance(state: str = "queued", **fields: Any) -> InstanceDoc:
 
 
 def test_a_queued_job_asks_for_all_its_pods_gpus_and_may_borrow() -> None:
-    assert queued_job(a_job()) == Queued(
-        "job:acme/train", "acme", H100, gpus=6, priority=5, created_at=AT, may_borrow=True,
+    assert queued_job(a_job(), HOME) == Queued(
+        "job:acme/train", "acme", HOME_H100, gpus=6, priority=5, created_at=AT, may_borrow=True,
         units=6, spread=0,
     )  # fmt: skip
 
 
 def test_a_queued_multi_node_job_must_spread_over_its_nodes() -> None:
-    queued = queued_job(a_job(parallelism=4, nodes=4, gpu_count=8))
+    queued = queued_job(a_job(parallelism=4, nodes=4, gpu_count=8), HOME)
     assert (queued.gpus, queued.units, queued.spread) == (32, 32, 4)
 
 
@@ -58,20 +62,29 @@ def test_a_queued_job_of_slices_takes_slices_from_their_pool_and_whole_gpus_of_q
     sliced = a_job(
         gpu_count=3, parallelism=4, gpu_resource="nvidia.com/mig-1g.10gb", gpu_weight="1/7"
     )
-    queued = queued_job(sliced)
-    assert queued.gpu_type == f"{H100} mig-1g.10gb"
+    queued = queued_job(sliced, HOME)
+    assert queued.gpu_type == f"{HOME_H100} mig-1g.10gb"
     assert (queued.units, queued.gpus) == (12, 2)  # 12/7 of a GPU, rounded up
 
 
 def test_a_queued_instance_never_borrows_and_defaults_to_priority_zero() -> None:
-    queued = queued_instance(an_instance())
-    assert queued == Queued("acme/nb", "acme", H100, 1, 0, AT, units=1)
+    queued = queued_instance(an_instance(), HOME)
+    assert queued == Queued("acme/nb", "acme", HOME_H100, 1, 0, AT, units=1)
     assert not queued.may_borrow
-    assert queued_instance(an_instance(priority=-3)).priority == -3
+    assert queued_instance(an_instance(priority=-3), HOME).priority == -3
+
+
+def test_a_workload_takes_its_gpus_from_the_pool_of_the_cluster_it_was_placed_in() -> None:
+    assert queued_instance(an_instance(cluster="local-2"), HOME).gpu_type == f"local-2/{H100}"
+    assert queued_job(a_job(cluster="local-2"), HOME).gpu_type == f"local-2/{H100}"
+    room = WaitingRoom(HOME)
+    room.job(a_job("admitted", cluster="local-2"))
+    starting = room.starting["job:acme/train"]
+    assert (starting.cluster, starting.pool) == ("local-2", f"local-2/{H100}")
 
 
 def test_the_room_holds_a_queued_job_with_the_reason_its_document_records() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(HOME)
     room.job(a_job(queue_reason="quota"))
     assert list(room.queued) == ["job:acme/train"]
     assert room.queued["job:acme/train"].gpus == 6
@@ -80,23 +93,25 @@ def test_the_room_holds_a_queued_job_with_the_reason_its_document_records() -> N
 
 
 def test_an_admitted_job_leaves_the_room_and_its_gpus_are_spoken_for_until_it_runs() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(HOME)
     room.job(a_job())
     room.job(a_job("admitted"))
     assert (room.queued, room.recorded) == ({}, {})
-    assert room.starting == {"job:acme/train": Starting("acme/train", "acme", H100, 3, 2)}
+    assert room.starting == {
+        "job:acme/train": Starting("acme/train", "acme", HOME, HOME_H100, 3, 2)
+    }
     room.job(a_job("running"))
     assert room.starting == {}
 
 
 def test_an_admitted_job_of_shared_gpus_is_spoken_for_in_its_pool() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(HOME)
     room.job(a_job("admitted", gpu_resource="nvidia.com/gpu.shared", gpu_weight="1/4"))
-    assert room.starting["job:acme/train"].pool == f"{H100} gpu.shared"
+    assert room.starting["job:acme/train"].pool == f"{HOME_H100} gpu.shared"
 
 
 def test_an_instance_waits_under_its_own_key_and_leaves_once_pending() -> None:
-    room = WaitingRoom(open=True)
+    room = WaitingRoom(HOME, open=True)
     room.instance_written("acme/nb", an_instance(queue_reason=None, admitted=True))
     assert room.recorded == {"acme/nb": None}
     # The worker's write of its reason reaches the room through the cache.
@@ -107,7 +122,7 @@ def test_an_instance_waits_under_its_own_key_and_leaves_once_pending() -> None:
 
 
 def test_an_instance_not_admitted_or_gone_leaves_the_room() -> None:
-    room = WaitingRoom(open=True)
+    room = WaitingRoom(HOME, open=True)
     room.instance_written("acme/nb", an_instance(admitted=True))
     room.instance_written("acme/nb", an_instance(admitted=False))
     assert room.queued == {}
@@ -117,7 +132,7 @@ def test_an_instance_not_admitted_or_gone_leaves_the_room() -> None:
 
 
 def test_the_room_notes_no_write_until_it_is_filled_for_a_leadership() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(HOME)
     room.instance_written("acme/nb", an_instance(admitted=True))
     assert room.queued == {}
     room.open = True
@@ -128,7 +143,7 @@ def test_the_room_notes_no_write_until_it_is_filled_for_a_leadership() -> None:
 
 
 def test_a_workload_whose_document_is_gone_is_forgotten_entirely() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(HOME)
     room.job(a_job("admitted"))
     room.instance(an_instance())
     room.forget(job_item("acme/train"))
@@ -137,7 +152,7 @@ def test_a_workload_whose_document_is_gone_is_forgotten_entirely() -> None:
 
 
 def test_a_new_leader_starts_from_an_empty_room() -> None:
-    room = WaitingRoom()
+    room = WaitingRoom(HOME)
     room.job(a_job())
     room.job(a_job("admitted", _id="acme/other"))
     room.clear()

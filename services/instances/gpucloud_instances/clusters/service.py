@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import yaml
@@ -20,9 +20,10 @@ import yaml
 from gpucloud_libs.clock import aware, aware_or_none, now_as_stored
 from gpucloud_libs.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient, KubeError, Manifest
+from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.sealing import SecretBox
 
+from ..controller.runtimes import ClusterRuntimes
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance
 from .documents import ClusterDoc, ClusterStatusDoc
@@ -54,8 +55,6 @@ class Clusters:
         self._home = home
         self._live_workloads = live_workloads
         self._placement = placement
-        #: Clients of registered clusters, opened on first look.
-        self._clients: dict[str, KubeClient] = {}
 
     async def record_home(self) -> None:
         """The service's own cluster, as its settings name it (at start)."""
@@ -131,55 +130,50 @@ class Clusters:
                 "they have ended", cluster=name, workloads=running,
             )  # fmt: skip
         await self._clusters.remove(name)
-        client = self._clients.pop(name, None)
-        if client is not None:
-            await client.close()
 
-    async def look_all(self, home_nodes: Sequence[Manifest]) -> None:
-        """Look at every cluster once and record what was seen (the leader's resync).
-        The home cluster's nodes are those the leader's watch holds: listing them again
-        every resync would cost a read of every node."""
+    async def look_all(self, runtimes: ClusterRuntimes) -> None:
+        """Drive every registered cluster and no other, look at each once and record
+        what was seen (the leader's clusters pass). A cluster's nodes are those its
+        watch holds, once synced: listing them every pass would read every node."""
         docs = await self._clusters.list()
-        for gone in set(self._clients) - {doc["_id"] for doc in docs}:
-            await self._clients.pop(gone).close()  # deleted, maybe by another replica
-        statuses = await asyncio.gather(*(self._look(doc, home_nodes) for doc in docs))
+        registered = {doc["_id"] for doc in docs}
+        for gone in runtimes.driven() - registered - {runtimes.home.name}:
+            await runtimes.close(gone)  # deleted, maybe through another replica
+        for doc in docs:
+            if doc["_id"] not in runtimes.driven():
+                kubeconfig = self._kubeconfig(doc)
+                if kubeconfig is not None:
+                    await runtimes.open(doc["_id"], kubeconfig)
+        statuses = await asyncio.gather(*(self._look(doc, runtimes) for doc in docs))
         for doc, status in zip(docs, statuses, strict=True):
             if status is not None:
                 await self._clusters.set_status(doc["_id"], status)
 
-    async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+    async def _look(self, doc: ClusterDoc, runtimes: ClusterRuntimes) -> ClusterStatusDoc | None:
+        runtime = runtimes.home if doc["home"] else runtimes.opened(doc["_id"])
+        if runtime is None:
+            if doc["home"] or self._kubeconfig(doc) is None:
+                return None
+            return unreachable("its kubeconfig cannot be used", now_as_stored(), doc["status"])
+        nodes = list(runtime.cache.nodes.values()) if runtime.ready else None
+        return await look(runtime.kube, now_as_stored(), doc["status"], nodes)
 
-    async def _look(
-        self, doc: ClusterDoc, home_nodes: Sequence[Manifest]
-    ) -> ClusterStatusDoc | None:
-        try:
-            kube = self._home if doc["home"] else await self._client(doc)
-        except Exception as error:  # a kubeconfig the loader refuses now: say so
-            return unreachable(
-                f"its kubeconfig cannot be used: {error}", now_as_stored(), doc["status"]
-            )
-        if kube is None:
-            return None
-        nodes = home_nodes if doc["home"] else None
-        return await look(kube, now_as_stored(), doc["status"], nodes)
-
-    async def _client(self, doc: ClusterDoc) -> KubeClient | None:
-        name = doc["_id"]
-        if name in self._clients:
-            return self._clients[name]
+    def _kubeconfig(self, doc: ClusterDoc) -> dict[str, Any] | None:
+        """The registered cluster's kubeconfig; None when it cannot be used (logged)."""
         text = self._box.open(doc["sealed_kubeconfig"] or "")
         if text is None:
             log.warning(
-                "a cluster's kubeconfig was sealed with another key", extra={"cluster": name}
+                "a cluster's kubeconfig was sealed with another key", extra={"cluster": doc["_id"]}
             )
             return None
-        client = KubeClient(None, config_dict=parsed_kubeconfig(text))
-        await client.connect()
-        self._clients[name] = client
-        return client
+        try:
+            return parsed_kubeconfig(text)
+        except ValidationFailed as error:
+            log.warning(
+                "a cluster's kubeconfig cannot be read",
+                extra={"cluster": doc["_id"], "error": error.detail},
+            )
+            return None
 
     async def _existing(self, name: str) -> ClusterDoc:
         doc = await self._clusters.get(name)

@@ -20,10 +20,32 @@ Workload = InstanceDoc | JobDoc
 class GpuAccounting:
     capacity: dict[str, int] = field(default_factory=dict)
     free: dict[str, int] = field(default_factory=dict)
-    #: tenant -> GPU type -> GPUs its live pods hold (or wait to hold).
+    #: tenant -> pool -> GPUs its live pods hold (or wait to hold).
     held: dict[str, dict[str, int]] = field(default_factory=dict)
     #: pool -> node -> units free on it (pods not bound to a node yet not counted).
     node_free: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def pool_of(doc: Workload, home: str) -> str:
+    """The pool a workload's GPUs come from: its GPU kind and type in its cluster
+    (`home` for one recorded before clusters were)."""
+    kind = GpuShare.of(doc).capacity_key(doc["gpu_type"])
+    return f"{doc.get('cluster') or home}/{kind}"
+
+
+def across_clusters(accountings: dict[str, GpuAccounting]) -> GpuAccounting:
+    """Each cluster's accounting (by name) as one, each pool named with its cluster
+    (as `pool_of` names it)."""
+    merged = GpuAccounting()
+    for cluster, accounting in accountings.items():
+        merged.capacity |= {f"{cluster}/{p}": n for p, n in accounting.capacity.items()}
+        merged.free |= {f"{cluster}/{p}": n for p, n in accounting.free.items()}
+        merged.node_free |= {f"{cluster}/{p}": n for p, n in accounting.node_free.items()}
+        for tenant, pools in accounting.held.items():
+            merged.held.setdefault(tenant, {}).update(
+                {f"{cluster}/{p}": n for p, n in pools.items()}
+            )
+    return merged
 
 
 def nodes_that_fit(nodes: Iterable[Manifest], doc: Workload) -> int:

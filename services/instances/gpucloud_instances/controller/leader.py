@@ -10,9 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from gpucloud_libs.errors import DependencyUnavailable
-from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
+from gpucloud_libs.kube import KubeError
 
-from .. import manifests
 from ..clusters.service import Clusters
 from ..documents import InstanceDoc
 from ..inference.reconciler import InferenceReconciler
@@ -22,11 +21,11 @@ from ..queue.admissions import Admissions
 from ..settings import InstancesSettings
 from ..stocks.reconciler import StockPool
 from ..stores import Stores
-from ..tenancy.reconciler import TenantReconciler
-from ..wakeups import ItemKind, WorkItem, instance_item, job_item, service_item
-from .cache import ClusterCache
+from ..wakeups import CLUSTERS, ItemKind, WorkItem, instance_item, job_item, service_item
+from ..workloads.reconciler import CLUSTER_RETRY_S, ClusterNotDriven
 from .lease import Lease, LeaseLost
 from .resync import Resync
+from .runtimes import ClusterRuntimes
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,6 @@ RETRY_LEAD_S = 2.0
 class Reconcilers:
     """Who acts on each kind of work item, and the periodic passes."""
 
-    tenant_namespaces: TenantReconciler
     instances: InstanceReconciler
     jobs: JobReconciler
     inference: InferenceReconciler
@@ -55,24 +53,22 @@ class Controller:
     def __init__(
         self,
         settings: InstancesSettings,
-        kube: KubeClient,
+        runtimes: ClusterRuntimes,
         lease: Lease,
         queue: WorkQueue,
-        cache: ClusterCache,
         stores: Stores,
         reconcilers: Reconcilers,
     ) -> None:
         self._settings = settings
-        self._kube = kube
+        self._runtimes = runtimes
+        self._home = runtimes.home
         self._lease = lease
         self._queue = queue
-        self._cache = cache
         self._instances = stores.instances
         self._jobs = stores.jobs
         self._services = stores.services
         self._requests = stores.requests
         self._lines = stores.lines
-        self._tenant_namespaces = reconcilers.tenant_namespaces
         self._instance_reconciler = reconcilers.instances
         self._job_reconciler = reconcilers.jobs
         self._inference_reconciler = reconcilers.inference
@@ -113,6 +109,16 @@ class Controller:
         renewal loop ends this lead within a second, and a new lead resyncs all)."""
         if not self._lease.fresh():
             return
+        try:
+            await self._route(item)
+        except ClusterNotDriven as error:
+            log.info(
+                "its cluster is not driven now; waiting",
+                extra={"item": str(item), "cluster": str(error)},
+            )
+            self._queue.wake_later(CLUSTER_RETRY_S, item)
+
+    async def _route(self, item: WorkItem) -> None:
         match item.kind:
             case ItemKind.INSTANCE:
                 await self._instance_reconciler.reconcile(item.key)
@@ -121,13 +127,14 @@ class Controller:
             case ItemKind.SERVICE:
                 await self._inference_reconciler.reconcile(item.key)
             case ItemKind.TENANT:
-                await self._tenant_namespaces.reconcile(item.key)
+                for runtime in self._runtimes:
+                    await runtime.tenant_namespaces.reconcile(item.key)
             case ItemKind.STOCKS:
                 await self._stocks.reconcile()
             case ItemKind.ADMISSION:
                 await self._admissions.plan()
             case ItemKind.CLUSTERS:
-                await self._clusters.look_all(list(self._cache.nodes.values()))
+                await self._clusters.look_all(self._runtimes)
 
     async def _run(self) -> None:
         while True:
@@ -148,19 +155,17 @@ class Controller:
                 self._queue.accepting = False
                 self._instance_reconciler.reset()
                 self._stocks.reset()
-                self._cache.reset()
+                self._home.cache.reset()
                 self._admissions.reset()
+                await self._runtimes.close_all()
             await asyncio.sleep(RETRY_LEAD_S)
 
     async def _lead(self) -> None:
-        await self._ensure_cluster_objects()
+        await self._home.prepare(self._settings.stock_namespace)
         async with asyncio.TaskGroup() as group:
             group.create_task(self._lease.renew_forever())
-            group.create_task(self._cache.watch_pods())
-            group.create_task(self._cache.watch_nodes())
-            group.create_task(self._cache.watch_jobs())
-            group.create_task(self._cache.watch_job_sets())
-            await self._cache.synced.wait()
+            group.create_task(self._home.watch())
+            await self._home.cache.synced.wait()
             queued_jobs, admitted_jobs, queued_instances, published = await asyncio.gather(
                 self._jobs.all_queued(), self._jobs.admitted(), self._instances.all_queued(),
                 self._lines.tenants(),
@@ -175,6 +180,7 @@ class Controller:
                 self._queue.wake(job_item(key))
             for key in await self._services.keys_with_outbox():
                 self._queue.wake(service_item(key))
+            self._queue.wake(CLUSTERS)  # drive the registered clusters
             group.create_task(_every(WAKEUP_POLL_S, self._poll_wakeups, self._lease))
             group.create_task(
                 _every(self._settings.resync_interval_s, self._resync.run, self._lease)
@@ -184,12 +190,6 @@ class Controller:
         """Other replicas' API calls wake the leader through inserted documents."""
         for stored in await self._requests.take_wakeups():
             self.wake(WorkItem.parse(stored))
-
-    async def _ensure_cluster_objects(self) -> None:
-        for priority_class in manifests.priority_classes():
-            with contextlib.suppress(ConflictError):
-                await self._kube.create(priority_class)
-        await self._kube.ensure(manifests.namespace(self._settings.stock_namespace, {}))
 
 
 async def _every(interval_s: float, job: Callable[[], Awaitable[None]], lease: Lease) -> None:

@@ -13,15 +13,14 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.naming import job_workload_id, service_workload_id
 
 from ..inference.store import ServiceStore
-from ..instances.reconciler import InstanceReconciler
+from ..instances.reconciler import InstanceReconciler, delete_workload
 from ..instances.store import InstanceStore
 from ..jobs.store import JobStore
 from ..lifecycle import TERMINAL, State, observe_pod
 from ..quota_ledger import QuotaLedger
 from ..store import instance_key
-from ..tenancy.reconciler import TenantReconciler
 from ..wakeups import CLUSTERS, STOCKS, job_item, service_item, tenant_item
-from .cache import ClusterCache
+from .runtimes import ClusterRuntime, ClusterRuntimes
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -33,23 +32,21 @@ UNADMITTED_TTL = timedelta(minutes=2)
 class Resync:
     def __init__(
         self,
-        cache: ClusterCache,
+        runtimes: ClusterRuntimes,
         queue: WorkQueue,
         instances: InstanceStore,
         jobs: JobStore,
         services: ServiceStore,
         quota: QuotaLedger,
         instance_reconciler: InstanceReconciler,
-        tenant_namespaces: TenantReconciler,
     ) -> None:
-        self._cache = cache
+        self._runtimes = runtimes
         self._queue = queue
         self._instances = instances
         self._jobs = jobs
         self._services = services
         self._quota = quota
         self._instance_reconciler = instance_reconciler
-        self._tenant_namespaces = tenant_namespaces
         # Claims without a live instance at the last pass (see _release_finished_claims).
         self._orphan_claims: set[str] = set()
 
@@ -69,8 +66,11 @@ class Resync:
             self._queue.wake(job_item(key))
         for key in services:
             self._queue.wake(service_item(key))
-        await self._delete_orphan_pods(live)
-        for tenant_id in await self._tenant_namespaces.stale():
+        stale: set[str] = set()
+        for runtime in self._runtimes:
+            await self._delete_orphan_pods(runtime, live)
+            stale.update(await runtime.tenant_namespaces.stale())
+        for tenant_id in stale:
             self._queue.wake(tenant_item(tenant_id))
         for key in await self._instances.stale_unadmitted(now() - UNADMITTED_TTL):
             # Recorded before admission by an older version, which crashed in between.
@@ -111,17 +111,20 @@ class Resync:
 
     def _wake_drifted(self, live: dict[str, State]) -> None:
         at = now()
+        pods = {key: (pod, runtime.cache) for runtime in self._runtimes
+                for key, pod in runtime.cache.pods.items()}  # fmt: skip
         for key, state in live.items():
-            pod = self._cache.pods.get(key)
+            pod, cache = pods.get(key, (None, None))
             if (
                 pod is None
+                or cache is None
                 or state == State.PENDING
-                or observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at).state != state
+                or observe_pod(pod, node_ok=cache.pod_node_ok(pod), now=at).state != state
             ):
                 self._instance_reconciler.wake_afresh(key)
 
-    async def _delete_orphan_pods(self, live: dict[str, State]) -> None:
-        for key, pod in list(self._cache.pods.items()):
+    async def _delete_orphan_pods(self, runtime: ClusterRuntime, live: dict[str, State]) -> None:
+        for key, pod in list(runtime.cache.pods.items()):
             if key in live or pod["metadata"].get("deletionTimestamp"):
                 continue
             doc = await self._instances.get(key)
@@ -129,6 +132,6 @@ class Resync:
                 log.warning(
                     "deleting orphan pod", extra={"pod": pod["metadata"]["name"], "instance": key}
                 )
-                await self._instance_reconciler.delete_workload(
-                    pod["metadata"]["namespace"], pod["metadata"]["name"]
+                await delete_workload(
+                    runtime.kube, pod["metadata"]["namespace"], pod["metadata"]["name"]
                 )

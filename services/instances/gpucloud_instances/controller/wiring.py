@@ -24,6 +24,7 @@ from .cache import ClusterCache
 from .leader import Controller, Reconcilers
 from .lease import Lease
 from .resync import Resync
+from .runtimes import ClusterRuntime, ClusterRuntimes
 from .workqueue import WorkQueue
 
 #: Stock changes (claims, placeholders coming and going) are reconciled this long
@@ -50,28 +51,39 @@ def build_controller(
     def wake_stocks() -> None:
         queue.wake_soon(STOCKS, STOCK_SETTLE_S)
 
-    cache = ClusterCache(
-        kube, wake=queue.wake, wake_stocks=wake_stocks, node_lost_grace_s=settings.node_lost_grace_s
+    def runtime(name: str, client: KubeClient, *, home: bool) -> ClusterRuntime:
+        # Warm stocks are kept in the home cluster alone (decision 128).
+        cache = ClusterCache(
+            client, wake=queue.wake, wake_stocks=wake_stocks if home else _no_stocks,
+            node_lost_grace_s=settings.node_lost_grace_s,
+        )  # fmt: skip
+        return ClusterRuntime(
+            name, home, client, cache,
+            TenantReconciler(name, client, tenants, settings, lazy=not home),
+        )  # fmt: skip
+
+    runtimes = ClusterRuntimes(
+        runtime(settings.cluster_name, kube, home=True),
+        lambda name, kubeconfig: runtime(
+            name, KubeClient(None, config_dict=kubeconfig), home=False
+        ),
     )
-    tenant_namespaces = TenantReconciler(kube, tenants, settings)
+    cache = runtimes.home.cache
     stock_pool = StockPool(
         kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
     )
-    admissions = Admissions(cache, queue, jobs.holding, tenants, quota, stores.lines)
+    admissions = Admissions(runtimes, queue, jobs.holding, tenants, quota, stores.lines)
     instances.cache.observe(admissions.room.instance_written)
     parts = ReconcilerParts(
-        kube=kube, broker=broker, cache=cache, queue=queue, requests=requests, quota=quota,
-        tenant_namespaces=tenant_namespaces, storage=storage, pull_secrets=pull_secrets,
-        tenants=tenants, admissions=admissions,
+        runtimes=runtimes, broker=broker, queue=queue, requests=requests, quota=quota,
+        storage=storage, pull_secrets=pull_secrets, tenants=tenants, admissions=admissions,
     )  # fmt: skip
     instance_reconciler = InstanceReconciler(
         parts, instances, stock_pool, schedule_timeout_s=settings.schedule_timeout_s,
     )  # fmt: skip
     job_reconciler = JobReconciler(parts, jobs)
     inference_reconciler = InferenceReconciler(parts, services)
-    resync = Resync(
-        cache, queue, instances, jobs, services, quota, instance_reconciler, tenant_namespaces
-    )
+    resync = Resync(runtimes, queue, instances, jobs, services, quota, instance_reconciler)
     lease = Lease(
         kube,
         namespace=settings.lease_namespace,
@@ -79,7 +91,11 @@ def build_controller(
         duration_s=settings.lease_duration_s,
     )
     reconcilers = Reconcilers(
-        tenant_namespaces, instance_reconciler, job_reconciler, inference_reconciler,
+        instance_reconciler, job_reconciler, inference_reconciler,
         admissions, stock_pool, resync, clusters,
     )  # fmt: skip
-    return Controller(settings, kube, lease, queue, cache, stores, reconcilers)
+    return Controller(settings, runtimes, lease, queue, stores, reconcilers)
+
+
+def _no_stocks() -> None:
+    """Stock changes of a cluster that keeps no stocks."""

@@ -72,10 +72,11 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         if doc is None:
             return
         doc = await self._flush(doc)
+        cluster = self._cluster(doc)
         deleting = await self._requests.requested(service_request_key(doc), "delete")
         changes: Document = {}
         if deleting:
-            await self._kube.delete(
+            await cluster.kube.delete(
                 "Deployment", doc["namespace"], service_manifests.deployment_name(doc["service_id"]),
                 cascade=True,
             )  # fmt: skip
@@ -90,7 +91,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             if scale != doc.get("scale"):
                 changes["scale"] = scale
             if doc["applied_generation"] != config["generation"]:
-                if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
+                if not await cluster.tenant_namespaces.ensure(doc["tenant_id"]):
                     return
                 storage_secrets = await self._attach_storages(
                     doc, service_workload_id(doc["service_id"])
@@ -105,14 +106,14 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
                     "applied_replicas": scale["replicas"],
                 }
             elif doc.get("applied_replicas") != scale["replicas"]:
-                await self._kube.patch(
+                await cluster.kube.patch(
                     "Deployment", doc["namespace"], service_manifests.deployment_name(doc["service_id"]),
                     {"spec": {"replicas": scale["replicas"]}},
                 )  # fmt: skip
                 changes["applied_replicas"] = scale["replicas"]
             await self._replace_unhealthy(doc)
         runs, events = self._observe_runs(doc)
-        replicas = self._observe(key)
+        replicas = self._observe(doc)
         if replicas != doc["replicas"]:
             changes["replicas"] = replicas
         if events:
@@ -124,7 +125,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
                 return
             doc = await self._flush(saved)
         self._forget_recorded_pods(doc)
-        if deleting and not self._cache.service_pods.get(key) and not doc.get("outbox"):
+        if deleting and not cluster.cache.service_pods.get(key) and not doc.get("outbox"):
             await self._forget(doc)
 
     def _observe_runs(self, doc: ServiceDoc) -> tuple[dict[str, ReplicaRunDoc], list[OutboxEntry]]:
@@ -133,7 +134,8 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         events: list[OutboxEntry] = []
         at = now_as_stored()  # a replica's end may be this instant: recorded and billed
         prefix = service_manifests.deployment_name(doc["service_id"])
-        tracked = self._cache.service_pods.get(doc["_id"], {})
+        cache = self._cluster(doc).cache
+        tracked = cache.service_pods.get(doc["_id"], {})
         for tracked_pod in tracked.values():
             observed = observe_run(
                 tracked_pod.pod, job_object_name=prefix, now=at, gone_at=tracked_pod.gone_at
@@ -147,7 +149,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             if run is None:
                 run = {
                     "state": "scheduled", "sequence": 0, "revision": _revision(tracked_pod),
-                    "node": observed.node, "zone": self._cache.zone_of(observed.node),
+                    "node": observed.node, "zone": cache.zone_of(observed.node),
                     "scheduled_at": None, "ended_at": None,
                 }  # fmt: skip
             for state, step_at in steps:
@@ -173,10 +175,11 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
 
     def _forget_recorded_pods(self, doc: ServiceDoc) -> None:
         prefix = service_manifests.deployment_name(doc["service_id"])
-        for name, tracked in list(self._cache.service_pods.get(doc["_id"], {}).items()):
+        cache = self._cluster(doc).cache
+        for name, tracked in list(cache.service_pods.get(doc["_id"], {}).items()):
             run = doc["runs"].get(name.removeprefix(f"{prefix}-"))
             if tracked.gone_at is not None and (run is None or run["state"] == "ended"):
-                self._cache.forget_service_pod(doc["_id"], name)
+                cache.forget_service_pod(doc["_id"], name)
 
     async def _flush(self, doc: ServiceDoc) -> ServiceDoc:
         """Publish the recorded events in order, then drop them (a crash in between
@@ -237,6 +240,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         storage_secrets: list[tuple[str, str]],
     ) -> None:
         template = config["template"]
+        cluster = self._cluster(doc)
         pod = WorkloadPod.of(
             doc, image=template["image"], command=template["command"], args=template["args"],
             template=InstanceTemplate.model_validate(
@@ -246,7 +250,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             ),
             storage_secrets=storage_secrets,
             pull_secrets=await self._pull_secrets.for_image(
-                doc["tenant_id"], doc["namespace"], template["image"]
+                doc["tenant_id"], doc["namespace"], template["image"], cluster.kube
             ),
         )  # fmt: skip
         deployment = service_manifests.inference_deployment(
@@ -259,26 +263,27 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             ),
         )
         try:
-            await self._kube.create(deployment)
+            await cluster.kube.create(deployment)
         except ConflictError:
             # A whole replacement, not a merge: a variable taken out must go.
-            await self._kube.replace(
+            await cluster.kube.replace(
                 "Deployment", doc["namespace"], deployment["metadata"]["name"], deployment
             )
 
     async def _replace_unhealthy(self, doc: ServiceDoc) -> None:
         """Delete replicas the Deployment would keep but should not: on a quarantined
         or lost node, or crash-looping. It starts each again where it can run."""
+        cluster = self._cluster(doc)
         # A copy: the watch changes the cache while a deletion is awaited.
-        for tracked in list(self._cache.service_pods.get(doc["_id"], {}).values()):
+        for tracked in list(cluster.cache.service_pods.get(doc["_id"], {}).values()):
             pod = tracked.pod
             if tracked.gone_at is not None or pod["metadata"].get("deletionTimestamp"):
                 continue
             node = pod.get("spec", {}).get("nodeName")
             why = None
-            if node and not self._cache.node_ok(node):
+            if node and not cluster.cache.node_ok(node):
                 why = "node lost"
-            elif node and self._cache.node_quarantined(node):
+            elif node and cluster.cache.node_quarantined(node):
                 why = "node quarantined"
             elif _crash_looping(pod):
                 why = "crash loop"
@@ -290,11 +295,13 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             )
             # A lost node's kubelet will never confirm a graceful deletion.
             grace = 0 if why == "node lost" else None
-            await self._kube.delete("Pod", doc["namespace"], pod["metadata"]["name"], grace_s=grace)
+            await cluster.kube.delete(
+                "Pod", doc["namespace"], pod["metadata"]["name"], grace_s=grace
+            )
 
-    def _observe(self, key: str) -> list[ServiceReplicaDoc]:
+    def _observe(self, doc: ServiceDoc) -> list[ServiceReplicaDoc]:
         """The replicas whose pods are still there (terminating ones too)."""
-        pods = self._cache.service_pods.get(key, {})
+        pods = self._cluster(doc).cache.service_pods.get(doc["_id"], {})
         return [_replica(t.pod) for _, t in sorted(pods.items()) if t.gone_at is None]
 
     async def _forget(self, doc: ServiceDoc) -> None:

@@ -54,7 +54,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     ) -> None:
         super().__init__(parts)
         self._instances = instances
-        self._held = instances.cache  # the workload cache (the cluster's is `_cache`)
+        self._held = instances.cache  # the workload cache (a cluster's is its runtime's)
         self._stocks = stocks
         self._schedule_timeout_s = schedule_timeout_s
         self._outbox = InstanceOutbox(parts.broker, instances)
@@ -90,7 +90,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             else:
                 await self._follow_plan(doc, instance_item(key))
             return
-        pod = self._cache.pods.get(key)
+        pod = self._cluster(doc).cache.pods.get(key)
         if state == State.PENDING and pod is None and not stop_requested:
             # The pod first: the admission's event is published right after.
             await self._create_workload(doc)
@@ -113,9 +113,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         self, doc: InstanceDoc, pod: Manifest | None, *, deleted: bool
     ) -> None:
         if pod is not None:
-            await self.delete_workload(
-                doc["namespace"], instance_manifests.pod_name(doc["instance_id"])
-            )
+            await self._delete_workload(doc)
         if deleted and State(doc["state"]) != State.DELETED:
             await self._transition(doc, [Step(State.DELETED, now())])
         if deleted:
@@ -169,18 +167,20 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         return await self._requests.keys_requested("start")
 
     async def _stop(self, doc: InstanceDoc, pod: Manifest | None, reason: str | None) -> None:
-        namespace_name, name = doc["namespace"], instance_manifests.pod_name(doc["instance_id"])
         if pod is not None and not pod["metadata"].get("deletionTimestamp"):
-            await self._kube.delete("Pod", namespace_name, name, grace_s=STOP_GRACE_S)
+            await self._cluster(doc).kube.delete(
+                "Pod", doc["namespace"], instance_manifests.pod_name(doc["instance_id"]),
+                grace_s=STOP_GRACE_S,
+            )  # fmt: skip
         if pod is None:
-            await self.delete_workload(namespace_name, name)
+            await self._delete_workload(doc)
             await self._transition(doc, _to_stopped(State(doc["state"]), reason=reason))
         elif State(doc["state"]) != State.STOPPING:
             await self._transition(doc, [Step(State.STOPPING, now(), reason)])
 
     async def _without_pod(self, doc: InstanceDoc) -> None:
         node = doc.get("node")
-        lost = node and node not in self._cache.nodes
+        lost = node and node not in self._cluster(doc).cache.nodes
         reason = FailureReason.NODE_LOST if lost else FailureReason.POD_LOST
         message = f"the pod disappeared while {doc['state']}"
         await self._fail(doc, reason, message, pod_exists=False)
@@ -188,16 +188,15 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     async def _follow_pod(self, doc: InstanceDoc, pod: Manifest) -> None:
         state = State(doc["state"])
         at = now()
-        observed = observe_pod(pod, node_ok=self._cache.pod_node_ok(pod), now=at)
+        cache = self._cluster(doc).cache
+        observed = observe_pod(pod, node_ok=cache.pod_node_ok(pod), now=at)
         if observed.state == State.FAILED:
             assert observed.reason is not None
             await self._fail(doc, observed.reason, observed.message, pod_exists=True)
         elif observed.state == State.STOPPING:
             return  # deleted by someone else: the DELETED event brings us back
         elif observed.state == State.STOPPED:
-            await self.delete_workload(
-                doc["namespace"], instance_manifests.pod_name(doc["instance_id"])
-            )
+            await self._delete_workload(doc)
             await self._transition(doc, _to_stopped(state, at), reason=None)
         elif observed.state == State.PENDING:
             await self._check_pending(doc, observed.unschedulable_message)
@@ -206,7 +205,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             steps = path(state, observed.state, observed.at, not_before=last_at)
             if steps:
                 node = observed.node
-                zone = self._cache.zone_of(node)
+                zone = cache.zone_of(node)
                 doc = {**doc, "node": node, "zone": zone}  # events carry where it landed
                 from_stock = manifests.FROM_STOCK in pod["metadata"].get("labels", {})
                 await self._transition(
@@ -267,9 +266,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     async def _fail(
         self, doc: InstanceDoc, reason: FailureReason, message: str | None, *, pod_exists: bool
     ) -> None:
-        await self.delete_workload(
-            doc["namespace"], instance_manifests.pod_name(doc["instance_id"]), pod=pod_exists
-        )
+        await self._delete_workload(doc, pod=pod_exists)
         await self._transition(doc, [Step(State.FAILED, now(), reason.value)], message=message)
         log.info("instance failed", extra={"instance": doc["_id"], "reason": reason.value})
 
@@ -278,7 +275,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     async def _check_pending(self, doc: InstanceDoc, unschedulable: str | None) -> None:
         if unschedulable is None:
             return
-        if not self._cache.fits_fleet(doc):
+        if not self._cluster(doc).cache.fits_fleet(doc):
             await self._fail(
                 doc,
                 FailureReason.UNSCHEDULABLE,
@@ -292,7 +289,8 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             await self._update_fields(doc, {"message": unschedulable})
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
-        if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
+        cluster = self._cluster(doc)
+        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"]):
             return
         storage_secrets = await self._attach_storages(doc, doc["instance_id"], stay=_stay(doc))
         if storage_secrets is None:
@@ -308,10 +306,10 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         )
         # A warm unit's pod is bound to its node directly, skipping the scheduler
         # (that is what the stock paid for); otherwise the scheduler places it.
-        stock = self._stocks.claim(doc)
+        stock = self._stocks.claim(doc) if cluster.home else None
         pull_secrets, _ = await asyncio.gather(
-            self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"]),
-            _create_service(self._kube, service),
+            self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"], cluster.kube),
+            _create_service(cluster.kube, service),
         )
         shape = WorkloadPod.of(
             doc, image=doc["image"], template=template, storage_secrets=storage_secrets,
@@ -319,13 +317,13 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         )  # fmt: skip
         pod = instance_manifests.instance_pod(shape, instance_id, stock)
         try:
-            created = await self._kube.create(pod)
+            created = await cluster.kube.create(pod)
         except ConflictError:
             return  # created by an earlier attempt; the watch brings it
         except QuotaRejectedError as error:
             await self._wait_for_quota(doc, error)
             return
-        self._cache.pods.setdefault(doc["_id"], created)
+        cluster.cache.pods.setdefault(doc["_id"], created)
 
     async def _storage_refused(self, doc: InstanceDoc, error: StorageRefused) -> None:
         await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)
@@ -339,10 +337,20 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         await self._update_fields(doc, {"message": "waiting for the namespace quota to free up"})
         self._queue.wake_later(QUOTA_RETRY_S, instance_item(doc["_id"]))
 
-    async def delete_workload(self, namespace_name: str, name: str, *, pod: bool = True) -> None:
-        if pod:
-            await self._kube.delete("Pod", namespace_name, name, grace_s=0)
-        await self._kube.delete("Service", namespace_name, name)
+    async def _delete_workload(self, doc: InstanceDoc, *, pod: bool = True) -> None:
+        await delete_workload(
+            self._cluster(doc).kube, doc["namespace"],
+            instance_manifests.pod_name(doc["instance_id"]), pod=pod,
+        )  # fmt: skip
+
+
+async def delete_workload(
+    kube: KubeClient, namespace_name: str, name: str, *, pod: bool = True
+) -> None:
+    """Delete an instance's pod (unless `pod` is False) and its Service."""
+    if pod:
+        await kube.delete("Pod", namespace_name, name, grace_s=0)
+    await kube.delete("Service", namespace_name, name)
 
 
 async def _create_service(kube: KubeClient, service: Manifest | None) -> None:

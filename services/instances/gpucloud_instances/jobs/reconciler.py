@@ -55,7 +55,6 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
     ) -> None:
         super().__init__(parts)
         self._jobs = jobs
-        self._observer = JobObserver(parts.cache)
 
     async def reconcile(self, key: str) -> None:
         doc, cancel = await asyncio.gather(
@@ -74,9 +73,10 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
             else:
                 await self._follow_plan(doc, job_item(key))
             return
-        runs, run_events, observed = self._observer.runs(doc)
-        steps, changes = self._observer.job_steps(doc, runs, observed, cancel=cancel)
-        if state == JobState.PREEMPTING and not steps and self._observer.drained(doc, runs):
+        observer = JobObserver(self._cluster(doc).cache)
+        runs, run_events, observed = observer.runs(doc)
+        steps, changes = observer.job_steps(doc, runs, observed, cancel=cancel)
+        if state == JobState.PREEMPTING and not steps and observer.drained(doc, runs):
             # Its borrowed GPUs are free: give back the claim, then queue it again.
             await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
             steps = [(JobState.QUEUED, now(), PREEMPTED, None)]
@@ -95,14 +95,14 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
             if saved is None:
                 return
             doc = saved
-        self._observer.forget_recorded_pods(doc)
+        observer.forget_recorded_pods(doc)
         await self._act(doc)
 
     # --- admission (the pass is admissions.Admissions) -------------------------------
 
     async def _waits(self, doc: JobDoc, waiting: Waiting) -> None:
         nodes = doc.get("nodes")
-        if nodes and (fitting := self._cache.nodes_that_fit(doc)) < nodes:
+        if nodes and (fitting := self._cluster(doc).cache.nodes_that_fit(doc)) < nodes:
             # A multi-node job needs that many nodes able to hold a pod: it would wait
             # for ever.
             step = (JobState.FAILED, now(), JobFailure.UNSCHEDULABLE.value, None)
@@ -139,21 +139,22 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
 
     async def _act(self, doc: JobDoc) -> None:
         state = JobState(doc["state"])
+        cache = self._cluster(doc).cache
         if state == JobState.PREEMPTING:
-            if doc["_id"] in self._cache.jobs:
+            if doc["_id"] in cache.jobs:
                 await self._delete_job(doc)
             return
         if state not in TERMINAL:
-            if state == JobState.ADMITTED and doc["_id"] not in self._cache.jobs:
+            if state == JobState.ADMITTED and doc["_id"] not in cache.jobs:
                 await self._create_job(doc)
             return
-        if doc["_id"] in self._cache.jobs and (
+        if doc["_id"] in cache.jobs and (
             state == JobState.CANCELLED or doc["reason"] in _STOPPED_BY_US
         ):
             # Its pods stop now. Kubernetes stopped those of a job that failed on its own,
             # and keeps the Job a day for its logs.
             await self._delete_job(doc)
-        live_pods = any(pod.live for pod in self._cache.job_pods.get(doc["_id"], {}).values())
+        live_pods = any(pod.live for pod in cache.job_pods.get(doc["_id"], {}).values())
         if not live_pods and all(RunState(r["state"]) in RUN_ENDED for r in doc["runs"].values()):
             await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
             self._queue.wake(ADMISSION)  # its quota and GPUs are free for the queue
@@ -163,16 +164,17 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
         through their owners, its pods."""
         kind = "JobSet" if doc.get("nodes") else "Job"
         name = job_manifests.job_object_name(doc["job_id"])
-        await self._kube.delete(kind, doc["namespace"], name, cascade=True)
+        await self._cluster(doc).kube.delete(kind, doc["namespace"], name, cascade=True)
 
     async def _create_job(self, doc: JobDoc) -> None:
-        if not await self._tenant_namespaces.ensure(doc["tenant_id"]):
+        cluster = self._cluster(doc)
+        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"]):
             return
         storage_secrets = await self._attach_storages(doc, job_workload_id(doc["job_id"]))
         if storage_secrets is None:
             return
         pull_secrets = await self._pull_secrets.for_image(
-            doc["tenant_id"], doc["namespace"], doc["image"]
+            doc["tenant_id"], doc["namespace"], doc["image"], cluster.kube
         )
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         pod = WorkloadPod.of(
@@ -191,7 +193,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
             )
         )
         try:
-            created = await self._kube.create(manifest)
+            created = await cluster.kube.create(manifest)
         except ConflictError:
             return  # created by an earlier attempt; the watch brings it
         except NotFoundError:
@@ -208,7 +210,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
             )
             self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
             return
-        self._cache.jobs.setdefault(doc["_id"], created)
+        cluster.cache.jobs.setdefault(doc["_id"], created)
 
     async def _storage_refused(self, doc: JobDoc, error: StorageRefused) -> None:
         step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 
-from ..controller.cache import ClusterCache
-from ..controller.capacity import GpuAccounting
+from ..controller.capacity import GpuAccounting, across_clusters, pool_of
+from ..controller.runtimes import ClusterRuntimes
 from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc, JobDoc
 from ..job_lifecycle import JobState
@@ -54,6 +54,7 @@ class Starting:
 
     key: str
     tenant_id: str
+    cluster: str
     pool: str
     pods: int
     units_per_pod: int
@@ -65,7 +66,10 @@ class WaitingRoom:
     queued workload by work item, the reason its document records, and the admitted
     jobs still starting. Jobs are noted by their workers, instances by the workload
     cache as the store writes them. Only the leader keeps it, from its fill on (one
-    event loop)."""
+    event loop). Pools are named with their cluster (`pool_of`; `home` for workloads
+    recorded before clusters were)."""
+
+    home: str
 
     queued: dict[str, Queued] = field(default_factory=dict)
     recorded: dict[str, str | None] = field(default_factory=dict)
@@ -79,14 +83,13 @@ class WaitingRoom:
         name = str(item)
         state = JobState(doc["state"])
         if state == JobState.QUEUED:
-            self._wait(queued_job(doc), doc.get("queue_reason"))
+            self._wait(queued_job(doc, self.home), doc.get("queue_reason"))
         else:
             self.leave(item)
         if state == JobState.ADMITTED:
-            share = GpuShare.of(doc)
             self.starting[name] = Starting(
-                doc["_id"], doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
-                doc["parallelism"], doc["gpu_count"],
+                doc["_id"], doc["tenant_id"], doc.get("cluster") or self.home,
+                pool_of(doc, self.home), doc["parallelism"], doc["gpu_count"],
             )  # fmt: skip
         else:
             self.starting.pop(name, None)
@@ -103,7 +106,7 @@ class WaitingRoom:
     def instance(self, doc: InstanceDoc) -> None:
         """Note a queued or admitted instance as it now is."""
         if doc["state"] == State.QUEUED.value:
-            self._wait(queued_instance(doc), doc.get("queue_reason"))
+            self._wait(queued_instance(doc, self.home), doc.get("queue_reason"))
         else:
             self.leave(instance_item(doc["_id"]))
 
@@ -135,20 +138,20 @@ Holding = Callable[[list[str]], Awaitable[list[JobDoc]]]
 class Admissions:
     def __init__(
         self,
-        cache: ClusterCache,
+        runtimes: ClusterRuntimes,
         queue: WorkQueue,
         holding: Holding,
         tenants: TenantStore,
         quota: QuotaLedger,
         lines: QueueLineStore,
     ) -> None:
-        self._cache = cache
+        self._runtimes = runtimes
         self._queue = queue
         self._holding = holding
         self._tenants = tenants
         self._quota = quota
         self._lines = lines
-        self.room = WaitingRoom()
+        self.room = WaitingRoom(runtimes.home.name)
         #: The last pass's outcome, by work item.
         self._plan: dict[str, Planned] = {}
         #: Each tenant's line as last published (None: whatever a former leader left).
@@ -212,10 +215,11 @@ class Admissions:
                 weight=active[tenant_id].get("queue_weight", 1.0),
                 borrow_gpus=quota.get("borrow_gpus", 0),
             )  # fmt: skip
+        home = self.room.home
         decision = decide(
             queued, tenants, accounting.free, accounting.capacity,
-            running=[_running(doc) for doc in holding if doc["state"] != JobState.PREEMPTING],
-            releasing=[_running(doc) for doc in holding if doc["state"] == JobState.PREEMPTING],
+            running=[_running(d, home) for d in holding if d["state"] != JobState.PREEMPTING],
+            releasing=[_running(d, home) for d in holding if d["state"] == JobState.PREEMPTING],
             node_free=accounting.node_free,
         )  # fmt: skip
         self._plan = (
@@ -235,11 +239,14 @@ class Admissions:
                 self._queue.wake(WorkItem.parse(name))
 
     def _gpus_spoken_for(self) -> GpuAccounting:
-        """The fleet's GPUs as the watch sees them, with the pods admitted jobs have
-        yet to make counted as held: their GPUs are spoken for."""
-        accounting = self._cache.gpu_accounting()
+        """Every cluster's GPUs as its watch sees them, with the pods admitted jobs
+        have yet to make counted as held: their GPUs are spoken for."""
+        accounting = across_clusters(
+            {runtime.name: runtime.cache.gpu_accounting() for runtime in self._runtimes}
+        )
         for job in self.room.starting.values():
-            pods = self._cache.job_pods.get(job.key, {})
+            runtime = self._runtimes.of(job.cluster)
+            pods = {} if runtime is None else runtime.cache.job_pods.get(job.key, {})
             missing = max(job.pods - len(pods), 0) * job.units_per_pod
             accounting.free[job.pool] = max(accounting.free.get(job.pool, 0) - missing, 0)
             held = accounting.held.setdefault(job.tenant_id, {})
@@ -271,28 +278,28 @@ class Admissions:
         )  # fmt: skip
 
 
-def queued_job(doc: JobDoc) -> Queued:
+def queued_job(doc: JobDoc, home: str) -> Queued:
     share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Queued(
-        str(job_item(doc["_id"])), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        str(job_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(units), doc["priority"], aware(doc["created_at"]), may_borrow=True,
         units=units, spread=doc.get("nodes") or 0,
     )  # fmt: skip
 
 
-def queued_instance(doc: InstanceDoc) -> Queued:
+def queued_instance(doc: InstanceDoc, home: str) -> Queued:
     share = GpuShare.of(doc)
     return Queued(
-        str(instance_item(doc["_id"])), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        str(instance_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(doc["gpu_count"]), doc.get("priority", 0), aware(doc["created_at"]),
         units=doc["gpu_count"],
     )  # fmt: skip
 
 
-def _running(doc: JobDoc) -> Running:
+def _running(doc: JobDoc, home: str) -> Running:
     share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Running(
-        str(job_item(doc["_id"])), doc["tenant_id"], share.capacity_key(doc["gpu_type"]),
+        str(job_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(units), doc["priority"], aware(doc["admitted_at"] or doc["created_at"]),
         units=units,
     )  # fmt: skip

@@ -25,14 +25,19 @@ class PullSecrets:
         self._credentials = credentials
         self._box = box
         self._kube = kube
-        #: (namespace, credential key, its creation) already written: not again.
-        self._written: set[tuple[str, str, str]] = set()
+        #: (API server, namespace, credential key, its creation) already written.
+        self._written: set[tuple[str, str, str, str]] = set()
 
-    async def for_image(self, tenant_id: str, namespace: str, image: str) -> list[str]:
-        """The names of the pull Secrets for `image`, written first where needed."""
+    async def for_image(
+        self, tenant_id: str, namespace: str, image: str, kube: KubeClient | None = None
+    ) -> list[str]:
+        """The names of the pull Secrets for `image`, written first where needed, in the
+        cluster `kube` reaches (the home cluster's when None)."""
+        kube = kube or self._kube
+        cluster = kube.api.configuration.host or ""
         names = []
         for doc in await self._credentials.for_registry(tenant_id, image_registry(image)):
-            marker = (namespace, doc["_id"], doc["created_at"].isoformat())
+            marker = (cluster, namespace, doc["_id"], doc["created_at"].isoformat())
             if marker not in self._written:
                 password = self._box.open(doc["sealed_password"])
                 if password is None:
@@ -41,11 +46,9 @@ class PullSecrets:
                     namespace, doc["credential_id"], doc["registry"], doc["username"], password
                 )
                 try:
-                    await self._kube.create(secret)
+                    await kube.create(secret)
                 except ConflictError:
-                    await self._kube.replace(
-                        "Secret", namespace, secret["metadata"]["name"], secret
-                    )
+                    await kube.replace("Secret", namespace, secret["metadata"]["name"], secret)
                 self._written.add(marker)
             names.append(registry_manifests.pull_secret_name(doc["credential_id"]))
         return names
@@ -58,5 +61,5 @@ class PullSecrets:
         self._written = {
             w
             for w in self._written
-            if not (w[0] == namespace and w[1].endswith(f"/{credential_id}"))
+            if not (w[1] == namespace and w[2].endswith(f"/{credential_id}"))
         }

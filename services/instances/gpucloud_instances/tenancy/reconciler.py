@@ -60,9 +60,16 @@ def layout_digest(settings: InstancesSettings) -> str:
 
 
 class TenantReconciler:
-    """Applies a tenant's recorded version to its namespace, once per version and layout."""
+    """Applies a tenant's recorded version to its namespace in one cluster, once per
+    version and layout. In the home cluster every tenant has its namespace; in any
+    other, `lazy`, a tenant's is made when its first workload goes there."""
 
-    def __init__(self, kube: KubeClient, tenants: TenantStore, settings: InstancesSettings) -> None:
+    def __init__(
+        self, cluster: str, kube: KubeClient, tenants: TenantStore, settings: InstancesSettings,
+        *, lazy: bool = False,
+    ) -> None:  # fmt: skip
+        self._cluster = cluster
+        self._lazy = lazy
         self._kube = kube
         self._tenants = tenants
         self._settings = settings
@@ -76,7 +83,9 @@ class TenantReconciler:
         return f"{tenant['version']}+{self._layout}"
 
     async def applied(self, tenant: TenantDoc) -> bool:
-        return await self._tenants.applied_version(tenant["_id"]) == self._wanted(tenant)
+        return await self._tenants.applied_version(self._cluster, tenant["_id"]) == self._wanted(
+            tenant
+        )
 
     async def ensure(self, tenant_id: str) -> bool:
         """Make sure the tenant's namespace exists before a pod goes in; False when the
@@ -87,27 +96,34 @@ class TenantReconciler:
         if tenant is None:
             return False
         if not await self.applied(tenant):
-            await self.reconcile(tenant_id)
+            await self.reconcile(tenant_id, first=True)
         self._in_place.add(tenant_id)
         return True
 
-    async def reconcile(self, tenant_id: str) -> None:
+    async def reconcile(self, tenant_id: str, *, first: bool = False) -> None:
+        """Apply the tenant's version (in a lazy cluster, only where its namespace was
+        made already, or is made `first` now)."""
         tenant = await self._tenants.get(tenant_id)
-        if tenant is None or await self.applied(tenant):
+        if tenant is None:
+            return
+        applied = await self._tenants.applied_version(self._cluster, tenant_id)
+        if applied == self._wanted(tenant) or (self._lazy and applied is None and not first):
             return
         for manifest in tenant_manifests(tenant_id, tenant, self._settings):
             await self._kube.ensure(manifest)
-        await self._tenants.mark_applied(tenant_id, self._wanted(tenant))
+        await self._tenants.mark_applied(self._cluster, tenant_id, self._wanted(tenant))
         log.info(
             "tenant namespace applied",
-            extra={"tenant": tenant_id, "namespace": tenant["namespace"]},
+            extra={"tenant": tenant_id, "namespace": tenant["namespace"], "cluster": self._cluster},
         )
 
     async def stale(self) -> list[str]:
-        """Tenants whose recorded version is not the one applied."""
-        applied = await self._tenants.applied_versions()
+        """Tenants whose recorded version is not the one applied (in a lazy cluster,
+        of those whose namespace was made)."""
+        applied = await self._tenants.applied_versions(self._cluster)
         return [
             tenant["_id"]
             for tenant in await self._tenants.all()
             if applied.get(tenant["_id"]) != self._wanted(tenant)
+            and not (self._lazy and tenant["_id"] not in applied)
         ]

@@ -14,7 +14,9 @@ from ..store import TENANT_NAMESPACES, TENANTS
 
 
 class TenantStore:
-    """`tenants` is written by the tenant-event handler; `tenant_namespaces` by the controller."""
+    """`tenants` is written by the tenant-event handler; `tenant_namespaces` by the
+    controller, a tenant's namespace per cluster (one recorded by a version before
+    clusters, keyed by the tenant alone, is applied again once)."""
 
     def __init__(self, db: Database) -> None:
         self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
@@ -29,18 +31,24 @@ class TenantStore:
     async def all(self) -> list[TenantDoc]:
         return [tenant async for tenant in self._tenants.find({})]
 
-    async def applied_version(self, tenant_id: str) -> str | None:
-        doc = await self._namespaces.find_one({"_id": tenant_id})
+    # The namespace of a tenant in each cluster, applied lazily: `<cluster>/<tenant>`.
+
+    async def applied_version(self, cluster: str, tenant_id: str) -> str | None:
+        doc = await self._namespaces.find_one({"_id": f"{cluster}/{tenant_id}"})
         return None if doc is None else str(doc["version"])
 
-    async def applied_versions(self) -> dict[str, str]:
-        return {doc["_id"]: str(doc["version"]) async for doc in self._namespaces.find({})}
+    async def applied_versions(self, cluster: str) -> dict[str, str]:
+        return {
+            doc["tenant"]: str(doc["version"])
+            async for doc in self._namespaces.find({"cluster": cluster})
+        }
 
-    async def mark_applied(self, tenant_id: str, version: str) -> None:
-        change = {"$set": {"version": version}}
+    async def mark_applied(self, cluster: str, tenant_id: str, version: str) -> None:
+        key = f"{cluster}/{tenant_id}"
+        change = {"$set": {"version": version, "cluster": cluster, "tenant": tenant_id}}
         try:
-            await self._namespaces.update_one({"_id": tenant_id}, change, upsert=True)
+            await self._namespaces.update_one({"_id": key}, change, upsert=True)
         except DuplicateKeyError:
             # Two starts of a new tenant applied its namespace at once, and FerretDB's
             # upsert is not atomic: the other one inserted it, so this is an update.
-            await self._namespaces.update_one({"_id": tenant_id}, change)
+            await self._namespaces.update_one({"_id": key}, change)

@@ -9,9 +9,7 @@ from typing import Generic, TypeVar
 
 from faststream.kafka import KafkaBroker
 
-from gpucloud_libs.kube import KubeClient
-
-from ..controller.cache import ClusterCache
+from ..controller.runtimes import ClusterRuntime, ClusterRuntimes
 from ..controller.workqueue import WorkQueue
 from ..documents import WorkloadDocFields
 from ..queue.admissions import ADMIT, BORROW, Admissions
@@ -20,7 +18,6 @@ from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
 from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore
-from ..tenancy.reconciler import TenantReconciler
 from ..tenancy.store import TenantStore
 from ..wakeups import ADMISSION, WorkItem
 
@@ -29,13 +26,12 @@ from ..wakeups import ADMISSION, WorkItem
 class ReconcilerParts:
     """The parts every kind's reconciler is built with, built once by the controller."""
 
-    kube: KubeClient
+    #: Each cluster's client, caches and tenant namespaces, by the workload's `cluster`.
+    runtimes: ClusterRuntimes
     broker: KafkaBroker
-    cache: ClusterCache
     queue: WorkQueue
     requests: RequestStore
     quota: QuotaLedger
-    tenant_namespaces: TenantReconciler
     storage: StorageClient
     pull_secrets: PullSecrets
     tenants: TenantStore
@@ -45,6 +41,14 @@ class ReconcilerParts:
 
 DocT = TypeVar("DocT", bound=WorkloadDocFields)
 
+#: How soon a workload whose cluster is not driven now is looked at again.
+CLUSTER_RETRY_S = 5.0
+
+
+class ClusterNotDriven(Exception):
+    """The workload's cluster is not driven now (not answering, not listed yet, or
+    deleted): its workload waits, as it is, until it is."""
+
 
 class WorkloadReconciler(Generic[DocT]):
     """The base of the instance, job and inference service reconcilers, over the kind's
@@ -52,16 +56,22 @@ class WorkloadReconciler(Generic[DocT]):
 
     def __init__(self, parts: ReconcilerParts) -> None:
         self._admissions = parts.admissions
-        self._kube = parts.kube
+        self._runtimes = parts.runtimes
         self._broker = parts.broker
-        self._cache = parts.cache
         self._queue = parts.queue
         self._requests = parts.requests
         self._quota = parts.quota
-        self._tenant_namespaces = parts.tenant_namespaces
         self._storage = parts.storage
         self._pull_secrets = parts.pull_secrets
         self._tenants = parts.tenants
+
+    def _cluster(self, doc: WorkloadDocFields) -> ClusterRuntime:
+        """The runtime of the cluster the workload was placed in; `ClusterNotDriven`
+        while it is not driven or not synced (the reconcile is tried again later)."""
+        runtime = self._runtimes.of(doc.get("cluster"))
+        if runtime is None:
+            raise ClusterNotDriven(str(doc.get("cluster")))
+        return runtime
 
     async def _claim_quota(
         self, tenant_id: str, workload_id: str, gpus: int, *, borrowing: bool = False

@@ -1,0 +1,151 @@
+"""One controller set per cluster, under the one leader: each cluster workloads run in
+has its own client, watch caches and tenant namespaces (`ClusterRuntime`); the work
+queue, the stores and the reconcilers are shared, since every key is global.
+
+The home cluster's runtime is the service's own kubeconfig and lives as long as the
+service; its watches are part of the leadership (the lease is in that cluster). Every
+registered cluster's runtime is opened from its sealed kubeconfig when the leader
+first sees it (the clusters pass, every resync and at the start of a lead), and
+closed when it is deleted. A registered cluster's watches break and come back on
+their own: a cluster that stops answering must not end the lead of the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
+
+from .. import manifests
+from ..tenancy.reconciler import TenantReconciler
+from .cache import ClusterCache
+
+log = logging.getLogger(__name__)
+
+#: A registered cluster whose watches broke is listed again after this.
+WATCH_RETRY_S = 5.0
+
+
+@dataclass
+class ClusterRuntime:
+    """What the controller drives one cluster with."""
+
+    name: str
+    home: bool
+    kube: KubeClient
+    cache: ClusterCache
+    tenant_namespaces: TenantReconciler
+    #: The registered cluster's watches, while this replica leads.
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    async def prepare(self, stock_namespace: str | None) -> None:
+        """What every workload's pods name (the priority classes) and, in the home
+        cluster, the warm stocks' namespace."""
+        for priority_class in manifests.priority_classes():
+            with contextlib.suppress(ConflictError):
+                await self.kube.create(priority_class)
+        if stock_namespace is not None:
+            await self.kube.ensure(manifests.namespace(stock_namespace, {}))
+
+    async def watch(self) -> None:
+        """The cluster's four watches, until one of them fails."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.cache.watch_pods())
+            group.create_task(self.cache.watch_nodes())
+            group.create_task(self.cache.watch_jobs())
+            group.create_task(self.cache.watch_job_sets())
+
+    async def watch_forever(self) -> None:
+        """`watch`, started again whenever the cluster stops answering (its workloads
+        are reconciled once its cache is synced again)."""
+        while True:
+            try:
+                await self.prepare(None)
+                await self.watch()
+            except* (KubeError, DependencyUnavailable, OSError) as errors:
+                log.warning(
+                    "a cluster's watches broke; listing it again",
+                    extra={"cluster": self.name, "error": str(errors.exceptions[0])},
+                )
+            self.cache.reset()
+            await asyncio.sleep(WATCH_RETRY_S)
+
+    @property
+    def ready(self) -> bool:
+        """Its caches hold the cluster as listed: its workloads can be reconciled."""
+        return self.cache.synced.is_set()
+
+
+#: Builds the runtime of a registered cluster from its kubeconfig (wiring.py).
+RuntimeFactory = Callable[[str, dict[str, Any]], ClusterRuntime]
+
+
+class ClusterRuntimes:
+    """Every cluster's runtime, by name."""
+
+    def __init__(self, home: ClusterRuntime, factory: RuntimeFactory) -> None:
+        self.home = home
+        self._factory = factory
+        self._others: dict[str, ClusterRuntime] = {}
+
+    def of(self, cluster: str | None) -> ClusterRuntime | None:
+        """The runtime of the cluster a workload was placed in (None, or the home
+        cluster's, for a workload recorded before clusters were), when it is driven and
+        its caches are synced; None otherwise (the workload waits for it)."""
+        if not cluster or cluster == self.home.name:
+            return self.home
+        runtime = self._others.get(cluster)
+        return runtime if runtime is not None and runtime.ready else None
+
+    def __iter__(self) -> Iterator[ClusterRuntime]:
+        """Every runtime whose caches are synced, the home cluster's first."""
+        yield self.home
+        yield from (runtime for runtime in self._others.values() if runtime.ready)
+
+    def opened(self, cluster: str) -> ClusterRuntime | None:
+        """A registered cluster's runtime, synced or not."""
+        return self._others.get(cluster)
+
+    def driven(self) -> set[str]:
+        return {self.home.name, *self._others}
+
+    async def open(self, name: str, kubeconfig: dict[str, Any]) -> None:
+        """Start driving a registered cluster (the leader's, while it leads)."""
+        if name in self._others:
+            return
+        runtime = self._factory(name, kubeconfig)
+        try:
+            await runtime.kube.connect()
+        except Exception as error:  # the kubeconfig loader's errors are of many kinds
+            log.warning(
+                "a cluster's kubeconfig cannot be used",
+                extra={"cluster": name, "error": str(error)},
+            )
+            await runtime.kube.close()
+            return
+        runtime._task = asyncio.create_task(runtime.watch_forever(), name=f"watch-{name}")
+        self._others[name] = runtime
+        log.info("driving cluster", extra={"cluster": name})
+
+    async def close(self, name: str) -> None:
+        """Stop driving a cluster that was deleted."""
+        runtime = self._others.pop(name, None)
+        if runtime is None:
+            return
+        if runtime._task is not None:
+            runtime._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runtime._task
+        await runtime.kube.close()
+        log.info("no longer driving cluster", extra={"cluster": name})
+
+    async def close_all(self) -> None:
+        """Leadership ended: the next lead opens them again."""
+        for name in list(self._others):
+            await self.close(name)
