@@ -41,6 +41,21 @@ CLUSTER_COLUMNS: list[Column] = [
 ]
 
 
+REGION_COLUMNS: list[Column] = [
+    ("REGION", lambda r: r["name"]),
+    ("ZONES", lambda r: ", ".join(r["zones"])),
+    ("GPU TYPES", lambda r: ", ".join(r["gpuTypes"]) or "-"),
+    ("OPEN", lambda r: "yes" if r["open"] else "no: takes no new workloads now"),
+]
+
+
+@click.command("regions")
+@pass_session
+def regions(session: Session) -> None:
+    """The regions workloads may be placed in (`--region`), with their zones and GPU types."""
+    session.emit(session.client.list_regions(), REGION_COLUMNS)
+
+
 @click.group()
 def clusters() -> None:
     """Kubernetes clusters: register, cordon, drain and remove them (platform admin)."""

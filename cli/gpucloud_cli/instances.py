@@ -68,6 +68,9 @@ def get_instance(session: Session, instance_id: str) -> None:
 )
 @click.option("--image", help="The container image (the template's, with --template).")
 @click.option("--id", "instance_id", help="Your own id for it (default: generated).")
+@click.option(
+    "--region", help="Run in this region (`gpucloud regions`); default: any with the GPUs."
+)
 @click.option("--zone", help="Pin to a zone.")
 @click.option("--port", "ports", type=int, multiple=True, help="A public port (repeatable).")
 @click.option(
@@ -98,7 +101,8 @@ def get_instance(session: Session, instance_id: str) -> None:
 @pass_session
 def create_instance(
     session: Session, spec_name: str, template_id: str | None, public_key: TextIO | None,
-    image: str | None, instance_id: str | None, zone: str | None, ports: tuple[int, ...],
+    image: str | None, instance_id: str | None, region: str | None, zone: str | None,
+    ports: tuple[int, ...],
     envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None,
     run_as_user: int | None, queue: bool, priority: int, wait: bool,
 ) -> None:  # fmt: skip
@@ -110,6 +114,7 @@ def create_instance(
       gpucloud instances create --spec a100-2 --image pytorch/pytorch --storage models --no-wait
       gpucloud instances create --spec h100-8 --image pytorch/pytorch --queue
       gpucloud instances create --spec h100-1 --template jupyter
+      gpucloud instances create --spec b200-8 --image pytorch/pytorch --region local-2
       gpucloud instances create --spec h100-1 --template ssh-devbox --public-key ~/.ssh/id_ed25519.pub
     """
     template: dict[str, Any] = {
@@ -140,6 +145,7 @@ def create_instance(
         "template": template,
         **({"instanceID": instance_id} if instance_id else {}),
         **({"zone": zone} if zone else {}),
+        **({"region": region} if region else {}),
         **({"queue": True, "priority": priority} if queue else {}),
     }
     instance = session.client.create_instance(body)

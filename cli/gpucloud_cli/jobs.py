@@ -87,6 +87,7 @@ def submit_job(session: Session, spec_file: Any, job_id: str | None, follow: boo
       jobID: finetune-1
       image: pytorch/pytorch
       specName: h100-1
+      region: local-1        # optional: any region with the GPUs when left out
       command: [python, train.py]
       retryLimit: 2
       storageIDs: [datasets]

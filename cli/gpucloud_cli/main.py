@@ -14,7 +14,7 @@ from gpucloud_client import ApiError, Client, ClientError, Unreachable
 from . import config
 from .apply import apply
 from .catalog import offer, quota, templates
-from .clusters import clusters
+from .clusters import clusters, regions
 from .instances import instances
 from .jobs import jobs
 from .operator import fleet, prices, specs, tenants
@@ -198,6 +198,7 @@ for command in (
     alerts,
     fleet,
     clusters,
+    regions,
     tenants,
     specs,
     prices,

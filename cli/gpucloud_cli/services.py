@@ -60,11 +60,14 @@ def get_service(session: Session, service_id: str) -> None:
 @click.option("--readiness-path", help="Where a replica says it is ready (the template's).")
 @click.option("--replicas", "min_replicas", type=int, default=1, show_default=True)
 @click.option("--max-replicas", type=int, help="With autoscaling: at most this many.")
+@click.option(
+    "--region", help="Run in this region (`gpucloud regions`); default: any with the GPUs."
+)
 @pass_session
 def create_service(
     session: Session, service_id: str, spec_name: str, template_id: str | None,
     image: str | None, port: int | None, readiness_path: str | None, min_replicas: int,
-    max_replicas: int | None,
+    max_replicas: int | None, region: str | None,
 ) -> None:  # fmt: skip
     """Create a service and print its URL.
 
@@ -87,7 +90,8 @@ def create_service(
             "readinessPath": template["readinessPath"] or "/", "runAsUser": template["runAsUser"],
         }  # fmt: skip
     body |= {key: value for key, value in (("image", image), ("port", port),
-             ("readinessPath", readiness_path), ("maxReplicas", max_replicas)) if value}  # fmt: skip
+             ("readinessPath", readiness_path), ("maxReplicas", max_replicas),
+             ("region", region)) if value}  # fmt: skip
     if "image" not in body or "port" not in body:
         raise click.UsageError("give --image and --port, or a --template")
     session.emit(session.client.create_service(body), COLUMNS)

@@ -194,6 +194,9 @@ class Client(WorkloadApi, ApiSession):
     def get_tenant(self, tenant_id: str) -> Tenant:
         return cast(Tenant, self.request("GET", f"/tenants/{_id(tenant_id)}"))
 
+    def list_regions(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.request("GET", "/regions"))
+
     def list_clusters(self) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self.request("GET", "/clusters"))
 

@@ -3,7 +3,7 @@ home cluster (the local stack's embedded one) and the second one `up` registers,
 with their health and GPUs; the second removed and registered again at run time,
 its kubeconfig sealed at rest; a kubeconfig that cannot be used refused with the
 reason; a cordoned or draining cluster taking no new workloads; and a tenant kept
-out of all of it. Placement in the second cluster comes next (docs/clusters.md)."""
+out of all of it. Placement across the two is test_placement.py."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ async def test_a_cordoned_or_draining_cluster_takes_no_new_workloads(
     platform: Platform, home_active: None
 ) -> None:
     account = await platform.tenant()
-    spec = await platform.spec(gpus=1)
+    # A100s are the home cluster's alone: with it cordoned, no cluster takes them.
+    spec = await platform.spec(gpus=1, gpu_type="NVIDIA-A100-SXM4-40GB")
     user = bearer(account.admin_key)
     start = {"specName": spec, "image": "busybox", "template": {"command": ["sleep", "3600"]}}
     for verb, state in (("cordon", "cordoned"), ("drain", "draining")):

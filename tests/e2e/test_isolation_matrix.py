@@ -682,6 +682,14 @@ async def _get_spec(world: World) -> None:
     assert (await world.http.get(f"/v1/specs/{world.spec}", headers=world.lower)).status_code == 200
 
 
+@row("GET", "/v1/regions")
+async def _list_regions(world: World) -> None:
+    # Shared, like the specs: every tenant sees the same regions and no cluster's name.
+    answer = await world.http.get("/v1/regions", headers=world.lower)
+    assert answer.status_code == 200, answer.text
+    assert all(set(region) == {"name", "zones", "gpuTypes", "open"} for region in answer.json())
+
+
 @row("POST", "/v1/specs")
 async def _create_spec(world: World) -> None:
     body = {"name": "evil", "cpu": "1", "memory": "1Gi", "gpuType": "x", "gpuNum": 1}

@@ -181,13 +181,40 @@ function Instances() {
 function useCatalog() {
   return useLoad(
     async () => {
-      const [templates, specs] = await Promise.all([
+      const [templates, specs, regions] = await Promise.all([
         get<Template[] | { items: Template[] }>("/templates").then(items),
         get<Spec[] | { items: Spec[] }>("/specs").then(items),
+        get<Region[]>("/regions"),
       ]);
-      return { templates, specs };
+      return { templates, specs, regions };
     },
     [],
+  );
+}
+
+/** Where a workload may be asked to run (GET /v1/regions). */
+interface Region {
+  name: string;
+  zones: string[];
+  gpuTypes: string[];
+  open: boolean;
+}
+
+/** The region picker of a start: any region, or one whose clusters have the spec's
+ * GPUs and take new workloads now. */
+function RegionField(props: { name: string; regions: Region[]; spec?: Spec; value: string; onInput: (value: string) => void }) {
+  const offered = props.regions.filter((r) => r.open && (!props.spec || r.gpuTypes.includes(props.spec.gpuType)));
+  if (props.regions.length < 2) return null; // one region: nothing to choose
+  return (
+    <Field
+      label="Region"
+      name={props.name}
+      field="region"
+      value={props.value}
+      onInput={props.onInput}
+      options={["", ...offered.map((r) => r.name)]}
+      emptyLabel="any region with these GPUs"
+    />
   );
 }
 
@@ -239,6 +266,7 @@ function StartInstance(props: { onStarted: () => void }) {
   const [port, setPort] = useState("");
   const [publicKey, setPublicKey] = useState("");
   const [whenShort, setWhenShort] = useState("");
+  const [region, setRegion] = useState("");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("instance")) ?? [];
   const chosen = templates.find((t) => t.templateID === templateID);
@@ -258,7 +286,13 @@ function StartInstance(props: { onStarted: () => void }) {
   const submit = (e: Event) => {
     e.preventDefault();
     const template = image === chosen?.image ? chosen : undefined; // a changed image is the user's own
-    const body = { image, specName, template: instanceTemplate(template, port, publicKey), queue: whenShort !== "" };
+    const body = {
+      image,
+      specName,
+      template: instanceTemplate(template, port, publicKey),
+      queue: whenShort !== "",
+      region: region || undefined,
+    };
     void action.run(async () => {
       await post("/gpu-instances", body);
       props.onStarted();
@@ -279,6 +313,7 @@ function StartInstance(props: { onStarted: () => void }) {
       />
       <Field label="Spec" name="spec" field="specName" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
       <FreeNote spec={specs.find((s) => s.name === specName)} />
+      <RegionField name="region" regions={catalog.data?.regions ?? []} spec={specs.find((s) => s.name === specName)} value={region} onInput={setRegion} />
       <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
       <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
       {takesKey && (
@@ -328,6 +363,7 @@ function Jobs() {
   const [nodes, setNodes] = useState("");
   const [jobID, setJobID] = useState("");
   const [env, setEnv] = useState("");
+  const [region, setRegion] = useState("");
   const action = useAction();
   const specs = catalog.data?.specs ?? [];
   const submit = (e: Event) => {
@@ -340,6 +376,7 @@ function Jobs() {
       env: envVars(env),
       // A multi-node job: its pods start together, a node each (docs/jobs.md).
       nodes: Number(nodes) > 1 ? Number(nodes) : undefined,
+      region: region || undefined,
     };
     void action.run(async () => {
       await post("/jobs", body);
@@ -353,6 +390,7 @@ function Jobs() {
         <h2 id="submit-title">Submit a job</h2>
         <QuotaNote />
         <Field label="Spec" name="job-spec" field="specName" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
+        <RegionField name="job-region" regions={catalog.data?.regions ?? []} spec={specs.find((s) => s.name === (specName || specs[0]?.name))} value={region} onInput={setRegion} />
         <Field label="Image" name="job-image" value={image} onInput={setImage} required placeholder="pytorch/pytorch" />
         <Field label="Command" name="job-command" value={command} onInput={setCommand} placeholder="python train.py" />
         <Field label="Nodes (multi-node, optional)" name="job-nodes" type="number" value={nodes} onInput={setNodes} placeholder="1" />
@@ -412,6 +450,7 @@ function StartService(props: { onStarted: () => void }) {
   const [port, setPort] = useState("8000");
   const [readinessPath, setReadinessPath] = useState("/");
   const [replicas, setReplicas] = useState("1");
+  const [region, setRegion] = useState("");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("service")) ?? [];
   const specs = catalog.data?.specs ?? [];
@@ -437,6 +476,7 @@ function StartService(props: { onStarted: () => void }) {
       port: Number(port),
       readinessPath,
       minReplicas: Number(replicas),
+      region: region || undefined,
       env: template?.env ?? [],
       ...(template?.command ? { command: template.command } : {}),
       ...(template?.args ? { args: template.args } : {}),
@@ -462,6 +502,7 @@ function StartService(props: { onStarted: () => void }) {
       />
       <Field label="Service name (id)" name="serviceID" value={serviceID} onInput={setServiceID} placeholder="llama" />
       <Field label="Spec" name="service-spec" field="specName" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
+      <RegionField name="service-region" regions={catalog.data?.regions ?? []} spec={specs.find((s) => s.name === (specName || specs[0]?.name))} value={region} onInput={setRegion} />
       <Field label="Image" name="service-image" value={image} onInput={setImage} required placeholder="vllm/vllm-openai:v0.6.3" />
       <Field label="Port" name="service-port" type="number" value={port} onInput={setPort} required />
       <Field label="Readiness path" name="readinessPath" value={readinessPath} onInput={setReadinessPath} required />

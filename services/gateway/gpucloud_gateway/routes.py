@@ -80,6 +80,7 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:read"),
     ForwardedRoute("POST", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:write"),
     ForwardedRoute("DELETE", "/v1/stocks", "instances", PLATFORM_ADMIN, "instances:write"),
+    ForwardedRoute("GET", "/v1/regions", "instances", EVERYONE, "instances:read"),
     ForwardedRoute("POST", "/v1/clusters", "instances", PLATFORM_ADMIN, "instances:write"),
     ForwardedRoute("GET", "/v1/clusters", "instances", PLATFORM_ADMIN, "instances:read"),
     ForwardedRoute("GET", CLUSTER, "instances", PLATFORM_ADMIN, "instances:read"),

@@ -49,16 +49,14 @@ class Stores:
         )  # fmt: skip
 
     def live_workloads_of(self, settings: InstancesSettings) -> LiveWorkloads:
-        """How many live workloads a cluster runs: every live instance, job and
-        inference service in the home cluster (workloads are placed in it alone so
-        far), none elsewhere."""
+        """How many live workloads (instances, jobs, inference services) a cluster
+        runs, by the cluster each records (none recorded: the home cluster)."""
 
         async def live_workloads(cluster: str) -> int:
-            if cluster != settings.cluster_name:
-                return 0
             instances, jobs, services = await asyncio.gather(
-                self.instances.live_states(), self.jobs.live_keys(), self.services.keys()
+                self.instances.live_clusters(), self.jobs.live_clusters(), self.services.clusters()
             )
-            return len(instances) + len(jobs) + len(services)
+            placed = [name or settings.cluster_name for name in (*instances, *jobs, *services)]
+            return placed.count(cluster)
 
         return live_workloads

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response, status
 
 from gpucloud_libs.http import CurrentIdentity, app_part
 
-from .schemas import Cluster, ClusterCreate, ClusterState
+from .schemas import Cluster, ClusterCreate, ClusterState, Region
 from .service import Clusters
 
 router = APIRouter()
@@ -36,6 +36,15 @@ async def register_cluster(
 )
 async def list_clusters(identity: CurrentIdentity, clusters: ClustersPart) -> list[Cluster]:
     return await clusters.list(identity)
+
+
+@router.get(
+    "/regions",
+    tags=["clusters"],
+    summary="The regions workloads may be placed in, with their zones and GPU types",
+)
+async def list_regions(_: CurrentIdentity, clusters: ClustersPart) -> list[Region]:
+    return await clusters.regions()
 
 
 @router.get("/clusters/{name}", tags=["clusters"], summary="One cluster (platform admin)")

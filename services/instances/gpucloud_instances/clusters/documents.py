@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class ClusterGpusDoc(TypedDict):
@@ -11,6 +11,9 @@ class ClusterGpusDoc(TypedDict):
     #: Units of this kind on Ready nodes: whole GPUs, or `resource`'s shares.
     resource: str
     capacity: int
+    #: Of them, free on usable nodes (not cordoned or quarantined), as the leader's
+    #: watch saw them; absent while it had not listed the cluster.
+    free: NotRequired[int]
 
 
 class ClusterStatusDoc(TypedDict):

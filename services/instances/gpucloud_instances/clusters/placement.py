@@ -1,6 +1,17 @@
-"""Which cluster a new workload goes to. So far every workload goes to the home
-cluster, while it takes new ones: a cordoned or draining home cluster refuses new
-workloads and starts at once, and those already in it go on."""
+"""Which cluster a new workload goes to (decision 129).
+
+Of the clusters in the region asked for (any, if none was) whose Ready nodes have the
+workload's GPU kind in the zones it may run in, and that take new workloads (active,
+and answering at their last look): the home cluster if it is one of them; else the
+one with the most units of the kind free at the leader's last look (a cordoned or
+quarantined node's are not free), by name on a tie. A cluster not looked at yet offers
+nothing, but the home cluster, which is taken as holding every kind until its first
+look. A workload whose kind no cluster has goes to the home cluster, where it fails
+as unschedulable with the reason, as it always did.
+
+A start again stays in the workload's cluster (its pod's storages and node are
+there): it is refused while that cluster takes no new workloads.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +19,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gpucloud_libs.errors import Conflict
+from gpucloud_libs.clock import now_as_stored
+from gpucloud_libs.errors import Conflict, ValidationFailed
+from gpucloud_libs.naming import GPU_RESOURCE
 
+from ..documents import SpecDoc
+from .documents import ClusterDoc
 from .schemas import ClusterState
 from .store import ClusterStore
 
-#: How long a cluster's state is taken as read: a cordon reaches every replica's
+#: How long the clusters are taken as read: a cordon reaches every replica's
 #: admissions within this.
 STATE_READ_S = 1.0
 
@@ -22,18 +37,21 @@ class Placement:
     def __init__(self, clusters: ClusterStore, home: str) -> None:
         self._clusters = clusters
         self._home = home
-        self._state: tuple[float, str] | None = None  # (read at, state)
+        self._read: tuple[float, list[ClusterDoc]] | None = None  # (read at, clusters)
 
-    async def choose(self) -> str:
-        """The cluster a new workload (or a start again) goes to; a 409 when none
-        takes new workloads now."""
-        state = await self._home_state()
-        if state != ClusterState.ACTIVE:
+    async def choose(self, spec: SpecDoc, *, region: str | None, zones: list[str]) -> str:
+        """The cluster a new workload of the spec goes to (`choose_cluster`)."""
+        gpu_type, resource = spec["gpu_type"], spec.get("gpu_resource", GPU_RESOURCE)
+        return choose_cluster(await self._docs(), gpu_type, resource, region=region, zones=zones)
+
+    async def check_open(self, cluster: str) -> None:
+        """A 409 while `cluster` takes no new workloads (a start again stays in it)."""
+        doc = next((doc for doc in await self._docs() if doc["_id"] == cluster), None)
+        if doc is not None and doc["state"] != ClusterState.ACTIVE:
             raise Conflict(
-                f"no cluster takes new workloads now: cluster {self._home!r} is {state}",
-                cluster=self._home, state=state,
+                f"cluster {cluster!r} takes no new workloads now: it is {doc['state']}",
+                cluster=cluster, state=doc["state"],
             )  # fmt: skip
-        return self._home
 
     def cluster_of(self, doc: Mapping[str, Any]) -> str:
         """The cluster a workload's document says it was placed in."""
@@ -41,15 +59,99 @@ class Placement:
         return cluster
 
     def forget(self) -> None:
-        """The state was just set here: read it again."""
-        self._state = None
+        """A cluster's state was just set here: read them again."""
+        self._read = None
 
-    async def _home_state(self) -> str:
-        read = self._state
+    async def _docs(self) -> list[ClusterDoc]:
+        read = self._read
         if read is not None and time.monotonic() - read[0] < STATE_READ_S:
             return read[1]
-        doc = await self._clusters.get(self._home)
-        # Not recorded yet (the service is starting): the home cluster is active.
-        state = ClusterState.ACTIVE.value if doc is None else doc["state"]
-        self._state = (time.monotonic(), state)
-        return state
+        docs = await self._clusters.list()
+        if not any(doc["_id"] == self._home for doc in docs):
+            # Not recorded yet (the service is starting): the home cluster is active.
+            docs.append(
+                ClusterDoc(
+                    _id=self._home,
+                    region="",
+                    zones=[],
+                    home=True,
+                    server=None,
+                    uid=None,
+                    sealed_kubeconfig=None,
+                    state=ClusterState.ACTIVE.value,
+                    status=None,
+                    created_at=now_as_stored(),
+                )
+            )
+        self._read = (time.monotonic(), docs)
+        return docs
+
+
+def choose_cluster(
+    docs: list[ClusterDoc], gpu_type: str, resource: str, *, region: str | None, zones: list[str]
+) -> str:
+    """Of `docs`, the cluster a new workload of the GPU kind goes to: a 422 for a
+    region no cluster is in, or one none of whose clusters has the kind; a 409 when
+    none that has it takes new workloads now."""
+
+    if region is not None and not any(doc["region"] == region for doc in docs):
+        regions = sorted({doc["region"] for doc in docs if doc["region"]})
+        raise ValidationFailed(
+            f"no cluster is in region {region!r}; the regions are {', '.join(regions)}",
+            field="region", regions=regions,
+        )  # fmt: skip
+    asked = [doc for doc in docs if region is None or doc["region"] == region]
+    holding = [doc for doc in asked if _offers(doc, gpu_type, resource, zones)]
+    if not holding and region is not None:
+        with_kind = sorted(
+            {doc["region"] for doc in docs if _offers(doc, gpu_type, resource, zones)}
+        )
+        raise ValidationFailed(
+            f"no cluster in region {region!r} has {gpu_type} GPUs"
+            + (f"; region {', '.join(with_kind)} has them" if with_kind else ""),
+            field="region", regions=with_kind,
+        )  # fmt: skip
+    # No cluster has the kind: the home cluster, where it fails with the reason.
+    holding = holding or [doc for doc in asked if doc["home"]]
+    open_ = [doc for doc in holding if _takes_workloads(doc)]
+    if not open_:
+        closed = "; ".join(f"cluster {d['_id']!r} is {_why_closed(d)}" for d in holding)
+        raise Conflict(
+            f"no cluster takes new workloads now: {closed}", region=region,
+        )  # fmt: skip
+    open_.sort(key=lambda doc: (not doc["home"], -_free(doc, gpu_type, resource), doc["_id"]))
+    return open_[0]["_id"]
+
+
+def _takes_workloads(doc: ClusterDoc) -> bool:
+    """Active, and answering at its last look (the home cluster, which the service
+    itself runs against, is taken at its word)."""
+    if doc["state"] != ClusterState.ACTIVE:
+        return False
+    return doc["home"] or doc["status"] is None or doc["status"]["reachable"]
+
+
+def _why_closed(doc: ClusterDoc) -> str:
+    if doc["state"] != ClusterState.ACTIVE:
+        return str(doc["state"])
+    return "not answering"
+
+
+def _offers(doc: ClusterDoc, gpu_type: str, resource: str, zones: list[str]) -> bool:
+    """Whether its Ready nodes have the GPU kind, in one of `zones` (any, if empty)."""
+    if zones and doc["zones"] and not set(zones) & set(doc["zones"]):
+        return False
+    if doc["status"] is None:
+        return doc["home"]  # not looked at yet: the home cluster holds what it held
+    return any(
+        g["gpu_type"] == gpu_type and g["resource"] == resource for g in doc["status"]["gpus"]
+    )
+
+
+def _free(doc: ClusterDoc, gpu_type: str, resource: str) -> int:
+    """Its units of the kind free at the last look (its capacity, where the leader
+    had no count of what is free)."""
+    for gpus in doc["status"]["gpus"] if doc["status"] else []:
+        if gpus["gpu_type"] == gpu_type and gpus["resource"] == resource:
+            return gpus.get("free", gpus["capacity"])
+    return 0

@@ -35,6 +35,8 @@ class ClusterGpus(ApiModel):
     gpu_type: str = Field(alias="gpuType")
     resource: str
     capacity: int
+    #: Free on usable nodes at the last look (None: not counted yet).
+    free: int | None = None
 
 
 class ClusterHealth(ApiModel):
@@ -62,3 +64,14 @@ class Cluster(ApiModel):
     #: The last look at it; None until the first.
     health: ClusterHealth | None
     created_at: datetime
+
+
+class Region(ApiModel):
+    """Where a tenant may ask a workload to run: its clusters' zones and GPU types,
+    as their last looks saw them (no cluster is named)."""
+
+    name: str
+    zones: list[str]
+    gpu_types: list[str] = Field(alias="gpuTypes")
+    #: Whether one of its clusters takes new workloads now.
+    open: bool

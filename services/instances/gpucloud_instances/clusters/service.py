@@ -19,6 +19,7 @@ import yaml
 
 from gpucloud_libs.clock import aware, aware_or_none, now_as_stored
 from gpucloud_libs.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.sealing import SecretBox
@@ -29,13 +30,12 @@ from ..store import DuplicateInstance
 from .documents import ClusterDoc, ClusterStatusDoc
 from .observation import cluster_uid, look, missing_rights, rights_review, unreachable
 from .placement import Placement
-from .schemas import Cluster, ClusterCreate, ClusterGpus, ClusterHealth, ClusterState
+from .schemas import Cluster, ClusterCreate, ClusterGpus, ClusterHealth, ClusterState, Region
 from .store import ClusterStore
 
 log = logging.getLogger(__name__)
 
-#: How many live workloads a cluster runs (the home cluster: every live one, until
-#: workloads are placed across clusters).
+#: How many live workloads a cluster runs, by the cluster each records.
 LiveWorkloads = Callable[[str], Awaitable[int]]
 
 
@@ -96,6 +96,22 @@ class Clusters:
         log.info("cluster registered", extra={"cluster": body.name, "region": body.region})
         return await self._view(doc)
 
+    async def regions(self) -> list[Region]:
+        """Every region, for anyone signed in (the console's and CLI's pickers)."""
+        regions: dict[str, Region] = {}
+        for doc in await self._clusters.list():
+            region = regions.setdefault(
+                doc["region"], Region(name=doc["region"], zones=[], gpu_types=[], open=False)
+            )
+            status = doc["status"]
+            region.zones = sorted({*region.zones, *doc["zones"]})
+            types = {g["gpu_type"] for g in status["gpus"]} if status else set()
+            region.gpu_types = sorted({*region.gpu_types, *types})
+            region.open = region.open or (
+                doc["state"] == ClusterState.ACTIVE and (status is None or status["reachable"])
+            )
+        return [regions[name] for name in sorted(regions)]
+
     async def list(self, identity: Identity) -> list[Cluster]:
         identity.require_role("platform-admin")
         return [await self._view(doc) for doc in await self._clusters.list()]
@@ -155,8 +171,15 @@ class Clusters:
             if doc["home"] or self._kubeconfig(doc) is None:
                 return None
             return unreachable("its kubeconfig cannot be used", now_as_stored(), doc["status"])
-        nodes = list(runtime.cache.nodes.values()) if runtime.ready else None
-        return await look(runtime.kube, now_as_stored(), doc["status"], nodes)
+        if not runtime.ready:
+            return await look(runtime.kube, now_as_stored(), doc["status"])
+        status = await look(
+            runtime.kube, now_as_stored(), doc["status"], list(runtime.cache.nodes.values())
+        )
+        free = runtime.cache.gpu_accounting().free
+        for gpus in status["gpus"]:
+            gpus["free"] = free.get(GpuShare(gpus["resource"]).capacity_key(gpus["gpu_type"]), 0)
+        return status
 
     def _kubeconfig(self, doc: ClusterDoc) -> dict[str, Any] | None:
         """The registered cluster's kubeconfig; None when it cannot be used (logged)."""
@@ -200,7 +223,10 @@ def _health(status: ClusterStatusDoc) -> ClusterHealth:
         unreachable_since=aware_or_none(status["unreachable_since"]), version=status["version"],
         nodes=status["nodes"], ready_nodes=status["ready_nodes"], zones=status["zones"],
         gpus=[
-            ClusterGpus(gpu_type=g["gpu_type"], resource=g["resource"], capacity=g["capacity"])
+            ClusterGpus(
+                gpu_type=g["gpu_type"], resource=g["resource"], capacity=g["capacity"],
+                free=g.get("free"),
+            )
             for g in status["gpus"]
         ],
         error=status["error"],

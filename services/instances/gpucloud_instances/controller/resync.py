@@ -130,7 +130,12 @@ class Resync:
             doc = await self._instances.get(key)
             if doc is None or State(doc["state"]) in TERMINAL:
                 log.warning(
-                    "deleting orphan pod", extra={"pod": pod["metadata"]["name"], "instance": key}
+                    "deleting orphan pod",
+                    extra={
+                        "pod": pod["metadata"]["name"],
+                        "instance": key,
+                        "cluster": runtime.name,
+                    },
                 )
                 await delete_workload(
                     runtime.kube, pod["metadata"]["namespace"], pod["metadata"]["name"]

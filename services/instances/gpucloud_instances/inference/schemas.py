@@ -87,6 +87,9 @@ class InferenceServiceCreate(ServingTemplate):
     #: service's for its life; a volume storage cannot be shared by replicas).
     storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)
     zone: LabelValue | None = None
+    #: The region to run in (a cluster's, GET /v1/regions); the platform picks one
+    #: that has the spec's GPUs when left out.
+    region: LabelValue | None = None
     #: The one port replicas serve on, and where the gateway checks they are ready.
     port: int = Field(ge=1, le=65535)
     readiness_path: HttpPath = "/"

@@ -90,6 +90,10 @@ class ServiceStore:
         query: Document = {} if tenant_id is None else {"tenant_id": tenant_id}
         return [doc["_id"] async for doc in self._services.find(query, {"_id": 1})]
 
+    async def clusters(self) -> list[str | None]:
+        """The cluster of every service (None: the home cluster)."""
+        return [doc.get("cluster") async for doc in self._services.find({}, {"cluster": 1})]
+
     async def save(
         self, doc: ServiceDoc, changes: Document, events: list[OutboxEntry]
     ) -> ServiceDoc | None:

@@ -28,6 +28,9 @@ class InstanceCreate(ApiModel):
     image: ImageRef
     spec_name: DnsLabel
     zone: LabelValue | None = None
+    #: The region to run in (a cluster's, GET /v1/regions); the platform picks one
+    #: that has the spec's GPUs when left out.
+    region: LabelValue | None = None
     #: Storages the instance uses. Object storages arrive as S3 credentials in
     #: environment variables; volume storages are mounted by a template volume.
     storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)

@@ -99,7 +99,7 @@ class Instances:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        cluster = await self._placement.choose()
+        cluster = await self._placement.choose(spec, region=body.region, zones=zones)
         storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
@@ -275,7 +275,7 @@ class Instances:
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
-        await self._placement.choose()
+        await self._placement.check_open(self._placement.cluster_of(doc))
         await claim_start(self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(instance_item(doc["_id"]))

@@ -263,6 +263,16 @@ class InstanceStore:
                     live[doc["_id"]] = state
         return live
 
+    async def live_clusters(self) -> list[str | None]:
+        """The cluster of every instance that is not terminal (None: recorded before
+        clusters were, so the home cluster)."""
+        clusters: list[str | None] = []
+        for state in State:
+            if state not in TERMINAL:
+                query = self._instances.find({"state": state.value}, {"cluster": 1})
+                clusters += [doc.get("cluster") async for doc in query]
+        return clusters
+
     async def all_queued(self) -> list[InstanceDoc]:
         """Every queued instance, for the admission queue's pass."""
         cursor = self._instances.find({"state": State.QUEUED.value}, _QUEUED_INSTANCE_FIELDS)

@@ -41,6 +41,9 @@ class JobCreate(ApiModel):
     run_as_user: RunAsUser = None
     spec_name: DnsLabel
     zone: LabelValue | None = None
+    #: The region to run in (a cluster's, GET /v1/regions); the platform picks one
+    #: that has the spec's GPUs when left out.
+    region: LabelValue | None = None
     #: As for instances: object storages arrive as S3 credentials in environment
     #: variables; volume storages are mounted by one of `volumes`.
     storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)

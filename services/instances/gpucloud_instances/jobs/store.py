@@ -107,6 +107,14 @@ class JobStore:
             ]
         return keys
 
+    async def live_clusters(self) -> list[str | None]:
+        """The cluster of every job that has not ended (None: the home cluster)."""
+        clusters: list[str | None] = []
+        for state in LIVE_JOB_STATES:
+            query = self._jobs.find({"state": state.value}, {"cluster": 1})
+            clusters += [doc.get("cluster") async for doc in query]
+        return clusters
+
     async def keys_with_outbox(self) -> list[str]:
         return [doc["_id"] async for doc in self._jobs.find({"has_outbox": True}, {"_id": 1})]
 
