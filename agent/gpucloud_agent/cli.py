@@ -55,7 +55,9 @@ async def run_node(
     telemetry = NodeTelemetry(args.node, kube)
     await telemetry.open(publish)
     try:
-        await publish_forever(publish, telemetry, settings.telemetry_interval_s)
+        await publish_forever(
+            publish, telemetry, settings.telemetry_interval_s, cluster=settings.cluster_name
+        )
     finally:
         telemetry.close()
 
@@ -83,8 +85,9 @@ async def run_simulated(
             await extras.enter_async_context(_running(_after(telemetry.synced, serving.run)))
         sealer = SecretSealer(settings.telemetry_secret.get_secret_value())
         await publish_forever(
-            sealed_publisher(broker, sealer), telemetry, settings.telemetry_interval_s
-        )
+            sealed_publisher(broker, sealer), telemetry, settings.telemetry_interval_s,
+            cluster=settings.cluster_name,
+        )  # fmt: skip
 
 
 @contextlib.asynccontextmanager

@@ -41,10 +41,12 @@ def sealed_publisher(broker: KafkaBroker, sealer: Sealer) -> Send:
     return publish
 
 
-async def publish_forever(send: Send, source: TelemetrySource, interval_s: float) -> None:
+async def publish_forever(
+    send: Send, source: TelemetrySource, interval_s: float, *, cluster: str | None = None
+) -> None:
     """Send `source`'s telemetry every `interval_s` (`publish` to the broker), its
-    inventories when due; a slow round shortens the next wait rather than piling rounds
-    up."""
+    inventories when due, saying the `cluster` its nodes are in; a slow round shortens
+    the next wait rather than piling rounds up."""
     loop = asyncio.get_running_loop()
     inventory_due = 0.0
     unsent: list[str] = []  # inventories not published yet: sent again next round
@@ -56,7 +58,11 @@ async def publish_forever(send: Send, source: TelemetrySource, interval_s: float
         if added:
             log.info("inventories", extra={"nodes": len(source.nodes()), "sent": len(added)})
         due = list(dict.fromkeys([*unsent, *added]))
-        unsent = [node for node in due if not await send(source.inventory(node))]
+        unsent = [
+            node
+            for node in due
+            if not await send(source.inventory(node).model_copy(update={"cluster": cluster}))
+        ]
         for batch in await source.batches():
             await send(batch)
         await asyncio.sleep(max(0.0, interval_s - (loop.time() - started)))

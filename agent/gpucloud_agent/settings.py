@@ -10,6 +10,9 @@ from gpucloud_libs.settings import ServiceSettings
 class AgentSettings(ServiceSettings):
     service_name: str = "agent"
     kubeconfig: str | None = None
+    #: The cluster this agent's nodes are in (the platform's name for it), reported
+    #: with each node's inventory; unset: the platform's home cluster.
+    cluster_name: str | None = None
     telemetry_interval_s: float = 1.0
     #: The simulator's fault API takes this bearer token (required with --control-port).
     simulator_token: SecretStr = SecretStr("")

@@ -110,6 +110,8 @@ class SimulatedFleet:
     def __init__(self, seed: int = 7) -> None:
         self._seed = seed
         self.nodes: dict[str, SimulatedNode] = {}
+        #: Each node's zone, from its labels (what its inventory says).
+        self.zones: dict[str, str | None] = {}
         self._faults: dict[tuple[str, int], Fault] = {}
         self._gpus: dict[tuple[str, int], _GpuState] = {}
         self._random: dict[str, random.Random] = {}

@@ -11,7 +11,13 @@ from datetime import UTC, datetime
 from gpucloud_libs.events import NodeInventory, TelemetryBatch
 from gpucloud_libs.gpu_shares import gpu_units
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.naming import GPU_PRODUCT_LABEL, GPU_RESOURCE, TENANT_LABEL, workload_of
+from gpucloud_libs.naming import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    TENANT_LABEL,
+    ZONE_LABEL,
+    workload_of,
+)
 
 from .simulated import Placement, SimulatedFleet, slice_layout
 
@@ -47,8 +53,9 @@ class SimulatedTelemetry:
 
     def inventory(self, node: str) -> NodeInventory:
         return NodeInventory(
-            node=node, source="simulated", gpus=tuple(self.fleet.inventory(node)), at=_now()
-        )
+            node=node, source="simulated", gpus=tuple(self.fleet.inventory(node)), at=_now(),
+            zone=self.fleet.zones.get(node),
+        )  # fmt: skip
 
     async def batches(self) -> list[TelemetryBatch]:
         at = _now()  # one instant for the whole fleet's round
@@ -81,6 +88,7 @@ async def sync_fleet(fleet: SimulatedFleet, kube: KubeClient, selector: str) -> 
         fleet.set_node(
             name, labels.get(GPU_PRODUCT_LABEL, "unknown"), gpus, slice_layout(gpus, shared)
         )
+        fleet.zones[name] = labels.get(ZONE_LABEL)
     placed: dict[str, list[tuple[str, Placement]]] = {}
     for pod in pods:
         node_name = pod.get("spec", {}).get("nodeName")

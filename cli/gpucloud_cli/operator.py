@@ -12,6 +12,7 @@ from .session import Column, Session, moment, pass_session
 
 NODE_COLUMNS: list[Column] = [
     ("NODE", lambda n: n["node"]),
+    ("CLUSTER", lambda n: n.get("cluster")),
     ("ZONE", lambda n: n["zone"]),
     ("GPU", lambda n: n["gpuType"]),
     ("IN USE", lambda n: f"{n['gpusInUse']}/{n['gpus']}"),

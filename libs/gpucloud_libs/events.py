@@ -20,6 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 from .event_base import EventData
 from .fleet_events import (
     AlertStateChanged,
+    ClusterNodes,
     GpuInventory,
     GpuSample,
     NodeHealth,
@@ -54,6 +55,7 @@ __all__ = [
     "AuditRecorded",
     "BudgetThresholdCrossed",
     "CloudEvent",
+    "ClusterNodes",
     "Event",
     "EventData",
     "GpuHoldingTransition",
@@ -213,6 +215,7 @@ Event = Annotated[
     | StorageUsageSampled
     | TelemetryBatch
     | NodeInventory
+    | ClusterNodes
     | NodeReleaseRequested
     | NodeQuarantineRequested
     | NodeHealthChanged

@@ -85,12 +85,34 @@ class NodeInventory(EventData):
     #: Set when the node has no usable NVML (no driver, no GPU): why.
     unavailable_reason: str | None = None
     at: AwareDatetime
+    #: The cluster the node is in, as its agent was told (GPUCLOUD_CLUSTER_NAME);
+    #: None: the platform's home cluster.
+    cluster: str | None = None
+    #: The node's zone (topology.kubernetes.io/zone), where its agent knows it (the
+    #: simulator reads its nodes' labels): a cluster the monitoring service cannot
+    #: ask has its nodes' zones from here.
+    zone: str | None = None
     #: The node's seal, as a telemetry batch's.
     mac: str = ""
 
     @property
     def aggregate_id(self) -> str:
         return self.node
+
+
+class ClusterNodes(EventData):
+    """The nodes a registered cluster has, as the instances service's controller
+    watches them: what the monitoring service takes telemetry from besides its own
+    cluster's nodes. Said for each cluster every resync; none: the cluster is gone."""
+
+    type: Literal["io.gpucloud.cluster.nodes.v1"] = "io.gpucloud.cluster.nodes.v1"
+    cluster: str
+    nodes: tuple[str, ...] = Field(default=(), max_length=50_000)
+    at: AwareDatetime
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.cluster
 
 
 class NodeReleaseRequested(EventData):

@@ -46,6 +46,7 @@ from .topics import (
     ALL_TOPICS,
     AUDIT,
     BILLING_ALERTS,
+    CLUSTERS,
     INFERENCE_LIFECYCLE,
     INSTANCE_COMMANDS,
     INSTANCE_LIFECYCLE,
@@ -92,7 +93,8 @@ ACCESS: dict[str, ServiceAccess] = {
         ServiceAccess("gateway", produces=(TENANTS, AUDIT)),
         ServiceAccess(
             "instances",
-            produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE),
+            # Clusters: each registered cluster's nodes, for the monitoring service.
+            produces=(INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE, CLUSTERS),
             # Alerts: the stop-when-idle rules' firings stop instances.
             consumes=(TENANTS, INSTANCE_COMMANDS, NODE_HEALTH, ALERTS),
         ),
@@ -119,8 +121,9 @@ ACCESS: dict[str, ServiceAccess] = {
             "monitoring",
             # Release requests ride the telemetry topic, in order with the node's samples.
             produces=(NODE_HEALTH, ALERTS, TELEMETRY),
-            # Tenants: a deleted tenant's alert rules go.
-            consumes=(TELEMETRY, TENANTS),
+            # Tenants: a deleted tenant's alert rules go. Clusters: whose nodes'
+            # telemetry is taken besides its own cluster's.
+            consumes=(TELEMETRY, TENANTS, CLUSTERS),
         ),
         ServiceAccess("agent", produces=(TELEMETRY,)),
     )

@@ -13,6 +13,7 @@ from .events import (
     AlertStateChanged,
     AuditRecorded,
     BudgetThresholdCrossed,
+    ClusterNodes,
     EventData,
     InferenceServiceDeleted,
     InstanceStateChanged,
@@ -80,6 +81,9 @@ TELEMETRY = TopicSpec(
     retention_ms=24 * 3600 * 1000,
     carries=(TelemetryBatch, NodeInventory, NodeReleaseRequested, NodeQuarantineRequested),
 )
+#: Each registered cluster's nodes (instances -> monitoring), kept: the last word on
+#: a cluster is its last message.
+CLUSTERS = TopicSpec("gpucloud.clusters.v1", partitions=1, retention_ms=-1, carries=(ClusterNodes,))
 # Kept: metering credits the quarantines in it.
 NODE_HEALTH = TopicSpec("gpucloud.nodes.health.v1", retention_ms=-1, carries=(NodeHealthChanged,))
 ALERTS = TopicSpec("gpucloud.alerts.v1", carries=(AlertStateChanged,))
@@ -89,7 +93,7 @@ AUDIT = TopicSpec("gpucloud.audit.v1", retention_ms=-1, carries=(AuditRecorded,)
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
     TENANTS, INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE, INSTANCE_COMMANDS,
-    STORAGE_USAGE, TELEMETRY, NODE_HEALTH, ALERTS, USAGE, BILLING_ALERTS, AUDIT,
+    STORAGE_USAGE, TELEMETRY, NODE_HEALTH, ALERTS, USAGE, BILLING_ALERTS, AUDIT, CLUSTERS,
 )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from kubernetes_asyncio import client as k8s
+from playwright.async_api import Page
 
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.node_seals import ReportT, node_key, seal
@@ -187,3 +188,15 @@ def url_path(url: str) -> str:
     """The path and query of a URL: what a test sends to the gateway with its Host."""
     parts = urlsplit(url)
     return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+async def stand_in_text(page: Page, url: str) -> str:
+    """Open `url` (an instance's session link) until the simulated node's stand-in for
+    the pod answers, which it does moments after the pod runs: its page's text."""
+
+    async def landed() -> str | None:
+        answer = await page.goto(url)
+        text = await page.inner_text("body") if answer and answer.ok else ""
+        return text if "Simulated workload" in text else None
+
+    return await eventually(landed, timeout=30, interval=1)

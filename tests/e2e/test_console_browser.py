@@ -29,7 +29,7 @@ from playwright.async_api import (
 
 from gpucloud_libs.naming import tenant_namespace
 
-from .clusters_support import HOME, kubeconfig_of
+from .clusters_support import HOME, SECOND, kubeconfig_of
 from .platform import H100, Platform, TenantAccount, bearer
 from .support import eventually, unique
 
@@ -800,3 +800,34 @@ async def test_the_operator_cordons_a_cluster_and_is_told_why_a_registration_fai
     await expect(form.get_by_role("alert")).to_contain_text("cannot be reached")
     await expect(form.get_by_label("Cluster name")).to_have_value("east-1")  # nothing lost
     await expect(page.get_by_role("row").filter(has_text="east-1")).to_have_count(0)
+
+
+async def test_a_tenant_picks_the_region_an_instance_runs_in_from_the_console(
+    chromium: Browser, platform: Platform
+) -> None:
+    """The region picker offers the regions whose clusters have the spec's GPUs; the
+    instance runs in the one picked, and its row says which cluster."""
+    account = await platform.tenant()
+    h100 = await platform.spec()
+    a100 = await platform.spec(gpu_type="NVIDIA-A100-SXM4-40GB")  # the home cluster's alone
+    page = await _page(chromium, platform)
+    await _sign_in_with_key(page, account.admin_key)
+    await page.get_by_label("Spec").select_option(a100)
+    region = page.get_by_label("Region")
+    await expect(region.locator("option")).to_have_text(["any region with these GPUs", HOME])
+    await page.get_by_label("Spec").select_option(h100)
+    await expect(region.locator("option")).to_have_text(
+        ["any region with these GPUs", HOME, SECOND]
+    )
+    await region.select_option(SECOND)
+    await page.get_by_label("Image", exact=True).fill("busybox")
+    await page.get_by_role("button", name="Start", exact=True).click()
+    row = page.get_by_role("row").filter(has_text=h100)
+    await expect(row.get_by_text("running", exact=True)).to_be_visible()
+    await expect(row.get_by_role("cell", name=SECOND, exact=True)).to_be_visible()
+    listed = await platform.http.get("/v1/gpu-instances", headers=bearer(account.admin_key))
+    [instance] = listed.json()["items"]
+    assert (instance["cluster"], instance["zone"]) == (SECOND, "zone-c")
+    await platform.http.post(
+        f"/v1/gpu-instances/{instance['instanceID']}/stop", headers=bearer(account.admin_key)
+    )

@@ -16,7 +16,14 @@ import yaml
 from cryptography import x509
 
 from gpucloud_stack import compose_jobset, fleet, jobset, layout, supervisor
-from gpucloud_stack.components import ALL, CEPH, SECOND_CLUSTER, Component, Context
+from gpucloud_stack.components import (
+    ALL,
+    CEPH,
+    GPU_SIMULATOR_LOCAL_2,
+    SECOND_CLUSTER,
+    Component,
+    Context,
+)
 from gpucloud_stack.errors import StackError
 from gpucloud_stack.secrets import Secrets
 
@@ -141,6 +148,7 @@ def test_status_lists_every_component_healthy(stack_env: dict[str, str]) -> None
         "kube-apiserver-local-2", "kube-controller-manager-local-2", "kube-scheduler-local-2",
         "kwok-local-2", "kafka", "postgres", "ferretdb", "minio",
         "gateway", "instances", "storage", "metering", "monitoring", "gpu-simulator",
+        "gpu-simulator-local-2",
     }  # fmt: skip
     assert all(row[2] == "healthy" for row in rows.values())
 
@@ -165,7 +173,7 @@ COMPOSE_RUNS = {
 COMPOSE_STEPS = {"kafka-access", "minio-access", "jobset-setup", "fleet"}
 #: Compose runs one cluster; the second region is the native stack's, for the tests
 #: of many clusters (docs/clusters.md).
-NATIVE_ONLY = {c.name for c in SECOND_CLUSTER}
+NATIVE_ONLY = {c.name for c in SECOND_CLUSTER} | {GPU_SIMULATOR_LOCAL_2.name}
 
 
 def test_compose_runs_what_the_native_stack_runs() -> None:

@@ -13,7 +13,7 @@ from playwright.async_api import Browser
 
 from .cli_support import Ran, cli_for, ready_tenant, ssh_through
 from .platform import Platform, bearer
-from .support import eventually, unique, url_host, url_path
+from .support import eventually, stand_in_text, unique, url_host, url_path
 
 
 async def test_open_lands_on_the_instance_through_the_gateway(
@@ -50,13 +50,7 @@ async def test_open_lands_on_the_instance_through_the_gateway(
         context = await chromium.new_context()
         page = await context.new_page()
 
-        async def landed() -> str | None:
-            answer = await page.goto(link.json()["url"])
-            text = await page.inner_text("body") if answer and answer.ok else ""
-            return text if "Simulated workload" in text else None
-
-        # The stand-in is up moments after the pod runs.
-        text = await eventually(landed, timeout=30, interval=1)
+        text = await stand_in_text(page, link.json()["url"])
         assert url_path(page.url) == "/"
         assert "jupyter/base-notebook" in text
         assert "start-notebook.py" in text

@@ -15,11 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.async_api import Browser
 
 from .cli_support import cli_for, ready_tenant
 from .clusters_support import HOME, SECOND
 from .platform import Platform, TenantAccount, bearer
-from .support import eventually
+from .support import eventually, stand_in_text
 
 B200 = "NVIDIA-B200"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -78,7 +79,8 @@ async def test_a_gpu_type_only_the_second_cluster_has_runs_there(platform: Platf
     async def counted() -> dict[str, Any] | None:
         cluster = (await platform.http.get(f"/v1/clusters/{SECOND}", headers=platform.admin)).json()
         [b200] = [g for g in cluster["health"]["gpus"] if g["gpuType"] == B200]
-        return cluster if cluster["workloads"] >= 1 and b200["free"] <= 8 else None
+        counted = b200["free"] is not None and b200["free"] <= 8  # once the watch is listed
+        return cluster if cluster["workloads"] >= 1 and counted else None
 
     await eventually(counted, timeout=40, interval=1)
     await _stop(platform, account, instance_id)
@@ -194,3 +196,49 @@ async def test_a_user_lists_the_regions_and_starts_in_one_from_the_cli(
     assert refused.code != 0
     assert "no cluster is in region 'mars-1'" in refused.err
     await _stop(platform, account, instance["instanceID"])
+
+
+async def test_an_instance_in_the_second_cluster_opens_through_the_gateway(
+    platform: Platform, chromium: Browser
+) -> None:
+    """Its URL reaches its pod in the other cluster: here the stand-in the second
+    fleet's simulated node serves at the pod's loopback address (127.96.x)."""
+    account = await platform.tenant()
+    spec = await platform.spec(gpus=1, gpu_type=B200)
+    template = {**SLEEP, "ports": [{"port": 8888, "isPublic": True}]}
+    started = await _start(platform, account, spec, template=template)
+    assert started.json()["cluster"] == SECOND, started.text
+    instance_id = started.json()["instanceID"]
+    await _running(platform, account, instance_id)
+    owner = bearer(account.admin_key)
+    link = await platform.http.post(
+        f"/v1/gpu-instances/{instance_id}/ports/8888/session", headers=owner
+    )
+    assert link.status_code == 200, link.text
+    context = await chromium.new_context()
+    page = await context.new_page()
+
+    try:
+        text = await stand_in_text(page, link.json()["url"])
+        assert "b200-zone-c-" in text  # the node it runs on, in the second cluster
+    finally:
+        await context.close()
+        await _stop(platform, account, instance_id)
+
+
+async def test_the_second_clusters_nodes_report_telemetry_under_their_cluster(
+    platform: Platform,
+) -> None:
+    """The second fleet's agent says its cluster; the monitoring service takes its
+    nodes' telemetry because the instances service said they are that cluster's."""
+
+    async def reported() -> list[dict[str, Any]] | None:
+        nodes = (await platform.http.get("/v1/nodes", headers=platform.admin)).json()
+        second = [n for n in nodes if n["node"].startswith(("b200-zone-c-", "h100-l2-"))]
+        ready = len(second) == 3 and all(n["zone"] for n in second)
+        return second if ready else None
+
+    nodes = await eventually(reported, timeout=60, interval=1)
+    assert {n["cluster"] for n in nodes} == {SECOND}
+    assert {n["zone"] for n in nodes} == {"zone-c"}  # from its inventory: monitoring cannot ask
+    assert {n["gpuType"] for n in nodes} == {B200, H100}

@@ -25,6 +25,8 @@ interface FleetSummary {
 
 interface NodeView {
   node: string;
+  /** The cluster its agent says it is in. */
+  cluster: string | null;
   zone: string | null;
   gpuType: string | null;
   gpus: number;
@@ -138,6 +140,7 @@ export function FleetPage() {
             rowKey={(n) => n.node}
             columns={[
               { label: "Node", cell: (n) => n.node },
+              { label: "Cluster", cell: (n) => n.cluster ?? "—" },
               { label: "Zone", cell: (n) => n.zone ?? "—" },
               { label: "GPU type", cell: (n) => n.gpuType ?? "—" },
               { label: "GPUs in use", cell: (n) => `${n.gpusInUse} / ${n.gpus}`, numeric: true },

@@ -837,6 +837,8 @@ _SERVICE_SETTINGS: dict[str, dict[str, str]] = {
         "GPUCLOUD_CLUSTER_NAME": "local-1",
         "GPUCLOUD_CLUSTER_REGION": "local-1",
         "GPUCLOUD_CLUSTER_ZONES": '["zone-a", "zone-b"]',
+        # The tests stop the second cluster's API server for a while: lost after 10 s.
+        "GPUCLOUD_CLUSTER_LOST_GRACE_S": "10",
     },
 }
 
@@ -888,26 +890,45 @@ def infra() -> tuple[Component, ...]:
     )  # fmt: skip
 
 
-#: Telemetry for the kwok fleet: the node agent in simulation mode, with its
-#: fault-injection API (docs/monitoring.md).
-GPU_SIMULATOR = Component(
-    name="gpu-simulator",
-    kind="service",
-    argv=lambda _ctx: [
-        *(_venv_python(), "-m", "gpucloud_agent", "--simulate"),
-        *("--selector", "gpucloud.io/node-pool"),
-        *("--control-port", str(PORTS.gpu_simulator)),
-        # A page at each instance pod's loopback address and ports: what "Open" shows
-        # here, where kwok runs no container (gpucloud_agent/standin.py).
-        "--standins",
-    ],
-    env=lambda ctx: principal_env(ctx, "agent"),
-    healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{PORTS.gpu_simulator}/healthz"),
-    ports=(PORTS.gpu_simulator,),
-)
+def _gpu_simulator(cluster: LocalCluster) -> Component:
+    """Telemetry for a cluster's kwok fleet: the node agent in simulation mode, with
+    its fault-injection API (docs/monitoring.md), reporting the cluster it is in."""
+
+    def env(ctx: Context) -> dict[str, str]:
+        own = principal_env(ctx, "agent") | {"GPUCLOUD_CLUSTER_NAME": cluster.name}
+        if cluster is not LOCAL_1:
+            path = layout.etc_dir() / f"kubeconfig-agent{cluster.suffix}"
+            kube_access.write_kubeconfig(
+                path, kube_access.user("agent"), ctx.secrets.kube_tokens["agent"],
+                ctx.pki / "ca.crt", server=cluster.server,
+            )  # fmt: skip
+            own["GPUCLOUD_KUBECONFIG"] = str(path)
+        return own
+
+    return Component(
+        name=f"gpu-simulator{cluster.suffix}",
+        kind="service",
+        argv=lambda _ctx: [
+            *(_venv_python(), "-m", "gpucloud_agent", "--simulate"),
+            *("--selector", "gpucloud.io/node-pool"),
+            *("--control-port", str(cluster.simulator_port)),
+            # A page at each instance pod's loopback address and ports: what "Open"
+            # shows here, where kwok runs no container (gpucloud_agent/standin.py).
+            "--standins",
+        ],
+        env=env,
+        healthy=lambda _ctx: probes.http_ok(f"http://{HOST}:{cluster.simulator_port}/healthz"),
+        ports=(cluster.simulator_port,),
+    )
+
+
+GPU_SIMULATOR = _gpu_simulator(LOCAL_1)
+#: The second cluster's fleet's telemetry and stand-ins.
+GPU_SIMULATOR_LOCAL_2 = _gpu_simulator(LOCAL_2)
 SERVICES: tuple[Component, ...] = (
     *(_service(name) for name in SERVICE_NAMES),
     GPU_SIMULATOR,
+    GPU_SIMULATOR_LOCAL_2,
 )
 #: What runs on the cluster's control plane once it is up: started after `infra()`.
 ADDONS: tuple[Component, ...] = (JOBSET,)

@@ -93,6 +93,8 @@ class LocalCluster:
     #: Where a pod of a node without a podCIDR gets its address (loopback).
     kwok_cidr: str
     fleet_file: str  # under deploy/local
+    #: The GPU simulator of its fleet: its fault API's port.
+    simulator_port: int
 
     @property
     def server(self) -> str:
@@ -104,13 +106,14 @@ LOCAL_1 = LocalCluster(
     name="local-1", region="local-1", zones=("zone-a", "zone-b"), suffix="",
     apiserver_port=PORTS.kube_apiserver, controller_manager_port=PORTS.kube_controller_manager,
     scheduler_port=PORTS.kube_scheduler, kwok_port=PORTS.kwok, etcd_prefix="/registry",
-    kwok_cidr=KWOK_FALLBACK_CIDR, fleet_file="fleet.toml",
+    kwok_cidr=KWOK_FALLBACK_CIDR, fleet_file="fleet.toml", simulator_port=PORTS.gpu_simulator,
 )  # fmt: skip
 #: The second region, registered through the API at `up`: GPUs the first lacks.
 LOCAL_2 = LocalCluster(
     name="local-2", region="local-2", zones=("zone-c",), suffix="-local-2",
     apiserver_port=6444, controller_manager_port=10357, scheduler_port=10359, kwok_port=10347,
     etcd_prefix="/registry-local-2", kwok_cidr="127.33.0.0/16", fleet_file="fleet-local-2.toml",
+    simulator_port=8015,
 )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
@@ -59,18 +60,12 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     db = Stores.of(runtime.db, settings)
     specs, tenants, instances, requests, quota = (db.specs, db.tenants, db.instances, db.requests, db.quota)  # fmt: skip
     lines = QueueLines(db.lines)
-    registry_box = SecretBox(
-        settings.registry_secrets_key.get_secret_value(), setting="GPUCLOUD_REGISTRY_SECRETS_KEY"
-    )
-    runtime.check_key_at_start(registry_box.check)
-    cluster_box = SecretBox(
-        settings.cluster_secrets_key.get_secret_value(), setting="GPUCLOUD_CLUSTER_SECRETS_KEY"
-    )
-    runtime.check_key_at_start(cluster_box.check)
+    registry_box = _secret_box(runtime, settings.registry_secrets_key, "REGISTRY")
     placement = Placement(db.clusters, settings.cluster_name)
     clusters = Clusters(
-        settings, db.clusters, cluster_box, kube, db.live_workloads_of(settings), placement
-    )
+        settings, db.clusters, _secret_box(runtime, settings.cluster_secrets_key, "CLUSTER"), kube,
+        db.live_workloads_of(settings), placement, runtime.broker,
+    )  # fmt: skip
     pull_secrets = PullSecrets(db.registry_credentials, registry_box, kube)
     storage = StorageClient(settings.storage_url, runtime.identity_signer())
     controller = build_controller(
@@ -86,13 +81,11 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries),
         placement,
     )  # fmt: skip
-    for start in (kube.connect, log_streams.connect, filling.start, clusters.record_home,
-                  controller.start):  # fmt: skip
+    for start in (kube.connect, log_streams.connect, filling.start, clusters.record_home, controller.start):  # fmt: skip
         runtime.on_start(start)
     # Run in the reverse order: the controller stops first, while Kubernetes is still
     # connected, so it hands its lease back and the next leader need not wait it out.
-    for stop in (kube.close, log_streams.close, storage.close, quota.close,
-                 filling.stop, controller.stop):  # fmt: skip
+    for stop in (kube.close, log_streams.close, storage.close, quota.close, filling.stop, controller.stop):  # fmt: skip
         runtime.on_stop(stop)
     runtime.add_readiness_check("kubernetes", kube.ping)
     for topic, handler in ((TENANTS, handlers.on_tenant), (INSTANCE_COMMANDS, handlers.on_command),
@@ -100,10 +93,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         runtime.subscribe(topic, handler)
     return runtime.create_app(
         title="gpucloud instances",
-        description=(
-            "GPU instance specs, warm stocks, instances, batch jobs and inference services on "
-            "Kubernetes."
-        ),
+        description="GPU instance specs, warm stocks, instances, batch jobs and inference services on Kubernetes.",
         routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router, clusters_router],
         parts=[
             spec_catalog,
@@ -117,6 +107,13 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             clusters,
         ],
     )  # fmt: skip
+
+
+def _secret_box(runtime: ServiceRuntime, key: SecretStr, kind: str) -> SecretBox:
+    """A box sealing with `GPUCLOUD_<kind>_SECRETS_KEY`, checked at start."""
+    box = SecretBox(key.get_secret_value(), setting=f"GPUCLOUD_{kind}_SECRETS_KEY")
+    runtime.check_key_at_start(box.check)
+    return box
 
 
 class CacheFilling:

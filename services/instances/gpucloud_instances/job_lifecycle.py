@@ -57,6 +57,7 @@ class JobFailure(StrEnum):
     STORAGE_UNAVAILABLE = "storage_unavailable"
     JOB_LOST = "job_lost"  # the Kubernetes Job vanished before it ended
     JOBSET_UNAVAILABLE = "jobset_unavailable"  # a multi-node job on a cluster without JobSet
+    CLUSTER_LOST = "cluster_lost"  # its cluster stopped answering for longer than the grace
 
 
 class RunState(StrEnum):

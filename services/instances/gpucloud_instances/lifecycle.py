@@ -44,6 +44,7 @@ class FailureReason(StrEnum):
     QUOTA_EXCEEDED = "quota_exceeded"
     POD_LOST = "pod_lost"  # the pod vanished without being asked to stop
     STORAGE_UNAVAILABLE = "storage_unavailable"  # a storage it names is gone or not ready
+    CLUSTER_LOST = "cluster_lost"  # its cluster stopped answering for longer than the grace
 
 
 #: States in which the instance's pod is bound to a node and holds its GPUs: billed.

@@ -8,7 +8,7 @@ from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.runtime import ServiceRuntime
-from gpucloud_libs.topics import TELEMETRY, TENANTS
+from gpucloud_libs.topics import CLUSTERS, TELEMETRY, TENANTS
 
 from .alert_rules import AlertRules
 from .alerts import Alerts
@@ -22,6 +22,7 @@ from .known_nodes import KnownNodes
 from .metrics import Metrics
 from .node_health import NodeHealth
 from .node_keys import NodeKeys, NodeSeals
+from .other_clusters import OtherClusters
 from .provenance import Provenance
 from .rules import RuleEngine
 from .settings import MonitoringSettings
@@ -55,10 +56,12 @@ def _alerting(
 
 
 def _provenance(
-    settings: MonitoringSettings, runtime: ServiceRuntime, kube: KubeClient, seal: FleetRequestSeal
-) -> tuple[Provenance, NodeKeys]:
-    """Which telemetry is taken (each node's seal, a node the cluster has, the operator's
-    sealed requests), and the node keys the agents get."""
+    settings: MonitoringSettings, store: MonitoringStore, kube: KubeClient, seal: FleetRequestSeal,
+    runtime: ServiceRuntime,
+) -> tuple[Provenance, NodeKeys, OtherClusters]:  # fmt: skip
+    """Which telemetry is taken (each node's seal, a node one of the clusters has, the
+    operator's sealed requests), the node keys the agents get, and the other clusters'
+    nodes."""
     telemetry_secret = settings.telemetry_secret.get_secret_value()
     runtime.check_key_at_start(
         lambda: require_strong_key(telemetry_secret, setting="GPUCLOUD_TELEMETRY_SECRET")
@@ -68,6 +71,7 @@ def _provenance(
     return (
         Provenance(node_seals, seal, known_nodes),
         NodeKeys(kube, node_seals, settings.agent_service_accounts),
+        OtherClusters(store, known_nodes),
     )
 
 
@@ -80,14 +84,15 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     webhooks, alerts, rules = _alerting(settings, runtime, store, engine)
     node_health = NodeHealth(store, runtime.broker, tracker, source=runtime.source)
     seal = FleetRequestSeal(settings.webhook_secrets_key.get_secret_value())
-    provenance, node_keys = _provenance(settings, runtime, kube, seal)
+    provenance, node_keys, other_clusters = _provenance(settings, store, kube, seal, runtime)
     ingest = Ingest(settings, store, engine, tracker, alerts, node_health, provenance)
     fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
-    handlers = EventHandlers(ingest, rules)
+    handlers = EventHandlers(ingest, rules, other_clusters)
 
     async def _restore() -> None:
         """What the consumers keep in memory, from the store, before they consume."""
         await node_health.restore()
+        await other_clusters.restore()
         await rules.reload()
         await alerts.restore()
 
@@ -102,6 +107,7 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     runtime.add_readiness_check("kubernetes", kube.ping)
     runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
     runtime.subscribe(TENANTS, handlers.on_tenant)
+    runtime.subscribe(CLUSTERS, handlers.on_clusters)
     runtime.every(1.0, webhooks.deliver, "webhooks")
     runtime.every(5.0, _republish, "republish")
     runtime.every(5.0, rules.reload, "rules")

@@ -67,6 +67,10 @@ class InventoryFields(TypedDict):
     gpus: list[dict[str, Any]]  # GpuInventory's fields, `tier` and `tier_reasons`
     unavailable_reason: str | None
     at: datetime
+    #: The cluster the node is in, as its agent says (None: the home cluster).
+    cluster: NotRequired[str | None]
+    #: Its zone, as its agent says (read where the cluster's labels cannot be).
+    zone: NotRequired[str | None]
 
 
 class InventoryDoc(InventoryFields):

@@ -80,7 +80,8 @@ class Fleet:
         labels = self._node_labels.get(name, {})
         return NodeView(
             node=name,
-            zone=labels.get(ZONE_LABEL),
+            cluster=inventory.get("cluster") if inventory else None,
+            zone=labels.get(ZONE_LABEL) or (inventory.get("zone") if inventory else None),
             gpu_type=labels.get(GPU_PRODUCT_LABEL)
             or (gpu_product(gpus[0]["name"]) if gpus else None),
             gpus=len(gpus),

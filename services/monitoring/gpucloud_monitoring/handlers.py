@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpucloud_libs.events import (
     CloudEvent,
+    ClusterNodes,
     NodeInventory,
     NodeQuarantineRequested,
     NodeReleaseRequested,
@@ -13,12 +14,18 @@ from gpucloud_libs.events import (
 
 from .alert_rules import AlertRules
 from .ingest import Ingest
+from .other_clusters import OtherClusters
 
 
 class EventHandlers:
-    def __init__(self, ingest: Ingest, rules: AlertRules) -> None:
+    def __init__(self, ingest: Ingest, rules: AlertRules, clusters: OtherClusters) -> None:
         self.ingest = ingest
         self.rules = rules
+        self.clusters = clusters
+
+    async def on_clusters(self, event: CloudEvent) -> None:
+        if isinstance(event.data, ClusterNodes):
+            await self.clusters.said(event.data)
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantDeleted):

@@ -135,6 +135,8 @@ class Ingest:
                 "gpus": gpus,
                 "unavailable_reason": inventory.unavailable_reason,
                 "at": inventory.at,
+                "cluster": inventory.cluster,
+                "zone": inventory.zone,
             },
         )
 

@@ -1,4 +1,6 @@
-"""The cluster's nodes, as the telemetry consumer knows them.
+"""The clusters' nodes, as the telemetry consumer knows them: its own cluster's, read
+from Kubernetes, and every other registered cluster's, as the instances service says
+them (other_clusters.py).
 
 The agent's Kafka principal is shared by every GPU node, so without this any holder of
 it could add a "ghost" node to the fleet: its inventory would show in the operator's
@@ -37,11 +39,22 @@ class KnownNodes:
         self._kube = kube
         self._lookups_per_s, self._absent_s, self._relist_s = lookups_per_s, absent_s, relist_s
         self._names: set[str] = set()
+        #: Other clusters' nodes, as the instances service says them (other_clusters.py).
+        self._others: dict[str, frozenset[str]] = {}
         self._listed_at = float("-inf")
         self._absent: dict[str, float] = {}  # name -> when it was found missing
         self._lookups: list[float] = []
 
+    def set_cluster(self, cluster: str, nodes: frozenset[str]) -> None:
+        """Another cluster's nodes, as said last (none: it is gone)."""
+        if nodes:
+            self._others[cluster] = nodes
+        else:
+            self._others.pop(cluster, None)
+
     async def known(self, node: str) -> bool:
+        if any(node in nodes for nodes in self._others.values()):
+            return True
         now = time.monotonic()
         if now - self._listed_at >= self._relist_s:
             try:

@@ -149,6 +149,8 @@ class NodeQuarantine(ApiModel):
 
 class NodeView(ApiModel):
     node: str
+    #: The cluster it is in, as its agent says (None: not said, the home cluster).
+    cluster: str | None = None
     zone: str | None = None
     gpu_type: str | None = None
     gpus: int

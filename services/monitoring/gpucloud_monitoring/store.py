@@ -33,6 +33,8 @@ MINUTES = "rollups_minute"
 HOURS = "rollups_hour"
 NODES = "nodes"
 INVENTORY = "inventory"
+#: Other clusters' nodes, by cluster (other_clusters.py).
+CLUSTER_NODES = "cluster_nodes"
 HEALTH = "health"
 RULES = "alert_rules"
 ALERTS = "alerts"
@@ -69,6 +71,7 @@ class MonitoringStore:
         self._rules = typed(db, RULES, RuleDoc)
         self._alerts = typed(db, ALERTS, AlertDoc)
         self._deliveries = typed(db, DELIVERIES, DeliveryDoc)
+        self._cluster_nodes = db[CLUSTER_NODES]
 
     # --- roll-ups -------------------------------------------------------------------
 
@@ -112,6 +115,16 @@ class MonitoringStore:
 
     async def inventories(self) -> dict[str, InventoryDoc]:
         return {doc["_id"]: doc async for doc in self._inventory.find({})}
+
+    async def put_cluster_nodes(self, cluster: str, nodes: list[str]) -> None:
+        if nodes:
+            doc = {"_id": cluster, "nodes": nodes}
+            await self._cluster_nodes.replace_one({"_id": cluster}, doc, upsert=True)
+        else:
+            await self._cluster_nodes.delete_one({"_id": cluster})
+
+    async def cluster_nodes(self) -> dict[str, list[str]]:
+        return {doc["_id"]: doc["nodes"] async for doc in self._cluster_nodes.find({})}
 
     async def put_health(self, node: str, fields: HealthFields) -> None:
         doc: HealthDoc = {"_id": node, **fields}

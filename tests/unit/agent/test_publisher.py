@@ -83,3 +83,18 @@ async def test_an_inventory_that_could_not_go_out_goes_in_the_next_round() -> No
         ("NodeInventory", "n1"), ("NodeInventory", "n2"),
         ("TelemetryBatch", "n1"), ("TelemetryBatch", "n2"),
     ]  # fmt: skip
+
+
+async def test_each_inventory_says_the_cluster_the_agent_was_told_its_nodes_are_in() -> None:
+    source, inventories = GrowingSource(), []
+
+    async def send(data: TelemetryBatch | NodeInventory) -> bool:
+        if source.rounds == 2:
+            raise asyncio.CancelledError
+        if isinstance(data, NodeInventory):
+            inventories.append((data.node, data.cluster))
+        return True
+
+    with contextlib.suppress(asyncio.CancelledError):
+        await publish_forever(send, source, interval_s=0.001, cluster="local-2")
+    assert inventories == [("n1", "local-2"), ("n2", "local-2")]

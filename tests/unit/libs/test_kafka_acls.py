@@ -54,6 +54,7 @@ def test_each_platform_topic_has_the_writers_the_model_names_and_no_other() -> N
         "gpucloud.nodes.health.v1": {"monitoring"},
         "gpucloud.alerts.v1": {"monitoring"},
         "gpucloud.telemetry.v1": {"monitoring", "agent"},
+        "gpucloud.clusters.v1": {"instances"},
     }
 
 

@@ -39,17 +39,24 @@ class Placement:
         self._home = home
         self._read: tuple[float, list[ClusterDoc]] | None = None  # (read at, clusters)
 
-    async def choose(self, spec: SpecDoc, *, region: str | None, zones: list[str]) -> str:
-        """The cluster a new workload of the spec goes to (`choose_cluster`)."""
+    async def choose(
+        self, spec: SpecDoc, *, region: str | None, zones: list[str], storages: bool = False
+    ) -> str:
+        """The cluster a new workload of the spec goes to (`choose_cluster`). One with
+        storages goes to the home cluster, the one the storage service reaches so far
+        (a 422 where that cannot be)."""
         gpu_type, resource = spec["gpu_type"], spec.get("gpu_resource", GPU_RESOURCE)
-        return choose_cluster(await self._docs(), gpu_type, resource, region=region, zones=zones)
+        docs = await self._docs()
+        if storages:
+            docs = home_for_storages(docs, gpu_type, resource, region=region, zones=zones)
+        return choose_cluster(docs, gpu_type, resource, region=region, zones=zones)
 
     async def check_open(self, cluster: str) -> None:
         """A 409 while `cluster` takes no new workloads (a start again stays in it)."""
         doc = next((doc for doc in await self._docs() if doc["_id"] == cluster), None)
-        if doc is not None and doc["state"] != ClusterState.ACTIVE:
+        if doc is not None and not _takes_workloads(doc):
             raise Conflict(
-                f"cluster {cluster!r} takes no new workloads now: it is {doc['state']}",
+                f"cluster {cluster!r} takes no new workloads now: it is {_why_closed(doc)}",
                 cluster=cluster, state=doc["state"],
             )  # fmt: skip
 
@@ -121,6 +128,29 @@ def choose_cluster(
         )  # fmt: skip
     open_.sort(key=lambda doc: (not doc["home"], -_free(doc, gpu_type, resource), doc["_id"]))
     return open_[0]["_id"]
+
+
+def home_for_storages(
+    docs: list[ClusterDoc], gpu_type: str, resource: str, *, region: str | None, zones: list[str]
+) -> list[ClusterDoc]:
+    """The clusters a workload with storages may go to: the home cluster alone, since
+    the storage service hands storages to pods there only so far; a 422 saying so when
+    the region asked for, or the GPUs, are elsewhere."""
+    home = [doc for doc in docs if doc["home"]]
+    where = home[0]["region"] if home and home[0]["region"] else "the home cluster's"
+    if region is not None and not any(doc["region"] == region for doc in home):
+        raise ValidationFailed(
+            f"a workload with storages runs in region {where} for now, not {region!r}: "
+            "storages are handed to pods there alone", field="region",
+        )  # fmt: skip
+    if not any(_offers(doc, gpu_type, resource, zones) for doc in home) and any(
+        _offers(doc, gpu_type, resource, zones) for doc in docs
+    ):
+        raise ValidationFailed(
+            f"a workload with storages runs in region {where} for now, which has no "
+            f"{gpu_type} GPUs: storages are handed to pods there alone", field="storageIDs",
+        )  # fmt: skip
+    return home
 
 
 def _takes_workloads(doc: ClusterDoc) -> bool:

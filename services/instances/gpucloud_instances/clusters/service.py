@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import yaml
+from faststream.kafka import KafkaBroker
 
-from gpucloud_libs.clock import aware, aware_or_none, now_as_stored
+from gpucloud_libs.clock import aware, aware_or_none, now, now_as_stored
 from gpucloud_libs.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
+from gpucloud_libs.events import ClusterNodes
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
+from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.sealing import SecretBox
+from gpucloud_libs.topics import CLUSTERS
 
 from ..controller.runtimes import ClusterRuntimes
 from ..settings import InstancesSettings
@@ -34,6 +38,8 @@ from .schemas import Cluster, ClusterCreate, ClusterGpus, ClusterHealth, Cluster
 from .store import ClusterStore
 
 log = logging.getLogger(__name__)
+
+CLUSTERS_SOURCE = "/gpucloud/instances/clusters"
 
 #: How many live workloads a cluster runs, by the cluster each records.
 LiveWorkloads = Callable[[str], Awaitable[int]]
@@ -48,6 +54,7 @@ class Clusters:
         home: KubeClient,
         live_workloads: LiveWorkloads,
         placement: Placement,
+        broker: KafkaBroker,
     ) -> None:
         self._settings = settings
         self._clusters = clusters
@@ -55,6 +62,7 @@ class Clusters:
         self._home = home
         self._live_workloads = live_workloads
         self._placement = placement
+        self._broker = broker
 
     async def record_home(self) -> None:
         """The service's own cluster, as its settings name it (at start)."""
@@ -155,6 +163,7 @@ class Clusters:
         registered = {doc["_id"] for doc in docs}
         for gone in runtimes.driven() - registered - {runtimes.home.name}:
             await runtimes.close(gone)  # deleted, maybe through another replica
+            await self._say_nodes(gone, ())
         for doc in docs:
             if doc["_id"] not in runtimes.driven():
                 kubeconfig = self._kubeconfig(doc)
@@ -164,6 +173,27 @@ class Clusters:
         for doc, status in zip(docs, statuses, strict=True):
             if status is not None:
                 await self._clusters.set_status(doc["_id"], status)
+            if not doc["home"] and (seen := status or doc["status"]) is not None:
+                self._note_answers(runtimes, doc["_id"], seen)
+        for runtime in runtimes:
+            if not runtime.home:
+                await self._say_nodes(runtime.name, runtime.cache.nodes)
+
+    async def _say_nodes(self, cluster: str, nodes: Iterable[str]) -> None:
+        """Tell the monitoring service a registered cluster's nodes (none: it is
+        gone), whose agents' telemetry it then takes."""
+        said = ClusterNodes(cluster=cluster, nodes=tuple(sorted(nodes)), at=now())
+        await publish_event(self._broker, CLUSTERS, said, source=CLUSTERS_SOURCE)
+
+    def _note_answers(self, runtimes: ClusterRuntimes, name: str, status: ClusterStatusDoc) -> None:
+        """A registered cluster silent for longer than the grace is lost (decision
+        130): its workloads are given up, billed up to the first look that found it
+        silent. The home cluster is never: the controller's lease lives in it."""
+        since = status["unreachable_since"]
+        if status["reachable"] or since is None:
+            runtimes.mark_answering(name)
+        elif (now() - aware(since)).total_seconds() > self._settings.cluster_lost_grace_s:
+            runtimes.mark_lost(name, aware(since))
 
     async def _look(self, doc: ClusterDoc, runtimes: ClusterRuntimes) -> ClusterStatusDoc | None:
         runtime = runtimes.home if doc["home"] else runtimes.opened(doc["_id"])

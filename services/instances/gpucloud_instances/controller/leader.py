@@ -144,7 +144,11 @@ class Controller:
                         "became controller leader", extra={"replica": self._settings.replica_id}
                     )
                     self._queue.accepting = True
-                    await self._lead()
+                    try:
+                        await self._lead()
+                    except BaseExceptionGroup as group:
+                        # The lead's task groups end with what ended them: say that.
+                        raise _sole(group) from None
             except LeaseLost:
                 log.warning("lost the controller lease")
             except (KubeError, DependencyUnavailable) as error:
@@ -202,3 +206,11 @@ async def _every(interval_s: float, job: Callable[[], Awaitable[None]], lease: L
         except (KubeError, DependencyUnavailable) as error:
             log.warning("periodic job failed", extra={"job": job.__qualname__, "error": str(error)})
         await asyncio.sleep(interval_s)
+
+
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception nested groups hold (the group itself when there are more)."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from gpucloud_libs.errors import DependencyUnavailable
@@ -93,6 +94,24 @@ class ClusterRuntimes:
         self.home = home
         self._factory = factory
         self._others: dict[str, ClusterRuntime] = {}
+        #: Clusters lost (not answering past the grace), since their last answer.
+        self._lost: dict[str, datetime] = {}
+
+    def lost_since(self, cluster: str | None) -> datetime | None:
+        """When a lost cluster last answered; None while it is not lost."""
+        return self._lost.get(cluster or self.home.name)
+
+    def mark_lost(self, cluster: str, since: datetime) -> None:
+        if cluster not in self._lost:
+            log.warning(
+                "cluster lost: its workloads fail, billed up to its last answer",
+                extra={"cluster": cluster, "since": since.isoformat()},
+            )
+        self._lost[cluster] = since
+
+    def mark_answering(self, cluster: str) -> None:
+        if self._lost.pop(cluster, None) is not None:
+            log.info("cluster answers again", extra={"cluster": cluster})
 
     def of(self, cluster: str | None) -> ClusterRuntime | None:
         """The runtime of the cluster a workload was placed in (None, or the home
@@ -149,3 +168,4 @@ class ClusterRuntimes:
         """Leadership ended: the next lead opens them again."""
         for name in list(self._others):
             await self.close(name)
+        self._lost.clear()

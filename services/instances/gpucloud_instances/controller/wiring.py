@@ -3,6 +3,8 @@ app made, and handed to the leader."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
@@ -18,6 +20,7 @@ from ..stocks.reconciler import StockPool
 from ..storages import StorageClient
 from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
+from ..tenancy.store import TenantStore
 from ..wakeups import STOCKS
 from ..workloads.reconciler import ReconcilerParts
 from .cache import ClusterCache
@@ -51,23 +54,7 @@ def build_controller(
     def wake_stocks() -> None:
         queue.wake_soon(STOCKS, STOCK_SETTLE_S)
 
-    def runtime(name: str, client: KubeClient, *, home: bool) -> ClusterRuntime:
-        # Warm stocks are kept in the home cluster alone (decision 128).
-        cache = ClusterCache(
-            client, wake=queue.wake, wake_stocks=wake_stocks if home else _no_stocks,
-            node_lost_grace_s=settings.node_lost_grace_s,
-        )  # fmt: skip
-        return ClusterRuntime(
-            name, home, client, cache,
-            TenantReconciler(name, client, tenants, settings, lazy=not home),
-        )  # fmt: skip
-
-    runtimes = ClusterRuntimes(
-        runtime(settings.cluster_name, kube, home=True),
-        lambda name, kubeconfig: runtime(
-            name, KubeClient(None, config_dict=kubeconfig), home=False
-        ),
-    )
+    runtimes = cluster_runtimes(settings, kube, queue, tenants, wake_stocks)
     cache = runtimes.home.cache
     stock_pool = StockPool(
         kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
@@ -99,3 +86,28 @@ def build_controller(
 
 def _no_stocks() -> None:
     """Stock changes of a cluster that keeps no stocks."""
+
+
+def cluster_runtimes(
+    settings: InstancesSettings, kube: KubeClient, queue: WorkQueue, tenants: TenantStore,
+    wake_stocks: Callable[[], None],
+) -> ClusterRuntimes:  # fmt: skip
+    """The home cluster's runtime, and how a registered cluster's is built."""
+
+    def runtime(name: str, client: KubeClient, *, home: bool) -> ClusterRuntime:
+        # Warm stocks are kept in the home cluster alone (decision 128).
+        cache = ClusterCache(
+            client, wake=queue.wake, wake_stocks=wake_stocks if home else _no_stocks,
+            node_lost_grace_s=settings.node_lost_grace_s,
+        )  # fmt: skip
+        return ClusterRuntime(
+            name, home, client, cache,
+            TenantReconciler(name, client, tenants, settings, lazy=not home),
+        )  # fmt: skip
+
+    return ClusterRuntimes(
+        runtime(settings.cluster_name, kube, home=True),
+        lambda name, kubeconfig: runtime(
+            name, KubeClient(None, config_dict=kubeconfig), home=False
+        ),
+    )

@@ -39,8 +39,14 @@ from ..storages import StorageRefused
 from ..store import service_request_key
 from ..transitions import INFERENCE_EVENT_SOURCE, replica_event
 from ..wakeups import service_item
-from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
+from ..workloads.reconciler import (
+    CLUSTER_RETRY_S,
+    ClusterLost,
+    ReconcilerParts,
+    WorkloadReconciler,
+)
 from . import manifests as service_manifests
+from .lost import ended_with_cluster
 from .store import ServiceStore
 
 log = logging.getLogger(__name__)
@@ -68,6 +74,27 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         self._services = services
 
     async def reconcile(self, key: str) -> None:
+        try:
+            await self._reconcile(key)
+        except ClusterLost as lost:
+            await self._lost_with_cluster(key, lost)
+
+    async def _lost_with_cluster(self, key: str, lost: ClusterLost) -> None:
+        """Its cluster stopped answering: every replica's run ends at the cluster's
+        last answer (a replica found when it answers again is replaced:
+        `_replace_unhealthy`), and the service waits for its cluster."""
+        doc = await self._services.get(key)
+        if doc is None:
+            return
+        runs, events = ended_with_cluster(doc, lost)
+        changes: Document = {"runs": runs} if events else {}
+        if doc.get("message") != lost.message:
+            changes["message"] = lost.message
+        if changes and (saved := await self._services.save(doc, changes, events)):
+            await self._flush(saved)
+        self._queue.wake_later(CLUSTER_RETRY_S, service_item(key))
+
+    async def _reconcile(self, key: str) -> None:
         doc = await self._services.get(key)
         if doc is None:
             return
@@ -274,14 +301,18 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         """Delete replicas the Deployment would keep but should not: on a quarantined
         or lost node, or crash-looping. It starts each again where it can run."""
         cluster = self._cluster(doc)
+        prefix = service_manifests.deployment_name(doc["service_id"])
         # A copy: the watch changes the cache while a deletion is awaited.
         for tracked in list(cluster.cache.service_pods.get(doc["_id"], {}).values()):
             pod = tracked.pod
             if tracked.gone_at is not None or pod["metadata"].get("deletionTimestamp"):
                 continue
             node = pod.get("spec", {}).get("nodeName")
+            run = doc["runs"].get(pod["metadata"]["name"].removeprefix(f"{prefix}-"))
             why = None
-            if node and not cluster.cache.node_ok(node):
+            if run is not None and run["state"] == "ended":
+                why = "its run ended with its cluster"  # lost, then found again
+            elif node and not cluster.cache.node_ok(node):
                 why = "node lost"
             elif node and cluster.cache.node_quarantined(node):
                 why = "node quarantined"

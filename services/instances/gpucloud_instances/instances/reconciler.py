@@ -17,7 +17,6 @@ from typing import Any
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, KubeClient, Manifest, QuotaRejectedError
-from gpucloud_libs.mongo import Document
 
 from .. import manifests
 from ..documents import InstanceDoc
@@ -29,8 +28,9 @@ from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
 from ..transitions import transition_events
 from ..wakeups import ADMISSION, instance_item
-from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
+from ..workloads.reconciler import ClusterLost, ReconcilerParts, WorkloadReconciler
 from . import manifests as instance_manifests
+from .lost import lost_steps
 from .outbox import InstanceOutbox
 from .store import InstanceStore
 
@@ -45,13 +45,9 @@ QUOTA_RETRY_S = 2.0
 
 class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     def __init__(
-        self,
-        parts: ReconcilerParts,
-        instances: InstanceStore,
-        stocks: StockPool,
-        *,
+        self, parts: ReconcilerParts, instances: InstanceStore, stocks: StockPool, *,
         schedule_timeout_s: float,
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__(parts)
         self._instances = instances
         self._held = instances.cache  # the workload cache (a cluster's is its runtime's)
@@ -72,9 +68,20 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     async def reconcile(self, key: str) -> None:
         try:
             await self._reconcile(key)
+        except ClusterLost as lost:
+            self._held.forget(key)
+            await self._lost_with_cluster(key, lost)
         except BaseException:
             self._held.forget(key)  # a write may or may not have landed
             raise
+
+    async def _lost_with_cluster(self, key: str, lost: ClusterLost) -> None:
+        """Its cluster stopped answering (`lost_steps`); its pod, found when the
+        cluster answers again, is an orphan the resync deletes."""
+        doc, _ = await self._instances.for_controller(key, self._requests.stop_request)
+        deleted = await self._requests.requested(key, "delete")
+        if doc is not None and (steps := lost_steps(doc, lost, deleted=deleted)):
+            await self._transition(doc, steps, message=lost.message)
 
     async def _reconcile(self, key: str) -> None:
         doc, stop_request = await self._instances.for_controller(key, self._requests.stop_request)
@@ -83,7 +90,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             return
         state = State(doc["state"])
         if state == State.QUEUED:
-            await self._flush(doc)
+            await self._outbox.publish(doc)
             if stop_request is not None:
                 reason = stop_request.get("reason") or "stopped while queued"
                 await self._transition(doc, [Step(State.STOPPED, now(), reason)])
@@ -94,9 +101,9 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if state == State.PENDING and pod is None and not stop_requested:
             # The pod first: the admission's event is published right after.
             await self._create_workload(doc)
-            await self._flush(doc)
+            await self._outbox.publish(doc)
             return
-        await self._flush(doc)
+        await self._outbox.publish(doc)
         if state in TERMINAL:
             deleted = await self._requests.requested(key, "delete")
             await self._settle_terminal(doc, pod, deleted=deleted)
@@ -142,8 +149,8 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if not await self._claim_quota(doc["tenant_id"], doc["instance_id"], _quota_gpus(doc)):
             await self._quota.release(doc["tenant_id"], doc["instance_id"])
             await self._requests.forget(key, "start")
-            await self._update_fields(
-                doc, {"message": "the start was refused: the tenant is not active or its "
+            await self._instances.update_fields(
+                doc["_id"], {"message": "the start was refused: the tenant is not active or its "
                                  "quota has no room"},
             )  # fmt: skip
             return
@@ -212,13 +219,13 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
                     doc, steps, node=node, zone=zone, pod_ip=observed.pod_ip, from_stock=from_stock
                 )
             elif observed.pod_ip and observed.pod_ip != doc.get("pod_ip"):
-                await self._update_fields(doc, {"pod_ip": observed.pod_ip})
+                await self._instances.update_fields(doc["_id"], {"pod_ip": observed.pod_ip})
 
     # --- the admission queue (`queue: true` starts) ----------------------------------
 
     async def _waits(self, doc: InstanceDoc, waiting: Waiting) -> None:
         if waiting.reason != doc.get("queue_reason"):
-            await self._update_fields(doc, {"queue_reason": waiting.reason})
+            await self._instances.update_fields(doc["_id"], {"queue_reason": waiting.reason})
 
     async def _admit(self, doc: InstanceDoc, *, borrowing: bool) -> None:
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
@@ -244,24 +251,15 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             self._held.forget(doc["_id"])
             self._queue.wake(instance_item(doc["_id"]))  # the document moved under us; look again
             return False
-        await self._flush(done)
+        await self._outbox.publish(done)
         if State(done["state"]) in TERMINAL:
             await self._quota.release(done["tenant_id"], done["instance_id"])
         return True
-
-    async def _flush(self, doc: InstanceDoc) -> None:
-        """Publish an instance's recorded transitions (`InstanceOutbox`)."""
-        if not doc.get("outbox"):
-            return
-        await self._outbox.publish(doc)
 
     def reset(self) -> None:
         """Leadership ended: the next leader's word is the store's."""
         self._held.forget_all()
         self._outbox.reset()
-
-    async def _update_fields(self, doc: InstanceDoc, fields: Document) -> None:
-        await self._instances.update_fields(doc["_id"], fields)
 
     async def _fail(
         self, doc: InstanceDoc, reason: FailureReason, message: str | None, *, pod_exists: bool
@@ -286,7 +284,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if _waited_s(doc) > self._schedule_timeout_s:
             await self._fail(doc, FailureReason.INSUFFICIENT_GPUS, unschedulable, pod_exists=True)
         elif doc.get("message") != unschedulable:
-            await self._update_fields(doc, {"message": unschedulable})
+            await self._instances.update_fields(doc["_id"], {"message": unschedulable})
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
         cluster = self._cluster(doc)
@@ -334,7 +332,9 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         if _waited_s(doc) > self._schedule_timeout_s:
             await self._fail(doc, FailureReason.QUOTA_EXCEEDED, str(error), pod_exists=False)
             return
-        await self._update_fields(doc, {"message": "waiting for the namespace quota to free up"})
+        await self._instances.update_fields(
+            doc["_id"], {"message": "waiting for the namespace quota to free up"}
+        )
         self._queue.wake_later(QUOTA_RETRY_S, instance_item(doc["_id"]))
 
     async def _delete_workload(self, doc: InstanceDoc, *, pod: bool = True) -> None:

@@ -99,7 +99,9 @@ class Instances:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        cluster = await self._placement.choose(spec, region=body.region, zones=zones)
+        cluster = await self._placement.choose(
+            spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
+        )
         storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"

@@ -82,12 +82,8 @@ class JobObserver:
                 events.append(run_event(doc, observed.run_id, run, state, step_at))
                 run["state"], run["sequence"] = state.value, run["sequence"] + 1
             runs[observed.run_id] = run
-        for rid, run in runs.items():
-            if rid not in seen and RunState(run["state"]) not in RUN_ENDED:
-                # Its pod is gone and its end went unseen (a relist after a restart).
-                run["ended_at"], run["exit_code"] = at, None
-                events.append(run_event(doc, rid, run, RunState.FAILED, at))
-                run["state"], run["sequence"] = RunState.FAILED.value, run["sequence"] + 1
+        # A pod gone whose end went unseen (a relist after a restart).
+        events += end_runs(doc, runs, at, keep=seen)
         return runs, events, present
 
     def job_steps(
@@ -185,3 +181,20 @@ def _path(current: JobState, observed: JobObservation, last_at: datetime) -> lis
     at = max(observed.at, last_at)
     steps.append((observed.state, at, observed.reason, observed.exit_code))
     return steps
+
+
+def end_runs(
+    doc: JobDoc, runs: dict[str, JobRunDoc], at: datetime, *, keep: set[str] | None = None
+) -> list[OutboxEntry]:
+    """End every run not ended yet (but those in `keep`) as failed at `at`, or at its
+    own last moment where that is later; their events."""
+    events: list[OutboxEntry] = []
+    for rid, run in runs.items():
+        if rid in (keep or set()) or RunState(run["state"]) in RUN_ENDED:
+            continue
+        moments = [aware(m) for m in (run["scheduled_at"], run["started_at"]) if m is not None]
+        ended = max([at, *moments])
+        run["ended_at"], run["exit_code"] = ended, None
+        events.append(run_event(doc, rid, run, RunState.FAILED, ended))
+        run["state"], run["sequence"] = RunState.FAILED.value, run["sequence"] + 1
+    return events

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from gpucloud_libs.clock import now, now_as_stored
+from gpucloud_libs.clock import aware, now, now_as_stored
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.kube import ConflictError, NotFoundError, QuotaRejectedError
 from gpucloud_libs.mongo import Document
@@ -20,7 +20,7 @@ from gpucloud_libs.naming import job_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import JOB_LIFECYCLE
 
-from ..documents import JobDoc
+from ..documents import JobDoc, JobRunDoc
 from ..job_lifecycle import (
     PREEMPTED,
     RUN_ENDED,
@@ -36,9 +36,9 @@ from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
 from ..transitions import job_event
 from ..wakeups import ADMISSION, job_item
-from ..workloads.reconciler import ReconcilerParts, WorkloadReconciler
+from ..workloads.reconciler import ClusterLost, ReconcilerParts, WorkloadReconciler
 from . import manifests as job_manifests
-from .observation import JobObserver, Step
+from .observation import JobObserver, Step, end_runs
 from .store import JobStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,28 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
         self._jobs = jobs
 
     async def reconcile(self, key: str) -> None:
+        try:
+            await self._reconcile(key)
+        except ClusterLost as lost:
+            await self._lost_with_cluster(key, lost)
+
+    async def _lost_with_cluster(self, key: str, lost: ClusterLost) -> None:
+        """Its cluster stopped answering: a job that left the queue fails, its runs
+        ended at the cluster's last answer (the Job found when it answers again is
+        deleted: `_STOPPED_BY_US`); a queued one waits, holding nothing there yet."""
+        doc = await self._jobs.get(key)
+        if doc is None or JobState(doc["state"]) in (*TERMINAL, JobState.QUEUED):
+            return
+        runs = {rid: JobRunDoc(**run) for rid, run in doc["runs"].items()}
+        events = end_runs(doc, runs, lost.since)
+        ends = [aware(r["ended_at"]) for r in runs.values() if r["ended_at"] is not None]
+        at = max([lost.since, *ends, *(aware(step["at"]) for step in doc["history"][-1:])])
+        step = (JobState.FAILED, at, JobFailure.CLUSTER_LOST.value, None)
+        if await self._save(doc, [step], {"runs": runs, "message": lost.message}, events):
+            await self._quota.release(doc["tenant_id"], job_workload_id(doc["job_id"]))
+            self._queue.wake(ADMISSION)
+
+    async def _reconcile(self, key: str) -> None:
         doc, cancel = await asyncio.gather(
             self._jobs.get(key), self._requests.requested(key, "cancel")
         )
@@ -265,5 +287,8 @@ PREEMPTED_MESSAGE = (
 )
 #: Failures after which gpucloud itself removes the Job's pods.
 _STOPPED_BY_US = frozenset(
-    {JobFailure.IMAGE_PULL_ERROR.value, JobFailure.UNSCHEDULABLE.value, JobFailure.JOB_LOST.value}
-)
+    {
+        JobFailure.IMAGE_PULL_ERROR.value, JobFailure.UNSCHEDULABLE.value,
+        JobFailure.JOB_LOST.value, JobFailure.CLUSTER_LOST.value,
+    }
+)  # fmt: skip

@@ -74,7 +74,9 @@ class Jobs:
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods)
         zones = allowed_zones(spec, body.zone)
-        cluster = await self._placement.choose(spec, region=body.region, zones=zones)
+        cluster = await self._placement.choose(
+            spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
+        )
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)

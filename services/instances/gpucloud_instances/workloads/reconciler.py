@@ -5,6 +5,7 @@ namespace, its storages' credentials, its registry's pull secrets)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from faststream.kafka import KafkaBroker
@@ -50,6 +51,20 @@ class ClusterNotDriven(Exception):
     deleted): its workload waits, as it is, until it is."""
 
 
+class ClusterLost(Exception):
+    """The workload's cluster has not answered for longer than the grace: the workload
+    is given up, billed up to `since`, the cluster's last answer (decision 130)."""
+
+    def __init__(self, cluster: str, since: datetime) -> None:
+        super().__init__(cluster)
+        self.cluster = cluster
+        self.since = since
+
+    @property
+    def message(self) -> str:
+        return f"cluster {self.cluster!r} stopped answering at {self.since.isoformat()}"
+
+
 class WorkloadReconciler(Generic[DocT]):
     """The base of the instance, job and inference service reconcilers, over the kind's
     stored document: each kind adds its own store and steps."""
@@ -66,8 +81,12 @@ class WorkloadReconciler(Generic[DocT]):
         self._tenants = parts.tenants
 
     def _cluster(self, doc: WorkloadDocFields) -> ClusterRuntime:
-        """The runtime of the cluster the workload was placed in; `ClusterNotDriven`
-        while it is not driven or not synced (the reconcile is tried again later)."""
+        """The runtime of the cluster the workload was placed in; `ClusterLost` once
+        that cluster is lost, `ClusterNotDriven` while it is not driven or not synced
+        (the reconcile is tried again later)."""
+        since = self._runtimes.lost_since(doc.get("cluster"))
+        if since is not None:
+            raise ClusterLost(str(doc.get("cluster")), since)
         runtime = self._runtimes.of(doc.get("cluster"))
         if runtime is None:
             raise ClusterNotDriven(str(doc.get("cluster")))
