@@ -45,7 +45,18 @@ async def test_every_template_starts_an_instance_or_a_service_as_it_is(
     account = await platform.tenant(max_gpus=16, max_instances=16)
     spec = await platform.spec(gpus=1)
     namespace = tenant_namespace(account.tenant_id)
-    enforced = await k8s.CoreV1Api(kube).read_namespace(namespace)
+
+    async def made() -> k8s.V1Namespace | None:
+        # Made by the controller once the tenant's event reaches it, moments after.
+        try:
+            found: k8s.V1Namespace = await k8s.CoreV1Api(kube).read_namespace(namespace)
+        except k8s.ApiException as error:
+            if error.status != 404:
+                raise
+            return None
+        return found
+
+    enforced = await eventually(made, timeout=30, interval=0.5)
     assert enforced.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
     for template in (await platform.http.get("/v1/templates", headers=platform.admin)).json():
         name = template["templateID"]
