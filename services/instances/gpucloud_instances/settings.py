@@ -71,7 +71,7 @@ class InstancesSettings(ServiceSettings):
     #: (a deleted node is lost at once). Shorter blips are ridden out.
     node_lost_grace_s: float = 120.0
     #: A registered cluster that has not answered for longer than this is lost: its
-    #: workloads fail (`cluster_lost`), billed up to its last answer (decision 130).
+    #: workloads fail (`cluster_lost`), billed up to its first silent look (decision 130).
     cluster_lost_grace_s: float = 120.0
     #: The storage service, which makes what an instance's storages need.
     storage_url: str = "http://127.0.0.1:8002"

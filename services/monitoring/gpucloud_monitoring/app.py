@@ -113,6 +113,7 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     runtime.every(5.0, rules.reload, "rules")
     runtime.every(30.0, ingest.flush_quiet, "flush-quiet")
     runtime.every(30.0, fleet.refresh_nodes, "nodes")
+    runtime.every(30.0, other_clusters.restore, "other-clusters")
     runtime.every(3600.0, ingest.retention, "retention")
 
     return runtime.create_app(

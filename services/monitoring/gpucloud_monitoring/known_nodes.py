@@ -52,6 +52,10 @@ class KnownNodes:
         else:
             self._others.pop(cluster, None)
 
+    def replace_clusters(self, clusters: dict[str, frozenset[str]]) -> None:
+        """Every other cluster's nodes, as the store keeps them."""
+        self._others = {cluster: nodes for cluster, nodes in clusters.items() if nodes}
+
     async def known(self, node: str) -> bool:
         if any(node in nodes for nodes in self._others.values()):
             return True

@@ -17,10 +17,12 @@ class OtherClusters:
         self._nodes = nodes
 
     async def restore(self) -> None:
+        """What the store keeps: at start, and every half minute after, since only
+        the replica consuming the clusters topic hears each word as it is said."""
         if self._nodes is None:
             return
-        for cluster, nodes in (await self._store.cluster_nodes()).items():
-            self._nodes.set_cluster(cluster, frozenset(nodes))
+        stored = await self._store.cluster_nodes()
+        self._nodes.replace_clusters({name: frozenset(nodes) for name, nodes in stored.items()})
 
     async def said(self, event: ClusterNodes) -> None:
         await self._store.put_cluster_nodes(event.cluster, list(event.nodes))

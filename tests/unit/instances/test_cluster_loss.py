@@ -106,3 +106,23 @@ def test_a_lost_cluster_is_lost_until_it_answers_and_the_home_cluster_is_driven_
     assert runtimes.lost_since("local-2") == SILENT
     runtimes.mark_answering("local-2")
     assert runtimes.lost_since("local-2") is None
+
+
+def test_a_deleted_clusters_workloads_are_given_up_and_a_lost_clusters_caches_are_not_counted() -> (
+    None
+):
+    runtimes = ClusterRuntimes(runtime("local-1", home=True), lambda n, _c: runtime(n, home=False))
+    runtimes.registered({"local-1", "local-2"})
+    assert runtimes.lost_since("local-2") is None
+    runtimes.registered({"local-1", "local-3"})  # local-2 deleted; local-3 new, not driven yet
+    assert runtimes.lost_since("local-2") is not None
+    assert runtimes.lost_since("local-3") is None  # its workloads wait for the next pass
+    assert [r.name for r in runtimes] == ["local-1"]
+
+
+def test_a_cluster_registered_again_under_its_name_is_driven_again_at_once() -> None:
+    runtimes = ClusterRuntimes(runtime("local-1", home=True), lambda n, _c: runtime(n, home=False))
+    runtimes.registered({"local-1", "local-2"})
+    runtimes.registered({"local-1"})
+    runtimes.registered({"local-1", "local-2"})
+    assert runtimes.lost_since("local-2") is None

@@ -28,3 +28,12 @@ async def test_another_clusters_nodes_are_known_as_said_and_forgotten_when_it_is
     nodes.set_cluster("local-2", frozenset())  # the cluster was deleted
     with pytest.raises(DependencyUnavailable):
         await nodes.known("b200-zone-c-1")  # asked of its own cluster again
+
+
+async def test_every_replica_reads_the_other_clusters_from_the_store_as_kept() -> None:
+    nodes = KnownNodes(KubeClient(None))
+    nodes.replace_clusters({"local-2": frozenset({"b200-zone-c-0"}), "gone": frozenset()})
+    assert await nodes.known("b200-zone-c-0")
+    nodes.replace_clusters({})
+    with pytest.raises(DependencyUnavailable):
+        await nodes.known("b200-zone-c-0")

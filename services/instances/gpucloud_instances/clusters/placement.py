@@ -54,7 +54,12 @@ class Placement:
     async def check_open(self, cluster: str) -> None:
         """A 409 while `cluster` takes no new workloads (a start again stays in it)."""
         doc = next((doc for doc in await self._docs() if doc["_id"] == cluster), None)
-        if doc is not None and not _takes_workloads(doc):
+        if doc is None:
+            raise Conflict(
+                f"cluster {cluster!r} is no longer registered: start a new instance instead",
+                cluster=cluster,
+            )  # fmt: skip
+        if not _takes_workloads(doc):
             raise Conflict(
                 f"cluster {cluster!r} takes no new workloads now: it is {_why_closed(doc)}",
                 cluster=cluster, state=doc["state"],

@@ -161,6 +161,7 @@ class Clusters:
         watch holds, once synced: listing them every pass would read every node."""
         docs = await self._clusters.list()
         registered = {doc["_id"] for doc in docs}
+        runtimes.registered(registered)
         for gone in runtimes.driven() - registered - {runtimes.home.name}:
             await runtimes.close(gone)  # deleted, maybe through another replica
             await self._say_nodes(gone, ())
@@ -198,8 +199,9 @@ class Clusters:
     async def _look(self, doc: ClusterDoc, runtimes: ClusterRuntimes) -> ClusterStatusDoc | None:
         runtime = runtimes.home if doc["home"] else runtimes.opened(doc["_id"])
         if runtime is None:
-            if doc["home"] or self._kubeconfig(doc) is None:
+            if doc["home"]:
                 return None
+            # Sealed with another key, not a kubeconfig, or refused by its loader (logged).
             return unreachable("its kubeconfig cannot be used", now_as_stored(), doc["status"])
         if not runtime.ready:
             return await look(runtime.kube, now_as_stored(), doc["status"])

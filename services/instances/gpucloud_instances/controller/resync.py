@@ -10,6 +10,8 @@ import logging
 from datetime import timedelta
 
 from gpucloud_libs.clock import now
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import KubeError
 from gpucloud_libs.naming import job_workload_id, service_workload_id
 
 from ..inference.store import ServiceStore
@@ -68,7 +70,13 @@ class Resync:
             self._queue.wake(service_item(key))
         stale: set[str] = set()
         for runtime in self._runtimes:
-            await self._delete_orphan_pods(runtime, live)
+            try:
+                await self._delete_orphan_pods(runtime, live)
+            except (KubeError, DependencyUnavailable) as error:
+                # One cluster failing must not hold up the others, nor the passes below.
+                log.warning(
+                    "orphan pods not deleted", extra={"cluster": runtime.name, "error": str(error)}
+                )
             stale.update(await runtime.tenant_namespaces.stale())
         for tenant_id in stale:
             self._queue.wake(tenant_item(tenant_id))

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gpucloud_libs.errors import DependencyUnavailable
-from gpucloud_libs.kube import ConflictError, KubeClient, KubeError
+from gpucloud_libs.clock import now
+from gpucloud_libs.kube import ConflictError, KubeClient
 
 from .. import manifests
 from ..tenancy.reconciler import TenantReconciler
@@ -69,7 +69,7 @@ class ClusterRuntime:
             try:
                 await self.prepare(None)
                 await self.watch()
-            except* (KubeError, DependencyUnavailable, OSError) as errors:
+            except* Exception as errors:  # whatever ended them, they are listed again
                 log.warning(
                     "a cluster's watches broke; listing it again",
                     extra={"cluster": self.name, "error": str(errors.exceptions[0])},
@@ -94,17 +94,34 @@ class ClusterRuntimes:
         self.home = home
         self._factory = factory
         self._others: dict[str, ClusterRuntime] = {}
-        #: Clusters lost (not answering past the grace), since their last answer.
+        #: Clusters lost (not answering past the grace), since their first silent look.
         self._lost: dict[str, datetime] = {}
+        #: The registered clusters, once the clusters pass has read them.
+        self._registered: set[str] | None = None
+        #: Of the lost, those lost because they were deleted.
+        self._gone: set[str] = set()
 
     def lost_since(self, cluster: str | None) -> datetime | None:
-        """When a lost cluster last answered; None while it is not lost."""
+        """Since when a lost cluster has been silent (or, for one deleted, since it was
+        found so); None while it is not lost."""
         return self._lost.get(cluster or self.home.name)
+
+    def registered(self, names: set[str]) -> None:
+        """The clusters registered now (the clusters pass): a workload recorded in one
+        deleted since the last pass is given up as a lost one's. (One registered since
+        waits for the next pass to be driven.)"""
+        for gone in (self._registered or set()) - names:
+            self._lost.setdefault(gone, now())
+            self._gone.add(gone)
+        for back in names & self._gone:  # registered again under its name
+            self._gone.discard(back)
+            self._lost.pop(back, None)
+        self._registered = names
 
     def mark_lost(self, cluster: str, since: datetime) -> None:
         if cluster not in self._lost:
             log.warning(
-                "cluster lost: its workloads fail, billed up to its last answer",
+                "cluster lost: its workloads fail, billed up to its first silent look",
                 extra={"cluster": cluster, "since": since.isoformat()},
             )
         self._lost[cluster] = since
@@ -123,9 +140,14 @@ class ClusterRuntimes:
         return runtime if runtime is not None and runtime.ready else None
 
     def __iter__(self) -> Iterator[ClusterRuntime]:
-        """Every runtime whose caches are synced, the home cluster's first."""
+        """Every runtime whose caches are synced, the home cluster's first; a lost
+        cluster's is not (its caches say what was, not what is)."""
         yield self.home
-        yield from (runtime for runtime in self._others.values() if runtime.ready)
+        yield from (
+            runtime
+            for runtime in self._others.values()
+            if runtime.ready and runtime.name not in self._lost
+        )
 
     def opened(self, cluster: str) -> ClusterRuntime | None:
         """A registered cluster's runtime, synced or not."""
@@ -169,3 +191,5 @@ class ClusterRuntimes:
         for name in list(self._others):
             await self.close(name)
         self._lost.clear()
+        self._registered = None
+        self._gone.clear()

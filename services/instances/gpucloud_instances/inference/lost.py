@@ -14,7 +14,7 @@ from ..workloads.reconciler import ClusterLost
 def ended_with_cluster(
     doc: ServiceDoc, lost: ClusterLost
 ) -> tuple[dict[str, ReplicaRunDoc], list[OutboxEntry]]:
-    """Every replica run not ended yet, ended at the cluster's last answer (or at its
+    """Every replica run not ended yet, ended at the cluster's first silent look (or at its
     scheduling, where that is later): the runs after, and their events."""
     runs = {rid: ReplicaRunDoc(**run) for rid, run in doc["runs"].items()}
     events: list[OutboxEntry] = []

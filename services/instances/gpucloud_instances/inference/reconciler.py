@@ -80,18 +80,28 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             await self._lost_with_cluster(key, lost)
 
     async def _lost_with_cluster(self, key: str, lost: ClusterLost) -> None:
-        """Its cluster stopped answering: every replica's run ends at the cluster's
-        last answer (a replica found when it answers again is replaced:
-        `_replace_unhealthy`), and the service waits for its cluster."""
+        """Its cluster stopped answering: every replica's run ends at that (a replica
+        found when it answers again is replaced: `_replace_unhealthy`), the gateway is
+        given no replica, and the service waits for its cluster; one being deleted is
+        forgotten without it (its Deployment there is then an orphan)."""
         doc = await self._services.get(key)
         if doc is None:
             return
         runs, events = ended_with_cluster(doc, lost)
         changes: Document = {"runs": runs} if events else {}
+        if doc["replicas"]:
+            changes["replicas"] = []
         if doc.get("message") != lost.message:
             changes["message"] = lost.message
-        if changes and (saved := await self._services.save(doc, changes, events)):
-            await self._flush(saved)
+        if changes:
+            saved = await self._services.save(doc, changes, events)
+            if saved is None:
+                self._queue.wake(service_item(key))  # moved under us; look again
+                return
+            doc = await self._flush(saved)
+        if await self._requests.requested(service_request_key(doc), "delete"):
+            await self._forget(doc)
+            return
         self._queue.wake_later(CLUSTER_RETRY_S, service_item(key))
 
     async def _reconcile(self, key: str) -> None:

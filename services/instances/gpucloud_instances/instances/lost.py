@@ -11,7 +11,7 @@ from ..workloads.reconciler import ClusterLost
 
 
 def lost_steps(doc: InstanceDoc, lost: ClusterLost, *, deleted: bool) -> list[Step]:
-    """A live instance fails, billed up to the cluster's last answer (not before its
+    """A live instance fails, billed up to the cluster's first silent look (not before its
     own last transition); an ended one asked to be deleted is; a queued one, which
     holds nothing there yet, waits."""
     state = State(doc["state"])

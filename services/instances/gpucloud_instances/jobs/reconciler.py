@@ -64,7 +64,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
 
     async def _lost_with_cluster(self, key: str, lost: ClusterLost) -> None:
         """Its cluster stopped answering: a job that left the queue fails, its runs
-        ended at the cluster's last answer (the Job found when it answers again is
+        ended at the cluster's first silent look (the Job found when it answers again is
         deleted: `_STOPPED_BY_US`); a queued one waits, holding nothing there yet."""
         doc = await self._jobs.get(key)
         if doc is None or JobState(doc["state"]) in (*TERMINAL, JobState.QUEUED):

@@ -53,7 +53,7 @@ class ClusterNotDriven(Exception):
 
 class ClusterLost(Exception):
     """The workload's cluster has not answered for longer than the grace: the workload
-    is given up, billed up to `since`, the cluster's last answer (decision 130)."""
+    is given up, billed up to `since`, the first look that found it silent (decision 130)."""
 
     def __init__(self, cluster: str, since: datetime) -> None:
         super().__init__(cluster)
