@@ -1,6 +1,6 @@
-"""How the inference controller reads a replica's pod (inference/reconciler.py's pure
-helpers): whether the gateway may send it requests, which revision it runs, when it
-counts as crash-looping, and how a replica's billing states map onto a run's."""
+"""How the inference controller reads a replica's pod (inference/replicas.py): whether
+the gateway may send it requests, which revision it runs, when it counts as
+crash-looping, and how a replica's billing states map onto a run's."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from gpucloud_instances import manifests
 from gpucloud_instances.controller.cache import TrackedPod
-from gpucloud_instances.inference.reconciler import (
+from gpucloud_instances.inference.replicas import (
     CRASH_LOOP_RESTARTS,
-    _crash_looping,
-    _replica,
-    _replica_state,
-    _revision,
-    _run_state,
+    crash_looping,
+    recorded_as_run,
+    replica_state_of,
+    replica_view,
+    revision_of,
 )
 from gpucloud_instances.job_lifecycle import RunState
 
@@ -36,7 +36,7 @@ def replica_pod(
 
 
 def test_a_running_ready_replica_is_served_at_its_pod_address() -> None:
-    assert _replica(replica_pod()) == {
+    assert replica_view(replica_pod()) == {
         "name": "isvc-chat-7f9c4-bx2lq", "revision": 3, "node": "l40s-a-1",
         "address": "10.1.4.7", "ready": True, "terminating": False,
     }  # fmt: skip
@@ -48,19 +48,19 @@ def test_a_running_ready_replica_is_served_at_its_pod_address() -> None:
 def test_a_replica_is_ready_only_while_running_with_its_ready_condition(
     phase: str, ready: str
 ) -> None:
-    assert _replica(replica_pod(phase=phase, ready=ready))["ready"] is False
+    assert replica_view(replica_pod(phase=phase, ready=ready))["ready"] is False
 
 
 def test_a_deleted_replica_is_terminating_so_the_gateway_stops_sending_it_requests() -> None:
-    leaving = _replica(replica_pod(deletionTimestamp="2026-11-27T04:00:00Z"))
+    leaving = replica_view(replica_pod(deletionTimestamp="2026-11-27T04:00:00Z"))
     assert (leaving["ready"], leaving["terminating"]) == (True, True)
 
 
 def test_a_replica_without_a_revision_label_runs_none_yet_a_run_of_it_counts_as_the_first() -> None:
     unlabelled = replica_pod(revision=None)
-    assert _replica(unlabelled)["revision"] == 0
-    assert _revision(TrackedPod(unlabelled)) == 1
-    assert _revision(TrackedPod(replica_pod(revision="4"))) == 4
+    assert replica_view(unlabelled)["revision"] == 0
+    assert revision_of(TrackedPod(unlabelled)) == 1
+    assert revision_of(TrackedPod(replica_pod(revision="4"))) == 4
 
 
 def crashing(reason: str, restarts: int) -> dict[str, Any]:
@@ -73,16 +73,16 @@ def crashing(reason: str, restarts: int) -> dict[str, Any]:
 
 def test_a_replica_crash_loops_once_it_has_restarted_enough_times() -> None:
     assert CRASH_LOOP_RESTARTS == 3
-    assert not _crash_looping(crashing("CrashLoopBackOff", 2))
-    assert _crash_looping(crashing("CrashLoopBackOff", 3))
-    assert not _crash_looping(crashing("ContainerCreating", 9))
-    assert not _crash_looping(replica_pod())
+    assert not crash_looping(crashing("CrashLoopBackOff", 2))
+    assert crash_looping(crashing("CrashLoopBackOff", 3))
+    assert not crash_looping(crashing("ContainerCreating", 9))
+    assert not crash_looping(replica_pod())
 
 
 def test_a_replicas_billing_states_map_onto_a_runs_and_back() -> None:
-    assert [_run_state(state) for state in ("scheduled", "running", "ended")] == [
+    assert [recorded_as_run(state) for state in ("scheduled", "running", "ended")] == [
         RunState.SCHEDULED, RunState.RUNNING, RunState.FAILED,
     ]  # fmt: skip
-    assert [_replica_state(state) for state in RunState] == [
+    assert [replica_state_of(state) for state in RunState] == [
         "scheduled", "running", "ended", "ended",
     ]  # fmt: skip

@@ -21,18 +21,16 @@ import math
 from datetime import timedelta
 
 from gpucloud_libs.clock import aware, now, now_as_stored
-from gpucloud_libs.events import InferenceServiceDeleted, ReplicaState
+from gpucloud_libs.events import InferenceServiceDeleted
 from gpucloud_libs.kafka import publish_event
-from gpucloud_libs.kube import ConflictError, Manifest
+from gpucloud_libs.kube import ConflictError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import service_workload_id
 from gpucloud_libs.outbox import OutboxEntry, publish_in_order
 from gpucloud_libs.topics import INFERENCE_LIFECYCLE
 
-from .. import manifests
-from ..controller.cache import TrackedPod
 from ..documents import ReplicaRunDoc, ScaleDoc, ServiceConfigDoc, ServiceDoc, ServiceReplicaDoc
-from ..job_lifecycle import RUN_ENDED, RunState, observe_run, run_floor, run_steps
+from ..job_lifecycle import observe_run, run_floor, run_steps
 from ..manifests import WorkloadPod
 from ..schemas import STORED, InstanceTemplate
 from ..storages import StorageRefused
@@ -47,6 +45,7 @@ from ..workloads.reconciler import (
 )
 from . import manifests as service_manifests
 from .lost import ended_with_cluster
+from .replicas import crash_looping, recorded_as_run, replica_state_of, replica_view, revision_of
 from .store import ServiceStore
 
 log = logging.getLogger(__name__)
@@ -59,9 +58,6 @@ STORAGE_RETRY_S = 10.0
 #: A gateway replica's load report older than this no longer counts (it reports
 #: every second while a service is busy, and once more when it goes idle).
 LOAD_FRESH = timedelta(seconds=10)
-#: Restarts after which a replica in CrashLoopBackOff is started afresh, possibly on
-#: another node, instead of being restarted in place.
-CRASH_LOOP_RESTARTS = 3
 
 
 class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
@@ -94,11 +90,10 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         if doc.get("message") != lost.message:
             changes["message"] = lost.message
         if changes:
-            saved = await self._services.save(doc, changes, events)
+            saved = await self._saved(doc, changes, events)
             if saved is None:
-                self._queue.wake(service_item(key))  # moved under us; look again
                 return
-            doc = await self._flush(saved)
+            doc = saved
         if await self._requests.requested(service_request_key(doc), "delete"):
             await self._forget(doc)
             return
@@ -156,14 +151,24 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         if events:
             changes["runs"] = runs
         if changes:
-            saved = await self._services.save(doc, changes, events)
+            saved = await self._saved(doc, changes, events)
             if saved is None:
-                self._queue.wake(service_item(key))  # moved under us; look again
                 return
-            doc = await self._flush(saved)
+            doc = saved
         self._forget_recorded_pods(doc)
         if deleting and not cluster.cache.service_pods.get(key) and not doc.get("outbox"):
             await self._forget(doc)
+
+    async def _saved(
+        self, doc: ServiceDoc, changes: Document, events: list[OutboxEntry]
+    ) -> ServiceDoc | None:
+        """Save and publish `changes`; None when the document moved under us (it is
+        looked at again)."""
+        saved = await self._services.save(doc, changes, events)
+        if saved is None:
+            self._queue.wake(service_item(doc["_id"]))
+            return None
+        return await self._flush(saved)
 
     def _observe_runs(self, doc: ServiceDoc) -> tuple[dict[str, ReplicaRunDoc], list[OutboxEntry]]:
         """Each replica's transitions since the last pass, with their events."""
@@ -178,19 +183,19 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
                 tracked_pod.pod, job_object_name=prefix, now=at, gone_at=tracked_pod.gone_at
             )
             run = runs.get(observed.run_id)
-            current = None if run is None else _run_state(run["state"])
+            current = None if run is None else recorded_as_run(run["state"])
             floor = run_floor(aware(doc["created_at"]), run, tracked_pod.seen_at)
             steps = run_steps(current, observed, not_before=floor)
             if not steps:
                 continue
             if run is None:
                 run = {
-                    "state": "scheduled", "sequence": 0, "revision": _revision(tracked_pod),
+                    "state": "scheduled", "sequence": 0, "revision": revision_of(tracked_pod),
                     "node": observed.node, "zone": cache.zone_of(observed.node),
                     "scheduled_at": None, "ended_at": None,
                 }  # fmt: skip
             for state, step_at in steps:
-                replica_state = _replica_state(state)
+                replica_state = replica_state_of(state)
                 events.append(replica_event(doc, observed.run_id, run, replica_state, step_at))
                 run = {**run, "state": replica_state, "sequence": run["sequence"] + 1}
                 if replica_state == "scheduled":
@@ -326,7 +331,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
                 why = "node lost"
             elif node and cluster.cache.node_quarantined(node):
                 why = "node quarantined"
-            elif _crash_looping(pod):
+            elif crash_looping(pod):
                 why = "crash loop"
             if why is None:
                 continue
@@ -343,7 +348,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
     def _observe(self, doc: ServiceDoc) -> list[ServiceReplicaDoc]:
         """The replicas whose pods are still there (terminating ones too)."""
         pods = self._cluster(doc).cache.service_pods.get(doc["_id"], {})
-        return [_replica(t.pod) for _, t in sorted(pods.items()) if t.gone_at is None]
+        return [replica_view(t.pod) for _, t in sorted(pods.items()) if t.gone_at is None]
 
     async def _forget(self, doc: ServiceDoc) -> None:
         """The service is gone: its quota, its documents, and (by the event) what the
@@ -362,44 +367,3 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         await self._quota.release(doc["tenant_id"], service_workload_id(doc["service_id"]))
         await self._services.remove(doc["_id"])
         await self._requests.forget(service_request_key(doc), "delete")
-
-
-def _run_state(state: str) -> RunState:
-    """A replica's recorded state as a run's, for `run_steps`."""
-    return RunState.FAILED if state == "ended" else RunState(state)
-
-
-def _replica_state(state: RunState) -> ReplicaState:
-    if state in RUN_ENDED:
-        return "ended"
-    return "running" if state == RunState.RUNNING else "scheduled"
-
-
-def _revision(tracked: TrackedPod) -> int:
-    labels = tracked.pod["metadata"].get("labels", {})
-    return max(1, int(labels.get(manifests.REVISION, "1")))
-
-
-def _replica(pod: Manifest) -> ServiceReplicaDoc:
-    status = pod.get("status", {})
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    labels = pod["metadata"].get("labels", {})
-    return {
-        "name": pod["metadata"]["name"],
-        "revision": int(labels.get(manifests.REVISION, "0")),
-        "node": pod.get("spec", {}).get("nodeName"),
-        "address": status.get("podIP"),
-        "ready": status.get("phase") == "Running" and conditions.get("Ready") == "True",
-        "terminating": bool(pod["metadata"].get("deletionTimestamp")),
-    }
-
-
-def _crash_looping(pod: Manifest) -> bool:
-    for container in pod.get("status", {}).get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if (
-            waiting.get("reason") == "CrashLoopBackOff"
-            and container.get("restartCount", 0) >= CRASH_LOOP_RESTARTS
-        ):
-            return True
-    return False
