@@ -63,6 +63,8 @@ class Clusters:
         self._live_workloads = live_workloads
         self._placement = placement
         self._broker = broker
+        #: Each cluster's nodes as last said on the clusters topic.
+        self._said: dict[str, tuple[str, ...]] = {}
 
     async def record_home(self) -> None:
         """The service's own cluster, as its settings name it (at start)."""
@@ -182,9 +184,14 @@ class Clusters:
 
     async def _say_nodes(self, cluster: str, nodes: Iterable[str]) -> None:
         """Tell the monitoring service a registered cluster's nodes (none: it is
-        gone), whose agents' telemetry it then takes."""
-        said = ClusterNodes(cluster=cluster, nodes=tuple(sorted(nodes)), at=now())
+        gone), whose agents' telemetry it then takes; when they changed since this
+        replica last said them (the monitoring service keeps what was said)."""
+        listed = tuple(sorted(nodes))
+        if self._said.get(cluster) == listed:
+            return
+        said = ClusterNodes(cluster=cluster, nodes=listed, at=now())
         await publish_event(self._broker, CLUSTERS, said, source=CLUSTERS_SOURCE)
+        self._said[cluster] = listed
 
     def _note_answers(self, runtimes: ClusterRuntimes, name: str, status: ClusterStatusDoc) -> None:
         """A registered cluster silent for longer than the grace is lost (decision
