@@ -119,7 +119,7 @@ for _verb, _help in (
 @click.option("--yes", is_flag=True, help="Do not ask first.")
 @pass_session
 def remove_cluster(session: Session, name: str, yes: bool) -> None:
-    """Forget a cluster that runs no workload (drain it first)."""
+    """Forget a cluster that runs no workload and keeps no warm stock (drain it first)."""
     if not yes:
         click.confirm(f"Forget cluster {name}? Its kubeconfig is thrown away.", abort=True)
     session.client.delete_cluster(name)

@@ -21,6 +21,7 @@ from .operator import fleet, prices, specs, tenants
 from .services import services
 from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
+from .stocks import stocks
 from .storages import cp, storages
 from .usage import alerts, usage
 from .users import users
@@ -201,6 +202,7 @@ for command in (
     regions,
     tenants,
     specs,
+    stocks,
     prices,
     ssh,
     tunnel,

@@ -212,3 +212,10 @@ class Client(WorkloadApi, ApiSession):
 
     def delete_cluster(self, name: str) -> None:
         self.request("DELETE", f"/clusters/{_id(name)}")
+
+    def list_stocks(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.request("GET", "/stocks"))
+
+    def change_stock(self, body: dict[str, Any], *, add: bool) -> dict[str, Any]:
+        """Add (POST) or remove (DELETE) a stock's units: `body` is a StockChange."""
+        return cast(dict[str, Any], self.request("POST" if add else "DELETE", "/stocks", json=body))

@@ -709,11 +709,20 @@ async def test_the_operator_onboards_a_customer_from_the_console(
     await page.get_by_label("Spec").select_option(spec)  # only specs that exist
     await page.get_by_label("Units").fill("1")
     await page.get_by_role("button", name="Add units").click()
-    stock = page.get_by_role("row").filter(has=page.get_by_role("cell", name=spec, exact=True))
-    target = stock.get_by_role("cell").nth(1)
+    stocks = page.get_by_role("row").filter(has=page.get_by_role("cell", name=spec, exact=True))
+    home = stocks.filter(has=page.get_by_role("cell", name="local-1", exact=True))
+    target = home.get_by_role("cell").nth(2)  # cluster, spec, target
     await expect(target).to_have_text("1")
     await page.get_by_role("button", name="Remove units").click()
     await expect(target).to_have_text("0")
+    # A stock of its own in the second cluster, picked by name.
+    await page.get_by_label("Cluster").select_option("local-2")
+    await page.get_by_role("button", name="Add units").click()
+    second = stocks.filter(has=page.get_by_role("cell", name="local-2", exact=True))
+    await expect(second.get_by_role("cell").nth(2)).to_have_text("1")
+    await expect(target).to_have_text("0")
+    await page.get_by_role("button", name="Remove units").click()
+    await expect(second.get_by_role("cell").nth(2)).to_have_text("0")
 
     await page.get_by_role("link", name="Tenants").click()
     form = page.get_by_role("form", name="New tenant")

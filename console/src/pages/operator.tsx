@@ -70,6 +70,7 @@ interface Price {
 }
 
 interface Stock {
+  cluster: string;
   specName: string;
   target: number;
   available: number;
@@ -467,11 +468,18 @@ export function RevenuePage() {
 export function StocksPage() {
   const stocks = useLoad(() => get<Stock[]>("/stocks"), [], REFRESH_MS);
   const specs = useLoad(() => get<Spec[] | { items: Spec[] }>("/specs").then(items), []);
+  const clusters = useLoad(() => get<{ name: string; home: boolean }[]>("/clusters"), []);
   const [specName, setSpecName] = useState("");
+  const [cluster, setCluster] = useState("");
   const [number, setNumber] = useState("1");
   const action = useAction();
   const change = (add: boolean) => {
-    const body = { specName, number: Number(number), operationID: crypto.randomUUID() };
+    const body = {
+      specName,
+      number: Number(number),
+      operationID: crypto.randomUUID(),
+      ...(cluster ? { cluster } : {}),
+    };
     void action.run(() => api(add ? "POST" : "DELETE", "/stocks", body).then(stocks.reload));
   };
   return (
@@ -487,6 +495,15 @@ export function StocksPage() {
           emptyLabel="choose a spec"
           required
         />
+        <Field
+          label="Cluster"
+          name="stock-cluster"
+          field="cluster"
+          value={cluster}
+          onInput={setCluster}
+          options={["", ...(clusters.data ?? []).filter((c) => !c.home).map((c) => c.name)]}
+          emptyLabel="home cluster"
+        />
         <Field label="Units" name="stock-number" field="number" type="number" value={number} onInput={setNumber} required />
         <button type="submit" disabled={action.busy}>
           Add units
@@ -501,8 +518,9 @@ export function StocksPage() {
           <Table
             caption="Warm stocks"
             rows={rows}
-            rowKey={(s) => s.specName}
+            rowKey={(s) => `${s.cluster}/${s.specName}`}
             columns={[
+              { label: "Cluster", cell: (s) => s.cluster },
               { label: "Spec", cell: (s) => s.specName },
               { label: "Target", cell: (s) => s.target, numeric: true },
               { label: "Ready", cell: (s) => s.available, numeric: true },

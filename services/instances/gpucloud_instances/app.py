@@ -64,7 +64,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     placement = Placement(db.clusters, settings.cluster_name)
     clusters = Clusters(
         settings, db.clusters, _secret_box(runtime, settings.cluster_secrets_key, "CLUSTER"), kube,
-        db.live_workloads_of(settings), placement, runtime.broker,
+        db.use_of_clusters(settings), placement, runtime.broker,
     )  # fmt: skip
     pull_secrets = PullSecrets(db.registry_credentials, registry_box, kube)
     storage = StorageClient(settings.storage_url, runtime.identity_signer())
@@ -97,7 +97,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router, clusters_router],
         parts=[
             spec_catalog,
-            StockTargets(spec_catalog, db.stocks, wakeups),
+            StockTargets(spec_catalog, db.stocks, db.clusters, wakeups, home=settings.cluster_name),
             Instances(settings, parts, instances, quota),
             InstanceAccess(instances, log_streams),
             Jobs(parts, db.jobs, log_streams),

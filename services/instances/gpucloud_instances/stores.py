@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from gpucloud_libs.mongo import Database
 
-from .clusters.service import LiveWorkloads
 from .clusters.store import ClusterStore
 from .inference.store import ServiceStore
 from .instances.store import InstanceStore
@@ -43,20 +42,34 @@ class Stores:
     def of(cls, db: Database, settings: InstancesSettings) -> Stores:
         return cls(
             specs=SpecStore(db), tenants=TenantStore(db), instances=InstanceStore(db, complete_cache=settings.lists_from_memory),
-            stocks=StockStore(db), requests=RequestStore(db), quota=QuotaLedger(db),
+            stocks=StockStore(db, home=settings.cluster_name), requests=RequestStore(db), quota=QuotaLedger(db),
             jobs=JobStore(db), services=ServiceStore(db), lines=QueueLineStore(db),
             registry_credentials=RegistryCredentialStore(db), clusters=ClusterStore(db),
         )  # fmt: skip
 
-    def live_workloads_of(self, settings: InstancesSettings) -> LiveWorkloads:
-        """How many live workloads (instances, jobs, inference services) a cluster
-        runs, by the cluster each records (none recorded: the home cluster)."""
+    def use_of_clusters(self, settings: InstancesSettings) -> StoredClusterUse:
+        return StoredClusterUse(self, settings.cluster_name)
 
-        async def live_workloads(cluster: str) -> int:
-            instances, jobs, services = await asyncio.gather(
-                self.instances.live_clusters(), self.jobs.live_clusters(), self.services.clusters()
-            )
-            placed = [name or settings.cluster_name for name in (*instances, *jobs, *services)]
-            return placed.count(cluster)
 
-        return live_workloads
+class StoredClusterUse:
+    """What each cluster holds, as the stores record it (clusters/service.py)."""
+
+    def __init__(self, stores: Stores, home: str) -> None:
+        self._stores = stores
+        self._home = home
+
+    async def workloads(self, cluster: str) -> int:
+        """Live instances, jobs and inference services, by the cluster each records
+        (none recorded: the home cluster)."""
+        stores = self._stores
+        instances, jobs, services = await asyncio.gather(
+            stores.instances.live_clusters(),
+            stores.jobs.live_clusters(),
+            stores.services.clusters(),
+        )
+        placed = [name or self._home for name in (*instances, *jobs, *services)]
+        return placed.count(cluster)
+
+    async def stocked_units(self, cluster: str) -> int:
+        targets = await self._stores.stocks.targets()
+        return sum(target for (kept_in, _), target in targets.items() if kept_in == cluster)

@@ -17,6 +17,7 @@ from gpucloud_instances.instances.lost import lost_steps
 from gpucloud_instances.jobs.observation import end_runs
 from gpucloud_instances.lifecycle import State
 from gpucloud_instances.settings import InstancesSettings
+from gpucloud_instances.stocks.reconciler import StockPool
 from gpucloud_instances.tenancy.reconciler import TenantReconciler
 from gpucloud_instances.workloads.reconciler import ClusterLost
 from gpucloud_libs.kube import KubeClient
@@ -92,7 +93,10 @@ def runtime(name: str, *, home: bool) -> ClusterRuntime:
     kube = KubeClient(None)
     cache = ClusterCache(kube, wake=lambda _: None, wake_stocks=lambda: None, node_lost_grace_s=1)
     tenants = TenantReconciler(name, kube, None, InstancesSettings())  # type: ignore[arg-type]
-    return ClusterRuntime(name, home, kube, cache, tenants)
+    stocks = StockPool(
+        kube, cache, None, None, cluster=name, namespace="gpucloud-stocks", wake=lambda: None,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return ClusterRuntime(name, home, kube, cache, tenants, stocks)
 
 
 def test_a_lost_cluster_is_lost_until_it_answers_and_the_home_cluster_is_driven_from_the_start() -> (

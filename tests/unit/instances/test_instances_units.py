@@ -48,10 +48,10 @@ def spec(zones: list[str]) -> SpecDoc:
     return a_spec(zones=zones)
 
 
-def unit(spec_name: str, state: str) -> StockUnitDoc:
+def unit(spec_name: str, state: str, cluster: str = "local") -> StockUnitDoc:
     return StockUnitDoc(
-        _id=f"stock-{spec_name}-{state}", spec_name=spec_name, state=state, node=None, zone=None,
-        created_at=AT,
+        _id=f"stock-{spec_name}-{state}", cluster=cluster, spec_name=spec_name, state=state,
+        node=None, zone=None, created_at=AT,
     )  # fmt: skip
 
 
@@ -76,11 +76,17 @@ def test_zones_narrow_to_the_one_asked_for_within_the_spec() -> None:
         allowed_zones(offered, "zone-c")
 
 
-def test_stock_status_counts_each_specs_units_by_state() -> None:
-    units = [unit("a", "available"), unit("a", "placing"), unit("b", "available")]
-    [a, b] = stock_status({"b": 1, "a": 3}, units)
-    assert (a.spec_name, a.target, a.available, a.placing) == ("a", 3, 1, 1)
-    assert (b.spec_name, b.target, b.available, b.placing) == ("b", 1, 1, 0)
+def test_stock_status_counts_each_stocks_units_by_state_per_cluster() -> None:
+    units = [
+        unit("a", "available"), unit("a", "placing"), unit("b", "available"),
+        unit("a", "available", cluster="local-2"),
+    ]  # fmt: skip
+    targets = {("local", "b"): 1, ("local", "a"): 3, ("local-2", "a"): 2}
+    [a, b, a2] = stock_status(targets, units)  # by cluster, then spec
+    assert (a.cluster, a.spec_name, a.target, a.available, a.placing) == ("local", "a", 3, 1, 1)
+    assert (b.cluster, b.spec_name, b.target, b.available, b.placing) == ("local", "b", 1, 1, 0)
+    # The second cluster's units count for its own stock of the spec alone.
+    assert (a2.cluster, a2.spec_name, a2.target, a2.available) == ("local-2", "a", 2, 1)
 
 
 def test_tenant_namespace_quota_follows_gpus_unless_set_and_versions_change_with_it() -> None:

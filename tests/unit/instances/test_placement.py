@@ -1,7 +1,7 @@
-"""Which cluster a new workload goes to (clusters/placement.py, decision 129): the
-home cluster when it has the GPU kind, else the one with the most of them free; a
-region asked for honoured, or refused with the regions that would do; cordoned and
-unanswering clusters passed over; the pools the admission pass counts per cluster
+"""Which cluster a new workload goes to (clusters/placement.py, decision 129): one
+with a warm unit of the spec, else the home cluster when it has the GPU kind, else
+the one with the most of them free; a region asked for honoured, or refused with the
+regions that would do; cordoned and unanswering clusters passed over; the pools the admission pass counts per cluster
 (controller/capacity.py)."""
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ H100, B200, A100 = "NVIDIA-H100", "NVIDIA-B200", "NVIDIA-A100"
 def cluster(
     name: str, region: str, *, home: bool = False, state: str = "active",
     gpus: dict[str, tuple[int, int]] | None = None, zones: list[str] | None = None,
-    reachable: bool = True, looked: bool = True,
+    reachable: bool = True, looked: bool = True, warm: dict[str, int] | None = None,
 ) -> ClusterDoc:  # fmt: skip
-    """A cluster as stored: `gpus` maps a GPU type to (capacity, free) whole GPUs."""
+    """A cluster as stored: `gpus` maps a GPU type to (capacity, free) whole GPUs,
+    `warm` a spec to its stock's available units."""
     status = ClusterStatusDoc(
         reachable=reachable, checked_at=AT, unreachable_since=None if reachable else AT,
         version="v1.34.4", nodes=3, ready_nodes=3, zones=zones or [], error=None,
@@ -34,6 +35,7 @@ def cluster(
             ClusterGpusDoc(gpu_type=kind, resource=WHOLE, capacity=capacity, free=free)
             for kind, (capacity, free) in (gpus or {}).items()
         ],
+        warm=warm or {},
     )  # fmt: skip
     return ClusterDoc(
         _id=name, region=region, zones=zones or [], home=home, server=None, uid=None,
@@ -53,9 +55,10 @@ def fleet(**changes: Any) -> list[ClusterDoc]:
 
 
 def choose(
-    docs: list[ClusterDoc], kind: str, region: str | None = None, zones: list[str] | None = None
-) -> str:
-    return choose_cluster(docs, kind, WHOLE, region=region, zones=zones or [])
+    docs: list[ClusterDoc], kind: str, region: str | None = None, zones: list[str] | None = None,
+    spec: str = "h100x1",
+) -> str:  # fmt: skip
+    return choose_cluster(docs, kind, WHOLE, region=region, zones=zones or [], spec_name=spec)
 
 
 def test_the_home_cluster_takes_a_kind_it_has_even_with_fewer_free() -> None:
@@ -81,6 +84,17 @@ def test_of_several_other_clusters_the_one_with_the_most_free_is_chosen() -> Non
         cluster("local-4", "local-2", gpus={B200: (16, 12)}),
     ]
     assert choose(docs, B200) == "local-4"
+
+
+def test_a_cluster_with_a_warm_unit_of_the_spec_comes_before_the_home_cluster() -> None:
+    warm_second = fleet(second={"warm": {"h100x1": 1}})
+    assert choose(warm_second, H100) == "local-2"
+    # A unit of another spec, or none left, does not count; a region asked still rules.
+    assert choose(fleet(second={"warm": {"h100x1": 0}}), H100) == "local-1"
+    assert choose(fleet(second={"warm": {"h100x2": 3}}), H100) == "local-1"
+    assert choose(warm_second, H100, region="local-1") == "local-1"
+    # A warm cluster that takes no new workloads is passed over.
+    assert choose(fleet(second={"warm": {"h100x1": 1}, "state": "cordoned"}), H100) == "local-1"
 
 
 def test_a_cordoned_or_unanswering_home_cluster_sends_its_kinds_elsewhere() -> None:

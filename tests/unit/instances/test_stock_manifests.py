@@ -104,14 +104,17 @@ def test_a_hold_keeps_the_units_gpus_gated_so_that_it_is_never_bound() -> None:
 
 def unit(name: str, spec_name: str, state: str) -> StockUnitDoc:
     return StockUnitDoc(
-        _id=name, spec_name=spec_name, state=state, node=None, zone=None, created_at=AT
-    )
+        _id=name, cluster="local", spec_name=spec_name, state=state, node=None, zone=None,
+        created_at=AT,
+    )  # fmt: skip
 
 
 def test_a_stocks_status_names_its_images_and_a_spec_with_no_units_counts_none() -> None:
     units = [unit("u1", "h100x2", "available"), unit("u2", "l40s", "placing")]
     [idle, h100] = stock_status(  # by spec name
-        {"h100x2": 2, "a100": 1}, units, {"h100x2": ["nvcr.io/nvidia/pytorch:24.01-py3"]}
+        {("local", "h100x2"): 2, ("local", "a100"): 1},
+        units,
+        {("local", "h100x2"): ["nvcr.io/nvidia/pytorch:24.01-py3"]},
     )
     assert (idle.spec_name, idle.target, idle.available, idle.placing) == ("a100", 1, 0, 0)
     assert idle.images == []

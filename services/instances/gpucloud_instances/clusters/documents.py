@@ -29,6 +29,8 @@ class ClusterStatusDoc(TypedDict):
     zones: list[str]
     gpus: list[ClusterGpusDoc]
     error: str | None
+    #: Its warm stocks' available units per spec, as the leader held them.
+    warm: NotRequired[dict[str, int]]
 
 
 class ClusterDoc(TypedDict):

@@ -2,9 +2,11 @@
 
 Of the clusters in the region asked for (any, if none was) whose Ready nodes have the
 workload's GPU kind in the zones it may run in, and that take new workloads (active,
-and answering at their last look): the home cluster if it is one of them; else the
-one with the most units of the kind free at the leader's last look (a cordoned or
-quarantined node's are not free), by name on a tie. A cluster not looked at yet offers
+and answering at their last look): one whose warm stock of the spec had a unit
+available at the leader's last look (a start there skips the scheduler and the image
+pull); else the home cluster if it is one of them; else the one with the most units
+of the kind free at that look (a cordoned or quarantined node's are not free), by
+name on a tie. A cluster not looked at yet offers
 nothing, but the home cluster, which is taken as holding every kind until its first
 look. A workload whose kind no cluster has goes to the home cluster, where it fails
 as unschedulable with the reason, as it always did.
@@ -49,7 +51,9 @@ class Placement:
         docs = await self._docs()
         if storages:
             docs = home_for_storages(docs, gpu_type, resource, region=region, zones=zones)
-        return choose_cluster(docs, gpu_type, resource, region=region, zones=zones)
+        return choose_cluster(
+            docs, gpu_type, resource, region=region, zones=zones, spec_name=spec["_id"]
+        )
 
     async def check_open(self, cluster: str) -> None:
         """A 409 while `cluster` takes no new workloads (a start again stays in it)."""
@@ -100,11 +104,12 @@ class Placement:
 
 
 def choose_cluster(
-    docs: list[ClusterDoc], gpu_type: str, resource: str, *, region: str | None, zones: list[str]
-) -> str:
-    """Of `docs`, the cluster a new workload of the GPU kind goes to: a 422 for a
-    region no cluster is in, or one none of whose clusters has the kind; a 409 when
-    none that has it takes new workloads now."""
+    docs: list[ClusterDoc], gpu_type: str, resource: str, *, region: str | None,
+    zones: list[str], spec_name: str | None = None,
+) -> str:  # fmt: skip
+    """Of `docs`, the cluster a new workload of the GPU kind (and spec) goes to: a
+    422 for a region no cluster is in, or one none of whose clusters has the kind; a
+    409 when none that has it takes new workloads now."""
 
     if region is not None and not any(doc["region"] == region for doc in docs):
         regions = sorted({doc["region"] for doc in docs if doc["region"]})
@@ -131,7 +136,14 @@ def choose_cluster(
         raise Conflict(
             f"no cluster takes new workloads now: {closed}", region=region,
         )  # fmt: skip
-    open_.sort(key=lambda doc: (not doc["home"], -_free(doc, gpu_type, resource), doc["_id"]))
+    open_.sort(
+        key=lambda doc: (
+            not _warm(doc, spec_name),
+            not doc["home"],
+            -_free(doc, gpu_type, resource),
+            doc["_id"],
+        )
+    )
     return open_[0]["_id"]
 
 
@@ -181,6 +193,13 @@ def _offers(doc: ClusterDoc, gpu_type: str, resource: str, zones: list[str]) -> 
     return any(
         g["gpu_type"] == gpu_type and g["resource"] == resource for g in doc["status"]["gpus"]
     )
+
+
+def _warm(doc: ClusterDoc, spec_name: str | None) -> bool:
+    """Whether its warm stock of the spec had a unit available at the last look."""
+    if spec_name is None or doc["status"] is None:
+        return False
+    return doc["status"].get("warm", {}).get(spec_name, 0) > 0
 
 
 def _free(doc: ClusterDoc, gpu_type: str, resource: str) -> int:

@@ -50,6 +50,8 @@ class ClusterHealth(ApiModel):
     zones: list[str]
     gpus: list[ClusterGpus]
     error: str | None = None
+    #: Its warm stocks' available units per spec (`/v1/stocks` has their targets).
+    warm: dict[str, int] = Field(default_factory=dict)
 
 
 class Cluster(ApiModel):

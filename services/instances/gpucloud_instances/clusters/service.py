@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import yaml
 from faststream.kafka import KafkaBroker
@@ -41,8 +41,17 @@ log = logging.getLogger(__name__)
 
 CLUSTERS_SOURCE = "/gpucloud/instances/clusters"
 
-#: How many live workloads a cluster runs, by the cluster each records.
-LiveWorkloads = Callable[[str], Awaitable[int]]
+
+class ClusterUse(Protocol):
+    """What a cluster holds of the platform's (stores.py): it is deleted holding none."""
+
+    async def workloads(self, cluster: str) -> int:
+        """Its live workloads, by the cluster each records."""
+        ...
+
+    async def stocked_units(self, cluster: str) -> int:
+        """The units its warm stocks' targets add up to."""
+        ...
 
 
 class Clusters:
@@ -52,7 +61,7 @@ class Clusters:
         clusters: ClusterStore,
         box: SecretBox,
         home: KubeClient,
-        live_workloads: LiveWorkloads,
+        use: ClusterUse,
         placement: Placement,
         broker: KafkaBroker,
     ) -> None:
@@ -60,7 +69,7 @@ class Clusters:
         self._clusters = clusters
         self._box = box
         self._home = home
-        self._live_workloads = live_workloads
+        self._use = use
         self._placement = placement
         self._broker = broker
         #: Each cluster's nodes as last said on the clusters topic.
@@ -149,11 +158,17 @@ class Clusters:
                 f"cluster {name!r} is the service's own (its settings' kubeconfig); "
                 "it cannot be deleted", cluster=name,
             )  # fmt: skip
-        running = await self._live_workloads(name)
+        running = await self._use.workloads(name)
         if running:
             raise Conflict(
                 f"cluster {name!r} still runs {running} workloads; drain it and wait until "
                 "they have ended", cluster=name, workloads=running,
+            )  # fmt: skip
+        stocked = await self._use.stocked_units(name)
+        if stocked:
+            raise Conflict(
+                f"cluster {name!r} still keeps {stocked} warm units; remove its stocks "
+                "first", cluster=name, stockedUnits=stocked,
             )  # fmt: skip
         await self._clusters.remove(name)
 
@@ -218,6 +233,8 @@ class Clusters:
         free = runtime.cache.gpu_accounting().free
         for gpus in status["gpus"]:
             gpus["free"] = free.get(GpuShare(gpus["resource"]).capacity_key(gpus["gpu_type"]), 0)
+        if status["reachable"]:
+            status["warm"] = runtime.stocks.available()
         return status
 
     def _kubeconfig(self, doc: ClusterDoc) -> dict[str, Any] | None:
@@ -247,7 +264,7 @@ class Clusters:
         status = doc["status"]
         return Cluster(
             name=doc["_id"], region=doc["region"], zones=doc["zones"], home=doc["home"],
-            state=ClusterState(doc["state"]), workloads=await self._live_workloads(doc["_id"]),
+            state=ClusterState(doc["state"]), workloads=await self._use.workloads(doc["_id"]),
             health=None if status is None else _health(status), created_at=aware(doc["created_at"]),
         )  # fmt: skip
 
@@ -268,7 +285,7 @@ def _health(status: ClusterStatusDoc) -> ClusterHealth:
             )
             for g in status["gpus"]
         ],
-        error=status["error"],
+        error=status["error"], warm=status.get("warm", {}),
     )  # fmt: skip
 
 

@@ -19,7 +19,6 @@ from ..instances.reconciler import InstanceReconciler
 from ..jobs.reconciler import JobReconciler
 from ..queue.admissions import Admissions
 from ..settings import InstancesSettings
-from ..stocks.reconciler import StockPool
 from ..stores import Stores
 from ..wakeups import CLUSTERS, ItemKind, WorkItem, instance_item, job_item, service_item
 from ..workloads.reconciler import CLUSTER_RETRY_S, ClusterNotDriven
@@ -42,7 +41,6 @@ class Reconcilers:
     jobs: JobReconciler
     inference: InferenceReconciler
     admissions: Admissions
-    stocks: StockPool
     resync: Resync
     clusters: Clusters
 
@@ -73,7 +71,6 @@ class Controller:
         self._job_reconciler = reconcilers.jobs
         self._inference_reconciler = reconcilers.inference
         self._admissions = reconcilers.admissions
-        self._stocks = reconcilers.stocks
         self._resync = reconcilers.resync
         self._clusters = reconcilers.clusters
         self._task: asyncio.Task[None] | None = None
@@ -130,11 +127,26 @@ class Controller:
                 for runtime in self._runtimes:
                     await runtime.tenant_namespaces.reconcile(item.key)
             case ItemKind.STOCKS:
-                await self._stocks.reconcile()
+                await self._reconcile_stocks()
             case ItemKind.ADMISSION:
                 await self._admissions.plan()
             case ItemKind.CLUSTERS:
                 await self._clusters.look_all(self._runtimes)
+
+    async def _reconcile_stocks(self) -> None:
+        """Every driven cluster's stocks; one cluster that fails them leaves the others'
+        done (the next resync tries it again)."""
+        for runtime in self._runtimes:
+            if runtime.home:
+                await runtime.stocks.reconcile()
+                continue
+            try:
+                await runtime.stocks.reconcile()
+            except KubeError as error:
+                log.warning(
+                    "a cluster's warm stocks failed; trying again at the next resync",
+                    extra={"cluster": runtime.name, "error": str(error)},
+                )
 
     async def _run(self) -> None:
         while True:
@@ -158,14 +170,14 @@ class Controller:
             finally:
                 self._queue.accepting = False
                 self._instance_reconciler.reset()
-                self._stocks.reset()
+                self._home.stocks.reset()
                 self._home.cache.reset()
                 self._admissions.reset()
                 await self._runtimes.close_all()
             await asyncio.sleep(RETRY_LEAD_S)
 
     async def _lead(self) -> None:
-        await self._home.prepare(self._settings.stock_namespace)
+        await self._home.prepare()
         async with asyncio.TaskGroup() as group:
             group.create_task(self._lease.renew_forever())
             group.create_task(self._home.watch())

@@ -18,12 +18,13 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.kube import ConflictError, KubeClient
 
 from .. import manifests
+from ..documents import InstanceDoc
 from ..tenancy.reconciler import TenantReconciler
 from .cache import ClusterCache
 
@@ -31,6 +32,20 @@ log = logging.getLogger(__name__)
 
 #: A registered cluster whose watches broke is listed again after this.
 WATCH_RETRY_S = 5.0
+
+
+class WarmStocks(Protocol):
+    """A cluster's warm stocks, as the controller drives them (stocks/reconciler.py)."""
+
+    namespace: str
+
+    def claim(self, doc: InstanceDoc) -> tuple[str, str] | None: ...
+
+    async def reconcile(self) -> None: ...
+
+    def available(self) -> dict[str, int]: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass
@@ -42,17 +57,17 @@ class ClusterRuntime:
     kube: KubeClient
     cache: ClusterCache
     tenant_namespaces: TenantReconciler
+    stocks: WarmStocks
     #: The registered cluster's watches, while this replica leads.
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
-    async def prepare(self, stock_namespace: str | None) -> None:
-        """What every workload's pods name (the priority classes) and, in the home
-        cluster, the warm stocks' namespace."""
+    async def prepare(self) -> None:
+        """What every workload's pods name (the priority classes), and the namespace of
+        the cluster's warm stocks."""
         for priority_class in manifests.priority_classes():
             with contextlib.suppress(ConflictError):
                 await self.kube.create(priority_class)
-        if stock_namespace is not None:
-            await self.kube.ensure(manifests.namespace(stock_namespace, {}))
+        await self.kube.ensure(manifests.namespace(self.stocks.namespace, {}))
 
     async def watch(self) -> None:
         """The cluster's four watches, until one of them fails."""
@@ -67,7 +82,7 @@ class ClusterRuntime:
         are reconciled once its cache is synced again)."""
         while True:
             try:
-                await self.prepare(None)
+                await self.prepare()
                 await self.watch()
             except* Exception as errors:  # whatever ended them, they are listed again
                 log.warning(

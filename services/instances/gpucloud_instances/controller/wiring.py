@@ -20,7 +20,6 @@ from ..stocks.reconciler import StockPool
 from ..storages import StorageClient
 from ..stores import Stores
 from ..tenancy.reconciler import TenantReconciler
-from ..tenancy.store import TenantStore
 from ..wakeups import STOCKS
 from ..workloads.reconciler import ReconcilerParts
 from .cache import ClusterCache
@@ -45,20 +44,16 @@ def build_controller(
     pull_secrets: PullSecrets,
     clusters: Clusters,
 ) -> Controller:
-    specs, tenants, instances, jobs, services, requests, quota = (
-        stores.specs, stores.tenants, stores.instances, stores.jobs, stores.services,
-        stores.requests, stores.quota,
+    tenants, instances, jobs, services, requests, quota = (
+        stores.tenants, stores.instances, stores.jobs, stores.services, stores.requests,
+        stores.quota,
     )  # fmt: skip
     queue = WorkQueue()
 
     def wake_stocks() -> None:
         queue.wake_soon(STOCKS, STOCK_SETTLE_S)
 
-    runtimes = cluster_runtimes(settings, kube, queue, tenants, wake_stocks)
-    cache = runtimes.home.cache
-    stock_pool = StockPool(
-        kube, cache, specs, stores.stocks, namespace=settings.stock_namespace, wake=wake_stocks
-    )
+    runtimes = cluster_runtimes(settings, kube, queue, stores, wake_stocks)
     admissions = Admissions(runtimes, queue, jobs.holding, tenants, quota, stores.lines)
     instances.cache.observe(admissions.room.instance_written)
     parts = ReconcilerParts(
@@ -66,8 +61,8 @@ def build_controller(
         storage=storage, pull_secrets=pull_secrets, tenants=tenants, admissions=admissions,
     )  # fmt: skip
     instance_reconciler = InstanceReconciler(
-        parts, instances, stock_pool, schedule_timeout_s=settings.schedule_timeout_s,
-    )  # fmt: skip
+        parts, instances, schedule_timeout_s=settings.schedule_timeout_s
+    )
     job_reconciler = JobReconciler(parts, jobs)
     inference_reconciler = InferenceReconciler(parts, services)
     resync = Resync(runtimes, queue, instances, jobs, services, quota, instance_reconciler)
@@ -79,30 +74,29 @@ def build_controller(
     )
     reconcilers = Reconcilers(
         instance_reconciler, job_reconciler, inference_reconciler,
-        admissions, stock_pool, resync, clusters,
+        admissions, resync, clusters,
     )  # fmt: skip
     return Controller(settings, runtimes, lease, queue, stores, reconcilers)
 
 
-def _no_stocks() -> None:
-    """Stock changes of a cluster that keeps no stocks."""
-
-
 def cluster_runtimes(
-    settings: InstancesSettings, kube: KubeClient, queue: WorkQueue, tenants: TenantStore,
+    settings: InstancesSettings, kube: KubeClient, queue: WorkQueue, stores: Stores,
     wake_stocks: Callable[[], None],
 ) -> ClusterRuntimes:  # fmt: skip
     """The home cluster's runtime, and how a registered cluster's is built."""
 
     def runtime(name: str, client: KubeClient, *, home: bool) -> ClusterRuntime:
-        # Warm stocks are kept in the home cluster alone (decision 128).
         cache = ClusterCache(
-            client, wake=queue.wake, wake_stocks=wake_stocks if home else _no_stocks,
+            client, wake=queue.wake, wake_stocks=wake_stocks,
             node_lost_grace_s=settings.node_lost_grace_s,
+        )  # fmt: skip
+        stocks = StockPool(
+            client, cache, stores.specs, stores.stocks,
+            cluster=name, namespace=settings.stock_namespace, wake=wake_stocks,
         )  # fmt: skip
         return ClusterRuntime(
             name, home, client, cache,
-            TenantReconciler(name, client, tenants, settings, lazy=not home),
+            TenantReconciler(name, client, stores.tenants, settings, lazy=not home), stocks,
         )  # fmt: skip
 
     return ClusterRuntimes(

@@ -24,7 +24,6 @@ from ..lifecycle import STARTABLE, TERMINAL, FailureReason, State, Step, observe
 from ..manifests import WorkloadPod
 from ..queue.decision import Waiting
 from ..schemas import STORED, InstanceTemplate
-from ..stocks.reconciler import StockPool
 from ..storages import StorageRefused
 from ..transitions import transition_events
 from ..wakeups import ADMISSION, instance_item
@@ -45,13 +44,11 @@ QUOTA_RETRY_S = 2.0
 
 class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
     def __init__(
-        self, parts: ReconcilerParts, instances: InstanceStore, stocks: StockPool, *,
-        schedule_timeout_s: float,
-    ) -> None:  # fmt: skip
+        self, parts: ReconcilerParts, instances: InstanceStore, *, schedule_timeout_s: float
+    ) -> None:
         super().__init__(parts)
         self._instances = instances
         self._held = instances.cache  # the workload cache (a cluster's is its runtime's)
-        self._stocks = stocks
         self._schedule_timeout_s = schedule_timeout_s
         self._outbox = InstanceOutbox(parts.broker, instances)
 
@@ -303,8 +300,9 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             namespace_name, tenant_id, instance_id, template
         )
         # A warm unit's pod is bound to its node directly, skipping the scheduler
-        # (that is what the stock paid for); otherwise the scheduler places it.
-        stock = self._stocks.claim(doc) if cluster.home else None
+        # (that is what the stock paid for); otherwise the scheduler places it. Each
+        # cluster keeps its own stocks.
+        stock = cluster.stocks.claim(doc)
         pull_secrets, _ = await asyncio.gather(
             self._pull_secrets.for_image(tenant_id, namespace_name, doc["image"], cluster.kube),
             _create_service(cluster.kube, service),

@@ -51,9 +51,16 @@ class Specs:
 
     async def delete(self, name: str) -> None:
         await self.get(name)
-        targets = await self._stocks.targets()
-        if targets.get(name, 0) > 0:
+        stocked = {
+            cluster: target
+            for (cluster, spec_name), target in (await self._stocks.targets()).items()
+            if spec_name == name and target > 0
+        }
+        if stocked:
+            where = ", ".join(
+                f"{target} in {cluster}" for cluster, target in sorted(stocked.items())
+            )
             raise Conflict(
-                f"spec {name!r} still has a warm stock of {targets[name]}; delete the stock first"
+                f"spec {name!r} still has warm stocks ({where}); delete the stocks first"
             )
         await self._specs.delete(name)

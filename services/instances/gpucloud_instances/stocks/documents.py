@@ -8,6 +8,7 @@ from typing import TypedDict
 
 class StockUnitDoc(TypedDict):
     _id: str  # the placeholder pod's name
+    cluster: str  # where it is kept (read back as the home cluster's when not recorded)
     spec_name: str
     state: str  # placing | available
     node: str | None

@@ -7,6 +7,9 @@ unit is armed: a hold pod, gated so that it is never bound, is nominated to the
 node, and then the placeholder goes. The scheduler keeps the node's GPUs for the
 nominated hold. The kubelet never sees the hold. The unit is then `available`.
 
+Each cluster keeps its own stocks, in a pool of its own (its runtime's): a start
+claims from the pool of the cluster it was placed in.
+
 A start of the spec claims an available unit in memory, and its pod is created bound
 to the unit's node. Nothing is deleted on the start's path (decision 87). The hold
 goes once the instance pod is seen. Where a workload pod finds no room, available
@@ -58,6 +61,8 @@ class _Claim:
 
 
 class StockPool:
+    """One cluster's warm stocks."""
+
     def __init__(
         self,
         kube: KubeClient,
@@ -65,14 +70,16 @@ class StockPool:
         specs: SpecStore,
         stocks: StockStore,
         *,
+        cluster: str,
         namespace: str,
         wake: Callable[[], None],
     ) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
         self._kube = kube
         self._cache = cache
         self._specs = specs
         self._stocks = stocks
-        self._namespace = namespace
         self._wake = wake
         # Available units by name, as of the last pass. A claim takes one from here
         # without awaiting, so two starts never take the same unit.
@@ -128,13 +135,14 @@ class StockPool:
 
     async def _reconcile(self) -> None:
         if self._units is None:
-            self._units = {unit["_id"]: unit for unit in await self._stocks.units()}
+            stored = await self._stocks.units(self.cluster)
+            self._units = {unit["_id"]: unit for unit in stored}
         await self._let_go_of_claimed()
         units = {name: unit for name, unit in self._units.items() if name not in self._claimed()}
         await self._observe(units)
         await self._drop_lost(units)
         await self._make_way(units)
-        targets, images = await asyncio.gather(self._stocks.targets(), self._stocks.images())
+        targets, images = await self._targets()
         self._stocked_specs = {spec_name for spec_name, target in targets.items() if target > 0}
         for spec_name, target in targets.items():
             live = [unit for unit in units.values() if unit["spec_name"] == spec_name]
@@ -154,6 +162,26 @@ class StockPool:
             for name, unit in units.items()
             if unit["state"] == "available" and unit["node"] and name not in claimed
         }
+
+    async def _targets(self) -> tuple[dict[str, int], dict[str, list[str]]]:
+        """This cluster's targets and images, by spec."""
+        targets, images = await asyncio.gather(self._stocks.targets(), self._stocks.images())
+        return (
+            {
+                spec: target
+                for (cluster, spec), target in targets.items()
+                if cluster == self.cluster
+            },
+            {spec: pulled for (cluster, spec), pulled in images.items() if cluster == self.cluster},
+        )
+
+    def available(self) -> dict[str, int]:
+        """Available units per spec, as of the last pass (the clusters pass records
+        them, so that placement can prefer a cluster with a warm unit)."""
+        counts: dict[str, int] = {}
+        for unit in self._available.values():
+            counts[unit["spec_name"]] = counts.get(unit["spec_name"], 0) + 1
+        return counts
 
     def _claimed(self) -> set[str]:
         return {claim.unit for claim in self._claims.values()}
@@ -184,7 +212,7 @@ class StockPool:
             unit = units.get(name)
             if name not in self._units:
                 if not pod["metadata"].get("deletionTimestamp"):
-                    await self._kube.delete("Pod", self._namespace, name, grace_s=0)
+                    await self._kube.delete("Pod", self.namespace, name, grace_s=0)
             elif (
                 unit is not None
                 and unit["state"] == "placing"
@@ -195,7 +223,7 @@ class StockPool:
         for name, hold in list(self._cache.stock_holds.items()):
             if name not in self._units and not hold["metadata"].get("deletionTimestamp"):
                 hold_name = stock_manifests.hold_name(name)
-                await self._kube.delete("Pod", self._namespace, hold_name, grace_s=0)
+                await self._kube.delete("Pod", self.namespace, hold_name, grace_s=0)
 
     async def _arm(self, unit: StockUnitDoc, placeholder: Manifest) -> None:
         """Hand the unit's node from its placeholder to a hold: nominated to the node
@@ -203,7 +231,7 @@ class StockPool:
         Each step may be repeated, so a pass cut short is finished by the next."""
         name, node = unit["_id"], placeholder["spec"]["nodeName"]
         hold = stock_manifests.stock_hold_pod(
-            namespace_name=self._namespace, unit=name, spec_name=unit["spec_name"],
+            namespace_name=self.namespace, unit=name, spec_name=unit["spec_name"],
             resources=placeholder["spec"]["containers"][0]["resources"],
         )  # fmt: skip
         with contextlib.suppress(ConflictError):
@@ -211,11 +239,11 @@ class StockPool:
             self._cache.stock_holds.setdefault(name, await self._kube.create(hold))
         await self._kube.patch_status(
             "Pod",
-            self._namespace,
+            self.namespace,
             stock_manifests.hold_name(name),
             {"status": {"nominatedNodeName": node}},
         )
-        await self._kube.delete("Pod", self._namespace, name, grace_s=0)
+        await self._kube.delete("Pod", self.namespace, name, grace_s=0)
         zone = self._cache.zone_of(node)
         await self._stocks.mark_available(name, node, zone)
         # `unit` is the leader's own copy of it (`_units`).
@@ -289,10 +317,10 @@ class StockPool:
         for _ in range(missing):
             name = f"stock-{spec_name}-{secrets.token_hex(4)}"
             assert self._units is not None
-            self._units[name] = await self._stocks.add_unit(name, spec_name)
+            self._units[name] = await self._stocks.add_unit(name, (self.cluster, spec_name))
             try:
                 await self._kube.create(
-                    stock_manifests.placeholder_pod(self._namespace, name, spec, images)
+                    stock_manifests.placeholder_pod(self.namespace, name, spec, images)
                 )
             except KubeError as error:
                 if error.status != 422:
@@ -302,7 +330,7 @@ class StockPool:
                 await self._forget(name)
                 log.error(
                     "stock placeholder refused; fix or delete the spec",
-                    extra={"spec": spec_name, "error": str(error)[:300]},
+                    extra={"spec": spec_name, "cluster": self.cluster, "error": str(error)[:300]},
                 )
                 return
 
@@ -316,7 +344,7 @@ class StockPool:
             return
         self._available.pop(name, None)
         pod = stock_manifests.hold_name(name) if unit["state"] == "available" else name
-        await self._kube.delete("Pod", self._namespace, pod, grace_s=0)
+        await self._kube.delete("Pod", self.namespace, pod, grace_s=0)
         await self._forget(name)
 
     async def _forget(self, name: str) -> None:

@@ -17,6 +17,9 @@ class StockChange(ApiModel):
     number: int = Field(ge=1, le=1000)
     operation_id: str = Field(alias="operationID", min_length=1, max_length=128)
     spec_name: DnsLabel
+    #: The cluster the units are kept in (`GET /v1/clusters`); the home cluster when
+    #: left out. A stock serves the starts placed in its cluster.
+    cluster: DnsLabel | None = None
     #: Images the spec's placeholders pull onto their nodes, so that a start from the
     #: stock finds its image there (POST only). The latest list given applies to the
     #: placeholders made from then on; `[]` clears it, leaving it out keeps it.
@@ -24,6 +27,7 @@ class StockChange(ApiModel):
 
 
 class StockStatus(ApiModel):
+    cluster: str
     spec_name: str
     target: int
     available: int
