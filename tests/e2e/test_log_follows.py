@@ -16,6 +16,7 @@ from gpucloud_instances.log_streams import LogStreams
 from gpucloud_libs.errors import RateLimited
 from gpucloud_libs.naming import tenant_namespace
 
+from .clusters_support import HOME
 from .conftest import stack_service_env
 from .platform import Platform, TenantAccount, assert_problem, bearer
 from .support import eventually
@@ -90,6 +91,10 @@ async def test_seventy_follows_from_one_tenant_get_four_and_another_tenant_start
     await eventually(again, timeout=10)
 
 
+async def _no_other_cluster(name: str) -> None:
+    raise AssertionError(f"only the home cluster is read here, not {name!r}")
+
+
 async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
     platform: Platform, stack_env: dict[str, str]
 ) -> None:
@@ -98,7 +103,9 @@ async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
     account = await platform.tenant()
     instance_id = await _running(platform, account, spec)
     kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
-    streams = LogStreams(kubeconfig, per_tenant=1, max_follow_s=1.5)
+    streams = LogStreams(
+        kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster, per_tenant=1, max_follow_s=1.5
+    )
     await streams.connect()
     try:
 
@@ -108,7 +115,7 @@ async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
         def open_follow() -> Awaitable[AsyncGenerator[bytes]]:
             return streams.open(
                 account.tenant_id, tenant_namespace(account.tenant_id), f"inst-{instance_id}",
-                follow=True, tail_lines=None, gone="gone", ended=never_ends,
+                cluster=HOME, follow=True, tail_lines=None, gone="gone", ended=never_ends,
             )  # fmt: skip
 
         began = time.monotonic()

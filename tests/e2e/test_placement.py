@@ -2,7 +2,8 @@
 the second cluster has runs there; a region asked for is honoured, one with no cluster
 or without the spec's GPUs refused with the regions that would do; the home cluster
 cordoned sends the GPUs both have to the second; one quota across both; another
-tenant sees nothing of it; and the CLI's `regions` and `--region`.
+tenant sees nothing of it; and the CLI's `regions` and `--region`, and the log of an
+instance in the second cluster.
 
 The second cluster's nodes are kwok's (deploy/local/fleet-local-2.toml: B200s and one
 H100 node in zone-c), standing in for a second region's GPU servers."""
@@ -190,6 +191,9 @@ async def test_a_user_lists_the_regions_and_starts_in_one_from_the_cli(
         "running",
         "zone-c",
     )
+    # Its log is read from the cluster it runs in (kwok serves the simulated one).
+    logged = await cli.ok("instances", "logs", instance["instanceID"], "--tail", "50")
+    assert "gpucloud simulated workload: starting" in logged.out
     refused = await cli.run(
         "instances", "create", "--spec", spec, "--image", "busybox", "--region", "mars-1"
     )

@@ -56,7 +56,6 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         settings, kafka_access=ACCESS["instances"], indexes={**INDEXES, **quota_ledger.INDEXES}
     )
     kube = KubeClient(settings.kubeconfig)
-    log_streams = LogStreams.from_settings(settings)
     db = Stores.of(runtime.db, settings)
     specs, tenants, instances, requests, quota = (db.specs, db.tenants, db.instances, db.requests, db.quota)  # fmt: skip
     lines = QueueLines(db.lines)
@@ -66,6 +65,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         settings, db.clusters, _secret_box(runtime, settings.cluster_secrets_key, "CLUSTER"), kube,
         db.use_of_clusters(settings), placement, runtime.broker,
     )  # fmt: skip
+    log_streams = LogStreams.from_settings(settings, clusters.kubeconfig_of)
     pull_secrets = PullSecrets(db.registry_credentials, registry_box, kube)
     storage = StorageClient(settings.storage_url, runtime.identity_signer())
     controller = build_controller(

@@ -237,6 +237,12 @@ class Clusters:
             status["warm"] = runtime.stocks.available()
         return status
 
+    async def kubeconfig_of(self, name: str) -> dict[str, Any] | None:
+        """A registered cluster's kubeconfig (not the home cluster's: the service's own
+        settings name it); None when there is none of that name, or it cannot be used."""
+        doc = await self._clusters.get(name)
+        return None if doc is None or doc["home"] else self._kubeconfig(doc)
+
     def _kubeconfig(self, doc: ClusterDoc) -> dict[str, Any] | None:
         """The registered cluster's kubeconfig; None when it cannot be used (logged)."""
         text = self._box.open(doc["sealed_kubeconfig"] or "")

@@ -44,7 +44,7 @@ class InstanceAccess:
 
         return await self._logs.open(
             doc["tenant_id"], doc["namespace"], instance_manifests.pod_name(doc["instance_id"]),
-            follow=follow, tail_lines=tail_lines,
+            cluster=doc.get("cluster"), follow=follow, tail_lines=tail_lines,
             gone=f"instance {instance_id!r} has no pod now", ended=ended,
         )  # fmt: skip
 

@@ -176,8 +176,8 @@ class Jobs:
             "for a day)"
         )
         return await self._logs.open(
-            doc["tenant_id"], doc["namespace"], pod_name, follow=follow, tail_lines=tail_lines,
-            gone=gone, ended=lambda: self._run_ended(doc["_id"], run_id),
+            doc["tenant_id"], doc["namespace"], pod_name, cluster=doc.get("cluster"),
+            follow=follow, tail_lines=tail_lines, gone=gone, ended=lambda: self._run_ended(doc["_id"], run_id),
         )  # fmt: skip
 
     async def _run_ended(self, key: str, run_id: str) -> bool:
