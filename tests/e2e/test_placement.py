@@ -3,7 +3,7 @@ the second cluster has runs there; a region asked for is honoured, one with no c
 or without the spec's GPUs refused with the regions that would do; the home cluster
 cordoned sends the GPUs both have to the second; one quota across both; another
 tenant sees nothing of it; and the CLI's `regions` and `--region`, and the log of an
-instance in the second cluster.
+instance in the second cluster and an SSH tunnel into it.
 
 The second cluster's nodes are kwok's (deploy/local/fleet-local-2.toml: B200s and one
 H100 node in zone-c), standing in for a second region's GPU servers."""
@@ -14,11 +14,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import httpx
 import pytest
 from playwright.async_api import Browser
 
-from .cli_support import cli_for, ready_tenant
+from .cli_support import Ran, cli_for, ready_tenant
 from .clusters_support import HOME, SECOND
 from .platform import Platform, TenantAccount, bearer
 from .support import eventually, stand_in_text
@@ -246,3 +247,42 @@ async def test_the_second_clusters_nodes_report_telemetry_under_their_cluster(
     assert {n["cluster"] for n in nodes} == {SECOND}
     assert {n["zone"] for n in nodes} == {"zone-c"}  # from its inventory: monitoring cannot ask
     assert {n["gpuType"] for n in nodes} == {B200, H100}
+
+
+async def test_a_tunnel_reaches_an_instance_in_the_second_cluster(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """The CLI's SSH through the gateway's tunnel lands on the pod in the other
+    cluster: here the SSH stand-in of the second fleet's simulated node, at the pod's
+    loopback address (127.96.x)."""
+    account = await platform.tenant()
+    await ready_tenant(platform, account)
+    cli = cli_for(tmp_path, platform)
+    assert (await cli.login(account.admin_key)).code == 0
+    key = tmp_path / "id_ed25519"
+    private = asyncssh.generate_private_key("ssh-ed25519")
+    private.write_private_key(str(key))
+    key.chmod(0o600)
+    private.write_public_key(f"{key}.pub")
+    spec = await platform.spec(gpus=1, gpu_type=B200)
+    created = await cli.ok(
+        "-o", "json", "instances", "create", "--spec", spec, "--template", "ssh-devbox",
+        "--public-key", f"{key}.pub", timeout=120,
+    )  # fmt: skip
+    instance = created.json()
+    assert (instance["cluster"], instance["state"]) == (SECOND, "running"), instance
+    known_hosts = tmp_path / "known_hosts"
+    try:
+
+        async def executed() -> Ran | None:
+            # The stand-in comes up moments after the pod runs.
+            ran = await cli.run("instances", "exec", instance["instanceID"], "-i", str(key),
+                                "--ssh-option", f"UserKnownHostsFile={known_hosts}",
+                                "--", "hostname")  # fmt: skip
+            return ran if ran.code == 0 else None
+
+        ran = await eventually(executed, timeout=30, interval=1)
+        assert "runs on a simulated node (kwok)" in ran.out, ran
+        assert "(stand-in) not run: hostname" in ran.out, ran
+    finally:
+        await _stop(platform, account, instance["instanceID"])
