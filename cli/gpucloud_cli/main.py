@@ -23,7 +23,7 @@ from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
 from .stocks import stocks
 from .storages import cp, storages
-from .usage import alerts, usage
+from .usage import alerts, revenue, usage
 from .users import users
 
 EXAMPLES = """
@@ -196,6 +196,7 @@ for command in (
     storages,
     cp,
     usage,
+    revenue,
     alerts,
     fleet,
     clusters,

@@ -1,8 +1,10 @@
-"""`gpucloud usage` and `gpucloud alerts`: what the tenant spent, and what is on fire."""
+"""`gpucloud usage`, `gpucloud revenue` and `gpucloud alerts`: what the tenant spent,
+what the fleet earned, and what is on fire."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import click
 
@@ -10,7 +12,8 @@ from gpucloud_client.models import Identity
 
 from .session import Column, Session, moment, pass_session
 
-GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone"]
+GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone", "cluster", "region"]
+REVENUE_GROUPS = ["gpu_type", "zone", "cluster", "region", "spec", "day"]
 
 
 @click.command()
@@ -31,13 +34,35 @@ def usage(session: Session, group_by: str, start: str | None, end: str | None, m
         session.emit_json(report)
         return
     names = user_names(session, me) if group_by == "user" else {}
+    _emit_report(session, report, group_by, names, "your own usage, " if mine else "")
+
+
+@click.command()
+@click.option(
+    "--group-by", type=click.Choice(REVENUE_GROUPS), default="gpu_type", show_default=True
+)
+@click.option("--start", help="ISO 8601 start (default: the start of this month, UTC).")
+@click.option("--end", help="ISO 8601 end (default: now).")
+@pass_session
+def revenue(session: Session, group_by: str, start: str | None, end: str | None) -> None:
+    """Revenue across tenants over a period, grouped by GPU type, zone, cluster, region,
+    spec or day (platform admin). Amounts in USD, times in UTC."""
+    report = session.client.revenue(group_by=group_by, start=start, end=end)
+    if session.output == "json":
+        session.emit_json(report)
+        return
+    _emit_report(session, report, group_by, {}, "revenue, ")
+
+
+def _emit_report(
+    session: Session, report: Any, group_by: str, names: dict[str, str], whose: str
+) -> None:
     columns: list[Column] = [
         (group_by.upper(), lambda r: names.get(r["key"], r["key"])),
         ("GPU-HOURS", lambda r: f"{r['gpuMicroseconds'] / 3.6e9:.4f}"),
         ("STORAGE GB-H", lambda r: f"{float(r['storageGbHours']):.4f}"),
         ("AMOUNT (USD)", lambda r: f"${Decimal(str(r['amount'])):,.2f}"),
     ]
-    whose = "your own usage, " if mine else ""
     session.emit([*report["rows"], {**report["total"], "key": "TOTAL"}], columns,
                  title=f"{whose}{report['start'][:19]}Z → {report['asOf'][:19]}Z")  # fmt: skip
 

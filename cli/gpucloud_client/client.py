@@ -157,6 +157,13 @@ class Client(WorkloadApi, ApiSession):
 
     # --- usage, alerts, fleet, tenants -------------------------------------------------
 
+    def revenue(
+        self, *, group_by: str = "gpu_type", start: str | None = None, end: str | None = None
+    ) -> UsageReport:
+        """Revenue across tenants (platform admin)."""
+        params = {"groupBy": group_by, "start": start, "end": end}
+        return cast(UsageReport, self.request("GET", "/revenue", params=params))
+
     def usage(
         self,
         *,

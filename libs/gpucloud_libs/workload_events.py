@@ -38,6 +38,10 @@ class GpuHoldingTransition(EventData):
     gpu_weight: GpuWeight = "1"
     zone: str | None = None
     node: str | None = None
+    #: The cluster it runs in and that cluster's region (absent: recorded before
+    #: clusters were, or the home cluster's workload of then).
+    cluster: str | None = None
+    region: str | None = None
     state: str
     sequence: int = Field(ge=0)
     at: AwareDatetime

@@ -3,7 +3,7 @@ the second cluster has runs there; a region asked for is honoured, one with no c
 or without the spec's GPUs refused with the regions that would do; the home cluster
 cordoned sends the GPUs both have to the second; one quota across both; another
 tenant sees nothing of it; and the CLI's `regions` and `--region`, and the log of an
-instance in the second cluster and an SSH tunnel into it.
+instance in the second cluster, its usage by region and an SSH tunnel into it.
 
 The second cluster's nodes are kwok's (deploy/local/fleet-local-2.toml: B200s and one
 H100 node in zone-c), standing in for a second region's GPU servers."""
@@ -201,6 +201,19 @@ async def test_a_user_lists_the_regions_and_starts_in_one_from_the_cli(
     assert refused.code != 0
     assert "no cluster is in region 'mars-1'" in refused.err
     await _stop(platform, account, instance["instanceID"])
+
+    # Its GPU time is billed under its region, for the tenant and for the operator.
+    async def billed_by_region() -> dict[str, Any] | None:
+        report = (await cli.ok("-o", "json", "usage", "--group-by", "region")).json()
+        rows = {row["key"]: row for row in report["rows"]}
+        return rows.get(SECOND) if set(rows) == {SECOND} else None
+
+    assert (await eventually(billed_by_region, timeout=30, interval=1))["gpuMicroseconds"] > 0
+    operator = cli_for(tmp_path / "operator", platform)
+    assert (await operator.login(platform.admin_key)).code == 0
+    revenue = await operator.ok("revenue", "--group-by", "region")
+    assert "REGION" in revenue.out
+    assert SECOND in revenue.out
 
 
 async def test_an_instance_in_the_second_cluster_opens_through_the_gateway(

@@ -439,6 +439,8 @@ export function RevenuePage() {
     get<{ rows: { key: string; amount: string }[]; total: { amount: string } }>(`/revenue?groupBy=${groupBy}&start=${enc(start)}`);
   const byType = useLoad(() => revenue("gpu_type"), [], 60_000);
   const byZone = useLoad(() => revenue("zone"), [], 60_000);
+  const byRegion = useLoad(() => revenue("region"), [], 60_000);
+  const byCluster = useLoad(() => revenue("cluster"), [], 60_000);
   const byDay = useLoad(() => revenue("day"), [], 60_000);
   const bars = (rows: { key: string; amount: string }[]) => rows.map((r) => ({ label: r.key, value: Number(r.amount) }));
   return (
@@ -459,6 +461,12 @@ export function RevenuePage() {
         </section>
         <section class="card">
           <Show loaded={byZone}>{(r) => <BarChart title="By zone" unit="USD" bars={bars(r.rows)} />}</Show>
+        </section>
+        <section class="card">
+          <Show loaded={byRegion}>{(r) => <BarChart title="By region" unit="USD" bars={bars(r.rows)} />}</Show>
+        </section>
+        <section class="card">
+          <Show loaded={byCluster}>{(r) => <BarChart title="By cluster" unit="USD" bars={bars(r.rows)} />}</Show>
         </section>
       </div>
     </Page>

@@ -3,6 +3,8 @@ and what it copies from its spec."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.naming import GPU_RESOURCE
 
@@ -51,12 +53,19 @@ def allowed_zones(spec: SpecDoc, asked: str | None) -> list[str]:
     return [asked]
 
 
-def spec_fields(spec: SpecDoc, zones: list[str], cluster: str) -> WorkloadSpecFields:
+class Placed(NamedTuple):
+    """Where a new workload goes (clusters/placement.py): the cluster, and its region."""
+
+    cluster: str
+    region: str
+
+
+def spec_fields(spec: SpecDoc, zones: list[str], placed: Placed) -> WorkloadSpecFields:
     """What a workload of any kind copies from its spec at admission, with the zones it
-    may run in (`allowed_zones`) and the cluster it was placed in."""
+    may run in (`allowed_zones`) and the cluster (and region) it was placed in."""
     return WorkloadSpecFields(
         spec_name=spec["name"], gpu_type=spec["gpu_type"], gpu_count=spec["gpu_num"],
         gpu_resource=spec.get("gpu_resource", GPU_RESOURCE),
         gpu_weight=spec.get("gpu_weight", "1"), cpu=spec["cpu"], memory=spec["memory"],
-        zones=zones, cluster=cluster,
+        zones=zones, cluster=placed.cluster, region=placed.region,
     )  # fmt: skip

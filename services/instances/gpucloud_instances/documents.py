@@ -74,8 +74,10 @@ class WorkloadSpecFields(TypedDict):
     #: The zones it may run in: the spec's, narrowed by the request.
     zones: list[str]
     #: The cluster it was placed in (absent: the home cluster, where everything was
-    #: placed before clusters were recorded).
+    #: placed before clusters were recorded), and that cluster's region then (billed
+    #: by it: revenue by region).
     cluster: NotRequired[str]
+    region: NotRequired[str]
 
 
 class HistoryEntry(TypedDict):

@@ -42,6 +42,8 @@ class GpusHeld(TypedDict):
     gpu_weight: str
     zone: str | None
     node: str | None
+    cluster: str | None
+    region: str | None
 
 
 def _gpus_held(
@@ -53,7 +55,8 @@ def _gpus_held(
     return GpusHeld(
         tenant_id=doc["tenant_id"], user_id=doc.get("user_id"), spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"], gpu_count=doc["gpu_count"], gpu_resource=share.resource,
-        gpu_weight=str(share.weight), zone=zone, node=node,
+        gpu_weight=str(share.weight), zone=zone, node=node, cluster=doc.get("cluster"),
+        region=doc.get("region"),
     )  # fmt: skip
 
 

@@ -187,7 +187,7 @@ async def service_usage(
 @router.get(
     "/revenue",
     tags=["usage"],
-    summary="Revenue across tenants, by zone or GPU type (platform admin)",
+    summary="Revenue across tenants, by GPU type, zone, cluster or region (platform admin)",
 )
 async def revenue(
     identity: CurrentIdentity,

@@ -35,6 +35,10 @@ class TransitionDoc(TypedDict):
     gpu_weight: NotRequired[str]
     zone: str | None
     node: NotRequired[str | None]  # facts recorded before nodes were lack it
+    #: The cluster it ran in and that cluster's region; facts from before clusters
+    #: were (or without one) lack them.
+    cluster: NotRequired[str | None]
+    region: NotRequired[str | None]
     user_id: str | None
     #: When metering recorded it, on its own clock: usage records wait for it to settle.
     recorded_us: NotRequired[int]

@@ -48,6 +48,8 @@ class FactRecorder:
             "gpu_weight": data.gpu_weight,
             "zone": data.zone,
             "node": data.node,
+            "cluster": data.cluster,
+            "region": data.region,
             "user_id": data.user_id,
             "recorded_us": ledger.to_us(recorded),
             "recorded_minute": recorded_minute(recorded),

@@ -13,7 +13,9 @@ from gpucloud_libs.http import ApiModel
 
 Period = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$", description="YYYY-MM, UTC")]
 #: `job` puts each job's runs in one row, and every instance in the row `-`.
-GroupBy = Literal["instance", "spec", "user", "day", "gpu_type", "zone", "job", "service"]
+GroupBy = Literal[
+    "instance", "spec", "user", "day", "gpu_type", "zone", "cluster", "region", "job", "service"
+]
 Money = Annotated[Decimal, Field(ge=0, le=Decimal("1000000"), max_digits=16, decimal_places=6)]
 
 
@@ -37,7 +39,7 @@ class Price(ApiModel):
 
 
 class UsageRow(ApiModel):
-    #: The group's value: an instance id, spec, user, day (YYYY-MM-DD), GPU type or zone.
+    #: The group's value: an instance id, spec, user, day (YYYY-MM-DD), GPU type, zone, cluster or region.
     key: str
     #: Billed GPU time. A shared GPU's unit counts at its weight (a 1g MIG slice a
     #: seventh, a replica of a GPU time-sliced four ways a quarter), rounded down to

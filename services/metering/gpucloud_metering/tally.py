@@ -61,6 +61,9 @@ class InstanceFacts:
     service_id: str = "-"
     #: The part of a GPU one of its units is (shared GPUs); 1 for whole GPUs.
     gpu_weight: Fraction = Fraction(1)
+    #: The cluster it ran in and its region; `-` where not recorded.
+    cluster: str = "-"
+    region: str = "-"
 
 
 def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
@@ -91,6 +94,8 @@ def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
                 first.get("job_id") or "-",
                 first.get("service_id") or "-",
                 Fraction(first.get("gpu_weight") or 1),
+                first.get("cluster") or "-",
+                first.get("region") or "-",
             )
         )
     return facts
@@ -131,6 +136,8 @@ def _group_key(instance: InstanceFacts, group_by: GroupBy) -> str:
         "user": instance.user_id,
         "gpu_type": instance.gpu_type,
         "zone": instance.zone,
+        "cluster": instance.cluster,
+        "region": instance.region,
         "job": instance.job_id,
         "service": instance.service_id,
         "day": "",

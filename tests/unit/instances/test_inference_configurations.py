@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from gpucloud_instances.admission import spec_fields
+from gpucloud_instances.admission import Placed, spec_fields
 from gpucloud_instances.documents import (
     ServiceConfigDoc,
     ServiceDoc,
@@ -50,7 +50,7 @@ def replica(name: str, revision: int, *, ready: bool = True) -> ServiceReplicaDo
 
 def a_service(**fields: Any) -> ServiceDoc:
     doc = service_document(
-        "chat", USER, TENANT, spec_fields(a_spec(name="h100x1"), ["zone-a"], "local-1"), body(),
+        "chat", USER, TENANT, spec_fields(a_spec(name="h100x1"), ["zone-a"], Placed("local-1", "local-1")), body(),
         storages=[{"storageID": "ds-1", "readOnly": True}], created=AT,
     )  # fmt: skip
     return cast(ServiceDoc, {**doc, **fields})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from gpucloud_instances.admission import Placed
 from gpucloud_instances.documents import TenantDoc
 from gpucloud_instances.instances.admission import instance_document
 from gpucloud_instances.instances.schemas import InstanceCreate
@@ -26,7 +27,7 @@ def admitted(body: InstanceCreate) -> NewWorkload:
         key="acme/i-1", workload_id="i-1",
         identity=Identity(subject="u-1", role="tenant-user", tenant_id="acme", expires_at=0),
         tenant=TenantDoc(**TENANT),  # type: ignore[typeddict-item]
-        spec=SPEC, zones=[], cluster="local-2", storages=[],
+        spec=SPEC, zones=[], placed=Placed("local-2", "region-2"), storages=[],
         request_hash=request_hash(body, id_field="instance_id"), idempotency_key="k-1",
     )  # fmt: skip
 
@@ -35,7 +36,7 @@ def test_a_start_is_stored_pending_with_its_first_event_numbered_one() -> None:
     body = InstanceCreate.model_validate({"image": "jupyter/base-notebook", "specName": "l40s"})
     doc = instance_document(admitted(body), body, AT)
     assert (doc["state"], doc["sequence"], doc["has_outbox"]) == ("pending", 1, True)
-    assert doc["cluster"] == "local-2"  # where admission placed it
+    assert (doc["cluster"], doc["region"]) == ("local-2", "region-2")  # where it was placed
     assert doc["history"] == [{"state": "pending", "at": AT, "reason": None}]
     [event] = doc["outbox"]
     assert event["id"] == "acme/i-1#1"

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from gpucloud_instances.admission import known_spec
+from gpucloud_instances.admission import Placed, known_spec
 from gpucloud_instances.documents import TenantDoc
 from gpucloud_instances.jobs.schemas import JobCreate
 from gpucloud_instances.jobs.service import _fits_quota, _job_document, job_gpus
@@ -41,7 +41,7 @@ def submitted(**fields: Any) -> JobCreate:
 def admitted(body: JobCreate, **fields: Any) -> NewWorkload:
     chosen: dict[str, Any] = {
         "key": "acme/train", "workload_id": "train", "identity": USER, "tenant": tenant(8),
-        "spec": SPEC, "zones": ["zone-b"], "cluster": "local-1", "storages": [{"storageID": "ds-1", "readOnly": False}],
+        "spec": SPEC, "zones": ["zone-b"], "placed": Placed("local-1", "region-1"), "storages": [{"storageID": "ds-1", "readOnly": False}],
         "request_hash": request_hash(body, id_field="job_id"), "idempotency_key": "k-1",
         **fields,
     }  # fmt: skip
@@ -80,7 +80,7 @@ def test_every_kind_stores_who_asked_its_spec_and_where_it_may_run() -> None:
         "_id": "acme/train", "tenant_id": "acme", "job_id": "train", "user_id": "u-1",
         "idempotency_key": "k-1", "request_hash": new.request_hash, "spec_name": "h100x2",
         "gpu_type": "NVIDIA-H100", "gpu_count": 2, "gpu_resource": "nvidia.com/gpu",
-        "gpu_weight": "1", "cpu": "8", "memory": "64Gi", "zones": ["zone-b"], "cluster": "local-1",
+        "gpu_weight": "1", "cpu": "8", "memory": "64Gi", "zones": ["zone-b"], "cluster": "local-1", "region": "region-1",
         "storages": [{"storageID": "ds-1", "readOnly": False}], "namespace": "gpc-acme",
     }  # fmt: skip
 

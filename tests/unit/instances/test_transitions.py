@@ -146,7 +146,9 @@ def test_a_replicas_event_names_its_service_revision_and_placement() -> None:
 
 
 def test_an_instances_event_carries_its_placement_and_its_shared_gpu_kind() -> None:
-    shared = an_instance(gpu_resource="nvidia.com/gpu.shared", gpu_weight="1/4")
+    shared = an_instance(
+        gpu_resource="nvidia.com/gpu.shared", gpu_weight="1/4", cluster="local-2", region="london"
+    )
     entry = lifecycle_event(shared, Step(State.SCHEDULED, AT), 2, State.PENDING)
     assert entry["id"] == "acme/nb#2"
     assert entry["headers"]["ce_source"] == EVENT_SOURCE == "/gpucloud/instances"
@@ -155,6 +157,7 @@ def test_an_instances_event_carries_its_placement_and_its_shared_gpu_kind() -> N
     assert (data["state"], data["previous_state"], data["sequence"]) == ("scheduled", "pending", 2)
     assert (data["gpu_resource"], data["gpu_weight"]) == ("nvidia.com/gpu.shared", "1/4")
     assert (data["node"], data["zone"], data["gpu_count"]) == ("a100-b-0", "zone-b", 2)
+    assert (data["cluster"], data["region"]) == ("local-2", "london")  # revenue by region
 
 
 def test_an_instances_first_transition_follows_no_state_and_keeps_its_steps_reason() -> None:

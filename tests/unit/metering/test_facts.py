@@ -22,7 +22,8 @@ from gpucloud_metering.facts import FactRecorder
 AT = datetime(2026, 11, 27, 4, 30, 0, 123456, tzinfo=UTC)
 HELD: dict[str, Any] = {
     "tenant_id": "t-1", "user_id": "u-1", "spec_name": "h100x2", "gpu_type": "NVIDIA-H100",
-    "gpu_count": 2, "zone": "zone-a", "node": "node-7", "sequence": 3, "at": AT,
+    "gpu_count": 2, "zone": "zone-a", "node": "node-7", "cluster": "local-2",
+    "region": "london", "sequence": 3, "at": AT,
 }  # fmt: skip
 
 KINDS: list[tuple[GpuHoldingTransition, str, str | None, str | None]] = [
@@ -49,6 +50,7 @@ def test_each_kind_is_recorded_under_its_workload_id_with_its_owner(
     assert (doc["job_id"], doc["service_id"]) == (job, service)
     assert (doc["gpu_count"], doc["gpu_weight"], doc["gpu_resource"]) == (2, "1", "nvidia.com/gpu")
     assert (doc["zone"], doc["node"], doc["user_id"]) == ("zone-a", "node-7", "u-1")
+    assert (doc["cluster"], doc["region"]) == ("local-2", "london")
     assert doc["at_us"] == 1795753800123456  # to the microsecond, as it was sent
 
 

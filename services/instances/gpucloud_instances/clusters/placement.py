@@ -25,6 +25,7 @@ from gpucloud_libs.clock import now_as_stored
 from gpucloud_libs.errors import Conflict, ValidationFailed
 from gpucloud_libs.naming import GPU_RESOURCE
 
+from ..admission import Placed
 from ..documents import SpecDoc
 from .documents import ClusterDoc
 from .schemas import ClusterState
@@ -43,7 +44,7 @@ class Placement:
 
     async def choose(
         self, spec: SpecDoc, *, region: str | None, zones: list[str], storages: bool = False
-    ) -> str:
+    ) -> Placed:
         """The cluster a new workload of the spec goes to (`choose_cluster`). One with
         storages goes to the home cluster, the one the storage service reaches so far
         (a 422 where that cannot be)."""
@@ -51,9 +52,10 @@ class Placement:
         docs = await self._docs()
         if storages:
             docs = home_for_storages(docs, gpu_type, resource, region=region, zones=zones)
-        return choose_cluster(
+        chosen = choose_cluster(
             docs, gpu_type, resource, region=region, zones=zones, spec_name=spec["_id"]
         )
+        return Placed(chosen, next(doc["region"] for doc in docs if doc["_id"] == chosen))
 
     async def check_open(self, cluster: str) -> None:
         """A 409 while `cluster` takes no new workloads (a start again stays in it)."""

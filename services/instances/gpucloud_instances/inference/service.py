@@ -98,7 +98,7 @@ class InferenceServices:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        cluster = await self._placement.choose(
+        placed = await self._placement.choose(
             spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
         )
         storages = await self._storage.requested(identity, body.storage_ids, [])
@@ -109,7 +109,7 @@ class InferenceServices:
             grow=False, generation=config["generation"],
         )  # fmt: skip
         doc = service_document(
-            service_id, identity, tenant, spec_fields(spec, zones, cluster), body,
+            service_id, identity, tenant, spec_fields(spec, zones, placed), body,
             storages=storages, created=created,
         )  # fmt: skip
         try:

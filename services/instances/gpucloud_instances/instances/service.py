@@ -99,7 +99,7 @@ class Instances:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        cluster = await self._placement.choose(
+        placed = await self._placement.choose(
             spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
         )
         storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
@@ -111,7 +111,7 @@ class Instances:
             return await self._replay(again, hashed), False
         new = NewWorkload(
             key=key, workload_id=instance_id, identity=identity, tenant=tenant, spec=spec,
-            zones=zones, cluster=cluster, storages=storages, request_hash=hashed,
+            zones=zones, placed=placed, storages=storages, request_hash=hashed,
             idempotency_key=idempotency_key,
         )  # fmt: skip
         if body.queue:

@@ -74,7 +74,7 @@ class Jobs:
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods)
         zones = allowed_zones(spec, body.zone)
-        cluster = await self._placement.choose(
+        placed = await self._placement.choose(
             spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
         )
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
@@ -85,7 +85,7 @@ class Jobs:
             return await self._replay(again, hashed), False
         new = NewWorkload(
             key=key, workload_id=job_id, identity=identity, tenant=tenant, spec=spec,
-            zones=zones, cluster=cluster, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
+            zones=zones, placed=placed, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
         )  # fmt: skip
         doc = _job_document(new, body)
         try:

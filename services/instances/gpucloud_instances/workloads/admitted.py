@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 
-from ..admission import spec_fields
+from ..admission import Placed, spec_fields
 from ..documents import SpecDoc, TenantDoc
 
 
@@ -23,7 +23,7 @@ class NewWorkload:
     tenant: TenantDoc
     spec: SpecDoc
     zones: list[str]
-    cluster: str
+    placed: Placed
     storages: list[Document]
     request_hash: str
     idempotency_key: str | None
@@ -37,7 +37,7 @@ class NewWorkload:
             "user_id": self.identity.subject,
             "idempotency_key": self.idempotency_key,
             "request_hash": self.request_hash,
-            **spec_fields(self.spec, self.zones, self.cluster),
+            **spec_fields(self.spec, self.zones, self.placed),
             "storages": self.storages,
             "namespace": self.tenant["namespace"],
         }
