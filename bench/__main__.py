@@ -15,6 +15,7 @@ from . import (
     agent_sample,
     chart_install,
     cli_transfer,
+    clusters,
     console_load,
     exactness,
     failover,
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "agent": agent_sample,
     "chart": chart_install,
     "failover": failover,
+    "clusters": clusters,
 }
 #: Run by name only, never in the run of every benchmark.
 CHECKS: dict[str, ModuleType] = {

@@ -12,7 +12,9 @@ path started stays until it ends. Then, with the stock in the cluster, cold and
 stocked API starts take turns, so that whatever drifts during the run (the
 database's growth, the stack's background work, the stock's holds) weighs on both
 alike. `--scale` then fills 1,000 nodes (8,000 GPUs) with 5,000 live instances and
-measures list and start latency at that size.
+measures list and start latency at that size. Last, the API path again with its
+starts placed in the second cluster (region `local-2`, on as many kwok nodes there):
+starts per cluster.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.topics import TENANTS
 from gpucloud_stack import fleet
 
+from .cluster_support import HOME, SECOND, second_cluster_client, wait_offered
 from .common import gateway_signer, kube_client, percentile, stack_env
 
 PRODUCT = "BENCH-GPU"
@@ -79,11 +82,13 @@ class Bench:
             self.signer, audience="instances", role=role, tenant_id=tenant, subject="bench"
         )
 
-    async def add_nodes(self, prefix: str, count: int, product: str, gpus: int = 8) -> None:
+    async def add_nodes(
+        self, prefix: str, count: int, product: str, gpus: int = 8, zone: str = "zone-a"
+    ) -> None:
         async def one(index: int) -> None:
             try:
                 node: Any = fleet.gpu_node(
-                    f"{prefix}-{index}", product=product, gpus=gpus, zone="zone-a",
+                    f"{prefix}-{index}", product=product, gpus=gpus, zone=zone,
                     labels=BENCH_LABEL,
                 )  # fmt: skip
                 await self.core.create_node(node)
@@ -142,17 +147,17 @@ class Bench:
         await self.stop_instance(response.json()["instanceID"])
 
     async def start_instance(
-        self, spec: str, marks: dict[str, float] | None = None
+        self, spec: str, marks: dict[str, float] | None = None, *, region: str | None = None
     ) -> tuple[float, dict[str, Any]]:
-        """Start one instance and follow it until it runs; `marks` gets when the POST
-        was sent (`sent`), answered (`admitted`) and when `running` was seen (`running`)."""
+        """Start one instance (in `region`, when given) and follow it until it runs;
+        `marks` gets when the POST was sent (`sent`), answered (`admitted`) and when
+        `running` was seen (`running`)."""
         instance_id = f"b-{uuid.uuid4().hex[:12]}"
+        body = {"instanceID": instance_id, "image": "pause", "specName": spec}
+        if region is not None:
+            body["region"] = region
         started = time.perf_counter()
-        response = await self.http.post(
-            "/gpu-instances",
-            json={"instanceID": instance_id, "image": "pause", "specName": spec},
-            auth=self.auth(),
-        )
+        response = await self.http.post("/gpu-instances", json=body, auth=self.auth())
         admitted = time.perf_counter()
         assert response.status_code in (200, 202), response.text
         instance = await self.follow(response.json(), {"running", "failed"})
@@ -455,6 +460,7 @@ async def main(args: argparse.Namespace) -> None:
                 print_stages("api", api_stages)
                 print_stages("api in turns", cold_stages)
                 print_stages("api+stock in turns", stock_stages)
+                await per_cluster(bench, env, spec, args.starts, api)
             if args.concurrent:
                 ratios["api/bare throughput"] = await concurrent(
                     bench, http, spec, args.concurrent, args.clients
@@ -465,6 +471,38 @@ async def main(args: argparse.Namespace) -> None:
             await bench.remove_nodes()
     if args.quick:
         guard(ratios)
+
+
+async def per_cluster(
+    bench: Bench, env: dict[str, str], spec: str, starts: int, home: list[float]
+) -> None:
+    """The same API starts placed in the second cluster (region `local-2`), on as many
+    kwok nodes of the bench's product there, against the home cluster's above."""
+    async with await second_cluster_client(env) as kube:
+        there = Bench(env, kube, bench.http)
+        there.tenant = bench.tenant
+        try:
+            await there.remove_nodes()
+            await there.add_nodes("bench", BENCH_NODES, PRODUCT, zone="zone-c")
+            await wait_offered(bench, PRODUCT, {HOME, SECOND})
+            started: list[str] = []
+
+            async def start(_: int) -> float:
+                elapsed, created = await bench.start_instance(spec, region=SECOND)
+                assert created["cluster"] == SECOND, created
+                started.append(created["instanceID"])
+                return elapsed
+
+            await timed(WARM_UP_STARTS, start)  # its namespace there, made on the first
+            second = await timed(starts, start)
+            await bench.stop_all(started)
+        finally:
+            await there.remove_nodes()
+    print(f"starts per cluster, {starts} sequential API starts each:")
+    print(summary(HOME, home))
+    print(summary(SECOND, second))
+    print(f"  {SECOND} over {HOME}: p50 x{percentile(second, 50) / percentile(home, 50):.2f}, "
+          f"p99 x{percentile(second, 99) / percentile(home, 99):.2f}")  # fmt: skip
 
 
 def guard(ratios: dict[str, float]) -> None:

@@ -87,14 +87,24 @@ def get_cluster(session: Session, name: str) -> None:
     "--kubeconfig", type=click.File("r"), required=True,
     help="The kubeconfig the platform reaches it with; sealed, never shown again.",
 )  # fmt: skip
+@click.option(
+    "--storage-kubeconfig", type=click.File("r"),
+    help="The storage service's own kubeconfig for it (its tenant storage role), so that "
+    "workloads there get their object storages; sealed, never shown again.",
+)  # fmt: skip
 @pass_session
 def register_cluster(
-    session: Session, name: str, region: str, zones: tuple[str, ...], kubeconfig: Any
-) -> None:
+    session: Session, name: str, region: str, zones: tuple[str, ...], kubeconfig: Any,
+    storage_kubeconfig: Any,
+) -> None:  # fmt: skip
     """Register a cluster: it must answer, and the kubeconfig must hold the rights the
     platform needs there (the chart's ClusterRole)."""
     body = {"name": name, "region": region, "zones": list(zones), "kubeconfig": kubeconfig.read()}
-    session.emit(session.client.register_cluster(body), CLUSTER_COLUMNS)
+    registered = session.client.register_cluster(body)
+    if storage_kubeconfig is not None:
+        session.client.give_storage_access(name, storage_kubeconfig.read())
+        session.note(f"the storage service reaches cluster {name}")
+    session.emit(registered, CLUSTER_COLUMNS)
 
 
 def _state_command(verb: str, help_text: str) -> click.Command:
@@ -123,4 +133,5 @@ def remove_cluster(session: Session, name: str, yes: bool) -> None:
     if not yes:
         click.confirm(f"Forget cluster {name}? Its kubeconfig is thrown away.", abort=True)
     session.client.delete_cluster(name)
+    session.client.take_storage_access(name)
     session.note(f"cluster {name} removed")

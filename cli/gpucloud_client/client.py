@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from .api_session import ApiSession, _id, _items
+from .errors import ApiError
 from .models import (
     Alert,
     Identity,
@@ -219,6 +220,21 @@ class Client(WorkloadApi, ApiSession):
 
     def delete_cluster(self, name: str) -> None:
         self.request("DELETE", f"/clusters/{_id(name)}")
+
+    def give_storage_access(self, name: str, kubeconfig: str) -> dict[str, Any]:
+        """The storage service's own kubeconfig for a registered cluster."""
+        path = f"/storage-clusters/{_id(name)}"
+        return cast(dict[str, Any], self.request("PUT", path, json={"kubeconfig": kubeconfig}))
+
+    def take_storage_access(self, name: str) -> bool:
+        """Whether the storage service had access to the cluster (now gone)."""
+        try:
+            self.request("DELETE", f"/storage-clusters/{_id(name)}")
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            return False
+        return True
 
     def list_stocks(self) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self.request("GET", "/stocks"))

@@ -161,6 +161,8 @@ NodeHealth = Literal["healthy", "degraded", "quarantined"]
 class NodeHealthChanged(EventData):
     type: Literal["io.gpucloud.node.health_changed.v1"] = "io.gpucloud.node.health_changed.v1"
     node: str
+    #: The registered cluster the node is in; None: the monitoring service's own.
+    cluster: str | None = None
     health: NodeHealth
     previous_health: NodeHealth | None = None
     reasons: tuple[str, ...] = ()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
 
 from .conftest import stack_service_env
 
@@ -31,3 +35,17 @@ def second_cluster_kubeconfig() -> str:
     """The instances service's kubeconfig for the second cluster, as `up` registers it."""
     path = Path(stack_service_env("instances")["GPUCLOUD_KUBECONFIG"])
     return path.with_name("kubeconfig-instances-local-2").read_text()
+
+
+@contextlib.asynccontextmanager
+async def second_cluster_api() -> AsyncIterator[k8s.ApiClient]:
+    """The second cluster's API, as the instances service reaches it."""
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config_from_dict(
+        yaml.safe_load(second_cluster_kubeconfig()), client_configuration=configuration
+    )
+    api = k8s.ApiClient(configuration)
+    try:
+        yield api
+    finally:
+        await api.close()

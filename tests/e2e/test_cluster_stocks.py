@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 
 from .cli_support import Cli, cli_for
-from .clusters_support import HOME, SECOND, second_cluster_kubeconfig
+from .clusters_support import HOME, SECOND, second_cluster_api
 from .platform import Platform, bearer
 from .support import eventually
 
@@ -29,14 +27,8 @@ STOCKS_NAMESPACE = "gpucloud-stocks"
 
 @pytest.fixture
 async def second_kube() -> AsyncIterator[k8s.ApiClient]:
-    """The second cluster's API, as the instances service reaches it."""
-    configuration = k8s.Configuration()
-    await k8s_config.load_kube_config_from_dict(
-        yaml.safe_load(second_cluster_kubeconfig()), client_configuration=configuration
-    )
-    api = k8s.ApiClient(configuration)
-    yield api
-    await api.close()
+    async with second_cluster_api() as api:
+        yield api
 
 
 async def _stock_pods(kube: k8s.ApiClient, spec: str) -> list[str]:

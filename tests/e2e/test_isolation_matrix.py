@@ -734,6 +734,10 @@ for _c_method, _c_route, _c_path, _c_body in (
     ("DELETE", "/v1/clusters/{name}", "/v1/clusters/local-2", None),
     *(("POST", f"/v1/clusters/{{name}}/{verb}", f"/v1/clusters/local-1/{verb}", None)
       for verb in ("cordon", "drain", "uncordon")),
+    ("GET", "/v1/storage-clusters", "/v1/storage-clusters", None),
+    ("PUT", "/v1/storage-clusters/{name}", "/v1/storage-clusters/local-2",
+     {"kubeconfig": "clusters: []"}),
+    ("DELETE", "/v1/storage-clusters/{name}", "/v1/storage-clusters/local-2", None),
 ):  # fmt: skip
     row(_c_method, _c_route)(_operator_only(_c_method, _c_path, _c_body))
 

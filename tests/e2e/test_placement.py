@@ -3,7 +3,8 @@ the second cluster has runs there; a region asked for is honoured, one with no c
 or without the spec's GPUs refused with the regions that would do; the home cluster
 cordoned sends the GPUs both have to the second; one quota across both; another
 tenant sees nothing of it; and the CLI's `regions` and `--region`, and the log of an
-instance in the second cluster, its usage by region and an SSH tunnel into it.
+instance in the second cluster, its usage by region and an SSH tunnel into it; and a
+node of the second cluster quarantined there.
 
 The second cluster's nodes are kwok's (deploy/local/fleet-local-2.toml: B200s and one
 H100 node in zone-c), standing in for a second region's GPU servers."""
@@ -17,10 +18,11 @@ from typing import Any
 import asyncssh
 import httpx
 import pytest
+from kubernetes_asyncio import client as k8s
 from playwright.async_api import Browser
 
 from .cli_support import Ran, cli_for, ready_tenant
-from .clusters_support import HOME, SECOND
+from .clusters_support import HOME, SECOND, second_cluster_api
 from .platform import Platform, TenantAccount, bearer
 from .support import eventually, stand_in_text
 
@@ -299,3 +301,37 @@ async def test_a_tunnel_reaches_an_instance_in_the_second_cluster(
         assert "(stand-in) not run: hostname" in ran.out, ran
     finally:
         await _stop(platform, account, instance["instanceID"])
+
+
+async def test_a_node_of_the_second_cluster_quarantined_from_the_cli_is_cordoned_there(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Health-aware placement across clusters: the operator quarantines a B200 node of
+    the second fleet; it is cordoned in its own cluster, whose free B200s the next look
+    counts without it, until it is released."""
+    node = "b200-zone-c-1"
+    operator = cli_for(tmp_path, platform)
+    assert (await operator.login(platform.admin_key)).code == 0
+
+    async def free_b200() -> int:
+        cluster = (await platform.http.get(f"/v1/clusters/{SECOND}", headers=platform.admin)).json()
+        gpus = (cluster["health"] or {"gpus": []})["gpus"]
+        return sum(g["free"] or 0 for g in gpus if g["gpuType"] == B200)
+
+    async with second_cluster_api() as api:
+        core = k8s.CoreV1Api(api)
+
+        async def cordoned(wanted: bool) -> bool:
+            return bool((await core.read_node(node)).spec.unschedulable) is wanted
+
+        await operator.ok("fleet", "quarantine", node, "--reason", "fan replacement")
+        try:
+            await eventually(lambda: cordoned(True), timeout=30, interval=0.5)
+
+            async def without_it() -> bool:
+                return await free_b200() <= 8  # the other node's eight at most
+
+            await eventually(without_it, timeout=60, interval=1)
+        finally:
+            await operator.ok("fleet", "release", node)
+        await eventually(lambda: cordoned(False), timeout=30, interval=0.5)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import io
 import json
 import os
 from datetime import UTC, datetime
@@ -33,39 +32,8 @@ from gpucloud_libs.topics import INSTANCE_LIFECYCLE, STORAGE_USAGE
 
 from .conftest import stack_service_env
 from .platform import MIB, Platform, assert_problem, bearer
+from .s3_support import get, put, s3_as, s3_error
 from .support import consumed, eventually, read_topic, unique
-
-
-def s3_as(accessor: dict[str, Any]) -> Minio:
-    """An S3 client holding nothing but the accessor's credentials."""
-    endpoint = urlparse(accessor["endpoint"])
-    return Minio(
-        endpoint.netloc,
-        access_key=accessor["accessorID"],
-        secret_key=accessor["secretAccessKey"],
-        secure=endpoint.scheme == "https",
-        region=accessor["region"],
-    )
-
-
-async def s3_error(call: Any) -> str:
-    """The S3 error code of a call that must fail."""
-    with pytest.raises(S3Error) as refused:
-        await asyncio.to_thread(call)
-    return str(refused.value.code)
-
-
-def put(client: Minio, bucket: str, key: str, data: bytes) -> None:
-    client.put_object(bucket, key, io.BytesIO(data), len(data))
-
-
-def get(client: Minio, bucket: str, key: str) -> bytes:
-    response = client.get_object(bucket, key)
-    try:
-        return response.read()
-    finally:
-        response.close()
-        response.release_conn()
 
 
 @pytest.mark.object_store

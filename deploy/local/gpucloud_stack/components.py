@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from . import ceph, jobset, kube_access, layout, probes, provision
 from .errors import StackError
@@ -783,33 +783,47 @@ def apply_kube_access(ctx: Context, cluster: LocalCluster = LOCAL_1) -> str:
 
 def register_second_cluster(ctx: Context) -> str:
     """Register the second cluster with the platform, as the operator would (POST
-    /v1/clusters), with the instances service's own kubeconfig for it; one already
-    registered is left as it is."""
-    token = ctx.secrets.kube_tokens["instances"]
-    path = layout.etc_dir() / f"kubeconfig-instances{LOCAL_2.suffix}"
-    kube_access.write_kubeconfig(
-        path, kube_access.user("instances"), token, ctx.pki / "ca.crt", server=LOCAL_2.server
-    )
+    /v1/clusters), with the instances service's own kubeconfig for it, and give the
+    storage service its own (PUT /v1/storage-clusters/local-2); one already registered
+    is left as it is."""
+    kubeconfigs = {}
+    for service in ("instances", "storage"):
+        path = layout.etc_dir() / f"kubeconfig-{service}{LOCAL_2.suffix}"
+        kube_access.write_kubeconfig(
+            path, kube_access.user(service), ctx.secrets.kube_tokens[service],
+            ctx.pki / "ca.crt", server=LOCAL_2.server,
+        )  # fmt: skip
+        kubeconfigs[service] = path.read_text()
     body = {
         "name": LOCAL_2.name, "region": LOCAL_2.region, "zones": list(LOCAL_2.zones),
-        "kubeconfig": path.read_text(),
+        "kubeconfig": kubeconfigs["instances"],
     }  # fmt: skip
+    said = _as_operator(ctx, "POST", "/v1/clusters", body, already=409)
+    _as_operator(ctx, "PUT", f"/v1/storage-clusters/{LOCAL_2.name}",
+                 {"kubeconfig": kubeconfigs["storage"]})  # fmt: skip
+    if said is None:
+        return f"cluster {LOCAL_2.name} registered already"
+    return f"cluster {LOCAL_2.name} registered (region {LOCAL_2.region}), with storage access"
+
+
+def _as_operator(
+    ctx: Context, method: str, path: str, body: dict[str, Any], *, already: int | None = None
+) -> bytes | None:
+    """Call the API as the bootstrap admin; None when it answers `already`."""
     request = urllib.request.Request(
-        f"http://{HOST}:{PORTS.gateway}/v1/clusters", data=json.dumps(body).encode(),
-        method="POST",
+        f"http://{HOST}:{PORTS.gateway}{path}", data=json.dumps(body).encode(), method=method,
         headers={"Authorization": f"Bearer {ctx.secrets.bootstrap_admin_key}",
                  "Content-Type": "application/json"},
     )  # fmt: skip
     try:
-        with urllib.request.urlopen(request, timeout=30):
-            return f"cluster {LOCAL_2.name} registered (region {LOCAL_2.region})"
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: bytes = response.read()
+            return answer
     except urllib.error.HTTPError as error:
-        if error.code == 409:
-            return f"cluster {LOCAL_2.name} registered already"
+        if error.code == already:
+            return None
         detail = error.read().decode(errors="replace")[-800:]
-        raise StackError(
-            "instances", f"registering cluster {LOCAL_2.name} failed: {detail}"
-        ) from None
+        raise StackError("gateway", f"{method} {path} failed: {detail}") from None
 
 
 def apply_kafka_access(ctx: Context) -> str:

@@ -28,6 +28,7 @@ STORAGE = "/v1/storages/{storage_id}"
 SERVICE = "/v1/inference-services/{service_id}"
 CREDENTIAL = "/v1/registry-credentials/{credential_id}"
 CLUSTER = "/v1/clusters/{name}"
+STORAGE_CLUSTER = "/v1/storage-clusters/{name}"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,11 @@ FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("PATCH", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("DELETE", SERVICE, "instances", TENANT_MEMBERS, "instances:write"),
     ForwardedRoute("POST", f"{SERVICE}/rollback", "instances", TENANT_MEMBERS, "instances:write"),
+    ForwardedRoute("GET", "/v1/storage-clusters", "storage", PLATFORM_ADMIN, "storage:read"),
+    *(
+        ForwardedRoute(method, STORAGE_CLUSTER, "storage", PLATFORM_ADMIN, "storage:write")
+        for method in ("PUT", "DELETE")
+    ),
     ForwardedRoute("POST", "/v1/storages", "storage", TENANT_MEMBERS, "storage:write"),
     ForwardedRoute("GET", "/v1/storages", "storage", TENANT_MEMBERS, "storage:read"),
     ForwardedRoute("GET", STORAGE, "storage", TENANT_MEMBERS, "storage:read"),

@@ -15,6 +15,7 @@ from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import ALERTS, INSTANCE_COMMANDS, NODE_HEALTH, TENANTS
 
 from . import quota_ledger
+from .cluster_clients import ClusterClients
 from .clusters.api import router as clusters_router
 from .clusters.placement import Placement
 from .clusters.service import Clusters
@@ -75,7 +76,9 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
     spec_catalog = Specs(specs, db.stocks)
     tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
-    handlers = EventHandlers(tenancy, NodeCordons(kube))
+    handlers = EventHandlers(
+        tenancy, NodeCordons(ClusterClients(kube, settings.cluster_name, clusters.kubeconfig_of))
+    )
     filling = CacheFilling(instances)
     parts = WorkloadParts(
         specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries),

@@ -37,4 +37,4 @@ class EventHandlers:
 
     async def on_node_health(self, event: CloudEvent) -> None:
         if isinstance(event.data, NodeHealthChanged):
-            await self.cordons.set_health(event.data.node, event.data.health)
+            await self.cordons.set_health(event.data.node, event.data.health, event.data.cluster)

@@ -10,11 +10,11 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
 
 from gpucloud_libs.errors import DependencyUnavailable, NotFound, RateLimited
 from gpucloud_libs.kube import KubeClient, NotFoundError
 
+from .cluster_clients import ClusterClients, KubeconfigOf
 from .settings import InstancesSettings
 
 #: How often a followed log checks whether its workload has ended, and how long it
@@ -23,20 +23,12 @@ END_CHECK_S = 2.0
 DRAIN_S = 1.0
 
 
-#: A registered cluster's kubeconfig, parsed (None: not registered, or not usable).
-KubeconfigOf = Callable[[str], Awaitable[dict[str, Any] | None]]
-
-
 class LogStreams:
     def __init__(
         self, kubeconfig: str | None, *, home: str, kubeconfig_of: KubeconfigOf,
         per_tenant: int, max_follow_s: float,
     ) -> None:  # fmt: skip
-        self._kube = KubeClient(kubeconfig)
-        self._home = home
-        self._kubeconfig_of = kubeconfig_of
-        self._others: dict[str, KubeClient] = {}
-        self._opening = asyncio.Lock()
+        self._clusters = ClusterClients(KubeClient(kubeconfig), home, kubeconfig_of)
         self._per_tenant = per_tenant
         self._max_follow_s = max_follow_s
         self._following: Counter[str] = Counter()
@@ -52,35 +44,11 @@ class LogStreams:
         )
 
     async def connect(self) -> None:
-        await self._kube.connect()
+        await self._clusters.home.connect()
 
     async def close(self) -> None:
-        await self._kube.close()
-        for client in self._others.values():
-            await client.close()
-        self._others.clear()
-
-    async def _client(self, cluster: str | None) -> KubeClient:
-        """The client of the cluster a workload runs in, opened on its first read."""
-        if not cluster or cluster == self._home:
-            return self._kube
-        async with self._opening:
-            client = self._others.get(cluster)
-            if client is None:
-                config = await self._kubeconfig_of(cluster)
-                if config is None:
-                    raise DependencyUnavailable(f"cluster {cluster!r} cannot be reached now")
-                client = KubeClient(None, config_dict=config)
-                await client.connect()
-                self._others[cluster] = client
-            return client
-
-    async def _forget(self, cluster: str | None) -> None:
-        """A cluster that did not answer: its client is opened afresh next time (its
-        kubeconfig may have been registered again)."""
-        client = self._others.pop(cluster or self._home, None)
-        if client is not None:
-            await client.close()
+        await self._clusters.home.close()
+        await self._clusters.close()
 
     async def open(
         self,
@@ -101,7 +69,7 @@ class LogStreams:
         if follow:
             self._take_follow(tenant_id)
         try:
-            kube = await self._client(cluster)
+            kube = await self._clusters.of(cluster)
             stream = kube.pod_logs(
                 namespace, pod, container="workload", follow=follow, tail_lines=tail_lines
             )
@@ -110,7 +78,7 @@ class LogStreams:
             except NotFoundError:
                 raise NotFound(gone) from None
             except DependencyUnavailable:
-                await self._forget(cluster)
+                await self._clusters.forget(cluster)
                 raise
         except BaseException:
             if follow:

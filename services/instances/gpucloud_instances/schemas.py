@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
@@ -100,6 +101,11 @@ class VolumeSpec(ApiModel):
     @property
     def claim_name(self) -> str | None:
         return storage_claim_name(self.storage_id) if self.storage_id else None
+
+
+def mounts_storages(volumes: Sequence[VolumeSpec]) -> bool:
+    """Whether any of the volumes is a volume storage (placed with it: placement)."""
+    return any(volume.storage_id for volume in volumes)
 
 
 #: The user the container runs as, when the image's own is root or a name: tenant pods

@@ -112,12 +112,15 @@ class StorageClient:
         return chosen
 
     async def attach(
-        self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]], *, stay: int = 0
-    ) -> list[tuple[str, str]]:
+        self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]], *, stay: int = 0,
+        cluster: str | None = None,
+    ) -> list[tuple[str, str]]:  # fmt: skip
         """Have the storage service make what the instance needs: the (Secret, variable
         prefix) of each object storage, in request order, for the pod's env. A job
         attaches as `naming.job_workload_id(job)`. `stay`: the sequence of the instance's
-        latest `pending`, so that the end of an earlier stay releases nothing of this one."""
+        latest `pending`, so that the end of an earlier stay releases nothing of this one.
+        `cluster`: the registered cluster its pods run in, where the storage service
+        writes its Secrets (None: the home cluster)."""
         service = Identity(
             subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )
@@ -125,7 +128,7 @@ class StorageClient:
             "PUT",
             f"/attachments/{quote(instance_id, safe='')}",
             service,
-            {"storages": storages, "stay": stay},
+            {"storages": storages, "stay": stay, "cluster": cluster},
         )
         if response.status != 200:
             raise StorageRefused(str(response.body.get("detail")))

@@ -52,10 +52,13 @@ class NodeHealth:
         await self._publish(change.node, doc)
 
     async def _publish(self, node: str, doc: HealthFields) -> None:
+        # The cluster its agent reports: the instances service cordons the node there.
+        inventory = await self._store.inventory(node)
         await publish_event(
             self._broker, NODE_HEALTH,
             NodeHealthChanged(
-                node=node, health=doc["health"], previous_health=doc["previous"],
+                node=node, cluster=inventory.get("cluster") if inventory else None,
+                health=doc["health"], previous_health=doc["previous"],
                 reasons=tuple(doc["reasons"]), at=aware(doc["since"]),
             ),
             source=self._source, event_id=f"{node}@{aware(doc['since']).isoformat()}",

@@ -113,6 +113,9 @@ class MonitoringStore:
         doc: InventoryDoc = {"_id": node, **fields}
         await self._inventory.replace_one({"_id": node}, doc, upsert=True)
 
+    async def inventory(self, node: str) -> InventoryDoc | None:
+        return await self._inventory.find_one({"_id": node})
+
     async def inventories(self) -> dict[str, InventoryDoc]:
         return {doc["_id"]: doc async for doc in self._inventory.find({})}
 

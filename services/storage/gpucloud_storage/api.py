@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from gpucloud_libs.http import CurrentIdentity, app_part, identity_from
@@ -14,6 +14,7 @@ from gpucloud_libs.identity import GATEWAY, Identity, Role
 
 from .accessors import Accessors
 from .attachments import INSTANCES_SIGNER, Attachments
+from .clusters import StorageClusters
 from .schemas import (
     AccessorCreate,
     AccessorCreated,
@@ -29,6 +30,8 @@ from .schemas import (
     PartUrlsRequest,
     PresignedUrl,
     Storage,
+    StorageCluster,
+    StorageClusterRegistration,
     StorageCreate,
     StoragePage,
     StorageUpdate,
@@ -48,6 +51,9 @@ MEMBERS: tuple[Role, ...] = ("tenant-admin", "tenant-user")
 
 
 StoragesPart = Annotated[Storages, app_part(Storages)]
+#: A cluster's name, as registered with the instances service: a DNS label.
+ClusterName = Annotated[str, Path(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", max_length=63)]
+ClustersPart = Annotated[StorageClusters, app_part(StorageClusters)]
 AccessorsPart = Annotated[Accessors, app_part(Accessors)]
 TransfersPart = Annotated[Transfers, app_part(Transfers)]
 AttachmentsPart = Annotated[Attachments, app_part(Attachments)]
@@ -292,3 +298,39 @@ async def attach(
     attachments: AttachmentsPart,
 ) -> AttachmentPlan:
     return await attachments.attach(identity, instance_id, body)
+
+
+@router.put(
+    "/storage-clusters/{name}",
+    tags=["clusters"],
+    summary="Give the storage service its kubeconfig of a registered cluster (platform admin)",
+)
+async def register_storage_cluster(
+    name: ClusterName, body: StorageClusterRegistration, identity: CurrentIdentity,
+    clusters: ClustersPart,
+) -> StorageCluster:  # fmt: skip
+    return await clusters.register(identity, name, body.kubeconfig.get_secret_value())
+
+
+@router.get(
+    "/storage-clusters",
+    tags=["clusters"],
+    summary="The clusters the storage service reaches (platform admin)",
+)
+async def list_storage_clusters(
+    identity: CurrentIdentity, clusters: ClustersPart
+) -> list[StorageCluster]:
+    return await clusters.list(identity)
+
+
+@router.delete(
+    "/storage-clusters/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["clusters"],
+    summary="Take the storage service's access to a cluster away (platform admin)",
+)
+async def forget_storage_cluster(
+    name: str, identity: CurrentIdentity, clusters: ClustersPart
+) -> Response:
+    await clusters.forget(identity, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

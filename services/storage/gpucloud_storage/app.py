@@ -14,6 +14,8 @@ from gpucloud_libs.topics import INFERENCE_LIFECYCLE, INSTANCE_LIFECYCLE, JOB_LI
 from .accessors import Accessors
 from .api import router
 from .attachments import Attachments
+from .backend import ObjectBackend
+from .clusters import StorageClusters
 from .handlers import EventHandlers
 from .minio_backend import MinioBackend
 from .ownership import OwnedStorages
@@ -28,9 +30,8 @@ from .transfers import Transfers
 from .usage import UsagePublisher
 
 
-def create_app(settings: StorageSettings) -> FastAPI:
-    """The storage service, wired: its object store, stores and parts, consumers and schedules."""
-    runtime = ServiceRuntime(settings, kafka_access=ACCESS["storage"], indexes=INDEXES)
+def _backend(settings: StorageSettings, runtime: ServiceRuntime) -> ObjectBackend:
+    """The object store, as the settings name it."""
     backend = (RgwBackend if settings.object_store == "rgw" else MinioBackend)(
         settings.s3_endpoint,
         settings.s3_access_key,
@@ -43,15 +44,25 @@ def create_app(settings: StorageSettings) -> FastAPI:
     runtime.check_key_at_start(
         lambda: require_strong_key(s3_secret, setting="GPUCLOUD_S3_SECRET_KEY")
     )
+    return backend
+
+
+def create_app(settings: StorageSettings) -> FastAPI:
+    """The storage service, wired: its object store, stores and parts, consumers and schedules."""
+    runtime = ServiceRuntime(settings, kafka_access=ACCESS["storage"], indexes=INDEXES)
+    backend = _backend(settings, runtime)
     kube = KubeClient(settings.kubeconfig)
     tenants, storage_store = TenantStore(runtime.db), StorageStore(runtime.db)
     attachment_store = AttachmentStore(runtime.db)
     owned = OwnedStorages(storage_store)
     usage = UsagePublisher(backend, runtime.broker, storage_store)
     accessors = Accessors(backend, AccessorStore(runtime.db), owned)
-    attachments = Attachments(backend, kube, storage_store, attachment_store, accessors, owned)
     sealed_keys = SecretBox(
         settings.storage_secrets_key.get_secret_value(), setting="GPUCLOUD_STORAGE_SECRETS_KEY"
+    )
+    clusters = StorageClusters(runtime.db, sealed_keys)
+    attachments = Attachments(
+        backend, kube, clusters, storage_store, attachment_store, accessors, owned
     )
     runtime.check_key_at_start(sealed_keys.check)
     presigners = Presigners(backend, storage_store, sealed_keys)
@@ -65,6 +76,7 @@ def create_app(settings: StorageSettings) -> FastAPI:
     runtime.on_start(backend.start)
     runtime.on_stop(teardown.close)
     runtime.on_stop(kube.close)
+    runtime.on_stop(clusters.close)
     runtime.add_readiness_check("object_store", backend.ping)
     runtime.add_readiness_check("kubernetes", kube.ping)
     runtime.subscribe(TENANTS, handlers.on_tenant)
@@ -83,5 +95,6 @@ def create_app(settings: StorageSettings) -> FastAPI:
             accessors,
             Transfers(settings, backend, UploadStore(runtime.db), owned, presigners),
             attachments,
+            clusters,
         ],
     )

@@ -2,7 +2,9 @@
 
 A volume mounts as its claim; an object storage arrives as an accessor of the
 instance's own, in a Secret loaded as environment variables. Made once per
-instance (a retry returns the same plan) and revoked when the instance ends.
+instance (a retry returns the same plan) and revoked when the instance ends. The
+Secret is written in the cluster the instance runs in: the storage service's own,
+or a registered one (clusters.py), where volumes cannot be attached.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.naming import (
     storage_claim_name,
     storage_env_prefix,
@@ -23,6 +25,7 @@ from gpucloud_libs.naming import (
 from . import manifests
 from .accessors import Accessors
 from .backend import ObjectBackend
+from .clusters import ClusterUnreachable, StorageClusters
 from .documents import AttachmentDoc, StorageDoc
 from .ownership import OwnedStorages, StorageNotReady
 from .schemas import AttachedStorage, AttachmentPlan, AttachmentRequest
@@ -64,6 +67,7 @@ class Attachments:
         self,
         backend: ObjectBackend,
         kube: KubeClient,
+        clusters: StorageClusters,
         storages: StorageStore,
         attachments: AttachmentStore,
         accessors: Accessors,
@@ -71,6 +75,7 @@ class Attachments:
     ) -> None:
         self._backend = backend
         self._kube = kube
+        self._clusters = clusters
         self._storages = storages
         self._attachments = attachments
         self._accessors = accessors
@@ -86,13 +91,15 @@ class Attachments:
         key = storage_key(tenant_id, instance_id)
         existing = await self._attachments.get(key)
         if existing is not None:
-            if existing.get("complete") and existing.get("stay", 0) == body.stay:
+            same = (existing.get("stay", 0), existing.get("cluster")) == (body.stay, body.cluster)
+            if existing.get("complete") and same:
                 return attachment_plan(existing)
             # An earlier attempt died half-way, or an earlier stay's is still here (its
             # end not yet heard of): undo it and start over.
             await self.release(tenant_id, instance_id)
         wanted = {item.storage_id: item for item in body.storages}
         storages = [await self._owned.ready(identity, storage_id) for storage_id in wanted]
+        kube = await self._kube_of(body.cluster, storages)
         attachment: AttachmentDoc = {
             "_id": key,
             "tenant_id": tenant_id,
@@ -109,6 +116,7 @@ class Attachments:
             "accessor_ids": [],
             "created_at": now(),
             "stay": body.stay,
+            "cluster": body.cluster,
         }
         if not await self._attachments.insert(attachment):
             raise Conflict("a concurrent call is attaching this instance's storages; retry")
@@ -121,7 +129,7 @@ class Attachments:
                     raise StorageNotReady(f"storage {doc['storage_id']!r} is being deleted")
                 if doc["kind"] == "object":
                     await self._grant_instance(
-                        doc, instance_id, wanted[doc["storage_id"]].read_only
+                        kube, doc, instance_id, wanted[doc["storage_id"]].read_only
                     )
         except BaseException:
             await self.release(tenant_id, instance_id)
@@ -129,7 +137,26 @@ class Attachments:
         await self._attachments.mark_complete(key)
         return attachment_plan(attachment)
 
-    async def _grant_instance(self, storage: StorageDoc, instance_id: str, read_only: bool) -> None:
+    async def _kube_of(self, cluster: str | None, storages: list[StorageDoc]) -> KubeClient:
+        """Where the instance's Secrets go: its cluster (None: this service's own). A
+        409 for a volume, or a cluster registered without this service's access."""
+        if cluster is None:
+            return self._kube
+        for doc in storages:
+            if doc["kind"] == "volume":
+                raise Conflict(
+                    f"volume storage {doc['storage_id']!r} cannot be attached in cluster "
+                    f"{cluster!r}: volumes are mounted in the home cluster alone",
+                    cluster=cluster,
+                )  # fmt: skip
+        try:
+            return await self._clusters.client(cluster)
+        except ClusterUnreachable as error:
+            raise Conflict(str(error), cluster=cluster) from None
+
+    async def _grant_instance(
+        self, kube: KubeClient, storage: StorageDoc, instance_id: str, read_only: bool
+    ) -> None:
         accessor, secret = await self._accessors.issue(
             storage, "read-only" if read_only else "read-write", expires_at=None, name=None,
             instance_id=instance_id, created_by=INSTANCES_SERVICE,
@@ -141,7 +168,7 @@ class Attachments:
             "AWS_REGION": self._backend.region,
             "BUCKET": storage["bucket"],
         }
-        await self._kube.ensure(
+        await kube.ensure(
             manifests.credentials_secret(
                 tenant_namespace(storage["tenant_id"]), storage["tenant_id"],
                 storage["storage_id"], instance_id, variables,
@@ -170,10 +197,25 @@ class Attachments:
         if attachment is None:
             return
         namespace = tenant_namespace(tenant_id)
+        kube = await self._release_kube(attachment)
         for storage_id in attachment["storage_ids"]:
             await self._accessors.revoke_all(tenant_id, storage_id, instance_id=instance_id)
-            await self._kube.delete(
-                "Secret", namespace, storage_secret_name(storage_id, instance_id)
-            )
+            if kube is not None:
+                await kube.delete("Secret", namespace, storage_secret_name(storage_id, instance_id))
         await self._attachments.remove(key)
         log.info("storages released", extra={"tenant": tenant_id, "instance": instance_id})
+
+    async def _release_kube(self, attachment: AttachmentDoc) -> KubeClient | None:
+        """Where the attachment's Secrets were written; None for a cluster forgotten
+        since (the Secrets went with it; their accessors are revoked all the same)."""
+        cluster = attachment.get("cluster")
+        if cluster is None:
+            return self._kube
+        try:
+            return await self._clusters.client(cluster)
+        except (ClusterUnreachable, KubeError) as error:
+            log.warning(
+                "an attachment's cluster cannot be reached: its Secrets are left there, "
+                "their accessors revoked", extra={"cluster": cluster, "error": str(error)},
+            )  # fmt: skip
+            return None

@@ -83,6 +83,8 @@ class AttachmentDoc(TypedDict):
     created_at: datetime
     #: The instance's stay it was made for (AttachmentRequest.stay); 0 for jobs.
     stay: NotRequired[int]
+    #: The registered cluster its Secrets were written in (None: this service's own).
+    cluster: NotRequired[str | None]
     #: Every grant made (credentials issued, Secrets written). A retry returns a
     #: complete attachment as it is and redoes one that is not: the service never
     #: reads a Secret back, so it may read none (review M3).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, AwareDatetime, Field
+from pydantic import AfterValidator, AwareDatetime, Field, SecretStr
 
 from gpucloud_libs.http import ApiModel
 
@@ -238,6 +238,26 @@ class AttachmentRequest(ApiModel):
     #: An instance's stay on a node (the sequence of its latest `pending`): a start again
     #: is a new stay, whose attachment the end of the last one does not release.
     stay: int = Field(default=0, ge=0)
+    #: The registered cluster its pods run in (clusters.py); None: the storage
+    #: service's own. Its object storages' Secrets are written there; a volume
+    #: cannot be attached there.
+    cluster: str | None = Field(default=None, max_length=63)
+
+
+class StorageClusterRegistration(ApiModel):
+    """The storage service's own kubeconfig for a cluster registered with the
+    instances service (its name), as the operator gives it: sealed, never returned."""
+
+    kubeconfig: SecretStr = Field(min_length=1, max_length=256 * 1024)
+
+
+class StorageCluster(ApiModel):
+    """A cluster the storage service writes instances' credentials in."""
+
+    name: str
+    #: The API server its kubeconfig reaches.
+    server: str
+    registered_at: datetime
 
 
 class AttachedStorage(ApiModel):

@@ -19,9 +19,10 @@ from gpucloud_instances.clusters.observation import (
     summary,
     unreachable,
 )
-from gpucloud_instances.clusters.service import kubeconfig_server, not_registered, parsed_kubeconfig
+from gpucloud_instances.clusters.service import not_registered
 from gpucloud_instances.wakeups import CLUSTERS, WorkItem
 from gpucloud_libs.errors import Conflict, ValidationFailed
+from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
 
 AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 CHART_RBAC = Path(__file__).resolve().parents[3] / "deploy/helm/gpucloud/templates/rbac.yaml"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpucloud_instances.clusters.documents import ClusterDoc, ClusterGpusDoc, ClusterStatusDoc
-from gpucloud_instances.clusters.placement import choose_cluster, home_for_storages
+from gpucloud_instances.clusters.placement import choose_cluster, home_for_volumes
 from gpucloud_instances.controller.capacity import GpuAccounting, across_clusters
 from gpucloud_libs.errors import Conflict, ValidationFailed
 
@@ -161,18 +161,18 @@ def test_the_admission_pass_counts_each_clusters_gpus_as_pools_of_their_own() ->
     assert merged.held == {"acme": {"local-1/NVIDIA-H100": 28, "local-2/NVIDIA-B200": 6}}
 
 
-def test_a_workload_with_storages_goes_home_where_the_storage_service_reaches() -> None:
-    home = home_for_storages(fleet(), H100, WHOLE, region=None, zones=[])
+def test_a_workload_that_mounts_volumes_goes_home_where_the_volumes_are() -> None:
+    home = home_for_volumes(fleet(), H100, WHOLE, region=None, zones=[])
     assert [doc["_id"] for doc in home] == ["local-1"]
 
 
-def test_a_workload_with_storages_asking_for_another_region_or_its_gpus_is_a_422() -> None:
+def test_a_workload_with_volumes_asking_for_another_region_or_its_gpus_is_a_422() -> None:
     with pytest.raises(ValidationFailed) as elsewhere:
-        home_for_storages(fleet(), H100, WHOLE, region="local-2", zones=[])
+        home_for_volumes(fleet(), H100, WHOLE, region="local-2", zones=[])
     assert elsewhere.value.detail == (
-        "a workload with storages runs in region local-1 for now, not 'local-2': "
-        "storages are handed to pods there alone"
+        "a workload that mounts volume storages runs in region local-1, not 'local-2': "
+        "volumes are mounted there alone"
     )
     with pytest.raises(ValidationFailed) as lacking:
-        home_for_storages(fleet(), B200, WHOLE, region=None, zones=[])
+        home_for_volumes(fleet(), B200, WHOLE, region=None, zones=[])
     assert "which has no NVIDIA-B200 GPUs" in lacking.value.detail

@@ -43,15 +43,16 @@ class Placement:
         self._read: tuple[float, list[ClusterDoc]] | None = None  # (read at, clusters)
 
     async def choose(
-        self, spec: SpecDoc, *, region: str | None, zones: list[str], storages: bool = False
+        self, spec: SpecDoc, *, region: str | None, zones: list[str], volumes: bool = False
     ) -> Placed:
-        """The cluster a new workload of the spec goes to (`choose_cluster`). One with
-        storages goes to the home cluster, the one the storage service reaches so far
-        (a 422 where that cannot be)."""
+        """The cluster a new workload of the spec goes to (`choose_cluster`). One that
+        mounts volume storages goes to the home cluster, where volumes are (a 422 where
+        that cannot be); object storages reach any cluster the storage service was
+        given access to."""
         gpu_type, resource = spec["gpu_type"], spec.get("gpu_resource", GPU_RESOURCE)
         docs = await self._docs()
-        if storages:
-            docs = home_for_storages(docs, gpu_type, resource, region=region, zones=zones)
+        if volumes:
+            docs = home_for_volumes(docs, gpu_type, resource, region=region, zones=zones)
         chosen = choose_cluster(
             docs, gpu_type, resource, region=region, zones=zones, spec_name=spec["_id"]
         )
@@ -149,25 +150,25 @@ def choose_cluster(
     return open_[0]["_id"]
 
 
-def home_for_storages(
+def home_for_volumes(
     docs: list[ClusterDoc], gpu_type: str, resource: str, *, region: str | None, zones: list[str]
 ) -> list[ClusterDoc]:
-    """The clusters a workload with storages may go to: the home cluster alone, since
-    the storage service hands storages to pods there only so far; a 422 saying so when
-    the region asked for, or the GPUs, are elsewhere."""
+    """The clusters a workload that mounts volumes may go to: the home cluster alone,
+    since a volume is a claim there; a 422 saying so when the region asked for, or the
+    GPUs, are elsewhere."""
     home = [doc for doc in docs if doc["home"]]
     where = home[0]["region"] if home and home[0]["region"] else "the home cluster's"
     if region is not None and not any(doc["region"] == region for doc in home):
         raise ValidationFailed(
-            f"a workload with storages runs in region {where} for now, not {region!r}: "
-            "storages are handed to pods there alone", field="region",
+            f"a workload that mounts volume storages runs in region {where}, not "
+            f"{region!r}: volumes are mounted there alone", field="region",
         )  # fmt: skip
     if not any(_offers(doc, gpu_type, resource, zones) for doc in home) and any(
         _offers(doc, gpu_type, resource, zones) for doc in docs
     ):
         raise ValidationFailed(
-            f"a workload with storages runs in region {where} for now, which has no "
-            f"{gpu_type} GPUs: storages are handed to pods there alone", field="storageIDs",
+            f"a workload that mounts volume storages runs in region {where}, which has no "
+            f"{gpu_type} GPUs: volumes are mounted there alone", field="volumes",
         )  # fmt: skip
     return home
 

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-import yaml
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import aware, aware_or_none, now, now_as_stored
@@ -25,6 +24,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient, KubeError
+from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
 from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import CLUSTERS
 
@@ -293,34 +293,6 @@ def _health(status: ClusterStatusDoc) -> ClusterHealth:
         ],
         error=status["error"], warm=status.get("warm", {}),
     )  # fmt: skip
-
-
-def parsed_kubeconfig(text: str) -> dict[str, Any]:
-    """The kubeconfig as a dict, or a 422 saying what is wrong with it."""
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ValidationFailed(f"the kubeconfig is not YAML: {error}", field="kubeconfig") from None
-    if not isinstance(config, dict) or not config.get("clusters") or not config.get("contexts"):
-        raise ValidationFailed(
-            "the kubeconfig names no cluster and context (clusters, contexts, "
-            "current-context)", field="kubeconfig",
-        )  # fmt: skip
-    return config
-
-
-def kubeconfig_server(config: dict[str, Any]) -> str:
-    """The API server the kubeconfig's current context reaches."""
-    contexts = {c.get("name"): c.get("context", {}) for c in config.get("contexts") or []}
-    context = contexts.get(config.get("current-context")) or {}
-    clusters = {c.get("name"): c.get("cluster", {}) for c in config.get("clusters") or []}
-    server = (clusters.get(context.get("cluster")) or {}).get("server")
-    if not isinstance(server, str) or not server:
-        raise ValidationFailed(
-            "the kubeconfig's current context names no cluster with a server",
-            field="kubeconfig",
-        )
-    return server.rstrip("/")
 
 
 def not_registered(name: str, server: str, uid: str | None, others: list[ClusterDoc]) -> None:

@@ -98,9 +98,7 @@ class InferenceServices:
         tenant = require_active(tenant, service="instances")
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
-        placed = await self._placement.choose(
-            spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
-        )
+        placed = await self._placement.choose(spec, region=body.region, zones=zones)
         storages = await self._storage.requested(identity, body.storage_ids, [])
         created = now()
         config = first_configuration(key, body, created)

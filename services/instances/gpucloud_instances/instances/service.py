@@ -25,7 +25,7 @@ from ..documents import InstanceDoc, TenantDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..queue.line import Line
 from ..quota_ledger import QuotaLedger
-from ..schemas import STORED, InstanceTemplate, QuotaUse
+from ..schemas import STORED, InstanceTemplate, QuotaUse, mounts_storages
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance, RequestKind, instance_key
 from ..wakeups import instance_item
@@ -100,7 +100,7 @@ class Instances:
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(
-            spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
+            spec, region=body.region, zones=zones, volumes=mounts_storages(body.template.volumes)
         )
         storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
 

@@ -25,7 +25,7 @@ from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
 from ..queue.line import Line
-from ..schemas import Transition
+from ..schemas import Transition, mounts_storages
 from ..store import DuplicateInstance, instance_key
 from ..transitions import job_event
 from ..wakeups import job_item
@@ -75,7 +75,7 @@ class Jobs:
         _fits_quota(tenant, spec, body.pods)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(
-            spec, region=body.region, zones=zones, storages=bool(body.storage_ids)
+            spec, region=body.region, zones=zones, volumes=mounts_storages(body.volumes)
         )
         storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"

@@ -115,10 +115,12 @@ class WorkloadReconciler(Generic[DocT]):
         answers as the kind does (an instance or job fails, a service tries again)."""
         if not doc.get("storages"):
             return []
+        runtime = self._cluster(doc)
         try:
             return await self._storage.attach(
-                doc["tenant_id"], workload_id, doc["storages"], stay=stay
-            )
+                doc["tenant_id"], workload_id, doc["storages"], stay=stay,
+                cluster=None if runtime.home else runtime.name,
+            )  # fmt: skip
         except StorageRefused as error:
             await self._storage_refused(doc, error)
             return None

@@ -1,0 +1,37 @@
+"""Kubeconfigs handed to the platform as text (a cluster's registration): read and
+checked before anything connects with them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from .errors import ValidationFailed
+
+
+def parsed_kubeconfig(text: str, *, field: str = "kubeconfig") -> dict[str, Any]:
+    """The kubeconfig as a dict, or a 422 on `field` saying what is wrong with it."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ValidationFailed(f"the {field} is not YAML: {error}", field=field) from None
+    if not isinstance(config, dict) or not config.get("clusters") or not config.get("contexts"):
+        raise ValidationFailed(
+            f"the {field} names no cluster and context (clusters, contexts, current-context)",
+            field=field,
+        )
+    return config
+
+
+def kubeconfig_server(config: dict[str, Any], *, field: str = "kubeconfig") -> str:
+    """The API server the kubeconfig's current context reaches."""
+    contexts = {c.get("name"): c.get("context", {}) for c in config.get("contexts") or []}
+    context = contexts.get(config.get("current-context")) or {}
+    clusters = {c.get("name"): c.get("cluster", {}) for c in config.get("clusters") or []}
+    server = (clusters.get(context.get("cluster")) or {}).get("server")
+    if not isinstance(server, str) or not server:
+        raise ValidationFailed(
+            f"the {field}'s current context names no cluster with a server", field=field
+        )
+    return server.rstrip("/")

@@ -1,0 +1,58 @@
+"""Kubernetes clients of the registered clusters, for the API's replicas (the leader
+drives each cluster with a runtime of its own, controller/runtimes.py): one per
+cluster, opened from its kubeconfig on first use and again after it stopped
+answering (its kubeconfig may have been registered again)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gpucloud_libs.errors import DependencyUnavailable
+from gpucloud_libs.kube import KubeClient
+
+#: A registered cluster's kubeconfig, parsed (None: not registered, or not usable).
+KubeconfigOf = Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class ClusterClients:
+    def __init__(self, home: KubeClient, home_name: str, kubeconfig_of: KubeconfigOf) -> None:
+        self.home = home
+        self._home_name = home_name
+        self._kubeconfig_of = kubeconfig_of
+        self._others: dict[str, KubeClient] = {}
+        self._opening = asyncio.Lock()
+
+    def is_home(self, cluster: str | None) -> bool:
+        return not cluster or cluster == self._home_name
+
+    async def of(self, cluster: str | None) -> KubeClient:
+        """The client of `cluster` (None: the home cluster); a 503 when it has no usable
+        kubeconfig."""
+        if self.is_home(cluster):
+            return self.home
+        assert cluster is not None
+        async with self._opening:
+            client = self._others.get(cluster)
+            if client is None:
+                config = await self._kubeconfig_of(cluster)
+                if config is None:
+                    raise DependencyUnavailable(f"cluster {cluster!r} cannot be reached now")
+                client = KubeClient(None, config_dict=config)
+                await client.connect()
+                self._others[cluster] = client
+            return client
+
+    async def forget(self, cluster: str | None) -> None:
+        """A registered cluster that did not answer: its client is opened afresh next
+        time."""
+        client = None if self.is_home(cluster) else self._others.pop(cluster or "", None)
+        if client is not None:
+            await client.close()
+
+    async def close(self) -> None:
+        """The registered clusters' clients (the home one is its owner's to close)."""
+        for client in self._others.values():
+            await client.close()
+        self._others.clear()

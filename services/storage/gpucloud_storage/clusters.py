@@ -1,0 +1,105 @@
+"""The registered clusters the storage service writes instances' credentials in.
+
+An instance placed in another cluster than the storage service's own gets its object
+storages' credentials as a Secret in its tenant namespace there, written by the
+storage service as in its own cluster: the instances service may write no Secret but
+image pull Secrets, and holds no credentials of the storage service. So the operator
+gives the storage service its own kubeconfig for each such cluster, under the name
+the cluster is registered by (`PUT /v1/storage-clusters/{name}`; `gpucloud clusters
+register --storage-kubeconfig` does both). It is sealed at rest
+(GPUCLOUD_STORAGE_SECRETS_KEY) and never returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import TypedDict
+
+from gpucloud_libs.clock import now
+from gpucloud_libs.errors import NotFound
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
+from gpucloud_libs.mongo import Collection, Database, typed
+from gpucloud_libs.sealing import SecretBox
+
+from .schemas import StorageCluster
+
+log = logging.getLogger(__name__)
+
+CLUSTERS = "clusters"
+
+
+class StorageClusterDoc(TypedDict):
+    _id: str  # the cluster's name, as it is registered with the instances service
+    server: str
+    sealed_kubeconfig: str
+    registered_at: datetime
+
+
+class ClusterUnreachable(Exception):
+    """A workload's cluster the storage service has no kubeconfig for."""
+
+
+class StorageClusters:
+    def __init__(self, db: Database, box: SecretBox) -> None:
+        self._clusters: Collection[StorageClusterDoc] = typed(db, CLUSTERS, StorageClusterDoc)
+        self._box = box
+        self._clients: dict[str, KubeClient] = {}
+        self._opening = asyncio.Lock()
+
+    async def register(self, identity: Identity, name: str, kubeconfig: str) -> StorageCluster:
+        """Keep the storage service's kubeconfig for a cluster (replacing one kept)."""
+        identity.require_role("platform-admin")
+        server = kubeconfig_server(parsed_kubeconfig(kubeconfig))
+        doc: StorageClusterDoc = {
+            "_id": name, "server": server, "sealed_kubeconfig": self._box.seal(kubeconfig),
+            "registered_at": now(),
+        }  # fmt: skip
+        await self._clusters.replace_one({"_id": name}, doc, upsert=True)
+        await self._close(name)  # a client of the kubeconfig it replaces
+        log.info("cluster registered for storage", extra={"cluster": name})
+        return _view(doc)
+
+    async def list(self, identity: Identity) -> list[StorageCluster]:
+        identity.require_role("platform-admin")
+        return [_view(doc) async for doc in self._clusters.find({}).sort("_id", 1)]
+
+    async def forget(self, identity: Identity, name: str) -> None:
+        identity.require_role("platform-admin")
+        if (await self._clusters.delete_one({"_id": name})).deleted_count == 0:
+            raise NotFound(f"cluster {name!r} has no storage access here")
+        await self._close(name)
+        log.info("cluster forgotten for storage", extra={"cluster": name})
+
+    async def client(self, name: str) -> KubeClient:
+        """A client of the registered cluster, opened on first use."""
+        async with self._opening:
+            client = self._clients.get(name)
+            if client is None:
+                doc = await self._clusters.find_one({"_id": name})
+                text = self._box.open(doc["sealed_kubeconfig"]) if doc else None
+                if text is None:
+                    raise ClusterUnreachable(
+                        f"cluster {name!r} has no storage access (`gpucloud clusters "
+                        "register --storage-kubeconfig`): storages cannot be handed to its pods"
+                    )
+                client = KubeClient(None, config_dict=parsed_kubeconfig(text))
+                await client.connect()
+                self._clients[name] = client
+            return client
+
+    async def _close(self, name: str) -> None:
+        client = self._clients.pop(name, None)
+        if client is not None:
+            await client.close()
+
+    async def close(self) -> None:
+        for name in list(self._clients):
+            await self._close(name)
+
+
+def _view(doc: StorageClusterDoc) -> StorageCluster:
+    return StorageCluster(name=doc["_id"], server=doc["server"], registered_at=doc["registered_at"])
