@@ -17,6 +17,7 @@ from .catalog import offer, quota, templates
 from .clusters import clusters, regions
 from .instances import instances
 from .jobs import jobs
+from .keys import keys
 from .operator import fleet, prices, specs, tenants
 from .services import services
 from .session import Failure, Session, pass_session
@@ -211,6 +212,7 @@ for command in (
     quota,
     templates,
     users,
+    keys,
 ):
     cli.add_command(command)
 

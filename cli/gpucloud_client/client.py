@@ -242,3 +242,12 @@ class Client(WorkloadApi, ApiSession):
     def change_stock(self, body: dict[str, Any], *, add: bool) -> dict[str, Any]:
         """Add (POST) or remove (DELETE) a stock's units: `body` is a StockChange."""
         return cast(dict[str, Any], self.request("POST" if add else "DELETE", "/stocks", json=body))
+
+    def list_keys(self) -> Iterator[dict[str, Any]]:
+        """The caller's API keys; an admin's call lists every key of the tenant."""
+        return cast(Iterator[dict[str, Any]], self.pages_after("/api-keys", "keyID", 200))
+
+    def mint_key(self, user_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """An API key for a user of the admin's tenant; its `secret` is in this answer only."""
+        path = f"/users/{_id(user_id)}/api-keys"
+        return cast(dict[str, Any], self.request("POST", path, json=body))

@@ -192,9 +192,11 @@ export function Field(props: {
   required?: boolean;
   placeholder?: string;
   autocomplete?: string;
-  /** A select's values; the empty value reads `emptyLabel`. */
+  /** A select's values; the empty value reads `emptyLabel`, others `optionLabel`'s
+   * (by default the value itself). */
   options?: string[];
   emptyLabel?: string;
+  optionLabel?: (value: string) => string;
   /** The body field the API names in its errors (`admin.email`); by default the
    * name's last part (`user-email`: `email`). */
   field?: string;
@@ -218,7 +220,7 @@ export function Field(props: {
       {props.options ? (
         <select id={id} name={props.name} value={props.value} onChange={onInput} required={props.required} {...invalid}>
           {props.options.map((o) => (
-            <option value={o}>{o || props.emptyLabel || "—"}</option>
+            <option value={o}>{o ? (props.optionLabel?.(o) ?? o) : props.emptyLabel || "—"}</option>
           ))}
         </select>
       ) : (

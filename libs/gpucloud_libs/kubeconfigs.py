@@ -15,7 +15,10 @@ def parsed_kubeconfig(text: str, *, field: str = "kubeconfig") -> dict[str, Any]
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ValidationFailed(f"the {field} is not YAML: {error}", field=field) from None
+        # Where, not what: the text around the error may be a credential.
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ValidationFailed(f"the {field} is not YAML{where}", field=field) from None
     if not isinstance(config, dict) or not config.get("clusters") or not config.get("contexts"):
         raise ValidationFailed(
             f"the {field} names no cluster and context (clusters, contexts, current-context)",

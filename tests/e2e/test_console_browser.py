@@ -311,6 +311,17 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     )
     await expect(made.first).to_contain_text("Ada User")
     await expect(made.first).not_to_contain_text(added.json()["userID"])
+    # The admin mints a key for Ada, who need not sign in for one: shown once, to hand over.
+    await admin.get_by_label("Key name").fill("ada-laptop")
+    await admin.get_by_role("combobox", name=re.compile("^For")).select_option(
+        label=added.json()["email"]
+    )
+    await admin.get_by_role("button", name="New API key").click()
+    handed = await admin.get_by_test_id("secret").inner_text()
+    minted = admin.get_by_role("row").filter(has_text="ada-laptop")
+    await expect(minted).to_contain_text(added.json()["email"])
+    who = await platform.http.get("/v1/whoami", headers=bearer(handed.strip()))
+    assert (who.json()["userID"], who.json()["role"]) == (added.json()["userID"], "tenant-user")
     await admin.context.close()
 
     # Stop the instance, then sign out: the session is gone on reload.

@@ -288,6 +288,14 @@ async def _delete_user(world: World) -> None:
     await _everyone_refused(world, "DELETE", f"/v1/users/{world.a.admin_user_id}", lower_too=True)
 
 
+@row("POST", "/v1/users/{user_id}/api-keys")
+async def _mint_user_key(world: World) -> None:
+    await _everyone_refused(
+        world, "POST", f"/v1/users/{world.a.admin_user_id}/api-keys", lower_too=True,
+        body={"name": "theirs"},
+    )  # fmt: skip
+
+
 # --- API keys ------------------------------------------------------------------------
 
 

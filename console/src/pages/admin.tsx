@@ -16,6 +16,7 @@ interface User {
 interface ApiKey {
   keyID: string;
   name: string;
+  userID: string | null;
   role: string;
   scopes: string[];
   createdAt: string;
@@ -40,7 +41,7 @@ export function AdminPage(props: { principal: Principal }) {
   return (
     <Page title="Admin">
       {admin && <Users principal={props.principal} />}
-      <Keys />
+      <Keys admin={admin} self={props.principal.userID} />
       {admin && <Audit />}
       {!admin && <p class="muted">Users and the audit log are for your tenant's admins.</p>}
     </Page>
@@ -124,15 +125,25 @@ export function Users(props: { principal: Principal; tenantID?: string }) {
   );
 }
 
-function Keys() {
+/** The caller's keys; an admin sees the tenant's and mints keys for its users, who
+ * then need not sign in to get one (the secret is shown once, to hand over). */
+function Keys(props: { admin: boolean; self: string | null }) {
   const keys = useLoad(() => get<{ items: ApiKey[] }>("/api-keys?limit=200").then(items), []);
+  const users = useLoad(
+    () => (props.admin ? get<{ items: User[] }>("/users?limit=200").then(items) : Promise.resolve([] as User[])),
+    [props.admin],
+  );
   const [name, setName] = useState("");
+  const [holder, setHolder] = useState("");
   const [secret, setSecret] = useState<string | null>(null);
   const action = useAction();
+  const others = (users.data ?? []).filter((u) => u.userID !== props.self && u.status === "active");
+  const emailOf = (userID: string | null) => (users.data ?? []).find((u) => u.userID === userID)?.email ?? userID ?? "—";
   const create = (e: Event) => {
     e.preventDefault();
+    const path = holder ? `/users/${enc(holder)}/api-keys` : "/api-keys";
     void action.run(async () => {
-      const made = await post<{ secret: string }>("/api-keys", { name });
+      const made = await post<{ secret: string }>(path, { name });
       setSecret(made.secret);
       setName("");
       keys.reload();
@@ -144,6 +155,17 @@ function Keys() {
       {secret && <ShownOnce label="The new API key" secret={secret} onDone={() => setSecret(null)} />}
       <Form action={action} class="inline" onSubmit={create}>
         <Field label="Key name" name="key-name" value={name} onInput={setName} required />
+        {props.admin && (
+          <Field
+            label="For"
+            name="key-holder"
+            value={holder}
+            onInput={setHolder}
+            options={["", ...others.map((u) => u.userID)]}
+            emptyLabel="yourself"
+            optionLabel={emailOf}
+          />
+        )}
         <button type="submit" disabled={action.busy}>
           New API key
         </button>
@@ -157,6 +179,7 @@ function Keys() {
             rowKey={(k) => k.keyID}
             columns={[
               { label: "Name", cell: (k) => k.name },
+              ...(props.admin ? [{ label: "User", cell: (k: ApiKey) => emailOf(k.userID) }] : []),
               { label: "Key id", cell: (k) => <code>{k.keyID}</code> },
               { label: "Role", cell: (k) => k.role },
               { label: "Last used", cell: (k) => when(k.lastUsedAt) },

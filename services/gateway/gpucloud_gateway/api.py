@@ -272,6 +272,21 @@ async def list_users(
     return await users.list(principal, after=after, limit=limit)
 
 
+@router.post(
+    "/users/{user_id}/api-keys",
+    tags=["users"],
+    status_code=status.HTTP_201_CREATED,
+    summary="Mint an API key for a user of your tenant (tenant admin); its secret is shown once",
+)
+async def mint_user_key(
+    user_id: UserIdPath,
+    body: ApiKeyCreate,
+    users: UsersPart,
+    principal: Annotated[Principal, require(ADMINS, "admin:write")],
+) -> ApiKeyCreated:
+    return await users.mint_key(principal, user_id, body)
+
+
 @router.get("/users/{user_id}", tags=["users"], summary="One user")
 async def get_user(
     user_id: UserIdPath,

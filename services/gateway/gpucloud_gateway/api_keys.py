@@ -1,11 +1,15 @@
 """API keys: `gpc_<key id>_<secret>`, the secret shown once and stored as its SHA-256.
 
-A key never carries more than its creator: no higher role, no extra scope.
+A key never carries more than its creator: no higher role, no extra scope. A tenant
+admin may mint one for a user of the tenant (`create_for`): no more than that user's
+role, nor than the admin's own scopes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
@@ -13,7 +17,7 @@ from gpucloud_libs.identity import Role
 
 from . import credentials
 from .authorization import InsufficientScope
-from .documents import ApiKeyDoc
+from .documents import ApiKeyDoc, UserDoc
 from .identity_cache import IdentityCache
 from .schemas import ALL_SCOPES, ApiKey, ApiKeyCreate, ApiKeyCreated, Principal
 from .store import ApiKeyStore
@@ -30,7 +34,19 @@ def key_view(doc: ApiKeyDoc) -> ApiKey:
         scopes=doc.get("scopes") or list(ALL_SCOPES), created_at=doc["created_at"],
         expires_at=doc.get("expires_at"), revoked_at=doc.get("revoked_at"),
         last_used_at=doc.get("last_used_at"), service_ids=doc.get("service_ids"),
+        created_by=doc.get("created_by"),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Holder:
+    """Whose a key is: its user, tenant, the role it may have at most, and the
+    inference services a machine key is limited to."""
+
+    user_id: str | None
+    tenant_id: str | None
+    role: Role
+    service_ids: list[str] | None
 
 
 class ApiKeys:
@@ -39,11 +55,31 @@ class ApiKeys:
         self._cache = cache
 
     async def create(self, principal: Principal, body: ApiKeyCreate) -> ApiKeyCreated:
-        role = body.role or principal.role
-        if _ROLE_RANK[role] > _ROLE_RANK[principal.role] or (
-            (role == "platform-admin") != (principal.role == "platform-admin")
+        """A key of the caller's own."""
+        holder = _Holder(
+            principal.user_id, principal.tenant_id, principal.role, principal.service_ids
+        )
+        return await self._mint(principal, body, holder)
+
+    async def create_for(
+        self, principal: Principal, user: UserDoc, body: ApiKeyCreate
+    ) -> ApiKeyCreated:
+        """A key of `user`'s, minted by an admin of its tenant (checked by the caller):
+        the user's role at most, the admin's scopes at most."""
+        if user["status"] != "active":
+            raise ValidationFailed(f"user {user['email']!r} is {user['status']}: enable them first")
+        holder = _Holder(user["_id"], user.get("tenant_id"), cast(Role, user["role"]), None)
+        return await self._mint(principal, body, holder, created_by=principal.user_id)
+
+    async def _mint(
+        self, principal: Principal, body: ApiKeyCreate, holder: _Holder,
+        created_by: str | None = None,
+    ) -> ApiKeyCreated:  # fmt: skip
+        role = body.role or holder.role
+        if _ROLE_RANK[role] > _ROLE_RANK[holder.role] or (
+            (role == "platform-admin") != (holder.role == "platform-admin")
         ):
-            raise Forbidden(f"a {principal.role} cannot create a {role} key")
+            raise Forbidden(f"a {holder.role} cannot hold a {role} key")
         scopes = body.scopes or list(principal.scopes)
         if body.service_ids is not None:
             if principal.tenant_id is None:
@@ -55,7 +91,7 @@ class ApiKeys:
             ):
                 raise Forbidden("a service key makes keys of its own services only")
             scopes = ["instances:connect"]
-        service_ids = body.service_ids if body.service_ids is not None else principal.service_ids
+        service_ids = body.service_ids if body.service_ids is not None else holder.service_ids
         if extra := sorted(set(scopes) - set(principal.scopes)):
             raise InsufficientScope(f"your credential lacks the scopes {extra}", scopes=extra)
         at = now()
@@ -67,8 +103,8 @@ class ApiKeys:
             "_id": key_id,
             "secret_hash": credentials.hash_api_key(secret),
             "name": body.name,
-            "user_id": principal.user_id,
-            "tenant_id": principal.tenant_id,
+            "user_id": holder.user_id,
+            "tenant_id": holder.tenant_id,
             "role": role,
             "scopes": sorted(set(scopes)),
             "created_at": at,
@@ -76,6 +112,7 @@ class ApiKeys:
             "revoked_at": None,
             "last_used_at": None,
             "service_ids": sorted(set(service_ids)) if service_ids is not None else None,
+            "created_by": created_by,
         }
         await self._keys.insert(doc)
         return ApiKeyCreated(**key_view(doc).model_dump(), secret=secret)

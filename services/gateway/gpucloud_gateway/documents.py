@@ -55,6 +55,8 @@ class ApiKeyDoc(TypedDict):
     last_used_at: datetime | None
     #: A machine key of these inference services alone (ApiKeyCreate.service_ids).
     service_ids: NotRequired[list[str] | None]
+    #: The admin who minted it for its user (absent: the user made it).
+    created_by: NotRequired[str | None]
 
 
 class ConsoleSessionDoc(TypedDict):

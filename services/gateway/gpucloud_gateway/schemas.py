@@ -128,6 +128,8 @@ class ApiKey(ApiModel):
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None
     service_ids: list[str] | None = Field(default=None, alias="serviceIDs")
+    #: The admin who minted it for its user; None: its user made it.
+    created_by: str | None = None
 
 
 class ApiKeyCreated(ApiKey):

@@ -15,7 +15,7 @@ from . import credentials
 from .api_keys import ApiKeys
 from .documents import UserDoc
 from .identity_cache import IdentityCache
-from .schemas import Principal, User, UserCreate, UserUpdate
+from .schemas import ApiKeyCreate, ApiKeyCreated, Principal, User, UserCreate, UserUpdate
 from .store import AlreadyExists, UserStore
 
 
@@ -94,6 +94,15 @@ class Users:
 
     async def get(self, principal: Principal, user_id: str) -> User:
         return user_view(await self._user(principal, user_id))
+
+    async def mint_key(
+        self, principal: Principal, user_id: str, body: ApiKeyCreate
+    ) -> ApiKeyCreated:
+        """An API key for a user of the admin's tenant (or, for a platform admin, of
+        the platform): the user need not sign in to get one."""
+        return await self._api_keys.create_for(
+            principal, await self._user(principal, user_id), body
+        )
 
     async def list(self, principal: Principal, *, after: str | None, limit: int) -> list[User]:
         return await self.of_tenant(principal.tenant_id, after=after, limit=limit)

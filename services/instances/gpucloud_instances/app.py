@@ -76,9 +76,8 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     wakeups = ControllerWakeups(requests, controller.wake, controller.wake_new)
     spec_catalog = Specs(specs, db.stocks)
     tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
-    handlers = EventHandlers(
-        tenancy, NodeCordons(ClusterClients(kube, settings.cluster_name, clusters.kubeconfig_of))
-    )
+    cordoned_in = ClusterClients(kube, settings.cluster_name, clusters.kubeconfig_of)
+    handlers = EventHandlers(tenancy, NodeCordons(cordoned_in))
     filling = CacheFilling(instances)
     parts = WorkloadParts(
         specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries),
@@ -88,7 +87,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
         runtime.on_start(start)
     # Run in the reverse order: the controller stops first, while Kubernetes is still
     # connected, so it hands its lease back and the next leader need not wait it out.
-    for stop in (kube.close, log_streams.close, storage.close, quota.close, filling.stop, controller.stop):  # fmt: skip
+    for stop in (kube.close, cordoned_in.close, log_streams.close, storage.close, quota.close, filling.stop, controller.stop):  # fmt: skip
         runtime.on_stop(stop)
     runtime.add_readiness_check("kubernetes", kube.ping)
     for topic, handler in ((TENANTS, handlers.on_tenant), (INSTANCE_COMMANDS, handlers.on_command),

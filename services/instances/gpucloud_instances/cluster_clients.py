@@ -1,7 +1,7 @@
 """Kubernetes clients of the registered clusters, for the API's replicas (the leader
 drives each cluster with a runtime of its own, controller/runtimes.py): one per
-cluster, opened from its kubeconfig on first use and again after it stopped
-answering (its kubeconfig may have been registered again)."""
+cluster, opened from its kubeconfig on first use, and again when the cluster was
+registered again with another kubeconfig or stopped answering."""
 
 from __future__ import annotations
 
@@ -16,12 +16,17 @@ from gpucloud_libs.kube import KubeClient
 KubeconfigOf = Callable[[str], Awaitable[dict[str, Any] | None]]
 
 
+class ClusterNotRegistered(DependencyUnavailable):
+    """A cluster no longer registered (or whose kubeconfig cannot be used)."""
+
+
 class ClusterClients:
     def __init__(self, home: KubeClient, home_name: str, kubeconfig_of: KubeconfigOf) -> None:
         self.home = home
         self._home_name = home_name
         self._kubeconfig_of = kubeconfig_of
-        self._others: dict[str, KubeClient] = {}
+        #: Each registered cluster's client, with the kubeconfig it was opened from.
+        self._others: dict[str, tuple[dict[str, Any], KubeClient]] = {}
         self._opening = asyncio.Lock()
 
     def is_home(self, cluster: str | None) -> bool:
@@ -33,26 +38,28 @@ class ClusterClients:
         if self.is_home(cluster):
             return self.home
         assert cluster is not None
+        config = await self._kubeconfig_of(cluster)
+        if config is None:
+            raise ClusterNotRegistered(f"cluster {cluster!r} is not registered")
         async with self._opening:
-            client = self._others.get(cluster)
-            if client is None:
-                config = await self._kubeconfig_of(cluster)
-                if config is None:
-                    raise DependencyUnavailable(f"cluster {cluster!r} cannot be reached now")
-                client = KubeClient(None, config_dict=config)
-                await client.connect()
-                self._others[cluster] = client
+            cached = self._others.get(cluster)
+            if cached is not None and cached[0] == config:
+                return cached[1]
+            await self.forget(cluster)
+            client = KubeClient(None, config_dict=config)
+            await client.connect()
+            self._others[cluster] = (config, client)
             return client
 
     async def forget(self, cluster: str | None) -> None:
         """A registered cluster that did not answer: its client is opened afresh next
         time."""
-        client = None if self.is_home(cluster) else self._others.pop(cluster or "", None)
-        if client is not None:
-            await client.close()
+        cached = None if self.is_home(cluster) else self._others.pop(cluster or "", None)
+        if cached is not None:
+            await cached[1].close()
 
     async def close(self) -> None:
         """The registered clusters' clients (the home one is its owner's to close)."""
-        for client in self._others.values():
+        for _, client in self._others.values():
             await client.close()
         self._others.clear()

@@ -71,5 +71,8 @@ class StoredClusterUse:
         return placed.count(cluster)
 
     async def stocked_units(self, cluster: str) -> int:
+        """Its stocks' targets, or the units still there when those are smaller (a
+        stock just removed whose hold pods have not gone yet)."""
         targets = await self._stores.stocks.targets()
-        return sum(target for (kept_in, _), target in targets.items() if kept_in == cluster)
+        wanted = sum(target for (kept_in, _), target in targets.items() if kept_in == cluster)
+        return max(wanted, len(await self._stores.stocks.units(cluster)))

@@ -52,18 +52,28 @@ class NodeHealth:
         await self._publish(change.node, doc)
 
     async def _publish(self, node: str, doc: HealthFields) -> None:
-        # The cluster its agent reports: the instances service cordons the node there.
-        inventory = await self._store.inventory(node)
         await publish_event(
             self._broker, NODE_HEALTH,
             NodeHealthChanged(
-                node=node, cluster=inventory.get("cluster") if inventory else None,
+                node=node, cluster=await self._cluster_of(node),
                 health=doc["health"], previous_health=doc["previous"],
                 reasons=tuple(doc["reasons"]), at=aware(doc["since"]),
             ),
             source=self._source, event_id=f"{node}@{aware(doc['since']).isoformat()}",
         )  # fmt: skip
         await self._store.put_health(node, {**doc, "published": True})
+
+    async def _cluster_of(self, node: str) -> str | None:
+        """The node's cluster, where the instances service cordons it: as its agent
+        reports it, else as the instances service said that cluster's nodes (a node
+        whose inventory has not come yet); None: the monitoring service's own."""
+        inventory = await self._store.inventory(node)
+        if inventory is not None and inventory.get("cluster"):
+            return inventory.get("cluster")
+        for cluster, nodes in (await self._store.cluster_nodes()).items():
+            if node in nodes:
+                return cluster
+        return None
 
     async def republish(self) -> None:
         """Publish the changes a failure left unpublished."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Conflict, Forbidden
+from gpucloud_libs.errors import Conflict, DependencyUnavailable, Forbidden
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.naming import (
@@ -196,26 +196,30 @@ class Attachments:
         attachment = await self._attachments.get(key)
         if attachment is None:
             return
-        namespace = tenant_namespace(tenant_id)
-        kube = await self._release_kube(attachment)
+        # Every accessor first: what the Secrets hold stops working whatever comes next.
         for storage_id in attachment["storage_ids"]:
             await self._accessors.revoke_all(tenant_id, storage_id, instance_id=instance_id)
-            if kube is not None:
-                await kube.delete("Secret", namespace, storage_secret_name(storage_id, instance_id))
+        names = [storage_secret_name(sid, instance_id) for sid in attachment["storage_ids"]]
+        cluster = attachment.get("cluster")
+        if cluster is None:
+            for name in names:
+                await self._kube.delete("Secret", tenant_namespace(tenant_id), name)
+        else:
+            await self._delete_elsewhere(cluster, tenant_namespace(tenant_id), names)
         await self._attachments.remove(key)
         log.info("storages released", extra={"tenant": tenant_id, "instance": instance_id})
 
-    async def _release_kube(self, attachment: AttachmentDoc) -> KubeClient | None:
-        """Where the attachment's Secrets were written; None for a cluster forgotten
-        since (the Secrets went with it; their accessors are revoked all the same)."""
-        cluster = attachment.get("cluster")
-        if cluster is None:
-            return self._kube
+    async def _delete_elsewhere(self, cluster: str, namespace: str, names: list[str]) -> None:
+        """The Secrets of an attachment in another cluster, as far as it answers: one
+        that does not (lost, or its access taken back) keeps them, their accessors
+        revoked, and holds up no other release (they go with the tenant's namespace)."""
         try:
-            return await self._clusters.client(cluster)
-        except (ClusterUnreachable, KubeError) as error:
+            kube = await self._clusters.client(cluster)
+            for name in names:
+                await kube.delete("Secret", namespace, name)
+        except (ClusterUnreachable, DependencyUnavailable, KubeError) as error:
+            await self._clusters.forget_client(cluster)
             log.warning(
-                "an attachment's cluster cannot be reached: its Secrets are left there, "
-                "their accessors revoked", extra={"cluster": cluster, "error": str(error)},
+                "an attachment's cluster did not answer: its Secrets are left there, their "
+                "accessors revoked", extra={"cluster": cluster, "error": str(error)[:300]},
             )  # fmt: skip
-            return None

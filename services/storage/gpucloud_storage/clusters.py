@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import NotFound
+from gpucloud_libs.errors import NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
@@ -30,6 +30,8 @@ from .schemas import StorageCluster
 log = logging.getLogger(__name__)
 
 CLUSTERS = "clusters"
+#: How long a kubeconfig's API server has to answer at registration.
+ANSWER_TIMEOUT_S = 10.0
 
 
 class StorageClusterDoc(TypedDict):
@@ -47,19 +49,22 @@ class StorageClusters:
     def __init__(self, db: Database, box: SecretBox) -> None:
         self._clusters: Collection[StorageClusterDoc] = typed(db, CLUSTERS, StorageClusterDoc)
         self._box = box
-        self._clients: dict[str, KubeClient] = {}
+        #: Each cluster's client, with the sealed kubeconfig it was opened from.
+        self._clients: dict[str, tuple[str, KubeClient]] = {}
         self._opening = asyncio.Lock()
 
     async def register(self, identity: Identity, name: str, kubeconfig: str) -> StorageCluster:
         """Keep the storage service's kubeconfig for a cluster (replacing one kept)."""
         identity.require_role("platform-admin")
-        server = kubeconfig_server(parsed_kubeconfig(kubeconfig))
+        config = parsed_kubeconfig(kubeconfig)
+        server = kubeconfig_server(config)
+        await _answers(config)
         doc: StorageClusterDoc = {
             "_id": name, "server": server, "sealed_kubeconfig": self._box.seal(kubeconfig),
             "registered_at": now(),
         }  # fmt: skip
         await self._clusters.replace_one({"_id": name}, doc, upsert=True)
-        await self._close(name)  # a client of the kubeconfig it replaces
+        await self.forget_client(name)  # a client of the kubeconfig it replaces
         log.info("cluster registered for storage", extra={"cluster": name})
         return _view(doc)
 
@@ -71,34 +76,55 @@ class StorageClusters:
         identity.require_role("platform-admin")
         if (await self._clusters.delete_one({"_id": name})).deleted_count == 0:
             raise NotFound(f"cluster {name!r} has no storage access here")
-        await self._close(name)
+        await self.forget_client(name)
         log.info("cluster forgotten for storage", extra={"cluster": name})
 
     async def client(self, name: str) -> KubeClient:
-        """A client of the registered cluster, opened on first use."""
+        """A client of the registered cluster, opened on first use, and again when its
+        kubeconfig was replaced (through any replica) since."""
+        doc = await self._clusters.find_one({"_id": name})
+        text = self._box.open(doc["sealed_kubeconfig"]) if doc else None
+        if doc is None or text is None:
+            raise ClusterUnreachable(
+                f"cluster {name!r} has no storage access (`gpucloud clusters register "
+                "--storage-kubeconfig`): storages cannot be handed to its pods"
+            )
         async with self._opening:
-            client = self._clients.get(name)
-            if client is None:
-                doc = await self._clusters.find_one({"_id": name})
-                text = self._box.open(doc["sealed_kubeconfig"]) if doc else None
-                if text is None:
-                    raise ClusterUnreachable(
-                        f"cluster {name!r} has no storage access (`gpucloud clusters "
-                        "register --storage-kubeconfig`): storages cannot be handed to its pods"
-                    )
-                client = KubeClient(None, config_dict=parsed_kubeconfig(text))
-                await client.connect()
-                self._clients[name] = client
+            cached = self._clients.get(name)
+            if cached is not None and cached[0] == doc["sealed_kubeconfig"]:
+                return cached[1]
+            await self.forget_client(name)
+            client = KubeClient(None, config_dict=parsed_kubeconfig(text))
+            await client.connect()
+            self._clients[name] = (doc["sealed_kubeconfig"], client)
             return client
 
-    async def _close(self, name: str) -> None:
-        client = self._clients.pop(name, None)
-        if client is not None:
-            await client.close()
+    async def forget_client(self, name: str) -> None:
+        """Open the cluster's client afresh next time (it did not answer, or its
+        kubeconfig was replaced)."""
+        cached = self._clients.pop(name, None)
+        if cached is not None:
+            await cached[1].close()
 
     async def close(self) -> None:
         for name in list(self._clients):
-            await self._close(name)
+            await self.forget_client(name)
+
+
+async def _answers(config: dict[str, Any]) -> None:
+    """A 422 unless the kubeconfig reaches its API server."""
+    client = KubeClient(None, config_dict=config)
+    try:
+        await client.connect()
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            await client.server_version()
+    except Exception as error:  # the loader's and the connection's errors are of many kinds
+        raise ValidationFailed(
+            f"the kubeconfig does not reach its API server: {type(error).__name__}",
+            field="kubeconfig",
+        ) from None
+    finally:
+        await client.close()
 
 
 def _view(doc: StorageClusterDoc) -> StorageCluster:

@@ -151,6 +151,14 @@ def test_a_kubeconfig_that_cannot_be_used_is_refused_with_why(text: str, says: s
     assert refused.value.extensions == {"field": "kubeconfig"}
 
 
+def test_a_kubeconfig_that_is_not_yaml_is_refused_without_echoing_it() -> None:
+    secret = "token: s3cr3t-value-never-to-be-shown"
+    with pytest.raises(ValidationFailed) as refused:
+        parsed_kubeconfig(f"users:\n- user:\n    {secret}\n  : [")
+    assert "s3cr3t" not in refused.value.detail
+    assert "line" in refused.value.detail
+
+
 def test_a_current_context_without_a_server_is_refused() -> None:
     config = parsed_kubeconfig(
         KUBECONFIG.replace("current-context: platform", "current-context: other")

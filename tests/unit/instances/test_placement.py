@@ -56,9 +56,11 @@ def fleet(**changes: Any) -> list[ClusterDoc]:
 
 def choose(
     docs: list[ClusterDoc], kind: str, region: str | None = None, zones: list[str] | None = None,
-    spec: str = "h100x1",
+    spec: str = "h100x1", spent: dict[str, int] | None = None,
 ) -> str:  # fmt: skip
-    return choose_cluster(docs, kind, WHOLE, region=region, zones=zones or [], spec_name=spec)
+    return choose_cluster(
+        docs, kind, WHOLE, region=region, zones=zones or [], spec_name=spec, warm_spent=spent
+    )
 
 
 def test_the_home_cluster_takes_a_kind_it_has_even_with_fewer_free() -> None:
@@ -93,6 +95,10 @@ def test_a_cluster_with_a_warm_unit_of_the_spec_comes_before_the_home_cluster() 
     assert choose(fleet(second={"warm": {"h100x1": 0}}), H100) == "local-1"
     assert choose(fleet(second={"warm": {"h100x2": 3}}), H100) == "local-1"
     assert choose(warm_second, H100, region="local-1") == "local-1"
+    # Once a start went for the one unit the last look found, the next goes home: a
+    # burst is not sent after a single unit until the next look.
+    assert choose(warm_second, H100, spent={"local-2": 1}) == "local-1"
+    assert choose(fleet(second={"warm": {"h100x1": 2}}), H100, spent={"local-2": 1}) == "local-2"
     # A warm cluster that takes no new workloads is passed over.
     assert choose(fleet(second={"warm": {"h100x1": 1}, "state": "cordoned"}), H100) == "local-1"
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from gpucloud_libs.clock import now_as_stored
@@ -41,6 +42,9 @@ class Placement:
         self._clusters = clusters
         self._home = home
         self._read: tuple[float, list[ClusterDoc]] | None = None  # (read at, clusters)
+        #: Starts this replica sent to a cluster for its warm units, per (cluster,
+        #: spec), since the look that counted them: no more than the look found.
+        self._sent_warm: dict[tuple[str, str], tuple[datetime, int]] = {}
 
     async def choose(
         self, spec: SpecDoc, *, region: str | None, zones: list[str], volumes: bool = False
@@ -53,10 +57,30 @@ class Placement:
         docs = await self._docs()
         if volumes:
             docs = home_for_volumes(docs, gpu_type, resource, region=region, zones=zones)
+        spent = self._warm_spent(docs, spec["_id"])
         chosen = choose_cluster(
-            docs, gpu_type, resource, region=region, zones=zones, spec_name=spec["_id"]
-        )
-        return Placed(chosen, next(doc["region"] for doc in docs if doc["_id"] == chosen))
+            docs, gpu_type, resource, region=region, zones=zones, spec_name=spec["_id"],
+            warm_spent=spent,
+        )  # fmt: skip
+        doc = next(doc for doc in docs if doc["_id"] == chosen)
+        if _warm(doc, spec["_id"], spent) and doc["status"] is not None:
+            self._sent_warm[chosen, spec["_id"]] = (
+                doc["status"]["checked_at"], spent.get(chosen, 0) + 1,
+            )  # fmt: skip
+        return Placed(chosen, doc["region"])
+
+    def _warm_spent(self, docs: list[ClusterDoc], spec_name: str) -> dict[str, int]:
+        """Per cluster, the warm units of the spec this replica has sent starts to since
+        the cluster's last look."""
+        spent = {}
+        for doc in docs:
+            sent = self._sent_warm.get((doc["_id"], spec_name))
+            if sent is not None and doc["status"] is not None:
+                if sent[0] == doc["status"]["checked_at"]:
+                    spent[doc["_id"]] = sent[1]
+                else:
+                    del self._sent_warm[doc["_id"], spec_name]  # a new look counts afresh
+        return spent
 
     async def check_open(self, cluster: str) -> None:
         """A 409 while `cluster` takes no new workloads (a start again stays in it)."""
@@ -108,11 +132,12 @@ class Placement:
 
 def choose_cluster(
     docs: list[ClusterDoc], gpu_type: str, resource: str, *, region: str | None,
-    zones: list[str], spec_name: str | None = None,
+    zones: list[str], spec_name: str | None = None, warm_spent: Mapping[str, int] | None = None,
 ) -> str:  # fmt: skip
     """Of `docs`, the cluster a new workload of the GPU kind (and spec) goes to: a
     422 for a region no cluster is in, or one none of whose clusters has the kind; a
-    409 when none that has it takes new workloads now."""
+    409 when none that has it takes new workloads now. `warm_spent`: per cluster, the
+    warm units of the spec already sent starts since its last look."""
 
     if region is not None and not any(doc["region"] == region for doc in docs):
         regions = sorted({doc["region"] for doc in docs if doc["region"]})
@@ -141,7 +166,7 @@ def choose_cluster(
         )  # fmt: skip
     open_.sort(
         key=lambda doc: (
-            not _warm(doc, spec_name),
+            not _warm(doc, spec_name, warm_spent or {}),
             not doc["home"],
             -_free(doc, gpu_type, resource),
             doc["_id"],
@@ -198,11 +223,12 @@ def _offers(doc: ClusterDoc, gpu_type: str, resource: str, zones: list[str]) -> 
     )
 
 
-def _warm(doc: ClusterDoc, spec_name: str | None) -> bool:
-    """Whether its warm stock of the spec had a unit available at the last look."""
+def _warm(doc: ClusterDoc, spec_name: str | None, spent: Mapping[str, int]) -> bool:
+    """Whether its warm stock of the spec had a unit available at the last look that
+    no start has been sent to since."""
     if spec_name is None or doc["status"] is None:
         return False
-    return doc["status"].get("warm", {}).get(spec_name, 0) > 0
+    return doc["status"].get("warm", {}).get(spec_name, 0) > spent.get(doc["_id"], 0)
 
 
 def _free(doc: ClusterDoc, gpu_type: str, resource: str) -> int:

@@ -50,7 +50,7 @@ class ClusterUse(Protocol):
         ...
 
     async def stocked_units(self, cluster: str) -> int:
-        """The units its warm stocks' targets add up to."""
+        """The warm units it keeps, or is to keep."""
         ...
 
 

@@ -142,7 +142,7 @@ class Controller:
                 continue
             try:
                 await runtime.stocks.reconcile()
-            except KubeError as error:
+            except (KubeError, DependencyUnavailable) as error:
                 log.warning(
                     "a cluster's warm stocks failed; trying again at the next resync",
                     extra={"cluster": runtime.name, "error": str(error)},
