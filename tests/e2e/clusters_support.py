@@ -38,11 +38,17 @@ def second_cluster_kubeconfig() -> str:
 
 
 @contextlib.asynccontextmanager
-async def second_cluster_api() -> AsyncIterator[k8s.ApiClient]:
-    """The second cluster's API, as the instances service reaches it."""
+async def second_cluster_api(*, as_operator: bool = False) -> AsyncIterator[k8s.ApiClient]:
+    """The second cluster's API, as the instances service reaches it, or as the
+    operator does (who may read Secrets, which no service of the platform may)."""
+    if as_operator:
+        path = Path(stack_service_env("instances")["GPUCLOUD_KUBECONFIG"])
+        text = path.with_name(f"kubeconfig-{SECOND}").read_text()
+    else:
+        text = second_cluster_kubeconfig()
     configuration = k8s.Configuration()
     await k8s_config.load_kube_config_from_dict(
-        yaml.safe_load(second_cluster_kubeconfig()), client_configuration=configuration
+        yaml.safe_load(text), client_configuration=configuration
     )
     api = k8s.ApiClient(configuration)
     try:

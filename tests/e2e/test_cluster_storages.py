@@ -18,13 +18,11 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 
 from gpucloud_libs.naming import storage_secret_name, tenant_namespace
 
 from .cli_support import cli_for, ready_tenant
-from .clusters_support import SECOND
-from .conftest import stack_service_env
+from .clusters_support import SECOND, second_cluster_api
 from .platform import Platform, assert_problem, bearer
 from .s3_support import put, s3_as, s3_error
 from .support import eventually
@@ -34,16 +32,8 @@ B200 = "NVIDIA-B200"
 
 @pytest.fixture
 async def second_admin() -> AsyncIterator[k8s.ApiClient]:
-    """The operator's own API of the second cluster: it may read Secrets, which no
-    service of the platform may."""
-    operator = Path(stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]).with_name(
-        f"kubeconfig-{SECOND}"
-    )
-    configuration = k8s.Configuration()
-    await k8s_config.load_kube_config(config_file=str(operator), client_configuration=configuration)
-    api = k8s.ApiClient(configuration)
-    yield api
-    await api.close()
+    async with second_cluster_api(as_operator=True) as api:
+        yield api
 
 
 async def test_an_instance_in_the_second_cluster_gets_its_object_storage_there(

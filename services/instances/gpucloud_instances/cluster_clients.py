@@ -5,12 +5,12 @@ registered again with another kubeconfig or stopped answering."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gpucloud_libs.errors import DependencyUnavailable
 from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kubeconfigs import ClientsByKubeconfig
 
 #: A registered cluster's kubeconfig, parsed (None: not registered, or not usable).
 KubeconfigOf = Callable[[str], Awaitable[dict[str, Any] | None]]
@@ -25,9 +25,7 @@ class ClusterClients:
         self.home = home
         self._home_name = home_name
         self._kubeconfig_of = kubeconfig_of
-        #: Each registered cluster's client, with the kubeconfig it was opened from.
-        self._others: dict[str, tuple[dict[str, Any], KubeClient]] = {}
-        self._opening = asyncio.Lock()
+        self._others = ClientsByKubeconfig()
 
     def is_home(self, cluster: str | None) -> bool:
         return not cluster or cluster == self._home_name
@@ -41,25 +39,14 @@ class ClusterClients:
         config = await self._kubeconfig_of(cluster)
         if config is None:
             raise ClusterNotRegistered(f"cluster {cluster!r} is not registered")
-        async with self._opening:
-            cached = self._others.get(cluster)
-            if cached is not None and cached[0] == config:
-                return cached[1]
-            await self.forget(cluster)
-            client = KubeClient(None, config_dict=config)
-            await client.connect()
-            self._others[cluster] = (config, client)
-            return client
+        return await self._others.client(cluster, config)
 
     async def forget(self, cluster: str | None) -> None:
         """A registered cluster that did not answer: its client is opened afresh next
         time."""
-        cached = None if self.is_home(cluster) else self._others.pop(cluster or "", None)
-        if cached is not None:
-            await cached[1].close()
+        if not self.is_home(cluster):
+            await self._others.forget(cluster or "")
 
     async def close(self) -> None:
         """The registered clusters' clients (the home one is its owner's to close)."""
-        for _, client in self._others.values():
-            await client.close()
-        self._others.clear()
+        await self._others.close()

@@ -21,7 +21,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
+from gpucloud_libs.kubeconfigs import ClientsByKubeconfig, kubeconfig_server, parsed_kubeconfig
 from gpucloud_libs.mongo import Collection, Database, typed
 from gpucloud_libs.sealing import SecretBox
 
@@ -49,9 +49,7 @@ class StorageClusters:
     def __init__(self, db: Database, box: SecretBox) -> None:
         self._clusters: Collection[StorageClusterDoc] = typed(db, CLUSTERS, StorageClusterDoc)
         self._box = box
-        #: Each cluster's client, with the sealed kubeconfig it was opened from.
-        self._clients: dict[str, tuple[str, KubeClient]] = {}
-        self._opening = asyncio.Lock()
+        self._clients = ClientsByKubeconfig()
 
     async def register(self, identity: Identity, name: str, kubeconfig: str) -> StorageCluster:
         """Keep the storage service's kubeconfig for a cluster (replacing one kept)."""
@@ -89,26 +87,15 @@ class StorageClusters:
                 f"cluster {name!r} has no storage access (`gpucloud clusters register "
                 "--storage-kubeconfig`): storages cannot be handed to its pods"
             )
-        async with self._opening:
-            cached = self._clients.get(name)
-            if cached is not None and cached[0] == doc["sealed_kubeconfig"]:
-                return cached[1]
-            await self.forget_client(name)
-            client = KubeClient(None, config_dict=parsed_kubeconfig(text))
-            await client.connect()
-            self._clients[name] = (doc["sealed_kubeconfig"], client)
-            return client
+        return await self._clients.client(name, parsed_kubeconfig(text))
 
     async def forget_client(self, name: str) -> None:
         """Open the cluster's client afresh next time (it did not answer, or its
         kubeconfig was replaced)."""
-        cached = self._clients.pop(name, None)
-        if cached is not None:
-            await cached[1].close()
+        await self._clients.forget(name)
 
     async def close(self) -> None:
-        for name in list(self._clients):
-            await self.forget_client(name)
+        await self._clients.close()
 
 
 async def _answers(config: dict[str, Any]) -> None:

@@ -67,6 +67,7 @@ class Controller:
         self._services = stores.services
         self._requests = stores.requests
         self._lines = stores.lines
+        self._stocks = stores.stocks
         self._instance_reconciler = reconcilers.instances
         self._job_reconciler = reconcilers.jobs
         self._inference_reconciler = reconcilers.inference
@@ -134,14 +135,15 @@ class Controller:
                 await self._clusters.look_all(self._runtimes)
 
     async def _reconcile_stocks(self) -> None:
-        """Every driven cluster's stocks; one cluster that fails them leaves the others'
-        done (the next resync tries it again)."""
+        """Every driven cluster's stocks, from one read of the targets; one cluster that
+        fails them leaves the others' done (the next resync tries it again)."""
+        targets, images = await asyncio.gather(self._stocks.targets(), self._stocks.images())
         for runtime in self._runtimes:
             if runtime.home:
-                await runtime.stocks.reconcile()
+                await runtime.stocks.reconcile(targets, images)
                 continue
             try:
-                await runtime.stocks.reconcile()
+                await runtime.stocks.reconcile(targets, images)
             except (KubeError, DependencyUnavailable) as error:
                 log.warning(
                     "a cluster's warm stocks failed; trying again at the next resync",

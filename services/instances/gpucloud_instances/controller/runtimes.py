@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -41,7 +41,11 @@ class WarmStocks(Protocol):
 
     def claim(self, doc: InstanceDoc) -> tuple[str, str] | None: ...
 
-    async def reconcile(self) -> None: ...
+    async def reconcile(
+        self,
+        targets: Mapping[tuple[str, str], int],
+        images: Mapping[tuple[str, str], list[str]],
+    ) -> None: ...
 
     def available(self) -> dict[str, int]: ...
 

@@ -18,12 +18,11 @@ units make way for it, as placeholders do when a pod preempts them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 
@@ -38,7 +37,7 @@ from ..documents import InstanceDoc, SpecDoc
 from ..specs.store import SpecStore
 from . import manifests as stock_manifests
 from .documents import StockUnitDoc
-from .store import StockStore
+from .store import StockKey, StockStore
 
 log = logging.getLogger(__name__)
 
@@ -123,17 +122,23 @@ class StockPool:
                 return unit
         return None
 
-    async def reconcile(self) -> None:
-        """Keep each spec's units at its target. Claims go on meanwhile (they never
-        wait for a pass); a stale view here only over- or under-fills by a unit until
-        the next pass."""
+    async def reconcile(
+        self, targets: Mapping[StockKey, int], images: Mapping[StockKey, list[str]]
+    ) -> None:
+        """Keep each spec's units at its target (`targets` and `images`: every
+        cluster's, as the store has them). Claims go on meanwhile (they never wait for
+        a pass); a stale view here only over- or under-fills by a unit until the next
+        pass."""
         try:
-            await self._reconcile()
+            await self._reconcile(
+                {spec: n for (cluster, spec), n in targets.items() if cluster == self.cluster},
+                {spec: i for (cluster, spec), i in images.items() if cluster == self.cluster},
+            )
         except BaseException:
             self._units = None  # a write may or may not have landed: read them again
             raise
 
-    async def _reconcile(self) -> None:
+    async def _reconcile(self, targets: dict[str, int], images: dict[str, list[str]]) -> None:
         if self._units is None:
             stored = await self._stocks.units(self.cluster)
             self._units = {unit["_id"]: unit for unit in stored}
@@ -142,7 +147,6 @@ class StockPool:
         await self._observe(units)
         await self._drop_lost(units)
         await self._make_way(units)
-        targets, images = await self._targets()
         self._stocked_specs = {spec_name for spec_name, target in targets.items() if target > 0}
         for spec_name, target in targets.items():
             live = [unit for unit in units.values() if unit["spec_name"] == spec_name]
@@ -162,18 +166,6 @@ class StockPool:
             for name, unit in units.items()
             if unit["state"] == "available" and unit["node"] and name not in claimed
         }
-
-    async def _targets(self) -> tuple[dict[str, int], dict[str, list[str]]]:
-        """This cluster's targets and images, by spec."""
-        targets, images = await asyncio.gather(self._stocks.targets(), self._stocks.images())
-        return (
-            {
-                spec: target
-                for (cluster, spec), target in targets.items()
-                if cluster == self.cluster
-            },
-            {spec: pulled for (cluster, spec), pulled in images.items() if cluster == self.cluster},
-        )
 
     def available(self) -> dict[str, int]:
         """Available units per spec, as of the last pass (the clusters pass records
