@@ -97,7 +97,17 @@ QUOTA_COLUMNS: list[Column] = [
     ("GPUS IN USE", lambda q: f"{q['gpusInUse']} of {q['maxGpus']}"),
     ("BORROWABLE", lambda q: q["borrowGpus"]),
     ("WORKLOADS", lambda q: f"{q['workloadsInUse']} of {q['maxInstances']}"),
+    ("YOUR GPUS", lambda q: _yours(q["yourGpusInUse"], q.get("yourMaxGpus"))),
+    ("YOUR MONTHLY SPEND", lambda q: _cents(q.get("yourMonthlySpendCents"))),
 ]
+
+
+def _yours(held: int, limit: int | None) -> str:
+    return f"{held}" if limit is None else f"{held} of {limit}"
+
+
+def _cents(limit: int | None) -> str:
+    return "no limit" if limit is None else f"up to {limit / 100:.2f}"
 
 
 @click.command("quota")

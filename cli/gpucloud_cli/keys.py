@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from .session import Column, Session, moment, pass_session
-from .users import users
+from .users import user_id_of, users
 
 KEY_COLUMNS: list[Column] = [
     ("ID", lambda k: k["keyID"]),
@@ -34,7 +34,7 @@ def list_keys(session: Session, user: str | None) -> None:
     """List API keys, revoked ones included."""
     listed = list(session.client.list_keys())
     if user is not None:
-        user_id = _user_id(session, user)
+        user_id = user_id_of(session, user)
         listed = [key for key in listed if key["userID"] == user_id]
     session.emit(listed, KEY_COLUMNS)
 
@@ -74,20 +74,10 @@ def mint_key(session: Session, user: str, name: str, role: str | None, days: int
     }  # fmt: skip
     if role is not None:
         body["role"] = role
-    made = session.client.mint_key(_user_id(session, user), body)
+    made = session.client.mint_key(user_id_of(session, user), body)
     if session.output == "json":
         session.emit_json(made)
         return
     session.emit(made, KEY_COLUMNS)
     session.note(f"API key of {user}, shown this once:")
     click.echo(made["secret"])
-
-
-def _user_id(session: Session, user: str) -> str:
-    """A user's id from their id or email (among the caller's tenant's users)."""
-    if "@" not in user:
-        return user
-    for found in session.client.list_users():
-        if found["email"] == user.lower():
-            return str(found["userID"])
-    raise click.BadParameter(f"no user of your tenant has the email {user!r}", param_hint="USER")

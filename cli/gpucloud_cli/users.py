@@ -1,4 +1,4 @@
-"""`gpucloud users`: the people of a tenant, and their roles."""
+"""`gpucloud users`: the people of a tenant, their roles and their own limits."""
 
 from __future__ import annotations
 
@@ -59,3 +59,59 @@ def add_user(session: Session, email: str, name: str, role: str, tenant: str | N
     """
     body: dict[str, Any] = {"email": email, "name": name, "role": role}
     session.emit(session.client.add_user(body, tenant=tenant), USER_COLUMNS)
+
+
+LIMIT_COLUMNS: list[Column] = [
+    ("MAX GPUS", lambda limits: limits["maxGpus"]),
+    ("MONTHLY SPEND (CENTS)", lambda limits: limits["monthlySpendCents"]),
+]
+
+
+@users.command("limits")
+@click.argument("user")
+@click.option("--gpus", type=click.IntRange(0), help="GPUs their workloads may hold at once.")
+@click.option(
+    "--monthly-spend-cents", type=click.IntRange(0),
+    help="What their workloads may cost per calendar month; at it they stop.",
+)  # fmt: skip
+@click.option("--clear", is_flag=True, help="Take every limit off (the tenant's quota only).")
+@pass_session
+def user_limits(
+    session: Session, user: str, gpus: int | None, monthly_spend_cents: int | None, clear: bool
+) -> None:
+    """Show, or set, USER's own limits inside the tenant's quota (tenant admin). A start
+    past them is refused, or waits in the queue while the user's other work runs.
+
+    \b
+    Examples:
+      gpucloud users limits ada@acme.test
+      gpucloud users limits ada@acme.test --gpus 4 --monthly-spend-cents 50000
+      gpucloud users limits ada@acme.test --clear
+    """
+    user_id = user_id_of(session, user)
+    if clear and (gpus is not None or monthly_spend_cents is not None):
+        raise click.UsageError("--clear takes no other limit")
+    body: dict[str, Any] | None = None
+    if clear:
+        body = {"maxGpus": None, "monthlySpendCents": None}
+    elif gpus is not None or monthly_spend_cents is not None:
+        # Unchanged limits are kept: the PUT sets both.
+        body = {**session.client.user_limits(user_id)}
+        body.update(
+            {
+                k: v
+                for k, v in (("maxGpus", gpus), ("monthlySpendCents", monthly_spend_cents))
+                if v is not None
+            }
+        )
+    session.emit(session.client.user_limits(user_id, body), LIMIT_COLUMNS)
+
+
+def user_id_of(session: Session, user: str) -> str:
+    """A user's id from their id or email (among the caller's tenant's users)."""
+    if "@" not in user:
+        return user
+    for found in session.client.list_users():
+        if found["email"] == user.lower():
+            return str(found["userID"])
+    raise click.BadParameter(f"no user of your tenant has the email {user!r}", param_hint="USER")

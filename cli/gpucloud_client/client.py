@@ -251,3 +251,10 @@ class Client(WorkloadApi, ApiSession):
         """An API key for a user of the admin's tenant; its `secret` is in this answer only."""
         path = f"/users/{_id(user_id)}/api-keys"
         return cast(dict[str, Any], self.request("POST", path, json=body))
+
+    def user_limits(self, user_id: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A user's own limits; with `body` (a UserLimits), set them first."""
+        path = f"/users/{_id(user_id)}/limits"
+        if body is None:
+            return cast(dict[str, Any], self.request("GET", path))
+        return cast(dict[str, Any], self.request("PUT", path, json=body))

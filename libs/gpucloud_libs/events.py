@@ -44,6 +44,7 @@ from .workload_events import (
     ReplicaState,
     ReplicaStateChanged,
     StopTenantInstancesRequested,
+    UserSpendLimitReached,
 )
 
 #: The contracts, here and in their parts (workload_events, fleet_events): every one is
@@ -85,6 +86,8 @@ __all__ = [
     "TenantQuota",
     "TenantUpserted",
     "UsageRecorded",
+    "UserLimits",
+    "UserSpendLimitReached",
 ]
 
 SPEC_VERSION = "1.0"
@@ -109,6 +112,17 @@ class TenantQuota(BaseModel):
     max_memory_gib: int | None = Field(default=None, ge=0)
 
 
+class UserLimits(BaseModel):
+    """One user's own ceilings inside the tenant's quota; unset means only the tenant's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: GPUs the user's workloads may hold at once (every kind together).
+    max_gpus: int | None = Field(default=None, ge=0)
+    #: What the user's workloads may cost per calendar month, in cents.
+    monthly_spend_cents: int | None = Field(default=None, ge=0)
+
+
 class TenantUpserted(EventData):
     """A tenant was created, or its quota or status changed. Carries the full state."""
 
@@ -119,6 +133,8 @@ class TenantUpserted(EventData):
     quota: TenantQuota
     #: The tenant's weight in the admission queue's fair share (docs/queue.md).
     queue_weight: float = Field(default=1.0, gt=0)
+    #: Limits of the tenant's users that have any, by user id.
+    user_limits: dict[str, UserLimits] = Field(default_factory=dict)
 
     @property
     def aggregate_id(self) -> str:
@@ -212,6 +228,7 @@ Event = Annotated[
     | TenantDeleted
     | InstanceStateChanged
     | StopTenantInstancesRequested
+    | UserSpendLimitReached
     | StorageUsageSampled
     | TelemetryBatch
     | NodeInventory

@@ -30,6 +30,7 @@ from .events import (
     TenantDeleted,
     TenantUpserted,
     UsageRecorded,
+    UserSpendLimitReached,
 )
 from .kafka_connection import KafkaConnection
 
@@ -70,7 +71,8 @@ INFERENCE_LIFECYCLE = TopicSpec(
     carries=(ReplicaStateChanged, InferenceServiceDeleted),
 )
 INSTANCE_COMMANDS = TopicSpec(
-    "gpucloud.instances.commands.v1", carries=(StopTenantInstancesRequested,)
+    "gpucloud.instances.commands.v1",
+    carries=(StopTenantInstancesRequested, UserSpendLimitReached),
 )
 STORAGE_USAGE = TopicSpec(
     "gpucloud.storage.usage.v1", retention_ms=-1, carries=(StorageUsageSampled,)

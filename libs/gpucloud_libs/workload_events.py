@@ -202,3 +202,23 @@ class StopTenantInstancesRequested(EventData):
     @property
     def aggregate_id(self) -> str:
         return self.tenant_id
+
+
+class UserSpendLimitReached(EventData):
+    """Metering found a user's spend this month at their limit: the instances service
+    stops the user's workloads and admits none of theirs until the month ends or the
+    limit is raised above `limit_cents`."""
+
+    type: Literal["io.gpucloud.instances.user_spend_limit_reached.v1"] = (
+        "io.gpucloud.instances.user_spend_limit_reached.v1"
+    )
+    tenant_id: str
+    user_id: str
+    #: The calendar month, `YYYY-MM`.
+    period: str
+    limit_cents: int
+    spent_cents: int
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id

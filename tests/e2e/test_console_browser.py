@@ -322,6 +322,21 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
     await expect(minted).to_contain_text(added.json()["email"])
     who = await platform.http.get("/v1/whoami", headers=bearer(handed.strip()))
     assert (who.json()["userID"], who.json()["role"]) == (added.json()["userID"], "tenant-user")
+    # And holds Ada to one GPU at once, inside the tenant's quota.
+    limits = admin.get_by_role("region", name="User limits")
+    await limits.get_by_role("combobox", name=re.compile("^User")).select_option(
+        label=added.json()["email"]
+    )
+    await limits.get_by_label("Max GPUs at once").fill("1")
+    await limits.get_by_role("button", name="Set limits").click()
+    limited = limits.get_by_role("row").filter(has_text=added.json()["email"])
+    await expect(limited).to_contain_text("1")
+
+    async def held_to_one() -> bool:
+        quota = await platform.http.get("/v1/quota", headers=bearer(handed.strip()))
+        return bool(quota.json().get("yourMaxGpus") == 1)
+
+    await eventually(held_to_one, timeout=30)
     await admin.context.close()
 
     # Stop the instance, then sign out: the session is gone on reload.

@@ -296,6 +296,21 @@ async def _mint_user_key(world: World) -> None:
     )  # fmt: skip
 
 
+@row("GET", "/v1/users/{user_id}/limits")
+async def _get_user_limits(world: World) -> None:
+    await _everyone_refused(
+        world, "GET", f"/v1/users/{world.a.admin_user_id}/limits", lower_too=True
+    )
+
+
+@row("PUT", "/v1/users/{user_id}/limits")
+async def _set_user_limits(world: World) -> None:
+    await _everyone_refused(
+        world, "PUT", f"/v1/users/{world.a.admin_user_id}/limits", lower_too=True,
+        body={"maxGpus": 0},
+    )  # fmt: skip
+
+
 # --- API keys ------------------------------------------------------------------------
 
 

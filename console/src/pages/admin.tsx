@@ -1,6 +1,6 @@
 // Admin: users and their roles, API keys (the secret is shown once), the audit log.
 import { useState } from "preact/hooks";
-import { del, enc, get, items, patch, post, type Principal } from "../api";
+import { del, enc, get, items, patch, post, put, type Principal } from "../api";
 import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
 interface User {
@@ -41,6 +41,7 @@ export function AdminPage(props: { principal: Principal }) {
   return (
     <Page title="Admin">
       {admin && <Users principal={props.principal} />}
+      {props.principal.role === "tenant-admin" && <UserLimits />}
       <Keys admin={admin} self={props.principal.userID} />
       {admin && <Audit />}
       {!admin && <p class="muted">Users and the audit log are for your tenant's admins.</p>}
@@ -117,6 +118,67 @@ export function Users(props: { principal: Principal; tenantID?: string }) {
                     </div>
                   ),
               },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}
+
+interface Limits {
+  maxGpus: number | null;
+  monthlySpendCents: number | null;
+}
+
+/** A tenant admin's limits on each user, inside the tenant's quota: GPUs at once and
+ * spend per month, enforced when the user's workloads are admitted. */
+function UserLimits() {
+  const users = useLoad(() => get<{ items: User[] }>("/users?limit=200").then(items), []);
+  const tenant = useLoad(() => get<{ userLimits: Record<string, Limits> }>("/tenant"), []);
+  const [holder, setHolder] = useState("");
+  const [gpus, setGpus] = useState("");
+  const [spend, setSpend] = useState("");
+  const action = useAction();
+  const emailOf = (userID: string) => (users.data ?? []).find((u) => u.userID === userID)?.email ?? userID;
+  const number = (value: string) => (value.trim() === "" ? null : Number(value));
+  const choose = (userID: string) => {
+    const limits = tenant.data?.userLimits[userID];
+    setHolder(userID);
+    setGpus(limits?.maxGpus?.toString() ?? "");
+    setSpend(limits?.monthlySpendCents?.toString() ?? "");
+  };
+  const save = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      await put(`/users/${enc(holder)}/limits`, { maxGpus: number(gpus), monthlySpendCents: number(spend) });
+      tenant.reload();
+    });
+  };
+  const rows = Object.entries(tenant.data?.userLimits ?? {}).map(([userID, limits]) => ({ userID, ...limits }));
+  return (
+    <section class="card" aria-labelledby="limits-title">
+      <h2 id="limits-title">User limits</h2>
+      <p class="muted">Each user's own ceiling inside the tenant's quota. Leave a field empty for no limit of the user's own.</p>
+      <Form action={action} class="inline" onSubmit={save}>
+        <Field label="User" name="limits-user" value={holder} onInput={choose} options={["", ...(users.data ?? []).map((u) => u.userID)]} emptyLabel="choose a user" optionLabel={emailOf} required />
+        <Field label="Max GPUs at once" name="limits-maxGpus" type="number" value={gpus} onInput={setGpus} />
+        <Field label="Monthly spend (cents)" name="limits-monthlySpendCents" type="number" value={spend} onInput={setSpend} />
+        <button type="submit" disabled={action.busy || !holder}>
+          Set limits
+        </button>
+      </Form>
+      <ErrorNote error={action.error} />
+      <Show loaded={tenant} empty={() => !rows.length} emptyText="No user has limits of their own.">
+        {() => (
+          <Table
+            caption="User limits"
+            rows={rows}
+            rowKey={(r) => r.userID}
+            columns={[
+              { label: "User", cell: (r) => emailOf(r.userID) },
+              { label: "Max GPUs", cell: (r) => r.maxGpus ?? "—" },
+              { label: "Monthly spend (cents)", cell: (r) => r.monthlySpendCents ?? "—" },
             ]}
           />
         )}

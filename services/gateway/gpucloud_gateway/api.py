@@ -310,21 +310,6 @@ async def update_user(
     return await users.update(principal, user_id, body)
 
 
-@router.delete(
-    "/users/{user_id}",
-    tags=["users"],
-    status_code=status.HTTP_204_NO_CONTENT,
-    summary="Remove a user and revoke their keys",
-)
-async def delete_user(
-    user_id: UserIdPath,
-    users: UsersPart,
-    principal: Annotated[Principal, require(ADMINS, "admin:write")],
-) -> Response:
-    await users.delete(principal, user_id)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
 # --- API keys -------------------------------------------------------------------------
 
 KeyIdPath = Annotated[str, Path(max_length=64)]

@@ -28,6 +28,7 @@ from .instance_links import SessionLinks
 from .instance_targets import InstanceTargets, RelayedProblem
 from .instance_urls import InstanceHosts, InstanceProxy
 from .long_connections import LongConnections
+from .members_api import router as members_router
 from .openapi import OpenApiAggregator
 from .ratelimit import RateLimiter
 from .security_headers import SecurityHeaders
@@ -94,7 +95,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         description="GPU cloud control plane: the public API. The whole platform's "
         "API is described at /v1/openapi.json.",
         # The console's catch-all goes last: every API route is matched before it.
-        routers=[router, forward_router, console_router(settings)],
+        routers=[router, members_router, forward_router, console_router(settings)],
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,

@@ -21,6 +21,8 @@ class TenantDoc(TypedDict):
     rate_limit: dict[str, Any] | None
     #: Its weight in the admission queue (absent: 1).
     queue_weight: NotRequired[float]
+    #: Limits of the tenant's users that have any (tenant admin), by user id.
+    user_limits: NotRequired[dict[str, dict[str, Any]]]
     created_at: datetime
     updated_at: datetime
     #: Every change moves the tenant to a new revision, published as its event id.

@@ -60,6 +60,17 @@ class SelfQuota(ApiModel):
     monthly_spend_cap_cents: int | None = Field(default=None, ge=0, le=2**62)
 
 
+class UserLimits(ApiModel):
+    """One user's own ceilings inside the tenant's quota (tenant admin); unset fields
+    leave the user held to the tenant's quota alone."""
+
+    #: GPUs the user's instances, jobs and services may hold at once.
+    max_gpus: int | None = Field(default=None, ge=0, le=1_000_000)
+    #: What the user's workloads may cost per calendar month, in cents: at it, the
+    #: user's workloads stop and none of theirs start until the month ends.
+    monthly_spend_cents: int | None = Field(default=None, ge=0, le=2**62)
+
+
 class RateLimit(ApiModel):
     """A token bucket: a steady rate, and a burst allowed on top of it."""
 
@@ -179,6 +190,8 @@ class Tenant(ApiModel):
     quota: QuotaLimits
     rate_limit: RateLimit
     queue_weight: float
+    #: The limits of its users that have any, by user id.
+    user_limits: dict[str, UserLimits] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
 

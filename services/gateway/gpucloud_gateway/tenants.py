@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
@@ -14,6 +15,7 @@ from faststream.kafka import KafkaBroker
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
 from gpucloud_libs.events import TenantDeleted, TenantQuota, TenantUpserted
+from gpucloud_libs.events import UserLimits as UserLimitsEvent
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.topics import TENANTS
@@ -33,6 +35,7 @@ from .schemas import (
     TenantCreate,
     TenantCreated,
     TenantUpdate,
+    UserLimits,
 )
 from .settings import GatewaySettings
 from .store import AlreadyExists, TenantStore
@@ -88,6 +91,10 @@ class Tenants:
             if doc.get("rate_limit")
             else default_rate_limit(self._settings),
             queue_weight=doc.get("queue_weight", 1.0),
+            user_limits={
+                user_id: UserLimits.model_validate(limits)
+                for user_id, limits in (doc.get("user_limits") or {}).items()
+            },
             created_at=doc["created_at"],
             updated_at=doc["updated_at"],
         )
@@ -160,10 +167,56 @@ class Tenants:
             )
         return await self._change(tenant_id, {"self_quota": body.model_dump()})
 
-    async def _change(self, tenant_id: str, fields: Document) -> Tenant:
-        # One writer per tenant document on this replica: publish what was written.
+    async def set_user_limits(
+        self, principal: Principal, user_id: str, body: UserLimits
+    ) -> UserLimits:
+        """A tenant admin's limits on one user of the tenant, within the tenant's quota;
+        both unset takes them off."""
+        assert principal.tenant_id is not None
+        await self._users.get(principal, user_id)  # a 404 outside the admin's tenant
+        doc = await self._existing(principal.tenant_id)
+        quota = effective_quota(doc["limits"], doc.get("self_quota") or {})
+        above = [
+            f"{name} {value} is above the tenant's {quota[field]}"
+            for name, value, field in (
+                ("maxGpus", body.max_gpus, "max_gpus"),
+                ("monthlySpendCents", body.monthly_spend_cents, "monthly_spend_cap_cents"),
+            )
+            if value is not None and quota.get(field) is not None and value > quota[field]
+        ]
+        if above:
+            raise ValidationFailed(f"a user's limits fit the tenant's quota: {'; '.join(above)}")
+        await self._change_user_limits(principal.tenant_id, user_id, body)
+        return body
+
+    async def forget_user_limits(self, tenant_id: str, user_id: str) -> None:
+        """The limits of a user who is removed."""
+        await self._change_user_limits(tenant_id, user_id, UserLimits())
+
+    async def _change_user_limits(self, tenant_id: str, user_id: str, body: UserLimits) -> None:
+        def edit(doc: TenantDoc) -> Document | None:
+            limits = dict(doc.get("user_limits") or {})
+            if body == UserLimits():
+                if limits.pop(user_id, None) is None:
+                    return None  # none to take off
+            else:
+                limits[user_id] = body.model_dump()
+            return {"user_limits": limits}
+
+        await self._change(tenant_id, edit)
+
+    async def _change(
+        self, tenant_id: str, fields: Document | Callable[[TenantDoc], Document | None]
+    ) -> Tenant:
+        """Write `fields` (or what `fields` makes of the tenant as it is; None: nothing)
+        and publish the tenant. One writer per tenant document on this replica."""
         async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            await self._existing(tenant_id)
+            current = await self._existing(tenant_id)
+            if callable(fields):
+                edited = fields(current)
+                if edited is None:
+                    return self.view(current)
+                fields = edited
             doc = await self._tenants.set_fields(tenant_id, fields, time.time_ns())
             assert doc is not None
             self._cache.forget_tenant(tenant_id)
@@ -185,6 +238,10 @@ class Tenants:
                 tenant_id=doc["_id"], name=doc["name"], status=doc["status"],
                 quota=TenantQuota.model_validate(quota),
                 queue_weight=doc.get("queue_weight", 1.0),
+                user_limits={
+                    user_id: UserLimitsEvent.model_validate(limits)
+                    for user_id, limits in (doc.get("user_limits") or {}).items()
+                },
             )  # fmt: skip
         try:
             await publish_event(

@@ -3,12 +3,14 @@ and what it copies from its spec."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import NamedTuple
 
+from gpucloud_libs.clock import now
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.naming import GPU_RESOURCE
 
-from .documents import QuotaDoc, SpecDoc, WorkloadSpecFields
+from .documents import QuotaDoc, SpecDoc, TenantDoc, UserLimitsDoc, WorkloadSpecFields
 
 
 def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> QuotaExceeded | None:
@@ -31,6 +33,74 @@ def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> Quo
             requested=wanted,
         )
     return None
+
+
+def user_limit_refusal(max_gpus: int, held: int, *, wanted: int) -> QuotaExceeded | None:
+    """Why a user's workload of `wanted` GPUs does not fit the GPUs they may hold at
+    once, holding `held`; None when it fits."""
+    if held + wanted <= max_gpus:
+        return None
+    return QuotaExceeded(
+        f"your own limit is {max_gpus} GPUs at once; you hold {held} and asked for {wanted}",
+        limit="user_max_gpus", limit_value=max_gpus, in_use=held, requested=wanted,
+    )  # fmt: skip
+
+
+def never_fits(tenant: TenantDoc, user_id: str | None, wanted: int) -> QuotaExceeded | None:
+    """Why a queued workload of `wanted` GPUs could never be admitted, past the tenant's
+    quota or its user's own GPU limit even holding nothing else; None when it could."""
+    refusal = quota_refusal(tenant["quota"], 0, 0, wanted=wanted)
+    cap = user_cap(tenant, user_id)
+    if refusal is None and cap is not None and cap.max_gpus is not None:
+        refusal = user_limit_refusal(cap.max_gpus, 0, wanted=wanted)
+    return refusal
+
+
+class UserCap(NamedTuple):
+    """The user a quota claim is made for, and the GPUs they may hold at once (None:
+    only the tenant's quota holds them)."""
+
+    user_id: str
+    max_gpus: int | None
+
+
+def user_cap(tenant: TenantDoc, user_id: str | None) -> UserCap | None:
+    """Whose claim it is, with their GPU limit; None for work no user started."""
+    if user_id is None:
+        return None
+    limits = user_limits(tenant, user_id)
+    return UserCap(user_id, None if limits is None else limits.get("max_gpus"))
+
+
+def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
+    """The limits the tenant admin set on the user, if any."""
+    if user_id is None:
+        return None
+    return (tenant.get("user_limits") or {}).get(user_id)
+
+
+def user_may_start(tenant: TenantDoc, user_id: str | None) -> TenantDoc:
+    """The tenant, once it is sure the user may start work in it: a user whose spend
+    this month reached their own limit is refused."""
+    refusal = spend_refusal(tenant, user_id, now().astimezone(UTC).strftime("%Y-%m"))
+    if refusal is not None:
+        raise refusal
+    return tenant
+
+
+def spend_refusal(tenant: TenantDoc, user_id: str | None, period: str) -> QuotaExceeded | None:
+    """Why the user may start nothing this month: their spend reached their own monthly
+    limit (metering said so), and the limit was not raised since; None otherwise."""
+    stop = (tenant.get("spend_stops") or {}).get(user_id or "")
+    limits = user_limits(tenant, user_id)
+    limit = None if limits is None else limits.get("monthly_spend_cents")
+    if stop is None or stop["period"] != period or limit is None or limit > stop["limit_cents"]:
+        return None
+    return QuotaExceeded(
+        f"your spend this month reached your limit of {limit} cents; ask a tenant admin "
+        "to raise it, or wait for next month",
+        limit="user_monthly_spend_cents", limit_value=limit,
+    )  # fmt: skip
 
 
 def known_spec(name: str, spec: SpecDoc | None) -> SpecDoc:

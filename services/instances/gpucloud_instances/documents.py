@@ -38,6 +38,20 @@ class QuotaDoc(TypedDict):
     max_memory_gib: int | None
 
 
+class UserLimitsDoc(TypedDict):
+    """A user's own limits inside the tenant's quota (set by a tenant admin)."""
+
+    max_gpus: int | None
+    monthly_spend_cents: int | None
+
+
+class SpendStopDoc(TypedDict):
+    """Metering found the user's spend of `period` at `limit_cents`."""
+
+    period: str
+    limit_cents: int
+
+
 class TenantFields(TypedDict):
     """A tenant as its last `tenant.upserted` event said, with what its namespace needs."""
 
@@ -49,6 +63,8 @@ class TenantFields(TypedDict):
     namespace: str
     #: Its weight in the admission queue's fair share (absent: 1).
     queue_weight: NotRequired[float]
+    #: Limits of its users that have any, by user id.
+    user_limits: NotRequired[dict[str, UserLimitsDoc]]
     updated_at: datetime
     #: A hash of what the namespace must reflect; the controller applies it when it differs.
     version: str
@@ -56,6 +72,9 @@ class TenantFields(TypedDict):
 
 class TenantDoc(TenantFields):
     _id: str
+    #: Users whose spend reached their monthly limit, by user id (written by the
+    #: command handler, never by the tenant's events).
+    spend_stops: NotRequired[dict[str, SpendStopDoc]]
 
 
 class WorkloadSpecFields(TypedDict):
@@ -95,11 +114,12 @@ class WorkloadDocFields(WorkloadSpecFields):
     tenant_id: str
     namespace: str
     storages: list[dict[str, Any]]
+    #: Who started it (the caller's subject: a user, or a key of no user).
+    user_id: str | None
 
 
 class InstanceDoc(WorkloadDocFields):
     instance_id: str
-    user_id: str | None
     idempotency_key: str | None
     request_hash: str
     image: str
@@ -145,7 +165,6 @@ class JobRunDoc(TypedDict):
 
 class JobDoc(WorkloadDocFields):
     job_id: str
-    user_id: str | None
     idempotency_key: str | None
     request_hash: str
     image: str
@@ -273,7 +292,6 @@ class ServiceDoc(WorkloadDocFields):
     #: Random per creation: the service's requests (its deletion) are keyed by it,
     #: so a request left over from an earlier service of the same name is not its.
     incarnation: str
-    user_id: str | None
     zone: str | None
     port: int
     readiness_path: str

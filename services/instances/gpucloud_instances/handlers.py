@@ -9,6 +9,7 @@ from gpucloud_libs.events import (
     StopTenantInstancesRequested,
     TenantDeleted,
     TenantUpserted,
+    UserSpendLimitReached,
 )
 
 from .controller.nodes import NodeCordons
@@ -29,6 +30,8 @@ class EventHandlers:
     async def on_command(self, event: CloudEvent) -> None:
         if isinstance(event.data, StopTenantInstancesRequested):
             await self.tenancy.stop_workloads(event.data.tenant_id)
+        elif isinstance(event.data, UserSpendLimitReached):
+            await self.tenancy.user_spend_reached(event.data)
 
     async def on_alert(self, event: CloudEvent) -> None:
         """Only stop-when-idle rules concern this service; other alerts are notices."""

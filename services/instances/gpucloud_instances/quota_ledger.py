@@ -1,7 +1,8 @@
 """Each tenant's quota usage, exact under concurrent starts, on any MongoDB-wire store.
 
-One document per tenant, `{count, gpus, claims: {instance id: gpus}}`, holds every
-admitted instance that is not yet terminal. FerretDB applies an update as a read,
+One document per tenant, `{count, gpus, claims: {instance id: gpus}, owners: {instance
+id: user id}}`, holds every admitted workload that is not yet terminal, and the user
+each was started by (a user's own GPU limit counts theirs). FerretDB applies an update as a read,
 then a write, so two unlocked updates of one document can both pass a filter or
 lose each other's counts. Every change is therefore made under the tenant's lock:
 a document with a unique `_id`, whose insert every MongoDB-wire store makes atomic.
@@ -32,7 +33,7 @@ from pymongo import ASCENDING, IndexModel
 from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
-from .admission import quota_refusal
+from .admission import UserCap, quota_refusal, user_limit_refusal
 from .documents import QuotaDoc
 
 QUOTA_USAGE = "quota_usage"
@@ -53,11 +54,18 @@ LINGER_S = 0.5
 
 
 class QuotaClaim(NamedTuple):
-    """A claim's outcome, and the tenant's usage (instances, GPUs) right after it."""
+    """A claim's outcome, and the tenant's usage (instances, GPUs) right after it, with
+    the GPUs the claim's user holds (0 for a claim that names no user)."""
 
     admitted: bool
     instances: int
     gpus: int
+    user_gpus: int = 0
+
+
+def user_gpus(claims: dict[str, int], owners: dict[str, str], user_id: str) -> int:
+    """The GPUs the user's claims hold."""
+    return sum(gpus for key, gpus in claims.items() if owners.get(key) == user_id)
 
 
 @dataclass(frozen=True)
@@ -75,10 +83,15 @@ class _Change:
     #: The GPUs of a configuration already recorded, which passed its own check:
     #: restored without checking the quota again.
     in_force: bool = False
+    #: Whose claim it is, held to their own limit too.
+    user: UserCap | None = None
 
-    def apply(self, claims: dict[str, int], generations: dict[str, int]) -> bool:
+    def apply(
+        self, claims: dict[str, int], generations: dict[str, int], owners: dict[str, str]
+    ) -> bool:
         if self.quota is None:
             generations.pop(self.instance_id, None)
+            owners.pop(self.instance_id, None)
             return claims.pop(self.instance_id, None) is not None
         if self.generation is not None and generations.get(self.instance_id, 0) > self.generation:
             return True  # a newer generation's claim stands
@@ -88,15 +101,22 @@ class _Change:
             return True  # a retried claim that went through
         # What the others hold, without copying the claims (thousands, for a big queue).
         others, others_gpus = len(claims) - (held is not None), sum(claims.values()) - (held or 0)
-        if (
-            not self.in_force
-            and self.gpus > (held or 0)
-            and quota_refusal(self.quota, others, others_gpus, wanted=self.gpus)
-        ):
-            return False
+        if not self.in_force and self.gpus > (held or 0):
+            if quota_refusal(self.quota, others, others_gpus, wanted=self.gpus):
+                return False
+            if self._over_user_limit(claims, owners, held or 0):
+                return False
         claims[self.instance_id] = self.gpus
+        if self.user is not None:
+            owners[self.instance_id] = self.user.user_id
         self._note_generation(generations)
         return True
+
+    def _over_user_limit(self, claims: dict[str, int], owners: dict[str, str], held: int) -> bool:
+        if self.user is None or self.user.max_gpus is None:
+            return False
+        mine = user_gpus(claims, owners, self.user.user_id) - held
+        return user_limit_refusal(self.user.max_gpus, mine, wanted=self.gpus) is not None
 
     def _note_generation(self, generations: dict[str, int]) -> None:
         if self.generation is not None:
@@ -112,6 +132,8 @@ class _Hold:
     claims: dict[str, int]
     #: The configuration generation each resized claim is for (services only).
     generations: dict[str, int]
+    #: The user each claim is for, where it names one.
+    owners: dict[str, str]
 
 
 class QuotaLedger:
@@ -128,19 +150,21 @@ class QuotaLedger:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def claim(
-        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc
-    ) -> QuotaClaim:
-        """Claim `gpus` and one instance if they fit the quota. Claims are keyed by
-        instance, so a retried claim for the same instance counts once."""
-        return await self._change(tenant_id, _Change(instance_id, gpus, quota))
+        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc,
+        user: UserCap | None = None,
+    ) -> QuotaClaim:  # fmt: skip
+        """Claim `gpus` and one instance if they fit the quota (and the user's own limit).
+        Claims are keyed by instance, so a retried claim for the same instance counts once."""
+        return await self._change(tenant_id, _Change(instance_id, gpus, quota, user=user))
 
     async def resize(
-        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc, *, generation: int
-    ) -> QuotaClaim:
+        self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc, *, generation: int,
+        user: UserCap | None = None,
+    ) -> QuotaClaim:  # fmt: skip
         """Hold `gpus` for a claim, made or not yet, for configuration `generation`: a
         growth must fit the quota, a shrink always passes; an older generation's never
         replaces a newer one's."""
-        change = _Change(instance_id, gpus, quota, resize=True, generation=generation)
+        change = _Change(instance_id, gpus, quota, resize=True, generation=generation, user=user)
         return await self._change(tenant_id, change)
 
     async def restore(
@@ -169,6 +193,24 @@ class QuotaLedger:
             doc["_id"]: (len(doc.get("claims") or {}), sum((doc.get("claims") or {}).values()))
             async for doc in self._usage.find({}, {"claims": 1})
         }
+
+    async def user_usage(self, tenant_id: str, user_id: str) -> int:
+        """The GPUs the user's workloads hold, as last written (advisory, as `usage`)."""
+        doc = await self._usage.find_one({"_id": tenant_id}, {"claims": 1, "owners": 1})
+        doc = doc or {}
+        return user_gpus(doc.get("claims") or {}, doc.get("owners") or {}, user_id)
+
+    async def user_usages(self) -> dict[tuple[str, str], int]:
+        """The GPUs each (tenant, user) holds, as last written, in one read. Advisory,
+        as `usages`."""
+        held: dict[tuple[str, str], int] = {}
+        async for doc in self._usage.find({}, {"claims": 1, "owners": 1}):
+            owners: dict[str, str] = doc.get("owners") or {}
+            for key, gpus in (doc.get("claims") or {}).items():
+                if key in owners:
+                    user = (doc["_id"], owners[key])
+                    held[user] = held.get(user, 0) + gpus
+        return held
 
     async def claimed(self) -> list[tuple[str, str]]:
         """Every (tenant, instance) with a claim."""
@@ -219,18 +261,19 @@ class QuotaLedger:
 
     async def _apply(self, tenant_id: str, changes: list[_Change]) -> list[QuotaClaim]:
         hold = await self._hold(tenant_id)
-        claims, generations = dict(hold.claims), dict(hold.generations)
+        claims, generations, owners = dict(hold.claims), dict(hold.generations), dict(hold.owners)
         results = []
         for change in changes:
-            admitted = change.apply(claims, generations)
-            results.append(QuotaClaim(admitted, len(claims), sum(claims.values())))
-        if claims != hold.claims or generations != hold.generations:
+            admitted = change.apply(claims, generations, owners)
+            mine = 0 if change.user is None else user_gpus(claims, owners, change.user.user_id)
+            results.append(QuotaClaim(admitted, len(claims), sum(claims.values()), mine))
+        if (claims, generations, owners) != (hold.claims, hold.generations, hold.owners):
             await self._usage.update_one(
                 {"_id": tenant_id},
-                {"$set": {"claims": claims, "generations": generations, "count": len(claims),
-                          "gpus": sum(claims.values())}},
+                {"$set": {"claims": claims, "generations": generations, "owners": owners,
+                          "count": len(claims), "gpus": sum(claims.values())}},
             )  # fmt: skip
-            hold.claims, hold.generations = claims, generations
+            hold.claims, hold.generations, hold.owners = claims, generations, owners
         return results
 
     # --- the lock ------------------------------------------------------------------
@@ -251,8 +294,9 @@ class QuotaLedger:
             await self._locks.release(_lock_id(tenant_id), token)
             raise
         hold = _Hold(
-            token, until, dict(doc.get("claims") or {}), dict(doc.get("generations") or {})
-        )
+            token, until, dict(doc.get("claims") or {}), dict(doc.get("generations") or {}),
+            dict(doc.get("owners") or {}),
+        )  # fmt: skip
         self._holds[tenant_id] = hold
         return hold
 

@@ -214,8 +214,8 @@ class QueuePosition(ApiModel):
     #: `quota`: the tenant's quota has no room yet; `capacity`: no free GPUs of its
     #: type (or a bigger workload of that type waits ahead of it); `priority`: a
     #: workload of higher priority of the same tenant goes first; `reclaim`: GPUs
-    #: borrowed by another tenant are being taken back for it; `admission`: not yet
-    #: placed.
+    #: borrowed by another tenant are being taken back for it; `user_limit`: the user
+    #: who started it holds their own GPU limit; `admission`: not yet placed.
     reason: str
     #: GPUs the tenant's workloads ahead of it ask for.
     gpus_ahead: int
@@ -239,3 +239,8 @@ class QuotaUse(ApiModel):
     gpus_in_use: int
     #: Workloads holding quota (an instance, a job, a service each count once).
     workloads_in_use: int
+    #: The caller's own limits inside it, where a tenant admin set any, and the GPUs
+    #: the caller's workloads hold.
+    your_max_gpus: int | None = None
+    your_monthly_spend_cents: int | None = None
+    your_gpus_in_use: int = 0

@@ -21,17 +21,18 @@ from gpucloud_libs.events import (
     StopTenantInstancesRequested,
     TenantDeleted,
     TenantUpserted,
+    UserSpendLimitReached,
 )
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.outbox import PublishRetries
-from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS
+from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, TopicSpec
 
 from . import ledger
 from .documents import NoticeDoc, SampleDoc, TransitionDoc
 from .prices import Prices
-from .schemas import Budget, BudgetSet
+from .schemas import Budget, BudgetSet, GroupBy
 from .store import BudgetStore, FactStore
-from .tally import FaultBook, PriceBook, instances_from, tally
+from .tally import FaultBook, PriceBook, Tally, instances_from, tally
 
 
 class Budgets:
@@ -52,9 +53,17 @@ class Budgets:
         self._notice_retries = PublishRetries()
 
     async def apply_tenant(self, data: TenantUpserted | TenantDeleted) -> None:
-        """The tenant's monthly spend cap, from the gateway's tenant events."""
-        cap = data.quota.monthly_spend_cap_cents if isinstance(data, TenantUpserted) else None
-        await self._budgets.set_cap(data.tenant_id, cap)
+        """The tenant's monthly spend cap and its users' own monthly limits, from the
+        gateway's tenant events."""
+        if isinstance(data, TenantDeleted):
+            await self._budgets.set_cap(data.tenant_id, None, {})
+            return
+        users = {
+            user_id: limits.monthly_spend_cents
+            for user_id, limits in data.user_limits.items()
+            if limits.monthly_spend_cents is not None
+        }
+        await self._budgets.set_cap(data.tenant_id, data.quota.monthly_spend_cap_cents, users)
 
     async def set(self, tenant_id: str, body: BudgetSet) -> Budget:
         await self._budgets.put(
@@ -88,9 +97,9 @@ class Budgets:
         ask for a stop at a hard budget or at the tenant's spend cap."""
         at = now()
         period = ledger.period_of(at)
-        caps = await self._budgets.caps()
+        caps, user_limits = await self._budgets.caps(), await self._budgets.user_limits()
         budgets = {doc["_id"]: doc for doc in await self._budgets.all()}
-        if not caps and not budgets:
+        if not caps and not budgets and not user_limits:
             return
         # Once per round, not per tenant.
         prices = await self._prices.book()
@@ -98,6 +107,13 @@ class Budgets:
         # One read of every tenant's facts, not one per tenant.
         transitions = _by_tenant(await self._facts.transitions(None))
         samples = _by_tenant(await self._facts.samples(None))
+        for tenant_id, limits in sorted(user_limits.items()):
+            by_user = month_to_date_cents_by_user(
+                transitions[tenant_id], samples[tenant_id], at, prices, faults
+            )
+            for user_id, limit in sorted(limits.items()):
+                if by_user.get(user_id, 0) >= limit:
+                    await self._stop_user(tenant_id, period, user_id, limit, by_user[user_id])
         for tenant_id in sorted(set(caps) | set(budgets)):
             spent = month_to_date_cents(
                 transitions[tenant_id], samples[tenant_id], at, prices, faults
@@ -129,6 +145,19 @@ class Budgets:
         if await self._budgets.claim_notice(notice):
             await self._publish_notice(notice)
 
+    async def _stop_user(
+        self, tenant_id: str, period: str, user_id: str, limit: int, spent: int
+    ) -> None:
+        """Once per user, month and limit: a raised limit that is reached again stops
+        the user again."""
+        notice: NoticeDoc = {
+            "_id": f"{tenant_id}:{period}:user:{user_id}:{limit}", "kind": "user_stop",
+            "tenant_id": tenant_id, "period": period, "user_id": user_id, "limit_cents": limit,
+            "spent_cents": spent,
+        }  # fmt: skip
+        if await self._budgets.claim_notice(notice):
+            await self._publish_notice(notice)
+
     async def _publish_notice(self, notice: NoticeDoc) -> None:
         try:
             await self._send_notice(notice)
@@ -138,22 +167,8 @@ class Budgets:
         await self._budgets.mark_published(notice["_id"])
 
     async def _send_notice(self, notice: NoticeDoc) -> None:
-        if notice["kind"] == "threshold":
-            await publish_event(
-                self._broker, BILLING_ALERTS,
-                BudgetThresholdCrossed(
-                    tenant_id=notice["tenant_id"], period=notice["period"],
-                    threshold_pct=notice["threshold"], spent_cents=notice["spent_cents"],
-                    budget_cents=notice["budget_cents"],
-                ),
-                source=self._source, event_id=notice["_id"],
-            )  # fmt: skip
-        else:
-            await publish_event(
-                self._broker, INSTANCE_COMMANDS,
-                StopTenantInstancesRequested(tenant_id=notice["tenant_id"], reason=notice["reason"]),
-                source=self._source, event_id=notice["_id"],
-            )  # fmt: skip
+        topic, data = _notice_event(notice)
+        await publish_event(self._broker, topic, data, source=self._source, event_id=notice["_id"])
 
     async def sweep(self) -> None:
         """Notices claimed but not yet published (Kafka was away)."""
@@ -163,17 +178,55 @@ class Budgets:
         )  # fmt: skip
 
 
+def _notice_event(
+    notice: NoticeDoc,
+) -> tuple[
+    TopicSpec, BudgetThresholdCrossed | UserSpendLimitReached | StopTenantInstancesRequested
+]:
+    """The event a notice goes out as, and its topic."""
+    if notice["kind"] == "threshold":
+        return BILLING_ALERTS, BudgetThresholdCrossed(
+            tenant_id=notice["tenant_id"], period=notice["period"],
+            threshold_pct=notice["threshold"], spent_cents=notice["spent_cents"],
+            budget_cents=notice["budget_cents"],
+        )  # fmt: skip
+    if notice["kind"] == "user_stop":
+        return INSTANCE_COMMANDS, UserSpendLimitReached(
+            tenant_id=notice["tenant_id"], user_id=notice["user_id"], period=notice["period"],
+            limit_cents=notice["limit_cents"], spent_cents=notice["spent_cents"],
+        )  # fmt: skip
+    return INSTANCE_COMMANDS, StopTenantInstancesRequested(
+        tenant_id=notice["tenant_id"], reason=notice["reason"]
+    )
+
+
 def month_to_date_cents(
     transitions: list[TransitionDoc], samples: list[SampleDoc], at: datetime,
     prices: PriceBook, faults: FaultBook,
 ) -> int:  # fmt: skip
     """A tenant's spend this month up to `at`, in whole cents."""
-    start_us, end_us = ledger.month_bounds(ledger.period_of(at))
-    rows = tally(
-        instances_from(transitions), samples, prices, faults,
-        start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by="spec",
-    )  # fmt: skip
+    rows = _month_to_date(transitions, samples, at, prices, faults, group_by="spec")
     return ledger.cents(sum((t.amount for t in rows.values()), Fraction(0)))
+
+
+def month_to_date_cents_by_user(
+    transitions: list[TransitionDoc], samples: list[SampleDoc], at: datetime,
+    prices: PriceBook, faults: FaultBook,
+) -> dict[str, int]:  # fmt: skip
+    """Each user's spend on their workloads this month up to `at`, in whole cents."""
+    rows = _month_to_date(transitions, samples, at, prices, faults, group_by="user")
+    return {user: ledger.cents(row.amount) for user, row in rows.items()}
+
+
+def _month_to_date(
+    transitions: list[TransitionDoc], samples: list[SampleDoc], at: datetime,
+    prices: PriceBook, faults: FaultBook, *, group_by: GroupBy,
+) -> dict[str, Tally]:  # fmt: skip
+    start_us, end_us = ledger.month_bounds(ledger.period_of(at))
+    return tally(
+        instances_from(transitions), samples, prices, faults,
+        start_us=start_us, end_us=end_us, now_us=ledger.to_us(at), group_by=group_by,
+    )  # fmt: skip
 
 
 FactT = TypeVar("FactT", TransitionDoc, SampleDoc)

@@ -85,10 +85,13 @@ class BudgetDoc(BudgetFields):
 class NoticeDoc(TypedDict):
     """A budget threshold crossed, or a stop asked for: once per tenant and month."""
 
-    _id: str  # <tenant>:<period>:<threshold or stop>
-    kind: str  # threshold | stop
+    _id: str  # <tenant>:<period>:<threshold or stop>, or <tenant>:<period>:user:<user>:<limit>
+    kind: str  # threshold | stop | user_stop
     tenant_id: str
     period: str
+    #: A user_stop's user, and their limit.
+    user_id: NotRequired[str]
+    limit_cents: NotRequired[int]
     threshold: NotRequired[int]
     spent_cents: NotRequired[int]
     budget_cents: NotRequired[int]

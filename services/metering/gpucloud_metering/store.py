@@ -193,14 +193,23 @@ class BudgetStore:
     async def all(self) -> list[BudgetDoc]:
         return await self._budgets.find({}).to_list()
 
-    async def set_cap(self, tenant_id: str, cap_cents: int | None) -> None:
-        await self._caps.replace_one(
-            {"_id": tenant_id}, {"_id": tenant_id, "spend_cap_cents": cap_cents}, upsert=True
-        )
+    async def set_cap(
+        self, tenant_id: str, cap_cents: int | None, user_limits: dict[str, int]
+    ) -> None:
+        """The tenant's monthly spend cap, and its users' own monthly limits."""
+        doc = {"_id": tenant_id, "spend_cap_cents": cap_cents, "user_spend_limits": user_limits}
+        await self._caps.replace_one({"_id": tenant_id}, doc, upsert=True)
 
     async def caps(self) -> dict[str, int]:
         docs = await self._caps.find({"spend_cap_cents": {"$ne": None}}).to_list()
         return {doc["_id"]: int(doc["spend_cap_cents"]) for doc in docs}
+
+    async def user_limits(self) -> dict[str, dict[str, int]]:
+        """Each tenant's users' monthly spend limits, for the tenants that set any."""
+        docs = await self._caps.find({}).to_list()
+        return {
+            doc["_id"]: doc["user_spend_limits"] for doc in docs if doc.get("user_spend_limits")
+        }
 
     async def claim_notice(self, document: NoticeDoc) -> bool:
         """The first claim of a notice (threshold or stop, per period) wins; later ones see False."""

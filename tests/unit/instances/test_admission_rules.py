@@ -1,9 +1,20 @@
-"""The admission rules every workload kind shares: what it copies from its spec."""
+"""The admission rules every workload kind shares: what it copies from its spec, and
+the limits a tenant admin sets on each user."""
 
 from __future__ import annotations
 
-from gpucloud_instances.admission import Placed, allowed_zones, spec_fields
-from gpucloud_instances.documents import SpecDoc
+from typing import cast
+
+from gpucloud_instances.admission import (
+    Placed,
+    UserCap,
+    allowed_zones,
+    spec_fields,
+    spend_refusal,
+    user_limit_refusal,
+)
+from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc
+from gpucloud_instances.quota_ledger import _Change, user_gpus
 
 from .fixtures import a_spec
 
@@ -31,3 +42,42 @@ def test_a_shared_gpu_spec_passes_on_its_kind_and_weight() -> None:
     fields = spec_fields(shared, [], Placed("local-1", "region-1"))
     assert (fields["gpu_resource"], fields["gpu_weight"]) == ("nvidia.com/mig-1g.10gb", "1/7")
     assert fields["zones"] == []
+
+
+def test_a_claim_past_its_users_own_limit_is_refused_and_another_users_fits() -> None:
+    quota: QuotaDoc = {
+        "max_gpus": 8, "max_instances": 10, "max_storage_bytes": 0,
+        "monthly_spend_cap_cents": None, "max_cpu_cores": None, "max_memory_gib": None,
+    }  # fmt: skip
+    claims: dict[str, int] = {}
+    owners: dict[str, str] = {}
+    ada, bob = UserCap("u-ada", 2), UserCap("u-bob", None)
+    assert _Change("i-1", 2, quota, user=ada).apply(claims, {}, owners)
+    assert not _Change("i-2", 1, quota, user=ada).apply(claims, {}, owners)
+    assert _Change("i-3", 4, quota, user=bob).apply(claims, {}, owners)
+    assert user_gpus(claims, owners, "u-ada") == 2
+    assert user_gpus(claims, owners, "u-bob") == 4
+    # A retried claim counts once; a release gives the user's GPUs back.
+    assert _Change("i-1", 2, quota, user=ada).apply(claims, {}, owners)
+    assert _Change("i-1", 0, None).apply(claims, {}, owners)
+    assert _Change("i-2", 2, quota, user=ada).apply(claims, {}, owners)
+    refusal = user_limit_refusal(2, 2, wanted=1)
+    assert refusal is not None
+    assert refusal.extensions["limit"] == "user_max_gpus"
+
+
+def test_a_user_whose_spend_reached_their_limit_starts_nothing_until_it_is_raised() -> None:
+    tenant: TenantDoc = {
+        **cast(TenantDoc, {"_id": "acme", "namespace": "gpc-acme"}), "user_limits": {"u-ada": {"max_gpus": None, "monthly_spend_cents": 500}},
+        "spend_stops": {"u-ada": {"period": "2026-11", "limit_cents": 500}},
+    }  # fmt: skip
+    refused = spend_refusal(tenant, "u-ada", "2026-11")
+    assert refused is not None
+    assert "500 cents" in refused.detail
+    assert spend_refusal(tenant, "u-bob", "2026-11") is None  # another user
+    assert spend_refusal(tenant, "u-ada", "2026-12") is None  # a new month
+    raised: TenantDoc = {
+        **tenant,
+        "user_limits": {"u-ada": {"max_gpus": None, "monthly_spend_cents": 900}},
+    }
+    assert spend_refusal(raised, "u-ada", "2026-11") is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gpucloud_instances.queue.decision import Queued, Running, TenantShare, decide
+from gpucloud_instances.queue.decision import Queued, Running, TenantShare, UserShare, decide
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 H100, A100 = "H100", "A100"
@@ -226,3 +226,34 @@ def test_a_multi_node_job_is_admitted_only_when_each_pod_has_a_node_of_its_own()
     two = {H100: {"n1": 3, "n2": 4, "n3": 2}}
     decision = decide([gang, small], tenants, {H100: 9}, {H100: 24}, node_free=two)
     assert decision.admit == ["a/gang", "b/small"]
+
+
+def test_a_user_at_their_own_limit_waits_while_another_user_of_the_tenant_is_admitted() -> None:
+    ada = [
+        Queued(f"a/ada{n}", "a", H100, 2, 0, T0 + timedelta(seconds=n), user_id="u-ada")
+        for n in range(3)
+    ]
+    bob = [Queued("a/bob0", "a", H100, 2, 0, T0 + timedelta(seconds=9), user_id="u-bob")]
+    decision = decide(
+        ada + bob, {"a": share(max_gpus=8)}, {H100: 8}, {H100: 8},
+        users={("a", "u-ada"): UserShare(max_gpus=4, held_gpus=2)},
+    )  # fmt: skip
+    # Ada holds 2 of her 4: one more of hers fits; her third waits behind it, and
+    # Bob's, younger than all of hers, goes ahead of it.
+    assert decision.admit == ["a/ada0", "a/bob0"]
+    assert decision.waiting["a/ada1"].reason == "user_limit"
+    assert decision.waiting["a/ada2"].reason == "user_limit"
+    assert [decision.waiting[k].position for k in ("a/ada1", "a/ada2")] == [1, 2]
+
+
+def test_a_user_limit_binds_only_the_users_of_its_tenant() -> None:
+    queued = [
+        Queued("a/x", "a", H100, 4, 0, T0, user_id="u-1"),
+        Queued("b/x", "b", H100, 4, 0, T0, user_id="u-1"),
+    ]
+    decision = decide(
+        queued, {"a": share(), "b": share()}, {H100: 8}, {H100: 8},
+        users={("a", "u-1"): UserShare(max_gpus=2, held_gpus=0)},
+    )  # fmt: skip
+    assert decision.admit == ["b/x"]
+    assert decision.waiting["a/x"].reason == "user_limit"

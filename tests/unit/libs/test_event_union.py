@@ -38,6 +38,7 @@ from gpucloud_libs.events import (
     TenantQuota,
     TenantUpserted,
     UsageRecorded,
+    UserSpendLimitReached,
 )
 from gpucloud_libs.topics import (
     ALL_TOPICS,
@@ -65,6 +66,8 @@ EVERY_KIND: list[tuple[EventData, str]] = [
     (TenantDeleted(tenant_id="t-1"), "t-1"),
     (InstanceStateChanged(instance_id="nb-1", state="running", **HELD), "t-1/nb-1"),
     (StopTenantInstancesRequested(tenant_id="t-1", reason="budget"), "t-1"),
+    (UserSpendLimitReached(tenant_id="t-1", user_id="u-1", period="2026-11", limit_cents=500,
+                           spent_cents=501), "t-1"),
     (StorageUsageSampled(storage_id="s-1", tenant_id="t-1", kind="object", bytes_used=5, at=AT),
      "s-1"),
     (TelemetryBatch(node="n1", source="nvml", samples=(SAMPLE,)), "n1"),

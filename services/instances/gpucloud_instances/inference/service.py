@@ -25,7 +25,15 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, quota_refusal, spec_fields
+from ..admission import (
+    allowed_zones,
+    known_spec,
+    quota_refusal,
+    spec_fields,
+    user_cap,
+    user_limit_refusal,
+    user_may_start,
+)
 from ..documents import (
     EndedServiceDoc,
     ServiceConfigDoc,
@@ -95,7 +103,7 @@ class InferenceServices:
         )
         if existing is not None:
             raise Conflict(f"inference service {service_id!r} exists", service_id=service_id)
-        tenant = require_active(tenant, service="instances")
+        tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(spec, region=body.region, zones=zones)
@@ -104,7 +112,7 @@ class InferenceServices:
         config = first_configuration(key, body, created)
         await self._claim(
             tenant, service_id, claimed_gpus(config, GpuShare.of(spec), spec["gpu_num"]),
-            grow=False, generation=config["generation"],
+            grow=False, generation=config["generation"], user_id=identity.subject,
         )  # fmt: skip
         doc = service_document(
             service_id, identity, tenant, spec_fields(spec, zones, placed), body,
@@ -121,23 +129,30 @@ class InferenceServices:
         return self.view(doc, [config], deleting=False)
 
     async def _claim(
-        self, tenant: TenantDoc, service_id: str, gpus: int, *, grow: bool, generation: int
-    ) -> None:
+        self, tenant: TenantDoc, service_id: str, gpus: int, *, grow: bool, generation: int,
+        user_id: str | None,
+    ) -> None:  # fmt: skip
         workload = service_workload_id(service_id)
+        user = user_cap(tenant, user_id)
         if grow:
             claim = await self._quota.resize(
-                tenant["_id"], workload, gpus, tenant["quota"], generation=generation
+                tenant["_id"], workload, gpus, tenant["quota"], generation=generation, user=user
             )
         else:
-            claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"])
+            claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"], user)
         if claim.admitted:
             return
         refusal = None if grow else quota_refusal(
             tenant["quota"], claim.instances, claim.gpus, wanted=gpus
         )  # fmt: skip
+        if refusal is None and not grow and user is not None and user.max_gpus is not None:
+            refusal = user_limit_refusal(user.max_gpus, claim.user_gpus, wanted=gpus)
+        own = "" if user is None or user.max_gpus is None else (
+            f", and your own limit is {user.max_gpus} at once"
+        )  # fmt: skip
         raise refusal or QuotaExceeded(
             f"the service would hold {gpus} GPUs (maxReplicas plus maxSurge, times the spec's "
-            f"GPUs) and the tenant may hold {tenant['quota']['max_gpus']}",
+            f"GPUs) and the tenant may hold {tenant['quota']['max_gpus']}{own}",
             limit="max_gpus",
             limit_value=tenant["quota"]["max_gpus"],
             in_use=claim.gpus,
@@ -283,8 +298,9 @@ class InferenceServices:
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         if after != before:
             await self._claim(
-                tenant, doc["service_id"], after, grow=True, generation=config["generation"]
-            )
+                tenant, doc["service_id"], after, grow=True, generation=config["generation"],
+                user_id=doc.get("user_id"),
+            )  # fmt: skip
         try:
             await self._services.add_config(config)
         except DuplicateGeneration:

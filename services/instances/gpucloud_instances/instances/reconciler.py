@@ -143,7 +143,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             await self._quota.release(doc["tenant_id"], doc["instance_id"])
             await self._requests.forget(key, "start")
             return
-        if not await self._claim_quota(doc["tenant_id"], doc["instance_id"], _quota_gpus(doc)):
+        if not await self._claim_quota(doc, doc["instance_id"], _quota_gpus(doc)):
             await self._quota.release(doc["tenant_id"], doc["instance_id"])
             await self._requests.forget(key, "start")
             await self._instances.update_fields(
@@ -228,7 +228,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
         """Claim the quota, then go `pending`: the next reconcile creates the pod. The
         claim is the last word: the pass planned from figures that may have moved.
         (Instances never borrow: the pass plans borrowing for jobs alone.)"""
-        if not await self._claim_quota(doc["tenant_id"], doc["instance_id"], _quota_gpus(doc)):
+        if not await self._claim_quota(doc, doc["instance_id"], _quota_gpus(doc)):
             self._queue.wake(ADMISSION)  # the next pass plans again, from the figures now
             return
         await self._transition(doc, [Step(State.PENDING, now())], queue_reason=None)

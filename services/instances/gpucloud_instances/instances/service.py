@@ -20,8 +20,17 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, quota_refusal
-from ..documents import InstanceDoc, TenantDoc
+from ..admission import (
+    allowed_zones,
+    known_spec,
+    never_fits,
+    quota_refusal,
+    user_cap,
+    user_limit_refusal,
+    user_limits,
+    user_may_start,
+)
+from ..documents import InstanceDoc, TenantDoc, UserLimitsDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..queue.line import Line
 from ..quota_ledger import QuotaLedger
@@ -69,10 +78,15 @@ class Instances:
         tenant = require_active(await self._tenants.get(tenant_id), service="instances")
         workloads, gpus = await self._quota.usage(tenant_id)
         quota = tenant["quota"]
+        own = user_limits(tenant, identity.subject) or UserLimitsDoc(
+            max_gpus=None, monthly_spend_cents=None
+        )
         return QuotaUse(
             max_gpus=quota["max_gpus"], max_instances=quota["max_instances"],
             borrow_gpus=quota.get("borrow_gpus", 0), gpus_in_use=gpus,
-            workloads_in_use=workloads,
+            workloads_in_use=workloads, your_max_gpus=own["max_gpus"],
+            your_monthly_spend_cents=own["monthly_spend_cents"],
+            your_gpus_in_use=await self._quota.user_usage(tenant_id, identity.subject),
         )  # fmt: skip
 
     async def create(
@@ -96,7 +110,7 @@ class Instances:
             )
         if existing is not None:
             return await self._replay(existing, hashed), False
-        tenant = require_active(tenant, service="instances")
+        tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(
@@ -116,9 +130,8 @@ class Instances:
         )  # fmt: skip
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
-            # it; one that could never fit the quota is refused now.
-            refusal = quota_refusal(tenant["quota"], 0, 0, wanted=spec["gpu_num"])
-            if refusal is not None:
+            # it; one that could never fit the quota (or its user's limit) is refused now.
+            if (refusal := never_fits(tenant, identity.subject, spec["gpu_num"])) is not None:
                 await self._forget_key(tenant_id, idempotency_key)
                 raise refusal
             return await self._record(new, body)
@@ -129,8 +142,9 @@ class Instances:
         try:
             with phase("quota"):
                 await claim_start(
-                    self._quota, tenant, instance_id, GpuShare.of(spec), spec["gpu_num"]
-                )
+                    self._quota, tenant, instance_id, GpuShare.of(spec), spec["gpu_num"],
+                    identity.subject,
+                )  # fmt: skip
         except QuotaExceeded:
             await self._forget_key(tenant_id, idempotency_key)
             raise
@@ -274,11 +288,17 @@ class Instances:
                 "failed instance",
                 instance_id=instance_id, state=state.value,
             )  # fmt: skip
-        tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
+        tenant = user_may_start(
+            require_active(await self._tenants.get(doc["tenant_id"]), service="instances"),
+            doc.get("user_id"),
+        )
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
         await self._placement.check_open(self._placement.cluster_of(doc))
-        await claim_start(self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"])
+        await claim_start(
+            self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"],
+            doc.get("user_id"),
+        )  # fmt: skip
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(instance_item(doc["_id"]))
         return await self.view(doc, start_requested=True)
@@ -305,12 +325,18 @@ class Instances:
 
 
 async def claim_start(
-    quota: QuotaLedger, tenant: TenantDoc, instance_id: str, share: GpuShare, gpus: int
-) -> None:
-    """Claim the quota a start of `gpus` (of `share`'s kind) takes, or raise the 422
-    that says which limit it does not fit."""
-    claim = await quota.claim(tenant["_id"], instance_id, share.quota_gpus(gpus), tenant["quota"])
+    quota: QuotaLedger, tenant: TenantDoc, instance_id: str, share: GpuShare, gpus: int,
+    user_id: str | None,
+) -> None:  # fmt: skip
+    """Claim the quota a start of `gpus` (of `share`'s kind) for the user takes, or
+    raise the 422 that says which limit (the tenant's, or the user's own) it does not
+    fit."""
+    user = user_cap(tenant, user_id)
+    wanted = share.quota_gpus(gpus)
+    claim = await quota.claim(tenant["_id"], instance_id, wanted, tenant["quota"], user)
     if not claim.admitted:
-        # The claim was refused by this same rule, on these same figures.
+        # The claim was refused by one of these same rules, on these same figures.
         refusal = quota_refusal(tenant["quota"], claim.instances, claim.gpus, wanted=gpus)
+        if refusal is None and user is not None and user.max_gpus is not None:
+            refusal = user_limit_refusal(user.max_gpus, claim.user_gpus, wanted=wanted)
         raise refusal or QuotaExceeded("the quota has no room for this instance")

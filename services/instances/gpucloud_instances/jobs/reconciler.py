@@ -142,7 +142,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
         the quota by what the tenant may borrow."""
         gpus = GpuShare.of(doc).quota_gpus(doc["gpu_count"] * doc["parallelism"])
         workload = job_workload_id(doc["job_id"])
-        if not await self._claim_quota(doc["tenant_id"], workload, gpus, borrowing=borrowing):
+        if not await self._claim_quota(doc, workload, gpus, borrowing=borrowing):
             self._queue.wake(ADMISSION)  # the next pass plans again, from the figures now
             return
         admitted_at = now_as_stored()

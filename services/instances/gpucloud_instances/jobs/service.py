@@ -20,7 +20,7 @@ from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec
+from ..admission import allowed_zones, known_spec, user_cap, user_limit_refusal, user_may_start
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
@@ -70,9 +70,9 @@ class Jobs:
         )
         if existing is not None:
             return await self._replay(existing, hashed), False
-        tenant = require_active(tenant, service="instances")
+        tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
         spec = known_spec(body.spec_name, spec)
-        _fits_quota(tenant, spec, body.pods)
+        _fits_quota(tenant, spec, body.pods, identity.subject)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(
             spec, region=body.region, zones=zones, volumes=mounts_storages(body.volumes)
@@ -247,11 +247,19 @@ def job_gpus(spec: SpecDoc, parallelism: int) -> int:
     return GpuShare.of(spec).quota_gpus(spec["gpu_num"] * parallelism)
 
 
-def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int) -> None:
-    """A job larger than the tenant's whole quota, borrowing included, would wait for
-    ever: refused now."""
+def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int, user_id: str) -> None:
+    """A job larger than the tenant's whole quota, borrowing included, or than its
+    user's own GPU limit, would wait for ever: refused now."""
     quota = tenant["quota"]
     wanted, limit = job_gpus(spec, parallelism), quota["max_gpus"] + quota.get("borrow_gpus", 0)
+    cap = user_cap(tenant, user_id)
+    own = (
+        None
+        if cap is None or cap.max_gpus is None
+        else user_limit_refusal(cap.max_gpus, 0, wanted=wanted)
+    )
+    if own is not None:
+        raise own
     if wanted > limit:
         raise QuotaExceeded(
             f"the job needs {wanted} GPUs at once and the tenant may hold {limit}"

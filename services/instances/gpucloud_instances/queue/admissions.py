@@ -25,13 +25,13 @@ from gpucloud_libs.gpu_shares import GpuShare
 from ..controller.capacity import GpuAccounting, across_clusters, pool_of
 from ..controller.runtimes import ClusterRuntimes
 from ..controller.workqueue import WorkQueue
-from ..documents import InstanceDoc, JobDoc
+from ..documents import InstanceDoc, JobDoc, TenantDoc
 from ..job_lifecycle import JobState
 from ..lifecycle import State
 from ..quota_ledger import QuotaLedger
 from ..tenancy.store import TenantStore
 from ..wakeups import ADMISSION, WorkItem, instance_item, job_item
-from .decision import Queued, Running, TenantShare, Waiting, decide
+from .decision import Queued, Running, TenantShare, UserShare, Waiting, decide
 from .documents import QueueLineDoc
 from .line import Line
 from .store import QueueLineStore
@@ -190,7 +190,9 @@ class Admissions:
             self._plan = {}
             await self._publish({}, {})
             return
-        tenant_docs, usages = await asyncio.gather(self._tenants.all(), self._quota.usages())
+        tenant_docs, usages, user_usages = await asyncio.gather(
+            self._tenants.all(), self._quota.usages(), self._quota.user_usages()
+        )
         active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
         borrowers = [
             tenant_id for tenant_id, (_, gpus) in usages.items()
@@ -220,7 +222,7 @@ class Admissions:
             queued, tenants, accounting.free, accounting.capacity,
             running=[_running(d, home) for d in holding if d["state"] != JobState.PREEMPTING],
             releasing=[_running(d, home) for d in holding if d["state"] == JobState.PREEMPTING],
-            node_free=accounting.node_free,
+            node_free=accounting.node_free, users=_user_shares(tenants, active, user_usages),
         )  # fmt: skip
         self._plan = (
             {item: BORROW if item in decision.borrowing else ADMIT for item in decision.admit}
@@ -278,12 +280,27 @@ class Admissions:
         )  # fmt: skip
 
 
+def _user_shares(
+    tenants: dict[str, TenantShare], active: dict[str, TenantDoc],
+    held: dict[tuple[str, str], int],
+) -> dict[tuple[str, str], UserShare]:  # fmt: skip
+    """The GPU limits of the users of the tenants in the pass that have one."""
+    shares: dict[tuple[str, str], UserShare] = {}
+    for tenant_id in tenants:
+        for user_id, limits in (active[tenant_id].get("user_limits") or {}).items():
+            max_gpus = limits.get("max_gpus")
+            if max_gpus is not None:
+                user = (tenant_id, user_id)
+                shares[user] = UserShare(max_gpus, held.get(user, 0))
+    return shares
+
+
 def queued_job(doc: JobDoc, home: str) -> Queued:
     share, units = GpuShare.of(doc), doc["gpu_count"] * doc["parallelism"]
     return Queued(
         str(job_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(units), doc["priority"], aware(doc["created_at"]), may_borrow=True,
-        units=units, spread=doc.get("nodes") or 0,
+        units=units, spread=doc.get("nodes") or 0, user_id=doc.get("user_id"),
     )  # fmt: skip
 
 
@@ -292,7 +309,7 @@ def queued_instance(doc: InstanceDoc, home: str) -> Queued:
     return Queued(
         str(instance_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(doc["gpu_count"]), doc.get("priority", 0), aware(doc["created_at"]),
-        units=doc["gpu_count"],
+        units=doc["gpu_count"], user_id=doc.get("user_id"),
     )  # fmt: skip
 
 

@@ -17,6 +17,9 @@ The rule, in one pass:
   with the fewest GPUs held, then by id, so the order is deterministic.
 - A tenant's next workload must fit its quota (its guaranteed share); if it
   does not, the tenant waits for `quota` this pass.
+- A workload whose user is at their own GPU limit (a tenant admin's, per user) is
+  set aside for `user_limit` this pass: the tenant's next workload, another
+  user's, goes in its place.
 - It must fit the free GPUs of its type; if not, it waits for `capacity`, and
   so does every later workload of that GPU type this pass, whoever's: a big
   job is not starved by smaller ones slipping past it.
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-WaitReason = Literal["quota", "capacity", "priority", "reclaim"]
+WaitReason = Literal["quota", "capacity", "priority", "reclaim", "user_limit"]
 
 
 class _Holding:
@@ -73,6 +76,8 @@ class Queued(_Holding):
     units: int | None = None
     #: A multi-node job's pods, each needing a node of its own; 0 for any other.
     spread: int = 0
+    #: Who started it, held to their own GPU limit (`UserShare`).
+    user_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,14 @@ class TenantShare:
     weight: float = 1.0
     #: GPUs beyond `max_gpus` it may borrow while nobody's guaranteed work needs them.
     borrow_gpus: int = 0
+
+
+@dataclass(frozen=True)
+class UserShare:
+    """A user's own GPU limit inside their tenant's quota, and what they hold."""
+
+    max_gpus: int
+    held_gpus: int
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,7 @@ def decide(
     running: Sequence[Running] = (),
     releasing: Sequence[Running] = (),
     node_free: dict[str, dict[str, int]] | None = None,
+    users: dict[tuple[str, str], UserShare] | None = None,
 ) -> Decision:
     """Admit what fits now, fairly; say why the rest waits; preempt borrowed GPUs that
     guaranteed work needs.
@@ -145,10 +159,12 @@ def decide(
     (the denominator of the dominant share); `running`: the admitted workloads that
     may be preempted; `releasing`: those an earlier pass preempted, whose GPUs are
     being freed (their tenants no longer count them); `node_free`: units free per
-    node, by pool, for multi-node jobs. A workload of a tenant missing from `tenants`
-    (not known yet, or suspended) waits for `quota`.
+    node, by pool, for multi-node jobs; `users`: the limits of the users that have
+    one, by (tenant, user). A workload of a tenant missing from `tenants` (not known
+    yet, or suspended) waits for `quota`.
     """
-    return _Pass(queued, tenants, free, capacity, running, releasing, node_free or {}).run()
+    one_pass = _Pass(queued, tenants, free, capacity, running, releasing, node_free or {})
+    return one_pass.with_users(users or {}).run()
 
 
 class _Pass:
@@ -189,6 +205,15 @@ class _Pass:
         self.admit: list[str] = []
         self.borrowing: set[str] = set()
         self.preempt: list[str] = []
+        self.users: dict[tuple[str, str], UserShare] = {}
+        self.user_gpus: dict[tuple[str, str], int] = {}
+        #: Workloads set aside because their user is at their own limit.
+        self.set_aside: dict[str, list[Queued]] = defaultdict(list)
+
+    def with_users(self, users: dict[tuple[str, str], UserShare]) -> _Pass:
+        self.users = users
+        self.user_gpus = {user: share.held_gpus for user, share in users.items()}
+        return self
 
     def run(self) -> Decision:
         self._round(borrow=False)
@@ -199,9 +224,23 @@ class _Pass:
             if reason == "quota" and standing is not None and standing.borrow_gpus > 0:
                 del self.blocked[tenant]
         self._round(borrow=True)
-        return Decision(
-            self.admit, _waiting(self.lines, self.blocked), self.borrowing, self.preempt
-        )
+        waiting = _waiting(self.lines, self.blocked)
+        for tenant, items in self.set_aside.items():
+            after = len(self.lines.get(tenant) or ())
+            for position, item in enumerate(items, start=after + 1):
+                waiting[item.key] = Waiting(position, "user_limit", 0)
+        return Decision(self.admit, waiting, self.borrowing, self.preempt)
+
+    def _set_aside_users_at_limit(self, tenant: str) -> None:
+        """Take the tenant's next workloads whose users are at their own limit out of
+        its line, so that the next one in it is another user's."""
+        line = self.lines[tenant]
+        while line and line[0].user_id is not None:
+            user = (tenant, line[0].user_id)
+            share = self.users.get(user)
+            if share is None or self.user_gpus[user] + line[0].gpus <= share.max_gpus:
+                return
+            self.set_aside[tenant].append(line.popleft())
 
     def _share(self, tenant: str) -> tuple[float, int, str]:
         standing = self.tenants[tenant]
@@ -217,6 +256,9 @@ class _Pass:
 
     def _round(self, *, borrow: bool) -> None:
         while True:
+            for tenant in self.lines:
+                if tenant not in self.blocked:
+                    self._set_aside_users_at_limit(tenant)
             ready = [t for t, line in self.lines.items() if line and t not in self.blocked]
             for tenant in [t for t in ready if t not in self.tenants]:
                 self.blocked[tenant] = "quota"
@@ -250,6 +292,8 @@ class _Pass:
             self.free[gpu_type] -= head.takes
             self._hold(tenant, gpu_type, head.takes, head.gpus)
             self.workloads[tenant] += 1
+            if head.user_id is not None and (tenant, head.user_id) in self.users:
+                self.user_gpus[tenant, head.user_id] += head.gpus
 
     def _reclaim(self, head: Queued) -> bool:
         """Preempt borrowers' workloads of `head`'s type until it fits: whether its GPUs

@@ -7,6 +7,7 @@ from pymongo.errors import DuplicateKeyError
 from gpucloud_libs.mongo import Collection, Database, typed
 
 from ..documents import (
+    SpendStopDoc,
     TenantDoc,
     TenantFields,
 )
@@ -24,6 +25,12 @@ class TenantStore:
 
     async def upsert(self, tenant_id: str, fields: TenantFields) -> None:
         await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
+
+    async def note_spend_stop(self, tenant_id: str, user_id: str, stop: SpendStopDoc) -> None:
+        """A user's spend reached their limit (kept apart from the tenant's events)."""
+        await self._tenants.update_one(
+            {"_id": tenant_id}, {"$set": {f"spend_stops.{user_id}": stop}}
+        )
 
     async def get(self, tenant_id: str) -> TenantDoc | None:
         return await self._tenants.find_one({"_id": tenant_id})

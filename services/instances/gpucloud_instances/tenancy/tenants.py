@@ -5,13 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.events import AlertStateChanged, TenantUpserted
+from gpucloud_libs.events import AlertStateChanged, TenantUpserted, UserSpendLimitReached
 from gpucloud_libs.naming import tenant_namespace
 
-from ..documents import QuotaDoc, TenantFields
+from ..documents import (
+    QuotaDoc,
+    SpendStopDoc,
+    TenantFields,
+    UserLimitsDoc,
+    WorkloadDocFields,
+)
 from ..inference.store import ServiceStore
 from ..instances.store import InstanceStore
 from ..job_lifecycle import LIVE as LIVE_JOBS
@@ -62,6 +68,12 @@ def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Tenant
         "namespace_memory": namespace_memory,
         "namespace": tenant_namespace(tenant.tenant_id),
         "queue_weight": tenant.queue_weight,
+        "user_limits": {
+            user_id: UserLimitsDoc(
+                max_gpus=limits.max_gpus, monthly_spend_cents=limits.monthly_spend_cents
+            )
+            for user_id, limits in tenant.user_limits.items()
+        },
         "updated_at": now(),
         "version": version,
     }
@@ -90,39 +102,54 @@ class Tenancy:
         await self._tenants.upsert(tenant.tenant_id, tenant_fields(tenant, self._settings))
         await self._wakeups.wake(tenant_item(tenant.tenant_id))
 
-    async def stop_workloads(self, tenant_id: str) -> int:
-        """Stop every active instance of the tenant, cancel every job that has not
-        ended and delete every inference service (the tenant is deleted, or over its
-        budget); how many."""
+    async def stop_workloads(self, tenant_id: str, *, user_id: str | None = None) -> int:
+        """Stop every active instance of the tenant (or of one of its users), cancel
+        every job that has not ended and delete every inference service (the tenant is
+        deleted, or over its budget; the user is over their own); how many."""
+        mine = _started_by(user_id)
         return (
-            await self._stop_instances(tenant_id)
-            + await self._cancel_jobs(tenant_id)
-            + await self._delete_services(tenant_id)
+            await self._stop_instances(tenant_id, mine)
+            + await self._cancel_jobs(tenant_id, mine)
+            + await self._delete_services(tenant_id, mine)
         )
 
-    async def _delete_services(self, tenant_id: str) -> int:
-        async def page(after: str | None) -> list[str]:
+    async def user_spend_reached(self, reached: UserSpendLimitReached) -> int:
+        """A user's spend this month reached their limit: none of theirs is admitted
+        until the month ends or the limit is raised, and their workloads stop."""
+        await self._tenants.note_spend_stop(
+            reached.tenant_id, reached.user_id,
+            SpendStopDoc(period=reached.period, limit_cents=reached.limit_cents),
+        )  # fmt: skip
+        stopped = await self.stop_workloads(reached.tenant_id, user_id=reached.user_id)
+        log.info(
+            "a user's monthly spend limit was reached",
+            extra={"tenant_id": reached.tenant_id, "user": reached.user_id, "stopped": stopped},
+        )
+        return stopped
+
+    async def _delete_services(self, tenant_id: str, mine: Mine) -> int:
+        async def page(after: str | None) -> tuple[list[str], int]:
             docs = await self._services.page(tenant_id, after=after, limit=STOP_PAGE)
-            for doc in docs:
+            chosen = [doc for doc in docs if mine(doc)]
+            for doc in chosen:
                 await self._requests.request(service_request_key(doc), "delete")
                 await self._wakeups.wake(service_item(doc["_id"]))
-            return [doc["_id"] for doc in docs]
+            return [doc["_id"] for doc in docs], len(chosen)
 
-        return sum([1 async for _ in _every_page(page)])
+        return await _act_on_every_page(page)
 
-    async def _cancel_jobs(self, tenant_id: str) -> int:
-        async def page(after: str | None) -> list[str]:
+    async def _cancel_jobs(self, tenant_id: str, mine: Mine) -> int:
+        async def page(after: str | None) -> tuple[list[str], int]:
             docs = await self._jobs.page(
                 tenant_id, states=[s.value for s in LIVE_JOBS], after=after, limit=STOP_PAGE
             )
-            return [doc["_id"] for doc in docs]
+            chosen = [doc for doc in docs if mine(doc)]
+            for doc in chosen:
+                await self._requests.request(doc["_id"], "cancel")
+                await self._wakeups.wake(job_item(doc["_id"]))
+            return [doc["_id"] for doc in docs], len(chosen)
 
-        cancelled = 0
-        async for key in _every_page(page):
-            await self._requests.request(key, "cancel")
-            await self._wakeups.wake(job_item(key))
-            cancelled += 1
-        return cancelled
+        return await _act_on_every_page(page)
 
     async def stop_idle(self, alert: AlertStateChanged) -> bool:
         """Stop-when-idle: a tenant's `stop_instance` rule fired for one of its instances
@@ -143,31 +170,38 @@ class Tenancy:
         log.info("stopping an idle instance", extra={"instance": key, "rule": alert.rule_id})
         return True
 
-    async def _stop_instances(self, tenant_id: str) -> int:
-        async def page(after: str | None) -> list[str]:
+    async def _stop_instances(self, tenant_id: str, mine: Mine) -> int:
+        async def page(after: str | None) -> tuple[list[str], int]:
             docs = await self._instances.page(
                 tenant_id, states=[s.value for s in LIVE], spec_name=None, after=after,
                 limit=STOP_PAGE,
             )  # fmt: skip
-            return [doc["_id"] for doc in docs]
+            chosen = [doc for doc in docs if mine(doc)]
+            for doc in chosen:
+                await self._requests.request(doc["_id"], "stop")
+                await self._wakeups.wake(instance_item(doc["_id"]))
+            return [doc["_id"] for doc in docs], len(chosen)
 
-        stopped = 0
-        async for key in _every_page(page):
-            await self._requests.request(key, "stop")
-            await self._wakeups.wake(instance_item(key))
-            stopped += 1
-        return stopped
+        return await _act_on_every_page(page)
 
 
-async def _every_page(
-    page: Callable[[str | None], Awaitable[list[str]]],
-) -> AsyncIterator[str]:
-    """Every key of a listing read STOP_PAGE at a time, each page after the last key."""
-    after = None
+Mine = Callable[[WorkloadDocFields], bool]
+
+
+def _started_by(user_id: str | None) -> Mine:
+    """Which of a tenant's workloads a stop is for: all, or one user's."""
+    return lambda doc: user_id is None or doc.get("user_id") == user_id
+
+
+async def _act_on_every_page(
+    page: Callable[[str | None], Awaitable[tuple[list[str], int]]],
+) -> int:
+    """Act on a listing read STOP_PAGE at a time, each page after the last key: how
+    many were acted on (`page` says the keys it read, and how many it acted on)."""
+    after, acted = None, 0
     while True:
-        keys = await page(after)
-        for key in keys:
-            yield key
+        keys, done = await page(after)
+        acted += done
         if len(keys) < STOP_PAGE:
-            return
+            return acted
         after = keys[-1]

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 
 from faststream.kafka import KafkaBroker
 
+from ..admission import user_cap
 from ..controller.runtimes import ClusterRuntime, ClusterRuntimes
 from ..controller.workqueue import WorkQueue
 from ..documents import WorkloadDocFields
@@ -93,18 +94,21 @@ class WorkloadReconciler(Generic[DocT]):
         return runtime
 
     async def _claim_quota(
-        self, tenant_id: str, workload_id: str, gpus: int, *, borrowing: bool = False
+        self, doc: DocT, workload_id: str, gpus: int, *, borrowing: bool = False
     ) -> bool:
-        """Whether the tenant is active and its quota takes `gpus` for this workload
-        (beyond it by what the tenant may borrow, when `borrowing`). The claim is the
-        last word, whatever figures led here; the same claim counts once."""
+        """Whether the tenant is active and its quota, and the limit of the user who
+        started the workload, take `gpus` for it (beyond the tenant's quota by what the
+        tenant may borrow, when `borrowing`). The claim is the last word, whatever
+        figures led here; the same claim counts once."""
+        tenant_id = doc["tenant_id"]
         tenant = await self._tenants.get(tenant_id)
         if tenant is None or tenant["status"] != "active":
             return False
         quota = tenant["quota"].copy()
         if borrowing:
             quota["max_gpus"] += quota.get("borrow_gpus", 0)
-        claim = await self._quota.claim(tenant_id, workload_id, gpus, quota)
+        user = user_cap(tenant, doc["user_id"])
+        claim = await self._quota.claim(tenant_id, workload_id, gpus, quota, user)
         return claim.admitted
 
     async def _attach_storages(
