@@ -16,6 +16,7 @@ from .apply import apply
 from .catalog import offer, quota, templates
 from .clusters import clusters, regions
 from .instances import instances
+from .invitations import invitations, join
 from .jobs import jobs
 from .keys import keys
 from .operator import fleet, prices, specs, tenants
@@ -213,6 +214,8 @@ for command in (
     templates,
     users,
     keys,
+    invitations,
+    join,
 ):
     cli.add_command(command)
 

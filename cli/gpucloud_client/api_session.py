@@ -22,7 +22,7 @@ Params = dict[str, Any]
 
 
 class ApiSession:
-    """One endpoint and one credential (an API key or a session token)."""
+    """One endpoint and one credential (an API key or a session token; "" for none)."""
 
     def __init__(
         self,
@@ -34,9 +34,11 @@ class ApiSession:
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self._credential = api_key
+        # No credential (""): the few calls made before having one (accepting an invitation).
+        authorization = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
             base_url=f"{self.endpoint}/v1",
-            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "gpucloud-cli/0.1"},
+            headers={**authorization, "User-Agent": "gpucloud-cli/0.1"},
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             transport=transport,
         )

@@ -258,3 +258,33 @@ class Client(WorkloadApi, ApiSession):
         if body is None:
             return cast(dict[str, Any], self.request("GET", path))
         return cast(dict[str, Any], self.request("PUT", path, json=body))
+
+    def invite(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An invitation to the caller's tenant; the link's `token` is in this answer only."""
+        return cast(dict[str, Any], self.request("POST", "/invitations", json=body))
+
+    def list_invitations(self) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.request("GET", "/invitations"))
+
+    def revoke_invitation(self, invitation_id: str) -> None:
+        self.request("DELETE", f"/invitations/{_id(invitation_id)}")
+
+    def preview_invitation(self, token: str) -> dict[str, Any]:
+        """What an invitation offers; needs no credential (the token is one)."""
+        return cast(
+            dict[str, Any], self.request("POST", "/invitations/preview", json={"token": token})
+        )
+
+    def accept_invitation(self, token: str, name: str, password: str) -> dict[str, Any]:
+        """Become the invited user; needs no credential (the token is one)."""
+        body = {"token": token, "name": name, "password": password}
+        return cast(dict[str, Any], self.request("POST", "/invitations/accept", json=body))
+
+    def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An API key of the caller's own; its `secret` is in this answer only."""
+        return cast(dict[str, Any], self.request("POST", "/api-keys", json=body))
+
+    def sign_in(self, email: str, password: str) -> str:
+        """A short-lived token for the user's email and password."""
+        issued = self.request("POST", "/tokens", json={"email": email, "password": password})
+        return str(issued["token"])

@@ -12,6 +12,7 @@ import { InstancePage, JobPage } from "./pages/workload";
 import { UsagePage } from "./pages/usage";
 import { MonitoringPage } from "./pages/monitoring";
 import { AdminPage } from "./pages/admin";
+import { JoinPage } from "./pages/join";
 import { ClustersPage } from "./pages/clusters";
 import { FleetPage, PricesPage, RevenuePage, SpecsPage, StocksPage, TenantsPage } from "./pages/operator";
 import "./style.css";
@@ -209,6 +210,7 @@ function App() {
       .catch(() => setSession(null));
   }, []);
   if (session === undefined) return <p class="muted">Loading…</p>;
+  if (location.pathname === "/join") return <JoinPage onSignedIn={setSession} />;
   if (session === null) return <SignIn onSignedIn={setSession} />;
   return <Shell session={session} onSignOut={() => (setSession(null), navigate("/sign-in"))} />;
 }

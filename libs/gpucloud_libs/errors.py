@@ -75,6 +75,14 @@ class TenantNotReady(Conflict):
     title = "Tenant not provisioned yet"
 
 
+class Gone(GpucloudError):
+    """Something that existed is no longer usable: an invitation used, expired or revoked."""
+
+    status = 410
+    code = "gone"
+    title = "No longer available"
+
+
 class ValidationFailed(GpucloudError):
     status = 422
     code = "validation_failed"

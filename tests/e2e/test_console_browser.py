@@ -866,3 +866,47 @@ async def test_a_tenant_picks_the_region_an_instance_runs_in_from_the_console(
     await platform.http.post(
         f"/v1/gpu-instances/{instance['instanceID']}/stop", headers=bearer(account.admin_key)
     )
+
+
+async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
+    chromium: Browser, platform: Platform
+) -> None:
+    """Invite, accept, start (issue "Tenant self-service"): the admin invites from the
+    Admin page and sends the link; the person opens it, sets a name and a password, is
+    signed in, and starts an instance."""
+    account = await platform.tenant()
+    spec = await _priced_spec(platform)
+    admin = await _page(chromium, platform)
+    await _sign_in_with_key(admin, account.admin_key)
+    await admin.get_by_role("link", name="Admin").click()
+    invitations = admin.get_by_role("region", name="Invitations")
+    email = f"{unique('grace')}@{account.tenant_id}.test"
+    await invitations.get_by_label("Email").fill(email)
+    await invitations.get_by_role("button", name="Invite").click()
+    link = (await admin.get_by_test_id("secret").inner_text()).strip()
+    assert "/join#gpi_" in link, link
+    await expect(invitations.get_by_role("row").filter(has_text=email)).to_contain_text("pending")
+
+    person = await _page(chromium, platform)
+    await person.goto(link)
+    await expect(person.get_by_text(f"invites {email} as tenant-user")).to_be_visible()
+    await person.get_by_label("Your name").fill("Grace")
+    await person.get_by_label("New password").fill(PASSWORD)
+    await person.get_by_role("button", name="Join and sign in").click()
+    await expect(person).to_have_url(re.compile("/instances$"))
+    assert "gpi_" not in person.url  # the secret left the address bar
+    await person.get_by_label("Template").select_option("jupyter")
+    await person.get_by_label("Spec").select_option(spec)
+    await person.get_by_role("button", name="Start", exact=True).click()
+    row = person.get_by_role("row").filter(has_text=spec)
+    await expect(row.get_by_text("running", exact=True)).to_be_visible()
+
+    # The admin sees it accepted; the link no longer works.
+    await admin.reload()
+    accepted = (
+        admin.get_by_role("region", name="Invitations").get_by_role("row").filter(has_text=email)
+    )
+    await expect(accepted).to_contain_text("accepted")
+    again = await _page(chromium, platform)
+    await again.goto(link)
+    await expect(again.get_by_role("alert")).to_contain_text("already used")

@@ -311,6 +311,58 @@ async def _set_user_limits(world: World) -> None:
     )  # fmt: skip
 
 
+async def _a_invitation(world: World) -> dict[str, Any]:
+    made = await world.http.post(
+        "/v1/invitations", json={"email": f"{unique('inv')}@{world.a.tenant_id}.test"},
+        headers=bearer(world.a.admin_key),
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    return dict(made.json())
+
+
+@row("POST", "/v1/invitations")
+async def _invite(world: World) -> None:
+    # A's plain user invites nobody; B's admin invites to B alone.
+    body = {"email": f"{unique('inv')}@x.test"}
+    refused(await world.http.post("/v1/invitations", json=body, headers=world.lower))
+    made = await world.http.post("/v1/invitations", json=body, headers=bearer(world.b.admin_key))
+    assert made.json()["invitation"]["tenantID"] == world.b.tenant_id
+
+
+@row("GET", "/v1/invitations")
+async def _list_invitations(world: World) -> None:
+    mine = (await _a_invitation(world))["invitation"]["invitationID"]
+    refused(await world.http.get("/v1/invitations", headers=world.lower))
+    theirs = await world.http.get("/v1/invitations", headers=bearer(world.b.admin_key))
+    assert mine not in {i["invitationID"] for i in theirs.json()}
+
+
+@row("DELETE", "/v1/invitations/{invitation_id}")
+async def _revoke_invitation(world: World) -> None:
+    made = await _a_invitation(world)
+    path = f"/v1/invitations/{made['invitation']['invitationID']}"
+    await _everyone_refused(world, "DELETE", path, lower_too=True)
+    still = await world.http.post("/v1/invitations/preview", json={"token": made["token"]})
+    assert still.status_code == 200, still.text
+
+
+@row("POST", "/v1/invitations/preview")
+async def _preview_invitation(world: World) -> None:
+    # No credential opens an invitation: only its link's secret does.
+    for headers in [*world.outsiders.values(), world.lower]:
+        guessed = {"token": "gpi_" + "0" * 43}
+        response = await world.http.post("/v1/invitations/preview", json=guessed, headers=headers)
+        assert_problem(response, 404)
+
+
+@row("POST", "/v1/invitations/accept")
+async def _accept_invitation(world: World) -> None:
+    for headers in [*world.outsiders.values(), world.lower]:
+        guessed = {"token": "gpi_" + "0" * 43, "name": "Mallory", "password": "x" * 16}
+        response = await world.http.post("/v1/invitations/accept", json=guessed, headers=headers)
+        assert_problem(response, 404)
+
+
 # --- API keys ------------------------------------------------------------------------
 
 

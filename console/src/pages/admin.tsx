@@ -41,6 +41,7 @@ export function AdminPage(props: { principal: Principal }) {
   return (
     <Page title="Admin">
       {admin && <Users principal={props.principal} />}
+      {props.principal.role === "tenant-admin" && <Invitations />}
       {props.principal.role === "tenant-admin" && <UserLimits />}
       <Keys admin={admin} self={props.principal.userID} />
       {admin && <Audit />}
@@ -116,6 +117,71 @@ export function Users(props: { principal: Principal; tenantID?: string }) {
                         {u.status === "active" ? "Disable" : "Enable"}
                       </button>
                     </div>
+                  ),
+              },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
+}
+
+interface Invitation {
+  invitationID: string;
+  email: string;
+  role: string;
+  status: string;
+  expiresAt: string;
+}
+
+/** Invite people by email with a role: the link is shown once, to send them; it works
+ * once, until it expires, and may be revoked before. */
+function Invitations() {
+  const invitations = useLoad(() => get<Invitation[]>("/invitations"), []);
+  const [email, setEmail] = useState("");
+  const [role, setRole] = useState("tenant-user");
+  const [link, setLink] = useState<string | null>(null);
+  const action = useAction();
+  const invite = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      const made = await post<{ path: string }>("/invitations", { email, role });
+      setLink(`${location.origin}${made.path}`);
+      setEmail("");
+      invitations.reload();
+    });
+  };
+  return (
+    <section class="card" aria-labelledby="invitations-title">
+      <h2 id="invitations-title">Invitations</h2>
+      {link && <ShownOnce label="The invitation's link" secret={link} onDone={() => setLink(null)} />}
+      <Form action={action} class="inline" onSubmit={invite}>
+        <Field label="Email" name="invite-email" type="email" value={email} onInput={setEmail} required />
+        <Field label="Role" name="invite-role" value={role} onInput={setRole} options={["tenant-user", "tenant-admin"]} />
+        <button type="submit" disabled={action.busy}>
+          Invite
+        </button>
+      </Form>
+      <ErrorNote error={action.error} />
+      <Show loaded={invitations} empty={(rows) => !rows.length} emptyText="No invitations.">
+        {(rows) => (
+          <Table
+            caption="Invitations"
+            rows={rows}
+            rowKey={(i) => i.invitationID}
+            columns={[
+              { label: "Email", cell: (i) => i.email },
+              { label: "Role", cell: (i) => i.role },
+              { label: "Status", cell: (i) => <StateBadge state={i.status} /> },
+              { label: "Expires", cell: (i) => when(i.expiresAt) },
+              {
+                label: "Actions",
+                cell: (i) =>
+                  i.status === "pending" && (
+                    <button type="button" class="danger" onClick={() => confirmed(`Revoke the invitation of ${i.email}? Its link stops working at once.`) && void action.run(() => del(`/invitations/${enc(i.invitationID)}`).then(invitations.reload))}>
+                      Revoke
+                    </button>
                   ),
               },
             ]}

@@ -27,6 +27,7 @@ from .identity_cache import IdentityCache
 from .instance_links import SessionLinks
 from .instance_targets import InstanceTargets, RelayedProblem
 from .instance_urls import InstanceHosts, InstanceProxy
+from .invitations import Invitations
 from .long_connections import LongConnections
 from .members_api import router as members_router
 from .openapi import OpenApiAggregator
@@ -40,6 +41,7 @@ from .store import (
     ApiKeyStore,
     AuditStore,
     ConsoleSessionStore,
+    InvitationStore,
     SpentLinkStore,
     TenantStore,
     UserStore,
@@ -99,6 +101,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,
+            Invitations(InvitationStore(runtime.db), identity.users, UserStore(runtime.db),
+                        TenantStore(runtime.db)),
             InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),

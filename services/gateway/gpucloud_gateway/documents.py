@@ -82,3 +82,18 @@ class AuditDoc(TypedDict):
     result: int
     at: datetime
     published: bool
+
+
+class InvitationDoc(TypedDict):
+    _id: str
+    tenant_id: str
+    email: str
+    role: str
+    #: SHA-256 of the link's secret; the secret itself is never stored.
+    token_hash: str
+    created_by: str | None
+    created_at: datetime
+    expires_at: datetime
+    status: str  # pending | accepted | revoked
+    user_id: NotRequired[str]
+    ended_at: NotRequired[datetime]

@@ -1,5 +1,7 @@
 """The gateway's routes for a tenant admin's work on the tenant's members beyond the
-user record itself: their own limits (and their removal, which takes the limits off)."""
+user record itself: their own limits (and their removal, which takes the limits off),
+and invitations, with the two routes the invited person uses before they have any
+credential: the invitation's preview and its acceptance."""
 
 from __future__ import annotations
 
@@ -10,8 +12,19 @@ from fastapi import APIRouter, Path, Response, status
 from gpucloud_libs.http import app_part
 
 from .access import require
+from .invitations import Invitations
 from .routes import ADMINS, TENANT_ADMIN
-from .schemas import Principal, UserLimits
+from .schemas import (
+    Invitation,
+    InvitationAcceptance,
+    InvitationCreate,
+    InvitationCreated,
+    InvitationPreview,
+    InvitationToken,
+    Principal,
+    User,
+    UserLimits,
+)
 from .tenants import Tenants
 from .users import Users
 
@@ -19,6 +32,7 @@ router = APIRouter(prefix="/v1")
 
 TenantsPart = Annotated[Tenants, app_part(Tenants)]
 UsersPart = Annotated[Users, app_part(Users)]
+InvitationsPart = Annotated[Invitations, app_part(Invitations)]
 UserIdPath = Annotated[str, Path(max_length=64)]
 
 
@@ -66,3 +80,66 @@ async def delete_user(
     if principal.tenant_id is not None:
         await tenants.forget_user_limits(principal.tenant_id, user_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# --- invitations ------------------------------------------------------------------------
+
+
+@router.post(
+    "/invitations",
+    tags=["users"],
+    status_code=status.HTTP_201_CREATED,
+    summary="Invite an email to your tenant with a role (tenant admin); the link's secret "
+    "is in this answer only",
+)
+async def create_invitation(
+    body: InvitationCreate,
+    invitations: InvitationsPart,
+    principal: Annotated[Principal, require(TENANT_ADMIN, "admin:write")],
+) -> InvitationCreated:
+    return await invitations.create(principal, body)
+
+
+@router.get("/invitations", tags=["users"], summary="Your tenant's invitations (tenant admin)")
+async def list_invitations(
+    invitations: InvitationsPart,
+    principal: Annotated[Principal, require(TENANT_ADMIN, "admin:read")],
+) -> list[Invitation]:
+    return await invitations.list(principal)
+
+
+@router.delete(
+    "/invitations/{invitation_id}",
+    tags=["users"],
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Revoke an invitation: its link stops working at once (tenant admin)",
+)
+async def revoke_invitation(
+    invitation_id: Annotated[str, Path(max_length=64)],
+    invitations: InvitationsPart,
+    principal: Annotated[Principal, require(TENANT_ADMIN, "admin:write")],
+) -> Response:
+    await invitations.revoke(principal, invitation_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/invitations/preview",
+    tags=["users"],
+    summary="What an invitation link offers (no credential: the link's secret is one)",
+)
+async def preview_invitation(
+    body: InvitationToken, invitations: InvitationsPart
+) -> InvitationPreview:
+    return await invitations.preview(body.token)
+
+
+@router.post(
+    "/invitations/accept",
+    tags=["users"],
+    status_code=status.HTTP_201_CREATED,
+    summary="Accept an invitation with a name and a password: you are its user, and sign "
+    "in with them (no credential: the link's secret is one; it works once)",
+)
+async def accept_invitation(body: InvitationAcceptance, invitations: InvitationsPart) -> User:
+    return await invitations.accept(body)

@@ -105,6 +105,55 @@ class User(ApiModel):
     created_at: datetime
 
 
+class InvitationCreate(ApiModel):
+    email: Email
+    #: The role the person gets on accepting.
+    role: Literal["tenant-user", "tenant-admin"] = "tenant-user"
+    #: How long the link works.
+    days: int = Field(default=7, ge=1, le=30)
+
+
+class Invitation(ApiModel):
+    invitation_id: str = Field(alias="invitationID")
+    tenant_id: str = Field(alias="tenantID")
+    email: str
+    role: Role
+    #: `pending` until accepted; `expired` past `expiresAt`; `revoked` by an admin.
+    status: Literal["pending", "accepted", "expired", "revoked"]
+    created_by: str | None
+    created_at: datetime
+    expires_at: datetime
+    #: The user the acceptance made.
+    user_id: str | None = Field(default=None, alias="userID")
+
+
+class InvitationCreated(ApiModel):
+    invitation: Invitation
+    #: The secret of the link, shown this once (the gateway keeps only its hash).
+    token: str
+    #: Where the person accepts it, on this gateway: append it to the console's URL.
+    path: str
+
+
+class InvitationToken(ApiModel):
+    token: Annotated[str, Field(min_length=10, max_length=128)]
+
+
+class InvitationPreview(ApiModel):
+    """What the link's holder sees before accepting: who invites them, and as what."""
+
+    email: str
+    tenant_id: str = Field(alias="tenantID")
+    tenant_name: str
+    role: Role
+    expires_at: datetime
+
+
+class InvitationAcceptance(InvitationToken):
+    name: Name
+    password: Password
+
+
 class ApiKeyCreate(ApiModel):
     name: Name
     #: Defaults to the caller's role; a key never gets more than its holder.

@@ -17,7 +17,14 @@ from pymongo.errors import DuplicateKeyError
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 
-from .documents import ApiKeyDoc, AuditDoc, ConsoleSessionDoc, TenantDoc, UserDoc
+from .documents import (
+    ApiKeyDoc,
+    AuditDoc,
+    ConsoleSessionDoc,
+    InvitationDoc,
+    TenantDoc,
+    UserDoc,
+)
 
 TENANTS = "tenants"
 USERS = "users"
@@ -25,6 +32,7 @@ KEYS = "keys"
 AUDIT = "audit"
 CONSOLE_SESSIONS = "console_sessions"
 SPENT_LINKS = "spent_session_links"
+INVITATIONS = "invitations"
 
 INDEXES: IndexPlan = {
     USERS: [
@@ -33,6 +41,10 @@ INDEXES: IndexPlan = {
     ],
     KEYS: [IndexModel([("tenant_id", ASCENDING)]), IndexModel([("user_id", ASCENDING)])],
     AUDIT: [IndexModel([("tenant_id", ASCENDING), ("_id", DESCENDING)])],
+    INVITATIONS: [
+        IndexModel([("token_hash", ASCENDING)], unique=True),
+        IndexModel([("tenant_id", ASCENDING)]),
+    ],
 }
 
 
@@ -272,3 +284,25 @@ class AuditStore:
         if since:
             query["at"] = {"$gte": since}
         return await self._audit.find(query).sort("_id", DESCENDING).limit(limit).to_list()
+
+
+class InvitationStore:
+    def __init__(self, db: Database) -> None:
+        self._invitations: Collection[InvitationDoc] = typed(db, INVITATIONS, InvitationDoc)
+
+    async def insert(self, doc: InvitationDoc) -> None:
+        await self._invitations.insert_one(doc)
+
+    async def get(self, invitation_id: str) -> InvitationDoc | None:
+        return await self._invitations.find_one({"_id": invitation_id})
+
+    async def by_token_hash(self, token_hash: str) -> InvitationDoc | None:
+        return await self._invitations.find_one({"token_hash": token_hash})
+
+    async def of_tenant(self, tenant_id: str) -> list[InvitationDoc]:
+        found = await self._invitations.find({"tenant_id": tenant_id}).to_list()
+        return sorted(found, key=lambda doc: aware(doc["created_at"]), reverse=True)
+
+    async def end(self, invitation_id: str, status: str, **fields: Any) -> None:
+        change = {"status": status, "ended_at": now(), **fields}
+        await self._invitations.update_one({"_id": invitation_id}, {"$set": change})

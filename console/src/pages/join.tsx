@@ -1,0 +1,58 @@
+// Accepting an invitation: the link's secret is in the URL's fragment (never sent to a
+// server with the page); the person sees who invites them, sets their name and a
+// password, and is signed in as the new user.
+import { useEffect, useState } from "preact/hooks";
+import { post, type ConsoleSession } from "../api";
+import { ErrorNote, Field, useAction, when } from "../ui";
+
+interface Offer {
+  email: string;
+  tenantID: string;
+  tenantName: string;
+  role: string;
+  expiresAt: string;
+}
+
+export function JoinPage(props: { onSignedIn: (session: ConsoleSession) => void }) {
+  const token = location.hash.slice(1);
+  const [offer, setOffer] = useState<Offer | null>(null);
+  const [name, setName] = useState("");
+  const [password, setPassword] = useState("");
+  const looked = useAction();
+  const action = useAction();
+  useEffect(() => {
+    void looked.run(async () => setOffer(await post<Offer>("/invitations/preview", { token })));
+  }, [token]);
+  const accept = (e: Event) => {
+    e.preventDefault();
+    if (!offer) return;
+    void action.run(async () => {
+      await post("/invitations/accept", { token, name, password });
+      const session = await post<ConsoleSession>("/console/session", { email: offer.email, password });
+      history.replaceState(null, "", "/instances"); // the secret leaves the address bar
+      props.onSignedIn(session);
+    });
+  };
+  return (
+    <main id="main" class="sign-in">
+      <form onSubmit={accept} aria-labelledby="join-title">
+        <h1 id="join-title">Join gpucloud</h1>
+        <ErrorNote error={looked.error} />
+        {offer && (
+          <>
+            <p>
+              <strong>{offer.tenantName}</strong> invites <strong>{offer.email}</strong> as {offer.role}. The invitation works
+              until {when(offer.expiresAt)}.
+            </p>
+            <Field label="Your name" name="name" value={name} onInput={setName} required autocomplete="name" />
+            <Field label="New password (12 characters or more)" name="password" type="password" value={password} onInput={setPassword} required autocomplete="new-password" />
+            <ErrorNote error={action.error} />
+            <button type="submit" disabled={action.busy}>
+              {action.busy ? "Joining…" : "Join and sign in"}
+            </button>
+          </>
+        )}
+      </form>
+    </main>
+  );
+}
