@@ -653,10 +653,11 @@ async def test_a_tenant_admin_adds_a_user_a_budget_and_an_idle_stop_rule_in_the_
 
     await page.get_by_role("link", name="Admin").click()
     email = f"{unique('member')}@{account.tenant_id}.test"
-    await page.get_by_label("Email").fill(email)
-    await page.get_by_label("Name", exact=True).fill("Ada Member")
-    await page.get_by_label("Role").select_option("tenant-user")
-    await page.get_by_role("button", name="Add user").click()
+    members = page.get_by_role("region", name="Users", exact=True)
+    await members.get_by_label("Email").fill(email)
+    await members.get_by_label("Name", exact=True).fill("Ada Member")
+    await members.get_by_label("Role").select_option("tenant-user")
+    await members.get_by_role("button", name="Add user").click()
     await expect(page.get_by_role("row").filter(has_text=email)).to_contain_text("tenant-user")
     users = (await platform.http.get("/v1/users", headers=headers)).json()
     assert [u["role"] for u in users if u["email"] == email] == ["tenant-user"]
@@ -881,7 +882,7 @@ async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
     await admin.get_by_role("link", name="Admin").click()
     invitations = admin.get_by_role("region", name="Invitations")
     email = f"{unique('grace')}@{account.tenant_id}.test"
-    await invitations.get_by_label("Email").fill(email)
+    await invitations.get_by_label("Email to invite").fill(email)
     await invitations.get_by_role("button", name="Invite").click()
     link = (await admin.get_by_test_id("secret").inner_text()).strip()
     assert "/join#gpi_" in link, link

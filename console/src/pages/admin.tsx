@@ -157,7 +157,7 @@ function Invitations() {
       <h2 id="invitations-title">Invitations</h2>
       {link && <ShownOnce label="The invitation's link" secret={link} onDone={() => setLink(null)} />}
       <Form action={action} class="inline" onSubmit={invite}>
-        <Field label="Email" name="invite-email" type="email" value={email} onInput={setEmail} required />
+        <Field label="Email to invite" name="invite-email" type="email" value={email} onInput={setEmail} required />
         <Field label="Role" name="invite-role" value={role} onInput={setRole} options={["tenant-user", "tenant-admin"]} />
         <button type="submit" disabled={action.busy}>
           Invite
