@@ -19,6 +19,7 @@ from .instances import instances
 from .invitations import invitations, join
 from .jobs import jobs
 from .keys import keys
+from .kubeconfig import kubeconfig
 from .operator import fleet, prices, specs, tenants
 from .services import services
 from .session import Failure, Session, pass_session
@@ -216,6 +217,7 @@ for command in (
     keys,
     invitations,
     join,
+    kubeconfig,
 ):
     cli.add_command(command)
 

@@ -288,3 +288,7 @@ class Client(WorkloadApi, ApiSession):
         """A short-lived token for the user's email and password."""
         issued = self.request("POST", "/tokens", json={"email": email, "password": password})
         return str(issued["token"])
+
+    def kubeconfig(self, hours: int) -> dict[str, Any]:
+        """A short-lived kubectl credential for the caller's tenant's namespace."""
+        return cast(dict[str, Any], self.request("POST", "/kubeconfig", json={"hours": hours}))

@@ -86,6 +86,7 @@ __all__ = [
     "TenantQuota",
     "TenantUpserted",
     "UsageRecorded",
+    "UserAccessEnded",
     "UserLimits",
     "UserSpendLimitReached",
 ]
@@ -135,6 +136,19 @@ class TenantUpserted(EventData):
     queue_weight: float = Field(default=1.0, gt=0)
     #: Limits of the tenant's users that have any, by user id.
     user_limits: dict[str, UserLimits] = Field(default_factory=dict)
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id
+
+
+class UserAccessEnded(EventData):
+    """A user was disabled or removed: what they hold outside the gateway's keys and
+    sessions ends too (their kubectl credential, `gpucloud kubeconfig`)."""
+
+    type: Literal["io.gpucloud.user.access_ended.v1"] = "io.gpucloud.user.access_ended.v1"
+    tenant_id: str
+    user_id: str
 
     @property
     def aggregate_id(self) -> str:
@@ -226,6 +240,7 @@ class AuditRecorded(EventData):
 Event = Annotated[
     TenantUpserted
     | TenantDeleted
+    | UserAccessEnded
     | InstanceStateChanged
     | StopTenantInstancesRequested
     | UserSpendLimitReached

@@ -15,7 +15,7 @@ import json
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from kubernetes_asyncio import client, config, watch
@@ -100,6 +100,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Job": ("BatchV1Api", "job", True),
     "Deployment": ("AppsV1Api", "deployment", True),
     "RoleBinding": ("RbacAuthorizationV1Api", "role_binding", True),
+    "ServiceAccount": ("CoreV1Api", "service_account", True),
     "PersistentVolumeClaim": ("CoreV1Api", "persistent_volume_claim", True),
     "PersistentVolume": ("CoreV1Api", "persistent_volume", False),
     "Secret": ("CoreV1Api", "secret", True),
@@ -274,8 +275,7 @@ class KubeClient:
     async def patch(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
         method, namespaced = self._method(kind, "patch")
         args = (name, namespace, body) if namespaced else (name, body)
-        result: Manifest = await self._call(method, *args)
-        return result
+        return cast(Manifest, await self._call(method, *args))
 
     async def patch_status(
         self, kind: str, namespace: str | None, name: str, body: Manifest
@@ -283,22 +283,26 @@ class KubeClient:
         """`patch` of the object's status subresource (a built-in kind)."""
         method, namespaced = self._method(kind, "patch", "status")
         args = (name, namespace, body) if namespaced else (name, body)
-        result: Manifest = await self._call(method, *args)
-        return result
+        return cast(Manifest, await self._call(method, *args))
+
+    async def create_in(
+        self, kind: str, namespace: str, name: str, sub: str, body: Manifest
+    ) -> Manifest:
+        """Create a namespaced object's subresource (a ServiceAccount's `token`)."""
+        method, _ = self._method(kind, "create", sub)
+        return cast(Manifest, await self._call(method, name, namespace, body))
 
     async def read(self, kind: str, namespace: str | None, name: str) -> Manifest:
         method, namespaced = self._method(kind, "read")
         args = (name, namespace) if namespaced else (name,)
-        result: Manifest = await self._call(method, *args)
-        return result
+        return cast(Manifest, await self._call(method, *args))
 
     async def replace(
         self, kind: str, namespace: str | None, name: str, body: Manifest
     ) -> Manifest:
         method, namespaced = self._method(kind, "replace")
         args = (name, namespace, body) if namespaced else (name, body)
-        result: Manifest = await self._call(method, *args)
-        return result
+        return cast(Manifest, await self._call(method, *args))
 
     async def delete(
         self,

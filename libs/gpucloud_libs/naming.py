@@ -27,6 +27,11 @@ STORAGE_LABEL = "gpucloud.io/storage"
 #: The ClusterRole the storage service holds in each tenant namespace, and nowhere
 #: else (its claims and credential Secrets): bound there by the instances service.
 TENANT_STORAGE_ROLE = "gpucloud-tenant-storage"
+#: The ClusterRole a user's kubectl credential holds in their tenant's namespace, and
+#: nowhere else: read pods, events and logs, exec and port-forward; never create pods.
+TENANT_KUBECTL_ROLE = "gpucloud-tenant-kubectl"
+#: A user's own ServiceAccount in a tenant namespace (`gpucloud kubeconfig`).
+USER_ACCOUNT_PREFIX = "gpc-user-"
 #: What the NVIDIA GPU operator puts on nodes, read by placement and monitoring.
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -30,6 +30,7 @@ from .events import (
     TenantDeleted,
     TenantUpserted,
     UsageRecorded,
+    UserAccessEnded,
     UserSpendLimitReached,
 )
 from .kafka_connection import KafkaConnection
@@ -51,7 +52,10 @@ class TopicSpec:
         return not self.carries or isinstance(data, self.carries)
 
 
-TENANTS = TopicSpec("gpucloud.tenants.v1", retention_ms=-1, carries=(TenantUpserted, TenantDeleted))
+TENANTS = TopicSpec(
+    "gpucloud.tenants.v1", retention_ms=-1,
+    carries=(TenantUpserted, TenantDeleted, UserAccessEnded),
+)  # fmt: skip
 INSTANCE_LIFECYCLE = TopicSpec(
     "gpucloud.instances.lifecycle.v1",
     partitions=6,

@@ -18,6 +18,8 @@ from typing import Any
 import asyncssh
 from kubernetes_asyncio import client as k8s
 
+from gpucloud_stack import provision
+
 from .platform import MIB, Platform, TenantAccount
 from .support import eventually, loopback_gpu_nodes
 
@@ -157,3 +159,14 @@ async def ssh_instance(
         finally:
             server.close()
             await server.wait_closed()
+
+
+async def kubectl(kubeconfig: Path, *args: str) -> tuple[int, str]:
+    """The real kubectl with `kubeconfig`: its exit code and its output."""
+    binary = provision.ensure(provision.KUBECTL, say=False) / "kubectl"
+    process = await asyncio.create_subprocess_exec(
+        str(binary), "--kubeconfig", str(kubeconfig), "--request-timeout", "20s", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    return process.returncode or 0, out.decode()

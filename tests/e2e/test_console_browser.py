@@ -29,6 +29,7 @@ from playwright.async_api import (
 
 from gpucloud_libs.naming import tenant_namespace
 
+from .cli_support import kubectl
 from .clusters_support import HOME, SECOND, kubeconfig_of
 from .platform import H100, Platform, TenantAccount, bearer
 from .support import eventually, unique
@@ -870,7 +871,7 @@ async def test_a_tenant_picks_the_region_an_instance_runs_in_from_the_console(
 
 
 async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
-    chromium: Browser, platform: Platform
+    chromium: Browser, platform: Platform, tmp_path: Path
 ) -> None:
     """Invite, accept, start (issue "Tenant self-service"): the admin invites from the
     Admin page and sends the link; the person opens it, sets a name and a password, is
@@ -901,6 +902,15 @@ async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
     await person.get_by_role("button", name="Start", exact=True).click()
     row = person.get_by_role("row").filter(has_text=spec)
     await expect(row.get_by_text("running", exact=True)).to_be_visible()
+    # kubectl for the namespace, from the Admin page: it lists the instance's pod.
+    await person.get_by_role("link", name="Admin").click()
+    await person.get_by_role("button", name="Get a kubeconfig").click()
+    await expect(person.get_by_role("link", name="Download kubeconfig")).to_be_visible()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(await person.get_by_test_id("secret").inner_text())
+    code, pods = await kubectl(kubeconfig, "get", "pods", "-o", "name")
+    assert code == 0, pods
+    assert pods.strip(), pods
 
     # The admin sees it accepted; the link no longer works.
     await admin.reload()

@@ -139,8 +139,17 @@ def test_storage_has_no_cluster_wide_rights(rendered: list[dict[str, Any]]) -> N
     binds = [rule for rule in instances["rules"] if "bind" in rule["verbs"]]
     assert binds == [
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-         "verbs": ["bind"], "resourceNames": [f"{RELEASE}-tenant-storage"]}
+         "verbs": ["bind"],
+         "resourceNames": [f"{RELEASE}-tenant-storage", f"{RELEASE}-tenant-kubectl"]}
     ]  # fmt: skip
+    # A user's kubectl reads, logs, execs and forwards ports: it makes no pod and reads
+    # no Secret.
+    kubectl = _one(rendered, "ClusterRole", f"{RELEASE}-tenant-kubectl")["rules"]
+    granted = {(resource, verb) for rule in kubectl for resource in rule["resources"]
+               for verb in rule["verbs"]}  # fmt: skip
+    assert ("pods", "list") in granted
+    assert ("pods/exec", "create") in granted
+    assert not {("pods", "create"), ("secrets", "get"), ("secrets", "list")} & granted
     secrets = _one(rendered, "ClusterRole", f"{RELEASE}-tenant-storage")["rules"]
     assert secrets[0]["resources"] == ["persistentvolumeclaims"]
     # Secrets are written, never read: pull Secrets share the namespace (review M3).

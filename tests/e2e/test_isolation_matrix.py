@@ -20,7 +20,7 @@ from kubernetes_asyncio import client as k8s
 from gpucloud_libs.events import GpuSample, TelemetryBatch
 from gpucloud_libs.kafka import create_broker, publish_event
 from gpucloud_libs.kafka_connection import KafkaConnection
-from gpucloud_libs.naming import job_workload_id, service_workload_id
+from gpucloud_libs.naming import job_workload_id, service_workload_id, tenant_namespace
 from gpucloud_libs.topics import TELEMETRY
 from gpucloud_stack.fleet import cpu_node
 
@@ -327,6 +327,19 @@ async def _invite(world: World) -> None:
     refused(await world.http.post("/v1/invitations", json=body, headers=world.lower))
     made = await world.http.post("/v1/invitations", json=body, headers=bearer(world.b.admin_key))
     assert made.json()["invitation"]["tenantID"] == world.b.tenant_id
+
+
+@row("POST", "/v1/kubeconfig")
+async def _kubeconfig(world: World) -> None:
+    # Anyone's kubeconfig is for their own tenant's namespace; no body picks another.
+    for headers in world.outsiders.values():
+        issued = await world.http.post(
+            "/v1/kubeconfig", json={"namespace": tenant_namespace(world.a.tenant_id)},
+            headers=headers,
+        )  # fmt: skip
+        assert_problem(issued, 422)
+        mine = await world.http.post("/v1/kubeconfig", json={}, headers=headers)
+        assert mine.json()["namespace"] == tenant_namespace(world.b.tenant_id), mine.text
 
 
 @row("GET", "/v1/invitations")

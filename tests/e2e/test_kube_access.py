@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
-from gpucloud_libs.naming import TENANT_STORAGE_ROLE, tenant_namespace
+from gpucloud_libs.naming import TENANT_KUBECTL_ROLE, TENANT_STORAGE_ROLE, tenant_namespace
 
 from .chart_support import render_chart
 from .conftest import stack_service_env
@@ -116,21 +116,46 @@ async def test_instances_writes_in_tenant_namespaces_only(
             "subjects": [{"kind": "User", "name": to, "apiGroup": "rbac.authorization.k8s.io"}],
         }  # fmt: skip
 
+    def account_binding(role: str, account: str, of: str) -> Any:
+        return {
+            "metadata": {"name": unique("grant")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": of}],
+        }  # fmt: skip
+
     # It may grant the storage role to the storage service in a tenant namespace, and
-    # nothing more, to nobody else, nowhere else.
+    # the kubectl role to a user's account of that namespace: nothing more, to nobody
+    # else, nowhere else.
     refused = {
         "another role": (namespace, binding("cluster-admin")),
         "the platform's namespace": (platform_namespace, binding(TENANT_STORAGE_ROLE)),
         "kube-system": ("kube-system", binding(TENANT_STORAGE_ROLE)),
         # The review's C1: the storage role (every Secret of the namespace) to itself.
         "itself": (namespace, binding(TENANT_STORAGE_ROLE, to="gpucloud-instances")),
+        # The users' kubectl role goes to a user's account of the namespace alone.
+        "kubectl to a user": (namespace, binding(TENANT_KUBECTL_ROLE, to="gpucloud-instances")),
+        "kubectl to another namespace's account": (
+            namespace,
+            account_binding(TENANT_KUBECTL_ROLE, "gpc-user-u-1", "kube-system"),
+        ),
+        "kubectl to an account not a user's": (
+            namespace,
+            account_binding(TENANT_KUBECTL_ROLE, "default", namespace),
+        ),
+        "the storage role to a user's account": (
+            namespace,
+            account_binding(TENANT_STORAGE_ROLE, "gpc-user-u-1", namespace),
+        ),
     }
     for what, (where, body) in refused.items():
         assert await _status(rbac.create_namespaced_role_binding(where, body)) == 403, what
     assert await _status(core.list_namespaced_secret(namespace)) == 403  # still none to read
-    allowed = binding(TENANT_STORAGE_ROLE)
-    assert await _status(rbac.create_namespaced_role_binding(namespace, allowed)) == 200
-    await rbac.delete_namespaced_role_binding(allowed["metadata"]["name"], namespace)
+    for allowed in (
+        binding(TENANT_STORAGE_ROLE),
+        account_binding(TENANT_KUBECTL_ROLE, "gpc-user-u-1", namespace),
+    ):
+        assert await _status(rbac.create_namespaced_role_binding(namespace, allowed)) == 200
+        await rbac.delete_namespaced_role_binding(allowed["metadata"]["name"], namespace)
 
 
 async def test_instances_cannot_reach_the_platforms_namespace_or_loosen_pod_security(

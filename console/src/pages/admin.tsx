@@ -1,6 +1,7 @@
 // Admin: users and their roles, API keys (the secret is shown once), the audit log.
 import { useState } from "preact/hooks";
 import { del, enc, get, items, patch, post, put, type Principal } from "../api";
+import { KubectlAccess } from "./kubectl";
 import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
 interface User {
@@ -44,6 +45,7 @@ export function AdminPage(props: { principal: Principal }) {
       {props.principal.role === "tenant-admin" && <Invitations />}
       {props.principal.role === "tenant-admin" && <UserLimits />}
       <Keys admin={admin} self={props.principal.userID} />
+      {props.principal.role !== "platform-admin" && <KubectlAccess />}
       {admin && <Audit />}
       {!admin && <p class="muted">Users and the audit log are for your tenant's admins.</p>}
     </Page>

@@ -35,6 +35,15 @@ INSTANCES_NAMESPACES = ("gpucloud-stocks",)
 #: The storage service's identity, the one subject the instances service may bind.
 STORAGE_SUBJECT = "User:gpucloud-storage"
 TENANT_STORAGE_ROLE = "gpucloud-tenant-storage"  # gpucloud_libs.naming
+TENANT_KUBECTL_ROLE = "gpucloud-tenant-kubectl"  # gpucloud_libs.naming
+USER_ACCOUNT_PREFIX = "gpc-user-"  # gpucloud_libs.naming
+#: A tenant user's kubectl, in their namespace: read, logs, exec, port-forward; no
+#: pod of their own (it would escape quota, placement and billing).
+TENANT_KUBECTL_RULES: list[Manifest] = [
+    {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": ["get", "create"]},
+]
 
 #: Where a node agent on a real node of this cluster would run, as this account: the
 #: monitoring service hands a node's key to a token of it bound to a pod on that node.
@@ -92,9 +101,14 @@ def manifests() -> list[Manifest]:
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "verbs": ["get", "create", "update"]},
             {"apiGroups": [_RBAC], "resources": ["rolebindings"], "verbs": _ALL},
-            # May grant the storage role (in the namespaces the policy allows), nothing else.
+            # May grant the storage role and users' kubectl role (in the namespaces
+            # and to the subjects the policy allows), nothing else.
             {"apiGroups": [_RBAC], "resources": ["clusterroles"], "verbs": ["bind"],
-             "resourceNames": [TENANT_STORAGE_ROLE]},
+             "resourceNames": [TENANT_STORAGE_ROLE, TENANT_KUBECTL_ROLE]},
+            # Users' own accounts in their namespaces, and their short-lived tokens.
+            {"apiGroups": [""], "resources": ["serviceaccounts"],
+             "verbs": ["get", "create", "delete"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
         ],
     )  # fmt: skip
     # Secrets written, never read: a tenant namespace also holds image pull Secrets,
@@ -120,6 +134,7 @@ def manifests() -> list[Manifest]:
         instances,
         _cluster_binding("gpucloud-instances", [user("instances")]),
         tenant_storage,
+        _cluster_role(TENANT_KUBECTL_ROLE, TENANT_KUBECTL_RULES),
         readers,
         _cluster_binding("gpucloud-monitoring", [user("monitoring"), user("agent")]),
         token_reviews,
@@ -148,7 +163,8 @@ IMAGE_PULL_RULE = (
 
 def binding_rule(instances_user: str, storage_subject: str) -> str:
     """CEL: a RoleBinding the instances service writes grants the storage role, to the
-    storage service alone, in a tenant namespace. Anything else would let it grant
+    storage service alone, in a tenant namespace; or the users' kubectl role, to one
+    user's ServiceAccount of that same namespace. Anything else would let it grant
     itself, or anyone, what the storage role holds: every tenant Secret."""
     kind, _, rest = storage_subject.partition(":")
     if kind == "ServiceAccount":
@@ -163,8 +179,13 @@ def binding_rule(instances_user: str, storage_subject: str) -> str:
         f"request.userInfo.username != {json.dumps(instances_user)} || "
         "request.kind.kind != 'RoleBinding' || request.operation == 'DELETE' || "
         "(request.namespace.startsWith('gpc-') && object.roleRef.kind == 'ClusterRole' && "
-        f"object.roleRef.name == {json.dumps(TENANT_STORAGE_ROLE)} && "
-        f"size(object.subjects) == 1 && object.subjects.all(s, {subject}))"
+        "size(object.subjects) == 1 && "
+        f"(object.roleRef.name == {json.dumps(TENANT_STORAGE_ROLE)} && "
+        f"object.subjects.all(s, {subject}) || "
+        f"object.roleRef.name == {json.dumps(TENANT_KUBECTL_ROLE)} && "
+        "object.subjects.all(s, s.kind == 'ServiceAccount' && "
+        f"s.name.startsWith({json.dumps(USER_ACCOUNT_PREFIX)}) && "
+        "has(s.namespace) && s.namespace == request.namespace)))"
     )
 
 
@@ -239,7 +260,7 @@ def admission_policy(
                 },
                 {
                     "expression": binding_rule(instances_user, storage_subject),
-                    "message": "the instances service binds only the storage role, to the storage service, in tenant namespaces",
+                    "message": "the instances service binds only the storage role, to the storage service, and the kubectl role, to a user's account of the namespace, in tenant namespaces",
                     "reason": "Forbidden",
                 },
                 {

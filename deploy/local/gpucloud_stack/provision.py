@@ -83,6 +83,15 @@ KUBERNETES = Artifact(
     ),
     ldflags=f"-s -w {_K8S_VERSION_LDFLAGS}",
 )
+#: For the tests of `gpucloud kubeconfig`: what a tenant user runs against their namespace.
+KUBECTL = Artifact(
+    "kubectl",
+    layout.KUBERNETES_VERSION,
+    GO_DIR / "kubernetes",
+    ("k8s.io/kubernetes/cmd/kubectl",),
+    binary="kubectl",
+    ldflags=f"-s -w {_K8S_VERSION_LDFLAGS}",
+)
 JOBSET = Artifact(
     "jobset",
     layout.JOBSET_VERSION,
@@ -123,7 +132,7 @@ CEPH = Artifact(
 CHROMIUM = Artifact("chromium", layout.CHROMIUM_VERSION, layout.LOCAL_DIR, debian=("chromium",))
 
 #: What every stack needs; the object store's own artifacts come with it (object_store()).
-ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KWOK, JOBSET, HELM)
+ALL = (KAFKA, FERRETDB, ETCD, KUBERNETES, KUBECTL, KWOK, JOBSET, HELM)
 
 
 def object_store_artifacts() -> tuple[Artifact, ...]:

@@ -136,6 +136,7 @@ def _schedule(
         """Tenant and audit events that did not get out at write time go out here."""
         await identity.tenants.republish()
         await identity.audit.republish()
+        await identity.users.republish_access_ends()
 
     async def sweep_spent_links() -> None:
         await spent_links.delete_expired(now())
@@ -170,7 +171,7 @@ def _identity(settings: GatewaySettings, runtime: ServiceRuntime) -> Identity:
     authenticator = Authenticator(settings, key_store, cache, background)
     sessions = Sessions(settings, user_store, authenticator, limiter)
     api_keys = ApiKeys(key_store, cache)
-    users = Users(user_store, cache, api_keys)
+    users = Users(user_store, cache, api_keys, runtime.broker, source=runtime.source)
     return Identity(
         limiter=limiter,
         authenticator=authenticator,

@@ -40,6 +40,8 @@ class UserDoc(TypedDict):
     password_hash: str | None
     #: Bumped by each password change: tokens and console sessions of an older one end.
     credentials_version: NotRequired[int]
+    #: Disabled or removed, and the services not told yet (UserAccessEnded).
+    access_end_pending: NotRequired[bool]
     created_at: datetime
 
 

@@ -74,6 +74,7 @@ class ForwardedRoute:
 
 FORWARDED: tuple[ForwardedRoute, ...] = (
     ForwardedRoute("GET", "/v1/quota", "instances", TENANT_MEMBERS, "instances:read"),
+    ForwardedRoute("POST", "/v1/kubeconfig", "instances", TENANT_MEMBERS, "instances:connect"),
     ForwardedRoute("GET", "/v1/specs", "instances", EVERYONE, "instances:read"),
     ForwardedRoute("POST", "/v1/specs", "instances", PLATFORM_ADMIN, "instances:write"),
     ForwardedRoute("GET", "/v1/specs/{name}", "instances", EVERYONE, "instances:read"),

@@ -126,6 +126,9 @@ class UserStore:
         await self._users.update_one({"_id": user_id}, {"$set": fields})
         return await self.get(user_id)
 
+    async def access_ends_pending(self) -> list[UserDoc]:
+        return await self._users.find({"access_end_pending": True}).to_list()
+
     async def names(self, user_ids: list[str], only_tenant: str | None) -> dict[str, str]:
         """Each of these users' names, by id (a deleted user's too); with `only_tenant`,
         of that tenant's users alone."""

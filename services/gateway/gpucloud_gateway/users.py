@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import time
+
+from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from gpucloud_libs.events import UserAccessEnded
 from gpucloud_libs.identity import Role
+from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.topics import TENANTS
 
 from . import credentials
 from .api_keys import ApiKeys
@@ -17,6 +24,8 @@ from .documents import UserDoc
 from .identity_cache import IdentityCache
 from .schemas import ApiKeyCreate, ApiKeyCreated, Principal, User, UserCreate, UserUpdate
 from .store import AlreadyExists, UserStore
+
+log = logging.getLogger(__name__)
 
 
 def user_view(doc: UserDoc) -> User:
@@ -42,10 +51,15 @@ async def _hashed(password: str) -> str:
 
 
 class Users:
-    def __init__(self, users: UserStore, cache: IdentityCache, api_keys: ApiKeys) -> None:
+    def __init__(
+        self, users: UserStore, cache: IdentityCache, api_keys: ApiKeys, broker: KafkaBroker,
+        *, source: str,
+    ) -> None:  # fmt: skip
         self._users = users
         self._cache = cache
         self._api_keys = api_keys
+        self._broker = broker
+        self._source = source
 
     async def insert(self, body: UserCreate, *, tenant_id: str | None) -> User:
         doc: UserDoc = {
@@ -124,12 +138,37 @@ class Users:
         if body.status == "disabled" or (body.role and body.role != doc["role"]):
             # Keys carry the role they were minted with: a changed user starts afresh.
             await self._api_keys.revoke_where(user_id=user_id)
+        if body.status == "disabled":
+            await self._end_access(updated)
         return user_view(updated)
 
     async def delete(self, principal: Principal, user_id: str) -> None:
-        await self._user(principal, user_id)
+        doc = await self._user(principal, user_id)
         if user_id == principal.user_id:
             raise ValidationFailed("you cannot delete yourself; ask another admin")
         await self._users.delete(user_id)
         self._cache.forget_user(user_id)
         await self._api_keys.revoke_where(user_id=user_id)
+        await self._end_access(doc)
+
+    async def _end_access(self, doc: UserDoc) -> None:
+        """Tell the services the user's access ended (their kubectl credential goes);
+        marked first, so the sweep retries what did not get out."""
+        if doc.get("tenant_id") is None:
+            return
+        await self._users.set_fields(doc["_id"], {"access_end_pending": True})
+        try:
+            await publish_event(
+                self._broker, TENANTS,
+                UserAccessEnded(tenant_id=str(doc["tenant_id"]), user_id=doc["_id"]),
+                source=self._source, event_id=f"access-ended-{doc['_id']}-{time.time_ns()}",
+            )  # fmt: skip
+        except Exception:
+            log.warning("a user's access end not published yet", extra={"user": doc["_id"]},
+                        exc_info=True)  # fmt: skip
+            return
+        await self._users.set_fields(doc["_id"], {"access_end_pending": False})
+
+    async def republish_access_ends(self) -> None:
+        for doc in await self._users.access_ends_pending():
+            await self._end_access(doc)

@@ -45,6 +45,8 @@ from .store import INDEXES
 from .stores import Stores
 from .templates.api import router as templates_router
 from .templates.catalog import ImagePolicy, Templates
+from .tenancy.api import router as kubeconfig_router
+from .tenancy.kubeconfigs import UserKubeconfigs
 from .tenancy.tenants import Tenancy
 from .wakeups import ControllerWakeups
 from .workloads.parts import WorkloadParts
@@ -77,7 +79,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     spec_catalog = Specs(specs, db.stocks)
     tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
     cordoned_in = ClusterClients(kube, settings.cluster_name, clusters.kubeconfig_of)
-    handlers = EventHandlers(tenancy, NodeCordons(cordoned_in))
+    handlers = EventHandlers(tenancy, NodeCordons(cordoned_in), UserKubeconfigs(settings, kube))
     filling = CacheFilling(instances)
     parts = WorkloadParts(
         specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries),
@@ -96,7 +98,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     return runtime.create_app(
         title="gpucloud instances",
         description="GPU instance specs, warm stocks, instances, batch jobs and inference services on Kubernetes.",
-        routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router, clusters_router],
+        routers=[instances_router, jobs_router, services_router, specs_router, stocks_router, templates_router, registry_router, clusters_router, kubeconfig_router],
         parts=[
             spec_catalog,
             StockTargets(spec_catalog, db.stocks, db.clusters, wakeups, home=settings.cluster_name),
@@ -107,6 +109,7 @@ def create_app(settings: InstancesSettings) -> FastAPI:
             Templates(),
             RegistryCredentials(db.registry_credentials, tenants, registry_box, pull_secrets),
             clusters,
+            handlers.kubeconfigs,
         ],
     )  # fmt: skip
 

@@ -9,23 +9,30 @@ from gpucloud_libs.events import (
     StopTenantInstancesRequested,
     TenantDeleted,
     TenantUpserted,
+    UserAccessEnded,
     UserSpendLimitReached,
 )
 
 from .controller.nodes import NodeCordons
+from .tenancy.kubeconfigs import UserKubeconfigs
 from .tenancy.tenants import Tenancy
 
 
 class EventHandlers:
-    def __init__(self, tenancy: Tenancy, cordons: NodeCordons) -> None:
+    def __init__(
+        self, tenancy: Tenancy, cordons: NodeCordons, kubeconfigs: UserKubeconfigs
+    ) -> None:
         self.tenancy = tenancy
         self.cordons = cordons
+        self.kubeconfigs = kubeconfigs
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantUpserted):
             await self.tenancy.apply(event.data)
         elif isinstance(event.data, TenantDeleted):
             await self.tenancy.stop_workloads(event.data.tenant_id)
+        elif isinstance(event.data, UserAccessEnded):
+            await self.kubeconfigs.forget(event.data.tenant_id, event.data.user_id)
 
     async def on_command(self, event: CloudEvent) -> None:
         if isinstance(event.data, StopTenantInstancesRequested):

@@ -5,7 +5,7 @@ import socket
 
 from pydantic import Field, IPvAnyNetwork, SecretStr
 
-from gpucloud_libs.naming import TENANT_STORAGE_ROLE
+from gpucloud_libs.naming import TENANT_KUBECTL_ROLE, TENANT_STORAGE_ROLE
 from gpucloud_libs.settings import ServiceSettings
 
 DENIED_BY_DEFAULT = (
@@ -47,6 +47,12 @@ class InstancesSettings(ServiceSettings):
     )
     #: The ClusterRole that RoleBinding grants: the chart names it after its release.
     tenant_storage_role: str = TENANT_STORAGE_ROLE
+    #: The ClusterRole a user's `gpucloud kubeconfig` credential holds in their
+    #: tenant's namespace (its account's RoleBinding there).
+    tenant_kubectl_role: str = TENANT_KUBECTL_ROLE
+    #: The API server address those credentials name; unset: the kubeconfig's own
+    #: (in a cluster, none: no kubeconfig is issued).
+    user_kube_server: str | None = None
     #: The namespace allowed to reach tenant pods (the default-deny NetworkPolicy):
     #: the gateway serves instance URLs.
     gateway_namespace: str = "gpucloud-system"

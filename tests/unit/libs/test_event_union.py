@@ -38,6 +38,7 @@ from gpucloud_libs.events import (
     TenantQuota,
     TenantUpserted,
     UsageRecorded,
+    UserAccessEnded,
     UserSpendLimitReached,
 )
 from gpucloud_libs.topics import (
@@ -64,6 +65,7 @@ SAMPLE = GpuSample(
 EVERY_KIND: list[tuple[EventData, str]] = [
     (TenantUpserted(tenant_id="t-1", name="Acme", status="active", quota=QUOTA), "t-1"),
     (TenantDeleted(tenant_id="t-1"), "t-1"),
+    (UserAccessEnded(tenant_id="t-1", user_id="u-1"), "t-1"),
     (InstanceStateChanged(instance_id="nb-1", state="running", **HELD), "t-1/nb-1"),
     (StopTenantInstancesRequested(tenant_id="t-1", reason="budget"), "t-1"),
     (UserSpendLimitReached(tenant_id="t-1", user_id="u-1", period="2026-11", limit_cents=500,

@@ -8,6 +8,12 @@ storage service: the release's own, so two releases on one cluster keep theirs. 
 {{ .Release.Name }}-tenant-storage
 {{- end -}}
 
+{{- /* The ClusterRole a tenant user's `gpucloud kubeconfig` credential holds in their
+tenant's namespace, bound there by the instances service. */ -}}
+{{- define "gpucloud.tenantKubectlRole" -}}
+{{ .Release.Name }}-tenant-kubectl
+{{- end -}}
+
 {{- define "gpucloud.labels" -}}
 app.kubernetes.io/part-of: gpucloud
 app.kubernetes.io/managed-by: {{ .Release.Service }}

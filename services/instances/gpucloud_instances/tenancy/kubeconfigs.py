@@ -1,0 +1,150 @@
+"""`gpucloud kubeconfig`: a short-lived kubectl credential for a user, in their tenant's
+namespace of the home cluster and nowhere else.
+
+Each user gets a ServiceAccount of their own there (`gpc-user-<user id>`), bound to
+the users' kubectl role: read pods and events, logs, exec and port-forward. Never
+pod creation: a pod made with kubectl would escape quota, placement, policy and
+billing. The credential is a bound token of that account (TokenRequest), so it
+ends at its expiry, and at once when the account is deleted: when the user is
+disabled or removed (UserAccessEnded).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field
+
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound
+from gpucloud_libs.http import ApiModel
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
+from gpucloud_libs.naming import TENANT_LABEL, USER_ACCOUNT_PREFIX, tenant_namespace
+
+from ..settings import InstancesSettings
+
+log = logging.getLogger(__name__)
+
+IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+
+
+class KubeconfigRequest(ApiModel):
+    #: How long the credential works.
+    hours: int = Field(default=1, ge=1, le=12)
+
+
+class IssuedKubeconfig(ApiModel):
+    #: A kubeconfig, YAML: its one context is the tenant's namespace.
+    kubeconfig: str
+    namespace: str
+    cluster: str
+    expires_at: datetime
+
+
+def user_account(user_id: str) -> str:
+    return f"{USER_ACCOUNT_PREFIX}{user_id}"
+
+
+class UserKubeconfigs:
+    def __init__(self, settings: InstancesSettings, kube: KubeClient) -> None:
+        self._settings = settings
+        self._kube = kube
+
+    async def issue(self, identity: Identity, body: KubeconfigRequest) -> IssuedKubeconfig:
+        tenant_id = identity.require_tenant()
+        user_id = identity.subject
+        if not user_id.startswith("u-"):
+            raise Forbidden("a kubeconfig is a user's; this credential belongs to no user")
+        server, authority = self._cluster_access()
+        namespace, account = tenant_namespace(tenant_id), user_account(user_id)
+        labels = {TENANT_LABEL: tenant_id, "gpucloud.io/user": user_id}
+        try:
+            await self._kube.ensure(
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": account, "namespace": namespace, "labels": labels}}
+            )  # fmt: skip
+        except NotFound as error:
+            raise Conflict("your tenant's namespace is not ready yet; retry") from error
+        await self._kube.ensure(_binding(namespace, account, self._settings.tenant_kubectl_role))
+        issued = await self._kube.create_in(
+            "ServiceAccount", namespace, account, "token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": body.hours * 3600}},
+        )  # fmt: skip
+        status = issued["status"]
+        kubeconfig = _kubeconfig(
+            self._settings.cluster_name, server, authority, namespace, f"{user_id}@{tenant_id}",
+            status["token"],
+        )  # fmt: skip
+        return IssuedKubeconfig(
+            kubeconfig=kubeconfig, namespace=namespace, cluster=self._settings.cluster_name,
+            expires_at=status["expirationTimestamp"],
+        )  # fmt: skip
+
+    async def forget(self, tenant_id: str, user_id: str) -> None:
+        """The user's access ended: their account goes, and every token of it with it."""
+        namespace, account = tenant_namespace(tenant_id), user_account(user_id)
+        await self._kube.delete("RoleBinding", namespace, account)
+        if await self._kube.delete("ServiceAccount", namespace, account):
+            log.info(
+                "a user's kubectl access ended", extra={"tenant_id": tenant_id, "user": user_id}
+            )
+
+    def _cluster_access(self) -> tuple[str, str]:
+        """The API server users reach, and its CA (base64 PEM), from the settings or the
+        service's own kubeconfig; in a cluster, the server must be set."""
+        server, authority = self._settings.user_kube_server, None
+        if self._settings.kubeconfig:
+            config = parsed_kubeconfig(Path(self._settings.kubeconfig).read_text())
+            server = server or kubeconfig_server(config)
+            authority = _authority(config)
+        elif IN_CLUSTER_CA.is_file():
+            authority = base64.b64encode(IN_CLUSTER_CA.read_bytes()).decode()
+        if not server or not authority:
+            raise Conflict(
+                "kubeconfigs are not offered here: the operator has not set the API server "
+                "users reach (the chart's kubeconfigs.server)"
+            )
+        return server, authority
+
+
+def _authority(config: dict[str, Any]) -> str | None:
+    """The CA of the kubeconfig's current cluster, base64 PEM."""
+    contexts = {c["name"]: c.get("context", {}) for c in config.get("contexts") or []}
+    name = (contexts.get(config.get("current-context")) or {}).get("cluster")
+    cluster: dict[str, Any] = next(
+        (c.get("cluster", {}) for c in config["clusters"] if c["name"] == name), {}
+    )
+    if cluster.get("certificate-authority-data"):
+        return str(cluster["certificate-authority-data"])
+    if cluster.get("certificate-authority"):
+        return base64.b64encode(Path(cluster["certificate-authority"]).read_bytes()).decode()
+    return None
+
+
+def _binding(namespace: str, account: str, role: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": account, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }  # fmt: skip
+
+
+def _kubeconfig(
+    cluster: str, server: str, authority: str, namespace: str, user: str, token: str
+) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": namespace,
+        "clusters": [{"name": cluster,
+                      "cluster": {"server": server, "certificate-authority-data": authority}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": namespace,
+                      "context": {"cluster": cluster, "user": user, "namespace": namespace}}],
+    }, sort_keys=False)  # fmt: skip
