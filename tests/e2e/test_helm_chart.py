@@ -175,7 +175,7 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     # Subresources too (a ServiceAccount's token), and the tokens it asks for are
     # users' kubectl accounts' alone.
     [rules] = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert rules["resources"] == ["*", "*/*"]
+    assert rules["resources"] == ["*/*"]
     assert "TokenRequest" in accounts["expression"]
     assert "startsWith('gpc-user-')" in accounts["expression"]
     binding = _one(rendered, "ValidatingAdmissionPolicyBinding", f"{RELEASE}-service-namespaces")

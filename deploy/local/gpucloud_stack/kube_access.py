@@ -241,10 +241,10 @@ def admission_policy(
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
-                # `*` is every resource and no subresource: `*/*` brings in a
+                # `*` is every resource and no subresource; `*/*` is both: it brings in a
                 # ServiceAccount's token requests, a pod's status and the like.
                 "resourceRules": [
-                    {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*", "*/*"],
+                    {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"],
                      "operations": ["CREATE", "UPDATE", "DELETE"]}
                 ]
             },
