@@ -130,11 +130,21 @@ class Instances:
     async def wait_state(
         self, tenant_id: str, instance_id: str, *states: str, timeout: float = 60
     ) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
         async def reached() -> dict[str, Any] | None:
-            instance = await self.get(tenant_id, instance_id)
+            instance = last["seen"] = await self.get(tenant_id, instance_id)
             return instance if instance["state"] in states else None
 
-        return await eventually(reached, timeout=timeout)
+        try:
+            return await eventually(reached, timeout=timeout)
+        except AssertionError as late:
+            seen = last.get("seen", {})
+            steps = [(step["state"], step.get("reason")) for step in seen.get("history", [])]
+            raise AssertionError(
+                f"{instance_id} not {'/'.join(states)} within {timeout}s: it is "
+                f"{seen.get('state')} ({seen.get('reason')}), history {steps}"
+            ) from late
 
 
 @pytest.fixture(scope="module")
@@ -762,8 +772,21 @@ async def test_killed_mid_create_converges_without_orphans_or_leaked_quota(
             check=False,
         )
     assert restart.returncode == 0, restart.stderr
-    for instance_id in ids:
-        await api.wait_state(tenant, instance_id, "running", timeout=90)
+    try:
+        for instance_id in ids:
+            await api.wait_state(tenant, instance_id, "running", timeout=90)
+    except AssertionError as late:  # what the cluster shows, for whoever reads the failure
+        pods = await core.list_namespaced_pod(namespace)
+        shown = [
+            (pod.metadata.name, pod.status.phase, pod.spec.node_name,
+             [(c.type, c.status, c.reason) for c in pod.status.conditions or []])
+            for pod in pods.items
+        ]  # fmt: skip
+        log = layout.log_file("instances").read_text(errors="replace").splitlines()
+        about = [line for line in log if any(i in line for i in ids)][-20:]
+        raise AssertionError(
+            f"{late}; pods of {namespace}: {shown}; the service's log of them: {about}"
+        ) from late
 
     async def pods_match_instances() -> bool:
         pods = await core.list_namespaced_pod(namespace, label_selector="gpucloud.io/managed=true")
