@@ -12,6 +12,7 @@ disabled or removed (UserAccessEnded).
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 from datetime import datetime
 from pathlib import Path
@@ -20,10 +21,10 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from gpucloud_libs.errors import Conflict, Forbidden, NotFound
+from gpucloud_libs.errors import Conflict, DependencyUnavailable, Forbidden
 from gpucloud_libs.http import ApiModel
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kube import ConflictError, KubeClient, KubeError, NotFoundError
 from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
 from gpucloud_libs.naming import TENANT_LABEL, USER_ACCOUNT_PREFIX, tenant_namespace
 
@@ -65,18 +66,22 @@ class UserKubeconfigs:
         namespace, account = tenant_namespace(tenant_id), user_account(user_id)
         labels = {TENANT_LABEL: tenant_id, "gpucloud.io/user": user_id}
         try:
-            await self._kube.ensure(
+            await self._made(
                 {"apiVersion": "v1", "kind": "ServiceAccount",
                  "metadata": {"name": account, "namespace": namespace, "labels": labels}}
             )  # fmt: skip
-        except NotFound as error:
+            await self._made(_binding(namespace, account, self._settings.tenant_kubectl_role))
+            issued = await self._kube.create_in(
+                "ServiceAccount", namespace, account, "token",
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                 "spec": {"expirationSeconds": body.hours * 3600}},
+            )  # fmt: skip
+        except NotFoundError as error:
             raise Conflict("your tenant's namespace is not ready yet; retry") from error
-        await self._kube.ensure(_binding(namespace, account, self._settings.tenant_kubectl_role))
-        issued = await self._kube.create_in(
-            "ServiceAccount", namespace, account, "token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-             "spec": {"expirationSeconds": body.hours * 3600}},
-        )  # fmt: skip
+        except KubeError as error:
+            raise DependencyUnavailable(
+                f"the cluster did not issue the credential ({error.status}); retry"
+            ) from error
         status = issued["status"]
         kubeconfig = _kubeconfig(
             self._settings.cluster_name, server, authority, namespace, f"{user_id}@{tenant_id}",
@@ -86,6 +91,11 @@ class UserKubeconfigs:
             kubeconfig=kubeconfig, namespace=namespace, cluster=self._settings.cluster_name,
             expires_at=status["expirationTimestamp"],
         )  # fmt: skip
+
+    async def _made(self, manifest: dict[str, Any]) -> None:
+        """Create it unless it is there (the account and its binding never change)."""
+        with contextlib.suppress(ConflictError):
+            await self._kube.create(manifest)
 
     async def forget(self, tenant_id: str, user_id: str) -> None:
         """The user's access ended: their account goes, and every token of it with it."""
