@@ -162,7 +162,7 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     [condition] = policy["spec"]["matchConditions"]
     for name in ("instances", "storage"):
         assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-{name}" in condition["expression"]
-    namespaces, pull_secrets, _bindings, _pod_security = policy["spec"]["validations"]
+    namespaces, pull_secrets, _bindings, accounts, _pod_security = policy["spec"]["validations"]
     assert "startsWith('gpc-')" in namespaces["expression"]
     # Never the release's own namespace: it holds the platform's Secrets.
     assert f"'{NAMESPACE}'" not in namespaces["expression"]
@@ -172,6 +172,12 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     assert instances in pull_secrets["expression"]
     assert "startsWith('gpc-registry-')" in pull_secrets["expression"]
     assert "kubernetes.io/dockerconfigjson" in pull_secrets["expression"]
+    # Subresources too (a ServiceAccount's token), and the tokens it asks for are
+    # users' kubectl accounts' alone.
+    [rules] = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rules["resources"] == ["*/*"]
+    assert "TokenRequest" in accounts["expression"]
+    assert "startsWith('gpc-user-')" in accounts["expression"]
     binding = _one(rendered, "ValidatingAdmissionPolicyBinding", f"{RELEASE}-service-namespaces")
     assert binding["spec"]["validationActions"] == ["Deny"]
 

@@ -150,6 +150,19 @@ async def test_instances_writes_in_tenant_namespaces_only(
     for what, (where, body) in refused.items():
         assert await _status(rbac.create_namespaced_role_binding(where, body)) == 403, what
     assert await _status(core.list_namespaced_secret(namespace)) == 403  # still none to read
+    # Tokens: of a user's kubectl account in a tenant namespace, never of another
+    # account (the storage service's, a controller's, the namespace's default).
+    token: Any = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                  "spec": {"expirationSeconds": 600}}  # fmt: skip
+    for where, account in (("kube-system", "default"), (platform_namespace, "default"),
+                           (namespace, "default")):  # fmt: skip
+        minted = core.create_namespaced_service_account_token(account, where, token)
+        assert await _status(minted) == 403, (where, account)
+    for account, expected in (("builder", 403), ("gpc-user-u-1", 200)):
+        made: Any = {"metadata": {"name": account}}
+        assert await _status(core.create_namespaced_service_account(namespace, made)) == expected
+    mine = core.create_namespaced_service_account_token("gpc-user-u-1", namespace, token)
+    assert await _status(mine) == 200
     for allowed in (
         binding(TENANT_STORAGE_ROLE),
         account_binding(TENANT_KUBECTL_ROLE, "gpc-user-u-1", namespace),

@@ -189,6 +189,19 @@ def binding_rule(instances_user: str, storage_subject: str) -> str:
     )
 
 
+def user_account_rule(instances_user: str) -> str:
+    """CEL: the ServiceAccounts the instances service makes, and the tokens it asks for,
+    are users' kubectl accounts (`gpc-user-*`): never a token of another account of
+    the namespace, nor of any account elsewhere (the namespace rule keeps it to
+    tenant namespaces)."""
+    return (
+        f"request.userInfo.username != {json.dumps(instances_user)} || "
+        "!(request.kind.kind in ['ServiceAccount', 'TokenRequest']) || "
+        "request.operation == 'DELETE' || "
+        f"(has(request.name) && request.name.startsWith({json.dumps(USER_ACCOUNT_PREFIX)}))"
+    )
+
+
 def restricted_namespace_rule(instances_user: str) -> str:
     """CEL: a namespace the instances service makes or changes enforces Pod Security
     `restricted`, at the latest version: its labels cannot be loosened."""
@@ -228,8 +241,10 @@ def admission_policy(
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
+                # `*` is every resource and no subresource; `*/*` is both: it brings in a
+                # ServiceAccount's token requests, a pod's status and the like.
                 "resourceRules": [
-                    {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"],
+                    {"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"],
                      "operations": ["CREATE", "UPDATE", "DELETE"]}
                 ]
             },
@@ -261,6 +276,11 @@ def admission_policy(
                 {
                     "expression": binding_rule(instances_user, storage_subject),
                     "message": "the instances service binds only the storage role, to the storage service, and the kubectl role, to a user's account of the namespace, in tenant namespaces",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": user_account_rule(instances_user),
+                    "message": "the instances service makes accounts and tokens for users' kubectl only (gpc-user-*)",
                     "reason": "Forbidden",
                 },
                 {

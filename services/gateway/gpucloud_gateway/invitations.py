@@ -87,7 +87,8 @@ class Invitations:
                 f"invitation {invitation_id!r} was accepted; remove the user instead",
                 user_id=doc.get("user_id"),
             )
-        await self._invitations.end(invitation_id, "revoked")
+        if not await self._invitations.end(invitation_id, "revoked"):
+            raise Conflict(f"invitation {invitation_id!r} is no longer pending")
 
     async def preview(self, token: str) -> InvitationPreview:
         doc, tenant_name = await self._usable(token)
@@ -100,11 +101,18 @@ class Invitations:
         """The invited user, made with the name and password given. A second acceptance
         of the same link finds it used (410); two at once, the email taken (409)."""
         doc, _ = await self._usable(body.token)
-        user = await self._users.insert(
-            UserCreate(email=doc["email"], name=body.name, role=doc["role"], password=body.password),
-            tenant_id=doc["tenant_id"],
-        )  # fmt: skip
-        await self._invitations.end(doc["_id"], "accepted", user_id=user.user_id)
+        if not await self._invitations.end(doc["_id"], "accepted"):
+            raise Gone("this invitation was just used or revoked")
+        try:
+            user = await self._users.insert(
+                UserCreate(email=doc["email"], name=body.name, role=doc["role"],
+                           password=body.password),
+                tenant_id=doc["tenant_id"],
+            )  # fmt: skip
+        except Conflict:
+            await self._invitations.reopen(doc["_id"])
+            raise
+        await self._invitations.record_user(doc["_id"], user.user_id)
         return user
 
     async def _usable(self, token: str) -> tuple[InvitationDoc, str]:
@@ -125,4 +133,8 @@ class Invitations:
         tenant = await self._tenants.get(doc["tenant_id"])
         if tenant is None or tenant["status"] == "deleted":
             raise Gone(f"tenant {doc['tenant_id']!r} no longer exists")
+        # An invitation is its admin's word: it goes with their access.
+        admin = await self._user_store.get(doc["created_by"] or "")
+        if admin is None or admin["status"] != "active" or admin["role"] != "tenant-admin":
+            raise Gone("the admin who sent this invitation no longer has access; ask another")
         return doc, tenant["name"]

@@ -86,6 +86,19 @@ class TenantStore:
         )
         return await self.get(tenant_id)
 
+    async def set_user_limits(
+        self, tenant_id: str, user_id: str, limits: Document | None, revision: int
+    ) -> TenantDoc | None:
+        """One user's limits (None: none), alone: another replica may be setting
+        another user's at once."""
+        key = f"user_limits.{user_id}"
+        stamp = {"revision": revision, "updated_at": now()}
+        change = (
+            {"$set": {key: limits, **stamp}} if limits else {"$unset": {key: ""}, "$set": stamp}
+        )
+        await self._tenants.update_one({"_id": tenant_id}, change)
+        return await self.get(tenant_id)
+
     async def mark_published(self, tenant_id: str, revision: int) -> None:
         await self._tenants.update_one(
             {"_id": tenant_id, "revision": revision}, {"$set": {"published_revision": revision}}
@@ -310,9 +323,22 @@ class InvitationStore:
         found = await self._invitations.find({"tenant_id": tenant_id}).to_list()
         return sorted(found, key=lambda doc: aware(doc["created_at"]), reverse=True)
 
-    async def end(self, invitation_id: str, status: str, **fields: Any) -> None:
+    async def end(self, invitation_id: str, status: str, **fields: Any) -> bool:
+        """Move a pending invitation to `status`; False when it was not pending."""
         change = {"status": status, "ended_at": now(), **fields}
-        await self._invitations.update_one({"_id": invitation_id}, {"$set": change})
+        ended = await self._invitations.update_one(
+            {"_id": invitation_id, "status": "pending"}, {"$set": change}
+        )
+        return ended.modified_count == 1
+
+    async def record_user(self, invitation_id: str, user_id: str) -> None:
+        await self._invitations.update_one({"_id": invitation_id}, {"$set": {"user_id": user_id}})
+
+    async def reopen(self, invitation_id: str) -> None:
+        """An acceptance that made no user: the invitation is pending again."""
+        await self._invitations.update_one(
+            {"_id": invitation_id}, {"$set": {"status": "pending"}, "$unset": {"ended_at": ""}}
+        )
 
 
 class SsoStore:

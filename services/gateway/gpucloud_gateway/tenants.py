@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
@@ -194,29 +193,18 @@ class Tenants:
         await self._change_user_limits(tenant_id, user_id, UserLimits())
 
     async def _change_user_limits(self, tenant_id: str, user_id: str, body: UserLimits) -> None:
-        def edit(doc: TenantDoc) -> Document | None:
-            limits = dict(doc.get("user_limits") or {})
-            if body == UserLimits():
-                if limits.pop(user_id, None) is None:
-                    return None  # none to take off
-            else:
-                limits[user_id] = body.model_dump()
-            return {"user_limits": limits}
-
-        await self._change(tenant_id, edit)
-
-    async def _change(
-        self, tenant_id: str, fields: Document | Callable[[TenantDoc], Document | None]
-    ) -> Tenant:
-        """Write `fields` (or what `fields` makes of the tenant as it is; None: nothing)
-        and publish the tenant. One writer per tenant document on this replica."""
         async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            current = await self._existing(tenant_id)
-            if callable(fields):
-                edited = fields(current)
-                if edited is None:
-                    return self.view(current)
-                fields = edited
+            await self._existing(tenant_id)
+            limits = None if body == UserLimits() else body.model_dump()
+            doc = await self._tenants.set_user_limits(tenant_id, user_id, limits, time.time_ns())
+            assert doc is not None
+            self._cache.forget_tenant(tenant_id)
+            await self.publish(doc)
+
+    async def _change(self, tenant_id: str, fields: Document) -> Tenant:
+        # One writer per tenant document on this replica: publish what was written.
+        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
+            await self._existing(tenant_id)
             doc = await self._tenants.set_fields(tenant_id, fields, time.time_ns())
             assert doc is not None
             self._cache.forget_tenant(tenant_id)

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
+from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.naming import GPU_RESOURCE
 
 from .documents import QuotaDoc, SpecDoc, TenantDoc, UserLimitsDoc, WorkloadSpecFields
@@ -46,9 +47,13 @@ def user_limit_refusal(max_gpus: int, held: int, *, wanted: int) -> QuotaExceede
     )  # fmt: skip
 
 
-def never_fits(tenant: TenantDoc, user_id: str | None, wanted: int) -> QuotaExceeded | None:
-    """Why a queued workload of `wanted` GPUs could never be admitted, past the tenant's
-    quota or its user's own GPU limit even holding nothing else; None when it could."""
+def never_fits(
+    tenant: TenantDoc, user_id: str | None, share: GpuShare, gpus: int
+) -> QuotaExceeded | None:
+    """Why a queued workload of `gpus` (of `share`'s kind) could never be admitted, past
+    the tenant's quota or its user's own GPU limit even holding nothing else; None when
+    it could."""
+    wanted = share.quota_gpus(gpus)
     refusal = quota_refusal(tenant["quota"], 0, 0, wanted=wanted)
     cap = user_cap(tenant, user_id)
     if refusal is None and cap is not None and cap.max_gpus is not None:
@@ -82,10 +87,15 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
 def user_may_start(tenant: TenantDoc, user_id: str | None) -> TenantDoc:
     """The tenant, once it is sure the user may start work in it: a user whose spend
     this month reached their own limit is refused."""
-    refusal = spend_refusal(tenant, user_id, now().astimezone(UTC).strftime("%Y-%m"))
+    refusal = spend_refusal(tenant, user_id, current_period())
     if refusal is not None:
         raise refusal
     return tenant
+
+
+def current_period() -> str:
+    """The calendar month spend limits count in (UTC, as metering's)."""
+    return now().astimezone(UTC).strftime("%Y-%m")
 
 
 def spend_refusal(tenant: TenantDoc, user_id: str | None, period: str) -> QuotaExceeded | None:

@@ -115,7 +115,9 @@ class _Change:
     def _over_user_limit(self, claims: dict[str, int], owners: dict[str, str], held: int) -> bool:
         if self.user is None or self.user.max_gpus is None:
             return False
-        mine = user_gpus(claims, owners, self.user.user_id) - held
+        # What the user holds besides this claim (a claim of no one counts for no one).
+        ours = owners.get(self.instance_id) == self.user.user_id
+        mine = user_gpus(claims, owners, self.user.user_id) - (held if ours else 0)
         return user_limit_refusal(self.user.max_gpus, mine, wanted=self.gpus) is not None
 
     def _note_generation(self, generations: dict[str, int]) -> None:

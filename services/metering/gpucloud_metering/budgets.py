@@ -63,7 +63,12 @@ class Budgets:
             for user_id, limits in data.user_limits.items()
             if limits.monthly_spend_cents is not None
         }
+        before = (await self._budgets.user_limits()).get(data.tenant_id, {})
         await self._budgets.set_cap(data.tenant_id, data.quota.monthly_spend_cap_cents, users)
+        # A limit changed: the next round may stop the user again at it (a limit
+        # lowered back to one reached before included).
+        for user_id in {u for u in users | before if users.get(u) != before.get(u)}:
+            await self._budgets.forget_user_stops(data.tenant_id, user_id)
 
     async def set(self, tenant_id: str, body: BudgetSet) -> Budget:
         await self._budgets.put(
@@ -112,8 +117,9 @@ class Budgets:
                 transitions[tenant_id], samples[tenant_id], at, prices, faults
             )
             for user_id, limit in sorted(limits.items()):
-                if by_user.get(user_id, 0) >= limit:
-                    await self._stop_user(tenant_id, period, user_id, limit, by_user[user_id])
+                spent_by_user = by_user.get(user_id, 0)
+                if spent_by_user >= limit:
+                    await self._stop_user(tenant_id, period, user_id, limit, spent_by_user)
         for tenant_id in sorted(set(caps) | set(budgets)):
             spent = month_to_date_cents(
                 transitions[tenant_id], samples[tenant_id], at, prices, faults

@@ -211,6 +211,12 @@ class BudgetStore:
             doc["_id"]: doc["user_spend_limits"] for doc in docs if doc.get("user_spend_limits")
         }
 
+    async def forget_user_stops(self, tenant_id: str, user_id: str) -> None:
+        """A user's stop notices (their limit changed): the next round decides anew."""
+        await self._notices.delete_many(
+            {"tenant_id": tenant_id, "kind": "user_stop", "user_id": user_id}
+        )
+
     async def claim_notice(self, document: NoticeDoc) -> bool:
         """The first claim of a notice (threshold or stop, per period) wins; later ones see False."""
         claimed: NoticeDoc = {**document, "published": False}

@@ -81,3 +81,17 @@ def test_a_user_whose_spend_reached_their_limit_starts_nothing_until_it_is_raise
         "user_limits": {"u-ada": {"max_gpus": None, "monthly_spend_cents": 900}},
     }
     assert spend_refusal(raised, "u-ada", "2026-11") is None
+
+
+def test_a_claim_of_no_one_grown_by_a_limited_user_counts_in_full() -> None:
+    """A claim recorded before users were (no owner) is not the user's: growing it to 8
+    GPUs is 8 of theirs, past a limit of 4."""
+    quota: QuotaDoc = {
+        "max_gpus": 16, "max_instances": 10, "max_storage_bytes": 0,
+        "monthly_spend_cap_cents": None, "max_cpu_cores": None, "max_memory_gib": None,
+    }  # fmt: skip
+    claims: dict[str, int] = {"s-1": 4}
+    owners: dict[str, str] = {}
+    grown = _Change("s-1", 8, quota, resize=True, generation=2, user=UserCap("u-ada", 4))
+    assert not grown.apply(claims, {}, owners)
+    assert claims == {"s-1": 4}

@@ -131,14 +131,14 @@ class Instances:
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
             # it; one that could never fit the quota (or its user's limit) is refused now.
-            if (refusal := never_fits(tenant, identity.subject, spec["gpu_num"])) is not None:
+            refusal = never_fits(tenant, identity.subject, GpuShare.of(spec), spec["gpu_num"])
+            if refusal is not None:
                 await self._forget_key(tenant_id, idempotency_key)
                 raise refusal
             return await self._record(new, body)
-        # The claim comes first and is keyed by the instance: of concurrent starts,
-        # exactly as many as fit pass, and a retry of this one counts once. A claim
-        # whose instance never gets recorded (a crash right here) is released by the
-        # resync, which waits a full pass before it trusts that.
+        # The claim comes first, keyed by the instance: of concurrent starts exactly as
+        # many as fit pass, a retry counts once, and a claim whose instance never gets
+        # recorded (a crash here) is released by the resync after a full pass.
         try:
             with phase("quota"):
                 await claim_start(

@@ -11,6 +11,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.events import AlertStateChanged, TenantUpserted, UserSpendLimitReached
 from gpucloud_libs.naming import tenant_namespace
 
+from ..admission import current_period, spend_refusal
 from ..documents import (
     QuotaDoc,
     SpendStopDoc,
@@ -120,6 +121,11 @@ class Tenancy:
             reached.tenant_id, reached.user_id,
             SpendStopDoc(period=reached.period, limit_cents=reached.limit_cents),
         )  # fmt: skip
+        # The commands topic is not ordered with the tenants': the limit may have been
+        # raised (or the month turned) since metering said so.
+        tenant = await self._tenants.get(reached.tenant_id)
+        if tenant is None or spend_refusal(tenant, reached.user_id, current_period()) is None:
+            return 0
         stopped = await self.stop_workloads(reached.tenant_id, user_id=reached.user_id)
         log.info(
             "a user's monthly spend limit was reached",
