@@ -85,7 +85,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )  # fmt: skip
     forwarder = Forwarder(settings, api_upstream, signer)
     oidc = OidcClient(settings.egress)
+    sso = SingleSignOn(settings, SsoStore(runtime.db), oidc, identity.users, UserStore(runtime.db))
     runtime.on_stop(oidc.close)
+    runtime.every(3600.0, sso.sweep_expired, "sso-sign-ins")
     service_load = ServiceLoad(settings, api_upstream, signer)
     connections = LongConnections(settings)
     spent_links = SpentLinkStore(runtime.db)
@@ -109,7 +111,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,
             Invitations(InvitationStore(runtime.db), identity.users, UserStore(runtime.db),
                         TenantStore(runtime.db)),
-            SingleSignOn(settings, SsoStore(runtime.db), oidc, identity.users, UserStore(runtime.db)),
+            sso,
             InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),

@@ -90,6 +90,10 @@ class SingleSignOn:
 
     # --- a sign-in ------------------------------------------------------------------
 
+    async def sweep_expired(self) -> None:
+        """Sign-ins begun and never finished."""
+        await self._store.delete_expired(now())
+
     async def start(self, tenant_id: str, base_url: str) -> str:
         """Where the browser goes to sign in at the tenant's provider."""
         config = await self._store.config(tenant_id)
