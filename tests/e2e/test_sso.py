@@ -33,6 +33,8 @@ CLIENT_SECRET = "dex client secret for the tests"
 @dataclass(frozen=True)
 class Provider:
     issuer: str
+    #: The provider's users' emails by name (unique per run: users outlive a stack's tests).
+    emails: dict[str, str]
 
 
 def _free_port() -> int:
@@ -51,11 +53,12 @@ async def dex(
     port = _free_port()
     issuer = f"http://127.0.0.1:{port}/dex"
     users = [("grace", ["ml-admins"]), ("hopper", ["ml-team"]), ("mallory", ["strangers"])]
+    emails = {name: f"{unique(name)}@corp.test" for name, _ in users}
     config = {
         "issuer": issuer, "listen": f"127.0.0.1:{port}",
         "clients": [{"id": "gpucloud", "secret": CLIENT_SECRET, "name": "gpucloud",
                      "redirectURIs": [f"{gateway}/v1/sso/callback"]}],
-        "users": [{"email": f"{name}@corp.test", "password": PASSWORD, "name": name.title(),
+        "users": [{"email": emails[name], "password": PASSWORD, "name": name.title(),
                    "groups": groups} for name, groups in users],
     }  # fmt: skip
     path = tmp_path_factory.mktemp("dex") / "dex.json"
@@ -75,13 +78,13 @@ async def dex(
 
     try:
         await eventually(answering, timeout=30)
-        yield Provider(issuer)
+        yield Provider(issuer, emails)
     finally:
         process.terminate()
         await process.wait()
 
 
-async def _sign_in(chromium: Browser, platform: Platform, tenant_id: str, who: str) -> Page:
+async def _sign_in(chromium: Browser, platform: Platform, tenant_id: str, email: str) -> Page:
     context = await chromium.new_context(base_url=str(platform.http.base_url))
     page = await context.new_page()
     await page.goto("/")
@@ -89,7 +92,7 @@ async def _sign_in(chromium: Browser, platform: Platform, tenant_id: str, who: s
     await page.get_by_label("Tenant").fill(tenant_id)
     await page.get_by_role("button", name="Sign in").click()
     # The provider's own login page.
-    await page.get_by_label("Email Address").fill(f"{who}@corp.test")
+    await page.get_by_label("Email Address").fill(email)
     await page.get_by_label("Password").fill(PASSWORD)
     await page.get_by_role("button", name="Login").click()
     return page
@@ -116,18 +119,25 @@ async def test_a_group_member_signs_in_through_the_provider_with_the_groups_role
     assert CLIENT_SECRET not in (await admin.ok("-o", "json", "sso", "show")).out
 
     # Grace, of ml-admins, is made a tenant admin on her first sign-in.
-    page = await _sign_in(chromium, platform, account.tenant_id, "grace")
+    page = await _sign_in(chromium, platform, account.tenant_id, dex.emails["grace"])
     await expect(page).to_have_url(re.compile("/instances$"), timeout=15_000)
     await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     who = (await (await page.request.get("/v1/console/session")).json())["principal"]
     assert (who["role"], who["tenantID"]) == ("tenant-admin", account.tenant_id)
     users = await platform.http.get("/v1/users", headers=bearer(account.admin_key))
-    made = [u for u in users.json() if u["email"] == "grace@corp.test"]
+    made = [u for u in users.json() if u["email"] == dex.emails["grace"]]
     assert [(u["role"], u["hasPassword"]) for u in made] == [("tenant-admin", False)]
     await page.context.close()
 
+    # Hopper, of ml-team, is a tenant user.
+    page = await _sign_in(chromium, platform, account.tenant_id, dex.emails["hopper"])
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=15_000)
+    who = (await (await page.request.get("/v1/console/session")).json())["principal"]
+    assert who["role"] == "tenant-user"
+    await page.context.close()
+
     # Mallory's groups give no role: refused, and told nothing of which check failed.
-    refused = await _sign_in(chromium, platform, account.tenant_id, "mallory")
+    refused = await _sign_in(chromium, platform, account.tenant_id, dex.emails["mallory"])
     await expect(refused.locator("body")).to_contain_text("the sign-in was refused")
     await expect(refused.locator("body")).not_to_contain_text("group")
     await refused.context.close()

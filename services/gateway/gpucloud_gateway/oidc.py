@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import aiohttp
 import jwt
 
-from gpucloud_libs.egress import EgressPolicy
+from gpucloud_libs.egress import EgressPolicy, EgressRefused
 from gpucloud_libs.errors import ValidationFailed
 
 DISCOVERY_TIMEOUT_S = 5.0
@@ -76,7 +76,10 @@ class OidcClient:
         """The issuer's endpoints, from its discovery document; a 422 saying why when it
         does not answer one, or answers for another issuer."""
         issuer = issuer.rstrip("/")
-        self._egress.check_url(issuer, "the issuer")
+        try:
+            self._egress.check_url(issuer, "the issuer")
+        except EgressRefused:
+            raise _unanswered(issuer, "it is outside what this platform may dial") from None
         url = f"{issuer}/.well-known/openid-configuration"
         try:
             async with self._http().get(url) as answer:
