@@ -24,6 +24,7 @@ from .operator import fleet, prices, specs, tenants
 from .services import services
 from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
+from .sso import sso
 from .stocks import stocks
 from .storages import cp, storages
 from .usage import alerts, revenue, usage
@@ -218,6 +219,7 @@ for command in (
     invitations,
     join,
     kubeconfig,
+    sso,
 ):
     cli.add_command(command)
 

@@ -292,3 +292,12 @@ class Client(WorkloadApi, ApiSession):
     def kubeconfig(self, hours: int) -> dict[str, Any]:
         """A short-lived kubectl credential for the caller's tenant's namespace."""
         return cast(dict[str, Any], self.request("POST", "/kubeconfig", json={"hours": hours}))
+
+    def sso(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The tenant's single sign-on; with `body` (an SsoConfigSet), set it first."""
+        if body is None:
+            return cast(dict[str, Any], self.request("GET", "/tenant/sso"))
+        return cast(dict[str, Any], self.request("PUT", "/tenant/sso", json=body))
+
+    def sso_off(self) -> None:
+        self.request("DELETE", "/tenant/sso")

@@ -151,13 +151,18 @@ function Shell(props: { session: ConsoleSession; onSignOut: () => void }) {
 }
 
 function SignIn(props: { onSignedIn: (session: ConsoleSession) => void }) {
-  const [method, setMethod] = useState<"password" | "key">("password");
+  const [method, setMethod] = useState<"password" | "key" | "sso">("password");
+  const [tenant, setTenant] = useState("");
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [apiKey, setApiKey] = useState("");
   const action = useAction();
   const submit = (e: Event) => {
     e.preventDefault();
+    if (method === "sso") {
+      location.assign(`/v1/sso/${encodeURIComponent(tenant.trim())}/start`); // on to the tenant's provider
+      return;
+    }
     const body = method === "password" ? { email, password } : { apiKey };
     void action.run(async () => props.onSignedIn(await post<ConsoleSession>("/console/session", body)));
   };
@@ -175,6 +180,10 @@ function SignIn(props: { onSignedIn: (session: ConsoleSession) => void }) {
             <input type="radio" name="method" checked={method === "key"} onChange={() => setMethod("key")} />
             An API key
           </label>
+          <label>
+            <input type="radio" name="method" checked={method === "sso"} onChange={() => setMethod("sso")} />
+            Single sign-on
+          </label>
         </fieldset>
         {method === "password" ? (
           <>
@@ -189,8 +198,10 @@ function SignIn(props: { onSignedIn: (session: ConsoleSession) => void }) {
               autocomplete="current-password"
             />
           </>
-        ) : (
+        ) : method === "key" ? (
           <Field label="API key" name="apiKey" type="password" value={apiKey} onInput={setApiKey} required placeholder="gpc_…" />
+        ) : (
+          <Field label="Tenant" name="tenant" value={tenant} onInput={setTenant} required placeholder="your tenant's id" />
         )}
         <ErrorNote error={action.error} />
         <button type="submit" disabled={action.busy}>

@@ -342,6 +342,45 @@ async def _kubeconfig(world: World) -> None:
         assert mine.json()["namespace"] == tenant_namespace(world.b.tenant_id), mine.text
 
 
+@row("PUT", "/v1/tenant/sso")
+async def _set_sso(world: World) -> None:
+    # A's plain user sets none; B's admin sets B's (refused here: no provider answers).
+    body = {"issuer": "http://127.0.0.1:9/none", "clientID": "x", "clientSecret": "y"}
+    refused(await world.http.put("/v1/tenant/sso", json=body, headers=world.lower))
+    theirs = await world.http.put("/v1/tenant/sso", json=body, headers=bearer(world.b.admin_key))
+    assert_problem(theirs, 422)
+
+
+@row("GET", "/v1/tenant/sso")
+async def _get_sso(world: World) -> None:
+    refused(await world.http.get("/v1/tenant/sso", headers=world.lower))
+    for headers in world.outsiders.values():
+        assert (await world.http.get("/v1/tenant/sso", headers=headers)).status_code in {403, 404}
+
+
+@row("DELETE", "/v1/tenant/sso")
+async def _delete_sso(world: World) -> None:
+    refused(await world.http.delete("/v1/tenant/sso", headers=world.lower))
+
+
+@row("GET", "/v1/sso/{tenant_id}/start")
+async def _start_sso(world: World) -> None:
+    # Anyone may start a sign-in; A has no provider, so there is none to start.
+    for headers in [*world.outsiders.values(), world.lower]:
+        started = await world.http.get(f"/v1/sso/{world.a.tenant_id}/start", headers=headers)
+        assert_problem(started, 404)
+
+
+@row("GET", "/v1/sso/callback")
+async def _sso_callback(world: World) -> None:
+    # A callback is a sign-in's state, not a credential: none of theirs opens one.
+    for headers in [*world.outsiders.values(), world.lower]:
+        back = await world.http.get(
+            "/v1/sso/callback", params={"state": "s" * 43, "code": "c"}, headers=headers
+        )
+        assert_problem(back, 400)
+
+
 @row("GET", "/v1/invitations")
 async def _list_invitations(world: World) -> None:
     mine = (await _a_invitation(world))["invitation"]["invitationID"]

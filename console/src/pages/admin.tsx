@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { del, enc, get, items, patch, post, put, type Principal } from "../api";
 import { KubectlAccess } from "./kubectl";
+import { SingleSignOn } from "./sso";
 import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
 interface User {
@@ -44,6 +45,7 @@ export function AdminPage(props: { principal: Principal }) {
       {admin && <Users principal={props.principal} />}
       {props.principal.role === "tenant-admin" && <Invitations />}
       {props.principal.role === "tenant-admin" && <UserLimits />}
+      {props.principal.role === "tenant-admin" && <SingleSignOn />}
       <Keys admin={admin} self={props.principal.userID} />
       {props.principal.role !== "platform-admin" && <KubectlAccess />}
       {admin && <Audit />}

@@ -20,6 +20,8 @@ KWOK_VERSION = "v0.7.0"
 JOBSET_VERSION = "v0.11.0"
 #: Not a server: renders the chart for its tests (tests/e2e/test_helm_chart.py).
 HELM_VERSION = "v3.16.4"
+#: Dex has no release on the Go proxy that builds; this commit of its main branch does.
+DEX_VERSION = "v0.0.0-20260806151424-ab64ed778070"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 #: Debian bookworm's Ceph (Pacific); apt-get picks the archive's current build of it.
 CEPH_VERSION = "16.2.15"

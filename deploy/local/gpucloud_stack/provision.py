@@ -92,6 +92,11 @@ KUBECTL = Artifact(
     binary="kubectl",
     ldflags=f"-s -w {_K8S_VERSION_LDFLAGS}",
 )
+#: An OpenID Connect provider for the single sign-on tests, started by them alone
+#: (the wrapper's main.go says why it is not Dex's own command).
+DEX = Artifact(
+    "dex", layout.DEX_VERSION, GO_DIR / "dex", ("gpucloud.local/build/dex",), binary="dex"
+)
 JOBSET = Artifact(
     "jobset",
     layout.JOBSET_VERSION,

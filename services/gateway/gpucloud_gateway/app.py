@@ -30,12 +30,15 @@ from .instance_urls import InstanceHosts, InstanceProxy
 from .invitations import Invitations
 from .long_connections import LongConnections
 from .members_api import router as members_router
+from .oidc import OidcClient
 from .openapi import OpenApiAggregator
 from .ratelimit import RateLimiter
 from .security_headers import SecurityHeaders
 from .service_load import ServiceLoad
 from .sessions import Sessions
 from .settings import GatewaySettings
+from .sso import SingleSignOn
+from .sso_api import router as sso_router
 from .store import (
     INDEXES,
     ApiKeyStore,
@@ -43,6 +46,7 @@ from .store import (
     ConsoleSessionStore,
     InvitationStore,
     SpentLinkStore,
+    SsoStore,
     TenantStore,
     UserStore,
 )
@@ -80,6 +84,10 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         for read_s in (settings.upstream_read_timeout_s, settings.instance_read_timeout_s)
     )  # fmt: skip
     forwarder = Forwarder(settings, api_upstream, signer)
+    oidc = OidcClient(settings.egress)
+    sso = SingleSignOn(settings, SsoStore(runtime.db), oidc, identity.users, UserStore(runtime.db))
+    runtime.on_stop(oidc.close)
+    runtime.every(3600.0, sso.sweep_expired, "sso-sign-ins")
     service_load = ServiceLoad(settings, api_upstream, signer)
     connections = LongConnections(settings)
     spent_links = SpentLinkStore(runtime.db)
@@ -97,12 +105,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         description="GPU cloud control plane: the public API. The whole platform's "
         "API is described at /v1/openapi.json.",
         # The console's catch-all goes last: every API route is matched before it.
-        routers=[router, members_router, forward_router, console_router(settings)],
+        routers=[router, members_router, sso_router, forward_router, console_router(settings)],
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,
             Invitations(InvitationStore(runtime.db), identity.users, UserStore(runtime.db),
                         TenantStore(runtime.db)),
+            sso,
             InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),

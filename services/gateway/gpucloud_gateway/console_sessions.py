@@ -29,7 +29,7 @@ from gpucloud_libs.identity import secrets_equal
 
 from .authentication import Authenticator
 from .credentials import KEY_PREFIX
-from .documents import ConsoleSessionDoc
+from .documents import ConsoleSessionDoc, UserDoc
 from .instance_cookies import SAFE_METHODS, is_cross_site
 from .schemas import ALL_SCOPES, ConsoleSession, ConsoleSignIn, Principal
 from .sessions import Sessions
@@ -67,10 +67,17 @@ class ConsoleSessions:
     def _csrf_token(self, session_id: str) -> str:
         return hmac.new(self._csrf_key, session_id.encode(), hashlib.sha256).hexdigest()
 
+    async def open_for_user(self, user: UserDoc, response: Response) -> ConsoleSession:
+        """A session of a user who proved who they are (a password, or single sign-on)."""
+        principal = await self._authenticator.from_source(
+            "user", user["_id"], list(ALL_SCOPES), via="console",
+            version=user.get("credentials_version", 0),
+        )  # fmt: skip
+        return await self._open("user", user["_id"], principal, response)
+
     async def sign_in(
         self, body: ConsoleSignIn, response: Response, connection: Request
     ) -> ConsoleSession:
-        source: Literal["user", "key"]
         if body.api_key is not None:
             presented = body.api_key.get_secret_value()
             if not presented.startswith(KEY_PREFIX):
@@ -79,16 +86,16 @@ class ConsoleSessions:
             if principal.service_ids is not None:
                 raise Forbidden("a machine key of inference services cannot use the console")
             assert principal.key_id is not None  # an API key always has its id
-            source, source_id = "key", principal.key_id
-        else:
-            assert body.email is not None  # the schema's rule: both, or an API key
-            assert body.password is not None
-            user = await self._sessions.signed_in_user(body.email, body.password, connection)
-            source, source_id = "user", user["_id"]
-            principal = await self._authenticator.from_source(
-                "user", source_id, list(ALL_SCOPES), via="console",
-                version=user.get("credentials_version", 0),
-            )  # fmt: skip
+            return await self._open("key", principal.key_id, principal, response)
+        assert body.email is not None  # the schema's rule: both, or an API key
+        assert body.password is not None
+        user = await self._sessions.signed_in_user(body.email, body.password, connection)
+        return await self.open_for_user(user, response)
+
+    async def _open(
+        self, source: Literal["user", "key"], source_id: str, principal: Principal,
+        response: Response,
+    ) -> ConsoleSession:  # fmt: skip
         session_id = secrets.token_urlsafe(32)
         started = now()
         document: ConsoleSessionDoc = {

@@ -99,3 +99,26 @@ class InvitationDoc(TypedDict):
     status: str  # pending | accepted | revoked
     user_id: NotRequired[str]
     ended_at: NotRequired[datetime]
+
+
+class SsoConfigDoc(TypedDict):
+    _id: str  # the tenant
+    issuer: str
+    client_id: str
+    #: Fernet, with a key derived from the session secret.
+    client_secret_sealed: str
+    group_roles: dict[str, str]
+    default_role: str | None
+    create_users: bool
+    updated_at: datetime
+
+
+class SsoLoginDoc(TypedDict):
+    """A sign-in under way: between the redirect to the provider and its return."""
+
+    _id: str  # SHA-256 of its state
+    tenant_id: str
+    verifier: str
+    nonce: str
+    redirect_uri: str
+    expires_at: datetime

@@ -154,6 +154,33 @@ class InvitationAcceptance(InvitationToken):
     password: Password
 
 
+class SsoConfigSet(ApiModel):
+    """A tenant's single sign-on: its OpenID Connect provider and who may come in."""
+
+    issuer: Annotated[str, Field(min_length=8, max_length=512, pattern=r"^https?://")]
+    client_id: Annotated[str, Field(min_length=1, max_length=256)] = Field(alias="clientID")
+    client_secret: Annotated[SecretStr, Field(min_length=1, max_length=512)]
+    #: A provider group's role in the tenant; the highest of a user's groups wins.
+    group_roles: dict[str, Literal["tenant-user", "tenant-admin"]] = Field(
+        default_factory=dict, max_length=100
+    )
+    #: The role of a user none of whose groups is mapped; None refuses them.
+    default_role: Literal["tenant-user", "tenant-admin"] | None = None
+    #: Whether a first sign-in makes the user; otherwise an admin adds them first.
+    create_users: bool = True
+
+
+class SsoConfig(ApiModel):
+    tenant_id: str = Field(alias="tenantID")
+    issuer: str
+    client_id: str = Field(alias="clientID")
+    group_roles: dict[str, str]
+    default_role: str | None
+    create_users: bool
+    #: What to register at the provider as the client's redirect URI.
+    redirect_uri: str
+
+
 class ApiKeyCreate(ApiModel):
     name: Name
     #: Defaults to the caller's role; a key never gets more than its holder.

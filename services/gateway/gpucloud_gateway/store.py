@@ -22,6 +22,8 @@ from .documents import (
     AuditDoc,
     ConsoleSessionDoc,
     InvitationDoc,
+    SsoConfigDoc,
+    SsoLoginDoc,
     TenantDoc,
     UserDoc,
 )
@@ -33,6 +35,8 @@ AUDIT = "audit"
 CONSOLE_SESSIONS = "console_sessions"
 SPENT_LINKS = "spent_session_links"
 INVITATIONS = "invitations"
+SSO_CONFIGS = "sso_configs"
+SSO_LOGINS = "sso_logins"
 
 INDEXES: IndexPlan = {
     USERS: [
@@ -335,3 +339,31 @@ class InvitationStore:
         await self._invitations.update_one(
             {"_id": invitation_id}, {"$set": {"status": "pending"}, "$unset": {"ended_at": ""}}
         )
+
+
+class SsoStore:
+    def __init__(self, db: Database) -> None:
+        self._configs: Collection[SsoConfigDoc] = typed(db, SSO_CONFIGS, SsoConfigDoc)
+        self._logins: Collection[SsoLoginDoc] = typed(db, SSO_LOGINS, SsoLoginDoc)
+
+    async def put(self, doc: SsoConfigDoc) -> None:
+        await self._configs.replace_one({"_id": doc["_id"]}, doc, upsert=True)
+
+    async def config(self, tenant_id: str) -> SsoConfigDoc | None:
+        return await self._configs.find_one({"_id": tenant_id})
+
+    async def delete(self, tenant_id: str) -> bool:
+        return (await self._configs.delete_one({"_id": tenant_id})).deleted_count == 1
+
+    async def begin(self, doc: SsoLoginDoc) -> None:
+        await self._logins.insert_one(doc)
+
+    async def take(self, state_hash: str) -> SsoLoginDoc | None:
+        """The sign-in of this state, once: the one that deletes it gets it."""
+        doc = await self._logins.find_one({"_id": state_hash})
+        if doc is None or (await self._logins.delete_one({"_id": state_hash})).deleted_count != 1:
+            return None
+        return doc
+
+    async def delete_expired(self, at: datetime) -> None:
+        await self._logins.delete_many({"expires_at": {"$lt": at}})

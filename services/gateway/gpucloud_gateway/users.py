@@ -142,6 +142,15 @@ class Users:
             await self._end_access(updated)
         return user_view(updated)
 
+    async def change_role(self, doc: UserDoc, role: str) -> UserDoc:
+        """The role the user's provider groups now give them (single sign-on): their
+        keys go, as for any change of role."""
+        updated = await self._users.set_fields(doc["_id"], {"role": role})
+        assert updated is not None
+        self._cache.forget_user(doc["_id"])
+        await self._api_keys.revoke_where(user_id=doc["_id"])
+        return updated
+
     async def delete(self, principal: Principal, user_id: str) -> None:
         doc = await self._user(principal, user_id)
         if user_id == principal.user_id:

@@ -1,0 +1,79 @@
+"""`gpucloud sso`: a tenant admin's single sign-on through an OpenID Connect provider."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .session import Column, Session, pass_session
+
+SSO_COLUMNS: list[Column] = [
+    ("ISSUER", lambda s: s["issuer"]),
+    ("CLIENT", lambda s: s["clientID"]),
+    ("GROUPS", lambda s: ", ".join(f"{g}={r}" for g, r in s["groupRoles"].items()) or "-"),
+    ("OTHERS", lambda s: s["defaultRole"] or "refused"),
+    ("NEW USERS", lambda s: "made" if s["createUsers"] else "refused"),
+    ("REDIRECT URI", lambda s: s["redirectUri"]),
+]
+
+
+@click.group()
+def sso() -> None:
+    """Single sign-on for your tenant (tenant admin): your users sign in to the console
+    through your OpenID Connect provider, their groups giving their role."""
+
+
+@sso.command("set")
+@click.option("--issuer", required=True, help="The provider's issuer URL (checked by discovery).")
+@click.option("--client-id", required=True, help="The client registered for gpucloud there.")
+@click.option("--client-secret-stdin", is_flag=True, help="Read the client secret from stdin.")
+@click.option("--group", "groups", multiple=True, metavar="GROUP=ROLE",
+              help="A provider group's role: tenant-user or tenant-admin (repeat).")  # fmt: skip
+@click.option("--default-role", type=click.Choice(["tenant-user", "tenant-admin"]),
+              help="The role of a user none of whose groups is named (default: refused).")  # fmt: skip
+@click.option("--no-new-users", is_flag=True, help="Admit only users an admin added first.")
+@pass_session
+def set_sso(
+    session: Session, issuer: str, client_id: str, client_secret_stdin: bool,
+    groups: tuple[str, ...], default_role: str | None, no_new_users: bool,
+) -> None:  # fmt: skip
+    """Set up single sign-on. Register the printed REDIRECT URI at the provider.
+
+    \b
+    Example:
+      echo "$SECRET" | gpucloud sso set --issuer https://login.example.com \\
+          --client-id gpucloud --client-secret-stdin --group ml-admins=tenant-admin
+    """
+    secret = (
+        sys.stdin.readline().strip() if client_secret_stdin
+        else click.prompt("Client secret", hide_input=True)
+    )  # fmt: skip
+    roles: dict[str, str] = {}
+    for pair in groups:
+        group, _, role = pair.partition("=")
+        if not group or role not in ("tenant-user", "tenant-admin"):
+            raise click.BadParameter(f"{pair!r}: give GROUP=tenant-user or GROUP=tenant-admin",
+                                     param_hint="--group")  # fmt: skip
+        roles[group] = role
+    body: dict[str, Any] = {
+        "issuer": issuer, "clientID": client_id, "clientSecret": secret, "groupRoles": roles,
+        "defaultRole": default_role, "createUsers": not no_new_users,
+    }  # fmt: skip
+    session.emit(session.client.sso(body), SSO_COLUMNS)
+
+
+@sso.command("show")
+@pass_session
+def show_sso(session: Session) -> None:
+    """Your tenant's single sign-on (never its secret)."""
+    session.emit(session.client.sso(), SSO_COLUMNS)
+
+
+@sso.command("off")
+@pass_session
+def sso_off(session: Session) -> None:
+    """Turn single sign-on off: users sign in with a password or an API key again."""
+    session.client.sso_off()
+    session.note("single sign-on is off")

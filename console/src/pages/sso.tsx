@@ -1,0 +1,71 @@
+// A tenant admin's single sign-on: the OpenID Connect provider (checked when saved),
+// its client, and which of its groups get which role.
+import { useState } from "preact/hooks";
+import { del, get, put } from "../api";
+import { ErrorNote, Field, Form, useAction, useLoad } from "../ui";
+
+interface Sso {
+  issuer: string;
+  clientID: string;
+  groupRoles: Record<string, string>;
+  defaultRole: string | null;
+  createUsers: boolean;
+  redirectUri: string;
+}
+
+/** `group=role` pairs, comma-separated, as the form takes them. */
+const pairs = (text: string): Record<string, string> =>
+  Object.fromEntries(
+    text
+      .split(",")
+      .map((pair) => pair.split("=").map((part) => part.trim()))
+      .filter(([group, role]) => group && role),
+  );
+
+export function SingleSignOn() {
+  const current = useLoad(() => get<Sso>("/tenant/sso").catch(() => null), []);
+  const [issuer, setIssuer] = useState("");
+  const [clientID, setClientID] = useState("");
+  const [secret, setSecret] = useState("");
+  const [groups, setGroups] = useState("");
+  const [fallback, setFallback] = useState("");
+  const action = useAction();
+  const save = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      await put("/tenant/sso", {
+        issuer, clientID, clientSecret: secret, groupRoles: pairs(groups), defaultRole: fallback || null,
+      });
+      setSecret("");
+      current.reload();
+    });
+  };
+  const shown = current.data;
+  return (
+    <section class="card" aria-labelledby="sso-title">
+      <h2 id="sso-title">Single sign-on</h2>
+      {shown ? (
+        <p>
+          Signing in through <code>{shown.issuer}</code> as client <code>{shown.clientID}</code>; register{" "}
+          <code data-testid="redirect-uri">{shown.redirectUri}</code> there as its redirect URI.{" "}
+          <button type="button" class="danger" onClick={() => void action.run(() => del("/tenant/sso").then(current.reload))}>
+            Turn off
+          </button>
+        </p>
+      ) : (
+        <p class="muted">Off: your users sign in with a password or an API key.</p>
+      )}
+      <Form action={action} class="inline" onSubmit={save}>
+        <Field label="Issuer" name="sso-issuer" value={issuer} onInput={setIssuer} required placeholder="https://login.example.com" />
+        <Field label="Client ID" name="sso-clientID" value={clientID} onInput={setClientID} required />
+        <Field label="Client secret" name="sso-clientSecret" type="password" value={secret} onInput={setSecret} required autocomplete="off" />
+        <Field label="Groups (group=role, …)" name="sso-groupRoles" value={groups} onInput={setGroups} placeholder="ml-admins=tenant-admin, ml-team=tenant-user" />
+        <Field label="Role of other users" name="sso-defaultRole" value={fallback} onInput={setFallback} options={["", "tenant-user", "tenant-admin"]} emptyLabel="none: refused" />
+        <button type="submit" disabled={action.busy}>
+          Save single sign-on
+        </button>
+      </Form>
+      <ErrorNote error={action.error} />
+    </section>
+  );
+}

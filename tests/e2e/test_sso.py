@@ -1,0 +1,153 @@
+"""Single sign-on through a real OpenID Connect provider (issue "Tenant self-service",
+item 4): Dex, started for these tests alone on loopback, with users in groups. A
+tenant admin sets it up from the CLI (an issuer that does not answer discovery is a
+422); a member of a mapped group signs in to the console in headless Chromium,
+through the provider's own login page, and is made a user with the group's role; a
+user of no mapped group is refused without being told which part was wrong; a
+sign-in's state works once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from gpucloud_stack import provision
+
+from .cli_support import cli_for
+from .platform import Platform, assert_problem, bearer
+from .support import eventually, unique
+
+PASSWORD = "a provider's password"
+CLIENT_SECRET = "dex client secret for the tests"
+
+
+@dataclass(frozen=True)
+class Provider:
+    issuer: str
+    #: The provider's users' emails by name (unique per run: users outlive a stack's tests).
+    emails: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+async def dex(
+    stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Provider]:
+    """Dex on a loopback port, for this module: the gateway is its one client."""
+    gateway = stack_env["GPUCLOUD_GATEWAY_URL"].rstrip("/")
+    binary = provision.ensure(provision.DEX, say=False) / "dex"
+    port = _free_port()
+    issuer = f"http://127.0.0.1:{port}/dex"
+    users = [("grace", ["ml-admins"]), ("hopper", ["ml-team"]), ("mallory", ["strangers"])]
+    emails = {name: f"{unique(name)}@corp.test" for name, _ in users}
+    config = {
+        "issuer": issuer, "listen": f"127.0.0.1:{port}",
+        "clients": [{"id": "gpucloud", "secret": CLIENT_SECRET, "name": "gpucloud",
+                     "redirectURIs": [f"{gateway}/v1/sso/callback"]}],
+        "users": [{"email": emails[name], "password": PASSWORD, "name": name.title(),
+                   "groups": groups} for name, groups in users],
+    }  # fmt: skip
+    path = tmp_path_factory.mktemp("dex") / "dex.json"
+    path.write_text(json.dumps(config))
+    process = await asyncio.create_subprocess_exec(
+        str(binary), "-config", str(path),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def answering() -> bool:
+        async with httpx.AsyncClient() as http:
+            try:
+                found = await http.get(f"{issuer}/.well-known/openid-configuration")
+            except httpx.TransportError:
+                return False
+        return found.status_code == 200
+
+    try:
+        await eventually(answering, timeout=30)
+        yield Provider(issuer, emails)
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def _sign_in(chromium: Browser, platform: Platform, tenant_id: str, email: str) -> Page:
+    context = await chromium.new_context(base_url=str(platform.http.base_url))
+    page = await context.new_page()
+    await page.goto("/")
+    await page.get_by_role("radio", name="Single sign-on").check()
+    await page.get_by_label("Tenant").fill(tenant_id)
+    await page.get_by_role("button", name="Sign in").click()
+    # The provider's own login page.
+    await page.get_by_label("Email Address").fill(email)
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Login").click()
+    return page
+
+
+async def test_a_group_member_signs_in_through_the_provider_with_the_groups_role(
+    platform: Platform, dex: Provider, chromium: Browser, tmp_path: Path
+) -> None:
+    account = await platform.tenant()
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    nowhere = await admin.run(
+        "sso", "set", "--issuer", "http://127.0.0.1:9/nothing", "--client-id", "gpucloud",
+        "--client-secret-stdin", stdin=f"{CLIENT_SECRET}\n",
+    )  # fmt: skip
+    assert nowhere.code == 1
+    assert "did not answer OpenID Connect discovery" in nowhere.err
+    configured = await admin.ok(
+        "-o", "json", "sso", "set", "--issuer", dex.issuer, "--client-id", "gpucloud",
+        "--client-secret-stdin", "--group", "ml-admins=tenant-admin",
+        "--group", "ml-team=tenant-user", stdin=f"{CLIENT_SECRET}\n",
+    )  # fmt: skip
+    assert configured.json()["redirectUri"] == f"{platform.http.base_url}/v1/sso/callback"
+    assert CLIENT_SECRET not in (await admin.ok("-o", "json", "sso", "show")).out
+
+    # Grace, of ml-admins, is made a tenant admin on her first sign-in.
+    page = await _sign_in(chromium, platform, account.tenant_id, dex.emails["grace"])
+    await expect(page).to_have_url(re.compile("/instances$"), timeout=15_000)
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    who = (await (await page.request.get("/v1/console/session")).json())["principal"]
+    assert (who["role"], who["tenantID"]) == ("tenant-admin", account.tenant_id)
+    users = await platform.http.get("/v1/users", headers=bearer(account.admin_key))
+    made = [u for u in users.json() if u["email"] == dex.emails["grace"]]
+    assert [(u["role"], u["hasPassword"]) for u in made] == [("tenant-admin", False)]
+    await page.context.close()
+
+    # Hopper, of ml-team, is a tenant user.
+    page = await _sign_in(chromium, platform, account.tenant_id, dex.emails["hopper"])
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=15_000)
+    who = (await (await page.request.get("/v1/console/session")).json())["principal"]
+    assert who["role"] == "tenant-user"
+    await page.context.close()
+
+    # Mallory's groups give no role: refused, and told nothing of which check failed.
+    refused = await _sign_in(chromium, platform, account.tenant_id, dex.emails["mallory"])
+    await expect(refused.locator("body")).to_contain_text("the sign-in was refused")
+    await expect(refused.locator("body")).not_to_contain_text("group")
+    await refused.context.close()
+
+
+async def test_a_sign_ins_state_works_once_and_an_unknown_tenant_has_none(
+    platform: Platform, dex: Provider
+) -> None:
+    unknown = await platform.http.get(f"/v1/sso/{unique('t')}/start")
+    assert_problem(unknown, 404)
+    forged = await platform.http.get("/v1/sso/callback", params={"state": "x" * 43, "code": "c"})
+    assert_problem(forged, 400)
+    assert "expired or was already used" in forged.json()["detail"]
