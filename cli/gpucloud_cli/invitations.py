@@ -4,7 +4,6 @@ password, and the CLI logs in as them."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +13,7 @@ import click
 from gpucloud_client import Client
 
 from . import config
+from .machine_keys import store_machine_key
 from .session import Column, Session, moment, pass_session
 
 INVITATION_COLUMNS: list[Column] = [
@@ -107,10 +107,7 @@ def join(
         )  # fmt: skip
         user = public.accept_invitation(token, name, password)
         signed_in = public.sign_in(user["email"], password)
-    with Client(endpoint, signed_in) as client:
-        key = client.create_key({"name": f"gpucloud CLI on {socket.gethostname()}"})
-    name_of_profile = profile or session.profile_name or config.profiles()[0]
-    config.save(config.Profile(name_of_profile, endpoint, key["secret"]))
+    name_of_profile = store_machine_key(session, endpoint, signed_in, profile)
     session.note(f"you are {user['email']} of {offer['tenantID']} (profile {name_of_profile!r})")
     if session.output == "json":
         shown: dict[str, Any] = {"profile": name_of_profile, "endpoint": endpoint, "user": user}

@@ -24,7 +24,7 @@ from .operator import fleet, prices, specs, tenants
 from .services import services
 from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
-from .sso import sso
+from .sso import sso, sso_login
 from .stocks import stocks
 from .storages import cp, storages
 from .usage import alerts, revenue, usage
@@ -86,20 +86,31 @@ def cli(ctx: click.Context, profile: str | None, output: str) -> None:
 @click.option("--endpoint", "-e", prompt="Endpoint", default="http://127.0.0.1:8000", show_default=True,
               help="The cloud's gateway URL.")  # fmt: skip
 @click.option("--api-key-stdin", is_flag=True, help="Read the API key from stdin (for scripts).")
+@click.option("--sso", "sso_tenant", metavar="TENANT", default=None,
+              help="Sign in through TENANT's single sign-on instead: a code to enter at "
+              "its provider, then a key for this machine.")  # fmt: skip
 @click.option(
     "--profile", "name", default=None, help="Store as this profile (default: the current one)."
 )
 @click.pass_context
-def login(ctx: click.Context, endpoint: str, api_key_stdin: bool, name: str | None) -> None:
-    """Check an API key against a cloud and store it as a profile (file mode 0600).
+def login(
+    ctx: click.Context, endpoint: str, api_key_stdin: bool, sso_tenant: str | None,
+    name: str | None,
+) -> None:  # fmt: skip
+    """Check an API key against a cloud and store it as a profile (file mode 0600);
+    or, with --sso, sign in through your tenant's provider.
 
     \b
     Examples:
       gpucloud login --endpoint https://gpu.example.com
       echo "$KEY" | gpucloud login -e https://gpu.example.com --api-key-stdin --profile prod
+      gpucloud login -e https://gpu.example.com --sso t-acme
     """
     session: Session = ctx.obj
     config.check_endpoint(endpoint)  # before the key is asked for, let alone sent
+    if sso_tenant is not None:
+        sso_login(session, endpoint, sso_tenant, name)
+        return
     key = (
         sys.stdin.readline().strip() if api_key_stdin else click.prompt("API key", hide_input=True)
     )

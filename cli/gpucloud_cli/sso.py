@@ -1,12 +1,18 @@
-"""`gpucloud sso`: a tenant admin's single sign-on through an OpenID Connect provider."""
+"""`gpucloud sso`: a tenant admin's single sign-on through an OpenID Connect provider;
+and `gpucloud login --sso TENANT`, a user's sign-in through it (the device
+authorization grant, brokered by the gateway, which keeps the client's secret)."""
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import click
 
+from gpucloud_client import Client
+
+from .machine_keys import store_machine_key
 from .session import Column, Session, pass_session
 
 SSO_COLUMNS: list[Column] = [
@@ -77,3 +83,32 @@ def sso_off(session: Session) -> None:
     """Turn single sign-on off: users sign in with a password or an API key again."""
     session.client.sso_off()
     session.note("single sign-on is off")
+
+
+def sso_login(session: Session, endpoint: str, tenant_id: str, profile: str | None) -> None:
+    """Show the code to enter at the provider, wait while the user does, then store a
+    key for this machine."""
+    with Client(endpoint, "") as public:
+        started = public.start_sso_device(tenant_id)
+        where = started["verificationUriComplete"] or started["verificationUri"]
+        # Shown whatever the output format (JSON too), and never wrapped: the link is
+        # to be copied whole.
+        click.echo(
+            f"To sign in, open\n  {where}\nand enter the code {started['userCode']} "
+            f"(within {started['expiresIn'] // 60} minutes). Waiting...",
+            err=True,
+        )
+        deadline = time.monotonic() + started["expiresIn"]
+        interval = started["interval"]
+        while True:
+            time.sleep(interval)
+            result = public.poll_sso_device(started["pollToken"])
+            if result["status"] == "signed_in":
+                break
+            interval = result["interval"] or interval
+            if time.monotonic() > deadline:
+                raise click.ClickException("the code expired before the sign-in; run it again")
+    name = store_machine_key(session, endpoint, result["token"], profile)
+    session.note(f"you are {result['email']} of {tenant_id} (profile {name!r})")
+    if session.output == "json":
+        session.emit_json({"profile": name, "endpoint": endpoint, "email": result["email"]})

@@ -280,6 +280,16 @@ class Client(WorkloadApi, ApiSession):
         body = {"token": token, "name": name, "password": password}
         return cast(dict[str, Any], self.request("POST", "/invitations/accept", json=body))
 
+    def start_sso_device(self, tenant_id: str) -> dict[str, Any]:
+        """Begin a sign-in through the tenant's single sign-on: a code to enter at the
+        provider, and the token to poll with; needs no credential."""
+        return cast(dict[str, Any], self.request("POST", f"/sso/{_id(tenant_id)}/device"))
+
+    def poll_sso_device(self, poll_token: str) -> dict[str, Any]:
+        """`pending`, or `signed_in` with a short-lived token of the user."""
+        body = {"pollToken": poll_token}
+        return cast(dict[str, Any], self.request("POST", "/sso/device/token", json=body))
+
     def create_key(self, body: dict[str, Any]) -> dict[str, Any]:
         """An API key of the caller's own; its `secret` is in this answer only."""
         return cast(dict[str, Any], self.request("POST", "/api-keys", json=body))

@@ -381,6 +381,24 @@ async def _sso_callback(world: World) -> None:
         assert_problem(back, 400)
 
 
+@row("POST", "/v1/sso/{tenant_id}/device")
+async def _start_sso_device(world: World) -> None:
+    # As a browser's start: A has no provider, whoever asks.
+    for headers in [*world.outsiders.values(), world.lower]:
+        started = await world.http.post(f"/v1/sso/{world.a.tenant_id}/device", headers=headers)
+        assert_problem(started, 404)
+
+
+@row("POST", "/v1/sso/device/token")
+async def _poll_sso_device(world: World) -> None:
+    # A poll token is a CLI's sign-in, not a credential: none of theirs opens one.
+    for headers in [*world.outsiders.values(), world.lower]:
+        polled = await world.http.post(
+            "/v1/sso/device/token", json={"pollToken": "p" * 43}, headers=headers
+        )
+        assert_problem(polled, 410)
+
+
 @row("GET", "/v1/invitations")
 async def _list_invitations(world: World) -> None:
     mine = (await _a_invitation(world))["invitation"]["invitationID"]

@@ -19,8 +19,8 @@ from gpucloud_gateway.upstream import Upstream
 from gpucloud_libs.egress import EgressPolicy, EgressRefused
 from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.naming import tenant_namespace
+from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_libs.settings import ServiceSettings
-from gpucloud_monitoring.webhook_guard import WebhookGuard
 
 from .platform import Platform, assert_problem, bearer
 from .support import eventually, loopback_gpu_nodes, loopback_server
@@ -104,7 +104,7 @@ async def test_a_forced_upstream_outside_loopback_is_refused_before_any_connect(
 
 
 async def test_a_webhook_outside_loopback_is_refused_on_the_local_stack() -> None:
-    guard = WebhookGuard(allow_private_networks=True, loopback_only=True)
+    guard = OutboundGuard(field="webhookURL", allow_private_networks=True, loopback_only=True)
     await guard.check("http://127.0.0.1:9/hook")
     with pytest.raises(ValidationFailed, match="outside loopback"):
         await guard.check("http://192.0.2.7/hook")

@@ -4,7 +4,9 @@ tenant admin sets it up from the CLI (an issuer that does not answer discovery i
 422); a member of a mapped group signs in to the console in headless Chromium,
 through the provider's own login page, and is made a user with the group's role; a
 user of no mapped group is refused without being told which part was wrong; a
-sign-in's state works once."""
+sign-in's state works once, and only in the browser that began it; a user of
+another tenant is not signed in by this tenant's provider; and the CLI signs in
+with a code entered at the provider (`gpucloud login --sso`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -23,7 +26,7 @@ from playwright.async_api import Browser, Page, expect
 from gpucloud_stack import provision
 
 from .cli_support import cli_for
-from .platform import Platform, assert_problem, bearer
+from .platform import Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, unique
 
 PASSWORD = "a provider's password"
@@ -52,12 +55,16 @@ async def dex(
     binary = provision.ensure(provision.DEX, say=False) / "dex"
     port = _free_port()
     issuer = f"http://127.0.0.1:{port}/dex"
-    users = [("grace", ["ml-admins"]), ("hopper", ["ml-team"]), ("mallory", ["strangers"])]
+    users = [
+        ("grace", ["ml-admins"]), ("hopper", ["ml-team"]), ("mallory", ["strangers"]),
+        ("linus", ["ml-team"]), ("ada", ["ml-team"]),
+    ]  # fmt: skip
     emails = {name: f"{unique(name)}@corp.test" for name, _ in users}
     config = {
         "issuer": issuer, "listen": f"127.0.0.1:{port}",
         "clients": [{"id": "gpucloud", "secret": CLIENT_SECRET, "name": "gpucloud",
-                     "redirectURIs": [f"{gateway}/v1/sso/callback"]}],
+                     # Dex's device flow asks for its callback by path alone.
+                     "redirectURIs": [f"{gateway}/v1/sso/callback", "/dex/device/callback"]}],
         "users": [{"email": emails[name], "password": PASSWORD, "name": name.title(),
                    "groups": groups} for name, groups in users],
     }  # fmt: skip
@@ -96,6 +103,20 @@ async def _sign_in(chromium: Browser, platform: Platform, tenant_id: str, email:
     await page.get_by_label("Password").fill(PASSWORD)
     await page.get_by_role("button", name="Login").click()
     return page
+
+
+async def _set_up(platform: Platform, dex: Provider, tmp_path: Path) -> TenantAccount:
+    """A tenant whose admin set Dex up from the CLI: ml-admins are its admins, ml-team
+    its users."""
+    account = await platform.tenant()
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    await admin.ok(
+        "sso", "set", "--issuer", dex.issuer, "--client-id", "gpucloud", "--client-secret-stdin",
+        "--group", "ml-admins=tenant-admin", "--group", "ml-team=tenant-user",
+        stdin=f"{CLIENT_SECRET}\n",
+    )  # fmt: skip
+    return account
 
 
 async def test_a_group_member_signs_in_through_the_provider_with_the_groups_role(
@@ -142,12 +163,108 @@ async def test_a_group_member_signs_in_through_the_provider_with_the_groups_role
     await expect(refused.locator("body")).not_to_contain_text("group")
     await refused.context.close()
 
+    # Grace again: the same user (linked by the provider's subject), who now admits
+    # only users an admin adds, from the console's card, the rest kept as it was.
+    page = await _sign_in(chromium, platform, account.tenant_id, dex.emails["grace"])
+    await page.get_by_role("link", name="Admin").click()
+    card = page.get_by_role("region", name="Single sign-on")
+    await expect(card.get_by_label("Issuer")).to_have_value(dex.issuer)
+    await expect(card.get_by_label("Groups (group=role, …)")).to_have_value(
+        "ml-admins=tenant-admin, ml-team=tenant-user"
+    )
+    await card.get_by_label("Client secret").fill(CLIENT_SECRET)
+    await card.get_by_label("Make a user at their first sign-in").uncheck()
+    await card.get_by_role("button", name="Save single sign-on").click()
+    await expect(card).to_contain_text("users an admin added only")
+    await page.context.close()
+    shown = (await admin.ok("-o", "json", "sso", "show")).json()
+    assert (shown["createUsers"], shown["groupRoles"]["ml-team"]) == (False, "tenant-user")
+    users = await platform.http.get("/v1/users", headers=bearer(account.admin_key))
+    assert [u["email"] for u in users.json()].count(dex.emails["grace"]) == 1
+    refused = await _sign_in(chromium, platform, account.tenant_id, dex.emails["ada"])
+    await expect(refused.locator("body")).to_contain_text("the sign-in was refused")
+    await refused.context.close()
 
-async def test_a_sign_ins_state_works_once_and_an_unknown_tenant_has_none(
-    platform: Platform, dex: Provider
+
+async def test_a_sign_ins_state_works_once_only_in_its_browser_and_an_unknown_tenant_has_none(
+    platform: Platform, dex: Provider, tmp_path: Path
 ) -> None:
     unknown = await platform.http.get(f"/v1/sso/{unique('t')}/start")
     assert_problem(unknown, 404)
     forged = await platform.http.get("/v1/sso/callback", params={"state": "x" * 43, "code": "c"})
     assert_problem(forged, 400)
     assert "expired or was already used" in forged.json()["detail"]
+
+    # An attacker begins a sign-in and sends the victim its callback (login CSRF): the
+    # victim's browser has no cookie of that sign-in, so it is refused.
+    account = await _set_up(platform, dex, tmp_path)
+    async with httpx.AsyncClient(base_url=platform.http.base_url) as attacker:
+        begun = await attacker.get(f"/v1/sso/{account.tenant_id}/start")
+        assert begun.status_code == 302
+        state = parse_qs(urlsplit(begun.headers["location"]).query)["state"][0]
+        cookie = begun.headers["set-cookie"].lower()
+        assert "httponly" in cookie
+        assert "samesite=lax" in cookie
+        assert "path=/v1/sso/callback" in cookie
+    victim = await platform.http.get("/v1/sso/callback", params={"state": state, "code": "c"})
+    assert_problem(victim, 400)
+    assert "began in another browser" in victim.json()["detail"]
+
+
+async def test_a_provider_signs_in_no_user_of_another_tenant(
+    platform: Platform, dex: Provider, chromium: Browser, tmp_path: Path
+) -> None:
+    """Linus is a user of another tenant; this tenant's provider vouches for his email
+    all the same, and is refused: a tenant's provider speaks for its own users only."""
+    elsewhere = await platform.tenant()
+    made = await platform.http.post(
+        "/v1/users", headers=bearer(elsewhere.admin_key),
+        json={"email": dex.emails["linus"], "name": "Linus", "role": "tenant-admin"},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    account = await _set_up(platform, dex, tmp_path)
+    refused = await _sign_in(chromium, platform, account.tenant_id, dex.emails["linus"])
+    await expect(refused.locator("body")).to_contain_text("the sign-in was refused")
+    await refused.context.close()
+    users = await platform.http.get("/v1/users", headers=bearer(account.admin_key))
+    assert dex.emails["linus"] not in {user["email"] for user in users.json()}
+
+
+async def test_the_cli_signs_in_with_a_code_entered_at_the_provider(
+    platform: Platform, dex: Provider, chromium: Browser, tmp_path: Path
+) -> None:
+    account = await _set_up(platform, dex, tmp_path)
+    cli = cli_for(tmp_path / "ada", platform)
+    login = await cli.start("login", "--endpoint", cli.endpoint, "--sso", account.tenant_id)
+    assert login.stderr is not None
+    shown = ""
+    while (link := re.search(r"open\s+(\S+)\s+and enter the code (\S+) ", shown)) is None:
+        line = await asyncio.wait_for(login.stderr.readline(), 30)
+        assert line, shown  # the CLI ended without showing the code
+        shown += line.decode()
+
+    # Ada opens the link in her browser and signs in at the provider.
+    context = await chromium.new_context()
+    page = await context.new_page()
+    await page.goto(link.group(1))
+    await expect(page.locator("#user_code")).to_have_value(link.group(2))
+    await page.get_by_role("button", name="Submit").click()
+    await page.get_by_label("Email Address").fill(dex.emails["ada"])
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Login").click()
+    await expect(page.get_by_text("Login Successful")).to_be_visible(timeout=15_000)
+    await context.close()
+
+    out, err = await asyncio.wait_for(login.communicate(), 60)
+    assert login.returncode == 0, (out, err)
+    assert f"you are {dex.emails['ada']} of {account.tenant_id}" in err.decode()
+    who = (await cli.ok("-o", "json", "whoami")).json()
+    assert (who["role"], who["tenantID"]) == ("tenant-user", account.tenant_id)
+    keys = await platform.http.get("/v1/api-keys", headers=bearer(account.admin_key))
+    assert [key["name"] for key in keys.json() if key["userID"] == who["userID"]] == [
+        f"gpucloud CLI on {socket.gethostname()}"
+    ]
+
+    # The poll token worked once: a second poll is told the sign-in is over.
+    again = await platform.http.post("/v1/sso/device/token", json={"pollToken": "p" * 43})
+    assert_problem(again, 410)

@@ -13,8 +13,8 @@ from aiohttp import web
 from pymongo import AsyncMongoClient
 
 from gpucloud_libs.errors import ValidationFailed
+from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_monitoring.store import MonitoringStore
-from gpucloud_monitoring.webhook_guard import WebhookGuard
 from gpucloud_monitoring.webhook_secrets import SIGNATURE_HEADER, WebhookSecrets
 from gpucloud_monitoring.webhooks import Webhooks
 
@@ -60,7 +60,9 @@ async def test_a_name_that_rebinds_to_a_private_address_is_refused_at_delivery(
     secret, sealed = secrets.new()
     records = {NAME: PUBLIC}
     async with dns_server(records) as nameserver:
-        guard = WebhookGuard(allow_private_networks=False, nameservers=[nameserver])
+        guard = OutboundGuard(
+            field="webhookURL", allow_private_networks=False, nameservers=[nameserver]
+        )
         await guard.check(url)  # public when the rule is saved: accepted
         records[NAME] = "127.0.0.1"  # ...and private by the time the alert fires
 
@@ -79,7 +81,11 @@ async def test_a_name_that_rebinds_to_a_private_address_is_refused_at_delivery(
 
         # Where private addresses are allowed (a lab), the same path delivers, signed.
         lab = Webhooks(
-            store, WebhookGuard(allow_private_networks=True, nameservers=[nameserver]), secrets
+            store,
+            OutboundGuard(
+                field="webhookURL", allow_private_networks=True, nameservers=[nameserver]
+            ),
+            secrets,
         )
         lab.set_targets({"rule-1": (url, sealed)})
         await lab.enqueue("rule-1", "delivery-2", {"state": "resolved"})
@@ -98,7 +104,9 @@ async def test_a_literal_private_address_is_refused_without_resolving(
     store: MonitoringStore,
 ) -> None:
     secrets = WebhookSecrets(WebhookSecrets.generate_key())
-    webhooks = Webhooks(store, WebhookGuard(allow_private_networks=False), secrets)
+    webhooks = Webhooks(
+        store, OutboundGuard(field="webhookURL", allow_private_networks=False), secrets
+    )
     webhooks.set_targets({"rule-1": ("http://169.254.169.254/latest/meta-data", None)})
     await webhooks.enqueue("rule-1", "delivery-1", {"state": "firing"})
     await webhooks.deliver()
@@ -126,7 +134,9 @@ async def test_a_delivery_never_follows_a_redirect(store: MonitoringStore) -> No
     app.router.add_post("/internal", internal)
     async with loopback_server(app) as port:
         secrets = WebhookSecrets(WebhookSecrets.generate_key())
-        webhooks = Webhooks(store, WebhookGuard(allow_private_networks=True), secrets)
+        webhooks = Webhooks(
+            store, OutboundGuard(field="webhookURL", allow_private_networks=True), secrets
+        )
         webhooks.set_targets({"rule-1": (f"http://127.0.0.1:{port}/hook", None)})
         await webhooks.enqueue("rule-1", "delivery-1", {"state": "firing"})
         await webhooks.deliver()

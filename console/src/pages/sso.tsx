@@ -1,6 +1,6 @@
 // A tenant admin's single sign-on: the OpenID Connect provider (checked when saved),
 // its client, and which of its groups get which role.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { del, get, put } from "../api";
 import { ErrorNote, Field, Form, useAction, useLoad } from "../ui";
 
@@ -29,12 +29,24 @@ export function SingleSignOn() {
   const [secret, setSecret] = useState("");
   const [groups, setGroups] = useState("");
   const [fallback, setFallback] = useState("");
+  const [createUsers, setCreateUsers] = useState(true);
+  // The form starts from what is set, so saving a change keeps the rest as it was.
+  useEffect(() => {
+    const set = current.data;
+    if (!set) return;
+    setIssuer(set.issuer);
+    setClientID(set.clientID);
+    setGroups(Object.entries(set.groupRoles).map(([group, role]) => `${group}=${role}`).join(", "));
+    setFallback(set.defaultRole ?? "");
+    setCreateUsers(set.createUsers);
+  }, [current.data]);
   const action = useAction();
   const save = (e: Event) => {
     e.preventDefault();
     void action.run(async () => {
       await put("/tenant/sso", {
         issuer, clientID, clientSecret: secret, groupRoles: pairs(groups), defaultRole: fallback || null,
+        createUsers,
       });
       setSecret("");
       current.reload();
@@ -46,7 +58,8 @@ export function SingleSignOn() {
       <h2 id="sso-title">Single sign-on</h2>
       {shown ? (
         <p>
-          Signing in through <code>{shown.issuer}</code> as client <code>{shown.clientID}</code>; register{" "}
+          Signing in through <code>{shown.issuer}</code> as client <code>{shown.clientID}</code>
+          {shown.createUsers ? "" : " (users an admin added only)"}; register{" "}
           <code data-testid="redirect-uri">{shown.redirectUri}</code> there as its redirect URI.{" "}
           <button type="button" class="danger" onClick={() => void action.run(() => del("/tenant/sso").then(current.reload))}>
             Turn off
@@ -61,6 +74,10 @@ export function SingleSignOn() {
         <Field label="Client secret" name="sso-clientSecret" type="password" value={secret} onInput={setSecret} required autocomplete="off" />
         <Field label="Groups (group=role, …)" name="sso-groupRoles" value={groups} onInput={setGroups} placeholder="ml-admins=tenant-admin, ml-team=tenant-user" />
         <Field label="Role of other users" name="sso-defaultRole" value={fallback} onInput={setFallback} options={["", "tenant-user", "tenant-admin"]} emptyLabel="none: refused" />
+        <label>
+          <input type="checkbox" name="sso-createUsers" checked={createUsers} onChange={(e) => setCreateUsers((e.target as HTMLInputElement).checked)} />{" "}
+          Make a user at their first sign-in
+        </label>
         <button type="submit" disabled={action.busy}>
           Save single sign-on
         </button>

@@ -865,6 +865,7 @@ def _local_settings(name: str) -> dict[str, str]:
         settings["GPUCLOUD_CONSOLE_DIR"] = str(provision.console_directory())
         settings["GPUCLOUD_CONSOLE_COOKIE_SECURE"] = "false"
         settings["GPUCLOUD_SERVED_OVER_TLS"] = "false"
+        settings["GPUCLOUD_PUBLIC_URL"] = f"http://127.0.0.1:{layout.PORTS.gateway}"
         settings["GPUCLOUD_CONSOLE_CONNECT_SOURCES"] = json.dumps([s3_endpoint()])
     return settings
 

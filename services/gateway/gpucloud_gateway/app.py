@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request, Response
 from gpucloud_libs.clock import now
 from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
+from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_libs.runtime import ServiceRuntime
 
 from . import credentials
@@ -38,6 +39,7 @@ from .service_load import ServiceLoad
 from .sessions import Sessions
 from .settings import GatewaySettings
 from .sso import SingleSignOn
+from .sso_accounts import SsoAccounts
 from .sso_api import router as sso_router
 from .store import (
     INDEXES,
@@ -84,10 +86,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         for read_s in (settings.upstream_read_timeout_s, settings.instance_read_timeout_s)
     )  # fmt: skip
     forwarder = Forwarder(settings, api_upstream, signer)
-    oidc = OidcClient(settings.egress)
-    sso = SingleSignOn(settings, SsoStore(runtime.db), oidc, identity.users, UserStore(runtime.db))
-    runtime.on_stop(oidc.close)
-    runtime.every(3600.0, sso.sweep_expired, "sso-sign-ins")
+    sso = _single_sign_on(settings, runtime, identity)
     service_load = ServiceLoad(settings, api_upstream, signer)
     connections = LongConnections(settings)
     spent_links = SpentLinkStore(runtime.db)
@@ -155,6 +154,25 @@ def _schedule(
     runtime.every(settings.service_load_report_s, service_load.report, "service-load")
     runtime.every(3600.0, identity.console.sweep_expired, "console-sessions")
     runtime.every(3600.0, sweep_spent_links, "spent-session-links")
+
+
+def _single_sign_on(
+    settings: GatewaySettings, runtime: ServiceRuntime, identity: Identity
+) -> SingleSignOn:
+    """Tenants' OpenID Connect providers, dialled through the outbound guard: a tenant
+    admin names them."""
+    guard = OutboundGuard(
+        field="issuer", allow_private_networks=settings.sso_allow_private_networks,
+        loopback_only=settings.egress.loopback_only,
+    )  # fmt: skip
+    oidc = OidcClient(guard, require_https=not settings.egress.loopback_only)
+    store = SsoStore(runtime.db)
+    sso = SingleSignOn(
+        settings, store, oidc, SsoAccounts(store, identity.users, UserStore(runtime.db))
+    )
+    runtime.on_stop(oidc.close)
+    runtime.every(3600.0, sso.sweep_expired, "sso-sign-ins")
+    return sso
 
 
 def _check_keys(settings: GatewaySettings, runtime: ServiceRuntime) -> None:

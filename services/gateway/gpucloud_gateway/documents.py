@@ -103,6 +103,7 @@ class InvitationDoc(TypedDict):
 
 class SsoConfigDoc(TypedDict):
     _id: str  # the tenant
+    #: As the provider's discovery document writes it (ID tokens' `iss`).
     issuer: str
     client_id: str
     #: Fernet, with a key derived from the session secret.
@@ -118,7 +119,34 @@ class SsoLoginDoc(TypedDict):
 
     _id: str  # SHA-256 of its state
     tenant_id: str
+    #: SHA-256 of the secret in the cookie of the browser that began it: the callback
+    #: is taken only from that browser (no login CSRF).
+    browser_hash: str
     verifier: str
     nonce: str
     redirect_uri: str
     expires_at: datetime
+
+
+class SsoDeviceDoc(TypedDict):
+    """A CLI's sign-in under way (device authorization): the user enters a code at
+    the provider while the CLI polls the gateway."""
+
+    _id: str  # SHA-256 of the poll token the CLI holds
+    tenant_id: str
+    device_code_sealed: str
+    interval_s: int
+    next_poll_at: datetime
+    expires_at: datetime
+
+
+class SsoIdentityDoc(TypedDict):
+    """A provider's account linked to a user: the issuer and its `sub`, which never
+    change, unlike an email."""
+
+    _id: str  # SHA-256 of issuer and subject
+    user_id: str
+    tenant_id: str
+    issuer: str
+    subject: str
+    linked_at: datetime

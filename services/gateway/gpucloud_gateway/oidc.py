@@ -1,6 +1,13 @@
 """The OpenID Connect relying party's protocol: discovery, the authorization code with
-PKCE, and the ID token's checks (signature from the issuer's keys, issuer, audience,
-expiry, nonce). Every dial goes through the gateway's egress policy."""
+PKCE, the device authorization grant, and the ID token's checks (signature from the
+issuer's keys, issuer, audience, expiry, nonce).
+
+A tenant admin names the issuer, so every dial (discovery, the token endpoint, the
+keys) goes through the outbound guard: globally routable addresses only (or
+loopback alone on the local stack), checked on the connection itself, and no
+redirect followed. What a provider answered is logged by its shape, never quoted:
+an error's text could carry the client's credentials.
+"""
 
 from __future__ import annotations
 
@@ -9,31 +16,53 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import jwt
 
-from gpucloud_libs.egress import EgressPolicy, EgressRefused
 from gpucloud_libs.errors import ValidationFailed
+from gpucloud_libs.outbound_guard import OutboundGuard
 
-DISCOVERY_TIMEOUT_S = 5.0
+PROVIDER_TIMEOUT_S = 5.0
+#: Clocks of the provider and the gateway may differ this much (iat, exp, nbf).
+CLOCK_LEEWAY_S = 60
 #: What a refused sign-in says: the reason is logged, never shown (it would tell an
 #: attacker which part was wrong).
 REFUSED = "the sign-in was refused; ask your tenant's admin, or sign in another way"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 class SignInRefused(Exception):
     """The provider or its answer failed a check; the message is for the log only."""
 
 
+class DevicePending(Exception):
+    """The user has not finished at the provider yet (`slow_down`: poll less often)."""
+
+    def __init__(self, slow_down: bool) -> None:
+        super().__init__("authorization pending")
+        self.slow_down = slow_down
+
+
 @dataclass(frozen=True)
 class Provider:
+    #: Exactly as the provider writes it: ID tokens' `iss` must be this string.
     issuer: str
     authorization_endpoint: str
     token_endpoint: str
     jwks_uri: str
     device_authorization_endpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class DeviceAuthorization:
+    device_code: str
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str | None
+    expires_in: int
+    interval: int
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -43,61 +72,90 @@ def pkce_pair() -> tuple[str, str]:
     return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+SCOPES = "openid email profile groups"
+
+
 def authorization_url(
     provider: Provider, *, client_id: str, redirect_uri: str, state: str, nonce: str,
     challenge: str,
 ) -> str:  # fmt: skip
     query = urlencode({
         "response_type": "code", "client_id": client_id, "redirect_uri": redirect_uri,
-        "scope": "openid email profile groups", "state": state, "nonce": nonce,
+        "scope": SCOPES, "state": state, "nonce": nonce,
         "code_challenge": challenge, "code_challenge_method": "S256",
     })  # fmt: skip
     return f"{provider.authorization_endpoint}?{query}"
 
 
+def client_auth(client_id: str, client_secret: str) -> dict[str, str]:
+    """The header of a client's HTTP Basic credentials: each part form-encoded first
+    (RFC 6749 2.3.1), so an id with `:` stays one id."""
+    pair = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}"
+    return {"Authorization": f"Basic {base64.b64encode(pair.encode()).decode()}"}
+
+
+def same_issuer(named: str, written: str) -> bool:
+    """The issuer a document names is the one asked for, a trailing `/` aside."""
+    return named.rstrip("/") == written.rstrip("/")
+
+
 class OidcClient:
-    def __init__(self, egress: EgressPolicy) -> None:
-        self._egress = egress
+    def __init__(self, guard: OutboundGuard, *, require_https: bool) -> None:
+        self._guard = guard
+        self._require_https = require_https
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(socket_factory=self._egress.socket_factory()),
-                timeout=aiohttp.ClientTimeout(total=DISCOVERY_TIMEOUT_S),
-            )
+            self._session = self._guard.session(PROVIDER_TIMEOUT_S)
         return self._session
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
 
+    async def check_issuer(self, issuer: str) -> None:
+        """At save time: an https URL (http on the local stack) whose host resolves to
+        addresses the platform may dial; a 422 otherwise."""
+        if self._require_https and not issuer.startswith("https://"):
+            raise ValidationFailed("the issuer must be an https:// URL", field="issuer")
+        await self._guard.check(issuer)
+
     async def discover(self, issuer: str) -> Provider:
         """The issuer's endpoints, from its discovery document; a 422 saying why when it
         does not answer one, or answers for another issuer."""
-        issuer = issuer.rstrip("/")
+        url = f"{issuer.rstrip('/')}/.well-known/openid-configuration"
         try:
-            self._egress.check_url(issuer, "the issuer")
-        except EgressRefused:
-            raise _unanswered(issuer, "it is outside what this platform may dial") from None
-        url = f"{issuer}/.well-known/openid-configuration"
-        try:
-            async with self._http().get(url) as answer:
+            async with self._http().get(url, allow_redirects=False) as answer:
                 if answer.status != 200:
                     raise _unanswered(issuer, f"HTTP {answer.status}")
-                document: dict[str, Any] = await answer.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+                document = await answer.json(content_type=None)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
             raise _unanswered(issuer, type(error).__name__) from None
-        if str(document.get("issuer", "")).rstrip("/") != issuer:
-            raise _unanswered(issuer, f"it names itself {document.get('issuer')!r}")
-        try:
-            return Provider(
-                issuer=issuer, authorization_endpoint=document["authorization_endpoint"],
-                token_endpoint=document["token_endpoint"], jwks_uri=document["jwks_uri"],
-                device_authorization_endpoint=document.get("device_authorization_endpoint"),
-            )  # fmt: skip
-        except KeyError as missing:
-            raise _unanswered(issuer, f"its document has no {missing}") from None
+        if not isinstance(document, dict):
+            raise _unanswered(issuer, "its document is not a JSON object")
+        named = document.get("issuer")
+        if not isinstance(named, str) or not same_issuer(named, issuer):
+            raise _unanswered(issuer, "it names another issuer")
+        endpoints = {}
+        for field in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
+            endpoints[field] = self._endpoint(issuer, document, field)
+        device = document.get("device_authorization_endpoint")
+        return Provider(
+            issuer=named, **endpoints,
+            device_authorization_endpoint=(
+                self._endpoint(issuer, document, "device_authorization_endpoint")
+                if device is not None else None
+            ),
+        )  # fmt: skip
+
+    def _endpoint(self, issuer: str, document: dict[str, Any], field: str) -> str:
+        value = document.get(field)
+        if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+            raise _unanswered(issuer, f"its document has no {field} URL")
+        if self._require_https and not value.startswith("https://"):
+            raise _unanswered(issuer, f"its {field} is not https")
+        return value
 
     async def exchange(
         self, provider: Provider, *, client_id: str, client_secret: str, code: str,
@@ -106,20 +164,67 @@ class OidcClient:
         """The ID token for an authorization code."""
         form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
                 "code_verifier": verifier}  # fmt: skip
-        return await self._token(provider, form, client_id, client_secret)
-
-    async def _token(
-        self, provider: Provider, form: dict[str, str], client_id: str, client_secret: str
-    ) -> str:
-        auth = aiohttp.BasicAuth(client_id, client_secret)
-        try:
-            async with self._http().post(provider.token_endpoint, data=form, auth=auth) as answer:
-                body: dict[str, Any] = await answer.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            raise SignInRefused(f"the token endpoint did not answer: {error!r}") from None
-        if answer.status != 200 or "id_token" not in body:
-            raise SignInRefused(f"the token endpoint answered {answer.status}: {body.get('error')}")
+        status, body = await self._post(
+            provider.token_endpoint, form, client_auth(client_id, client_secret)
+        )
+        if status != 200 or not isinstance(body.get("id_token"), str):
+            raise SignInRefused(f"the token endpoint answered {status}: {_error_of(body)}")
         return str(body["id_token"])
+
+    async def authorize_device(
+        self, provider: Provider, *, client_id: str, client_secret: str
+    ) -> DeviceAuthorization:
+        """A device code and the user code to enter at the provider (RFC 8628)."""
+        if provider.device_authorization_endpoint is None:
+            raise SignInRefused("the provider offers no device authorization")
+        # The client's credentials in the form (client_secret_post): providers read the
+        # device request's client from its form (Dex keeps the secret from it for the
+        # code exchange it makes for the device).
+        form = {"client_id": client_id, "client_secret": client_secret, "scope": SCOPES}
+        status, body = await self._post(provider.device_authorization_endpoint, form, None)
+        try:
+            return DeviceAuthorization(
+                device_code=str(body["device_code"]), user_code=str(body["user_code"]),
+                verification_uri=str(body["verification_uri"]),
+                verification_uri_complete=(
+                    str(body["verification_uri_complete"])
+                    if body.get("verification_uri_complete") else None
+                ),
+                expires_in=int(body.get("expires_in", 600)), interval=int(body.get("interval", 5)),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError):
+            raise SignInRefused(
+                f"the device authorization endpoint answered {status}: {_error_of(body)}"
+            ) from None
+
+    async def poll_device(
+        self, provider: Provider, *, client_id: str, client_secret: str, device_code: str
+    ) -> str:
+        """The ID token once the user approved; DevicePending until then."""
+        form = {"grant_type": DEVICE_GRANT, "device_code": device_code}
+        status, body = await self._post(
+            provider.token_endpoint, form, client_auth(client_id, client_secret)
+        )
+        error = body.get("error")
+        if error in {"authorization_pending", "slow_down"}:
+            raise DevicePending(slow_down=error == "slow_down")
+        if status != 200 or not isinstance(body.get("id_token"), str):
+            raise SignInRefused(f"the token endpoint answered {status}: {_error_of(body)}")
+        return str(body["id_token"])
+
+    async def _post(
+        self, url: str, form: dict[str, str], headers: dict[str, str] | None
+    ) -> tuple[int, dict[str, Any]]:
+        try:
+            async with self._http().post(
+                url, data=form, headers=headers, allow_redirects=False
+            ) as answer:
+                body = await answer.json(content_type=None)
+                status = answer.status
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
+            # The type only: a client error's text may carry the request's headers.
+            raise SignInRefused(f"{url} did not answer ({type(error).__name__})") from None
+        return status, body if isinstance(body, dict) else {}
 
     async def claims(
         self, provider: Provider, id_token: str, *, client_id: str, nonce: str | None
@@ -127,25 +232,30 @@ class OidcClient:
         """The ID token's claims, once its signature, issuer, audience, expiry and nonce
         hold."""
         try:
-            async with self._http().get(provider.jwks_uri) as answer:
-                keys = jwt.PyJWKSet.from_dict(await answer.json(content_type=None))
+            async with self._http().get(provider.jwks_uri, allow_redirects=False) as answer:
+                document = await answer.json(content_type=None)
+            keys = jwt.PyJWKSet.from_dict(document if isinstance(document, dict) else {})
             kid = jwt.get_unverified_header(id_token).get("kid")
             key = next(k for k in keys.keys if kid is None or k.key_id == kid)
             claims: dict[str, Any] = jwt.decode(
                 id_token, key=key.key, algorithms=["RS256", "ES256"], audience=client_id,
-                issuer=provider.issuer, options={"require": ["exp", "iat", "sub"]},
+                issuer=provider.issuer, leeway=CLOCK_LEEWAY_S,
+                options={"require": ["exp", "iat", "sub"]},
             )  # fmt: skip
         except (
-            aiohttp.ClientError,
-            TimeoutError,
-            ValueError,
-            StopIteration,
-            jwt.PyJWTError,
-        ) as error:
-            raise SignInRefused(f"the ID token failed a check: {error!r}") from None
+            aiohttp.ClientError, OSError, TimeoutError, ValueError, TypeError, KeyError,
+            AttributeError, StopIteration, jwt.PyJWTError,
+        ) as error:  # fmt: skip
+            raise SignInRefused(f"the ID token failed a check ({type(error).__name__})") from None
         if nonce is not None and claims.get("nonce") != nonce:
             raise SignInRefused("the ID token's nonce is not this sign-in's")
         return claims
+
+
+def _error_of(body: dict[str, Any]) -> str:
+    """An OAuth error code, if the answer has one of the standard's shape."""
+    error = body.get("error")
+    return error[:64] if isinstance(error, str) and error.isascii() else "no error code"
 
 
 def _unanswered(issuer: str, why: str) -> ValidationFailed:

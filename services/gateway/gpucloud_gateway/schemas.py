@@ -170,6 +170,33 @@ class SsoConfigSet(ApiModel):
     create_users: bool = True
 
 
+class SsoDeviceStarted(ApiModel):
+    """A CLI's sign-in begun: the user enters `user_code` at `verification_uri` while
+    the CLI polls with `poll_token` every `interval` seconds."""
+
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str | None
+    expires_in: int
+    interval: int
+    poll_token: str
+
+
+class SsoDevicePoll(ApiModel):
+    poll_token: Annotated[str, Field(min_length=16, max_length=128)]
+
+
+class SsoDeviceResult(ApiModel):
+    """`pending` (poll again in `interval` seconds) or `signed_in` with a short-lived
+    token of the user."""
+
+    status: Literal["pending", "signed_in"]
+    interval: int | None = None
+    email: str | None = None
+    token: str | None = None
+    expires_at: datetime | None = None
+
+
 class SsoConfig(ApiModel):
     tenant_id: str = Field(alias="tenantID")
     issuer: str

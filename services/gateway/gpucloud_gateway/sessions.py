@@ -47,18 +47,23 @@ class Sessions:
     ) -> TokenIssued:
         if request.email is not None and request.password is not None:
             user = await self.signed_in_user(request.email, request.password, connection)
-            claims = SessionToken(
-                source="user", source_id=user["_id"],
-                source_version=user.get("credentials_version", 0), role=user["role"],
-                tenant_id=user["tenant_id"], scopes=list(ALL_SCOPES),
-                audience=API_AUDIENCE, expires_at=time.time() + request.ttl_s,
-            )  # fmt: skip
-        elif principal is not None and principal.via == "api_key" and principal.key_id:
-            claims = self.session_claims(principal, audience=API_AUDIENCE, ttl_s=request.ttl_s)
-        else:
-            raise Unauthenticated(
-                "send an email and password, or exchange an API key sent as a bearer"
+            return self.user_token(user, request.ttl_s)
+        if principal is not None and principal.via == "api_key" and principal.key_id:
+            return self._issued(
+                self.session_claims(principal, audience=API_AUDIENCE, ttl_s=request.ttl_s)
             )
+        raise Unauthenticated("send an email and password, or exchange an API key sent as a bearer")
+
+    def user_token(self, user: UserDoc, ttl_s: float) -> TokenIssued:
+        """A token of a user who proved who they are (a password, or single sign-on)."""
+        claims = SessionToken(
+            source="user", source_id=user["_id"], source_version=user.get("credentials_version", 0),
+            role=user["role"], tenant_id=user["tenant_id"], scopes=list(ALL_SCOPES),
+            audience=API_AUDIENCE, expires_at=time.time() + ttl_s,
+        )  # fmt: skip
+        return self._issued(claims)
+
+    def _issued(self, claims: SessionToken) -> TokenIssued:
         return TokenIssued(
             token=credentials.issue_token(self._session_secret, claims),
             expires_at=datetime.fromtimestamp(claims.expires_at, UTC),

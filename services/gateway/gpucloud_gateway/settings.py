@@ -41,6 +41,14 @@ class GatewaySettings(ServiceSettings):
     console_session_ttl_s: int = 12 * 3600
     console_connect_sources: tuple[str, ...] = ()
 
+    #: The gateway's address as users reach it (https://api.example.com): single
+    #: sign-on's redirect URI is made of it, never of a request's Host. Unset, a
+    #: tenant cannot set single sign-on up.
+    public_url: str | None = None
+    #: Single sign-on providers may be on private networks (an in-house provider);
+    #: off, an issuer and its endpoints must be globally routable addresses.
+    sso_allow_private_networks: bool = False
+
     #: The gateway's public address is https (here, or at an ingress that terminates
     #: TLS in front of it): its answers carry Strict-Transport-Security.
     served_over_tls: bool = True

@@ -1,11 +1,13 @@
 """Single sign-on with OpenID Connect, per tenant: a tenant admin names the provider
-(checked by discovery), the console signs in with the authorization code and PKCE,
-and the provider's groups map to the user's role; a first sign-in makes the user
-when the tenant allows it.
+(checked by discovery); the console signs in with the authorization code and PKCE,
+the CLI with the device authorization grant; the provider's groups map to the
+user's role (sso_accounts.py says which user an ID token names).
 
 The gateway is the relying party, and a confidential client: the client secret,
-sealed at rest, never reaches a browser. A sign-in's state, nonce and code verifier
-live server-side for ten minutes, and its state works once.
+sealed at rest, never reaches a browser or a CLI. A browser's sign-in lives
+server-side for ten minutes, works once, and is bound to the browser that began it
+by a cookie (its state alone would let an attacker sign a victim in as the
+attacker). A CLI's sign-in is held by a poll token only that CLI has.
 """
 
 from __future__ import annotations
@@ -15,42 +17,47 @@ import hashlib
 import hmac
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from gpucloud_libs.clock import aware, now
-from gpucloud_libs.errors import BadRequest, Forbidden, NotFound, ValidationFailed
+from gpucloud_libs.errors import BadRequest, Forbidden, Gone, NotFound, ValidationFailed
 from gpucloud_libs.sealing import SecretBox
 
 from .documents import SsoConfigDoc, SsoLoginDoc, UserDoc
-from .oidc import REFUSED, OidcClient, SignInRefused, authorization_url, pkce_pair
-from .schemas import Principal, SsoConfig, SsoConfigSet, UserCreate
+from .oidc import REFUSED, DevicePending, OidcClient, SignInRefused, authorization_url, pkce_pair
+from .schemas import Principal, SsoConfig, SsoConfigSet, SsoDeviceStarted
 from .settings import GatewaySettings
-from .store import SsoStore, UserStore
-from .users import Users
+from .sso_accounts import SsoAccounts
+from .store import SsoStore
 
 log = logging.getLogger(__name__)
 
 CALLBACK_PATH = "/v1/sso/callback"
 SIGN_IN_TTL = timedelta(minutes=10)
-#: A user's groups give them the highest of these their mapping names.
-ROLE_RANK = {"tenant-user": 1, "tenant-admin": 2}
 
 
-def _state_hash(state: str) -> str:
-    return hashlib.sha256(state.encode()).hexdigest()
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class BrowserSignIn:
+    """Where the browser goes next, and the secret its cookie keeps until it is back."""
+
+    provider_url: str
+    browser_secret: str
 
 
 class SingleSignOn:
     def __init__(
-        self, settings: GatewaySettings, store: SsoStore, oidc: OidcClient, users: Users,
-        user_store: UserStore,
-    ) -> None:  # fmt: skip
-        self._settings = settings
+        self, settings: GatewaySettings, store: SsoStore, oidc: OidcClient, accounts: SsoAccounts
+    ) -> None:
+        self._public_url = (settings.public_url or "").rstrip("/")
+        self.cookie_secure = settings.console_cookie_secure
         self._store = store
         self._oidc = oidc
-        self._users = users
-        self._user_store = user_store
+        self._accounts = accounts
         key = hmac.new(
             settings.session_secret.get_secret_value().encode(),
             b"gpucloud sso client secrets v1", hashlib.sha256,
@@ -59,127 +66,177 @@ class SingleSignOn:
             base64.urlsafe_b64encode(key).decode(), setting="GPUCLOUD_SESSION_SECRET"
         )
 
+    @property
+    def redirect_uri(self) -> str:
+        """Made from the configured public address, never from a request's Host (a
+        TLS-ending ingress would make it http, a forged Host anything)."""
+        return f"{self._public_url}{CALLBACK_PATH}"
+
     # --- the tenant admin's configuration ---------------------------------------------
 
-    async def configure(self, principal: Principal, body: SsoConfigSet, base_url: str) -> SsoConfig:
+    async def configure(self, principal: Principal, body: SsoConfigSet) -> SsoConfig:
         assert principal.tenant_id is not None
-        if not body.issuer.startswith("https://") and not self._settings.egress.loopback_only:
-            raise ValidationFailed("the issuer must be an https:// URL", field="issuer")
-        await self._oidc.discover(body.issuer)  # a 422 when it does not answer
+        if not self._public_url:
+            raise ValidationFailed(
+                "single sign-on needs the platform's public address, which the operator "
+                "has not set (GPUCLOUD_PUBLIC_URL)"
+            )
+        await self._oidc.check_issuer(body.issuer)
+        provider = await self._oidc.discover(body.issuer)  # a 422 when it does not answer
         doc: SsoConfigDoc = {
-            "_id": principal.tenant_id, "issuer": body.issuer.rstrip("/"),
-            "client_id": body.client_id,
+            "_id": principal.tenant_id, "issuer": provider.issuer, "client_id": body.client_id,
             "client_secret_sealed": self._box.seal(body.client_secret.get_secret_value()),
             "group_roles": dict(body.group_roles), "default_role": body.default_role,
             "create_users": body.create_users, "updated_at": now(),
         }  # fmt: skip
         await self._store.put(doc)
-        return _view(doc, base_url)
+        return self._view(doc)
 
-    async def config(self, principal: Principal, base_url: str) -> SsoConfig:
+    async def config(self, principal: Principal) -> SsoConfig:
         assert principal.tenant_id is not None
-        doc = await self._store.config(principal.tenant_id)
-        if doc is None:
-            raise NotFound("single sign-on is not set up for your tenant")
-        return _view(doc, base_url)
+        return self._view(await self._config(principal.tenant_id))
 
     async def remove(self, principal: Principal) -> None:
         assert principal.tenant_id is not None
         if not await self._store.delete(principal.tenant_id):
             raise NotFound("single sign-on is not set up for your tenant")
 
-    # --- a sign-in ------------------------------------------------------------------
+    async def _config(self, tenant_id: str) -> SsoConfigDoc:
+        config = await self._store.config(tenant_id)
+        if config is None:
+            raise NotFound(f"tenant {tenant_id!r} has no single sign-on")
+        return config
+
+    def _view(self, doc: SsoConfigDoc) -> SsoConfig:
+        return SsoConfig(
+            tenant_id=doc["_id"], issuer=doc["issuer"], client_id=doc["client_id"],
+            group_roles=doc["group_roles"], default_role=doc["default_role"],
+            create_users=doc["create_users"], redirect_uri=self.redirect_uri,
+        )  # fmt: skip
+
+    def _client_secret(self, config: SsoConfigDoc) -> str:
+        secret = self._box.open(config["client_secret_sealed"])
+        if secret is None:
+            raise SignInRefused("the client secret no longer opens (the session secret changed)")
+        return secret
 
     async def sweep_expired(self) -> None:
         """Sign-ins begun and never finished."""
         await self._store.delete_expired(now())
 
-    async def start(self, tenant_id: str, base_url: str) -> str:
+    # --- a browser's sign-in ----------------------------------------------------------
+
+    async def start(self, tenant_id: str) -> BrowserSignIn:
         """Where the browser goes to sign in at the tenant's provider."""
-        config = await self._store.config(tenant_id)
-        if config is None:
-            raise NotFound(f"tenant {tenant_id!r} has no single sign-on")
+        config = await self._config(tenant_id)
         provider = await self._oidc.discover(config["issuer"])
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
+        browser_secret = secrets.token_urlsafe(32)
         verifier, challenge = pkce_pair()
-        redirect_uri = f"{base_url.rstrip('/')}{CALLBACK_PATH}"
         await self._store.begin(SsoLoginDoc(
-            _id=_state_hash(state), tenant_id=tenant_id, verifier=verifier, nonce=nonce,
-            redirect_uri=redirect_uri, expires_at=now() + SIGN_IN_TTL,
+            _id=_hash(state), tenant_id=tenant_id, browser_hash=_hash(browser_secret),
+            verifier=verifier, nonce=nonce, redirect_uri=self.redirect_uri,
+            expires_at=now() + SIGN_IN_TTL,
         ))  # fmt: skip
-        return authorization_url(
-            provider, client_id=config["client_id"], redirect_uri=redirect_uri, state=state,
+        url = authorization_url(
+            provider, client_id=config["client_id"], redirect_uri=self.redirect_uri, state=state,
             nonce=nonce, challenge=challenge,
         )  # fmt: skip
+        return BrowserSignIn(url, browser_secret)
 
-    async def finish(self, state: str, code: str | None, error: str | None) -> UserDoc:
+    async def finish(
+        self, state: str, code: str | None, error: str | None, browser_secret: str | None
+    ) -> UserDoc:
         """The user the provider vouched for, in the tenant the sign-in began for."""
-        login = await self._store.take(_state_hash(state))
+        login = await self._store.take(_hash(state))
         if login is None or aware(login["expires_at"]) <= now():
             raise BadRequest("this sign-in expired or was already used; start again")
+        if browser_secret is None or not hmac.compare_digest(
+            _hash(browser_secret), login["browser_hash"]
+        ):
+            raise BadRequest("this sign-in began in another browser; start again here")
         if error is not None or code is None:
-            log.info(
-                "the provider refused a sign-in",
-                extra={"tenant_id": login["tenant_id"], "error": error},
-            )
+            log.info("the provider refused a sign-in", extra={"tenant_id": login["tenant_id"]})
             raise Forbidden(REFUSED)
-        config = await self._store.config(login["tenant_id"])
         try:
+            config = await self._store.config(login["tenant_id"])
             if config is None:
                 raise SignInRefused("single sign-on was removed during the sign-in")
-            claims = await self._claims(config, login, code)
-            return await self._user_of(config, claims)
-        except SignInRefused as refused:
-            log.warning(
-                "a sign-in was refused",
-                extra={"tenant_id": login["tenant_id"], "why": str(refused)},
+            provider = await self._oidc.discover(config["issuer"])
+            id_token = await self._oidc.exchange(
+                provider, client_id=config["client_id"], client_secret=self._client_secret(config),
+                code=code, redirect_uri=login["redirect_uri"], verifier=login["verifier"],
+            )  # fmt: skip
+            claims = await self._oidc.claims(
+                provider, id_token, client_id=config["client_id"], nonce=login["nonce"]
             )
-            raise Forbidden(REFUSED) from None
+            return await self._accounts.user_of(config, claims)
+        except (SignInRefused, ValidationFailed) as refused:
+            raise _refused(login["tenant_id"], refused) from None
 
-    async def _claims(self, config: SsoConfigDoc, login: SsoLoginDoc, code: str) -> dict[str, Any]:
-        provider = await self._oidc.discover(config["issuer"])
-        secret = self._box.open(config["client_secret_sealed"])
-        if secret is None:
-            raise SignInRefused("the client secret no longer opens (the session secret changed)")
-        id_token = await self._oidc.exchange(
-            provider, client_id=config["client_id"], client_secret=secret, code=code,
-            redirect_uri=login["redirect_uri"], verifier=login["verifier"],
+    # --- a CLI's sign-in (device authorization) ---------------------------------------
+
+    async def start_device(self, tenant_id: str) -> SsoDeviceStarted:
+        """A code for the user to enter at the provider, and the token the CLI polls
+        with."""
+        config = await self._config(tenant_id)
+        try:
+            provider = await self._oidc.discover(config["issuer"])
+            started = await self._oidc.authorize_device(
+                provider, client_id=config["client_id"], client_secret=self._client_secret(config)
+            )
+        except (SignInRefused, ValidationFailed) as refused:
+            raise _refused(tenant_id, refused) from None
+        poll_token = secrets.token_urlsafe(32)
+        at = now()
+        await self._store.begin_device({
+            "_id": _hash(poll_token), "tenant_id": tenant_id,
+            "device_code_sealed": self._box.seal(started.device_code),
+            "interval_s": started.interval, "next_poll_at": at,
+            "expires_at": at + timedelta(seconds=min(started.expires_in, 1800)),
+        })  # fmt: skip
+        return SsoDeviceStarted(
+            user_code=started.user_code, verification_uri=started.verification_uri,
+            verification_uri_complete=started.verification_uri_complete,
+            expires_in=started.expires_in, interval=started.interval, poll_token=poll_token,
         )  # fmt: skip
-        return await self._oidc.claims(
-            provider, id_token, client_id=config["client_id"], nonce=login["nonce"]
-        )
 
-    async def _user_of(self, config: SsoConfigDoc, claims: dict[str, Any]) -> UserDoc:
-        email = str(claims.get("email") or "").lower()
-        if not email or claims.get("email_verified") is False:
-            raise SignInRefused("the ID token has no verified email")
-        roles = [
-            config["group_roles"][g]
-            for g in claims.get("groups") or []
-            if g in config["group_roles"]
-        ]
-        role = max(roles, key=ROLE_RANK.__getitem__) if roles else config["default_role"]
-        if role is None:
-            raise SignInRefused(f"no group of {email} has a role in the tenant")
-        user = await self._user_store.by_email(email)
-        if user is None:
-            if not config["create_users"]:
-                raise SignInRefused(f"{email} is not a user and the tenant makes none")
-            body = UserCreate(email=email, name=str(claims.get("name") or email), role=role)
-            made = await self._users.insert(body, tenant_id=config["_id"])
-            user = await self._user_store.get(made.user_id)
-            assert user is not None
-            return user
-        if user.get("tenant_id") != config["_id"] or user["status"] != "active":
-            raise SignInRefused(f"{email} is not an active user of the tenant")
-        if user["role"] != role:
-            user = await self._users.change_role(user, role)
+    async def poll_device(self, poll_token: str) -> UserDoc | int:
+        """The user, once they approved at the provider; until then the seconds to
+        wait before polling again."""
+        poll_hash = _hash(poll_token)
+        device = await self._store.device(poll_hash)
+        at = now()
+        if device is None or aware(device["expires_at"]) <= at:
+            raise Gone("this sign-in expired or was already used; start again")
+        interval = device["interval_s"]
+        if not await self._store.claim_device_poll(poll_hash, at, at + timedelta(seconds=interval)):
+            return interval  # polled too soon: the provider is not asked
+        try:
+            config = await self._config(device["tenant_id"])
+            provider = await self._oidc.discover(config["issuer"])
+            device_code = self._box.open(device["device_code_sealed"]) or ""
+            id_token = await self._oidc.poll_device(
+                provider, client_id=config["client_id"], client_secret=self._client_secret(config),
+                device_code=device_code,
+            )  # fmt: skip
+            claims = await self._oidc.claims(
+                provider, id_token, client_id=config["client_id"], nonce=None
+            )
+            user = await self._accounts.user_of(config, claims)
+        except DevicePending as pending:
+            if pending.slow_down:  # RFC 8628 3.5: five seconds more, from now on
+                interval += 5
+                await self._store.slow_device(poll_hash, at + timedelta(seconds=interval), interval)
+            return interval
+        except (SignInRefused, ValidationFailed) as refused:
+            await self._store.end_device(poll_hash)
+            raise _refused(device["tenant_id"], refused) from None
+        if not await self._store.end_device(poll_hash):
+            raise Gone("this sign-in was already used; start again")
         return user
 
 
-def _view(doc: SsoConfigDoc, base_url: str) -> SsoConfig:
-    return SsoConfig(
-        tenant_id=doc["_id"], issuer=doc["issuer"], client_id=doc["client_id"],
-        group_roles=doc["group_roles"], default_role=doc["default_role"],
-        create_users=doc["create_users"], redirect_uri=f"{base_url.rstrip('/')}{CALLBACK_PATH}",
-    )  # fmt: skip
+def _refused(tenant_id: str, why: Exception) -> Forbidden:
+    log.warning("a sign-in was refused", extra={"tenant_id": tenant_id, "why": str(why)})
+    return Forbidden(REFUSED)

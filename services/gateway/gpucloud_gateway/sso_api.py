@@ -1,5 +1,6 @@
-"""The gateway's routes of single sign-on: a tenant admin's configuration, and the
-browser's way through the provider (start, then the provider's callback)."""
+"""The gateway's routes of single sign-on: a tenant admin's configuration, the
+browser's way through the provider (start, then the provider's callback), and the
+CLI's (a device code, then polls)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,30 @@ from gpucloud_libs.http import app_part
 from .access import audit_target, require
 from .console_sessions import ConsoleSessions
 from .routes import TENANT_ADMIN
-from .schemas import Principal, SsoConfig, SsoConfigSet
-from .sso import SingleSignOn
+from .schemas import (
+    Principal,
+    SsoConfig,
+    SsoConfigSet,
+    SsoDevicePoll,
+    SsoDeviceResult,
+    SsoDeviceStarted,
+)
+from .sessions import Sessions
+from .sso import CALLBACK_PATH, SIGN_IN_TTL, SingleSignOn
 
 router = APIRouter(prefix="/v1")
 
 SsoPart = Annotated[SingleSignOn, app_part(SingleSignOn)]
 ConsolePart = Annotated[ConsoleSessions, app_part(ConsoleSessions)]
+SessionsPart = Annotated[Sessions, app_part(Sessions)]
+TenantId = Annotated[str, Path(max_length=32)]
 #: Where a signed-in browser lands.
 CONSOLE_HOME = "/instances"
+#: The cookie that binds a sign-in to the browser that began it: sent back only to
+#: the callback, and on the provider's top-level redirect (SameSite Lax).
+BROWSER_COOKIE = "gpucloud_sso"
+#: A CLI's token lives long enough to mint its API key.
+CLI_TOKEN_TTL_S = 600
 
 
 @router.put(
@@ -32,18 +48,17 @@ CONSOLE_HOME = "/instances"
     "discovery), client, and which groups get which role (tenant admin)",
 )
 async def set_sso(
-    body: SsoConfigSet, request: Request, sso: SsoPart,
+    body: SsoConfigSet, sso: SsoPart,
     principal: Annotated[Principal, require(TENANT_ADMIN, "admin:write")],
 ) -> SsoConfig:  # fmt: skip
-    return await sso.configure(principal, body, str(request.base_url))
+    return await sso.configure(principal, body)
 
 
 @router.get("/tenant/sso", tags=["sso"], summary="Your tenant's single sign-on (no secret)")
 async def get_sso(
-    request: Request, sso: SsoPart,
-    principal: Annotated[Principal, require(TENANT_ADMIN, "admin:read")],
-) -> SsoConfig:  # fmt: skip
-    return await sso.config(principal, str(request.base_url))
+    sso: SsoPart, principal: Annotated[Principal, require(TENANT_ADMIN, "admin:read")]
+) -> SsoConfig:
+    return await sso.config(principal)
 
 
 @router.delete(
@@ -61,11 +76,14 @@ async def delete_sso(
     "/sso/{tenant_id}/start", tags=["sso"], status_code=status.HTTP_302_FOUND,
     summary="Sign in to the console through the tenant's provider (a browser's redirect)",
 )  # fmt: skip
-async def start_sso(
-    tenant_id: Annotated[str, Path(max_length=32)], request: Request, sso: SsoPart
-) -> RedirectResponse:
-    url = await sso.start(tenant_id, str(request.base_url))
-    return RedirectResponse(url, status_code=status.HTTP_302_FOUND)
+async def start_sso(tenant_id: TenantId, sso: SsoPart) -> RedirectResponse:
+    begun = await sso.start(tenant_id)
+    redirect = RedirectResponse(begun.provider_url, status_code=status.HTTP_302_FOUND)
+    redirect.set_cookie(
+        BROWSER_COOKIE, begun.browser_secret, max_age=int(SIGN_IN_TTL.total_seconds()),
+        path=CALLBACK_PATH, secure=sso.cookie_secure, httponly=True, samesite="lax",
+    )  # fmt: skip
+    return redirect
 
 
 @router.get(
@@ -78,13 +96,42 @@ async def sso_callback(
     code: Annotated[str | None, Query(max_length=2048)] = None,
     error: Annotated[str | None, Query(max_length=256)] = None,
 ) -> HTMLResponse:  # fmt: skip
-    user = await sso.finish(state, code, error)
+    user = await sso.finish(state, code, error, request.cookies.get(BROWSER_COOKIE))
     # A page of this origin moves on to the console: the session cookie is SameSite
     # Strict, and a redirect chain begun at the provider's site would not carry it.
     page = HTMLResponse(
         f'<!doctype html><meta http-equiv="refresh" content="0;url={html.escape(CONSOLE_HOME)}">'
         f'<p>Signed in as {html.escape(user["email"])}. <a href="{CONSOLE_HOME}">Continue</a></p>'
     )
+    page.delete_cookie(
+        BROWSER_COOKIE, path=CALLBACK_PATH, secure=sso.cookie_secure, httponly=True,
+        samesite="lax",
+    )  # fmt: skip
     session = await console.open_for_user(user, page)
     audit_target(request, session.principal)
     return page
+
+
+@router.post(
+    "/sso/{tenant_id}/device", tags=["sso"], status_code=status.HTTP_201_CREATED,
+    summary="Begin a CLI's sign-in through the tenant's provider: a code to enter there",
+)  # fmt: skip
+async def start_device_sso(tenant_id: TenantId, sso: SsoPart) -> SsoDeviceStarted:
+    return await sso.start_device(tenant_id)
+
+
+@router.post(
+    "/sso/device/token", tags=["sso"],
+    summary="Poll a CLI's sign-in: pending, or a short-lived token once the user approved",
+)  # fmt: skip
+async def poll_device_sso(
+    body: SsoDevicePoll, sso: SsoPart, sessions: SessionsPart
+) -> SsoDeviceResult:
+    outcome = await sso.poll_device(body.poll_token)
+    if isinstance(outcome, int):
+        return SsoDeviceResult(status="pending", interval=outcome)
+    issued = sessions.user_token(outcome, CLI_TOKEN_TTL_S)
+    return SsoDeviceResult(
+        status="signed_in", email=outcome["email"], token=issued.token,
+        expires_at=issued.expires_at,
+    )  # fmt: skip

@@ -23,6 +23,8 @@ from .documents import (
     ConsoleSessionDoc,
     InvitationDoc,
     SsoConfigDoc,
+    SsoDeviceDoc,
+    SsoIdentityDoc,
     SsoLoginDoc,
     TenantDoc,
     UserDoc,
@@ -37,6 +39,8 @@ SPENT_LINKS = "spent_session_links"
 INVITATIONS = "invitations"
 SSO_CONFIGS = "sso_configs"
 SSO_LOGINS = "sso_logins"
+SSO_DEVICES = "sso_devices"
+SSO_IDENTITIES = "sso_identities"
 
 INDEXES: IndexPlan = {
     USERS: [
@@ -49,6 +53,7 @@ INDEXES: IndexPlan = {
         IndexModel([("token_hash", ASCENDING)], unique=True),
         IndexModel([("tenant_id", ASCENDING)]),
     ],
+    SSO_IDENTITIES: [IndexModel([("user_id", ASCENDING)])],
 }
 
 
@@ -345,6 +350,8 @@ class SsoStore:
     def __init__(self, db: Database) -> None:
         self._configs: Collection[SsoConfigDoc] = typed(db, SSO_CONFIGS, SsoConfigDoc)
         self._logins: Collection[SsoLoginDoc] = typed(db, SSO_LOGINS, SsoLoginDoc)
+        self._devices: Collection[SsoDeviceDoc] = typed(db, SSO_DEVICES, SsoDeviceDoc)
+        self._identities: Collection[SsoIdentityDoc] = typed(db, SSO_IDENTITIES, SsoIdentityDoc)
 
     async def put(self, doc: SsoConfigDoc) -> None:
         await self._configs.replace_one({"_id": doc["_id"]}, doc, upsert=True)
@@ -367,3 +374,42 @@ class SsoStore:
 
     async def delete_expired(self, at: datetime) -> None:
         await self._logins.delete_many({"expires_at": {"$lt": at}})
+        await self._devices.delete_many({"expires_at": {"$lt": at}})
+
+    async def begin_device(self, doc: SsoDeviceDoc) -> None:
+        await self._devices.insert_one(doc)
+
+    async def device(self, poll_hash: str) -> SsoDeviceDoc | None:
+        return await self._devices.find_one({"_id": poll_hash})
+
+    async def claim_device_poll(self, poll_hash: str, at: datetime, next_at: datetime) -> bool:
+        """Claim this poll: False when the next is due later (the CLI polled too soon,
+        or two pollers race)."""
+        claimed = await self._devices.update_one(
+            {"_id": poll_hash, "next_poll_at": {"$lte": at}}, {"$set": {"next_poll_at": next_at}}
+        )
+        return claimed.modified_count == 1
+
+    async def slow_device(self, poll_hash: str, next_at: datetime, interval_s: int) -> None:
+        await self._devices.update_one(
+            {"_id": poll_hash}, {"$set": {"next_poll_at": next_at, "interval_s": interval_s}}
+        )
+
+    async def end_device(self, poll_hash: str) -> bool:
+        return (await self._devices.delete_one({"_id": poll_hash})).deleted_count == 1
+
+    async def identity(self, identity_id: str) -> SsoIdentityDoc | None:
+        return await self._identities.find_one({"_id": identity_id})
+
+    async def identity_of_user(self, user_id: str, issuer: str) -> SsoIdentityDoc | None:
+        return await self._identities.find_one({"user_id": user_id, "issuer": issuer})
+
+    async def link(self, doc: SsoIdentityDoc) -> None:
+        """Raises AlreadyExists when the provider's account is linked already."""
+        try:
+            await self._identities.insert_one(doc)
+        except DuplicateKeyError as error:
+            raise AlreadyExists(doc["_id"]) from error
+
+    async def unlink(self, identity_id: str) -> None:
+        await self._identities.delete_one({"_id": identity_id})

@@ -11,13 +11,13 @@ import secrets
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.identity import Identity
+from gpucloud_libs.outbound_guard import OutboundGuard
 
 from .alerts import Alerts, ended_by
 from .documents import RuleDoc
 from .rules import Rule, RuleEngine
 from .schemas import AlertRule, AlertRuleCreate, AlertRuleUpdate
 from .store import MonitoringStore
-from .webhook_guard import WebhookGuard
 from .webhook_secrets import WebhookSecrets
 from .webhooks import Webhooks
 
@@ -49,7 +49,7 @@ class AlertRules:
         engine: RuleEngine,
         alerts: Alerts,
         webhooks: Webhooks,
-        guard: WebhookGuard,
+        guard: OutboundGuard,
         webhook_secrets: WebhookSecrets,
         *,
         max_per_tenant: int,

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from gpucloud_libs.identity import require_strong_key
 from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_libs.runtime import ServiceRuntime
 from gpucloud_libs.topics import CLUSTERS, TELEMETRY, TENANTS
 
@@ -27,7 +28,6 @@ from .provenance import Provenance
 from .rules import RuleEngine
 from .settings import MonitoringSettings
 from .store import INDEXES, MonitoringStore
-from .webhook_guard import WebhookGuard
 from .webhook_secrets import WebhookSecrets
 from .webhooks import Webhooks
 
@@ -39,7 +39,8 @@ def _alerting(
     engine: RuleEngine,
 ) -> tuple[Webhooks, Alerts, AlertRules]:
     """Rules, the alerts they fire, and the webhooks that carry them."""
-    guard = WebhookGuard(
+    guard = OutboundGuard(
+        field="webhookURL",
         allow_private_networks=settings.webhook_allow_private_networks,
         loopback_only=settings.loopback_only,
         nameservers=settings.webhook_nameservers,

@@ -3,7 +3,7 @@
 Deliveries are stored first (keyed by alert transition, so a replay finds the
 same one), then sent; the store is scanned once after a start and afterwards
 only this process's own deliveries are looked up, by id. Where a webhook may
-point is webhook_guard.py's; how deliveries are signed, webhook_secrets.py's.
+point is gpucloud_libs.outbound_guard's; how deliveries are signed, webhook_secrets.py's.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import aiohttp
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.outbound_guard import OutboundGuard
 
 from .documents import DeliveryDoc
 from .store import MonitoringStore
-from .webhook_guard import WebhookGuard
 from .webhook_secrets import SIGNATURE_HEADER, WebhookSecrets, signature
 
 #: Webhook retries: after 1, 2, 4 ... seconds, at most this many attempts.
@@ -35,7 +35,7 @@ Target = tuple[str, str | None]
 
 class Webhooks:
     def __init__(
-        self, store: MonitoringStore, guard: WebhookGuard, secrets: WebhookSecrets
+        self, store: MonitoringStore, guard: OutboundGuard, secrets: WebhookSecrets
     ) -> None:
         self._store = store
         self._guard = guard

@@ -1,12 +1,25 @@
-"""The relying party's protocol pieces: PKCE and the authorization request."""
+"""The relying party's protocol pieces: PKCE, the authorization request, client
+credentials, the issuer's name, and the role a user's groups give."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
-from gpucloud_gateway.oidc import Provider, authorization_url, pkce_pair
+import pytest
+
+from gpucloud_gateway.documents import SsoConfigDoc
+from gpucloud_gateway.oidc import (
+    Provider,
+    SignInRefused,
+    authorization_url,
+    client_auth,
+    pkce_pair,
+    same_issuer,
+)
+from gpucloud_gateway.sso_accounts import role_of
 
 PROVIDER = Provider(
     issuer="https://login.example.com", authorization_endpoint="https://login.example.com/auth",
@@ -36,3 +49,40 @@ def test_the_authorization_request_asks_for_a_code_with_pkce_state_nonce_and_gro
         "scope": "openid email profile groups", "state": "s-1", "nonce": "n-1",
         "code_challenge": "c-1", "code_challenge_method": "S256",
     }  # fmt: skip
+
+
+def test_client_credentials_are_form_encoded_before_basic_auth() -> None:
+    """RFC 6749 2.3.1: an id with `:` is sent encoded, so it stays one id."""
+    scheme, _, encoded = client_auth("team:gpucloud", "s3cret/+:=")["Authorization"].partition(" ")
+    assert scheme == "Basic"
+    assert base64.b64decode(encoded).decode() == "team%3Agpucloud:s3cret%2F%2B%3A%3D"
+
+
+@pytest.mark.parametrize(
+    ("named", "asked", "same"),
+    [
+        ("https://login.example.com/", "https://login.example.com", True),
+        ("https://login.example.com", "https://login.example.com/", True),
+        ("https://login.example.com/realms/a", "https://login.example.com/realms/b", False),
+        ("https://evil.example.com", "https://login.example.com", False),
+    ],
+)
+def test_a_discovery_document_names_the_issuer_asked_for(
+    named: str, asked: str, same: bool
+) -> None:
+    assert same_issuer(named, asked) is same
+
+
+def test_the_highest_role_of_a_users_groups_wins_and_none_is_refused() -> None:
+    config: SsoConfigDoc = {
+        "_id": "t-1", "issuer": "https://login.example.com", "client_id": "gpucloud",
+        "client_secret_sealed": "", "group_roles": {"ml": "tenant-user", "ops": "tenant-admin"},
+        "default_role": None, "create_users": True, "updated_at": datetime.now(UTC),
+    }  # fmt: skip
+    assert role_of(config, {"groups": ["ml", "ops", "x"]}) == "tenant-admin"
+    assert role_of(config, {"groups": ["ml"]}) == "tenant-user"
+    with pytest.raises(SignInRefused):
+        role_of(config, {"groups": ["x"]})
+    with pytest.raises(SignInRefused):
+        role_of(config, {"groups": "ml"})  # not a list: no group at all
+    assert role_of({**config, "default_role": "tenant-user"}, {}) == "tenant-user"

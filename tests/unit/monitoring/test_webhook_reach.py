@@ -1,4 +1,4 @@
-"""Where a rule's webhook may point and how a delivery is signed (webhook_guard.py,
+"""Where a rule's webhook may point and how a delivery is signed (gpucloud_libs.outbound_guard,
 webhook_secrets.py): the URL's shape, literal addresses and other spellings of
 loopback, answers that change between save and delivery (a resolver that answers what
 the test says), the socket check, the local stack's loopback-only reach, and the
@@ -16,7 +16,7 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from gpucloud_libs.errors import ValidationFailed
-from gpucloud_monitoring.webhook_guard import GuardedResolver, PrivateAddress, Reach, WebhookGuard
+from gpucloud_libs.outbound_guard import GuardedResolver, OutboundGuard, PrivateAddress, Reach
 from gpucloud_monitoring.webhook_secrets import SECRET_PREFIX, WebhookSecrets, signature
 
 PUBLIC = Reach(allow_private_networks=False, loopback_only=False)
@@ -102,7 +102,7 @@ def test_the_local_stack_reaches_loopback_alone(address: str, allowed: bool) -> 
     ],
 )
 def test_the_shape_check_gives_the_host_to_resolve(url: str, host: str) -> None:
-    assert WebhookGuard(allow_private_networks=False).check_shape(url) == host
+    assert OutboundGuard(field="webhookURL", allow_private_networks=False).check_shape(url) == host
 
 
 @pytest.mark.parametrize(
@@ -112,12 +112,14 @@ def test_the_shape_check_gives_the_host_to_resolve(url: str, host: str) -> None:
 )  # fmt: skip
 def test_a_url_that_is_not_http_to_a_host_is_refused(url: str) -> None:
     with pytest.raises(ValidationFailed, match="webhookURL must be an http"):
-        WebhookGuard(allow_private_networks=True).check_shape(url)
+        OutboundGuard(field="webhookURL", allow_private_networks=True).check_shape(url)
 
 
 def test_a_private_literal_is_refused_by_its_shape_alone() -> None:
     with pytest.raises(ValidationFailed) as refused:
-        WebhookGuard(allow_private_networks=False).check_shape("http://10.0.0.7:9000/hook")
+        OutboundGuard(field="webhookURL", allow_private_networks=False).check_shape(
+            "http://10.0.0.7:9000/hook"
+        )
     assert refused.value.detail == (
         "webhookURL must not point into a private network: "
         "[Errno 13] 10.0.0.7 is 10.0.0.7, not a globally routable address"
@@ -131,7 +133,7 @@ def test_a_private_literal_is_refused_by_its_shape_alone() -> None:
 async def test_other_spellings_of_loopback_are_refused_when_resolved(url: str) -> None:
     """Not literal addresses to `ipaddress`, but the system resolver reads them as
     127.0.0.1: the save-time check resolves them, as a delivery would."""
-    guard = WebhookGuard(allow_private_networks=False)
+    guard = OutboundGuard(field="webhookURL", allow_private_networks=False)
     guard.check_shape(url)  # a name, as far as the shape goes
     with pytest.raises(ValidationFailed, match="not a globally routable address"):
         await guard.check(url)

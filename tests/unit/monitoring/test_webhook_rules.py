@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpucloud_libs.errors import ValidationFailed
-from gpucloud_monitoring.webhook_guard import WebhookGuard
+from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_monitoring.webhook_secrets import WebhookSecrets
 
 
@@ -34,9 +34,9 @@ def test_a_sealed_secret_opens_only_with_its_key() -> None:
 )
 async def test_webhooks_may_not_point_into_private_networks(url: str) -> None:
     with pytest.raises(ValidationFailed):
-        await WebhookGuard(allow_private_networks=False).check(url)
+        await OutboundGuard(field="webhookURL", allow_private_networks=False).check(url)
     if url.startswith("http"):
-        await WebhookGuard(allow_private_networks=True).check(url)
+        await OutboundGuard(field="webhookURL", allow_private_networks=True).check(url)
 
 
 @pytest.mark.parametrize(
@@ -45,6 +45,6 @@ async def test_webhooks_may_not_point_into_private_networks(url: str) -> None:
 async def test_nat64_and_6to4_addresses_are_not_global(address: str) -> None:
     """NAT64 and 6to4 prefixes embed an IPv4 address (here 169.254.169.254, the cloud
     metadata service); Python calls some of them global."""
-    guard = WebhookGuard(allow_private_networks=False)
+    guard = OutboundGuard(field="webhookURL", allow_private_networks=False)
     with pytest.raises(ValidationFailed, match="not a globally routable address"):
         await guard.check(f"http://[{address}]/hook")

@@ -1,16 +1,17 @@
-"""Where a webhook may point: only globally routable addresses, checked on the very
-connection that delivers.
+"""Where a URL a tenant names may make the platform connect: only globally routable
+addresses, checked on the very connection that is made. A tenant's alert webhook
+(monitoring) and its single sign-on provider (the gateway) are such URLs.
 
-A rule's URL is checked when it is saved (a clear 422), and again, for real,
-when a delivery connects: the delivery session resolves through
-`GuardedResolver`, so the addresses it checks are the addresses it dials, and its
-socket factory checks the peer once more as the socket is made, whatever path the
-address took. A name that answered with a public address at creation and a private
-one later (DNS rebinding) is refused at delivery, before any connection is made.
-Deliveries never follow redirects: a 3xx is a failed attempt, not a new target.
+A URL is checked when it is saved (a clear 422), and again, for real, when a
+connection is made: the guarded session resolves through `GuardedResolver`, so the
+addresses it checks are the addresses it dials, and its socket factory checks the
+peer once more as the socket is made, whatever path the address took. A name that
+answered with a public address at creation and a private one later (DNS
+rebinding) is refused at connection, before any packet is sent. Callers never
+follow redirects: a 3xx is a failed attempt, not a new target.
 
-On the local stack (`loopback_only`) a receiver must be on loopback instead, so a
-rule's delivery never leaves the machine.
+On the local stack (`loopback_only`) the peer must be on loopback instead, so
+nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ _EMBEDDED_IPV4 = tuple(
 
 
 class PrivateAddress(OSError):
-    """A webhook's host is, or resolves to, an address the guard does not allow."""
+    """A URL's host is, or resolves to, an address the guard does not allow."""
 
 
 class Reach:
-    """Which peers a delivery may connect to."""
+    """Which peers a guarded connection may reach."""
 
     def __init__(self, *, allow_private_networks: bool, loopback_only: bool) -> None:
         self.allow_private_networks = allow_private_networks
@@ -93,23 +94,26 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
-class WebhookGuard:
-    """A tenant's rule must not make the control plane call its own internals."""
+class OutboundGuard:
+    """A URL a tenant names must not make the control plane call its own internals."""
 
     def __init__(
         self,
         *,
+        field: str,
         allow_private_networks: bool,
         loopback_only: bool = False,
         nameservers: list[str] | None = None,
     ) -> None:
+        """`field` names the URL in a 422 (`webhookURL`, `issuer`)."""
+        self._field = field
         self._reach = Reach(
             allow_private_networks=allow_private_networks, loopback_only=loopback_only
         )
         self._nameservers = nameservers or []
 
     def resolver(self) -> GuardedResolver:
-        """For the delivery session's connector (and for the check at save time)."""
+        """For the guarded session's connector (and for the check at save time)."""
         inner: AbstractResolver = (
             AsyncResolver(nameservers=self._nameservers)
             if self._nameservers
@@ -122,7 +126,7 @@ class WebhookGuard:
         aiohttp dials a literal address without resolving, so it is checked here."""
         parsed = urlparse(url)
         if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-            raise ValidationFailed("webhookURL must be an http(s) URL")
+            raise ValidationFailed(f"{self._field} must be an http(s) URL")
         host = parsed.hostname
         try:
             ipaddress.ip_address(host)
@@ -132,7 +136,7 @@ class WebhookGuard:
             self._reach.require(host, host)
         except PrivateAddress as error:
             raise ValidationFailed(
-                f"webhookURL must not point into a private network: {error}"
+                f"{self._field} must not point into a private network: {error}"
             ) from error
         return host
 
@@ -144,10 +148,10 @@ class WebhookGuard:
             await resolver.resolve(host, 0, socket.AF_UNSPEC)
         except PrivateAddress as error:
             raise ValidationFailed(
-                f"webhookURL must not point into a private network: {error}"
+                f"{self._field} must not point into a private network: {error}"
             ) from error
         except OSError as error:
-            raise ValidationFailed(f"webhookURL host does not resolve: {error}") from error
+            raise ValidationFailed(f"{self._field} host does not resolve: {error}") from error
         finally:
             await resolver.close()
 
