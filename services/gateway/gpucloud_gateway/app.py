@@ -41,6 +41,7 @@ from .settings import GatewaySettings
 from .sso import SingleSignOn
 from .sso_accounts import SsoAccounts
 from .sso_api import router as sso_router
+from .sso_store import SsoStore
 from .store import (
     INDEXES,
     ApiKeyStore,
@@ -48,7 +49,6 @@ from .store import (
     ConsoleSessionStore,
     InvitationStore,
     SpentLinkStore,
-    SsoStore,
     TenantStore,
     UserStore,
 )

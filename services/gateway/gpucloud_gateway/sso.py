@@ -29,7 +29,7 @@ from .oidc import REFUSED, DevicePending, OidcClient, SignInRefused, authorizati
 from .schemas import Principal, SsoConfig, SsoConfigSet, SsoDeviceStarted
 from .settings import GatewaySettings
 from .sso_accounts import SsoAccounts
-from .store import SsoStore
+from .sso_store import SsoStore
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from gpucloud_libs.errors import Conflict
 from .documents import SsoConfigDoc, UserDoc
 from .oidc import SignInRefused
 from .schemas import UserCreate
-from .store import AlreadyExists, SsoStore, UserStore
+from .sso_store import SsoStore
+from .store import AlreadyExists, UserStore
 from .users import Users
 
 #: A user's groups give them the highest of these their mapping names.
