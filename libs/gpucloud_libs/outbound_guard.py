@@ -124,10 +124,13 @@ class OutboundGuard:
     def check_shape(self, url: str) -> str:
         """The URL's host, if the URL is http(s) and any literal address in it is global.
         aiohttp dials a literal address without resolving, so it is checked here."""
-        parsed = urlparse(url)
-        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+        try:
+            parsed = urlparse(url)
+            host = parsed.hostname
+        except ValueError:  # an unclosed [ of an IPv6 address, say
+            host = None
+        if host is None or parsed.scheme not in {"http", "https"}:
             raise ValidationFailed(f"{self._field} must be an http(s) URL")
-        host = parsed.hostname
         try:
             ipaddress.ip_address(host)
         except ValueError:
@@ -150,7 +153,7 @@ class OutboundGuard:
             raise ValidationFailed(
                 f"{self._field} must not point into a private network: {error}"
             ) from error
-        except OSError as error:
+        except (OSError, UnicodeError) as error:  # UnicodeError: not a name IDNA can write
             raise ValidationFailed(f"{self._field} host does not resolve: {error}") from error
         finally:
             await resolver.close()

@@ -193,3 +193,9 @@ def test_each_new_secret_is_fresh_and_marked_as_a_webhook_secret() -> None:
     assert len(first) > len(SECRET_PREFIX) + 40
     assert first != second
     assert box.open(sealed_first) == first
+
+
+@pytest.mark.parametrize("url", ["http://[::1/hook", "http://exa\U000f881fmple.com/hook"])
+async def test_a_url_that_cannot_be_parsed_or_resolved_is_a_422(url: str) -> None:
+    with pytest.raises(ValidationFailed, match=r"must be an http|does not resolve"):
+        await OutboundGuard(field="webhookURL", allow_private_networks=False).check(url)
