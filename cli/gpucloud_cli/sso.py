@@ -21,6 +21,7 @@ SSO_COLUMNS: list[Column] = [
     ("GROUPS", lambda s: ", ".join(f"{g}={r}" for g, r in s["groupRoles"].items()) or "-"),
     ("OTHERS", lambda s: s["defaultRole"] or "refused"),
     ("NEW USERS", lambda s: "made" if s["createUsers"] else "refused"),
+    ("CLI", lambda s: "allowed" if s["cliSignIn"] else "off"),
     ("REDIRECT URI", lambda s: s["redirectUri"]),
 ]
 
@@ -40,10 +41,13 @@ def sso() -> None:
 @click.option("--default-role", type=click.Choice(["tenant-user", "tenant-admin"]),
               help="The role of a user none of whose groups is named (default: refused).")  # fmt: skip
 @click.option("--no-new-users", is_flag=True, help="Admit only users an admin added first.")
+@click.option("--cli", "cli_sign_in", is_flag=True,
+              help="Let users sign the CLI in with a code entered at the provider "
+              "(`gpucloud login --sso`); a code can be phished, so it is off unless set.")  # fmt: skip
 @pass_session
 def set_sso(
     session: Session, issuer: str, client_id: str, client_secret_stdin: bool,
-    groups: tuple[str, ...], default_role: str | None, no_new_users: bool,
+    groups: tuple[str, ...], default_role: str | None, no_new_users: bool, cli_sign_in: bool,
 ) -> None:  # fmt: skip
     """Set up single sign-on. Register the printed REDIRECT URI at the provider.
 
@@ -65,7 +69,7 @@ def set_sso(
         roles[group] = role
     body: dict[str, Any] = {
         "issuer": issuer, "clientID": client_id, "clientSecret": secret, "groupRoles": roles,
-        "defaultRole": default_role, "createUsers": not no_new_users,
+        "defaultRole": default_role, "createUsers": not no_new_users, "cliSignIn": cli_sign_in,
     }  # fmt: skip
     session.emit(session.client.sso(body), SSO_COLUMNS)
 

@@ -150,11 +150,14 @@ class OutboundGuard:
         try:
             await resolver.resolve(host, 0, socket.AF_UNSPEC)
         except PrivateAddress as error:
+            # Which address it resolved to stays out of the answer: it would let a
+            # tenant map the platform's internal names.
             raise ValidationFailed(
-                f"{self._field} must not point into a private network: {error}"
+                f"{self._field} must not point into a private network: {host} resolves to "
+                "what is not a globally routable address"
             ) from error
         except (OSError, UnicodeError) as error:  # UnicodeError: not a name IDNA can write
-            raise ValidationFailed(f"{self._field} host does not resolve: {error}") from error
+            raise ValidationFailed(f"{self._field} host {host} does not resolve") from error
         finally:
             await resolver.close()
 

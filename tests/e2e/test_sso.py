@@ -105,7 +105,7 @@ async def _sign_in(chromium: Browser, platform: Platform, tenant_id: str, email:
     return page
 
 
-async def _set_up(platform: Platform, dex: Provider, tmp_path: Path) -> TenantAccount:
+async def _set_up(platform: Platform, dex: Provider, tmp_path: Path, *flags: str) -> TenantAccount:
     """A tenant whose admin set Dex up from the CLI: ml-admins are its admins, ml-team
     its users."""
     account = await platform.tenant()
@@ -113,7 +113,7 @@ async def _set_up(platform: Platform, dex: Provider, tmp_path: Path) -> TenantAc
     assert (await admin.login(account.admin_key)).code == 0
     await admin.ok(
         "sso", "set", "--issuer", dex.issuer, "--client-id", "gpucloud", "--client-secret-stdin",
-        "--group", "ml-admins=tenant-admin", "--group", "ml-team=tenant-user",
+        "--group", "ml-admins=tenant-admin", "--group", "ml-team=tenant-user", *flags,
         stdin=f"{CLIENT_SECRET}\n",
     )  # fmt: skip
     return account
@@ -205,7 +205,7 @@ async def test_a_sign_ins_state_works_once_only_in_its_browser_and_an_unknown_te
         cookie = begun.headers["set-cookie"].lower()
         assert "httponly" in cookie
         assert "samesite=lax" in cookie
-        assert "path=/v1/sso/callback" in cookie
+        assert "max-age=600" in cookie
     victim = await platform.http.get("/v1/sso/callback", params={"state": state, "code": "c"})
     assert_problem(victim, 400)
     assert "began in another browser" in victim.json()["detail"]
@@ -233,8 +233,14 @@ async def test_a_provider_signs_in_no_user_of_another_tenant(
 async def test_the_cli_signs_in_with_a_code_entered_at_the_provider(
     platform: Platform, dex: Provider, chromium: Browser, tmp_path: Path
 ) -> None:
-    account = await _set_up(platform, dex, tmp_path)
+    # Off unless the admin allows it: a code can be phished.
+    closed = await _set_up(platform, dex, tmp_path / "closed")
     cli = cli_for(tmp_path / "ada", platform)
+    refused = await cli.run("login", "--endpoint", cli.endpoint, "--sso", closed.tenant_id)
+    assert refused.code == 1
+    assert "for the console only" in refused.err
+
+    account = await _set_up(platform, dex, tmp_path, "--cli")
     login = await cli.start("login", "--endpoint", cli.endpoint, "--sso", account.tenant_id)
     assert login.stderr is not None
     shown = ""

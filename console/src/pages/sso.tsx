@@ -10,6 +10,7 @@ interface Sso {
   groupRoles: Record<string, string>;
   defaultRole: string | null;
   createUsers: boolean;
+  cliSignIn: boolean;
   redirectUri: string;
 }
 
@@ -30,6 +31,7 @@ export function SingleSignOn() {
   const [groups, setGroups] = useState("");
   const [fallback, setFallback] = useState("");
   const [createUsers, setCreateUsers] = useState(true);
+  const [cliSignIn, setCliSignIn] = useState(false);
   // The form starts from what is set, so saving a change keeps the rest as it was.
   useEffect(() => {
     const set = current.data;
@@ -39,6 +41,7 @@ export function SingleSignOn() {
     setGroups(Object.entries(set.groupRoles).map(([group, role]) => `${group}=${role}`).join(", "));
     setFallback(set.defaultRole ?? "");
     setCreateUsers(set.createUsers);
+    setCliSignIn(set.cliSignIn);
   }, [current.data]);
   const action = useAction();
   const save = (e: Event) => {
@@ -47,6 +50,7 @@ export function SingleSignOn() {
       await put("/tenant/sso", {
         issuer, clientID, clientSecret: secret, groupRoles: pairs(groups), defaultRole: fallback || null,
         createUsers,
+        cliSignIn,
       });
       setSecret("");
       current.reload();
@@ -77,6 +81,10 @@ export function SingleSignOn() {
         <label>
           <input type="checkbox" name="sso-createUsers" checked={createUsers} onChange={(e) => setCreateUsers((e.target as HTMLInputElement).checked)} />{" "}
           Make a user at their first sign-in
+        </label>
+        <label title="gpucloud login --sso: a code entered at the provider. Anyone can ask for a code and send it to a member, so it is off unless you allow it.">
+          <input type="checkbox" name="sso-cliSignIn" checked={cliSignIn} onChange={(e) => setCliSignIn((e.target as HTMLInputElement).checked)} />{" "}
+          Allow the CLI to sign in with a code
         </label>
         <button type="submit" disabled={action.busy}>
           Save single sign-on

@@ -168,10 +168,11 @@ def _single_sign_on(
     oidc = OidcClient(guard, require_https=not settings.egress.loopback_only)
     store = SsoStore(runtime.db)
     sso = SingleSignOn(
-        settings, store, oidc, SsoAccounts(store, identity.users, UserStore(runtime.db))
-    )
+        settings, store, oidc,
+        SsoAccounts(store, identity.users, UserStore(runtime.db), identity.authenticator),
+    )  # fmt: skip
     runtime.on_stop(oidc.close)
-    runtime.every(3600.0, sso.sweep_expired, "sso-sign-ins")
+    runtime.every(60.0, sso.sweep_expired, "sso-sign-ins")
     return sso
 
 

@@ -111,6 +111,7 @@ class SsoConfigDoc(TypedDict):
     group_roles: dict[str, str]
     default_role: str | None
     create_users: bool
+    cli_sign_in: bool
     updated_at: datetime
 
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import math
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -25,6 +28,14 @@ from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.outbound_guard import OutboundGuard
 
 PROVIDER_TIMEOUT_S = 5.0
+#: A provider's answers are small; a larger one is refused unread past this.
+MAX_ANSWER_BYTES = 256 * 1024
+#: Discovery documents and keys are reused this long (a key the token names but the
+#: cached set lacks is fetched again at once: a rotation).
+PROVIDER_CACHE_S = 600.0
+#: RFC 8628's poll interval and a device code's life, as this gateway keeps them.
+DEVICE_INTERVAL_S = (5, 60)
+DEVICE_EXPIRY_S = (60, 1800)
 #: Clocks of the provider and the gateway may differ this much (iat, exp, nbf).
 CLOCK_LEEWAY_S = 60
 #: What a refused sign-in says: the reason is logged, never shown (it would tell an
@@ -35,6 +46,10 @@ DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 class SignInRefused(Exception):
     """The provider or its answer failed a check; the message is for the log only."""
+
+
+class ProviderUnreachable(SignInRefused):
+    """The provider did not answer (a network blip, a timeout): a poll may try again."""
 
 
 class DevicePending(Exception):
@@ -104,6 +119,9 @@ class OidcClient:
         self._guard = guard
         self._require_https = require_https
         self._session: aiohttp.ClientSession | None = None
+        # Per replica: issuer -> (provider, until); keys URL -> (keys, until).
+        self._providers: dict[str, tuple[Provider, float]] = {}
+        self._keys: dict[str, tuple[jwt.PyJWKSet, float]] = {}
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -121,15 +139,19 @@ class OidcClient:
             raise ValidationFailed("the issuer must be an https:// URL", field="issuer")
         await self._guard.check(issuer)
 
-    async def discover(self, issuer: str) -> Provider:
-        """The issuer's endpoints, from its discovery document; a 422 saying why when it
-        does not answer one, or answers for another issuer."""
+    async def discover(self, issuer: str, *, fresh: bool = False) -> Provider:
+        """The issuer's endpoints, from its discovery document (reused for ten
+        minutes unless `fresh`); a 422 saying why when it does not answer one, or
+        answers for another issuer."""
+        cached = self._providers.get(issuer)
+        if cached is not None and cached[1] > time.monotonic() and not fresh:
+            return cached[0]
         url = f"{issuer.rstrip('/')}/.well-known/openid-configuration"
         try:
             async with self._http().get(url, allow_redirects=False) as answer:
                 if answer.status != 200:
                     raise _unanswered(issuer, f"HTTP {answer.status}")
-                document = await answer.json(content_type=None)
+                document = await _json(answer)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
             raise _unanswered(issuer, type(error).__name__) from None
         if not isinstance(document, dict):
@@ -141,13 +163,15 @@ class OidcClient:
         for field in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
             endpoints[field] = self._endpoint(issuer, document, field)
         device = document.get("device_authorization_endpoint")
-        return Provider(
+        provider = Provider(
             issuer=named, **endpoints,
             device_authorization_endpoint=(
                 self._endpoint(issuer, document, "device_authorization_endpoint")
                 if device is not None else None
             ),
         )  # fmt: skip
+        self._providers[issuer] = (provider, time.monotonic() + PROVIDER_CACHE_S)
+        return provider
 
     def _endpoint(self, issuer: str, document: dict[str, Any], field: str) -> str:
         value = document.get(field)
@@ -190,7 +214,8 @@ class OidcClient:
                     str(body["verification_uri_complete"])
                     if body.get("verification_uri_complete") else None
                 ),
-                expires_in=int(body.get("expires_in", 600)), interval=int(body.get("interval", 5)),
+                expires_in=_seconds(body.get("expires_in", 600), DEVICE_EXPIRY_S),
+                interval=_seconds(body.get("interval", 5), DEVICE_INTERVAL_S),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError):
             raise SignInRefused(
@@ -206,7 +231,7 @@ class OidcClient:
             provider.token_endpoint, form, client_auth(client_id, client_secret)
         )
         error = body.get("error")
-        if error in {"authorization_pending", "slow_down"}:
+        if isinstance(error, str) and error in {"authorization_pending", "slow_down"}:
             raise DevicePending(slow_down=error == "slow_down")
         if status != 200 or not isinstance(body.get("id_token"), str):
             raise SignInRefused(f"the token endpoint answered {status}: {_error_of(body)}")
@@ -219,11 +244,13 @@ class OidcClient:
             async with self._http().post(
                 url, data=form, headers=headers, allow_redirects=False
             ) as answer:
-                body = await answer.json(content_type=None)
                 status = answer.status
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as error:
+                body = await _json(answer)
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
             # The type only: a client error's text may carry the request's headers.
-            raise SignInRefused(f"{url} did not answer ({type(error).__name__})") from None
+            raise ProviderUnreachable(f"{url} did not answer ({type(error).__name__})") from None
+        except ValueError:
+            raise SignInRefused(f"{url} answered {status} with no JSON") from None
         return status, body if isinstance(body, dict) else {}
 
     async def claims(
@@ -232,11 +259,8 @@ class OidcClient:
         """The ID token's claims, once its signature, issuer, audience, expiry and nonce
         hold."""
         try:
-            async with self._http().get(provider.jwks_uri, allow_redirects=False) as answer:
-                document = await answer.json(content_type=None)
-            keys = jwt.PyJWKSet.from_dict(document if isinstance(document, dict) else {})
             kid = jwt.get_unverified_header(id_token).get("kid")
-            key = next(k for k in keys.keys if kid is None or k.key_id == kid)
+            key = await self._key(provider.jwks_uri, kid)
             claims: dict[str, Any] = jwt.decode(
                 id_token, key=key.key, algorithms=["RS256", "ES256"], audience=client_id,
                 issuer=provider.issuer, leeway=CLOCK_LEEWAY_S,
@@ -244,12 +268,46 @@ class OidcClient:
             )  # fmt: skip
         except (
             aiohttp.ClientError, OSError, TimeoutError, ValueError, TypeError, KeyError,
-            AttributeError, StopIteration, jwt.PyJWTError,
+            AttributeError, jwt.PyJWTError,
         ) as error:  # fmt: skip
             raise SignInRefused(f"the ID token failed a check ({type(error).__name__})") from None
         if nonce is not None and claims.get("nonce") != nonce:
             raise SignInRefused("the ID token's nonce is not this sign-in's")
         return claims
+
+    async def _key(self, jwks_uri: str, kid: str | None) -> jwt.PyJWK:
+        """The issuer's key `kid` names (its only one when the token names none)."""
+        cached = self._keys.get(jwks_uri)
+        reusable = cached is not None and cached[1] > time.monotonic()
+        for fetch in (False, True) if reusable else (True,):
+            if fetch:
+                async with self._http().get(jwks_uri, allow_redirects=False) as answer:
+                    document = await _json(answer)
+                keys = jwt.PyJWKSet.from_dict(document if isinstance(document, dict) else {})
+                cached = (keys, time.monotonic() + PROVIDER_CACHE_S)
+                self._keys[jwks_uri] = cached
+            assert cached is not None
+            found = [k for k in cached[0].keys if kid is None or k.key_id == kid]
+            if found:
+                return found[0]
+        raise SignInRefused("the ID token names a key the issuer does not list")
+
+
+async def _json(answer: aiohttp.ClientResponse) -> Any:
+    """An answer's JSON, read no further than MAX_ANSWER_BYTES (ValueError past it)."""
+    raw = await answer.content.read(MAX_ANSWER_BYTES + 1)
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise ValueError("the answer is too large")
+    return json.loads(raw)
+
+
+def _seconds(value: Any, bounds: tuple[int, int]) -> int:
+    """A provider's count of seconds, as an integer within `bounds` (ValueError when it
+    is not a finite number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ValueError("not a number of seconds")
+    low, high = bounds
+    return int(min(max(value, low), high))
 
 
 def _error_of(body: dict[str, Any]) -> str:

@@ -168,6 +168,10 @@ class SsoConfigSet(ApiModel):
     default_role: Literal["tenant-user", "tenant-admin"] | None = None
     #: Whether a first sign-in makes the user; otherwise an admin adds them first.
     create_users: bool = True
+    #: Whether the CLI may sign in with a code entered at the provider (the device
+    #: grant). Off by default: anyone can ask for a code and send it to a member,
+    #: who would sign the sender in by entering it (device-code phishing).
+    cli_sign_in: bool = Field(default=False, alias="cliSignIn")
 
 
 class SsoDeviceStarted(ApiModel):
@@ -204,6 +208,7 @@ class SsoConfig(ApiModel):
     group_roles: dict[str, str]
     default_role: str | None
     create_users: bool
+    cli_sign_in: bool = Field(alias="cliSignIn")
     #: What to register at the provider as the client's redirect URI.
     redirect_uri: str
 

@@ -74,13 +74,7 @@ class Sessions:
     ) -> UserDoc:
         """The active user with this email and password; rate-limited per client address
         (before the scrypt it costs, review M8), then per email."""
-        address = address_key(client_address(connection, self._trusted_proxies))
-        self._limiter.take(
-            f"sign-in:{address}",
-            rate=self._sign_ins_per_s,
-            burst=self._sign_ins_burst,
-            what="signing in from this address",
-        )
+        self.limit_sign_ins(connection)
         self._limiter.take(f"login:{email}", rate=0.2, burst=10, what="signing in as this user")
         user = await self._users.by_email(email)
         matched = await asyncio.to_thread(
@@ -94,6 +88,17 @@ class Sessions:
             raise Unauthenticated("the user is disabled")
         await self._authenticator.check_tenant(user["tenant_id"])
         return user
+
+    def limit_sign_ins(self, connection: HTTPConnection) -> None:
+        """Sign-ins from one client address (a password's scrypt, a single sign-on's
+        calls to the provider) are rate-limited before any of that work (review M8)."""
+        address = address_key(client_address(connection, self._trusted_proxies))
+        self._limiter.take(
+            f"sign-in:{address}",
+            rate=self._sign_ins_per_s,
+            burst=self._sign_ins_burst,
+            what="signing in from this address",
+        )
 
     def session_claims(self, principal: Principal, *, audience: str, ttl_s: float) -> SessionToken:
         """A token acting as `principal`, tied to the credential it was minted from."""

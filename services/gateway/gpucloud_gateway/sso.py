@@ -25,7 +25,15 @@ from gpucloud_libs.errors import BadRequest, Forbidden, Gone, NotFound, Validati
 from gpucloud_libs.sealing import SecretBox
 
 from .documents import SsoConfigDoc, SsoLoginDoc, UserDoc
-from .oidc import REFUSED, DevicePending, OidcClient, SignInRefused, authorization_url, pkce_pair
+from .oidc import (
+    REFUSED,
+    DevicePending,
+    OidcClient,
+    ProviderUnreachable,
+    SignInRefused,
+    authorization_url,
+    pkce_pair,
+)
 from .schemas import Principal, SsoConfig, SsoConfigSet, SsoDeviceStarted
 from .settings import GatewaySettings
 from .sso_accounts import SsoAccounts
@@ -55,6 +63,8 @@ class SingleSignOn:
     ) -> None:
         self._public_url = (settings.public_url or "").rstrip("/")
         self.cookie_secure = settings.console_cookie_secure
+        #: The cookie binding a browser's sign-in to it; `__Host-` needs Secure.
+        self.cookie_name = ("__Host-" if self.cookie_secure else "") + "gpucloud_sso"
         self._store = store
         self._oidc = oidc
         self._accounts = accounts
@@ -82,12 +92,13 @@ class SingleSignOn:
                 "has not set (GPUCLOUD_PUBLIC_URL)"
             )
         await self._oidc.check_issuer(body.issuer)
-        provider = await self._oidc.discover(body.issuer)  # a 422 when it does not answer
+        provider = await self._oidc.discover(body.issuer, fresh=True)  # a 422 if it does not answer
         doc: SsoConfigDoc = {
             "_id": principal.tenant_id, "issuer": provider.issuer, "client_id": body.client_id,
             "client_secret_sealed": self._box.seal(body.client_secret.get_secret_value()),
             "group_roles": dict(body.group_roles), "default_role": body.default_role,
-            "create_users": body.create_users, "updated_at": now(),
+            "create_users": body.create_users, "cli_sign_in": body.cli_sign_in,
+            "updated_at": now(),
         }  # fmt: skip
         await self._store.put(doc)
         return self._view(doc)
@@ -103,7 +114,7 @@ class SingleSignOn:
 
     async def _config(self, tenant_id: str) -> SsoConfigDoc:
         config = await self._store.config(tenant_id)
-        if config is None:
+        if config is None or not await self._accounts.tenant_active(tenant_id):
             raise NotFound(f"tenant {tenant_id!r} has no single sign-on")
         return config
 
@@ -111,7 +122,8 @@ class SingleSignOn:
         return SsoConfig(
             tenant_id=doc["_id"], issuer=doc["issuer"], client_id=doc["client_id"],
             group_roles=doc["group_roles"], default_role=doc["default_role"],
-            create_users=doc["create_users"], redirect_uri=self.redirect_uri,
+            create_users=doc["create_users"], cli_sign_in=doc["cli_sign_in"],
+            redirect_uri=self.redirect_uri,
         )  # fmt: skip
 
     def _client_secret(self, config: SsoConfigDoc) -> str:
@@ -180,6 +192,11 @@ class SingleSignOn:
         """A code for the user to enter at the provider, and the token the CLI polls
         with."""
         config = await self._config(tenant_id)
+        if not config["cli_sign_in"]:
+            raise Forbidden(
+                "this tenant's single sign-on is for the console only; its admin may allow "
+                "the CLI (gpucloud sso set --cli)"
+            )
         try:
             provider = await self._oidc.discover(config["issuer"])
             started = await self._oidc.authorize_device(
@@ -213,9 +230,13 @@ class SingleSignOn:
         if not await self._store.claim_device_poll(poll_hash, at, at + timedelta(seconds=interval)):
             return interval  # polled too soon: the provider is not asked
         try:
-            config = await self._config(device["tenant_id"])
+            config = await self._store.config(device["tenant_id"])
+            if config is None:
+                raise SignInRefused("single sign-on was removed during the sign-in")
             provider = await self._oidc.discover(config["issuer"])
-            device_code = self._box.open(device["device_code_sealed"]) or ""
+            device_code = self._box.open(device["device_code_sealed"])
+            if device_code is None:
+                raise SignInRefused("the device code no longer opens (the session secret changed)")
             id_token = await self._oidc.poll_device(
                 provider, client_id=config["client_id"], client_secret=self._client_secret(config),
                 device_code=device_code,
@@ -224,6 +245,9 @@ class SingleSignOn:
                 provider, id_token, client_id=config["client_id"], nonce=None
             )
             user = await self._accounts.user_of(config, claims)
+        except ProviderUnreachable as unreachable:  # a blip: the CLI polls again
+            log.info("a provider did not answer a poll", extra={"why": str(unreachable)})
+            return interval
         except DevicePending as pending:
             if pending.slow_down:  # RFC 8628 3.5: five seconds more, from now on
                 interval += 5

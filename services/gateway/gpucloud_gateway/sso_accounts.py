@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Conflict
+from gpucloud_libs.errors import Conflict, Unauthenticated
 
+from .authentication import Authenticator
 from .documents import SsoConfigDoc, UserDoc
 from .oidc import SignInRefused
 from .schemas import UserCreate
@@ -29,8 +30,10 @@ ROLE_RANK = {"tenant-user": 1, "tenant-admin": 2}
 NAME_MAX = 128
 
 
-def identity_id(issuer: str, subject: str) -> str:
-    return hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()
+def identity_id(tenant_id: str, issuer: str, subject: str) -> str:
+    """Per tenant: two tenants trusting one issuer (a public provider) link its
+    accounts each to their own users, and neither's link blocks the other's."""
+    return hashlib.sha256(f"{tenant_id}\n{issuer}\n{subject}".encode()).hexdigest()
 
 
 def role_of(config: SsoConfigDoc, claims: dict[str, Any]) -> str:
@@ -45,16 +48,28 @@ def role_of(config: SsoConfigDoc, claims: dict[str, Any]) -> str:
 
 
 class SsoAccounts:
-    def __init__(self, store: SsoStore, users: Users, user_store: UserStore) -> None:
+    def __init__(
+        self, store: SsoStore, users: Users, user_store: UserStore, authenticator: Authenticator
+    ) -> None:
         self._store = store
         self._users = users
         self._user_store = user_store
+        self._authenticator = authenticator
+
+    async def tenant_active(self, tenant_id: str) -> bool:
+        try:
+            await self._authenticator.check_tenant(tenant_id)
+        except Unauthenticated:
+            return False
+        return True
 
     async def user_of(self, config: SsoConfigDoc, claims: dict[str, Any]) -> UserDoc:
         """The active user of the config's tenant the claims name, with the role their
         groups give now (made, or linked by verified email, on a first sign-in)."""
+        if not await self.tenant_active(config["_id"]):
+            raise SignInRefused("the tenant was deleted")
         role = role_of(config, claims)
-        linked_id = identity_id(config["issuer"], str(claims["sub"]))
+        linked_id = identity_id(config["_id"], config["issuer"], str(claims["sub"]))
         linked = await self._store.identity(linked_id)
         user = await self._user_store.get(linked["user_id"]) if linked else None
         if linked is not None and (user is None or user["status"] == "deleted"):
@@ -79,7 +94,7 @@ class SsoAccounts:
         if user is not None:
             if user.get("tenant_id") != config["_id"]:
                 raise SignInRefused("the email is a user of another tenant")
-            if await self._store.identity_of_user(user["_id"], config["issuer"]) is not None:
+            if await self._store.identity_of_user(user["_id"], config["issuer"]):
                 raise SignInRefused("the user is linked to another account of the provider")
         elif not config["create_users"]:
             raise SignInRefused("the email is not a user and the tenant makes none")

@@ -24,7 +24,7 @@ from .schemas import (
     SsoDeviceStarted,
 )
 from .sessions import Sessions
-from .sso import CALLBACK_PATH, SIGN_IN_TTL, SingleSignOn
+from .sso import SIGN_IN_TTL, SingleSignOn
 
 router = APIRouter(prefix="/v1")
 
@@ -34,9 +34,6 @@ SessionsPart = Annotated[Sessions, app_part(Sessions)]
 TenantId = Annotated[str, Path(max_length=32)]
 #: Where a signed-in browser lands.
 CONSOLE_HOME = "/instances"
-#: The cookie that binds a sign-in to the browser that began it: sent back only to
-#: the callback, and on the provider's top-level redirect (SameSite Lax).
-BROWSER_COOKIE = "gpucloud_sso"
 #: A CLI's token lives long enough to mint its API key.
 CLI_TOKEN_TTL_S = 600
 
@@ -76,12 +73,17 @@ async def delete_sso(
     "/sso/{tenant_id}/start", tags=["sso"], status_code=status.HTTP_302_FOUND,
     summary="Sign in to the console through the tenant's provider (a browser's redirect)",
 )  # fmt: skip
-async def start_sso(tenant_id: TenantId, sso: SsoPart) -> RedirectResponse:
+async def start_sso(
+    tenant_id: TenantId, request: Request, sso: SsoPart, sessions: SessionsPart
+) -> RedirectResponse:
+    sessions.limit_sign_ins(request)
     begun = await sso.start(tenant_id)
     redirect = RedirectResponse(begun.provider_url, status_code=status.HTTP_302_FOUND)
+    # It binds the sign-in to this browser: sent back on the provider's top-level
+    # redirect (SameSite Lax), and `__Host-` where Secure (no subdomain can set it).
     redirect.set_cookie(
-        BROWSER_COOKIE, begun.browser_secret, max_age=int(SIGN_IN_TTL.total_seconds()),
-        path=CALLBACK_PATH, secure=sso.cookie_secure, httponly=True, samesite="lax",
+        sso.cookie_name, begun.browser_secret, max_age=int(SIGN_IN_TTL.total_seconds()),
+        path="/", secure=sso.cookie_secure, httponly=True, samesite="lax",
     )  # fmt: skip
     return redirect
 
@@ -96,7 +98,7 @@ async def sso_callback(
     code: Annotated[str | None, Query(max_length=2048)] = None,
     error: Annotated[str | None, Query(max_length=256)] = None,
 ) -> HTMLResponse:  # fmt: skip
-    user = await sso.finish(state, code, error, request.cookies.get(BROWSER_COOKIE))
+    user = await sso.finish(state, code, error, request.cookies.get(sso.cookie_name))
     # A page of this origin moves on to the console: the session cookie is SameSite
     # Strict, and a redirect chain begun at the provider's site would not carry it.
     page = HTMLResponse(
@@ -104,9 +106,8 @@ async def sso_callback(
         f'<p>Signed in as {html.escape(user["email"])}. <a href="{CONSOLE_HOME}">Continue</a></p>'
     )
     page.delete_cookie(
-        BROWSER_COOKIE, path=CALLBACK_PATH, secure=sso.cookie_secure, httponly=True,
-        samesite="lax",
-    )  # fmt: skip
+        sso.cookie_name, path="/", secure=sso.cookie_secure, httponly=True, samesite="lax"
+    )
     session = await console.open_for_user(user, page)
     audit_target(request, session.principal)
     return page
@@ -116,7 +117,10 @@ async def sso_callback(
     "/sso/{tenant_id}/device", tags=["sso"], status_code=status.HTTP_201_CREATED,
     summary="Begin a CLI's sign-in through the tenant's provider: a code to enter there",
 )  # fmt: skip
-async def start_device_sso(tenant_id: TenantId, sso: SsoPart) -> SsoDeviceStarted:
+async def start_device_sso(
+    tenant_id: TenantId, request: Request, sso: SsoPart, sessions: SessionsPart
+) -> SsoDeviceStarted:
+    sessions.limit_sign_ins(request)
     return await sso.start_device(tenant_id)
 
 
@@ -125,8 +129,9 @@ async def start_device_sso(tenant_id: TenantId, sso: SsoPart) -> SsoDeviceStarte
     summary="Poll a CLI's sign-in: pending, or a short-lived token once the user approved",
 )  # fmt: skip
 async def poll_device_sso(
-    body: SsoDevicePoll, sso: SsoPart, sessions: SessionsPart
+    body: SsoDevicePoll, request: Request, sso: SsoPart, sessions: SessionsPart
 ) -> SsoDeviceResult:
+    sessions.limit_sign_ins(request)
     outcome = await sso.poll_device(body.poll_token)
     if isinstance(outcome, int):
         return SsoDeviceResult(status="pending", interval=outcome)
