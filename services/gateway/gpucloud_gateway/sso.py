@@ -34,9 +34,10 @@ from .oidc import (
     authorization_url,
     pkce_pair,
 )
-from .schemas import Principal, SsoConfig, SsoConfigSet, SsoDeviceStarted
+from .schemas import Principal
 from .settings import GatewaySettings
 from .sso_accounts import SsoAccounts
+from .sso_schemas import SsoConfig, SsoConfigSet, SsoDeviceStarted
 from .sso_store import SsoStore
 
 log = logging.getLogger(__name__)

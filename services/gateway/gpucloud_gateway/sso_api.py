@@ -15,16 +15,16 @@ from gpucloud_libs.http import app_part
 from .access import audit_target, require
 from .console_sessions import ConsoleSessions
 from .routes import TENANT_ADMIN
-from .schemas import (
-    Principal,
+from .schemas import Principal
+from .sessions import Sessions
+from .sso import SIGN_IN_TTL, SingleSignOn
+from .sso_schemas import (
     SsoConfig,
     SsoConfigSet,
     SsoDevicePoll,
     SsoDeviceResult,
     SsoDeviceStarted,
 )
-from .sessions import Sessions
-from .sso import SIGN_IN_TTL, SingleSignOn
 
 router = APIRouter(prefix="/v1")
 

@@ -77,7 +77,7 @@ def test_the_highest_role_of_a_users_groups_wins_and_none_is_refused() -> None:
     config: SsoConfigDoc = {
         "_id": "t-1", "issuer": "https://login.example.com", "client_id": "gpucloud",
         "client_secret_sealed": "", "group_roles": {"ml": "tenant-user", "ops": "tenant-admin"},
-        "default_role": None, "create_users": True, "updated_at": datetime.now(UTC),
+        "default_role": None, "create_users": True, "cli_sign_in": False, "updated_at": datetime.now(UTC),
     }  # fmt: skip
     assert role_of(config, {"groups": ["ml", "ops", "x"]}) == "tenant-admin"
     assert role_of(config, {"groups": ["ml"]}) == "tenant-user"
