@@ -36,15 +36,29 @@ def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> Quo
     return None
 
 
-def user_limit_refusal(max_gpus: int, held: int, *, wanted: int) -> QuotaExceeded | None:
+def own_limit_refusal(user: UserCap | None, held: int, *, wanted: int) -> QuotaExceeded | None:
     """Why a user's workload of `wanted` GPUs does not fit the GPUs they may hold at
-    once, holding `held`; None when it fits."""
-    if held + wanted <= max_gpus:
+    once, holding `held`; None when it fits or they have no such limit."""
+    if user is None or user.max_gpus is None or held + wanted <= user.max_gpus:
         return None
     return QuotaExceeded(
-        f"your own limit is {max_gpus} GPUs at once; you hold {held} and asked for {wanted}",
-        limit="user_max_gpus", limit_value=max_gpus, in_use=held, requested=wanted,
+        f"your own limit is {user.max_gpus} GPUs at once; you hold {held} and asked for "
+        f"{wanted}",
+        limit="user_max_gpus", limit_value=user.max_gpus, in_use=held, requested=wanted,
     )  # fmt: skip
+
+
+def claim_refusal(
+    quota: QuotaDoc, user: UserCap | None, *, instances: int, gpus: int, user_gpus: int,
+    wanted: int,
+) -> QuotaExceeded | None:  # fmt: skip
+    """Why a claim of `wanted` GPUs of quota does not fit: the tenant's quota (holding
+    `instances` workloads and `gpus`), then its user's own limit (holding
+    `user_gpus`); None when it fits. The quota ledger decides by it under its lock,
+    and a refused start is answered with it, on the same figures."""
+    return quota_refusal(quota, instances, gpus, wanted=wanted) or own_limit_refusal(
+        user, user_gpus, wanted=wanted
+    )
 
 
 def never_fits(
@@ -53,12 +67,10 @@ def never_fits(
     """Why a queued workload of `gpus` (of `share`'s kind) could never be admitted, past
     the tenant's quota or its user's own GPU limit even holding nothing else; None when
     it could."""
-    wanted = share.quota_gpus(gpus)
-    refusal = quota_refusal(tenant["quota"], 0, 0, wanted=wanted)
-    cap = user_cap(tenant, user_id)
-    if refusal is None and cap is not None and cap.max_gpus is not None:
-        refusal = user_limit_refusal(cap.max_gpus, 0, wanted=wanted)
-    return refusal
+    return claim_refusal(
+        tenant["quota"], user_cap(tenant, user_id), instances=0, gpus=0, user_gpus=0,
+        wanted=share.quota_gpus(gpus),
+    )  # fmt: skip
 
 
 class UserCap(NamedTuple):

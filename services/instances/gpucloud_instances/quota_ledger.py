@@ -33,7 +33,7 @@ from pymongo import ASCENDING, IndexModel
 from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
-from .admission import UserCap, quota_refusal, user_limit_refusal
+from .admission import UserCap, claim_refusal
 from .documents import QuotaDoc
 
 QUOTA_USAGE = "quota_usage"
@@ -61,6 +61,13 @@ class QuotaClaim(NamedTuple):
     instances: int
     gpus: int
     user_gpus: int = 0
+
+
+class Usages(NamedTuple):
+    """Every tenant's (instances, GPUs) held, and every (tenant, user)'s GPUs."""
+
+    tenants: dict[str, tuple[int, int]]
+    users: dict[tuple[str, str], int]
 
 
 def user_gpus(claims: dict[str, int], owners: dict[str, str], user_id: str) -> int:
@@ -102,9 +109,11 @@ class _Change:
         # What the others hold, without copying the claims (thousands, for a big queue).
         others, others_gpus = len(claims) - (held is not None), sum(claims.values()) - (held or 0)
         if not self.in_force and self.gpus > (held or 0):
-            if quota_refusal(self.quota, others, others_gpus, wanted=self.gpus):
-                return False
-            if self._over_user_limit(claims, owners, held or 0):
+            refusal = claim_refusal(
+                self.quota, self.user, instances=others, gpus=others_gpus,
+                user_gpus=self._users_others(claims, owners, held or 0), wanted=self.gpus,
+            )  # fmt: skip
+            if refusal is not None:
                 return False
         claims[self.instance_id] = self.gpus
         if self.user is not None:
@@ -112,13 +121,13 @@ class _Change:
         self._note_generation(generations)
         return True
 
-    def _over_user_limit(self, claims: dict[str, int], owners: dict[str, str], held: int) -> bool:
+    def _users_others(self, claims: dict[str, int], owners: dict[str, str], held: int) -> int:
+        """What the claim's user holds besides this claim (a claim of no one counts for
+        no one); 0 when no limit holds them, as nothing is compared then."""
         if self.user is None or self.user.max_gpus is None:
-            return False
-        # What the user holds besides this claim (a claim of no one counts for no one).
+            return 0
         ours = owners.get(self.instance_id) == self.user.user_id
-        mine = user_gpus(claims, owners, self.user.user_id) - (held if ours else 0)
-        return user_limit_refusal(self.user.max_gpus, mine, wanted=self.gpus) is not None
+        return user_gpus(claims, owners, self.user.user_id) - (held if ours else 0)
 
     def _note_generation(self, generations: dict[str, int]) -> None:
         if self.generation is not None:
@@ -189,30 +198,25 @@ class QuotaLedger:
         claims: dict[str, int] = (doc or {}).get("claims") or {}
         return len(claims), sum(claims.values())
 
-    async def usages(self) -> dict[str, tuple[int, int]]:
-        """`usage` of every tenant that has held anything, in one read."""
-        return {
-            doc["_id"]: (len(doc.get("claims") or {}), sum((doc.get("claims") or {}).values()))
-            async for doc in self._usage.find({}, {"claims": 1})
-        }
+    async def usages(self) -> Usages:
+        """`usage` of every tenant that has held anything, and the GPUs each of their
+        users holds, in one read (advisory, as `usage`)."""
+        found = Usages({}, {})
+        async for doc in self._usage.find({}, {"claims": 1, "owners": 1}):
+            claims: dict[str, int] = doc.get("claims") or {}
+            owners: dict[str, str] = doc.get("owners") or {}
+            found.tenants[doc["_id"]] = (len(claims), sum(claims.values()))
+            for key, gpus in claims.items():
+                if key in owners:
+                    user = (doc["_id"], owners[key])
+                    found.users[user] = found.users.get(user, 0) + gpus
+        return found
 
     async def user_usage(self, tenant_id: str, user_id: str) -> int:
         """The GPUs the user's workloads hold, as last written (advisory, as `usage`)."""
         doc = await self._usage.find_one({"_id": tenant_id}, {"claims": 1, "owners": 1})
         doc = doc or {}
         return user_gpus(doc.get("claims") or {}, doc.get("owners") or {}, user_id)
-
-    async def user_usages(self) -> dict[tuple[str, str], int]:
-        """The GPUs each (tenant, user) holds, as last written, in one read. Advisory,
-        as `usages`."""
-        held: dict[tuple[str, str], int] = {}
-        async for doc in self._usage.find({}, {"claims": 1, "owners": 1}):
-            owners: dict[str, str] = doc.get("owners") or {}
-            for key, gpus in (doc.get("claims") or {}).items():
-                if key in owners:
-                    user = (doc["_id"], owners[key])
-                    held[user] = held.get(user, 0) + gpus
-        return held
 
     async def claimed(self) -> list[tuple[str, str]]:
         """Every (tenant, instance) with a claim."""

@@ -9,9 +9,9 @@ from gpucloud_instances.admission import (
     Placed,
     UserCap,
     allowed_zones,
+    claim_refusal,
     spec_fields,
     spend_refusal,
-    user_limit_refusal,
 )
 from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc
 from gpucloud_instances.quota_ledger import _Change, user_gpus
@@ -61,9 +61,17 @@ def test_a_claim_past_its_users_own_limit_is_refused_and_another_users_fits() ->
     assert _Change("i-1", 2, quota, user=ada).apply(claims, {}, owners)
     assert _Change("i-1", 0, None).apply(claims, {}, owners)
     assert _Change("i-2", 2, quota, user=ada).apply(claims, {}, owners)
-    refusal = user_limit_refusal(2, 2, wanted=1)
+    # The 422 says which limit, on the ledger's own figures: the tenant's first.
+    refusal = claim_refusal(quota, ada, instances=2, gpus=6, user_gpus=2, wanted=1)
     assert refusal is not None
     assert refusal.extensions["limit"] == "user_max_gpus"
+    assert "you hold 2 and asked for 1" in refusal.detail
+    tenant_first = claim_refusal(
+        quota, ada, instances=2, gpus=quota["max_gpus"], user_gpus=2, wanted=1
+    )
+    assert tenant_first is not None
+    assert tenant_first.extensions["limit"] == "max_gpus"
+    assert claim_refusal(quota, bob, instances=2, gpus=6, user_gpus=4, wanted=1) is None
 
 
 def test_a_user_whose_spend_reached_their_limit_starts_nothing_until_it_is_raised() -> None:

@@ -27,11 +27,10 @@ from gpucloud_libs.tenants import require_active
 
 from ..admission import (
     allowed_zones,
+    claim_refusal,
     known_spec,
-    quota_refusal,
     spec_fields,
     user_cap,
-    user_limit_refusal,
     user_may_start,
 )
 from ..documents import (
@@ -142,11 +141,10 @@ class InferenceServices:
             claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"], user)
         if claim.admitted:
             return
-        refusal = None if grow else quota_refusal(
-            tenant["quota"], claim.instances, claim.gpus, wanted=gpus
+        refusal = None if grow else claim_refusal(
+            tenant["quota"], user, instances=claim.instances, gpus=claim.gpus,
+            user_gpus=claim.user_gpus, wanted=gpus,
         )  # fmt: skip
-        if refusal is None and not grow and user is not None and user.max_gpus is not None:
-            refusal = user_limit_refusal(user.max_gpus, claim.user_gpus, wanted=gpus)
         own = "" if user is None or user.max_gpus is None else (
             f", and your own limit is {user.max_gpus} at once"
         )  # fmt: skip

@@ -22,11 +22,10 @@ from gpucloud_libs.tenants import require_active
 
 from ..admission import (
     allowed_zones,
+    claim_refusal,
     known_spec,
     never_fits,
-    quota_refusal,
     user_cap,
-    user_limit_refusal,
     user_limits,
     user_may_start,
 )
@@ -335,8 +334,9 @@ async def claim_start(
     wanted = share.quota_gpus(gpus)
     claim = await quota.claim(tenant["_id"], instance_id, wanted, tenant["quota"], user)
     if not claim.admitted:
-        # The claim was refused by one of these same rules, on these same figures.
-        refusal = quota_refusal(tenant["quota"], claim.instances, claim.gpus, wanted=gpus)
-        if refusal is None and user is not None and user.max_gpus is not None:
-            refusal = user_limit_refusal(user.max_gpus, claim.user_gpus, wanted=wanted)
+        # The claim was refused by this same rule, on these same figures.
+        refusal = claim_refusal(
+            tenant["quota"], user, instances=claim.instances, gpus=claim.gpus,
+            user_gpus=claim.user_gpus, wanted=wanted,
+        )  # fmt: skip
         raise refusal or QuotaExceeded("the quota has no room for this instance")

@@ -20,7 +20,7 @@ from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, user_cap, user_limit_refusal, user_may_start
+from ..admission import allowed_zones, known_spec, own_limit_refusal, user_cap, user_may_start
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
@@ -252,12 +252,7 @@ def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int, user_id: str
     user's own GPU limit, would wait for ever: refused now."""
     quota = tenant["quota"]
     wanted, limit = job_gpus(spec, parallelism), quota["max_gpus"] + quota.get("borrow_gpus", 0)
-    cap = user_cap(tenant, user_id)
-    own = (
-        None
-        if cap is None or cap.max_gpus is None
-        else user_limit_refusal(cap.max_gpus, 0, wanted=wanted)
-    )
+    own = own_limit_refusal(user_cap(tenant, user_id), 0, wanted=wanted)
     if own is not None:
         raise own
     if wanted > limit:

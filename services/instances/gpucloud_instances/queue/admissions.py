@@ -190,8 +190,8 @@ class Admissions:
             self._plan = {}
             await self._publish({}, {})
             return
-        tenant_docs, usages, user_usages = await asyncio.gather(
-            self._tenants.all(), self._quota.usages(), self._quota.user_usages()
+        tenant_docs, (usages, user_usages) = await asyncio.gather(
+            self._tenants.all(), self._quota.usages()
         )
         active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
         borrowers = [

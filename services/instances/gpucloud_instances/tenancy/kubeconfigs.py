@@ -56,6 +56,7 @@ class UserKubeconfigs:
     def __init__(self, settings: InstancesSettings, kube: KubeClient) -> None:
         self._settings = settings
         self._kube = kube
+        self._access: tuple[str, str] | None = None  # read once, at the first request
 
     async def issue(self, identity: Identity, body: KubeconfigRequest) -> IssuedKubeconfig:
         tenant_id = identity.require_tenant()
@@ -109,6 +110,8 @@ class UserKubeconfigs:
     def _cluster_access(self) -> tuple[str, str]:
         """The API server users reach, and its CA (base64 PEM), from the settings or the
         service's own kubeconfig; in a cluster, the server must be set."""
+        if self._access is not None:
+            return self._access
         server, authority = self._settings.user_kube_server, None
         if self._settings.kubeconfig:
             config = parsed_kubeconfig(Path(self._settings.kubeconfig).read_text())
@@ -121,7 +124,8 @@ class UserKubeconfigs:
                 "kubeconfigs are not offered here: the operator has not set the API server "
                 "users reach (the chart's kubeconfigs.server)"
             )
-        return server, authority
+        self._access = (server, authority)
+        return self._access
 
 
 def _authority(config: dict[str, Any]) -> str | None:
