@@ -15,6 +15,7 @@ from gpucloud_client import Client
 from . import config
 from .machine_keys import store_machine_key
 from .session import Column, Session, moment, pass_session
+from .sso import sign_in_with_code
 
 INVITATION_COLUMNS: list[Column] = [
     ("ID", lambda i: i["invitationID"]),
@@ -80,17 +81,23 @@ def revoke_invitation(session: Session, invitation_id: str) -> None:
 @click.argument("link")
 @click.option("--name", help="How the console and reports name you (asked if not given).")
 @click.option("--password-stdin", is_flag=True, help="Read the new password from stdin.")
+@click.option("--sso", is_flag=True,
+              help="Sign in at your tenant's provider with the invited email instead of "
+              "setting a password (a code to enter there).")  # fmt: skip
 @click.option("--profile", "profile", default=None, help="Store the login as this profile.")
 @pass_session
 def join(
-    session: Session, link: str, name: str | None, password_stdin: bool, profile: str | None
-) -> None:
+    session: Session, link: str, name: str | None, password_stdin: bool, sso: bool,
+    profile: str | None,
+) -> None:  # fmt: skip
     """Accept an invitation LINK: set your name and a password (12 characters or
-    more), and log in as the new user (an API key for this machine, as `login` does).
+    more), or with --sso sign in at your tenant's provider; then log in as the new
+    user (an API key for this machine, as `login` does).
 
     \b
-    Example:
+    Examples:
       gpucloud join 'https://gpu.example.com/join#gpi_…' --name "Ada Lovelace"
+      gpucloud join 'https://gpu.example.com/join#gpi_…' --sso
     """
     endpoint, token = _parse_link(link)
     config.check_endpoint(endpoint)
@@ -100,14 +107,22 @@ def join(
             f"joining {offer['tenantName']} ({offer['tenantID']}) as {offer['role']}, "
             f"email {offer['email']}"
         )
-        name = name or click.prompt("Your name")
-        password = (
-            sys.stdin.readline().rstrip("\n") if password_stdin
-            else click.prompt("New password", hide_input=True, confirmation_prompt=True)
-        )  # fmt: skip
-        user = public.accept_invitation(token, name, password)
-        signed_in = public.sign_in(user["email"], password)
-    name_of_profile = store_machine_key(session, endpoint, signed_in, profile)
+        if sso:
+            user: dict[str, Any] = {"email": offer["email"]}
+        else:
+            name = name or click.prompt("Your name")
+            password = (
+                sys.stdin.readline().rstrip("\n") if password_stdin
+                else click.prompt("New password", hide_input=True, confirmation_prompt=True)
+            )  # fmt: skip
+            user = public.accept_invitation(token, name, password)
+            signed_in = public.sign_in(user["email"], password)
+    if sso:
+        _, name_of_profile = sign_in_with_code(
+            session, endpoint, lambda client: client.join_by_sso_device(token), profile
+        )
+    else:
+        name_of_profile = store_machine_key(session, endpoint, signed_in, profile)
     session.note(f"you are {user['email']} of {offer['tenantID']} (profile {name_of_profile!r})")
     if session.output == "json":
         shown: dict[str, Any] = {"profile": name_of_profile, "endpoint": endpoint, "user": user}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -92,8 +93,23 @@ def sso_off(session: Session) -> None:
 def sso_login(session: Session, endpoint: str, tenant_id: str, profile: str | None) -> None:
     """Show the code to enter at the provider, wait while the user does, then store a
     key for this machine."""
+    email, name = sign_in_with_code(
+        session, endpoint, lambda public: public.start_sso_device(tenant_id), profile
+    )
+    session.note(f"you are {email} of {tenant_id} (profile {name!r})")
+    if session.output == "json":
+        session.emit_json({"profile": name, "endpoint": endpoint, "email": email})
+
+
+def sign_in_with_code(
+    session: Session, endpoint: str, start: Callable[[Client], dict[str, Any]],
+    profile: str | None,
+) -> tuple[str, str]:  # fmt: skip
+    """A device sign-in `start` begins at the gateway: the code shown, the gateway
+    polled until the user finished at the provider, and a key for this machine
+    stored. Returns the user's email and the profile's name."""
     with Client(endpoint, "") as public:
-        started = public.start_sso_device(tenant_id)
+        started = start(public)
         where = started["verificationUriComplete"] or started["verificationUri"]
         # Shown whatever the output format (JSON too), and never wrapped: the link is
         # to be copied whole.
@@ -112,7 +128,4 @@ def sso_login(session: Session, endpoint: str, tenant_id: str, profile: str | No
             interval = result["interval"] or interval
             if time.monotonic() > deadline:
                 raise click.ClickException("the code expired before the sign-in; run it again")
-    name = store_machine_key(session, endpoint, result["token"], profile)
-    session.note(f"you are {result['email']} of {tenant_id} (profile {name!r})")
-    if session.output == "json":
-        session.emit_json({"profile": name, "endpoint": endpoint, "email": result["email"]})
+    return result["email"], store_machine_key(session, endpoint, result["token"], profile)

@@ -285,6 +285,12 @@ class Client(WorkloadApi, ApiSession):
         provider, and the token to poll with; needs no credential."""
         return cast(dict[str, Any], self.request("POST", f"/sso/{_id(tenant_id)}/device"))
 
+    def join_by_sso_device(self, token: str) -> dict[str, Any]:
+        """Begin accepting an invitation by a sign-in at the tenant's provider (as
+        `start_sso_device`); needs no credential (the token is one)."""
+        body = {"token": token}
+        return cast(dict[str, Any], self.request("POST", "/invitations/sso-device", json=body))
+
     def poll_sso_device(self, poll_token: str) -> dict[str, Any]:
         """`pending`, or `signed_in` with a short-lived token of the user."""
         body = {"pollToken": poll_token}

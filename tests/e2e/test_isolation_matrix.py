@@ -433,6 +433,23 @@ async def _accept_invitation(world: World) -> None:
         assert_problem(response, 404)
 
 
+@row("POST", "/v1/invitations/sso")
+async def _join_by_sso(world: World) -> None:
+    # A's invitation, through A's provider: without its link, no credential begins it.
+    for headers in [*world.outsiders.values(), world.lower]:
+        guessed = {"token": "gpi_" + "0" * 43}
+        response = await world.http.post("/v1/invitations/sso", json=guessed, headers=headers)
+        assert_problem(response, 404)
+
+
+@row("POST", "/v1/invitations/sso-device")
+async def _join_by_sso_device(world: World) -> None:
+    for headers in [*world.outsiders.values(), world.lower]:
+        guessed = {"token": "gpi_" + "0" * 43}
+        started = await world.http.post("/v1/invitations/sso-device", json=guessed, headers=headers)
+        assert_problem(started, 404)
+
+
 # --- API keys ------------------------------------------------------------------------
 
 

@@ -5,8 +5,9 @@ tenant admin sets it up from the CLI (an issuer that does not answer discovery i
 through the provider's own login page, and is made a user with the group's role; a
 user of no mapped group is refused without being told which part was wrong; a
 sign-in's state works once, and only in the browser that began it; a user of
-another tenant is not signed in by this tenant's provider; and the CLI signs in
-with a code entered at the provider (`gpucloud login --sso`)."""
+another tenant is not signed in by this tenant's provider; the CLI signs in with a
+code entered at the provider (`gpucloud login --sso`); and an invitation is
+accepted by signing in there, from the console's Join page or the CLI."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ async def dex(
     issuer = f"http://127.0.0.1:{port}/dex"
     users = [
         ("grace", ["ml-admins"]), ("hopper", ["ml-team"]), ("mallory", ["strangers"]),
-        ("linus", ["ml-team"]), ("ada", ["ml-team"]),
+        ("linus", ["ml-team"]), ("ada", ["ml-team"]), ("joan", ["guests"]), ("kay", ["guests"]),
     ]  # fmt: skip
     emails = {name: f"{unique(name)}@corp.test" for name, _ in users}
     config = {
@@ -242,25 +243,7 @@ async def test_the_cli_signs_in_with_a_code_entered_at_the_provider(
 
     account = await _set_up(platform, dex, tmp_path, "--cli")
     login = await cli.start("login", "--endpoint", cli.endpoint, "--sso", account.tenant_id)
-    assert login.stderr is not None
-    shown = ""
-    while (link := re.search(r"open\s+(\S+)\s+and enter the code (\S+) ", shown)) is None:
-        line = await asyncio.wait_for(login.stderr.readline(), 30)
-        assert line, shown  # the CLI ended without showing the code
-        shown += line.decode()
-
-    # Ada opens the link in her browser and signs in at the provider.
-    context = await chromium.new_context()
-    page = await context.new_page()
-    await page.goto(link.group(1))
-    await expect(page.locator("#user_code")).to_have_value(link.group(2))
-    await page.get_by_role("button", name="Submit").click()
-    await page.get_by_label("Email Address").fill(dex.emails["ada"])
-    await page.get_by_label("Password").fill(PASSWORD)
-    await page.get_by_role("button", name="Login").click()
-    await expect(page.get_by_text("Login Successful")).to_be_visible(timeout=15_000)
-    await context.close()
-
+    await _enter_the_code(chromium, login, dex.emails["ada"])
     out, err = await asyncio.wait_for(login.communicate(), 60)
     assert login.returncode == 0, (out, err)
     assert f"you are {dex.emails['ada']} of {account.tenant_id}" in err.decode()
@@ -271,6 +254,68 @@ async def test_the_cli_signs_in_with_a_code_entered_at_the_provider(
         f"gpucloud CLI on {socket.gethostname()}"
     ]
 
-    # The poll token worked once: a second poll is told the sign-in is over.
-    again = await platform.http.post("/v1/sso/device/token", json={"pollToken": "p" * 43})
-    assert_problem(again, 410)
+
+async def _enter_the_code(chromium: Browser, cli: asyncio.subprocess.Process, email: str) -> None:
+    """What the person at the CLI does: open the link it shows in a browser, and sign
+    in at the provider with the code."""
+    assert cli.stderr is not None
+    shown = ""
+    while (link := re.search(r"open\s+(\S+)\s+and enter the code (\S+) ", shown)) is None:
+        line = await asyncio.wait_for(cli.stderr.readline(), 30)
+        assert line, shown  # the CLI ended without showing the code
+        shown += line.decode()
+    context = await chromium.new_context()
+    page = await context.new_page()
+    await page.goto(link.group(1))
+    await expect(page.locator("#user_code")).to_have_value(link.group(2))
+    await page.get_by_role("button", name="Submit").click()
+    await page.get_by_label("Email Address").fill(email)
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Login").click()
+    await expect(page.get_by_text("Login Successful")).to_be_visible(timeout=15_000)
+    await context.close()
+
+
+async def test_an_invitation_is_accepted_by_signing_in_at_the_provider(
+    platform: Platform, dex: Provider, chromium: Browser, tmp_path: Path
+) -> None:
+    """A tenant that maps no group keeps roles to itself, and makes no user at a first
+    sign-in: Joan is refused until invited; invited as a tenant admin, she joins from
+    the link's page through the provider; Kay joins from the CLI with a code."""
+    account = await platform.tenant()
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    await admin.ok(
+        "sso", "set", "--issuer", dex.issuer, "--client-id", "gpucloud", "--client-secret-stdin",
+        "--no-new-users", "--cli", stdin=f"{CLIENT_SECRET}\n",
+    )  # fmt: skip
+    refused = await _sign_in(chromium, platform, account.tenant_id, dex.emails["joan"])
+    await expect(refused.locator("body")).to_contain_text("the sign-in was refused")
+    await refused.context.close()
+
+    made = await admin.ok("invitations", "create", dex.emails["joan"], "--role", "tenant-admin")
+    link = made.out.strip().splitlines()[-1]
+    context = await chromium.new_context(base_url=str(platform.http.base_url))
+    page = await context.new_page()
+    await page.goto(link)
+    await page.get_by_role("button", name="Join with single sign-on").click()
+    await page.get_by_label("Email Address").fill(dex.emails["joan"])
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Login").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=15_000)
+    who = (await (await page.request.get("/v1/console/session")).json())["principal"]
+    assert (who["role"], who["tenantID"]) == ("tenant-admin", account.tenant_id)
+    await context.close()
+
+    made = await admin.ok("invitations", "create", dex.emails["kay"])
+    kay = cli_for(tmp_path / "kay", platform)
+    joining = await kay.start("join", made.out.strip().splitlines()[-1], "--sso")
+    await _enter_the_code(chromium, joining, dex.emails["kay"])
+    out, err = await asyncio.wait_for(joining.communicate(), 60)
+    assert joining.returncode == 0, (out, err)
+    me = (await kay.ok("-o", "json", "whoami")).json()
+    assert (me["role"], me["tenantID"]) == ("tenant-user", account.tenant_id)
+    shown = {
+        i["email"]: i["status"] for i in (await admin.ok("-o", "json", "invitations", "ls")).json()
+    }
+    assert shown == {dex.emails["joan"]: "accepted", dex.emails["kay"]: "accepted"}

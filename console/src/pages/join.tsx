@@ -1,6 +1,7 @@
 // Accepting an invitation: the link's secret is in the URL's fragment (never sent to a
 // server with the page); the person sees who invites them, sets their name and a
-// password, and is signed in as the new user.
+// password, and is signed in as the new user; or, where the tenant has single sign-on,
+// signs in at its provider with the invited email.
 import { useEffect, useState } from "preact/hooks";
 import { post, type ConsoleSession } from "../api";
 import { ErrorNote, Field, useAction, when } from "../ui";
@@ -11,6 +12,7 @@ interface Offer {
   tenantName: string;
   role: string;
   expiresAt: string;
+  singleSignOn: boolean;
 }
 
 export function JoinPage(props: { onSignedIn: (session: ConsoleSession) => void }) {
@@ -20,6 +22,13 @@ export function JoinPage(props: { onSignedIn: (session: ConsoleSession) => void 
   const [password, setPassword] = useState("");
   const looked = useAction();
   const action = useAction();
+  const bySso = useAction();
+  const joinBySso = () =>
+    void bySso.run(async () => {
+      const { providerURL } = await post<{ providerURL: string }>("/invitations/sso", { token });
+      history.replaceState(null, "", "/join"); // the secret leaves the address bar
+      location.assign(providerURL);
+    });
   useEffect(() => {
     void looked.run(async () => setOffer(await post<Offer>("/invitations/preview", { token })));
   }, [token]);
@@ -50,6 +59,15 @@ export function JoinPage(props: { onSignedIn: (session: ConsoleSession) => void 
             <button type="submit" disabled={action.busy}>
               {action.busy ? "Joining…" : "Join and sign in"}
             </button>
+            {offer.singleSignOn && (
+              <>
+                <p class="muted">Or, without a password here: sign in at your organisation's provider as {offer.email}.</p>
+                <button type="button" onClick={joinBySso} disabled={bySso.busy}>
+                  Join with single sign-on
+                </button>
+                <ErrorNote error={bySso.error} />
+              </>
+            )}
           </>
         )}
       </form>

@@ -86,7 +86,11 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         for read_s in (settings.upstream_read_timeout_s, settings.instance_read_timeout_s)
     )  # fmt: skip
     forwarder = Forwarder(settings, api_upstream, signer)
-    sso = _single_sign_on(settings, runtime, identity)
+    invitations = Invitations(
+        InvitationStore(runtime.db), identity.users, UserStore(runtime.db), TenantStore(runtime.db),
+        SsoStore(runtime.db),
+    )  # fmt: skip
+    sso = _single_sign_on(settings, runtime, identity, invitations)
     service_load = ServiceLoad(settings, api_upstream, signer)
     connections = LongConnections(settings)
     spent_links = SpentLinkStore(runtime.db)
@@ -108,9 +112,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,
-            Invitations(InvitationStore(runtime.db), identity.users, UserStore(runtime.db),
-                        TenantStore(runtime.db)),
-            sso,
+            invitations, sso,
             InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),
@@ -157,8 +159,9 @@ def _schedule(
 
 
 def _single_sign_on(
-    settings: GatewaySettings, runtime: ServiceRuntime, identity: Identity
-) -> SingleSignOn:
+    settings: GatewaySettings, runtime: ServiceRuntime, identity: Identity,
+    invitations: Invitations,
+) -> SingleSignOn:  # fmt: skip
     """Tenants' OpenID Connect providers, dialled through the outbound guard: a tenant
     admin names them."""
     guard = OutboundGuard(
@@ -169,7 +172,9 @@ def _single_sign_on(
     store = SsoStore(runtime.db)
     sso = SingleSignOn(
         settings, store, oidc,
-        SsoAccounts(store, identity.users, UserStore(runtime.db), identity.authenticator),
+        SsoAccounts(
+            store, identity.users, UserStore(runtime.db), identity.authenticator, invitations
+        ),
     )  # fmt: skip
     runtime.on_stop(oidc.close)
     runtime.every(60.0, sso.sweep_expired, "sso-sign-ins")

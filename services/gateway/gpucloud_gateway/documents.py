@@ -127,6 +127,8 @@ class SsoLoginDoc(TypedDict):
     nonce: str
     redirect_uri: str
     expires_at: datetime
+    #: Begun from an invitation's link: the sign-in accepts it.
+    invitation_id: NotRequired[str]
 
 
 class SsoDeviceDoc(TypedDict):
@@ -139,6 +141,8 @@ class SsoDeviceDoc(TypedDict):
     interval_s: int
     next_poll_at: datetime
     expires_at: datetime
+    #: Begun from an invitation's link: the sign-in accepts it.
+    invitation_id: NotRequired[str]
 
 
 class SsoIdentityDoc(TypedDict):

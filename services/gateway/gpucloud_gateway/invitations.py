@@ -1,6 +1,7 @@
 """Invitations: a tenant admin invites an email with a role; the link's holder sets a
-name and a password and becomes that user. The link's secret is shown once and kept
-only as a hash; a link works once, until it expires, and an admin may revoke it."""
+name and a password, or signs in through the tenant's single sign-on with that email,
+and becomes that user. The link's secret is shown once and kept only as a hash; a
+link works once, until it expires, and an admin may revoke it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .schemas import (
     User,
     UserCreate,
 )
+from .sso_store import SsoStore
 from .store import InvitationStore, TenantStore, UserStore
 from .users import Users
 
@@ -48,12 +50,13 @@ def invitation_view(doc: InvitationDoc) -> Invitation:
 class Invitations:
     def __init__(
         self, invitations: InvitationStore, users: Users, user_store: UserStore,
-        tenants: TenantStore,
+        tenants: TenantStore, sso: SsoStore,
     ) -> None:  # fmt: skip
         self._invitations = invitations
         self._users = users
         self._user_store = user_store
         self._tenants = tenants
+        self._sso = sso
 
     async def create(self, principal: Principal, body: InvitationCreate) -> InvitationCreated:
         assert principal.tenant_id is not None
@@ -91,35 +94,58 @@ class Invitations:
             raise Conflict(f"invitation {invitation_id!r} is no longer pending")
 
     async def preview(self, token: str) -> InvitationPreview:
-        doc, tenant_name = await self._usable(token)
+        doc, tenant_name = await self.usable(token)
         return InvitationPreview(
             email=doc["email"], tenant_id=doc["tenant_id"], tenant_name=tenant_name,
             role=doc["role"], expires_at=doc["expires_at"],
+            single_sign_on=await self._sso.config(doc["tenant_id"]) is not None,
         )  # fmt: skip
 
     async def accept(self, body: InvitationAcceptance) -> User:
         """The invited user, made with the name and password given. A second acceptance
         of the same link finds it used (410); two at once, the email taken (409)."""
-        doc, _ = await self._usable(body.token)
+        doc, _ = await self.usable(body.token)
+        return await self._accepted(
+            doc, UserCreate(email=doc["email"], name=body.name, role=doc["role"],
+                            password=body.password),
+        )  # fmt: skip
+
+    async def invitation(self, invitation_id: str) -> InvitationDoc | None:
+        return await self._invitations.get(invitation_id)
+
+    async def accept_signed_in(self, invitation_id: str, name: str) -> User:
+        """The invited user, made without a password: the tenant's single sign-on
+        vouched for the invited email (the caller checked it)."""
+        doc = await self._invitations.get(invitation_id)
+        if doc is None:
+            raise Gone("this invitation was withdrawn")
+        await self._check(doc)
+        body = UserCreate(email=doc["email"], name=name, role=doc["role"])
+        return await self._accepted(doc, body)
+
+    async def _accepted(self, doc: InvitationDoc, body: UserCreate) -> User:
+        """A second acceptance of the same link finds it used (410); two at once, the
+        email taken (409)."""
         if not await self._invitations.end(doc["_id"], "accepted"):
             raise Gone("this invitation was just used or revoked")
         try:
-            user = await self._users.insert(
-                UserCreate(email=doc["email"], name=body.name, role=doc["role"],
-                           password=body.password),
-                tenant_id=doc["tenant_id"],
-            )  # fmt: skip
+            user = await self._users.insert(body, tenant_id=doc["tenant_id"])
         except Conflict:
             await self._invitations.reopen(doc["_id"])
             raise
         await self._invitations.record_user(doc["_id"], user.user_id)
         return user
 
-    async def _usable(self, token: str) -> tuple[InvitationDoc, str]:
+    async def usable(self, token: str) -> tuple[InvitationDoc, str]:
         """The invitation of a link that may still be accepted, and its tenant's name."""
         doc = await self._invitations.by_token_hash(_hashed(token))
         if doc is None:
             raise NotFound("no invitation has this link; check that it was copied whole")
+        return doc, await self._check(doc)
+
+    async def _check(self, doc: InvitationDoc) -> str:
+        """Its tenant's name, if the invitation may still be accepted; a 410 saying why
+        not otherwise."""
         view = invitation_view(doc)
         if view.status == "accepted":
             raise Gone("this invitation was already used; sign in instead")
@@ -137,4 +163,4 @@ class Invitations:
         admin = await self._user_store.get(doc["created_by"] or "")
         if admin is None or admin["status"] != "active" or admin["role"] != "tenant-admin":
             raise Gone("the admin who sent this invitation no longer has access; ask another")
-        return doc, tenant["name"]
+        return tenant["name"]

@@ -147,6 +147,8 @@ class InvitationPreview(ApiModel):
     tenant_name: str
     role: Role
     expires_at: datetime
+    #: The tenant signs in through its provider: the invitation may be accepted so.
+    single_sign_on: bool = Field(alias="singleSignOn")
 
 
 class InvitationAcceptance(InvitationToken):

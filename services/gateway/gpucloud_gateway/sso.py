@@ -24,7 +24,7 @@ from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import BadRequest, Forbidden, Gone, NotFound, ValidationFailed
 from gpucloud_libs.sealing import SecretBox
 
-from .documents import SsoConfigDoc, SsoLoginDoc, UserDoc
+from .documents import SsoConfigDoc, SsoDeviceDoc, SsoLoginDoc, UserDoc
 from .oidc import (
     REFUSED,
     DevicePending,
@@ -139,18 +139,22 @@ class SingleSignOn:
 
     # --- a browser's sign-in ----------------------------------------------------------
 
-    async def start(self, tenant_id: str) -> BrowserSignIn:
-        """Where the browser goes to sign in at the tenant's provider."""
+    async def start(self, tenant_id: str, invitation_id: str | None = None) -> BrowserSignIn:
+        """Where the browser goes to sign in at the tenant's provider (to accept the
+        invitation `invitation_id`, if given)."""
         config = await self._config(tenant_id)
         provider = await self._oidc.discover(config["issuer"])
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
         browser_secret = secrets.token_urlsafe(32)
         verifier, challenge = pkce_pair()
-        await self._store.begin(SsoLoginDoc(
+        login = SsoLoginDoc(
             _id=_hash(state), tenant_id=tenant_id, browser_hash=_hash(browser_secret),
             verifier=verifier, nonce=nonce, redirect_uri=self.redirect_uri,
             expires_at=now() + SIGN_IN_TTL,
-        ))  # fmt: skip
+        )  # fmt: skip
+        if invitation_id is not None:
+            login["invitation_id"] = invitation_id
+        await self._store.begin(login)
         url = authorization_url(
             provider, client_id=config["client_id"], redirect_uri=self.redirect_uri, state=state,
             nonce=nonce, challenge=challenge,
@@ -183,15 +187,17 @@ class SingleSignOn:
             claims = await self._oidc.claims(
                 provider, id_token, client_id=config["client_id"], nonce=login["nonce"]
             )
-            return await self._accounts.user_of(config, claims)
+            return await self._accounts.user_of(config, claims, login.get("invitation_id"))
         except (SignInRefused, ValidationFailed) as refused:
             raise _refused(login["tenant_id"], refused) from None
 
     # --- a CLI's sign-in (device authorization) ---------------------------------------
 
-    async def start_device(self, tenant_id: str) -> SsoDeviceStarted:
+    async def start_device(
+        self, tenant_id: str, invitation_id: str | None = None
+    ) -> SsoDeviceStarted:
         """A code for the user to enter at the provider, and the token the CLI polls
-        with."""
+        with (to accept the invitation `invitation_id`, if given)."""
         config = await self._config(tenant_id)
         if not config["cli_sign_in"]:
             raise Forbidden(
@@ -207,12 +213,15 @@ class SingleSignOn:
             raise _refused(tenant_id, refused) from None
         poll_token = secrets.token_urlsafe(32)
         at = now()
-        await self._store.begin_device({
+        device: SsoDeviceDoc = {
             "_id": _hash(poll_token), "tenant_id": tenant_id,
             "device_code_sealed": self._box.seal(started.device_code),
             "interval_s": started.interval, "next_poll_at": at,
-            "expires_at": at + timedelta(seconds=min(started.expires_in, 1800)),
-        })  # fmt: skip
+            "expires_at": at + timedelta(seconds=started.expires_in),
+        }  # fmt: skip
+        if invitation_id is not None:
+            device["invitation_id"] = invitation_id
+        await self._store.begin_device(device)
         return SsoDeviceStarted(
             user_code=started.user_code, verification_uri=started.verification_uri,
             verification_uri_complete=started.verification_uri_complete,
@@ -245,7 +254,7 @@ class SingleSignOn:
             claims = await self._oidc.claims(
                 provider, id_token, client_id=config["client_id"], nonce=None
             )
-            user = await self._accounts.user_of(config, claims)
+            user = await self._accounts.user_of(config, claims, device.get("invitation_id"))
         except ProviderUnreachable as unreachable:  # a blip: the CLI polls again
             log.info("a provider did not answer a poll", extra={"why": str(unreachable)})
             return interval

@@ -14,8 +14,9 @@ from gpucloud_libs.http import app_part
 
 from .access import audit_target, require
 from .console_sessions import ConsoleSessions
+from .invitations import Invitations
 from .routes import TENANT_ADMIN
-from .schemas import Principal
+from .schemas import InvitationToken, Principal
 from .sessions import Sessions
 from .sso import SIGN_IN_TTL, SingleSignOn
 from .sso_schemas import (
@@ -24,6 +25,7 @@ from .sso_schemas import (
     SsoDevicePoll,
     SsoDeviceResult,
     SsoDeviceStarted,
+    SsoJoinStarted,
 )
 
 router = APIRouter(prefix="/v1")
@@ -31,6 +33,7 @@ router = APIRouter(prefix="/v1")
 SsoPart = Annotated[SingleSignOn, app_part(SingleSignOn)]
 ConsolePart = Annotated[ConsoleSessions, app_part(ConsoleSessions)]
 SessionsPart = Annotated[Sessions, app_part(Sessions)]
+InvitationsPart = Annotated[Invitations, app_part(Invitations)]
 TenantId = Annotated[str, Path(max_length=32)]
 #: Where a signed-in browser lands.
 CONSOLE_HOME = "/instances"
@@ -79,13 +82,48 @@ async def start_sso(
     sessions.limit_sign_ins(request)
     begun = await sso.start(tenant_id)
     redirect = RedirectResponse(begun.provider_url, status_code=status.HTTP_302_FOUND)
-    # It binds the sign-in to this browser: sent back on the provider's top-level
-    # redirect (SameSite Lax), and `__Host-` where Secure (no subdomain can set it).
-    redirect.set_cookie(
-        sso.cookie_name, begun.browser_secret, max_age=int(SIGN_IN_TTL.total_seconds()),
+    _bind_to_browser(redirect, sso, begun.browser_secret)
+    return redirect
+
+
+@router.post(
+    "/invitations/sso", tags=["sso"],
+    summary="Accept an invitation by signing in through the tenant's provider: where the "
+    "browser goes (no credential: the link's secret is one)",
+)  # fmt: skip
+async def join_by_sso(
+    body: InvitationToken, request: Request, response: Response, sso: SsoPart,
+    sessions: SessionsPart, invitations: InvitationsPart,
+) -> SsoJoinStarted:  # fmt: skip
+    sessions.limit_sign_ins(request)
+    invitation, _ = await invitations.usable(body.token)
+    begun = await sso.start(invitation["tenant_id"], invitation["_id"])
+    _bind_to_browser(response, sso, begun.browser_secret)
+    return SsoJoinStarted(provider_url=begun.provider_url)
+
+
+@router.post(
+    "/invitations/sso-device", tags=["sso"], status_code=status.HTTP_201_CREATED,
+    summary="Accept an invitation from the CLI by signing in through the tenant's provider: "
+    "a code to enter there (no credential: the link's secret is one)",
+)  # fmt: skip
+async def join_by_sso_device(
+    body: InvitationToken, request: Request, sso: SsoPart, sessions: SessionsPart,
+    invitations: InvitationsPart,
+) -> SsoDeviceStarted:  # fmt: skip
+    sessions.limit_sign_ins(request)
+    invitation, _ = await invitations.usable(body.token)
+    return await sso.start_device(invitation["tenant_id"], invitation["_id"])
+
+
+def _bind_to_browser(response: Response, sso: SingleSignOn, browser_secret: str) -> None:
+    """The cookie that binds a sign-in to the browser that began it: sent back on the
+    provider's top-level redirect (SameSite Lax), `__Host-` where Secure (no subdomain
+    can set it)."""
+    response.set_cookie(
+        sso.cookie_name, browser_secret, max_age=int(SIGN_IN_TTL.total_seconds()),
         path="/", secure=sso.cookie_secure, httponly=True, samesite="lax",
     )  # fmt: skip
-    return redirect
 
 
 @router.get(

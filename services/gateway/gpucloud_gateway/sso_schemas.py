@@ -57,6 +57,12 @@ class SsoDeviceResult(ApiModel):
     expires_at: datetime | None = None
 
 
+class SsoJoinStarted(ApiModel):
+    """Where the browser goes to accept an invitation by signing in at the provider."""
+
+    provider_url: str = Field(alias="providerURL")
+
+
 class SsoConfig(ApiModel):
     tenant_id: str = Field(alias="tenantID")
     issuer: str

@@ -77,12 +77,19 @@ def test_the_highest_role_of_a_users_groups_wins_and_none_is_refused() -> None:
     config: SsoConfigDoc = {
         "_id": "t-1", "issuer": "https://login.example.com", "client_id": "gpucloud",
         "client_secret_sealed": "", "group_roles": {"ml": "tenant-user", "ops": "tenant-admin"},
-        "default_role": None, "create_users": True, "cli_sign_in": False, "updated_at": datetime.now(UTC),
+        "default_role": None, "create_users": True, "cli_sign_in": False,
+        "updated_at": datetime.now(UTC),
     }  # fmt: skip
-    assert role_of(config, {"groups": ["ml", "ops", "x"]}) == "tenant-admin"
-    assert role_of(config, {"groups": ["ml"]}) == "tenant-user"
+    assert role_of(config, {"groups": ["ml", "ops", "x"]}, held=None) == "tenant-admin"
+    assert role_of(config, {"groups": ["ml"]}, held="tenant-admin") == "tenant-user"
+    # Mapped groups decide: out of every mapped group, out of the tenant (held or not).
     with pytest.raises(SignInRefused):
-        role_of(config, {"groups": ["x"]})
+        role_of(config, {"groups": ["x"]}, held="tenant-admin")
     with pytest.raises(SignInRefused):
-        role_of(config, {"groups": "ml"})  # not a list: no group at all
-    assert role_of({**config, "default_role": "tenant-user"}, {}) == "tenant-user"
+        role_of(config, {"groups": "ml"}, held=None)  # not a list: no group at all
+    assert role_of({**config, "default_role": "tenant-user"}, {}, held=None) == "tenant-user"
+    # A tenant that maps no group keeps roles to itself: the role held stays.
+    unmapped: SsoConfigDoc = {**config, "group_roles": {}}
+    assert role_of(unmapped, {"groups": ["ops"]}, held="tenant-admin") == "tenant-admin"
+    with pytest.raises(SignInRefused):
+        role_of(unmapped, {}, held=None)  # a new user, and no default role
