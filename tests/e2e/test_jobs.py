@@ -377,9 +377,12 @@ async def _flood(
         for tenant, found in done.items()
     }
     assert all(d["state"] == "succeeded" for found in done.values() for d in found)
-    # While both had work waiting: from the first start to the first tenant's last end.
+    # While both had work waiting: from the first start to the moment the first tenant
+    # to run out started its last run. After it, that tenant waits for nothing, and
+    # the GPUs its last runs give back rightly go to the other (counted, they made the
+    # share drift with how long those last runs took to end).
     start = min(begin for runs in spans.values() for begin, _ in runs)
-    end = min(max(finish for _, finish in runs) for runs in spans.values())
+    end = min(max(begin for begin, _ in runs) for runs in spans.values())
     return {
         tenant: sum(max(min(finish, end) - max(begin, start), 0) for begin, finish in runs)
         for tenant, runs in spans.items()
