@@ -61,9 +61,14 @@ def check_bootstrap_key(presented: str) -> None:
     require_strong_key(secret, setting=f"{BOOTSTRAP_SETTING}'s secret")
 
 
+def hash_secret(secret: str) -> str:
+    """How a random secret of the platform's (an API key, an invitation's link, a
+    sign-in's state) is kept: 256 random bits make a fast hash as safe as a slow one."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
 def hash_api_key(presented: str) -> str:
-    """Keys carry 256 random bits, so a fast hash is as safe as a slow one."""
-    return hashlib.sha256(presented.encode()).hexdigest()
+    return hash_secret(presented)
 
 
 def api_key_matches(presented: str, stored_hash: str) -> bool:

@@ -5,13 +5,13 @@ link works once, until it expires, and an admin may revoke it."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import timedelta
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Conflict, Gone, NotFound
 
+from .credentials import hash_secret
 from .documents import InvitationDoc
 from .schemas import (
     Invitation,
@@ -30,10 +30,6 @@ from .users import Users
 #: The console's page that accepts an invitation; the secret follows in the fragment,
 #: which browsers never send to a server (it stays out of every access log).
 JOIN_PATH = "/join#"
-
-
-def _hashed(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def invitation_view(doc: InvitationDoc) -> Invitation:
@@ -66,7 +62,7 @@ class Invitations:
         token, at = f"gpi_{secrets.token_urlsafe(32)}", now()
         doc: InvitationDoc = {
             "_id": f"inv-{secrets.token_hex(8)}", "tenant_id": principal.tenant_id,
-            "email": email, "role": body.role, "token_hash": _hashed(token),
+            "email": email, "role": body.role, "token_hash": hash_secret(token),
             "created_by": principal.user_id, "created_at": at,
             "expires_at": at + timedelta(days=body.days), "status": "pending",
         }  # fmt: skip
@@ -138,7 +134,7 @@ class Invitations:
 
     async def usable(self, token: str) -> tuple[InvitationDoc, str]:
         """The invitation of a link that may still be accepted, and its tenant's name."""
-        doc = await self._invitations.by_token_hash(_hashed(token))
+        doc = await self._invitations.by_token_hash(hash_secret(token))
         if doc is None:
             raise NotFound("no invitation has this link; check that it was copied whole")
         return doc, await self._check(doc)

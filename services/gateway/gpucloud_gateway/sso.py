@@ -24,11 +24,13 @@ from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import BadRequest, Forbidden, Gone, NotFound, ValidationFailed
 from gpucloud_libs.sealing import SecretBox
 
+from .credentials import hash_secret
 from .documents import SsoConfigDoc, SsoDeviceDoc, SsoLoginDoc, UserDoc
 from .oidc import (
     REFUSED,
     DevicePending,
     OidcClient,
+    Provider,
     ProviderUnreachable,
     SignInRefused,
     authorization_url,
@@ -44,10 +46,6 @@ log = logging.getLogger(__name__)
 
 CALLBACK_PATH = "/v1/sso/callback"
 SIGN_IN_TTL = timedelta(minutes=10)
-
-
-def _hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -148,7 +146,7 @@ class SingleSignOn:
         browser_secret = secrets.token_urlsafe(32)
         verifier, challenge = pkce_pair()
         login = SsoLoginDoc(
-            _id=_hash(state), tenant_id=tenant_id, browser_hash=_hash(browser_secret),
+            _id=hash_secret(state), tenant_id=tenant_id, browser_hash=hash_secret(browser_secret),
             verifier=verifier, nonce=nonce, redirect_uri=self.redirect_uri,
             expires_at=now() + SIGN_IN_TTL,
         )  # fmt: skip
@@ -165,21 +163,18 @@ class SingleSignOn:
         self, state: str, code: str | None, error: str | None, browser_secret: str | None
     ) -> UserDoc:
         """The user the provider vouched for, in the tenant the sign-in began for."""
-        login = await self._store.take(_hash(state))
+        login = await self._store.take(hash_secret(state))
         if login is None or aware(login["expires_at"]) <= now():
             raise BadRequest("this sign-in expired or was already used; start again")
         if browser_secret is None or not hmac.compare_digest(
-            _hash(browser_secret), login["browser_hash"]
+            hash_secret(browser_secret), login["browser_hash"]
         ):
             raise BadRequest("this sign-in began in another browser; start again here")
         if error is not None or code is None:
             log.info("the provider refused a sign-in", extra={"tenant_id": login["tenant_id"]})
             raise Forbidden(REFUSED)
         try:
-            config = await self._store.config(login["tenant_id"])
-            if config is None:
-                raise SignInRefused("single sign-on was removed during the sign-in")
-            provider = await self._oidc.discover(config["issuer"])
+            config, provider = await self._provider_of(login["tenant_id"])
             id_token = await self._oidc.exchange(
                 provider, client_id=config["client_id"], client_secret=self._client_secret(config),
                 code=code, redirect_uri=login["redirect_uri"], verifier=login["verifier"],
@@ -190,6 +185,13 @@ class SingleSignOn:
             return await self._accounts.user_of(config, claims, login.get("invitation_id"))
         except (SignInRefused, ValidationFailed) as refused:
             raise _refused(login["tenant_id"], refused) from None
+
+    async def _provider_of(self, tenant_id: str) -> tuple[SsoConfigDoc, Provider]:
+        """The configuration and provider a sign-in under way finishes with."""
+        config = await self._store.config(tenant_id)
+        if config is None:
+            raise SignInRefused("single sign-on was removed during the sign-in")
+        return config, await self._oidc.discover(config["issuer"])
 
     # --- a CLI's sign-in (device authorization) ---------------------------------------
 
@@ -214,7 +216,7 @@ class SingleSignOn:
         poll_token = secrets.token_urlsafe(32)
         at = now()
         device: SsoDeviceDoc = {
-            "_id": _hash(poll_token), "tenant_id": tenant_id,
+            "_id": hash_secret(poll_token), "tenant_id": tenant_id,
             "device_code_sealed": self._box.seal(started.device_code),
             "interval_s": started.interval, "next_poll_at": at,
             "expires_at": at + timedelta(seconds=started.expires_in),
@@ -231,7 +233,7 @@ class SingleSignOn:
     async def poll_device(self, poll_token: str) -> UserDoc | int:
         """The user, once they approved at the provider; until then the seconds to
         wait before polling again."""
-        poll_hash = _hash(poll_token)
+        poll_hash = hash_secret(poll_token)
         device = await self._store.device(poll_hash)
         at = now()
         if device is None or aware(device["expires_at"]) <= at:
@@ -240,10 +242,7 @@ class SingleSignOn:
         if not await self._store.claim_device_poll(poll_hash, at, at + timedelta(seconds=interval)):
             return interval  # polled too soon: the provider is not asked
         try:
-            config = await self._store.config(device["tenant_id"])
-            if config is None:
-                raise SignInRefused("single sign-on was removed during the sign-in")
-            provider = await self._oidc.discover(config["issuer"])
+            config, provider = await self._provider_of(device["tenant_id"])
             device_code = self._box.open(device["device_code_sealed"])
             if device_code is None:
                 raise SignInRefused("the device code no longer opens (the session secret changed)")

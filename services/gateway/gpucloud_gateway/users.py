@@ -132,12 +132,8 @@ class Users:
             fields["password_hash"] = await _hashed(body.password.get_secret_value())
             # Ends the tokens and console sessions signed in with the old password.
             fields["credentials_version"] = doc.get("credentials_version", 0) + 1
-        updated = await self._users.set_fields(doc["_id"], fields)
-        assert updated is not None
-        self._cache.forget_user(user_id)
-        if body.status == "disabled" or (body.role and body.role != doc["role"]):
-            # Keys carry the role they were minted with: a changed user starts afresh.
-            await self._api_keys.revoke_where(user_id=user_id)
+        changed = body.status == "disabled" or bool(body.role and body.role != doc["role"])
+        updated = await self._changed(doc, fields, end_keys=changed)
         if body.status == "disabled":
             await self._end_access(updated)
         return user_view(updated)
@@ -145,10 +141,17 @@ class Users:
     async def change_role(self, doc: UserDoc, role: str) -> UserDoc:
         """The role the user's provider groups now give them (single sign-on): their
         keys go, as for any change of role."""
-        updated = await self._users.set_fields(doc["_id"], {"role": role})
+        return await self._changed(doc, {"role": role}, end_keys=True)
+
+    async def _changed(self, doc: UserDoc, fields: Document, *, end_keys: bool) -> UserDoc:
+        """The user with `fields` written, forgotten by the cache; with `end_keys`, their
+        keys revoked (keys carry the role they were minted with: a changed user starts
+        afresh)."""
+        updated = await self._users.set_fields(doc["_id"], fields)
         assert updated is not None
         self._cache.forget_user(doc["_id"])
-        await self._api_keys.revoke_where(user_id=doc["_id"])
+        if end_keys:
+            await self._api_keys.revoke_where(user_id=doc["_id"])
         return updated
 
     async def delete(self, principal: Principal, user_id: str) -> None:
