@@ -124,6 +124,20 @@ class UserLimits(BaseModel):
     monthly_spend_cents: int | None = Field(default=None, ge=0)
 
 
+class ProjectShare(BaseModel):
+    """A project of the tenant: its members and its share of the tenant's quota
+    (decision 138). Unset GPUs: only the tenant's quota holds its work."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    max_gpus: int | None = Field(default=None, ge=0)
+    #: GPUs beyond max_gpus its jobs may borrow of the tenant's idle ones.
+    borrow_gpus: int = Field(default=0, ge=0)
+    monthly_budget_cents: int | None = Field(default=None, ge=0)
+    members: list[str] = Field(default_factory=list)
+
+
 class TenantUpserted(EventData):
     """A tenant was created, or its quota or status changed. Carries the full state."""
 
@@ -136,6 +150,8 @@ class TenantUpserted(EventData):
     queue_weight: float = Field(default=1.0, gt=0)
     #: Limits of the tenant's users that have any, by user id.
     user_limits: dict[str, UserLimits] = Field(default_factory=dict)
+    #: The tenant's projects but `default` (which holds the rest), by project id.
+    projects: dict[str, ProjectShare] = Field(default_factory=dict)
 
     @property
     def aggregate_id(self) -> str:

@@ -33,6 +33,8 @@ from .long_connections import LongConnections
 from .members_api import router as members_router
 from .oidc import OidcClient
 from .openapi import OpenApiAggregator
+from .projects import Projects
+from .projects_api import router as projects_router
 from .ratelimit import RateLimiter
 from .security_headers import SecurityHeaders
 from .service_load import ServiceLoad
@@ -108,11 +110,14 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         description="GPU cloud control plane: the public API. The whole platform's "
         "API is described at /v1/openapi.json.",
         # The console's catch-all goes last: every API route is matched before it.
-        routers=[router, members_router, sso_router, forward_router, console_router(settings)],
+        routers=[
+            router, members_router, sso_router, projects_router, forward_router,
+            console_router(settings),
+        ],
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,
-            invitations, sso,
+            invitations, sso, Projects(identity.tenants, identity.users, UserStore(runtime.db)),
             InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),

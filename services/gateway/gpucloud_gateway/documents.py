@@ -23,6 +23,8 @@ class TenantDoc(TypedDict):
     queue_weight: NotRequired[float]
     #: Limits of the tenant's users that have any (tenant admin), by user id.
     user_limits: NotRequired[dict[str, dict[str, Any]]]
+    #: Projects but `default`, by id: a ProjectShare each (decision 138).
+    projects: NotRequired[dict[str, dict[str, Any]]]
     created_at: datetime
     updated_at: datetime
     #: Every change moves the tenant to a new revision, published as its event id.

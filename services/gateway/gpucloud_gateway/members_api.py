@@ -13,6 +13,7 @@ from gpucloud_libs.http import app_part
 
 from .access import require
 from .invitations import Invitations
+from .projects import Projects
 from .routes import ADMINS, TENANT_ADMIN
 from .schemas import (
     Invitation,
@@ -31,6 +32,7 @@ from .users import Users
 router = APIRouter(prefix="/v1")
 
 TenantsPart = Annotated[Tenants, app_part(Tenants)]
+ProjectsPart = Annotated[Projects, app_part(Projects)]
 UsersPart = Annotated[Users, app_part(Users)]
 InvitationsPart = Annotated[Invitations, app_part(Invitations)]
 UserIdPath = Annotated[str, Path(max_length=64)]
@@ -74,11 +76,13 @@ async def delete_user(
     user_id: UserIdPath,
     users: UsersPart,
     tenants: TenantsPart,
+    projects: ProjectsPart,
     principal: Annotated[Principal, require(ADMINS, "admin:write")],
 ) -> Response:
     await users.delete(principal, user_id)
     if principal.tenant_id is not None:
         await tenants.forget_user_limits(principal.tenant_id, user_id)
+        await projects.forget_user(principal.tenant_id, user_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

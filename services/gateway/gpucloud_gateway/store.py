@@ -9,7 +9,7 @@ where the last writer wins as it would anyway.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
@@ -37,6 +37,9 @@ SSO_CONFIGS = "sso_configs"
 SSO_LOGINS = "sso_logins"
 SSO_DEVICES = "sso_devices"
 SSO_IDENTITIES = "sso_identities"
+
+#: The maps of a tenant's document whose entries change one by one.
+TenantMap = Literal["user_limits", "projects"]
 
 INDEXES: IndexPlan = {
     USERS: [
@@ -87,15 +90,15 @@ class TenantStore:
         )
         return await self.get(tenant_id)
 
-    async def set_user_limits(
-        self, tenant_id: str, user_id: str, limits: Document | None, revision: int
+    async def set_entry(
+        self, tenant_id: str, field: TenantMap, key: str, value: Document | None, revision: int
     ) -> TenantDoc | None:
-        """One user's limits (None: none), alone: another replica may be setting
-        another user's at once."""
-        key = f"user_limits.{user_id}"
+        """One entry of a map of the tenant (one user's limits, one project), alone:
+        another replica may be setting another entry at once. None removes it."""
+        path = f"{field}.{key}"
         stamp = {"revision": revision, "updated_at": now()}
         change = (
-            {"$set": {key: limits, **stamp}} if limits else {"$unset": {key: ""}, "$set": stamp}
+            {"$set": {path: value, **stamp}} if value else {"$unset": {path: ""}, "$set": stamp}
         )
         await self._tenants.update_one({"_id": tenant_id}, change)
         return await self.get(tenant_id)
@@ -130,6 +133,11 @@ class UserStore:
 
     async def get(self, user_id: str) -> UserDoc | None:
         return await self._users.find_one({"_id": user_id})
+
+    async def many(self, user_ids: list[str]) -> list[UserDoc]:
+        """These users, in the order given (those that are gone left out)."""
+        found = {u["_id"]: u async for u in self._users.find({"_id": {"$in": user_ids}})}
+        return [found[user_id] for user_id in user_ids if user_id in found]
 
     async def by_email(self, email: str) -> UserDoc | None:
         return await self._users.find_one({"email": email})

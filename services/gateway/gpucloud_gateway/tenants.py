@@ -13,7 +13,7 @@ from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
-from gpucloud_libs.events import TenantDeleted, TenantQuota, TenantUpserted
+from gpucloud_libs.events import ProjectShare, TenantDeleted, TenantQuota, TenantUpserted
 from gpucloud_libs.events import UserLimits as UserLimitsEvent
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
@@ -37,7 +37,7 @@ from .schemas import (
     UserLimits,
 )
 from .settings import GatewaySettings
-from .store import AlreadyExists, TenantStore
+from .store import AlreadyExists, TenantMap, TenantStore
 from .users import Users
 
 log = logging.getLogger(__name__)
@@ -131,14 +131,15 @@ class Tenants:
         await self.publish(doc)
         return TenantCreated(tenant=self.view(doc), admin=admin, admin_key=key)
 
-    async def _existing(self, tenant_id: str) -> TenantDoc:
+    async def existing(self, tenant_id: str) -> TenantDoc:
+        """The tenant's document; a 404 for a deleted or unknown one."""
         doc = await self._tenants.get(tenant_id)
         if doc is None or doc["status"] == "deleted":
             raise NotFound(f"tenant {tenant_id!r} does not exist")
         return doc
 
     async def get(self, tenant_id: str) -> Tenant:
-        return self.view(await self._existing(tenant_id))
+        return self.view(await self.existing(tenant_id))
 
     async def list(self, *, after: str | None, limit: int) -> list[Tenant]:
         return [self.view(doc) for doc in await self._tenants.page(after=after, limit=limit)]
@@ -152,7 +153,7 @@ class Tenants:
         return await self._change(tenant_id, fields)
 
     async def set_self_quota(self, tenant_id: str, body: SelfQuota) -> Tenant:
-        doc = await self._existing(tenant_id)
+        doc = await self.existing(tenant_id)
         limits = doc["limits"]
         over = [
             field
@@ -173,7 +174,7 @@ class Tenants:
         both unset takes them off."""
         assert principal.tenant_id is not None
         await self._users.get(principal, user_id)  # a 404 outside the admin's tenant
-        doc = await self._existing(principal.tenant_id)
+        doc = await self.existing(principal.tenant_id)
         quota = effective_quota(doc["limits"], doc.get("self_quota") or {})
         above = [
             f"{name} {value} is above the tenant's {quota[field]}"
@@ -185,26 +186,31 @@ class Tenants:
         ]
         if above:
             raise ValidationFailed(f"a user's limits fit the tenant's quota: {'; '.join(above)}")
-        await self._change_user_limits(principal.tenant_id, user_id, body)
+        limits = None if body == UserLimits() else body.model_dump()
+        await self.change_entry(principal.tenant_id, "user_limits", user_id, limits)
         return body
 
     async def forget_user_limits(self, tenant_id: str, user_id: str) -> None:
         """The limits of a user who is removed."""
-        await self._change_user_limits(tenant_id, user_id, UserLimits())
+        await self.change_entry(tenant_id, "user_limits", user_id, None)
 
-    async def _change_user_limits(self, tenant_id: str, user_id: str, body: UserLimits) -> None:
+    async def change_entry(
+        self, tenant_id: str, field: TenantMap, key: str, value: Document | None
+    ) -> TenantDoc:
+        """Set (or, None, remove) one entry of a map of the tenant, and publish the
+        tenant's new revision."""
         async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            await self._existing(tenant_id)
-            limits = None if body == UserLimits() else body.model_dump()
-            doc = await self._tenants.set_user_limits(tenant_id, user_id, limits, time.time_ns())
+            await self.existing(tenant_id)
+            doc = await self._tenants.set_entry(tenant_id, field, key, value, time.time_ns())
             assert doc is not None
             self._cache.forget_tenant(tenant_id)
             await self.publish(doc)
+        return doc
 
     async def _change(self, tenant_id: str, fields: Document) -> Tenant:
         # One writer per tenant document on this replica: publish what was written.
         async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            await self._existing(tenant_id)
+            await self.existing(tenant_id)
             doc = await self._tenants.set_fields(tenant_id, fields, time.time_ns())
             assert doc is not None
             self._cache.forget_tenant(tenant_id)
@@ -229,6 +235,10 @@ class Tenants:
                 user_limits={
                     user_id: UserLimitsEvent.model_validate(limits)
                     for user_id, limits in (doc.get("user_limits") or {}).items()
+                },
+                projects={
+                    project_id: ProjectShare.model_validate(project)
+                    for project_id, project in (doc.get("projects") or {}).items()
                 },
             )  # fmt: skip
         try:

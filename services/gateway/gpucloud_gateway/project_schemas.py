@@ -1,0 +1,51 @@
+"""The API's shapes of projects (decision 138)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from gpucloud_libs.http import ApiModel
+
+#: A DNS label (a project's namespace is named after it), at most 20 characters.
+ProjectId = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")]
+ProjectName = Annotated[str, Field(min_length=1, max_length=128)]
+Gpus = Annotated[int, Field(ge=0, le=1_000_000)]
+Cents = Annotated[int, Field(ge=0, le=10**12)]
+
+
+class ProjectCreate(ApiModel):
+    project_id: ProjectId = Field(alias="projectID")
+    name: ProjectName
+    #: Its share of the tenant's GPUs; unset, only the tenant's quota holds it.
+    max_gpus: Gpus | None = None
+    #: GPUs beyond its share its jobs may borrow of the tenant's idle ones.
+    borrow_gpus: Gpus = 0
+    monthly_budget_cents: Cents | None = None
+
+
+class ProjectUpdate(ApiModel):
+    """What to change; a field sent as null is unset (no share, no budget)."""
+
+    name: ProjectName | None = None
+    max_gpus: Gpus | None = None
+    borrow_gpus: Gpus | None = None
+    monthly_budget_cents: Cents | None = None
+
+
+class ProjectMember(ApiModel):
+    user_id: str = Field(alias="userID")
+    email: str
+    name: str
+
+
+class Project(ApiModel):
+    project_id: str = Field(alias="projectID")
+    name: str
+    max_gpus: int | None
+    borrow_gpus: int
+    monthly_budget_cents: int | None
+    #: `default` has every user of the tenant; the others, their members.
+    everyone: bool
+    members: list[ProjectMember]

@@ -1,0 +1,178 @@
+"""Projects of a tenant (decision 138): a tenant admin makes them, sets each one's
+share of the tenant's GPUs and its budget, and says who is a member. They live on
+the tenant's document and travel with it on `tenant.upserted`; `default` is not
+stored: it holds every user and what the others do not carve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
+
+from .documents import TenantDoc
+from .project_schemas import Project, ProjectCreate, ProjectMember, ProjectUpdate
+from .schemas import Principal
+from .store import UserStore
+from .tenants import Tenants, effective_quota
+from .users import Users
+
+DEFAULT = "default"
+MAX_PROJECTS = 50
+MAX_MEMBERS = 200
+
+
+class Projects:
+    def __init__(self, tenants: Tenants, users: Users, user_store: UserStore) -> None:
+        self._tenants = tenants
+        self._users = users
+        self._user_store = user_store
+
+    async def create(self, principal: Principal, body: ProjectCreate) -> Project:
+        tenant = await self._tenant(principal)
+        projects = tenant.get("projects") or {}
+        if body.project_id == DEFAULT or body.project_id in projects:
+            raise Conflict(f"project {body.project_id!r} exists", project_id=body.project_id)
+        if len(projects) >= MAX_PROJECTS:
+            raise ValidationFailed(f"a tenant has at most {MAX_PROJECTS} projects")
+        share: dict[str, Any] = {
+            "name": body.name, "max_gpus": body.max_gpus, "borrow_gpus": body.borrow_gpus,
+            "monthly_budget_cents": body.monthly_budget_cents, "members": [],
+        }  # fmt: skip
+        _check_carve(tenant, body.project_id, share)
+        doc = await self._tenants.change_entry(tenant["_id"], "projects", body.project_id, share)
+        return await self._view(doc, body.project_id)
+
+    async def list(self, principal: Principal) -> list[Project]:
+        """Every project to an admin; to a user, `default` and those they are in."""
+        tenant = await self._tenant(principal)
+        ids = [DEFAULT, *sorted(tenant.get("projects") or {})]
+        shown = [await self._view(tenant, project_id) for project_id in ids]
+        if _is_admin(principal):
+            return shown
+        return [p for p in shown if p.everyone or principal.user_id in _ids(p.members)]
+
+    async def get(self, principal: Principal, project_id: str) -> Project:
+        tenant = await self._tenant(principal)
+        self._share(tenant, project_id, principal)
+        return await self._view(tenant, project_id)
+
+    async def update(self, principal: Principal, project_id: str, body: ProjectUpdate) -> Project:
+        tenant = await self._admin_tenant(principal)
+        share = dict(self._stored(tenant, project_id))
+        share.update(body.model_dump(exclude_unset=True))
+        if share.get("borrow_gpus") is None:
+            share["borrow_gpus"] = 0
+        _check_carve(tenant, project_id, share)
+        doc = await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
+        return await self._view(doc, project_id)
+
+    async def delete(self, principal: Principal, project_id: str) -> None:
+        tenant = await self._admin_tenant(principal)
+        self._stored(tenant, project_id)
+        await self._tenants.change_entry(tenant["_id"], "projects", project_id, None)
+
+    async def add_member(self, principal: Principal, project_id: str, user_id: str) -> Project:
+        tenant = await self._admin_tenant(principal)
+        share = dict(self._stored(tenant, project_id))
+        await self._users.get(principal, user_id)  # a 404 outside the admin's tenant
+        members: list[str] = list(share.get("members") or [])
+        if user_id not in members:
+            if len(members) >= MAX_MEMBERS:
+                raise ValidationFailed(f"a project has at most {MAX_MEMBERS} members")
+            share["members"] = [*members, user_id]
+            tenant = await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
+        return await self._view(tenant, project_id)
+
+    async def remove_member(self, principal: Principal, project_id: str, user_id: str) -> None:
+        tenant = await self._admin_tenant(principal)
+        share = dict(self._stored(tenant, project_id))
+        members: list[str] = list(share.get("members") or [])
+        if user_id not in members:
+            raise NotFound(f"{user_id!r} is not a member of project {project_id!r}")
+        share["members"] = [member for member in members if member != user_id]
+        await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
+
+    async def forget_user(self, tenant_id: str, user_id: str) -> None:
+        """A removed user leaves every project."""
+        tenant = await self._tenants.existing(tenant_id)
+        for project_id, share in (tenant.get("projects") or {}).items():
+            if user_id in (share.get("members") or []):
+                kept = [member for member in share["members"] if member != user_id]
+                await self._tenants.change_entry(
+                    tenant_id, "projects", project_id, {**share, "members": kept}
+                )
+
+    async def _tenant(self, principal: Principal) -> TenantDoc:
+        if principal.tenant_id is None:
+            raise Forbidden("projects are a tenant's; this credential has no tenant")
+        return await self._tenants.existing(principal.tenant_id)
+
+    async def _admin_tenant(self, principal: Principal) -> TenantDoc:
+        if not _is_admin(principal):
+            raise Forbidden("only a tenant admin changes projects")
+        return await self._tenant(principal)
+
+    def _stored(self, tenant: TenantDoc, project_id: str) -> dict[str, Any]:
+        """A project a tenant admin may change: any but `default`."""
+        if project_id == DEFAULT:
+            raise Conflict("the default project holds what the others do not; it is not changed")
+        share = (tenant.get("projects") or {}).get(project_id)
+        if share is None:
+            raise NotFound(f"project {project_id!r} does not exist")
+        return share
+
+    def _share(self, tenant: TenantDoc, project_id: str, principal: Principal) -> None:
+        """A 404 for a project that is not, or that the caller is not in."""
+        if project_id == DEFAULT:
+            return
+        share = (tenant.get("projects") or {}).get(project_id)
+        if share is None or not (
+            _is_admin(principal) or principal.user_id in (share.get("members") or [])
+        ):
+            raise NotFound(f"project {project_id!r} does not exist")
+
+    async def _view(self, tenant: TenantDoc, project_id: str) -> Project:
+        projects = tenant.get("projects") or {}
+        if project_id == DEFAULT:
+            carved = sum(p.get("max_gpus") or 0 for p in projects.values())
+            quota = effective_quota(tenant["limits"], tenant.get("self_quota") or {})
+            return Project(
+                project_id=DEFAULT, name="Default", max_gpus=max(quota["max_gpus"] - carved, 0),
+                borrow_gpus=0, monthly_budget_cents=None, everyone=True, members=[],
+            )  # fmt: skip
+        share = projects[project_id]
+        users = await self._user_store.many(share.get("members") or [])
+        return Project(
+            project_id=project_id, name=share["name"], max_gpus=share.get("max_gpus"),
+            borrow_gpus=share.get("borrow_gpus") or 0,
+            monthly_budget_cents=share.get("monthly_budget_cents"), everyone=False,
+            members=[ProjectMember(user_id=u["_id"], email=u["email"], name=u["name"])
+                     for u in users],
+        )  # fmt: skip
+
+
+def _check_carve(tenant: TenantDoc, project_id: str, share: dict[str, Any]) -> None:
+    """The projects' shares together fit the tenant's GPUs, and so does what one may
+    borrow: a 422 naming the figures otherwise."""
+    quota = effective_quota(tenant["limits"], tenant.get("self_quota") or {})
+    others = {k: v for k, v in (tenant.get("projects") or {}).items() if k != project_id}
+    carved = sum(p.get("max_gpus") or 0 for p in others.values()) + (share.get("max_gpus") or 0)
+    if carved > quota["max_gpus"]:
+        raise ValidationFailed(
+            f"the projects' GPU shares would come to {carved}, above the tenant's "
+            f"{quota['max_gpus']}",
+            field="maxGpus",
+        )
+    if (share.get("max_gpus") or 0) + share.get("borrow_gpus", 0) > quota["max_gpus"]:
+        raise ValidationFailed(
+            f"a project may borrow up to the tenant's {quota['max_gpus']} GPUs, its share included",
+            field="borrowGpus",
+        )
+
+
+def _is_admin(principal: Principal) -> bool:
+    return principal.role == "tenant-admin"
+
+
+def _ids(members: list[ProjectMember]) -> set[str]:
+    return {member.user_id for member in members}
