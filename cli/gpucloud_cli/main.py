@@ -21,6 +21,7 @@ from .jobs import jobs
 from .keys import keys
 from .kubeconfig import kubeconfig
 from .operator import fleet, prices, specs, tenants
+from .projects import projects
 from .services import services
 from .session import Failure, Session, pass_session
 from .ssh import ssh, tunnel
@@ -231,6 +232,7 @@ for command in (
     join,
     kubeconfig,
     sso,
+    projects,
 ):
     cli.add_command(command)
 

@@ -259,6 +259,30 @@ class Client(WorkloadApi, ApiSession):
             return cast(dict[str, Any], self.request("GET", path))
         return cast(dict[str, Any], self.request("PUT", path, json=body))
 
+    def projects(self) -> list[dict[str, Any]]:
+        """The tenant's projects (an admin's all, a user's own), `default` first."""
+        return cast(list[dict[str, Any]], self.request("GET", "/projects"))
+
+    def project(self, project_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", f"/projects/{_id(project_id)}"))
+
+    def create_project(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("POST", "/projects", json=body))
+
+    def update_project(self, project_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        path = f"/projects/{_id(project_id)}"
+        return cast(dict[str, Any], self.request("PATCH", path, json=body))
+
+    def delete_project(self, project_id: str) -> None:
+        self.request("DELETE", f"/projects/{_id(project_id)}")
+
+    def add_project_member(self, project_id: str, user_id: str) -> dict[str, Any]:
+        path = f"/projects/{_id(project_id)}/members/{_id(user_id)}"
+        return cast(dict[str, Any], self.request("PUT", path))
+
+    def remove_project_member(self, project_id: str, user_id: str) -> None:
+        self.request("DELETE", f"/projects/{_id(project_id)}/members/{_id(user_id)}")
+
     def invite(self, body: dict[str, Any]) -> dict[str, Any]:
         """An invitation to the caller's tenant; the link's `token` is in this answer only."""
         return cast(dict[str, Any], self.request("POST", "/invitations", json=body))
