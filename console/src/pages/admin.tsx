@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { del, enc, get, items, patch, post, put, type Principal } from "../api";
 import { KubectlAccess } from "./kubectl";
+import { Projects } from "./projects";
 import { SingleSignOn } from "./sso";
 import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
@@ -46,6 +47,7 @@ export function AdminPage(props: { principal: Principal }) {
       {props.principal.role === "tenant-admin" && <Invitations />}
       {props.principal.role === "tenant-admin" && <UserLimits />}
       {props.principal.role === "tenant-admin" && <SingleSignOn />}
+      {props.principal.role !== "platform-admin" && <Projects admin={props.principal.role === "tenant-admin"} />}
       <Keys admin={admin} self={props.principal.userID} />
       {props.principal.role !== "platform-admin" && <KubectlAccess />}
       {admin && <Audit />}
