@@ -61,6 +61,44 @@ def add_user(session: Session, email: str, name: str, role: str, tenant: str | N
     session.emit(session.client.add_user(body, tenant=tenant), USER_COLUMNS)
 
 
+@users.command("set")
+@click.argument("user")
+@click.option("--name", help="How the console and reports name them.")
+@click.option("--role", type=click.Choice(["tenant-user", "tenant-admin"]))
+@click.option(
+    "--disable",
+    "status",
+    flag_value="disabled",
+    help="End their access: every key and session of theirs stops at once.",
+)
+@click.option("--enable", "status", flag_value="active", help="Give their access back.")
+@pass_session
+def set_user(
+    session: Session, user: str, name: str | None, role: str | None, status: str | None
+) -> None:  # fmt: skip
+    """Change USER's (an id or an email) name, role, or access (tenant admin).
+
+    \b
+    Examples:
+      gpucloud users set ada@acme.test --role tenant-admin
+      gpucloud users set ada@acme.test --disable
+    """
+    body = {k: v for k, v in (("name", name), ("role", role), ("status", status)) if v}
+    if not body:
+        raise click.UsageError("say what to change: --name, --role, --disable or --enable")
+    session.emit(session.client.update_user(user_id_of(session, user), body), USER_COLUMNS)
+
+
+@users.command("rm")
+@click.argument("user")
+@pass_session
+def remove_user(session: Session, user: str) -> None:
+    """Remove USER (an id or an email): their keys, sessions, limits and project
+    memberships go with them (tenant admin)."""
+    session.client.delete_user(user_id_of(session, user))
+    session.note(f"{user} removed")
+
+
 LIMIT_COLUMNS: list[Column] = [
     ("MAX GPUS", lambda limits: limits["maxGpus"]),
     ("MONTHLY SPEND (CENTS)", lambda limits: limits["monthlySpendCents"]),

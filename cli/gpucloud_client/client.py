@@ -59,6 +59,13 @@ class Client(WorkloadApi, ApiSession):
         path = "/users" if tenant is None else f"/tenants/{_id(tenant)}/users"
         return cast(User, self.request("POST", path, json=body))
 
+    def update_user(self, user_id: str, body: dict[str, Any]) -> User:
+        """Change a user's name, role or status (`disabled` ends their keys and sessions)."""
+        return cast(User, self.request("PATCH", f"/users/{_id(user_id)}", json=body))
+
+    def delete_user(self, user_id: str) -> None:
+        self.request("DELETE", f"/users/{_id(user_id)}")
+
     def revoke_key(self, key_id: str) -> None:
         """Revoke an API key on the server: it stops working at once."""
         self.request("DELETE", f"/api-keys/{_id(key_id)}")

@@ -381,6 +381,73 @@ async def _sso_callback(world: World) -> None:
         assert_problem(back, 400)
 
 
+# --- projects ------------------------------------------------------------------------
+
+
+async def _a_project(world: World) -> str:
+    """A project of A's (with A's admin as its member), made for the row asking."""
+    project_id = unique("p")[:20]
+    made = await world.http.post(
+        "/v1/projects", json={"projectID": project_id, "name": "A's", "maxGpus": 0},
+        headers=bearer(world.a.admin_key),
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    return project_id
+
+
+@row("POST", "/v1/projects")
+async def _create_project(world: World) -> None:
+    refused(await world.http.post(
+        "/v1/projects", json={"projectID": "mine", "name": "x"}, headers=world.lower
+    ))  # fmt: skip
+
+
+@row("GET", "/v1/projects")
+async def _list_projects(world: World) -> None:
+    mine = await _a_project(world)
+    for headers in [*world.outsiders.values(), world.lower]:
+        listed = await world.http.get("/v1/projects", headers=headers)
+        assert mine not in {p["projectID"] for p in listed.json()}, listed.text
+
+
+@row("GET", "/v1/projects/{project_id}")
+async def _get_project(world: World) -> None:
+    mine = await _a_project(world)
+    for headers in [*world.outsiders.values(), world.lower]:  # A's user is no member
+        assert_problem(await world.http.get(f"/v1/projects/{mine}", headers=headers), 404)
+
+
+@row("PATCH", "/v1/projects/{project_id}")
+async def _update_project(world: World) -> None:
+    mine = await _a_project(world)
+    await _everyone_refused(
+        world, "PATCH", f"/v1/projects/{mine}", lower_too=True, body={"maxGpus": 1}
+    )
+
+
+@row("DELETE", "/v1/projects/{project_id}")
+async def _delete_project(world: World) -> None:
+    mine = await _a_project(world)
+    await _everyone_refused(world, "DELETE", f"/v1/projects/{mine}", lower_too=True)
+    kept = await world.http.get(f"/v1/projects/{mine}", headers=bearer(world.a.admin_key))
+    assert kept.status_code == 200, kept.text
+
+
+@row("PUT", "/v1/projects/{project_id}/members/{user_id}")
+async def _add_project_member(world: World) -> None:
+    mine = await _a_project(world)
+    path = f"/v1/projects/{mine}/members/{world.a.admin_user_id}"
+    await _everyone_refused(world, "PUT", path, lower_too=True)
+
+
+@row("DELETE", "/v1/projects/{project_id}/members/{user_id}")
+async def _remove_project_member(world: World) -> None:
+    mine = await _a_project(world)
+    path = f"/v1/projects/{mine}/members/{world.a.admin_user_id}"
+    assert (await world.http.put(path, headers=bearer(world.a.admin_key))).status_code == 200
+    await _everyone_refused(world, "DELETE", path, lower_too=True)
+
+
 @row("POST", "/v1/sso/{tenant_id}/device")
 async def _start_sso_device(world: World) -> None:
     # As a browser's start: A has no provider, whoever asks.

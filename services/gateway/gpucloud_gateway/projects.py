@@ -59,7 +59,10 @@ class Projects:
     async def update(self, principal: Principal, project_id: str, body: ProjectUpdate) -> Project:
         tenant = await self._admin_tenant(principal)
         share = dict(self._stored(tenant, project_id))
-        share.update(body.model_dump(exclude_unset=True))
+        changes = body.model_dump(exclude_unset=True)
+        if changes.get("name") is None:
+            changes.pop("name", None)  # a name is never unset
+        share.update(changes)
         if share.get("borrow_gpus") is None:
             share["borrow_gpus"] = 0
         _check_carve(tenant, project_id, share)

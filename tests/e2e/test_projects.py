@@ -1,0 +1,86 @@
+"""Projects of a tenant (issue "Tenant self-service", item 1; decision 138), first
+slice: a tenant admin makes projects from the CLI, each with a share of the
+tenant's GPUs and a budget, and names their members; the shares together never
+exceed the tenant's GPUs (a 422 saying so); `default` holds the rest and everyone;
+a user sees `default` and their own projects, and no other; another tenant sees
+none; a removed user leaves their projects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cli_support import Cli, cli_for
+from .platform import Platform, TenantAccount, assert_problem, bearer
+
+
+async def _tenant_with_ada(platform: Platform, tmp_path: Path) -> tuple[TenantAccount, Cli, Cli]:
+    """A tenant of 16 GPUs with a user, Ada: the admin's CLI and Ada's."""
+    account = await platform.tenant(max_gpus=16)
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    email = f"ada@{account.tenant_id}.test"
+    await admin.ok("users", "add", email, "--name", "Ada")
+    minted = await admin.ok("-o", "json", "users", "key", email, "--name", "laptop")
+    ada = cli_for(tmp_path / "ada", platform)
+    assert (await ada.login(minted.json()["secret"])).code == 0
+    return account, admin, ada
+
+
+async def test_an_admin_carves_projects_from_the_tenants_gpus_and_names_their_members(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    made = await admin.ok(
+        "-o", "json", "projects", "create", "vision", "--gpus", "6",
+        "--monthly-budget-cents", "500000",
+    )  # fmt: skip
+    assert (made.json()["maxGpus"], made.json()["members"]) == (6, [])
+    await admin.ok("projects", "create", "nlp", "--gpus", "4")
+    over = await admin.run("projects", "create", "speech", "--gpus", "8")
+    assert over.code == 1
+    assert "the projects' GPU shares would come to 18, above the tenant's 16" in over.err
+    taken = await admin.run("projects", "create", "vision")
+    assert taken.code == 1
+    assert "exists" in taken.err
+
+    shown = {p["projectID"]: p for p in (await admin.ok("-o", "json", "projects", "ls")).json()}
+    assert list(shown) == ["default", "nlp", "vision"]
+    assert (shown["default"]["maxGpus"], shown["default"]["everyone"]) == (6, True)
+    table = await admin.ok("projects", "ls")
+    assert "everyone" in table.out
+
+    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
+    mine = [p["projectID"] for p in (await ada.ok("-o", "json", "projects", "ls")).json()]
+    assert mine == ["default", "vision"]
+    hidden = await ada.run("projects", "show", "nlp")
+    assert hidden.code == 1
+    assert "does not exist" in hidden.err
+    refused = await ada.run("projects", "create", "mine")
+    assert refused.code == 1
+
+    # A share changed within the tenant's, then a project removed: default grows back.
+    await admin.ok("projects", "set", "vision", "--gpus", "8")
+    await admin.ok("projects", "rm", "nlp")
+    shown = {p["projectID"]: p for p in (await admin.ok("-o", "json", "projects", "ls")).json()}
+    assert (list(shown), shown["default"]["maxGpus"]) == (["default", "vision"], 8)
+
+    # Ada, removed, leaves the project.
+    await admin.ok("users", "rm", f"ada@{account.tenant_id}.test")
+    assert (await admin.ok("-o", "json", "projects", "show", "vision")).json()["members"] == []
+
+
+async def test_another_tenant_sees_no_project_and_a_project_takes_only_the_tenants_users(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account, admin, _ = await _tenant_with_ada(platform, tmp_path)
+    await admin.ok("projects", "create", "vision", "--gpus", "2")
+    other = await platform.tenant()
+    theirs = bearer(other.admin_key)
+    assert_problem(await platform.http.get("/v1/projects/vision", headers=theirs), 404)
+    listed = await platform.http.get("/v1/projects", headers=theirs)
+    assert [p["projectID"] for p in listed.json()] == ["default"]
+    # A user of the other tenant is not one of ours to add.
+    stranger = await platform.http.put(
+        f"/v1/projects/vision/members/{other.admin_user_id}", headers=bearer(account.admin_key)
+    )
+    assert_problem(stranger, 404)
