@@ -16,7 +16,7 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from kubernetes_asyncio import client as k8s
-from playwright.async_api import Page
+from playwright.async_api import Page, expect
 
 from gpucloud_libs.kafka_connection import KafkaConnection
 from gpucloud_libs.node_seals import ReportT, node_key, seal
@@ -200,3 +200,12 @@ async def stand_in_text(page: Page, url: str) -> str:
         return text if "Simulated workload" in text else None
 
     return await eventually(landed, timeout=30, interval=1)
+
+
+async def sign_in_with_key(page: Page, key: str) -> None:
+    """The console's sign-in with an API key, until it shows the signed-in shell."""
+    await page.goto("/")
+    await page.get_by_role("radio", name="An API key").check()
+    await page.get_by_label("API key", exact=True).fill(key)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()

@@ -32,7 +32,7 @@ from gpucloud_libs.naming import tenant_namespace
 from .cli_support import kubectl
 from .clusters_support import HOME, SECOND, kubeconfig_of
 from .platform import H100, Platform, TenantAccount, bearer
-from .support import eventually, unique
+from .support import eventually, sign_in_with_key, unique
 
 PASSWORD = "console pass phrase"
 LAPTOP: ViewportSize = {"width": 1366, "height": 900}
@@ -86,14 +86,6 @@ async def _sign_in_with_password(page: Page, email: str, role: str = "tenant-adm
     await page.keyboard.type(PASSWORD)
     await page.keyboard.press("Enter")
     await expect(page.get_by_test_id("who")).to_contain_text(role)
-
-
-async def _sign_in_with_key(page: Page, key: str) -> None:
-    await page.goto("/")
-    await page.get_by_role("radio", name="An API key").check()
-    await page.get_by_label("API key", exact=True).fill(key)
-    await page.get_by_role("button", name="Sign in").click()
-    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
 
 
 async def _priced_spec(platform: Platform) -> str:
@@ -299,7 +291,7 @@ async def test_a_tenant_starts_uploads_and_sees_usage_in_the_console(
 
     # Their admin sees who spent it and who made the key: by name, not by id.
     admin = await _page(chromium, platform)
-    await _sign_in_with_key(admin, account.admin_key)
+    await sign_in_with_key(admin, account.admin_key)
     await admin.get_by_role("link", name="Usage and costs").click()
     by_user = admin.get_by_role("img", name="Spend by user")
     await expect(by_user).to_contain_text("Ada User")
@@ -384,7 +376,7 @@ async def test_another_tenants_resources_are_nowhere_in_the_console(
     _, instance_id, storage_id = await _a_tenant_with_things(platform)
     other = await platform.tenant()
     page = await _page(chromium, platform)
-    await _sign_in_with_key(page, other.admin_key)
+    await sign_in_with_key(page, other.admin_key)
     await expect(page.get_by_text("No instances yet")).to_be_visible()
     await expect(page.get_by_text(instance_id)).to_have_count(0)
     await page.get_by_role("link", name="Storages").click()
@@ -398,7 +390,7 @@ async def test_another_tenants_resources_are_nowhere_in_the_console(
     await expect(page.get_by_text("Nothing running")).to_be_visible()
     # At phone width every page fits the screen.
     phone = await _page(chromium, platform, PHONE)
-    await _sign_in_with_key(phone, other.admin_key)
+    await sign_in_with_key(phone, other.admin_key)
     for path in ("/instances", "/storages", "/usage", "/monitoring", "/admin"):
         await phone.goto(path)
         await expect(phone.get_by_role("heading", level=1)).to_be_visible()
@@ -420,7 +412,7 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     idle = chosen["node"]
     asked: list[str] = []
     page = await _page(chromium, platform, asked=asked)
-    await _sign_in_with_key(page, platform.admin_key)
+    await sign_in_with_key(page, platform.admin_key)
     await expect(page).to_have_url(re.compile("/fleet$"))
     await expect(page.get_by_role("table", name="Fleet by zone and GPU type")).to_be_visible()
     try:
@@ -474,7 +466,7 @@ async def test_the_operator_quarantines_and_releases_a_node_in_the_console(
     # A tenant's key never sees the operator's pages' data.
     account = await platform.tenant()
     tenant_page = await _page(chromium, platform)
-    await _sign_in_with_key(tenant_page, account.admin_key)
+    await sign_in_with_key(tenant_page, account.admin_key)
     await tenant_page.goto("/fleet")
     await expect(tenant_page.get_by_role("heading", level=1)).to_have_text(
         "Not a page for your role"
@@ -497,7 +489,7 @@ async def test_each_catalog_template_starts_as_its_template_from_the_console(
     owner = bearer(user_key)
     catalog = (await platform.http.get("/v1/templates", headers=owner)).json()
     page = await _page(chromium, platform)
-    await _sign_in_with_key(page, user_key)
+    await sign_in_with_key(page, user_key)
     core = k8s.CoreV1Api(kube)
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJvb3RzdHJhcHBlZGtleWZvcnRoZXRlc3Q dev@laptop"
     for template in [t for t in catalog if "instance" in t["kinds"]]:
@@ -602,7 +594,7 @@ async def test_a_tenant_user_sees_their_own_spend_and_no_forms_they_may_not_use(
     )
     assert mine.status_code == 202, mine.text
     page = await _page(chromium, platform)
-    await _sign_in_with_key(page, user_key)
+    await sign_in_with_key(page, user_key)
 
     # Their own spend: the report counts what they started, not the admin's instance.
     async def own_rows() -> list[str] | None:
@@ -631,7 +623,7 @@ async def test_a_tenant_user_sees_their_own_spend_and_no_forms_they_may_not_use(
         await dialog.dismiss()
 
     careful = await _page(chromium, platform, answer=decline)
-    await _sign_in_with_key(careful, user_key)
+    await sign_in_with_key(careful, user_key)
     instance_id = mine.json()["instanceID"]
     await careful.get_by_role("button", name=f"Stop {instance_id}").click()
 
@@ -649,7 +641,7 @@ async def test_a_tenant_admin_adds_a_user_a_budget_and_an_idle_stop_rule_in_the_
 ) -> None:
     account = await platform.tenant()
     page = await _page(chromium, platform)
-    await _sign_in_with_key(page, account.admin_key)
+    await sign_in_with_key(page, account.admin_key)
     headers = bearer(account.admin_key)
 
     await page.get_by_role("link", name="Admin").click()
@@ -700,7 +692,7 @@ async def test_the_operator_onboards_a_customer_from_the_console(
     once), and that admin starting on the new spec; then the spec goes."""
     asked: list[str] = []
     page = await _page(chromium, platform, asked=asked)
-    await _sign_in_with_key(page, platform.admin_key)
+    await sign_in_with_key(page, platform.admin_key)
     spec, tenant_id = unique("onboard"), unique("t-onboard")
 
     await page.get_by_role("link", name="Specs").click()
@@ -786,7 +778,7 @@ async def test_the_operator_onboards_a_customer_from_the_console(
 
     # The new admin signs in with the key handed over and finds the new spec.
     admin = await _page(chromium, platform)
-    await _sign_in_with_key(admin, key)
+    await sign_in_with_key(admin, key)
     await expect(admin.get_by_test_id("who")).to_contain_text(tenant_id)
     await expect(admin.get_by_label("Spec").first.locator(f"option[value='{spec}']")).to_have_count(
         1
@@ -805,7 +797,7 @@ async def test_the_operator_cordons_a_cluster_and_is_told_why_a_registration_fai
 ) -> None:
     asked: list[str] = []
     page = await _page(chromium, platform, asked=asked)
-    await _sign_in_with_key(page, platform.admin_key)
+    await sign_in_with_key(page, platform.admin_key)
     await page.get_by_role("link", name="Clusters").click()
     row = page.get_by_role("row").filter(has_text=f"{HOME} (home)")
     await expect(row).to_contain_text("active")
@@ -848,7 +840,7 @@ async def test_a_tenant_picks_the_region_an_instance_runs_in_from_the_console(
     h100 = await platform.spec()
     a100 = await platform.spec(gpu_type="NVIDIA-A100-SXM4-40GB")  # the home cluster's alone
     page = await _page(chromium, platform)
-    await _sign_in_with_key(page, account.admin_key)
+    await sign_in_with_key(page, account.admin_key)
     await page.get_by_label("Spec").select_option(a100)
     region = page.get_by_label("Region")
     await expect(region.locator("option")).to_have_text(["any region with these GPUs", HOME])
@@ -879,7 +871,7 @@ async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
     account = await platform.tenant()
     spec = await _priced_spec(platform)
     admin = await _page(chromium, platform)
-    await _sign_in_with_key(admin, account.admin_key)
+    await sign_in_with_key(admin, account.admin_key)
     await admin.get_by_role("link", name="Admin").click()
     invitations = admin.get_by_role("region", name="Invitations")
     email = f"{unique('grace')}@{account.tenant_id}.test"

@@ -3,14 +3,19 @@ slice: a tenant admin makes projects from the CLI, each with a share of the
 tenant's GPUs and a budget, and names their members; the shares together never
 exceed the tenant's GPUs (a 422 saying so); `default` holds the rest and everyone;
 a user sees `default` and their own projects, and no other; another tenant sees
-none; a removed user leaves their projects."""
+none; a removed user leaves their projects; and the console's Projects card makes
+one and adds a member."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from playwright.async_api import Browser, expect
 
 from .cli_support import Cli, cli_for
 from .platform import Platform, TenantAccount, assert_problem, bearer
+from .support import sign_in_with_key
 
 
 async def _tenant_with_ada(platform: Platform, tmp_path: Path) -> tuple[TenantAccount, Cli, Cli]:
@@ -84,3 +89,29 @@ async def test_another_tenant_sees_no_project_and_a_project_takes_only_the_tenan
         f"/v1/projects/vision/members/{other.admin_user_id}", headers=bearer(account.admin_key)
     )
     assert_problem(stranger, 404)
+
+
+async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
+    platform: Platform, chromium: Browser, tmp_path: Path
+) -> None:
+    account, _, ada = await _tenant_with_ada(platform, tmp_path)
+    context = await chromium.new_context(base_url=str(platform.http.base_url))
+    page = await context.new_page()
+    await sign_in_with_key(page, account.admin_key)
+    await page.get_by_role("link", name="Admin").click()
+    card = page.get_by_role("region", name="Projects")
+    await card.get_by_label("Project ID").fill("vision")
+    await card.get_by_label("GPU share").fill("6")
+    await card.get_by_role("button", name="Make project").click()
+    vision = card.get_by_role("row").filter(has_text="vision")
+    await expect(vision).to_contain_text("none yet")
+    await expect(card.get_by_role("row").filter(has_text="default")).to_contain_text("10")
+    await card.get_by_role("combobox", name=re.compile("^Project")).select_option("vision")
+    await card.get_by_role("combobox", name=re.compile("^Member")).select_option(
+        label=f"ada@{account.tenant_id}.test"
+    )
+    await card.get_by_role("button", name="Add member").click()
+    await expect(vision).to_contain_text(f"ada@{account.tenant_id}.test")
+    await context.close()
+    mine = [p["projectID"] for p in (await ada.ok("-o", "json", "projects", "ls")).json()]
+    assert mine == ["default", "vision"]
