@@ -7,8 +7,9 @@ from datetime import UTC
 from typing import NamedTuple
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
+from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
+from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import GPU_RESOURCE
 
 from .documents import QuotaDoc, SpecDoc, TenantDoc, UserLimitsDoc, WorkloadSpecFields
@@ -94,6 +95,24 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
     if user_id is None:
         return None
     return (tenant.get("user_limits") or {}).get(user_id)
+
+
+#: The project of every workload that names none, and of every user (decision 138).
+DEFAULT_PROJECT = "default"
+
+
+def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
+    """The project a workload is started in: `default`, or one the caller is a member
+    of (a tenant admin is of every one); a 404 otherwise, as for a project that is
+    not, so a user learns nothing of projects they are not in."""
+    if project_id == DEFAULT_PROJECT:
+        return project_id
+    project = (tenant.get("projects") or {}).get(project_id)
+    if project is None or (
+        identity.role != "tenant-admin" and identity.subject not in project["members"]
+    ):
+        raise NotFound(f"project {project_id!r} does not exist")
+    return project_id
 
 
 def user_may_start(tenant: TenantDoc, user_id: str | None) -> TenantDoc:

@@ -52,6 +52,16 @@ class SpendStopDoc(TypedDict):
     limit_cents: int
 
 
+class ProjectDoc(TypedDict):
+    """A project of the tenant (decision 138), as its last `tenant.upserted` said."""
+
+    name: str
+    max_gpus: int | None
+    borrow_gpus: int
+    monthly_budget_cents: int | None
+    members: list[str]
+
+
 class TenantFields(TypedDict):
     """A tenant as its last `tenant.upserted` event said, with what its namespace needs."""
 
@@ -65,6 +75,8 @@ class TenantFields(TypedDict):
     queue_weight: NotRequired[float]
     #: Limits of its users that have any, by user id.
     user_limits: NotRequired[dict[str, UserLimitsDoc]]
+    #: Its projects but `default`, by id.
+    projects: NotRequired[dict[str, ProjectDoc]]
     updated_at: datetime
     #: A hash of what the namespace must reflect; the controller applies it when it differs.
     version: str
@@ -116,6 +128,8 @@ class WorkloadDocFields(WorkloadSpecFields):
     storages: list[dict[str, Any]]
     #: Who started it (the caller's subject: a user, or a key of no user).
     user_id: str | None
+    #: The project it runs in (decision 138); absent: `default`, as before projects.
+    project: NotRequired[str]
 
 
 class InstanceDoc(WorkloadDocFields):

@@ -26,6 +26,8 @@ InstanceId = Annotated[str, Field(pattern=ID_PATTERN, max_length=40)]
 
 
 #: Values that end up as Kubernetes label values (GPU product, zone).
+#: A project of the tenant (decision 138): `default`, or one a tenant admin made.
+ProjectRef = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")]
 LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 
 

@@ -1,20 +1,25 @@
-"""The admission rules every workload kind shares: what it copies from its spec, and
-the limits a tenant admin sets on each user."""
+"""The admission rules every workload kind shares: what it copies from its spec, the
+limits a tenant admin sets on each user, and the project it starts in."""
 
 from __future__ import annotations
 
 from typing import cast
+
+import pytest
 
 from gpucloud_instances.admission import (
     Placed,
     UserCap,
     allowed_zones,
     claim_refusal,
+    project_of,
     spec_fields,
     spend_refusal,
 )
 from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc
 from gpucloud_instances.quota_ledger import _Change, user_gpus
+from gpucloud_libs.errors import NotFound
+from gpucloud_libs.identity import Identity, Role
 
 from .fixtures import a_spec
 
@@ -103,3 +108,21 @@ def test_a_claim_of_no_one_grown_by_a_limited_user_counts_in_full() -> None:
     grown = _Change("s-1", 8, quota, resize=True, generation=2, user=UserCap("u-ada", 4))
     assert not grown.apply(claims, {}, owners)
     assert claims == {"s-1": 4}
+
+
+def test_a_workload_starts_in_default_or_a_project_its_caller_is_a_member_of() -> None:
+    tenant = cast(TenantDoc, {"_id": "acme", "projects": {"vision": {
+        "name": "Vision", "max_gpus": 4, "borrow_gpus": 0, "monthly_budget_cents": None,
+        "members": ["u-ada"],
+    }}})  # fmt: skip
+
+    def caller(subject: str, role: Role = "tenant-user") -> Identity:
+        return Identity(subject=subject, role=role, tenant_id="acme", expires_at=0)
+
+    assert project_of(tenant, caller("u-bob"), "default") == "default"
+    assert project_of(tenant, caller("u-ada"), "vision") == "vision"
+    assert project_of(tenant, caller("u-root", "tenant-admin"), "vision") == "vision"
+    for subject, project in (("u-bob", "vision"), ("u-ada", "nlp")):
+        # Not a member, or no such project: the same 404.
+        with pytest.raises(NotFound, match=f"project '{project}' does not exist"):
+            project_of(tenant, caller(subject), project)

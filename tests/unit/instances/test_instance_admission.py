@@ -29,6 +29,7 @@ def admitted(body: InstanceCreate) -> NewWorkload:
         tenant=TenantDoc(**TENANT),  # type: ignore[typeddict-item]
         spec=SPEC, zones=[], placed=Placed("local-2", "region-2"), storages=[],
         request_hash=request_hash(body, id_field="instance_id"), idempotency_key="k-1",
+        project="default",
     )  # fmt: skip
 
 

@@ -43,6 +43,7 @@ def admitted(body: JobCreate, **fields: Any) -> NewWorkload:
         "key": "acme/train", "workload_id": "train", "identity": USER, "tenant": tenant(8),
         "spec": SPEC, "zones": ["zone-b"], "placed": Placed("local-1", "region-1"), "storages": [{"storageID": "ds-1", "readOnly": False}],
         "request_hash": request_hash(body, id_field="job_id"), "idempotency_key": "k-1",
+        "project": "default",
         **fields,
     }  # fmt: skip
     return NewWorkload(**chosen)
@@ -88,7 +89,7 @@ def test_a_spec_the_catalog_does_not_hold_is_refused_on_its_field() -> None:
 def test_every_kind_stores_who_asked_its_spec_and_where_it_may_run() -> None:
     new = admitted(submitted())
     assert new.document_fields("job_id") == {
-        "_id": "acme/train", "tenant_id": "acme", "job_id": "train", "user_id": "u-1",
+        "_id": "acme/train", "tenant_id": "acme", "job_id": "train", "user_id": "u-1", "project": "default",
         "idempotency_key": "k-1", "request_hash": new.request_hash, "spec_name": "h100x2",
         "gpu_type": "NVIDIA-H100", "gpu_count": 2, "gpu_resource": "nvidia.com/gpu",
         "gpu_weight": "1", "cpu": "8", "memory": "64Gi", "zones": ["zone-b"], "cluster": "local-1", "region": "region-1",

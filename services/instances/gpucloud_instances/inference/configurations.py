@@ -125,6 +125,7 @@ def service_document(
         "service_id": service_id,
         "incarnation": secrets.token_hex(4),
         "user_id": identity.subject,
+        "project": body.project,
         # mypy wants a ** item to name the optional keys too; those the kind
         # sets later stay absent.
         **placed,  # type: ignore[typeddict-item]

@@ -29,6 +29,7 @@ from ..admission import (
     allowed_zones,
     claim_refusal,
     known_spec,
+    project_of,
     spec_fields,
     user_cap,
     user_may_start,
@@ -103,6 +104,7 @@ class InferenceServices:
         if existing is not None:
             raise Conflict(f"inference service {service_id!r} exists", service_id=service_id)
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
+        project_of(tenant, identity, body.project)
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(spec, region=body.region, zones=zones)

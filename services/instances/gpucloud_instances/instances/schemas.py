@@ -16,6 +16,7 @@ from ..schemas import (
     InstanceId,
     InstanceTemplate,
     LabelValue,
+    ProjectRef,
     QueuePosition,
     StorageId,
     Transition,
@@ -27,6 +28,8 @@ class InstanceCreate(ApiModel):
     instance_id: InstanceId | None = Field(default=None, alias="instanceID")
     image: ImageRef
     spec_name: DnsLabel
+    #: The project it runs in (a member's, or any to a tenant admin).
+    project: ProjectRef = "default"
     zone: LabelValue | None = None
     #: The region to run in (a cluster's, GET /v1/regions); the platform picks one
     #: that has the spec's GPUs when left out.

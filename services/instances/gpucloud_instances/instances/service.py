@@ -25,6 +25,7 @@ from ..admission import (
     claim_refusal,
     known_spec,
     never_fits,
+    project_of,
     user_cap,
     user_limits,
     user_may_start,
@@ -93,10 +94,8 @@ class Instances:
     ) -> tuple[Instance, bool]:
         """Record a new instance (202) or return the one this request already made (200).
 
-        Four steps on the critical path of every start: the reads (at once), the
-        quota claim, the insert of the admitted instance, and a wake-up of the
-        controller (in memory when this replica leads).
-        """
+        Four steps on the critical path of every start: the reads (at once), the quota
+        claim, the insert, and a wake-up of the controller (in memory when it leads)."""
         identity.require_role("tenant-user", "tenant-admin")
         tenant_id = identity.require_tenant()
         self._images.admit(body.image, body.template.run_as_user, uid_field="template.runAsUser")
@@ -110,6 +109,7 @@ class Instances:
         if existing is not None:
             return await self._replay(existing, hashed), False
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
+        project = project_of(tenant, identity, body.project)
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(
@@ -125,7 +125,7 @@ class Instances:
         new = NewWorkload(
             key=key, workload_id=instance_id, identity=identity, tenant=tenant, spec=spec,
             zones=zones, placed=placed, storages=storages, request_hash=hashed,
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key, project=project,
         )  # fmt: skip
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits

@@ -19,6 +19,7 @@ from ..schemas import (
     InstanceId,
     InstanceTemplate,
     LabelValue,
+    ProjectRef,
     QueuePosition,
     RunAsUser,
     StorageId,
@@ -40,6 +41,8 @@ class JobCreate(ApiModel):
     env: list[EnvVar] = Field(default_factory=list, max_length=128)
     run_as_user: RunAsUser = None
     spec_name: DnsLabel
+    #: The project it runs in (a member's, or any to a tenant admin).
+    project: ProjectRef = "default"
     zone: LabelValue | None = None
     #: The region to run in (a cluster's, GET /v1/regions); the platform picks one
     #: that has the spec's GPUs when left out.

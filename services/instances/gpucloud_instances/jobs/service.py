@@ -20,7 +20,14 @@ from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.tenants import require_active
 
-from ..admission import allowed_zones, known_spec, own_limit_refusal, user_cap, user_may_start
+from ..admission import (
+    allowed_zones,
+    known_spec,
+    own_limit_refusal,
+    project_of,
+    user_cap,
+    user_may_start,
+)
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
@@ -71,6 +78,7 @@ class Jobs:
         if existing is not None:
             return await self._replay(existing, hashed), False
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
+        project = project_of(tenant, identity, body.project)
         spec = known_spec(body.spec_name, spec)
         _fits_quota(tenant, spec, body.pods, identity.subject)
         zones = allowed_zones(spec, body.zone)
@@ -85,7 +93,8 @@ class Jobs:
             return await self._replay(again, hashed), False
         new = NewWorkload(
             key=key, workload_id=job_id, identity=identity, tenant=tenant, spec=spec,
-            zones=zones, placed=placed, storages=storages, request_hash=hashed, idempotency_key=idempotency_key,
+            zones=zones, placed=placed, storages=storages, request_hash=hashed,
+            idempotency_key=idempotency_key, project=project,
         )  # fmt: skip
         doc = _job_document(new, body)
         try:

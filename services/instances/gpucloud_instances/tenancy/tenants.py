@@ -13,6 +13,7 @@ from gpucloud_libs.naming import tenant_namespace
 
 from ..admission import current_period, spend_refusal
 from ..documents import (
+    ProjectDoc,
     QuotaDoc,
     SpendStopDoc,
     TenantFields,
@@ -74,6 +75,16 @@ def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Tenant
                 max_gpus=limits.max_gpus, monthly_spend_cents=limits.monthly_spend_cents
             )
             for user_id, limits in tenant.user_limits.items()
+        },
+        "projects": {
+            project_id: ProjectDoc(
+                name=project.name,
+                max_gpus=project.max_gpus,
+                borrow_gpus=project.borrow_gpus,
+                monthly_budget_cents=project.monthly_budget_cents,
+                members=list(project.members),
+            )
+            for project_id, project in tenant.projects.items()
         },
         "updated_at": now(),
         "version": version,

@@ -27,6 +27,8 @@ class NewWorkload:
     storages: list[Document]
     request_hash: str
     idempotency_key: str | None
+    #: The project it runs in, the caller's to start in (`project_of`).
+    project: str
 
     def document_fields(self, id_field: str) -> Document:
         """What every kind's document holds of it, its id under `id_field`."""
@@ -35,6 +37,7 @@ class NewWorkload:
             "tenant_id": self.tenant["_id"],
             id_field: self.workload_id,
             "user_id": self.identity.subject,
+            "project": self.project,
             "idempotency_key": self.idempotency_key,
             "request_hash": self.request_hash,
             **spec_fields(self.spec, self.zones, self.placed),
