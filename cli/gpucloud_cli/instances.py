@@ -72,6 +72,9 @@ def get_instance(session: Session, instance_id: str) -> None:
     "--region", help="Run in this region (`gpucloud regions`); default: any with the GPUs."
 )
 @click.option("--zone", help="Pin to a zone.")
+@click.option(
+    "--project", help="Run in this project of yours (`gpucloud projects`); default: default."
+)
 @click.option("--port", "ports", type=int, multiple=True, help="A public port (repeatable).")
 @click.option(
     "--env",
@@ -102,6 +105,7 @@ def get_instance(session: Session, instance_id: str) -> None:
 def create_instance(
     session: Session, spec_name: str, template_id: str | None, public_key: TextIO | None,
     image: str | None, instance_id: str | None, region: str | None, zone: str | None,
+    project: str | None,
     ports: tuple[int, ...],
     envs: tuple[str, ...], storages: tuple[str, ...], cmd: str | None,
     run_as_user: int | None, queue: bool, priority: int, wait: bool,
@@ -145,6 +149,7 @@ def create_instance(
         "template": template,
         **({"instanceID": instance_id} if instance_id else {}),
         **({"zone": zone} if zone else {}),
+        **({"project": project} if project else {}),
         **({"region": region} if region else {}),
         **({"queue": True, "priority": priority} if queue else {}),
     }

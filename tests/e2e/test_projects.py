@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from playwright.async_api import Browser, expect
 
 from .cli_support import Cli, cli_for
 from .platform import Platform, TenantAccount, assert_problem, bearer
-from .support import sign_in_with_key
+from .support import eventually, sign_in_with_key
 
 
 async def _tenant_with_ada(platform: Platform, tmp_path: Path) -> tuple[TenantAccount, Cli, Cli]:
@@ -115,3 +116,38 @@ async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
     await context.close()
     mine = [p["projectID"] for p in (await ada.ok("-o", "json", "projects", "ls")).json()]
     assert mine == ["default", "vision"]
+
+
+async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Slice 2's start: an instance is started in a project its member names, and
+    says so; a user who is not a member is told the project does not exist."""
+    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    await admin.ok("projects", "create", "vision", "--gpus", "4")
+    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
+    spec = await platform.spec()
+    outsider = await admin.ok("users", "add", f"bob@{account.tenant_id}.test", "--name", "Bob")
+    assert outsider.code == 0
+    minted = await admin.ok("-o", "json", "users", "key", f"bob@{account.tenant_id}.test",
+                            "--name", "laptop")  # fmt: skip
+    bob = cli_for(tmp_path / "bob", platform)
+    assert (await bob.login(minted.json()["secret"])).code == 0
+
+    async def started() -> dict[str, Any] | None:
+        # The project reaches the instances service with the tenant's next event.
+        ran = await ada.run("-o", "json", "instances", "create", "--spec", spec, "--image",
+                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
+        return dict(ran.json()) if ran.code == 0 else None
+
+    made = await eventually(started, timeout=30)
+    assert made["project"] == "vision"
+    await ada.ok("instances", "stop", made["instanceID"])
+    refused = await bob.run("instances", "create", "--spec", spec, "--image", "busybox",
+                            "--project", "vision", "--no-wait")  # fmt: skip
+    assert refused.code == 1
+    assert "project 'vision' does not exist" in refused.err
+    plain = (await bob.ok("-o", "json", "instances", "create", "--spec", spec, "--image",
+                          "busybox", "--no-wait")).json()  # fmt: skip
+    assert plain["project"] == "default"
+    await bob.ok("instances", "stop", plain["instanceID"])

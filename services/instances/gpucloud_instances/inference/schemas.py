@@ -192,6 +192,8 @@ class InferenceService(ApiModel):
     state: str
     url: str
     spec_name: str
+    #: The project it runs in (decision 138).
+    project: str = "default"
     gpu_type: str
     #: GPUs of each replica.
     gpu_count: int

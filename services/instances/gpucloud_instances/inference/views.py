@@ -50,6 +50,7 @@ def service_view(
         state=state,
         url=url,
         spec_name=doc["spec_name"],
+        project=doc.get("project", "default"),
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
         cluster=cluster,

@@ -53,6 +53,8 @@ class Instance(ApiModel):
     reason: str | None = None
     message: str | None = None
     spec_name: str
+    #: The project it runs in (decision 138).
+    project: str = "default"
     gpu_type: str
     gpu_count: int
     image: str

@@ -47,6 +47,7 @@ def instance_view(
         reason=doc.get("reason"),
         message=doc.get("message"),
         spec_name=doc["spec_name"],
+        project=doc.get("project", "default"),
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
         image=doc["image"],

@@ -107,6 +107,8 @@ class Job(ApiModel):
     exit_code: int | None = None
     queue: QueuePosition | None = None
     spec_name: str
+    #: The project it runs in (decision 138).
+    project: str = "default"
     gpu_type: str
     #: GPUs of each pod; the job holds `gpuCount * parallelism` at most.
     gpu_count: int

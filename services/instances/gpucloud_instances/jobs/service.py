@@ -216,6 +216,7 @@ class Jobs:
             exit_code=doc.get("exit_code"),
             queue=queue,
             spec_name=doc["spec_name"],
+            project=doc.get("project", "default"),
             gpu_type=doc["gpu_type"],
             gpu_count=doc["gpu_count"],
             image=doc["image"],
