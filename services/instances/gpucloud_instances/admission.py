@@ -12,7 +12,17 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import GPU_RESOURCE
 
-from .documents import QuotaDoc, SpecDoc, TenantDoc, UserLimitsDoc, WorkloadSpecFields
+from .documents import (
+    QuotaDoc,
+    SpecDoc,
+    TenantDoc,
+    UserLimitsDoc,
+    WorkloadDocFields,
+    WorkloadSpecFields,
+)
+
+#: The project of every workload that names none, and of every user (decision 138).
+DEFAULT_PROJECT = "default"
 
 
 def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> QuotaExceeded | None:
@@ -37,57 +47,112 @@ def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> Quo
     return None
 
 
-def own_limit_refusal(user: UserCap | None, held: int, *, wanted: int) -> QuotaExceeded | None:
+def own_limit_refusal(who: Claimant | None, held: int, *, wanted: int) -> QuotaExceeded | None:
     """Why a user's workload of `wanted` GPUs does not fit the GPUs they may hold at
     once, holding `held`; None when it fits or they have no such limit."""
-    if user is None or user.max_gpus is None or held + wanted <= user.max_gpus:
+    if who is None or who.max_gpus is None or held + wanted <= who.max_gpus:
         return None
     return QuotaExceeded(
-        f"your own limit is {user.max_gpus} GPUs at once; you hold {held} and asked for "
+        f"your own limit is {who.max_gpus} GPUs at once; you hold {held} and asked for "
         f"{wanted}",
-        limit="user_max_gpus", limit_value=user.max_gpus, in_use=held, requested=wanted,
+        limit="user_max_gpus", limit_value=who.max_gpus, in_use=held, requested=wanted,
     )  # fmt: skip
 
 
+def project_refusal(who: Claimant | None, held: int, *, wanted: int) -> QuotaExceeded | None:
+    """Why a workload of `wanted` GPUs does not fit its project's share of the tenant's
+    quota, the project holding `held`; None when it fits or the project has no share."""
+    if who is None or who.project_max_gpus is None or held + wanted <= who.project_max_gpus:
+        return None
+    return QuotaExceeded(
+        f"project {who.project!r} may hold {who.project_max_gpus} GPUs; it holds {held} "
+        f"and asked for {wanted}",
+        limit="project_max_gpus", limit_value=who.project_max_gpus, in_use=held,
+        requested=wanted,
+    )  # fmt: skip
+
+
+class Held(NamedTuple):
+    """What a claim's tenant holds besides it: workloads and GPUs, and the GPUs of the
+    claim's user and of its project."""
+
+    instances: int
+    gpus: int
+    user_gpus: int = 0
+    project_gpus: int = 0
+
+
 def claim_refusal(
-    quota: QuotaDoc, user: UserCap | None, *, instances: int, gpus: int, user_gpus: int,
-    wanted: int,
-) -> QuotaExceeded | None:  # fmt: skip
-    """Why a claim of `wanted` GPUs of quota does not fit: the tenant's quota (holding
-    `instances` workloads and `gpus`), then its user's own limit (holding
-    `user_gpus`); None when it fits. The quota ledger decides by it under its lock,
-    and a refused start is answered with it, on the same figures."""
-    return quota_refusal(quota, instances, gpus, wanted=wanted) or own_limit_refusal(
-        user, user_gpus, wanted=wanted
+    quota: QuotaDoc, who: Claimant | None, held: Held, *, wanted: int
+) -> QuotaExceeded | None:
+    """Why a claim of `wanted` GPUs of quota does not fit: the tenant's quota, then its
+    user's own limit, then its project's share; None when it fits. The quota ledger
+    decides by it under its lock, and a refused start is answered with it, on the same
+    figures."""
+    return (
+        quota_refusal(quota, held.instances, held.gpus, wanted=wanted)
+        or own_limit_refusal(who, held.user_gpus, wanted=wanted)
+        or project_refusal(who, held.project_gpus, wanted=wanted)
     )
 
 
 def never_fits(
-    tenant: TenantDoc, user_id: str | None, share: GpuShare, gpus: int
+    tenant: TenantDoc, user_id: str | None, project: str, share: GpuShare, gpus: int
 ) -> QuotaExceeded | None:
     """Why a queued workload of `gpus` (of `share`'s kind) could never be admitted, past
-    the tenant's quota or its user's own GPU limit even holding nothing else; None when
-    it could."""
-    return claim_refusal(
-        tenant["quota"], user_cap(tenant, user_id), instances=0, gpus=0, user_gpus=0,
-        wanted=share.quota_gpus(gpus),
+    the tenant's quota, its user's own GPU limit or its project's share even holding
+    nothing else; None when it could."""
+    who = claimant(tenant, user_id, project)
+    return claim_refusal(tenant["quota"], who, Held(0, 0), wanted=share.quota_gpus(gpus))
+
+
+class Claimant(NamedTuple):
+    """Whose quota claim it is, with the caps inside the tenant's quota that hold it:
+    the GPUs its user may hold at once and its project's share (None: no such cap)."""
+
+    user_id: str | None
+    max_gpus: int | None
+    project: str = DEFAULT_PROJECT
+    project_max_gpus: int | None = None
+
+
+def claimant(
+    tenant: TenantDoc, user_id: str | None, project: str, *, may_borrow: bool = False
+) -> Claimant:
+    """The claimant of a workload the user started in the project; `may_borrow`: a
+    batch job, which may go past its project's share by what the project may borrow."""
+    limits = user_limits(tenant, user_id)
+    return Claimant(
+        user_id, None if limits is None else limits.get("max_gpus"), project,
+        project_cap(tenant, project, may_borrow=may_borrow),
     )  # fmt: skip
 
 
-class UserCap(NamedTuple):
-    """The user a quota claim is made for, and the GPUs they may hold at once (None:
-    only the tenant's quota holds them)."""
-
-    user_id: str
-    max_gpus: int | None
+def workload_project(doc: WorkloadDocFields) -> str:
+    """The project a stored workload runs in (`default` for one from before projects)."""
+    return doc.get("project", DEFAULT_PROJECT)
 
 
-def user_cap(tenant: TenantDoc, user_id: str | None) -> UserCap | None:
-    """Whose claim it is, with their GPU limit; None for work no user started."""
-    if user_id is None:
-        return None
-    limits = user_limits(tenant, user_id)
-    return UserCap(user_id, None if limits is None else limits.get("max_gpus"))
+def workload_claimant(
+    tenant: TenantDoc, doc: WorkloadDocFields, *, may_borrow: bool = False
+) -> Claimant:
+    """The claimant of a stored workload: who started it, in which project."""
+    return claimant(tenant, doc["user_id"], workload_project(doc), may_borrow=may_borrow)
+
+
+def project_cap(tenant: TenantDoc, project: str, *, may_borrow: bool = False) -> int | None:
+    """The GPUs the project's work may hold at once: its share of the tenant's quota
+    (and what it may borrow, for `may_borrow` work). `default` holds what the other
+    projects' shares leave; None when nothing is carved (only the tenant's quota holds
+    it)."""
+    projects = tenant.get("projects") or {}
+    if project != DEFAULT_PROJECT:
+        found = projects.get(project)
+        if found is None or found["max_gpus"] is None:
+            return None
+        return found["max_gpus"] + (found["borrow_gpus"] if may_borrow else 0)
+    carved = [p["max_gpus"] for p in projects.values() if p["max_gpus"] is not None]
+    return max(tenant["quota"]["max_gpus"] - sum(carved), 0) if carved else None
 
 
 def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
@@ -95,10 +160,6 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
     if user_id is None:
         return None
     return (tenant.get("user_limits") or {}).get(user_id)
-
-
-#: The project of every workload that names none, and of every user (decision 138).
-DEFAULT_PROJECT = "default"
 
 
 def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:

@@ -1,8 +1,10 @@
 """Each tenant's quota usage, exact under concurrent starts, on any MongoDB-wire store.
 
 One document per tenant, `{count, gpus, claims: {instance id: gpus}, owners: {instance
-id: user id}}`, holds every admitted workload that is not yet terminal, and the user
-each was started by (a user's own GPU limit counts theirs). FerretDB applies an update as a read,
+id: user id}, projects: {instance id: project}}`, holds every admitted workload that is
+not yet terminal, the user each was started by (a user's own GPU limit counts theirs)
+and its project (a project's share counts its own; a claim with none is `default`'s).
+FerretDB applies an update as a read,
 then a write, so two unlocked updates of one document can both pass a filter or
 lose each other's counts. Every change is therefore made under the tenant's lock:
 a document with a unique `_id`, whose insert every MongoDB-wire store makes atomic.
@@ -24,7 +26,7 @@ import asyncio
 import random
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -33,7 +35,7 @@ from pymongo import ASCENDING, IndexModel
 from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Database, Document, IndexPlan
 
-from .admission import UserCap, claim_refusal
+from .admission import DEFAULT_PROJECT, Claimant, Held, claim_refusal
 from .documents import QuotaDoc
 
 QUOTA_USAGE = "quota_usage"
@@ -54,25 +56,62 @@ LINGER_S = 0.5
 
 
 class QuotaClaim(NamedTuple):
-    """A claim's outcome, and the tenant's usage (instances, GPUs) right after it, with
-    the GPUs the claim's user holds (0 for a claim that names no user)."""
+    """A claim's outcome, and what the tenant holds right after it (with its user's and
+    its project's GPUs; 0 for a claim that names no user)."""
 
     admitted: bool
-    instances: int
-    gpus: int
-    user_gpus: int = 0
+    held: Held
 
 
 class Usages(NamedTuple):
-    """Every tenant's (instances, GPUs) held, and every (tenant, user)'s GPUs."""
+    """Every tenant's (instances, GPUs) held, and the GPUs of every (tenant, user) and
+    every (tenant, project) that holds any."""
 
     tenants: dict[str, tuple[int, int]]
     users: dict[tuple[str, str], int]
+    projects: dict[tuple[str, str], int]
 
 
-def user_gpus(claims: dict[str, int], owners: dict[str, str], user_id: str) -> int:
-    """The GPUs the user's claims hold."""
-    return sum(gpus for key, gpus in claims.items() if owners.get(key) == user_id)
+@dataclass
+class _Book:
+    """A tenant's claims as its document holds them."""
+
+    claims: dict[str, int]
+    #: The configuration generation each resized claim is for (services only).
+    generations: dict[str, int]
+    #: The user each claim is for, where it names one.
+    owners: dict[str, str]
+    #: The project each claim is in, where it is not `default`.
+    projects: dict[str, str]
+
+    @classmethod
+    def of(cls, doc: Document) -> _Book:
+        return cls(*(dict(doc.get(name) or {}) for name in _BOOK_FIELDS))
+
+    def copy(self) -> _Book:
+        return _Book(*(dict(getattr(self, name)) for name in _BOOK_FIELDS))
+
+    def project_of(self, key: str) -> str:
+        return self.projects.get(key, DEFAULT_PROJECT)
+
+    def held(self, who: Claimant | None = None, *, besides: str | None = None) -> Held:
+        """What the tenant holds besides the claim `besides` (the one being changed),
+        with the GPUs of `who`'s user and of its project."""
+        count = gpus = user = project = 0
+        for key, claimed in self.claims.items():
+            if key == besides:
+                continue
+            count, gpus = count + 1, gpus + claimed
+            if who is None:
+                continue
+            if who.user_id is not None and self.owners.get(key) == who.user_id:
+                user += claimed
+            if self.project_of(key) == who.project:
+                project += claimed
+        return Held(count, gpus, user, project)
+
+
+_BOOK_FIELDS = ("claims", "generations", "owners", "projects")
 
 
 @dataclass(frozen=True)
@@ -90,44 +129,34 @@ class _Change:
     #: The GPUs of a configuration already recorded, which passed its own check:
     #: restored without checking the quota again.
     in_force: bool = False
-    #: Whose claim it is, held to their own limit too.
-    user: UserCap | None = None
+    #: Whose claim it is, held to their own limit and their project's share too.
+    who: Claimant | None = None
 
-    def apply(
-        self, claims: dict[str, int], generations: dict[str, int], owners: dict[str, str]
-    ) -> bool:
+    def apply(self, book: _Book) -> bool:
+        key = self.instance_id
         if self.quota is None:
-            generations.pop(self.instance_id, None)
-            owners.pop(self.instance_id, None)
-            return claims.pop(self.instance_id, None) is not None
-        if self.generation is not None and generations.get(self.instance_id, 0) > self.generation:
+            book.generations.pop(key, None)
+            book.owners.pop(key, None)
+            book.projects.pop(key, None)
+            return book.claims.pop(key, None) is not None
+        if self.generation is not None and book.generations.get(key, 0) > self.generation:
             return True  # a newer generation's claim stands
-        held = claims.get(self.instance_id)
+        held = book.claims.get(key)
         if held is not None and (not self.resize or held == self.gpus):
-            self._note_generation(generations)
+            self._note_generation(book.generations)
             return True  # a retried claim that went through
-        # What the others hold, without copying the claims (thousands, for a big queue).
-        others, others_gpus = len(claims) - (held is not None), sum(claims.values()) - (held or 0)
         if not self.in_force and self.gpus > (held or 0):
-            refusal = claim_refusal(
-                self.quota, self.user, instances=others, gpus=others_gpus,
-                user_gpus=self._users_others(claims, owners, held or 0), wanted=self.gpus,
-            )  # fmt: skip
-            if refusal is not None:
+            others = book.held(self.who, besides=key)
+            if claim_refusal(self.quota, self.who, others, wanted=self.gpus) is not None:
                 return False
-        claims[self.instance_id] = self.gpus
-        if self.user is not None:
-            owners[self.instance_id] = self.user.user_id
-        self._note_generation(generations)
+        book.claims[key] = self.gpus
+        if self.who is not None:
+            if self.who.user_id is not None:
+                book.owners[key] = self.who.user_id
+            if self.who.project != DEFAULT_PROJECT:
+                book.projects[key] = self.who.project
+        self._note_generation(book.generations)
         return True
-
-    def _users_others(self, claims: dict[str, int], owners: dict[str, str], held: int) -> int:
-        """What the claim's user holds besides this claim (a claim of no one counts for
-        no one); 0 when no limit holds them, as nothing is compared then."""
-        if self.user is None or self.user.max_gpus is None:
-            return 0
-        ours = owners.get(self.instance_id) == self.user.user_id
-        return user_gpus(claims, owners, self.user.user_id) - (held if ours else 0)
 
     def _note_generation(self, generations: dict[str, int]) -> None:
         if self.generation is not None:
@@ -140,11 +169,7 @@ class _Hold:
 
     token: str
     until: float  # time.monotonic()
-    claims: dict[str, int]
-    #: The configuration generation each resized claim is for (services only).
-    generations: dict[str, int]
-    #: The user each claim is for, where it names one.
-    owners: dict[str, str]
+    book: _Book
 
 
 class QuotaLedger:
@@ -162,20 +187,21 @@ class QuotaLedger:
 
     async def claim(
         self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc,
-        user: UserCap | None = None,
+        who: Claimant | None = None,
     ) -> QuotaClaim:  # fmt: skip
-        """Claim `gpus` and one instance if they fit the quota (and the user's own limit).
-        Claims are keyed by instance, so a retried claim for the same instance counts once."""
-        return await self._change(tenant_id, _Change(instance_id, gpus, quota, user=user))
+        """Claim `gpus` and one instance if they fit the quota (and `who`'s caps: the
+        user's own limit, the project's share). Claims are keyed by instance, so a
+        retried claim for the same instance counts once."""
+        return await self._change(tenant_id, _Change(instance_id, gpus, quota, who=who))
 
     async def resize(
         self, tenant_id: str, instance_id: str, gpus: int, quota: QuotaDoc, *, generation: int,
-        user: UserCap | None = None,
+        who: Claimant | None = None,
     ) -> QuotaClaim:  # fmt: skip
         """Hold `gpus` for a claim, made or not yet, for configuration `generation`: a
         growth must fit the quota, a shrink always passes; an older generation's never
         replaces a newer one's."""
-        change = _Change(instance_id, gpus, quota, resize=True, generation=generation, user=user)
+        change = _Change(instance_id, gpus, quota, resize=True, generation=generation, who=who)
         return await self._change(tenant_id, change)
 
     async def restore(
@@ -200,23 +226,23 @@ class QuotaLedger:
 
     async def usages(self) -> Usages:
         """`usage` of every tenant that has held anything, and the GPUs each of their
-        users holds, in one read (advisory, as `usage`)."""
-        found = Usages({}, {})
-        async for doc in self._usage.find({}, {"claims": 1, "owners": 1}):
-            claims: dict[str, int] = doc.get("claims") or {}
-            owners: dict[str, str] = doc.get("owners") or {}
-            found.tenants[doc["_id"]] = (len(claims), sum(claims.values()))
-            for key, gpus in claims.items():
-                if key in owners:
-                    user = (doc["_id"], owners[key])
+        users and projects holds, in one read (advisory, as `usage`)."""
+        found = Usages({}, {}, {})
+        async for doc in self._usage.find({}, dict.fromkeys(("claims", "owners", "projects"), 1)):
+            tenant_id, book = doc["_id"], _Book.of(doc)
+            found.tenants[tenant_id] = (len(book.claims), sum(book.claims.values()))
+            for key, gpus in book.claims.items():
+                if key in book.owners:
+                    user = (tenant_id, book.owners[key])
                     found.users[user] = found.users.get(user, 0) + gpus
+                project = (tenant_id, book.project_of(key))
+                found.projects[project] = found.projects.get(project, 0) + gpus
         return found
 
     async def user_usage(self, tenant_id: str, user_id: str) -> int:
         """The GPUs the user's workloads hold, as last written (advisory, as `usage`)."""
         doc = await self._usage.find_one({"_id": tenant_id}, {"claims": 1, "owners": 1})
-        doc = doc or {}
-        return user_gpus(doc.get("claims") or {}, doc.get("owners") or {}, user_id)
+        return _Book.of(doc or {}).held(Claimant(user_id, None)).user_gpus
 
     async def claimed(self) -> list[tuple[str, str]]:
         """Every (tenant, instance) with a claim."""
@@ -267,19 +293,18 @@ class QuotaLedger:
 
     async def _apply(self, tenant_id: str, changes: list[_Change]) -> list[QuotaClaim]:
         hold = await self._hold(tenant_id)
-        claims, generations, owners = dict(hold.claims), dict(hold.generations), dict(hold.owners)
+        book = hold.book.copy()
         results = []
         for change in changes:
-            admitted = change.apply(claims, generations, owners)
-            mine = 0 if change.user is None else user_gpus(claims, owners, change.user.user_id)
-            results.append(QuotaClaim(admitted, len(claims), sum(claims.values()), mine))
-        if (claims, generations, owners) != (hold.claims, hold.generations, hold.owners):
+            admitted = change.apply(book)
+            results.append(QuotaClaim(admitted, book.held(change.who)))
+        if book != hold.book:
             await self._usage.update_one(
                 {"_id": tenant_id},
-                {"$set": {"claims": claims, "generations": generations, "owners": owners,
-                          "count": len(claims), "gpus": sum(claims.values())}},
+                {"$set": {**asdict(book), "count": len(book.claims),
+                          "gpus": sum(book.claims.values())}},
             )  # fmt: skip
-            hold.claims, hold.generations, hold.owners = claims, generations, owners
+            hold.book = book
         return results
 
     # --- the lock ------------------------------------------------------------------
@@ -299,10 +324,7 @@ class QuotaLedger:
         except BaseException:
             await self._locks.release(_lock_id(tenant_id), token)
             raise
-        hold = _Hold(
-            token, until, dict(doc.get("claims") or {}), dict(doc.get("generations") or {}),
-            dict(doc.get("owners") or {}),
-        )  # fmt: skip
+        hold = _Hold(token, until, _Book.of(doc))
         self._holds[tenant_id] = hold
         return hold
 

@@ -217,7 +217,8 @@ class QueuePosition(ApiModel):
     #: type (or a bigger workload of that type waits ahead of it); `priority`: a
     #: workload of higher priority of the same tenant goes first; `reclaim`: GPUs
     #: borrowed by another tenant are being taken back for it; `user_limit`: the user
-    #: who started it holds their own GPU limit; `admission`: not yet placed.
+    #: who started it holds their own GPU limit; `project_quota`: its project holds
+    #: its share of the tenant's quota; `admission`: not yet placed.
     reason: str
     #: GPUs the tenant's workloads ahead of it ask for.
     gpus_ahead: int

@@ -8,16 +8,19 @@ from typing import cast
 import pytest
 
 from gpucloud_instances.admission import (
+    Claimant,
+    Held,
     Placed,
-    UserCap,
     allowed_zones,
     claim_refusal,
+    claimant,
+    project_cap,
     project_of,
     spec_fields,
     spend_refusal,
 )
 from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc
-from gpucloud_instances.quota_ledger import _Change, user_gpus
+from gpucloud_instances.quota_ledger import _Book, _Change
 from gpucloud_libs.errors import NotFound
 from gpucloud_libs.identity import Identity, Role
 
@@ -54,29 +57,26 @@ def test_a_claim_past_its_users_own_limit_is_refused_and_another_users_fits() ->
         "max_gpus": 8, "max_instances": 10, "max_storage_bytes": 0,
         "monthly_spend_cap_cents": None, "max_cpu_cores": None, "max_memory_gib": None,
     }  # fmt: skip
-    claims: dict[str, int] = {}
-    owners: dict[str, str] = {}
-    ada, bob = UserCap("u-ada", 2), UserCap("u-bob", None)
-    assert _Change("i-1", 2, quota, user=ada).apply(claims, {}, owners)
-    assert not _Change("i-2", 1, quota, user=ada).apply(claims, {}, owners)
-    assert _Change("i-3", 4, quota, user=bob).apply(claims, {}, owners)
-    assert user_gpus(claims, owners, "u-ada") == 2
-    assert user_gpus(claims, owners, "u-bob") == 4
+    book = _Book({}, {}, {}, {})
+    ada, bob = Claimant("u-ada", 2), Claimant("u-bob", None)
+    assert _Change("i-1", 2, quota, who=ada).apply(book)
+    assert not _Change("i-2", 1, quota, who=ada).apply(book)
+    assert _Change("i-3", 4, quota, who=bob).apply(book)
+    assert book.held(ada).user_gpus == 2
+    assert book.held(bob).user_gpus == 4
     # A retried claim counts once; a release gives the user's GPUs back.
-    assert _Change("i-1", 2, quota, user=ada).apply(claims, {}, owners)
-    assert _Change("i-1", 0, None).apply(claims, {}, owners)
-    assert _Change("i-2", 2, quota, user=ada).apply(claims, {}, owners)
+    assert _Change("i-1", 2, quota, who=ada).apply(book)
+    assert _Change("i-1", 0, None).apply(book)
+    assert _Change("i-2", 2, quota, who=ada).apply(book)
     # The 422 says which limit, on the ledger's own figures: the tenant's first.
-    refusal = claim_refusal(quota, ada, instances=2, gpus=6, user_gpus=2, wanted=1)
+    refusal = claim_refusal(quota, ada, Held(2, 6, user_gpus=2), wanted=1)
     assert refusal is not None
     assert refusal.extensions["limit"] == "user_max_gpus"
     assert "you hold 2 and asked for 1" in refusal.detail
-    tenant_first = claim_refusal(
-        quota, ada, instances=2, gpus=quota["max_gpus"], user_gpus=2, wanted=1
-    )
+    tenant_first = claim_refusal(quota, ada, Held(2, quota["max_gpus"], user_gpus=2), wanted=1)
     assert tenant_first is not None
     assert tenant_first.extensions["limit"] == "max_gpus"
-    assert claim_refusal(quota, bob, instances=2, gpus=6, user_gpus=4, wanted=1) is None
+    assert claim_refusal(quota, bob, Held(2, 6, user_gpus=4), wanted=1) is None
 
 
 def test_a_user_whose_spend_reached_their_limit_starts_nothing_until_it_is_raised() -> None:
@@ -103,11 +103,10 @@ def test_a_claim_of_no_one_grown_by_a_limited_user_counts_in_full() -> None:
         "max_gpus": 16, "max_instances": 10, "max_storage_bytes": 0,
         "monthly_spend_cap_cents": None, "max_cpu_cores": None, "max_memory_gib": None,
     }  # fmt: skip
-    claims: dict[str, int] = {"s-1": 4}
-    owners: dict[str, str] = {}
-    grown = _Change("s-1", 8, quota, resize=True, generation=2, user=UserCap("u-ada", 4))
-    assert not grown.apply(claims, {}, owners)
-    assert claims == {"s-1": 4}
+    book = _Book({"s-1": 4}, {}, {}, {})
+    grown = _Change("s-1", 8, quota, resize=True, generation=2, who=Claimant("u-ada", 4))
+    assert not grown.apply(book)
+    assert book.claims == {"s-1": 4}
 
 
 def test_a_workload_starts_in_default_or_a_project_its_caller_is_a_member_of() -> None:
@@ -126,3 +125,48 @@ def test_a_workload_starts_in_default_or_a_project_its_caller_is_a_member_of() -
         # Not a member, or no such project: the same 404.
         with pytest.raises(NotFound, match=f"project '{project}' does not exist"):
             project_of(tenant, caller(subject), project)
+
+
+def _tenant_with_projects(max_gpus: int, **shares: tuple[int | None, int]) -> TenantDoc:
+    """A tenant with `max_gpus` of quota and projects of (share, borrow) GPUs."""
+    quota = {"max_gpus": max_gpus, "max_instances": 10, "max_storage_bytes": 0,
+             "monthly_spend_cap_cents": None, "max_cpu_cores": None, "max_memory_gib": None}  # fmt: skip
+    projects: dict[str, dict[str, object]] = {
+        name: {"name": name, "max_gpus": share, "borrow_gpus": borrow,
+               "monthly_budget_cents": None, "members": []}
+        for name, (share, borrow) in shares.items()
+    }  # fmt: skip
+    return cast(TenantDoc, {"_id": "acme", "quota": quota, "projects": projects})
+
+
+def test_a_projects_share_is_carved_from_the_tenants_quota_and_default_holds_the_rest() -> None:
+    tenant = _tenant_with_projects(16, vision=(6, 4), nlp=(4, 0), scratch=(None, 0))
+    assert project_cap(tenant, "vision") == 6
+    assert project_cap(tenant, "vision", may_borrow=True) == 10  # batch jobs borrow
+    assert project_cap(tenant, "scratch") is None  # no share: the tenant's quota only
+    assert project_cap(tenant, "default") == 6  # 16 less the 10 carved
+    assert project_cap(tenant, "gone") is None  # removed while its work runs
+    assert project_cap(_tenant_with_projects(16), "default") is None  # nothing carved
+
+
+def test_a_claim_past_its_projects_share_is_refused_while_another_projects_fits() -> None:
+    tenant = _tenant_with_projects(16, vision=(4, 0))
+    quota = tenant["quota"]
+    book = _Book({}, {}, {}, {})
+    in_vision, in_default = (
+        claimant(tenant, "u-ada", "vision"),
+        claimant(tenant, "u-bob", "default"),
+    )
+    assert _Change("i-1", 4, quota, who=in_vision).apply(book)
+    assert not _Change("i-2", 1, quota, who=claimant(tenant, "u-cy", "vision")).apply(book)
+    assert _Change("i-3", 8, quota, who=in_default).apply(book)
+    assert book.projects == {"i-1": "vision"}  # default's claims need no entry
+    assert (book.held(in_vision).project_gpus, book.held(in_default).project_gpus) == (4, 8)
+    refusal = claim_refusal(quota, in_vision, book.held(in_vision), wanted=1)
+    assert refusal is not None
+    assert refusal.extensions["limit"] == "project_max_gpus"
+    assert refusal.detail == "project 'vision' may hold 4 GPUs; it holds 4 and asked for 1"
+    # Its release gives the project its share back.
+    assert _Change("i-1", 0, None).apply(book)
+    assert book.projects == {}
+    assert _Change("i-2", 4, quota, who=in_vision).apply(book)

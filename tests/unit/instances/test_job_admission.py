@@ -56,10 +56,10 @@ def test_a_job_claims_each_pods_gpus_weighed_and_rounded_up() -> None:
 
 
 def test_a_job_bigger_than_the_quota_and_all_it_may_borrow_is_refused_at_once() -> None:
-    _fits_quota(tenant(4), SPEC, 2, "u-1")
-    _fits_quota(tenant(4, borrow_gpus=2), SPEC, 3, "u-1")
+    _fits_quota(tenant(4), SPEC, 2, "u-1", "default")
+    _fits_quota(tenant(4, borrow_gpus=2), SPEC, 3, "u-1", "default")
     with pytest.raises(QuotaExceeded) as refused:
-        _fits_quota(tenant(4, borrow_gpus=1), SPEC, 3, "u-1")
+        _fits_quota(tenant(4, borrow_gpus=1), SPEC, 3, "u-1", "default")
     assert refused.value.extensions == {
         "limit": "max_gpus", "limit_value": 5, "in_use": 0, "requested": 6,
     }  # fmt: skip
@@ -70,11 +70,23 @@ def test_a_job_bigger_than_its_users_own_limit_is_refused_at_once() -> None:
     limited = cast(TenantDoc, {
         **tenant(8), "user_limits": {"u-1": {"max_gpus": 2, "monthly_spend_cents": None}},
     })  # fmt: skip
-    _fits_quota(limited, SPEC, 2, "u-2")  # another user: the tenant's quota alone
+    _fits_quota(limited, SPEC, 2, "u-2", "default")  # another user: the tenant's quota alone
     with pytest.raises(QuotaExceeded) as refused:
-        _fits_quota(limited, SPEC, 2, "u-1")
+        _fits_quota(limited, SPEC, 2, "u-1", "default")
     assert refused.value.extensions["limit"] == "user_max_gpus"
     assert "your own limit is 2 GPUs at once" in refused.value.detail
+
+
+def test_a_job_bigger_than_its_projects_share_and_what_it_may_borrow_is_refused_at_once() -> None:
+    project = {"name": "Vision", "max_gpus": 2, "borrow_gpus": 2, "monthly_budget_cents": None,
+               "members": ["u-1"]}  # fmt: skip
+    carved = cast(TenantDoc, {**tenant(8), "projects": {"vision": project}})
+    _fits_quota(carved, SPEC, 2, "u-1", "vision")  # 4 GPUs: its share and all it borrows
+    _fits_quota(carved, SPEC, 3, "u-1", "default")  # 6: what vision leaves of the 8
+    with pytest.raises(QuotaExceeded) as refused:
+        _fits_quota(carved, SPEC, 3, "u-1", "vision")
+    assert refused.value.extensions["limit"] == "project_max_gpus"
+    assert refused.value.extensions["limit_value"] == 4
 
 
 def test_a_spec_the_catalog_does_not_hold_is_refused_on_its_field() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gpucloud_instances.queue.decision import Queued, Running, TenantShare, UserShare, decide
+from gpucloud_instances.queue.decision import Cap, CapKey, Queued, Running, TenantShare, decide
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 H100, A100 = "H100", "A100"
@@ -236,7 +236,7 @@ def test_a_user_at_their_own_limit_waits_while_another_user_of_the_tenant_is_adm
     bob = [Queued("a/bob0", "a", H100, 2, 0, T0 + timedelta(seconds=9), user_id="u-bob")]
     decision = decide(
         ada + bob, {"a": share(max_gpus=8)}, {H100: 8}, {H100: 8},
-        users={("a", "u-ada"): UserShare(max_gpus=4, held_gpus=2)},
+        caps={("a", "user_limit", "u-ada"): Cap(max_gpus=4, held_gpus=2)},
     )  # fmt: skip
     # Ada holds 2 of her 4: one more of hers fits; her third waits behind it, and
     # Bob's, younger than all of hers, goes ahead of it.
@@ -253,7 +253,38 @@ def test_a_user_limit_binds_only_the_users_of_its_tenant() -> None:
     ]
     decision = decide(
         queued, {"a": share(), "b": share()}, {H100: 8}, {H100: 8},
-        users={("a", "u-1"): UserShare(max_gpus=2, held_gpus=0)},
+        caps={("a", "user_limit", "u-1"): Cap(max_gpus=2, held_gpus=0)},
     )  # fmt: skip
     assert decision.admit == ["b/x"]
     assert decision.waiting["a/x"].reason == "user_limit"
+
+
+def test_a_project_at_its_share_waits_while_another_project_of_the_tenant_goes() -> None:
+    def job(key: str, project: str, second: int, gpus: int = 2) -> Queued:
+        return Queued(
+            f"a/{key}", "a", H100, gpus, 0, T0 + timedelta(seconds=second), may_borrow=True,
+            project=project,
+        )  # fmt: skip
+
+    queued = [job("v0", "vision", 0), job("v1", "vision", 1), job("v2", "vision", 2),
+              job("d0", "default", 9), job("n0", "nlp", 10, gpus=4)]  # fmt: skip
+    decision = decide(
+        queued, {"a": share(max_gpus=16)}, {H100: 16}, {H100: 16},
+        caps={
+            ("a", "project_quota", "vision"): Cap(max_gpus=2, held_gpus=0, borrow_gpus=2),
+            ("a", "project_quota", "nlp"): Cap(max_gpus=2, held_gpus=0),
+        },
+    )  # fmt: skip
+    # Vision's jobs take its share of 2 and borrow 2 more; its third waits and the
+    # younger default job goes ahead of it. Nlp's job is larger than its share and
+    # borrows nothing: it waits too.
+    assert decision.admit == ["a/v0", "a/v1", "a/d0"]
+    assert decision.waiting["a/v2"].reason == "project_quota"
+    assert decision.waiting["a/n0"].reason == "project_quota"
+
+
+def test_an_instance_never_borrows_past_its_projects_share() -> None:
+    queued = [Queued("a/i0", "a", H100, 4, 0, T0, project="vision")]
+    caps: dict[CapKey, Cap] = {("a", "project_quota", "vision"): Cap(2, 0, borrow_gpus=8)}
+    decision = decide(queued, {"a": share()}, {H100: 8}, {H100: 8}, caps=caps)
+    assert decision.waiting["a/i0"].reason == "project_quota"

@@ -26,13 +26,15 @@ from gpucloud_libs.naming import public_origin, service_host, service_workload_i
 from gpucloud_libs.tenants import require_active
 
 from ..admission import (
+    Claimant,
     allowed_zones,
     claim_refusal,
+    claimant,
     known_spec,
     project_of,
     spec_fields,
-    user_cap,
     user_may_start,
+    workload_claimant,
 )
 from ..documents import (
     EndedServiceDoc,
@@ -104,7 +106,7 @@ class InferenceServices:
         if existing is not None:
             raise Conflict(f"inference service {service_id!r} exists", service_id=service_id)
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
-        project_of(tenant, identity, body.project)
+        who = claimant(tenant, identity.subject, project_of(tenant, identity, body.project))
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(spec, region=body.region, zones=zones)
@@ -113,7 +115,7 @@ class InferenceServices:
         config = first_configuration(key, body, created)
         await self._claim(
             tenant, service_id, claimed_gpus(config, GpuShare.of(spec), spec["gpu_num"]),
-            grow=False, generation=config["generation"], user_id=identity.subject,
+            grow=False, generation=config["generation"], who=who,
         )  # fmt: skip
         doc = service_document(
             service_id, identity, tenant, spec_fields(spec, zones, placed), body,
@@ -131,31 +133,28 @@ class InferenceServices:
 
     async def _claim(
         self, tenant: TenantDoc, service_id: str, gpus: int, *, grow: bool, generation: int,
-        user_id: str | None,
+        who: Claimant,
     ) -> None:  # fmt: skip
         workload = service_workload_id(service_id)
-        user = user_cap(tenant, user_id)
         if grow:
             claim = await self._quota.resize(
-                tenant["_id"], workload, gpus, tenant["quota"], generation=generation, user=user
+                tenant["_id"], workload, gpus, tenant["quota"], generation=generation, who=who
             )
         else:
-            claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"], user)
+            claim = await self._quota.claim(tenant["_id"], workload, gpus, tenant["quota"], who)
         if claim.admitted:
             return
-        refusal = None if grow else claim_refusal(
-            tenant["quota"], user, instances=claim.instances, gpus=claim.gpus,
-            user_gpus=claim.user_gpus, wanted=gpus,
-        )  # fmt: skip
-        own = "" if user is None or user.max_gpus is None else (
-            f", and your own limit is {user.max_gpus} at once"
+        refusal = None if grow else claim_refusal(tenant["quota"], who, claim.held, wanted=gpus)
+        own = "" if who.max_gpus is None else f", and your own limit is {who.max_gpus} at once"
+        share = "" if who.project_max_gpus is None else (
+            f", and project {who.project!r} may hold {who.project_max_gpus}"
         )  # fmt: skip
         raise refusal or QuotaExceeded(
             f"the service would hold {gpus} GPUs (maxReplicas plus maxSurge, times the spec's "
-            f"GPUs) and the tenant may hold {tenant['quota']['max_gpus']}{own}",
+            f"GPUs) and the tenant may hold {tenant['quota']['max_gpus']}{own}{share}",
             limit="max_gpus",
             limit_value=tenant["quota"]["max_gpus"],
-            in_use=claim.gpus,
+            in_use=claim.held.gpus,
             requested=gpus,
         )
 
@@ -297,9 +296,10 @@ class InferenceServices:
         after = claimed_gpus(config, GpuShare.of(doc), doc["gpu_count"])
         tenant = require_active(await self._tenants.get(doc["tenant_id"]), service="instances")
         if after != before:
+            who = workload_claimant(tenant, doc)
             await self._claim(
                 tenant, doc["service_id"], after, grow=True, generation=config["generation"],
-                user_id=doc.get("user_id"),
+                who=who,
             )  # fmt: skip
         try:
             await self._services.add_config(config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpucloud_libs.clock import aware, aware_or_none
 
+from ..admission import workload_project
 from ..documents import (
     EndedServiceDoc,
     ServiceConfigDoc,
@@ -50,7 +51,7 @@ def service_view(
         state=state,
         url=url,
         spec_name=doc["spec_name"],
-        project=doc.get("project", "default"),
+        project=workload_project(doc),
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
         cluster=cluster,

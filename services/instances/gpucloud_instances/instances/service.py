@@ -21,14 +21,16 @@ from gpucloud_libs.server_timing import phase
 from gpucloud_libs.tenants import require_active
 
 from ..admission import (
+    Claimant,
     allowed_zones,
     claim_refusal,
+    claimant,
     known_spec,
     never_fits,
     project_of,
-    user_cap,
     user_limits,
     user_may_start,
+    workload_claimant,
 )
 from ..documents import InstanceDoc, TenantDoc, UserLimitsDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
@@ -130,7 +132,9 @@ class Instances:
         if body.queue:
             # It waits for the admission queue, which claims its quota when it admits
             # it; one that could never fit the quota (or its user's limit) is refused now.
-            refusal = never_fits(tenant, identity.subject, GpuShare.of(spec), spec["gpu_num"])
+            refusal = never_fits(
+                tenant, identity.subject, project, GpuShare.of(spec), spec["gpu_num"]
+            )
             if refusal is not None:
                 await self._forget_key(tenant_id, idempotency_key)
                 raise refusal
@@ -142,7 +146,7 @@ class Instances:
             with phase("quota"):
                 await claim_start(
                     self._quota, tenant, instance_id, GpuShare.of(spec), spec["gpu_num"],
-                    identity.subject,
+                    claimant(tenant, identity.subject, project),
                 )  # fmt: skip
         except QuotaExceeded:
             await self._forget_key(tenant_id, idempotency_key)
@@ -296,7 +300,7 @@ class Instances:
         await self._placement.check_open(self._placement.cluster_of(doc))
         await claim_start(
             self._quota, tenant, instance_id, GpuShare.of(doc), doc["gpu_count"],
-            doc.get("user_id"),
+            workload_claimant(tenant, doc),
         )  # fmt: skip
         await self._requests.request_start(doc["_id"], doc["sequence"])
         await self._wakeups.wake(instance_item(doc["_id"]))
@@ -325,18 +329,14 @@ class Instances:
 
 async def claim_start(
     quota: QuotaLedger, tenant: TenantDoc, instance_id: str, share: GpuShare, gpus: int,
-    user_id: str | None,
+    who: Claimant,
 ) -> None:  # fmt: skip
-    """Claim the quota a start of `gpus` (of `share`'s kind) for the user takes, or
-    raise the 422 that says which limit (the tenant's, or the user's own) it does not
-    fit."""
-    user = user_cap(tenant, user_id)
+    """Claim the quota a start of `gpus` (of `share`'s kind) takes, or raise the 422
+    that says which limit (the tenant's, the user's own, the project's share) it does
+    not fit."""
     wanted = share.quota_gpus(gpus)
-    claim = await quota.claim(tenant["_id"], instance_id, wanted, tenant["quota"], user)
+    claim = await quota.claim(tenant["_id"], instance_id, wanted, tenant["quota"], who)
     if not claim.admitted:
         # The claim was refused by this same rule, on these same figures.
-        refusal = claim_refusal(
-            tenant["quota"], user, instances=claim.instances, gpus=claim.gpus,
-            user_gpus=claim.user_gpus, wanted=wanted,
-        )  # fmt: skip
+        refusal = claim_refusal(tenant["quota"], who, claim.held, wanted=wanted)
         raise refusal or QuotaExceeded("the quota has no room for this instance")

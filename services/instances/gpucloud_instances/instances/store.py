@@ -31,7 +31,7 @@ from ..workloads.cache import WorkloadCache
 #: What the admission queue reads of a queued instance.
 _QUEUED_INSTANCE_FIELDS = {
     "_id": 1, "tenant_id": 1, "gpu_type": 1, "gpu_count": 1, "gpu_resource": 1, "gpu_weight": 1,
-    "priority": 1, "created_at": 1, "queue_reason": 1,
+    "priority": 1, "created_at": 1, "queue_reason": 1, "user_id": 1, "project": 1,
 }  # fmt: skip
 
 

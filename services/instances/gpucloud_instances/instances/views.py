@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpucloud_libs.clock import aware
 from gpucloud_libs.naming import instance_host, public_origin
 
+from ..admission import workload_project
 from ..documents import InstanceDoc
 from ..schemas import STORED, InstanceTemplate, QueuePosition, Transition
 from ..settings import InstancesSettings
@@ -47,7 +48,7 @@ def instance_view(
         reason=doc.get("reason"),
         message=doc.get("message"),
         spec_name=doc["spec_name"],
-        project=doc.get("project", "default"),
+        project=workload_project(doc),
         gpu_type=doc["gpu_type"],
         gpu_count=doc["gpu_count"],
         image=doc["image"],

@@ -48,6 +48,8 @@ QUOTA_RETRY_S = 2.0
 
 
 class JobReconciler(WorkloadReconciler[JobDoc]):
+    MAY_BORROW = True
+
     def __init__(
         self,
         parts: ReconcilerParts,

@@ -22,11 +22,13 @@ from gpucloud_libs.tenants import require_active
 
 from ..admission import (
     allowed_zones,
+    claimant,
     known_spec,
     own_limit_refusal,
     project_of,
-    user_cap,
+    project_refusal,
     user_may_start,
+    workload_project,
 )
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
 from ..job_lifecycle import TERMINAL, JobState
@@ -80,7 +82,7 @@ class Jobs:
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
         project = project_of(tenant, identity, body.project)
         spec = known_spec(body.spec_name, spec)
-        _fits_quota(tenant, spec, body.pods, identity.subject)
+        _fits_quota(tenant, spec, body.pods, identity.subject, project)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(
             spec, region=body.region, zones=zones, volumes=mounts_storages(body.volumes)
@@ -216,7 +218,7 @@ class Jobs:
             exit_code=doc.get("exit_code"),
             queue=queue,
             spec_name=doc["spec_name"],
-            project=doc.get("project", "default"),
+            project=workload_project(doc),
             gpu_type=doc["gpu_type"],
             gpu_count=doc["gpu_count"],
             image=doc["image"],
@@ -257,14 +259,18 @@ def job_gpus(spec: SpecDoc, parallelism: int) -> int:
     return GpuShare.of(spec).quota_gpus(spec["gpu_num"] * parallelism)
 
 
-def _fits_quota(tenant: TenantDoc, spec: SpecDoc, parallelism: int, user_id: str) -> None:
-    """A job larger than the tenant's whole quota, borrowing included, or than its
-    user's own GPU limit, would wait for ever: refused now."""
+def _fits_quota(
+    tenant: TenantDoc, spec: SpecDoc, parallelism: int, user_id: str, project: str
+) -> None:
+    """A job larger than the tenant's whole quota, borrowing included, than its user's
+    own GPU limit or than its project's share (with what it may borrow) would wait for
+    ever: refused now."""
     quota = tenant["quota"]
     wanted, limit = job_gpus(spec, parallelism), quota["max_gpus"] + quota.get("borrow_gpus", 0)
-    own = own_limit_refusal(user_cap(tenant, user_id), 0, wanted=wanted)
-    if own is not None:
-        raise own
+    who = claimant(tenant, user_id, project, may_borrow=True)
+    capped = own_limit_refusal(who, 0, wanted=wanted) or project_refusal(who, 0, wanted=wanted)
+    if capped is not None:
+        raise capped
     if wanted > limit:
         raise QuotaExceeded(
             f"the job needs {wanted} GPUs at once and the tenant may hold {limit}"

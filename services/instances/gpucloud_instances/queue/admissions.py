@@ -22,16 +22,17 @@ from dataclasses import dataclass, field
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 
+from ..admission import DEFAULT_PROJECT, project_cap, workload_project
 from ..controller.capacity import GpuAccounting, across_clusters, pool_of
 from ..controller.runtimes import ClusterRuntimes
 from ..controller.workqueue import WorkQueue
 from ..documents import InstanceDoc, JobDoc, TenantDoc
 from ..job_lifecycle import JobState
 from ..lifecycle import State
-from ..quota_ledger import QuotaLedger
+from ..quota_ledger import QuotaLedger, Usages
 from ..tenancy.store import TenantStore
 from ..wakeups import ADMISSION, WorkItem, instance_item, job_item
-from .decision import Queued, Running, TenantShare, UserShare, Waiting, decide
+from .decision import Cap, CapKey, Queued, Running, TenantShare, Waiting, decide
 from .documents import QueueLineDoc
 from .line import Line
 from .store import QueueLineStore
@@ -190,12 +191,10 @@ class Admissions:
             self._plan = {}
             await self._publish({}, {})
             return
-        tenant_docs, (usages, user_usages) = await asyncio.gather(
-            self._tenants.all(), self._quota.usages()
-        )
+        tenant_docs, usages = await asyncio.gather(self._tenants.all(), self._quota.usages())
         active = {doc["_id"]: doc for doc in tenant_docs if doc["status"] == "active"}
         borrowers = [
-            tenant_id for tenant_id, (_, gpus) in usages.items()
+            tenant_id for tenant_id, (_, gpus) in usages.tenants.items()
             if tenant_id in active and gpus > active[tenant_id]["quota"]["max_gpus"]
         ]  # fmt: skip
         holding = await self._holding(borrowers) if borrowers else []
@@ -210,7 +209,7 @@ class Admissions:
         for tenant_id in sorted(involved & active.keys()):
             # Tenants unknown here yet, or suspended, are left out: their work waits.
             quota = active[tenant_id]["quota"]
-            workloads, gpus = usages.get(tenant_id, (0, 0))
+            workloads, gpus = usages.tenants.get(tenant_id, (0, 0))
             tenants[tenant_id] = TenantShare(
                 quota["max_gpus"], quota["max_instances"], gpus, workloads,
                 accounting.held.get(tenant_id, {}),
@@ -222,7 +221,7 @@ class Admissions:
             queued, tenants, accounting.free, accounting.capacity,
             running=[_running(d, home) for d in holding if d["state"] != JobState.PREEMPTING],
             releasing=[_running(d, home) for d in holding if d["state"] == JobState.PREEMPTING],
-            node_free=accounting.node_free, users=_user_shares(tenants, active, user_usages),
+            node_free=accounting.node_free, caps=_caps(tenants, active, usages),
         )  # fmt: skip
         self._plan = (
             {item: BORROW if item in decision.borrowing else ADMIT for item in decision.admit}
@@ -280,19 +279,26 @@ class Admissions:
         )  # fmt: skip
 
 
-def _user_shares(
-    tenants: dict[str, TenantShare], active: dict[str, TenantDoc],
-    held: dict[tuple[str, str], int],
-) -> dict[tuple[str, str], UserShare]:  # fmt: skip
-    """The GPU limits of the users of the tenants in the pass that have one."""
-    shares: dict[tuple[str, str], UserShare] = {}
+def _caps(
+    tenants: dict[str, TenantShare], active: dict[str, TenantDoc], usages: Usages
+) -> dict[CapKey, Cap]:
+    """The GPU limits of the users of the tenants in the pass that have one, and the
+    shares of their projects that have one (`default`'s: what the others leave)."""
+    caps: dict[CapKey, Cap] = {}
     for tenant_id in tenants:
-        for user_id, limits in (active[tenant_id].get("user_limits") or {}).items():
+        tenant = active[tenant_id]
+        for user_id, limits in (tenant.get("user_limits") or {}).items():
             max_gpus = limits.get("max_gpus")
             if max_gpus is not None:
-                user = (tenant_id, user_id)
-                shares[user] = UserShare(max_gpus, held.get(user, 0))
-    return shares
+                held = usages.users.get((tenant_id, user_id), 0)
+                caps[tenant_id, "user_limit", user_id] = Cap(max_gpus, held)
+        for project in [DEFAULT_PROJECT, *(tenant.get("projects") or {})]:
+            share = project_cap(tenant, project)
+            if share is not None:
+                held = usages.projects.get((tenant_id, project), 0)
+                borrow = project_cap(tenant, project, may_borrow=True)
+                caps[tenant_id, "project_quota", project] = Cap(share, held, (borrow or 0) - share)
+    return caps
 
 
 def queued_job(doc: JobDoc, home: str) -> Queued:
@@ -301,6 +307,7 @@ def queued_job(doc: JobDoc, home: str) -> Queued:
         str(job_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(units), doc["priority"], aware(doc["created_at"]), may_borrow=True,
         units=units, spread=doc.get("nodes") or 0, user_id=doc.get("user_id"),
+        project=workload_project(doc),
     )  # fmt: skip
 
 
@@ -309,7 +316,7 @@ def queued_instance(doc: InstanceDoc, home: str) -> Queued:
     return Queued(
         str(instance_item(doc["_id"])), doc["tenant_id"], pool_of(doc, home),
         share.quota_gpus(doc["gpu_count"]), doc.get("priority", 0), aware(doc["created_at"]),
-        units=doc["gpu_count"], user_id=doc.get("user_id"),
+        units=doc["gpu_count"], user_id=doc.get("user_id"), project=workload_project(doc),
     )  # fmt: skip
 
 

@@ -18,8 +18,9 @@ The rule, in one pass:
 - A tenant's next workload must fit its quota (its guaranteed share); if it
   does not, the tenant waits for `quota` this pass.
 - A workload whose user is at their own GPU limit (a tenant admin's, per user) is
-  set aside for `user_limit` this pass: the tenant's next workload, another
-  user's, goes in its place.
+  set aside for `user_limit` this pass, and one whose project holds its share of
+  the tenant's quota for `project_quota` (decision 138): the tenant's next
+  workload, another user's or project's, goes in its place.
 - It must fit the free GPUs of its type; if not, it waits for `capacity`, and
   so does every later workload of that GPU type this pass, whoever's: a big
   job is not starved by smaller ones slipping past it.
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-WaitReason = Literal["quota", "capacity", "priority", "reclaim", "user_limit"]
+WaitReason = Literal["quota", "capacity", "priority", "reclaim", "user_limit", "project_quota"]
 
 
 class _Holding:
@@ -76,8 +77,17 @@ class Queued(_Holding):
     units: int | None = None
     #: A multi-node job's pods, each needing a node of its own; 0 for any other.
     spread: int = 0
-    #: Who started it, held to their own GPU limit (`UserShare`).
+    #: Who started it, held to their own GPU limit (a `Cap`).
     user_id: str | None = None
+    #: The project it runs in, held to the project's share (a `Cap`).
+    project: str = "default"
+
+    def caps(self) -> tuple[CapKey, ...]:
+        """The caps inside its tenant's quota that hold it, the user's first."""
+        project: CapKey = (self.tenant_id, "project_quota", self.project)
+        if self.user_id is None:
+            return (project,)
+        return ((self.tenant_id, "user_limit", self.user_id), project)
 
 
 @dataclass(frozen=True)
@@ -108,12 +118,19 @@ class TenantShare:
     borrow_gpus: int = 0
 
 
+#: A cap inside a tenant's quota: (tenant, the reason a workload waits at it, the user
+#: or project it holds).
+CapKey = tuple[str, Literal["user_limit", "project_quota"], str]
+
+
 @dataclass(frozen=True)
-class UserShare:
-    """A user's own GPU limit inside their tenant's quota, and what they hold."""
+class Cap:
+    """A user's own GPU limit, or a project's share, inside their tenant's quota, and
+    what they hold; `borrow_gpus`: how far a project's batch jobs may go past it."""
 
     max_gpus: int
     held_gpus: int
+    borrow_gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,7 +167,7 @@ def decide(
     running: Sequence[Running] = (),
     releasing: Sequence[Running] = (),
     node_free: dict[str, dict[str, int]] | None = None,
-    users: dict[tuple[str, str], UserShare] | None = None,
+    caps: dict[CapKey, Cap] | None = None,
 ) -> Decision:
     """Admit what fits now, fairly; say why the rest waits; preempt borrowed GPUs that
     guaranteed work needs.
@@ -159,12 +176,12 @@ def decide(
     (the denominator of the dominant share); `running`: the admitted workloads that
     may be preempted; `releasing`: those an earlier pass preempted, whose GPUs are
     being freed (their tenants no longer count them); `node_free`: units free per
-    node, by pool, for multi-node jobs; `users`: the limits of the users that have
-    one, by (tenant, user). A workload of a tenant missing from `tenants` (not known
+    node, by pool, for multi-node jobs; `caps`: the limits of the users that have
+    one and the shares of the projects that have one. A workload of a tenant missing from `tenants` (not known
     yet, or suspended) waits for `quota`.
     """
     one_pass = _Pass(queued, tenants, free, capacity, running, releasing, node_free or {})
-    return one_pass.with_users(users or {}).run()
+    return one_pass.with_caps(caps or {}).run()
 
 
 class _Pass:
@@ -205,14 +222,14 @@ class _Pass:
         self.admit: list[str] = []
         self.borrowing: set[str] = set()
         self.preempt: list[str] = []
-        self.users: dict[tuple[str, str], UserShare] = {}
-        self.user_gpus: dict[tuple[str, str], int] = {}
-        #: Workloads set aside because their user is at their own limit.
-        self.set_aside: dict[str, list[Queued]] = defaultdict(list)
+        self.caps: dict[CapKey, Cap] = {}
+        self.cap_gpus: dict[CapKey, int] = {}
+        #: Workloads set aside because their user or project is at its cap, and why.
+        self.set_aside: dict[str, list[tuple[Queued, WaitReason]]] = defaultdict(list)
 
-    def with_users(self, users: dict[tuple[str, str], UserShare]) -> _Pass:
-        self.users = users
-        self.user_gpus = {user: share.held_gpus for user, share in users.items()}
+    def with_caps(self, caps: dict[CapKey, Cap]) -> _Pass:
+        self.caps = caps
+        self.cap_gpus = {key: cap.held_gpus for key, cap in caps.items()}
         return self
 
     def run(self) -> Decision:
@@ -227,20 +244,26 @@ class _Pass:
         waiting = _waiting(self.lines, self.blocked)
         for tenant, items in self.set_aside.items():
             after = len(self.lines.get(tenant) or ())
-            for position, item in enumerate(items, start=after + 1):
-                waiting[item.key] = Waiting(position, "user_limit", 0)
+            for position, (item, reason) in enumerate(items, start=after + 1):
+                waiting[item.key] = Waiting(position, reason, 0)
         return Decision(self.admit, waiting, self.borrowing, self.preempt)
 
-    def _set_aside_users_at_limit(self, tenant: str) -> None:
-        """Take the tenant's next workloads whose users are at their own limit out of
-        its line, so that the next one in it is another user's."""
+    def _set_aside_at_caps(self, tenant: str) -> None:
+        """Take the tenant's next workloads whose users or projects are at their caps
+        out of its line, so that the next one in it is another user's or project's."""
         line = self.lines[tenant]
-        while line and line[0].user_id is not None:
-            user = (tenant, line[0].user_id)
-            share = self.users.get(user)
-            if share is None or self.user_gpus[user] + line[0].gpus <= share.max_gpus:
-                return
-            self.set_aside[tenant].append(line.popleft())
+        while line and (full := self._full_cap(line[0])) is not None:
+            self.set_aside[tenant].append((line.popleft(), full[1]))
+
+    def _full_cap(self, item: Queued) -> CapKey | None:
+        for key in item.caps():
+            cap = self.caps.get(key)
+            if cap is None:
+                continue
+            limit = cap.max_gpus + (cap.borrow_gpus if item.may_borrow else 0)
+            if self.cap_gpus[key] + item.gpus > limit:
+                return key
+        return None
 
     def _share(self, tenant: str) -> tuple[float, int, str]:
         standing = self.tenants[tenant]
@@ -258,7 +281,7 @@ class _Pass:
         while True:
             for tenant in self.lines:
                 if tenant not in self.blocked:
-                    self._set_aside_users_at_limit(tenant)
+                    self._set_aside_at_caps(tenant)
             ready = [t for t, line in self.lines.items() if line and t not in self.blocked]
             for tenant in [t for t in ready if t not in self.tenants]:
                 self.blocked[tenant] = "quota"
@@ -292,8 +315,9 @@ class _Pass:
             self.free[gpu_type] -= head.takes
             self._hold(tenant, gpu_type, head.takes, head.gpus)
             self.workloads[tenant] += 1
-            if head.user_id is not None and (tenant, head.user_id) in self.users:
-                self.user_gpus[tenant, head.user_id] += head.gpus
+            for key in head.caps():
+                if key in self.caps:
+                    self.cap_gpus[key] += head.gpus
 
     def _reclaim(self, head: Queued) -> bool:
         """Preempt borrowers' workloads of `head`'s type until it fits: whether its GPUs

@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 
 from faststream.kafka import KafkaBroker
 
-from ..admission import user_cap
+from ..admission import workload_claimant
 from ..controller.runtimes import ClusterRuntime, ClusterRuntimes
 from ..controller.workqueue import WorkQueue
 from ..documents import WorkloadDocFields
@@ -70,6 +70,10 @@ class WorkloadReconciler(Generic[DocT]):
     """The base of the instance, job and inference service reconcilers, over the kind's
     stored document: each kind adds its own store and steps."""
 
+    #: Whether the kind's work may go past its project's share by what the project may
+    #: borrow (batch jobs; decision 138).
+    MAY_BORROW = False
+
     def __init__(self, parts: ReconcilerParts) -> None:
         self._admissions = parts.admissions
         self._runtimes = parts.runtimes
@@ -96,8 +100,8 @@ class WorkloadReconciler(Generic[DocT]):
     async def _claim_quota(
         self, doc: DocT, workload_id: str, gpus: int, *, borrowing: bool = False
     ) -> bool:
-        """Whether the tenant is active and its quota, and the limit of the user who
-        started the workload, take `gpus` for it (beyond the tenant's quota by what the
+        """Whether the tenant is active and its quota, the limit of the user who
+        started the workload and its project's share, take `gpus` for it (beyond the tenant's quota by what the
         tenant may borrow, when `borrowing`). The claim is the last word, whatever
         figures led here; the same claim counts once."""
         tenant_id = doc["tenant_id"]
@@ -107,8 +111,8 @@ class WorkloadReconciler(Generic[DocT]):
         quota = tenant["quota"].copy()
         if borrowing:
             quota["max_gpus"] += quota.get("borrow_gpus", 0)
-        user = user_cap(tenant, doc["user_id"])
-        claim = await self._quota.claim(tenant_id, workload_id, gpus, quota, user)
+        who = workload_claimant(tenant, doc, may_borrow=self.MAY_BORROW)
+        claim = await self._quota.claim(tenant_id, workload_id, gpus, quota, who)
         return claim.admitted
 
     async def _attach_storages(
