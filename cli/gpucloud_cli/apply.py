@@ -30,7 +30,9 @@ SERVICE_PATCHABLE = frozenset(
     {"image", "env", "command", "args", "volumes", "runAsUser", "minReplicas", "maxReplicas",
      "strategy", "autoscaling"}
 )  # fmt: skip
-SERVICE_FIXED = frozenset({"specName", "port", "readinessPath", "zone", "region", "storageIDs"})
+SERVICE_FIXED = frozenset(
+    {"specName", "port", "readinessPath", "zone", "region", "storageIDs", "project"}
+)
 #: What an instance's or a job's record shows of its create body, to say when the file
 #: differs.
 FIXED_SHOWN = ("image", "specName")

@@ -74,10 +74,13 @@ def get_job(session: Session, job_id: str) -> None:
 @jobs.command("submit")
 @click.argument("spec_file", type=click.File("r"))
 @click.option("--id", "job_id", help="The job's id (default: the file's jobID, else generated).")
+@click.option("--project", help="Run in this project of yours (default: the file's, else default).")
 @click.option("--follow/--detach", default=True, show_default=True,
               help="Follow the job's state and logs until it ends.")  # fmt: skip
 @pass_session
-def submit_job(session: Session, spec_file: Any, job_id: str | None, follow: bool) -> None:
+def submit_job(
+    session: Session, spec_file: Any, job_id: str | None, project: str | None, follow: bool
+) -> None:
     """Submit the job SPEC_FILE describes (YAML, the API's fields; `-` reads stdin), then
     follow it through the queue and print its runs' logs until it ends. The exit code is
     0 if the job succeeded, 1 otherwise.
@@ -91,6 +94,7 @@ def submit_job(session: Session, spec_file: Any, job_id: str | None, follow: boo
       command: [python, train.py]
       retryLimit: 2
       storageIDs: [datasets]
+      project: vision        # optional: a project of yours (`gpucloud projects`)
     """
     try:
         body = yaml.safe_load(spec_file)
@@ -102,6 +106,8 @@ def submit_job(session: Session, spec_file: Any, job_id: str | None, follow: boo
         )
     if job_id:
         body["jobID"] = job_id
+    if project:
+        body["project"] = project
     job = session.client.submit_job(body)
     if not follow:
         session.emit(job, DETAIL)

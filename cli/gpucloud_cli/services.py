@@ -63,11 +63,14 @@ def get_service(session: Session, service_id: str) -> None:
 @click.option(
     "--region", help="Run in this region (`gpucloud regions`); default: any with the GPUs."
 )
+@click.option(
+    "--project", help="Run in this project of yours (`gpucloud projects`); default: default."
+)
 @pass_session
 def create_service(
     session: Session, service_id: str, spec_name: str, template_id: str | None,
     image: str | None, port: int | None, readiness_path: str | None, min_replicas: int,
-    max_replicas: int | None, region: str | None,
+    max_replicas: int | None, region: str | None, project: str | None,
 ) -> None:  # fmt: skip
     """Create a service and print its URL.
 
@@ -91,7 +94,7 @@ def create_service(
         }  # fmt: skip
     body |= {key: value for key, value in (("image", image), ("port", port),
              ("readinessPath", readiness_path), ("maxReplicas", max_replicas),
-             ("region", region)) if value}  # fmt: skip
+             ("region", region), ("project", project)) if value}  # fmt: skip
     if "image" not in body or "port" not in body:
         raise click.UsageError("give --image and --port, or a --template")
     session.emit(session.client.create_service(body), COLUMNS)

@@ -12,7 +12,9 @@ from gpucloud_client.models import Identity
 
 from .session import Column, Session, moment, pass_session
 
-GROUPS = ["instance", "job", "spec", "user", "day", "gpu_type", "zone", "cluster", "region"]
+GROUPS = [
+    "instance", "job", "spec", "user", "project", "day", "gpu_type", "zone", "cluster", "region",
+]  # fmt: skip
 REVENUE_GROUPS = ["gpu_type", "zone", "cluster", "region", "spec", "day"]
 
 
@@ -23,18 +25,27 @@ REVENUE_GROUPS = ["gpu_type", "zone", "cluster", "region", "spec", "day"]
 @click.option(
     "--mine", is_flag=True, help="Only what you started (a tenant user sees nothing else)."
 )
+@click.option("--project", help="Only one project's GPU time (storage is the tenant's).")
 @pass_session
-def usage(session: Session, group_by: str, start: str | None, end: str | None, mine: bool) -> None:
+def usage(
+    session: Session, group_by: str, start: str | None, end: str | None, mine: bool,
+    project: str | None,
+) -> None:  # fmt: skip
     """GPU time and cost over a period, grouped; running work counts up to now. Amounts
     are in USD, times in UTC."""
     me = session.client.whoami()
     mine = mine or me["role"] == "tenant-user"
-    report = session.client.usage(group_by=group_by, start=start, end=end, mine=mine)
+    if mine and project:
+        raise click.UsageError("--project reads the tenant's usage; it goes without --mine")
+    report = session.client.usage(
+        group_by=group_by, start=start, end=end, mine=mine, project=project
+    )
     if session.output == "json":
         session.emit_json(report)
         return
     names = user_names(session, me) if group_by == "user" else {}
-    _emit_report(session, report, group_by, names, "your own usage, " if mine else "")
+    whose = "your own usage, " if mine else (f"project {project}, " if project else "")
+    _emit_report(session, report, group_by, names, whose)
 
 
 @click.command()

@@ -179,9 +179,11 @@ class Client(WorkloadApi, ApiSession):
         start: str | None = None,
         end: str | None = None,
         mine: bool = False,
+        project: str | None = None,
     ) -> UsageReport:
-        """The tenant's usage, or with `mine` the caller's own (what they started)."""
-        params = {"groupBy": group_by, "start": start, "end": end}
+        """The tenant's usage (of one `project`'s work), or with `mine` the caller's own
+        (what they started)."""
+        params = {"groupBy": group_by, "start": start, "end": end, "project": project}
         path = "/usage/mine" if mine else "/usage"
         return cast(UsageReport, self.request("GET", path, params=params))
 

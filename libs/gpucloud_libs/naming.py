@@ -71,6 +71,11 @@ def _tenant_label(tenant_id: str) -> str:
 HOST_SEPARATOR = "--"
 #: Instance and tenant ids: lowercase DNS words joined by single dashes.
 ID_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+#: A project's id (decision 138): a DNS label of at most 20 characters, as it joins
+#: the tenant's in the project's namespace name.
+PROJECT_ID_PATTERN = r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$"
+#: The project of every workload that names none.
+DEFAULT_PROJECT = "default"
 
 
 def public_origin(scheme: str, host: str, port: int | None) -> str:

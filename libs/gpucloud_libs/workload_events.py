@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field
 
 from .event_base import EventData
-from .naming import GPU_RESOURCE, service_workload_id
+from .naming import DEFAULT_PROJECT, GPU_RESOURCE, service_workload_id
 
 # --- instances (instances -> metering, gateway) -----------------------------------
 
@@ -29,6 +29,9 @@ class GpuHoldingTransition(EventData):
 
     tenant_id: str
     user_id: str | None = None
+    #: The tenant's project it runs in (decision 138); `default` for one that names
+    #: none, and for events from before projects.
+    project: str = DEFAULT_PROJECT
     spec_name: str
     gpu_type: str
     gpu_count: int = Field(ge=0)

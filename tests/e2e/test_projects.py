@@ -95,7 +95,7 @@ async def test_another_tenant_sees_no_project_and_a_project_takes_only_the_tenan
 async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
     platform: Platform, chromium: Browser, tmp_path: Path
 ) -> None:
-    account, _, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
     context = await chromium.new_context(base_url=str(platform.http.base_url))
     page = await context.new_page()
     await sign_in_with_key(page, account.admin_key)
@@ -116,6 +116,24 @@ async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
     await context.close()
     mine = [p["projectID"] for p in (await ada.ok("-o", "json", "projects", "ls")).json()]
     assert mine == ["default", "vision"]
+
+    # Ada, a member now, starts an instance in vision from her own console.
+    spec = await platform.spec()
+    key = await admin.ok("-o", "json", "users", "key", f"ada@{account.tenant_id}.test",
+                         "--name", "console")  # fmt: skip
+    context = await chromium.new_context(base_url=str(platform.http.base_url))
+    page = await context.new_page()
+    await sign_in_with_key(page, key.json()["secret"])
+    await page.get_by_label("Template").select_option("jupyter")
+    await page.get_by_label("Spec").select_option(spec)
+    await page.get_by_role("combobox", name=re.compile("^Project")).select_option("vision")
+    await page.get_by_role("button", name="Start", exact=True).click()
+    row = page.get_by_role("row").filter(has_text=spec)
+    await expect(row).to_contain_text("vision")
+    await context.close()
+    started = (await ada.ok("-o", "json", "instances", "ls")).json()
+    assert [(i["specName"], i["project"]) for i in started] == [(spec, "vision")]
+    await ada.ok("instances", "stop", started[0]["instanceID"])
 
 
 async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
@@ -151,3 +169,66 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
                           "busybox", "--no-wait")).json()  # fmt: skip
     assert plain["project"] == "default"
     await bob.ok("instances", "stop", plain["instanceID"])
+
+
+async def test_two_projects_keep_to_their_shares_queues_and_usage(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Vision has 2 of the tenant's 16 GPUs: a second start there is refused while
+    default still starts; a job there waits for `project_quota` until vision's
+    instance stops; usage reads by project."""
+    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    await admin.ok("projects", "create", "vision", "--gpus", "2")
+    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
+    spec = await platform.spec(gpus=2)
+
+    async def started() -> dict[str, Any] | None:
+        # The share reaches the instances service with the tenant's next event.
+        ran = await ada.run("-o", "json", "instances", "create", "--spec", spec, "--image",
+                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
+        return dict(ran.json()) if ran.code == 0 else None
+
+    first = await eventually(started, timeout=30)
+    refused = await ada.run("instances", "create", "--spec", spec, "--image", "busybox",
+                            "--project", "vision", "--no-wait")  # fmt: skip
+    assert refused.code == 1
+    assert "project 'vision' may hold 2 GPUs; it holds 2 and asked for 2" in refused.err
+    other = (await ada.ok("-o", "json", "instances", "create", "--spec", spec, "--image",
+                          "busybox", "--no-wait")).json()  # fmt: skip
+    assert other["project"] == "default"
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(
+        f"image: busybox\nspecName: {spec}\ncommand: [python, train.py]\n"
+        "env:\n  - {name: GPUCLOUD_SIM_RUN_FOR, value: 1s}\n"
+    )
+    await ada.ok("jobs", "submit", str(job_file), "--id", "vision-1", "--project", "vision",
+                 "--detach")  # fmt: skip
+
+    async def waiting() -> dict[str, Any] | None:
+        job = (await ada.ok("-o", "json", "jobs", "get", "vision-1")).json()
+        return job if (job.get("queue") or {}).get("reason") == "project_quota" else None
+
+    assert (await eventually(waiting, timeout=30))["project"] == "vision"
+    await ada.ok("instances", "stop", first["instanceID"])
+
+    async def succeeded() -> bool:
+        job = (await ada.ok("-o", "json", "jobs", "get", "vision-1")).json()
+        return job["state"] == "succeeded"
+
+    await eventually(succeeded, timeout=60)
+    await ada.ok("instances", "stop", other["instanceID"])
+
+    async def by_project() -> dict[str, Any] | None:
+        report = (await admin.ok("-o", "json", "usage", "--group-by", "project")).json()
+        rows = {row["key"]: row for row in report["rows"]}
+        return rows if set(rows) == {"default", "vision"} else None
+
+    rows = await eventually(by_project, timeout=30)
+    assert all(row["gpuMicroseconds"] > 0 for row in rows.values())
+    vision = (await admin.ok("-o", "json", "usage", "--project", "vision")).json()
+    # Vision's instance and its job's run; default's instance is not among them.
+    assert other["instanceID"] not in {row["key"] for row in vision["rows"]}
+    assert first["instanceID"] in {row["key"] for row in vision["rows"]}
+    table = await admin.ok("usage", "--project", "vision")
+    assert "project vision" in table.out + table.err

@@ -4,6 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
 import { Link } from "../nav";
 import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
+import type { Project } from "./projects";
 import { ENDED, type Instance, type Job, inQueue, jobGpus, jobReason, openPort, portsOf, Queued } from "./workload";
 
 interface Template {
@@ -139,6 +140,7 @@ function Instances() {
               },
               { label: "Spec", cell: (i) => `${i.specName} (${i.gpuCount}× ${i.gpuType})` },
               { label: "Image", cell: (i) => i.image },
+              { label: "Project", cell: (i) => i.project },
               { label: "Cluster", cell: (i) => i.cluster },
               { label: "Node", cell: (i) => i.node ?? "—" },
               { label: "Started", cell: (i) => when(i.createdAt) },
@@ -181,12 +183,13 @@ function Instances() {
 function useCatalog() {
   return useLoad(
     async () => {
-      const [templates, specs, regions] = await Promise.all([
+      const [templates, specs, regions, projects] = await Promise.all([
         get<Template[] | { items: Template[] }>("/templates").then(items),
         get<Spec[] | { items: Spec[] }>("/specs").then(items),
         get<Region[]>("/regions"),
+        get<Project[]>("/projects"),
       ]);
-      return { templates, specs, regions };
+      return { templates, specs, regions, projects };
     },
     [],
   );
@@ -214,6 +217,22 @@ function RegionField(props: { name: string; regions: Region[]; spec?: Spec; valu
       onInput={props.onInput}
       options={["", ...offered.map((r) => r.name)]}
       emptyLabel="any region with these GPUs"
+    />
+  );
+}
+
+/** The project picker of a start: `default`, or a project of the caller's (GET
+ * /v1/projects lists those). Hidden while `default` is the only one. */
+function ProjectField(props: { name: string; projects: Project[]; value: string; onInput: (value: string) => void }) {
+  if (props.projects.length < 2) return null;
+  return (
+    <Field
+      label="Project"
+      name={props.name}
+      field="project"
+      value={props.value}
+      onInput={props.onInput}
+      options={props.projects.map((p) => p.projectID)}
     />
   );
 }
@@ -267,6 +286,7 @@ function StartInstance(props: { onStarted: () => void }) {
   const [publicKey, setPublicKey] = useState("");
   const [whenShort, setWhenShort] = useState("");
   const [region, setRegion] = useState("");
+  const [project, setProject] = useState("default");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("instance")) ?? [];
   const chosen = templates.find((t) => t.templateID === templateID);
@@ -292,6 +312,7 @@ function StartInstance(props: { onStarted: () => void }) {
       template: instanceTemplate(template, port, publicKey),
       queue: whenShort !== "",
       region: region || undefined,
+      project,
     };
     void action.run(async () => {
       await post("/gpu-instances", body);
@@ -314,6 +335,7 @@ function StartInstance(props: { onStarted: () => void }) {
       <Field label="Spec" name="spec" field="specName" value={specName} onInput={setSpecName} options={specs.map((s) => s.name)} required />
       <FreeNote spec={specs.find((s) => s.name === specName)} />
       <RegionField name="region" regions={catalog.data?.regions ?? []} spec={specs.find((s) => s.name === specName)} value={region} onInput={setRegion} />
+      <ProjectField name="project" projects={catalog.data?.projects ?? []} value={project} onInput={setProject} />
       <Field label="Image" name="image" value={image} onInput={setImage} required placeholder="jupyter/base-notebook" />
       <Field label="HTTP port (optional)" name="port" type="number" value={port} onInput={setPort} />
       {takesKey && (
@@ -364,6 +386,7 @@ function Jobs() {
   const [jobID, setJobID] = useState("");
   const [env, setEnv] = useState("");
   const [region, setRegion] = useState("");
+  const [project, setProject] = useState("default");
   const action = useAction();
   const specs = catalog.data?.specs ?? [];
   const submit = (e: Event) => {
@@ -377,6 +400,7 @@ function Jobs() {
       // A multi-node job: its pods start together, a node each (docs/jobs.md).
       nodes: Number(nodes) > 1 ? Number(nodes) : undefined,
       region: region || undefined,
+      project,
     };
     void action.run(async () => {
       await post("/jobs", body);
@@ -391,6 +415,7 @@ function Jobs() {
         <QuotaNote />
         <Field label="Spec" name="job-spec" field="specName" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
         <RegionField name="job-region" regions={catalog.data?.regions ?? []} spec={specs.find((s) => s.name === (specName || specs[0]?.name))} value={region} onInput={setRegion} />
+        <ProjectField name="job-project" projects={catalog.data?.projects ?? []} value={project} onInput={setProject} />
         <Field label="Image" name="job-image" value={image} onInput={setImage} required placeholder="pytorch/pytorch" />
         <Field label="Command" name="job-command" value={command} onInput={setCommand} placeholder="python train.py" />
         <Field label="Nodes (multi-node, optional)" name="job-nodes" type="number" value={nodes} onInput={setNodes} placeholder="1" />
@@ -416,6 +441,7 @@ function Jobs() {
                 cell: (j) => inQueue(j.queue),
               },
               { label: "Spec", cell: (j) => j.specName },
+              { label: "Project", cell: (j) => j.project },
               { label: "GPUs", cell: (j) => jobGpus(j) },
               { label: "Cluster", cell: (j) => j.cluster },
               { label: "Submitted", cell: (j) => when(j.createdAt) },
@@ -451,6 +477,7 @@ function StartService(props: { onStarted: () => void }) {
   const [readinessPath, setReadinessPath] = useState("/");
   const [replicas, setReplicas] = useState("1");
   const [region, setRegion] = useState("");
+  const [project, setProject] = useState("default");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("service")) ?? [];
   const specs = catalog.data?.specs ?? [];
@@ -477,6 +504,7 @@ function StartService(props: { onStarted: () => void }) {
       readinessPath,
       minReplicas: Number(replicas),
       region: region || undefined,
+      project,
       env: template?.env ?? [],
       ...(template?.command ? { command: template.command } : {}),
       ...(template?.args ? { args: template.args } : {}),
@@ -503,6 +531,7 @@ function StartService(props: { onStarted: () => void }) {
       <Field label="Service name (id)" name="serviceID" value={serviceID} onInput={setServiceID} placeholder="llama" />
       <Field label="Spec" name="service-spec" field="specName" value={specName || specs[0]?.name || ""} onInput={setSpecName} options={specs.map((s) => s.name)} />
       <RegionField name="service-region" regions={catalog.data?.regions ?? []} spec={specs.find((s) => s.name === (specName || specs[0]?.name))} value={region} onInput={setRegion} />
+      <ProjectField name="service-project" projects={catalog.data?.projects ?? []} value={project} onInput={setProject} />
       <Field label="Image" name="service-image" value={image} onInput={setImage} required placeholder="vllm/vllm-openai:v0.6.3" />
       <Field label="Port" name="service-port" type="number" value={port} onInput={setPort} required />
       <Field label="Readiness path" name="readinessPath" value={readinessPath} onInput={setReadinessPath} required />

@@ -11,7 +11,7 @@ interface Member {
   name: string;
 }
 
-interface Project {
+export interface Project {
   projectID: string;
   name: string;
   maxGpus: number | null;

@@ -76,6 +76,7 @@ export function UsagePage(props: { role: string }) {
         </section>
       </div>
       {!mine && <SpendByUser />}
+      {!mine && <SpendByProject />}
       {!mine && <BudgetCard />}
       {!mine && <section class="card" aria-labelledby="invoices-title">
         <h2 id="invoices-title">Invoices</h2>
@@ -118,6 +119,23 @@ function SpendByUser() {
       <Show loaded={byUser} empty={(bars) => !bars.length} emptyText="No spend in the last 30 days.">
         {(bars) => <BarChart title="Spend by user" unit="USD" bars={bars} />}
       </Show>
+    </section>
+  );
+}
+
+/** What each project spent (decision 138); shown once work ran in a project besides
+ * `default`. */
+function SpendByProject() {
+  const byProject = useLoad(
+    () => report("project", false).then((r) => r.rows.map((row) => ({ label: row.key, value: Number(row.amount) }))),
+    [],
+    30_000,
+  );
+  const bars = byProject.data;
+  if (!bars || bars.length < 2) return null;
+  return (
+    <section class="card" aria-label="Spend by project">
+      <BarChart title="Spend by project" unit="USD" bars={bars} />
     </section>
   );
 }

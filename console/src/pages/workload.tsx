@@ -36,6 +36,8 @@ export interface Instance {
   image: string;
   /** The cluster it was placed in. */
   cluster: string;
+  /** The tenant's project it runs in (`default` unless one was named). */
+  project: string;
   node: string | null;
   zone: string | null;
   urls: string[];
@@ -68,6 +70,7 @@ export interface Job {
   nodes: number | null;
   image: string;
   cluster: string;
+  project: string;
   command?: string[] | null;
   args?: string[] | null;
   retryLimit?: number;

@@ -7,9 +7,10 @@ from typing import Annotated
 from pydantic import Field
 
 from gpucloud_libs.http import ApiModel
+from gpucloud_libs.naming import PROJECT_ID_PATTERN
 
 #: A DNS label (a project's namespace is named after it), at most 20 characters.
-ProjectId = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")]
+ProjectId = Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]
 ProjectName = Annotated[str, Field(min_length=1, max_length=128)]
 Gpus = Annotated[int, Field(ge=0, le=1_000_000)]
 Cents = Annotated[int, Field(ge=0, le=10**12)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from gpucloud_libs.naming import DEFAULT_PROJECT
 
 from .documents import TenantDoc
 from .project_schemas import Project, ProjectCreate, ProjectMember, ProjectUpdate
@@ -16,7 +17,6 @@ from .store import UserStore
 from .tenants import Tenants, effective_quota
 from .users import Users
 
-DEFAULT = "default"
 MAX_PROJECTS = 50
 MAX_MEMBERS = 200
 
@@ -30,7 +30,7 @@ class Projects:
     async def create(self, principal: Principal, body: ProjectCreate) -> Project:
         tenant = await self._tenant(principal)
         projects = tenant.get("projects") or {}
-        if body.project_id == DEFAULT or body.project_id in projects:
+        if body.project_id == DEFAULT_PROJECT or body.project_id in projects:
             raise Conflict(f"project {body.project_id!r} exists", project_id=body.project_id)
         if len(projects) >= MAX_PROJECTS:
             raise ValidationFailed(f"a tenant has at most {MAX_PROJECTS} projects")
@@ -45,7 +45,7 @@ class Projects:
     async def list(self, principal: Principal) -> list[Project]:
         """Every project to an admin; to a user, `default` and those they are in."""
         tenant = await self._tenant(principal)
-        ids = [DEFAULT, *sorted(tenant.get("projects") or {})]
+        ids = [DEFAULT_PROJECT, *sorted(tenant.get("projects") or {})]
         shown = [await self._view(tenant, project_id) for project_id in ids]
         if _is_admin(principal):
             return shown
@@ -117,7 +117,7 @@ class Projects:
 
     def _stored(self, tenant: TenantDoc, project_id: str) -> dict[str, Any]:
         """A project a tenant admin may change: any but `default`."""
-        if project_id == DEFAULT:
+        if project_id == DEFAULT_PROJECT:
             raise Conflict("the default project holds what the others do not; it is not changed")
         share = (tenant.get("projects") or {}).get(project_id)
         if share is None:
@@ -126,7 +126,7 @@ class Projects:
 
     def _share(self, tenant: TenantDoc, project_id: str, principal: Principal) -> None:
         """A 404 for a project that is not, or that the caller is not in."""
-        if project_id == DEFAULT:
+        if project_id == DEFAULT_PROJECT:
             return
         share = (tenant.get("projects") or {}).get(project_id)
         if share is None or not (
@@ -136,11 +136,11 @@ class Projects:
 
     async def _view(self, tenant: TenantDoc, project_id: str) -> Project:
         projects = tenant.get("projects") or {}
-        if project_id == DEFAULT:
+        if project_id == DEFAULT_PROJECT:
             carved = sum(p.get("max_gpus") or 0 for p in projects.values())
             quota = effective_quota(tenant["limits"], tenant.get("self_quota") or {})
             return Project(
-                project_id=DEFAULT, name="Default", max_gpus=max(quota["max_gpus"] - carved, 0),
+                project_id=DEFAULT_PROJECT, name="Default", max_gpus=max(quota["max_gpus"] - carved, 0),
                 borrow_gpus=0, monthly_budget_cents=None, everyone=True, members=[],
             )  # fmt: skip
         share = projects[project_id]

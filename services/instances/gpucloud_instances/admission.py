@@ -10,7 +10,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
-from gpucloud_libs.naming import GPU_RESOURCE
+from gpucloud_libs.naming import DEFAULT_PROJECT, GPU_RESOURCE
 
 from .documents import (
     QuotaDoc,
@@ -20,9 +20,6 @@ from .documents import (
     WorkloadDocFields,
     WorkloadSpecFields,
 )
-
-#: The project of every workload that names none, and of every user (decision 138).
-DEFAULT_PROJECT = "default"
 
 
 def quota_refusal(quota: QuotaDoc, count: int, gpus: int, *, wanted: int) -> QuotaExceeded | None:

@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from gpucloud_libs.http import ApiModel
-from gpucloud_libs.naming import ID_PATTERN, storage_claim_name
+from gpucloud_libs.naming import ID_PATTERN, PROJECT_ID_PATTERN, storage_claim_name
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")]
 
@@ -27,7 +27,7 @@ InstanceId = Annotated[str, Field(pattern=ID_PATTERN, max_length=40)]
 
 #: Values that end up as Kubernetes label values (GPU product, zone).
 #: A project of the tenant (decision 138): `default`, or one a tenant admin made.
-ProjectRef = Annotated[str, Field(pattern=r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$")]
+ProjectRef = Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]
 LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 
 

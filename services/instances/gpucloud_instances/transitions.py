@@ -23,6 +23,7 @@ from gpucloud_libs.events import (
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.outbox import OutboxEntry, outbox_entry
 
+from .admission import workload_project
 from .documents import InstanceDoc, JobDoc, JobRunDoc, ReplicaRunDoc, ServiceDoc
 from .job_lifecycle import JobState, RunState
 from .lifecycle import State, Step
@@ -35,6 +36,7 @@ class GpusHeld(TypedDict):
 
     tenant_id: str
     user_id: str | None
+    project: str
     spec_name: str
     gpu_type: str
     gpu_count: int
@@ -53,7 +55,8 @@ def _gpus_held(
     instance's from its document, a run's or a replica's from its own placement."""
     share = GpuShare.of(doc)
     return GpusHeld(
-        tenant_id=doc["tenant_id"], user_id=doc.get("user_id"), spec_name=doc["spec_name"],
+        tenant_id=doc["tenant_id"], user_id=doc.get("user_id"), project=workload_project(doc),
+        spec_name=doc["spec_name"],
         gpu_type=doc["gpu_type"], gpu_count=doc["gpu_count"], gpu_resource=share.resource,
         gpu_weight=str(share.weight), zone=zone, node=node, cluster=doc.get("cluster"),
         region=doc.get("region"),

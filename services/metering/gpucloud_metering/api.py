@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Response, status
 
 from gpucloud_libs.errors import ValidationFailed
 from gpucloud_libs.http import CurrentIdentity, app_part
+from gpucloud_libs.naming import PROJECT_ID_PATTERN
 
 from .budgets import Budgets
 from .invoices import Invoices
@@ -34,6 +35,10 @@ TenantFilter = Annotated[
 ]
 Start = Annotated[datetime | None, Query(description="Default: the start of this month (UTC)")]
 End = Annotated[datetime | None, Query(description="Default: now")]
+ProjectFilter = Annotated[
+    str | None,
+    Query(pattern=PROJECT_ID_PATTERN, description="One project's workloads (GPU time alone: storage is the tenant's)"),
+]  # fmt: skip
 
 
 PricesPart = Annotated[Prices, app_part(Prices)]
@@ -85,9 +90,12 @@ async def _tenant_report(
     end: End = None,
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
     tenant_id: TenantFilter = None,
+    project: ProjectFilter = None,
 ) -> UsageReport:
     """The usage report both /usage routes serve, for the caller's scope."""
-    return await reports.report(scope(identity, tenant_id), *_range(start, end), group_by)
+    return await reports.report(
+        scope(identity, tenant_id), *_range(start, end), group_by, project=project
+    )
 
 
 TenantReport = Annotated[UsageReport, Depends(_tenant_report)]

@@ -40,6 +40,8 @@ class TransitionDoc(TypedDict):
     cluster: NotRequired[str | None]
     region: NotRequired[str | None]
     user_id: str | None
+    #: The tenant's project it ran in; facts from before projects lack it (`default`).
+    project: NotRequired[str]
     #: When metering recorded it, on its own clock: usage records wait for it to settle.
     recorded_us: NotRequired[int]
     #: `recorded_us`'s minute: the equality key mirrors refresh by (mirror.py).

@@ -51,6 +51,7 @@ class FactRecorder:
             "cluster": data.cluster,
             "region": data.region,
             "user_id": data.user_id,
+            "project": data.project,
             "recorded_us": ledger.to_us(recorded),
             "recorded_minute": recorded_minute(recorded),
         }

@@ -46,11 +46,11 @@ class Reports:
     async def report(
         self, tenant_id: str | None, start: datetime, end: datetime, group_by: GroupBy,
         *, instance_id: str | None = None, job_id: str | None = None,
-        service_id: str | None = None, user_id: str | None = None,
+        service_id: str | None = None, user_id: str | None = None, project: str | None = None,
     ) -> UsageReport:  # fmt: skip
         """`instance_id`, `job_id` or `service_id` narrows the report to one workload of
-        `tenant_id`; `user_id` to the workloads that user started (GPU time alone:
-        storage is the tenant's, not a user's)."""
+        `tenant_id`; `user_id` to the workloads that user started, `project` to those
+        of one project of the tenant (GPU time alone: storage is the tenant's)."""
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
         as_of = now()
@@ -71,10 +71,13 @@ class Reports:
             transitions = await self._facts.transitions_of(tenant_id, {str(instance_id)})
             if not transitions:
                 raise NotFound(f"no usage for instance {instance_id!r}")
-        samples = [] if one or user_id is not None else await self._facts.samples(tenant_id)
+        narrowed = one or user_id is not None or project is not None
+        samples = [] if narrowed else await self._facts.samples(tenant_id)
         workloads = instances_from(transitions)
         if user_id is not None:
             workloads = [workload for workload in workloads if workload.user_id == user_id]
+        if project is not None:
+            workloads = [workload for workload in workloads if workload.project == project]
         rows = tally(
             workloads, samples, await self._prices.book(),
             FaultBook(await self._facts.health()), start_us=ledger.to_us(start), end_us=ledger.to_us(end), now_us=ledger.to_us(as_of),

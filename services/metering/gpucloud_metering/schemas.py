@@ -14,7 +14,17 @@ from gpucloud_libs.http import ApiModel
 Period = Annotated[str, Field(pattern=r"^20[0-9]{2}-(0[1-9]|1[0-2])$", description="YYYY-MM, UTC")]
 #: `job` puts each job's runs in one row, and every instance in the row `-`.
 GroupBy = Literal[
-    "instance", "spec", "user", "day", "gpu_type", "zone", "cluster", "region", "job", "service"
+    "instance",
+    "spec",
+    "user",
+    "project",
+    "day",
+    "gpu_type",
+    "zone",
+    "cluster",
+    "region",
+    "job",
+    "service",
 ]
 Money = Annotated[Decimal, Field(ge=0, le=Decimal("1000000"), max_digits=16, decimal_places=6)]
 

@@ -64,6 +64,8 @@ class InstanceFacts:
     #: The cluster it ran in and its region; `-` where not recorded.
     cluster: str = "-"
     region: str = "-"
+    #: The tenant's project it ran in (`default` for facts from before projects).
+    project: str = "default"
 
 
 def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
@@ -96,6 +98,7 @@ def instances_from(transitions: Iterable[TransitionDoc]) -> list[InstanceFacts]:
                 Fraction(first.get("gpu_weight") or 1),
                 first.get("cluster") or "-",
                 first.get("region") or "-",
+                first.get("project") or "default",
             )
         )
     return facts
@@ -134,6 +137,7 @@ def _group_key(instance: InstanceFacts, group_by: GroupBy) -> str:
         "instance": instance.instance_id,
         "spec": instance.spec_name,
         "user": instance.user_id,
+        "project": instance.project,
         "gpu_type": instance.gpu_type,
         "zone": instance.zone,
         "cluster": instance.cluster,

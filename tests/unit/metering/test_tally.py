@@ -179,6 +179,7 @@ def test_each_instance_is_its_own_row_priced_by_its_spec() -> None:
         ("zone", {"zone-a", "zone-b"}),
         ("cluster", {"-", "local-2"}),  # not recorded: `-`
         ("region", {"-", "london"}),
+        ("project", {"default", "vision"}),  # not recorded: from before projects, default
     ],
 )
 def test_rows_group_by_what_was_asked(group_by: GroupBy, keys: set[str]) -> None:
@@ -187,7 +188,7 @@ def test_rows_group_by_what_was_asked(group_by: GroupBy, keys: set[str]) -> None
         *ran("b", T0, T0 + HOUR),
         *ran(
             "c", T0, T0 + HOUR, spec_name="a100x8", user_id="u-2", gpu_type="NVIDIA-A100",
-            zone="zone-b", cluster="local-2", region="london",
+            zone="zone-b", cluster="local-2", region="london", project="vision",
         ),
     ]  # fmt: skip
     rows = run_tally(docs, group_by)

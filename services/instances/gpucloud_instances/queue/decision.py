@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from gpucloud_libs.naming import DEFAULT_PROJECT
+
 WaitReason = Literal["quota", "capacity", "priority", "reclaim", "user_limit", "project_quota"]
 
 
@@ -80,7 +82,7 @@ class Queued(_Holding):
     #: Who started it, held to their own GPU limit (a `Cap`).
     user_id: str | None = None
     #: The project it runs in, held to the project's share (a `Cap`).
-    project: str = "default"
+    project: str = DEFAULT_PROJECT
 
     def caps(self) -> tuple[CapKey, ...]:
         """The caps inside its tenant's quota that hold it, the user's first."""
