@@ -41,6 +41,7 @@ from .workload_events import (
     JobRunStateChanged,
     JobState,
     JobStateChanged,
+    ProjectBudgetReached,
     ReplicaState,
     ReplicaStateChanged,
     StopTenantInstancesRequested,
@@ -77,6 +78,7 @@ __all__ = [
     "NodeInventory",
     "NodeQuarantineRequested",
     "NodeReleaseRequested",
+    "ProjectBudgetReached",
     "ReplicaState",
     "ReplicaStateChanged",
     "StopTenantInstancesRequested",
@@ -260,6 +262,7 @@ Event = Annotated[
     | InstanceStateChanged
     | StopTenantInstancesRequested
     | UserSpendLimitReached
+    | ProjectBudgetReached
     | StorageUsageSampled
     | TelemetryBatch
     | NodeInventory

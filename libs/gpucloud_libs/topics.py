@@ -23,6 +23,7 @@ from .events import (
     NodeInventory,
     NodeQuarantineRequested,
     NodeReleaseRequested,
+    ProjectBudgetReached,
     ReplicaStateChanged,
     StopTenantInstancesRequested,
     StorageUsageSampled,
@@ -76,7 +77,7 @@ INFERENCE_LIFECYCLE = TopicSpec(
 )
 INSTANCE_COMMANDS = TopicSpec(
     "gpucloud.instances.commands.v1",
-    carries=(StopTenantInstancesRequested, UserSpendLimitReached),
+    carries=(StopTenantInstancesRequested, UserSpendLimitReached, ProjectBudgetReached),
 )
 STORAGE_USAGE = TopicSpec(
     "gpucloud.storage.usage.v1", retention_ms=-1, carries=(StorageUsageSampled,)

@@ -225,3 +225,23 @@ class UserSpendLimitReached(EventData):
     @property
     def aggregate_id(self) -> str:
         return self.tenant_id
+
+
+class ProjectBudgetReached(EventData):
+    """Metering found a project's spend this month at its monthly budget (decision
+    138): the instances service stops the project's workloads and admits none of its
+    own until the month ends or the budget is raised above `limit_cents`."""
+
+    type: Literal["io.gpucloud.instances.project_budget_reached.v1"] = (
+        "io.gpucloud.instances.project_budget_reached.v1"
+    )
+    tenant_id: str
+    project: str
+    #: The calendar month, `YYYY-MM`.
+    period: str
+    limit_cents: int
+    spent_cents: int
+
+    @property
+    def aggregate_id(self) -> str:
+        return self.tenant_id

@@ -232,3 +232,46 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
     assert first["instanceID"] in {row["key"] for row in vision["rows"]}
     table = await admin.ok("usage", "--project", "vision")
     assert "project vision" in table.out + table.err
+
+
+async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_raised(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    spec = await platform.spec()
+    # 3,600 a GPU-hour: one currency unit (100 cents) a GPU-second.
+    price = await platform.http.post(
+        "/v1/prices", json={"meter": "gpu_hour", "specName": spec, "amount": "3600"},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert price.status_code == 201, price.text
+    await admin.ok("projects", "create", "vision", "--monthly-budget-cents", "300")
+    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
+    create = ("-o", "json", "instances", "create", "--spec", spec, "--image", "busybox")
+
+    async def started_in_vision() -> dict[str, Any] | None:
+        ran = await ada.run(*create, "--project", "vision")
+        return dict(ran.json()) if ran.code == 0 else None
+
+    vision = await eventually(started_in_vision, timeout=30)
+    plain = (await ada.ok(*create)).json()
+
+    async def state(instance_id: str) -> str:
+        return str((await ada.ok("-o", "json", "instances", "get", instance_id)).json()["state"])
+
+    async def stopped() -> bool:
+        return await state(vision["instanceID"]) in {"stopping", "stopped"}
+
+    # Three seconds of its GPU reach 300 cents; the next budget round stops its work.
+    await eventually(stopped, timeout=60, interval=1)
+    refused = await ada.run(*create, "--project", "vision")
+    assert refused.code == 1
+    assert "project 'vision' spent its budget of 300 cents this month" in refused.err
+    # Default's instance runs on.
+    assert await state(plain["instanceID"]) in {"pending", "scheduled", "ready", "running"}
+    await ada.ok("instances", "stop", plain["instanceID"])
+
+    # Raised, the budget lets the project start again.
+    await admin.ok("projects", "set", "vision", "--monthly-budget-cents", "100000000")
+    again = await eventually(started_in_vision, timeout=30)
+    await ada.ok("instances", "stop", again["instanceID"])

@@ -162,21 +162,49 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
 def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
     """The project a workload is started in: `default`, or one the caller is a member
     of (a tenant admin is of every one); a 404 otherwise, as for a project that is
-    not, so a user learns nothing of projects they are not in."""
-    if project_id == DEFAULT_PROJECT:
-        return project_id
+    not, so a user learns nothing of projects they are not in. A project whose spend
+    this month reached its budget starts nothing (a 422)."""
     project = (tenant.get("projects") or {}).get(project_id)
-    if project is None or (
-        identity.role != "tenant-admin" and identity.subject not in project["members"]
+    if project_id != DEFAULT_PROJECT and (
+        project is None
+        or (identity.role != "tenant-admin" and identity.subject not in project["members"])
     ):
         raise NotFound(f"project {project_id!r} does not exist")
+    refusal = project_spend_refusal(tenant, project_id, current_period())
+    if refusal is not None:
+        raise refusal
     return project_id
+
+
+def project_spend_refusal(tenant: TenantDoc, project: str, period: str) -> QuotaExceeded | None:
+    """Why the project may start nothing this month: its spend reached its monthly
+    budget (metering said so), and the budget was not raised since; None otherwise."""
+    stop = (tenant.get("project_stops") or {}).get(project)
+    found = (tenant.get("projects") or {}).get(project)
+    budget = None if found is None else found["monthly_budget_cents"]
+    if stop is None or stop["period"] != period or budget is None or budget > stop["limit_cents"]:
+        return None
+    return QuotaExceeded(
+        f"project {project!r} spent its budget of {budget} cents this month; ask a tenant "
+        "admin to raise it, or wait for next month",
+        limit="project_monthly_budget_cents", limit_value=budget,
+    )  # fmt: skip
 
 
 def user_may_start(tenant: TenantDoc, user_id: str | None) -> TenantDoc:
     """The tenant, once it is sure the user may start work in it: a user whose spend
     this month reached their own limit is refused."""
     refusal = spend_refusal(tenant, user_id, current_period())
+    if refusal is not None:
+        raise refusal
+    return tenant
+
+
+def may_start_again(tenant: TenantDoc, doc: WorkloadDocFields) -> TenantDoc:
+    """The tenant, once it is sure a stopped workload may start again: neither its
+    user's spend nor its project's reached their limit this month."""
+    tenant = user_may_start(tenant, doc["user_id"])
+    refusal = project_spend_refusal(tenant, workload_project(doc), current_period())
     if refusal is not None:
         raise refusal
     return tenant

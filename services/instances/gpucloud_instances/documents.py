@@ -46,7 +46,7 @@ class UserLimitsDoc(TypedDict):
 
 
 class SpendStopDoc(TypedDict):
-    """Metering found the user's spend of `period` at `limit_cents`."""
+    """Metering found the user's (or project's) spend of `period` at `limit_cents`."""
 
     period: str
     limit_cents: int
@@ -87,6 +87,8 @@ class TenantDoc(TenantFields):
     #: Users whose spend reached their monthly limit, by user id (written by the
     #: command handler, never by the tenant's events).
     spend_stops: NotRequired[dict[str, SpendStopDoc]]
+    #: Projects whose spend reached their monthly budget, by project (decision 138).
+    project_stops: NotRequired[dict[str, SpendStopDoc]]
 
 
 class WorkloadSpecFields(TypedDict):

@@ -6,6 +6,7 @@ from gpucloud_libs.events import (
     AlertStateChanged,
     CloudEvent,
     NodeHealthChanged,
+    ProjectBudgetReached,
     StopTenantInstancesRequested,
     TenantDeleted,
     TenantUpserted,
@@ -39,6 +40,8 @@ class EventHandlers:
             await self.tenancy.stop_workloads(event.data.tenant_id)
         elif isinstance(event.data, UserSpendLimitReached):
             await self.tenancy.user_spend_reached(event.data)
+        elif isinstance(event.data, ProjectBudgetReached):
+            await self.tenancy.project_budget_reached(event.data)
 
     async def on_alert(self, event: CloudEvent) -> None:
         """Only stop-when-idle rules concern this service; other alerts are notices."""

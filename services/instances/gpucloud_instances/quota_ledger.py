@@ -34,8 +34,9 @@ from pymongo import ASCENDING, IndexModel
 
 from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Database, Document, IndexPlan
+from gpucloud_libs.naming import DEFAULT_PROJECT
 
-from .admission import DEFAULT_PROJECT, Claimant, Held, claim_refusal
+from .admission import Claimant, Held, claim_refusal
 from .documents import QuotaDoc
 
 QUOTA_USAGE = "quota_usage"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 from fractions import Fraction
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from faststream.kafka import KafkaBroker
 
@@ -18,6 +18,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound
 from gpucloud_libs.events import (
     BudgetThresholdCrossed,
+    ProjectBudgetReached,
     StopTenantInstancesRequested,
     TenantDeleted,
     TenantUpserted,
@@ -28,11 +29,23 @@ from gpucloud_libs.outbox import PublishRetries
 from gpucloud_libs.topics import BILLING_ALERTS, INSTANCE_COMMANDS, TopicSpec
 
 from . import ledger
-from .documents import NoticeDoc, SampleDoc, TransitionDoc
+from .documents import NoticeDoc, SampleDoc, Spender, SpendLimits, TransitionDoc, spender_field
 from .prices import Prices
 from .schemas import Budget, BudgetSet, GroupBy
 from .store import BudgetStore, FactStore
 from .tally import FaultBook, PriceBook, Tally, instances_from, tally
+
+#: Those inside a tenant with monthly spend limits of their own.
+SPENDERS: tuple[Spender, ...] = ("user", "project")
+
+
+class _SpenderStop(NamedTuple):
+    """A user or project whose spend this month reached its limit."""
+
+    spender: Spender
+    spender_id: str
+    limit: int
+    spent: int
 
 
 class Budgets:
@@ -53,22 +66,26 @@ class Budgets:
         self._notice_retries = PublishRetries()
 
     async def apply_tenant(self, data: TenantUpserted | TenantDeleted) -> None:
-        """The tenant's monthly spend cap and its users' own monthly limits, from the
-        gateway's tenant events."""
+        """The tenant's monthly spend cap, its users' own monthly limits and its
+        projects' budgets, from the gateway's tenant events."""
         if isinstance(data, TenantDeleted):
-            await self._budgets.set_cap(data.tenant_id, None, {})
+            await self._budgets.set_cap(data.tenant_id, None, SpendLimits({}, {}))
             return
-        users = {
-            user_id: limits.monthly_spend_cents
-            for user_id, limits in data.user_limits.items()
-            if limits.monthly_spend_cents is not None
-        }
-        before = (await self._budgets.user_limits()).get(data.tenant_id, {})
-        await self._budgets.set_cap(data.tenant_id, data.quota.monthly_spend_cap_cents, users)
-        # A limit changed: the next round may stop the user again at it (a limit
-        # lowered back to one reached before included).
-        for user_id in {u for u in users | before if users.get(u) != before.get(u)}:
-            await self._budgets.forget_user_stops(data.tenant_id, user_id)
+        limits = SpendLimits(
+            {user_id: limits.monthly_spend_cents for user_id, limits in data.user_limits.items()
+             if limits.monthly_spend_cents is not None},
+            {project_id: project.monthly_budget_cents
+             for project_id, project in data.projects.items()
+             if project.monthly_budget_cents is not None},
+        )  # fmt: skip
+        before = (await self._budgets.spend_limits()).get(data.tenant_id, SpendLimits({}, {}))
+        await self._budgets.set_cap(data.tenant_id, data.quota.monthly_spend_cap_cents, limits)
+        # A limit changed: the next round may stop the user or project again at it (a
+        # limit lowered back to one reached before included).
+        for spender in SPENDERS:
+            new, old = limits.of(spender), before.of(spender)
+            for spender_id in {s for s in new | old if new.get(s) != old.get(s)}:
+                await self._budgets.forget_stops(data.tenant_id, spender, spender_id)
 
     async def set(self, tenant_id: str, body: BudgetSet) -> Budget:
         await self._budgets.put(
@@ -102,9 +119,9 @@ class Budgets:
         ask for a stop at a hard budget or at the tenant's spend cap."""
         at = now()
         period = ledger.period_of(at)
-        caps, user_limits = await self._budgets.caps(), await self._budgets.user_limits()
+        caps, spend_limits = await self._budgets.caps(), await self._budgets.spend_limits()
         budgets = {doc["_id"]: doc for doc in await self._budgets.all()}
-        if not caps and not budgets and not user_limits:
+        if not caps and not budgets and not spend_limits:
             return
         # Once per round, not per tenant.
         prices = await self._prices.book()
@@ -112,14 +129,18 @@ class Budgets:
         # One read of every tenant's facts, not one per tenant.
         transitions = _by_tenant(await self._facts.transitions(None))
         samples = _by_tenant(await self._facts.samples(None))
-        for tenant_id, limits in sorted(user_limits.items()):
-            by_user = month_to_date_cents_by_user(
-                transitions[tenant_id], samples[tenant_id], at, prices, faults
-            )
-            for user_id, limit in sorted(limits.items()):
-                spent_by_user = by_user.get(user_id, 0)
-                if spent_by_user >= limit:
-                    await self._stop_user(tenant_id, period, user_id, limit, spent_by_user)
+        for tenant_id, limits in sorted(spend_limits.items()):
+            for spender in SPENDERS:
+                if not limits.of(spender):
+                    continue
+                spent_by = month_to_date_cents_by(
+                    spender, transitions[tenant_id], samples[tenant_id], at, prices, faults
+                )
+                for spender_id, limit in sorted(limits.of(spender).items()):
+                    spent = spent_by.get(spender_id, 0)
+                    if spent >= limit:
+                        stop = _SpenderStop(spender, spender_id, limit, spent)
+                        await self._stop_spender(tenant_id, period, stop)
         for tenant_id in sorted(set(caps) | set(budgets)):
             spent = month_to_date_cents(
                 transitions[tenant_id], samples[tenant_id], at, prices, faults
@@ -151,16 +172,15 @@ class Budgets:
         if await self._budgets.claim_notice(notice):
             await self._publish_notice(notice)
 
-    async def _stop_user(
-        self, tenant_id: str, period: str, user_id: str, limit: int, spent: int
-    ) -> None:
-        """Once per user, month and limit: a raised limit that is reached again stops
-        the user again."""
+    async def _stop_spender(self, tenant_id: str, period: str, stop: _SpenderStop) -> None:
+        """Once per user (or project), month and limit: a raised limit that is reached
+        again stops them again."""
         notice: NoticeDoc = {
-            "_id": f"{tenant_id}:{period}:user:{user_id}:{limit}", "kind": "user_stop",
-            "tenant_id": tenant_id, "period": period, "user_id": user_id, "limit_cents": limit,
-            "spent_cents": spent,
+            "_id": f"{tenant_id}:{period}:{stop.spender}:{stop.spender_id}:{stop.limit}",
+            "kind": f"{stop.spender}_stop", "tenant_id": tenant_id, "period": period,
+            "limit_cents": stop.limit, "spent_cents": stop.spent,
         }  # fmt: skip
+        notice[spender_field(stop.spender)] = stop.spender_id
         if await self._budgets.claim_notice(notice):
             await self._publish_notice(notice)
 
@@ -187,8 +207,10 @@ class Budgets:
 def _notice_event(
     notice: NoticeDoc,
 ) -> tuple[
-    TopicSpec, BudgetThresholdCrossed | UserSpendLimitReached | StopTenantInstancesRequested
-]:
+    TopicSpec,
+    BudgetThresholdCrossed | UserSpendLimitReached | ProjectBudgetReached
+    | StopTenantInstancesRequested,
+]:  # fmt: skip
     """The event a notice goes out as, and its topic."""
     if notice["kind"] == "threshold":
         return BILLING_ALERTS, BudgetThresholdCrossed(
@@ -199,6 +221,11 @@ def _notice_event(
     if notice["kind"] == "user_stop":
         return INSTANCE_COMMANDS, UserSpendLimitReached(
             tenant_id=notice["tenant_id"], user_id=notice["user_id"], period=notice["period"],
+            limit_cents=notice["limit_cents"], spent_cents=notice["spent_cents"],
+        )  # fmt: skip
+    if notice["kind"] == "project_stop":
+        return INSTANCE_COMMANDS, ProjectBudgetReached(
+            tenant_id=notice["tenant_id"], project=notice["project"], period=notice["period"],
             limit_cents=notice["limit_cents"], spent_cents=notice["spent_cents"],
         )  # fmt: skip
     return INSTANCE_COMMANDS, StopTenantInstancesRequested(
@@ -215,13 +242,14 @@ def month_to_date_cents(
     return ledger.cents(sum((t.amount for t in rows.values()), Fraction(0)))
 
 
-def month_to_date_cents_by_user(
-    transitions: list[TransitionDoc], samples: list[SampleDoc], at: datetime,
-    prices: PriceBook, faults: FaultBook,
+def month_to_date_cents_by(
+    spender: Spender, transitions: list[TransitionDoc], samples: list[SampleDoc],
+    at: datetime, prices: PriceBook, faults: FaultBook,
 ) -> dict[str, int]:  # fmt: skip
-    """Each user's spend on their workloads this month up to `at`, in whole cents."""
-    rows = _month_to_date(transitions, samples, at, prices, faults, group_by="user")
-    return {user: ledger.cents(row.amount) for user, row in rows.items()}
+    """Each user's (or project's) spend on their workloads this month up to `at`, in
+    whole cents."""
+    rows = _month_to_date(transitions, samples, at, prices, faults, group_by=spender)
+    return {key: ledger.cents(row.amount) for key, row in rows.items()}
 
 
 def _month_to_date(

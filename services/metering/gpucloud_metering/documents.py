@@ -8,7 +8,7 @@ run time; fields older facts may lack are NotRequired and read with `.get`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 
 class TransitionDoc(TypedDict):
@@ -84,15 +84,39 @@ class BudgetDoc(BudgetFields):
     _id: str  # the tenant
 
 
+#: Who inside a tenant has a monthly spend limit of their own: a user (their limit) or
+#: a project (its budget, decision 138).
+Spender = Literal["user", "project"]
+
+
+def spender_field(spender: Spender) -> Literal["user_id", "project"]:
+    """The field of a stop notice that names the spender."""
+    return "user_id" if spender == "user" else "project"
+
+
+class SpendLimits(NamedTuple):
+    """A tenant's users' monthly spend limits and its projects' monthly budgets, in
+    cents, by user id and by project."""
+
+    user: dict[str, int]
+    project: dict[str, int]
+
+    def of(self, spender: Spender) -> dict[str, int]:
+        return self.user if spender == "user" else self.project
+
+
 class NoticeDoc(TypedDict):
     """A budget threshold crossed, or a stop asked for: once per tenant and month."""
 
-    _id: str  # <tenant>:<period>:<threshold or stop>, or <tenant>:<period>:user:<user>:<limit>
-    kind: str  # threshold | stop | user_stop
+    #: <tenant>:<period>:<threshold or stop>, or <tenant>:<period>:<user or
+    #: project>:<id>:<limit>
+    _id: str
+    kind: str  # threshold | stop | user_stop | project_stop
     tenant_id: str
     period: str
-    #: A user_stop's user, and their limit.
+    #: A user_stop's user or a project_stop's project, and its limit.
     user_id: NotRequired[str]
+    project: NotRequired[str]
     limit_cents: NotRequired[int]
     threshold: NotRequired[int]
     spent_cents: NotRequired[int]

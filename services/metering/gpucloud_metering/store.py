@@ -24,8 +24,11 @@ from .documents import (
     NoticeDoc,
     PriceDoc,
     SampleDoc,
+    Spender,
+    SpendLimits,
     TransitionDoc,
     UsageRecordDoc,
+    spender_field,
 )
 from .mirror import FactMirror
 
@@ -193,28 +196,37 @@ class BudgetStore:
     async def all(self) -> list[BudgetDoc]:
         return await self._budgets.find({}).to_list()
 
-    async def set_cap(
-        self, tenant_id: str, cap_cents: int | None, user_limits: dict[str, int]
-    ) -> None:
-        """The tenant's monthly spend cap, and its users' own monthly limits."""
-        doc = {"_id": tenant_id, "spend_cap_cents": cap_cents, "user_spend_limits": user_limits}
+    async def set_cap(self, tenant_id: str, cap_cents: int | None, limits: SpendLimits) -> None:
+        """The tenant's monthly spend cap, its users' own monthly limits and its projects'
+        monthly budgets."""
+        doc = {"_id": tenant_id, "spend_cap_cents": cap_cents,
+               "user_spend_limits": limits.user, "project_budgets": limits.project}  # fmt: skip
         await self._caps.replace_one({"_id": tenant_id}, doc, upsert=True)
 
     async def caps(self) -> dict[str, int]:
         docs = await self._caps.find({"spend_cap_cents": {"$ne": None}}).to_list()
         return {doc["_id"]: int(doc["spend_cap_cents"]) for doc in docs}
 
-    async def user_limits(self) -> dict[str, dict[str, int]]:
-        """Each tenant's users' monthly spend limits, for the tenants that set any."""
-        docs = await self._caps.find({}).to_list()
+    async def spend_limits(self) -> dict[str, SpendLimits]:
+        """Each tenant's users' monthly spend limits and projects' monthly budgets, for
+        the tenants that set any."""
+        found = {
+            doc["_id"]: SpendLimits(
+                doc.get("user_spend_limits") or {}, doc.get("project_budgets") or {}
+            )
+            for doc in await self._caps.find({}).to_list()
+        }
         return {
-            doc["_id"]: doc["user_spend_limits"] for doc in docs if doc.get("user_spend_limits")
+            tenant_id: limits
+            for tenant_id, limits in found.items()
+            if limits.user or limits.project
         }
 
-    async def forget_user_stops(self, tenant_id: str, user_id: str) -> None:
-        """A user's stop notices (their limit changed): the next round decides anew."""
+    async def forget_stops(self, tenant_id: str, spender: Spender, spender_id: str) -> None:
+        """A user's or a project's stop notices (its limit changed): the next round
+        decides anew."""
         await self._notices.delete_many(
-            {"tenant_id": tenant_id, "kind": "user_stop", "user_id": user_id}
+            {"tenant_id": tenant_id, "kind": f"{spender}_stop", spender_field(spender): spender_id}
         )
 
     async def claim_notice(self, document: NoticeDoc) -> bool:

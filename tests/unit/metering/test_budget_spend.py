@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from gpucloud_metering import ledger
-from gpucloud_metering.budgets import month_to_date_cents
+from gpucloud_metering.budgets import SPENDERS, month_to_date_cents, month_to_date_cents_by
 from gpucloud_metering.documents import PriceDoc, SampleDoc, TransitionDoc
 from gpucloud_metering.schemas import BudgetSet
 from gpucloud_metering.tally import FaultBook, PriceBook
@@ -147,6 +147,20 @@ def test_each_spec_pays_its_own_price() -> None:
 
 
 # --- the budget a tenant admin sets ----------------------------------------------
+
+
+def test_each_user_and_each_project_spends_its_own_workloads_gpu_time() -> None:
+    """What users' limits and projects' budgets are held to; facts from before
+    projects are `default`'s."""
+    three_hours = MID_MARCH - timedelta(hours=3)
+    facts = [
+        *stay("a", three_hours, MID_MARCH),
+        *stay("b", three_hours, MID_MARCH, user_id="u-2", project="vision"),
+        *stay("c", MID_MARCH - timedelta(hours=1), None, user_id="u-2", project="vision"),
+    ]
+    by = {spender: month_to_date_cents_by(spender, facts, [], MID_MARCH, GPU_AT_2, FaultBook([]))
+          for spender in SPENDERS}  # fmt: skip
+    assert by == {"user": {"u-1": 600, "u-2": 800}, "project": {"default": 600, "vision": 800}}
 
 
 def test_a_budget_alerts_at_50_80_and_100_percent_unless_told_otherwise() -> None:

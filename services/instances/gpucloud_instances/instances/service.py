@@ -26,6 +26,7 @@ from ..admission import (
     claim_refusal,
     claimant,
     known_spec,
+    may_start_again,
     never_fits,
     project_of,
     user_limits,
@@ -291,9 +292,8 @@ class Instances:
                 "failed instance",
                 instance_id=instance_id, state=state.value,
             )  # fmt: skip
-        tenant = user_may_start(
-            require_active(await self._tenants.get(doc["tenant_id"]), service="instances"),
-            doc.get("user_id"),
+        tenant = may_start_again(
+            require_active(await self._tenants.get(doc["tenant_id"]), service="instances"), doc
         )
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")

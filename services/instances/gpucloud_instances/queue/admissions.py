@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
+from gpucloud_libs.naming import DEFAULT_PROJECT
 
-from ..admission import DEFAULT_PROJECT, project_cap, workload_project
+from ..admission import project_cap, workload_project
 from ..controller.capacity import GpuAccounting, across_clusters, pool_of
 from ..controller.runtimes import ClusterRuntimes
 from ..controller.workqueue import WorkQueue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.mongo import Collection, Database, typed
@@ -26,10 +28,15 @@ class TenantStore:
     async def upsert(self, tenant_id: str, fields: TenantFields) -> None:
         await self._tenants.update_one({"_id": tenant_id}, {"$set": fields}, upsert=True)
 
-    async def note_spend_stop(self, tenant_id: str, user_id: str, stop: SpendStopDoc) -> None:
-        """A user's spend reached their limit (kept apart from the tenant's events)."""
+    async def note_spend_stop(
+        self, tenant_id: str, spender: Literal["user", "project"], spender_id: str,
+        stop: SpendStopDoc,
+    ) -> None:  # fmt: skip
+        """A user's spend reached their limit, or a project's its budget (kept apart
+        from the tenant's events)."""
+        field = "spend_stops" if spender == "user" else "project_stops"
         await self._tenants.update_one(
-            {"_id": tenant_id}, {"$set": {f"spend_stops.{user_id}": stop}}
+            {"_id": tenant_id}, {"$set": {f"{field}.{spender_id}": stop}}
         )
 
     async def get(self, tenant_id: str) -> TenantDoc | None:

@@ -8,10 +8,15 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.events import AlertStateChanged, TenantUpserted, UserSpendLimitReached
+from gpucloud_libs.events import (
+    AlertStateChanged,
+    ProjectBudgetReached,
+    TenantUpserted,
+    UserSpendLimitReached,
+)
 from gpucloud_libs.naming import tenant_namespace
 
-from ..admission import current_period, spend_refusal
+from ..admission import current_period, project_spend_refusal, spend_refusal, workload_project
 from ..documents import (
     ProjectDoc,
     QuotaDoc,
@@ -114,11 +119,11 @@ class Tenancy:
         await self._tenants.upsert(tenant.tenant_id, tenant_fields(tenant, self._settings))
         await self._wakeups.wake(tenant_item(tenant.tenant_id))
 
-    async def stop_workloads(self, tenant_id: str, *, user_id: str | None = None) -> int:
-        """Stop every active instance of the tenant (or of one of its users), cancel
-        every job that has not ended and delete every inference service (the tenant is
-        deleted, or over its budget; the user is over their own); how many."""
-        mine = _started_by(user_id)
+    async def stop_workloads(self, tenant_id: str, mine: Mine = lambda doc: True) -> int:
+        """Stop every active instance of the tenant (or those `mine` picks: a user's, a
+        project's), cancel every job that has not ended and delete every inference
+        service (the tenant is deleted, or over its budget; the user or the project is
+        over their own); how many."""
         return (
             await self._stop_instances(tenant_id, mine)
             + await self._cancel_jobs(tenant_id, mine)
@@ -129,7 +134,7 @@ class Tenancy:
         """A user's spend this month reached their limit: none of theirs is admitted
         until the month ends or the limit is raised, and their workloads stop."""
         await self._tenants.note_spend_stop(
-            reached.tenant_id, reached.user_id,
+            reached.tenant_id, "user", reached.user_id,
             SpendStopDoc(period=reached.period, limit_cents=reached.limit_cents),
         )  # fmt: skip
         # The commands topic is not ordered with the tenants': the limit may have been
@@ -137,11 +142,30 @@ class Tenancy:
         tenant = await self._tenants.get(reached.tenant_id)
         if tenant is None or spend_refusal(tenant, reached.user_id, current_period()) is None:
             return 0
-        stopped = await self.stop_workloads(reached.tenant_id, user_id=reached.user_id)
+        stopped = await self.stop_workloads(reached.tenant_id, _started_by(reached.user_id))
         log.info(
             "a user's monthly spend limit was reached",
             extra={"tenant_id": reached.tenant_id, "user": reached.user_id, "stopped": stopped},
         )
+        return stopped
+
+    async def project_budget_reached(self, reached: ProjectBudgetReached) -> int:
+        """A project's spend this month reached its budget: none of its work is
+        admitted until the month ends or the budget is raised, and its workloads stop."""
+        await self._tenants.note_spend_stop(
+            reached.tenant_id, "project", reached.project,
+            SpendStopDoc(period=reached.period, limit_cents=reached.limit_cents),
+        )  # fmt: skip
+        tenant = await self._tenants.get(reached.tenant_id)  # as for a user, above
+        period = current_period()
+        if tenant is None or project_spend_refusal(tenant, reached.project, period) is None:
+            return 0
+        stopped = await self.stop_workloads(reached.tenant_id, _in_project(reached.project))
+        log.info(
+            "a project's monthly budget was reached",
+            extra={"tenant_id": reached.tenant_id, "project": reached.project,
+                   "stopped": stopped},
+        )  # fmt: skip
         return stopped
 
     async def _delete_services(self, tenant_id: str, mine: Mine) -> int:
@@ -205,9 +229,14 @@ class Tenancy:
 Mine = Callable[[WorkloadDocFields], bool]
 
 
-def _started_by(user_id: str | None) -> Mine:
-    """Which of a tenant's workloads a stop is for: all, or one user's."""
-    return lambda doc: user_id is None or doc.get("user_id") == user_id
+def _started_by(user_id: str) -> Mine:
+    """One user's workloads, for a stop."""
+    return lambda doc: doc.get("user_id") == user_id
+
+
+def _in_project(project: str) -> Mine:
+    """One project's workloads, for a stop."""
+    return lambda doc: workload_project(doc) == project
 
 
 async def _act_on_every_page(
