@@ -214,7 +214,7 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
 
     async def succeeded() -> bool:
         job = (await ada.ok("-o", "json", "jobs", "get", "vision-1")).json()
-        return job["state"] == "succeeded"
+        return bool(job["state"] == "succeeded")
 
     await eventually(succeeded, timeout=60)
     await ada.ok("instances", "stop", other["instanceID"])

@@ -19,6 +19,7 @@ from .documents import (
     UserLimitsDoc,
     WorkloadDocFields,
     WorkloadSpecFields,
+    workload_project,
 )
 
 
@@ -123,11 +124,6 @@ def claimant(
         user_id, None if limits is None else limits.get("max_gpus"), project,
         project_cap(tenant, project, may_borrow=may_borrow),
     )  # fmt: skip
-
-
-def workload_project(doc: WorkloadDocFields) -> str:
-    """The project a stored workload runs in (`default` for one from before projects)."""
-    return doc.get("project", DEFAULT_PROJECT)
 
 
 def workload_claimant(

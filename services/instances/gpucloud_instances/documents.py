@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
+from gpucloud_libs.naming import DEFAULT_PROJECT
 from gpucloud_libs.outbox import OutboxEntry
 
 
@@ -132,6 +133,11 @@ class WorkloadDocFields(WorkloadSpecFields):
     user_id: str | None
     #: The project it runs in (decision 138); absent: `default`, as before projects.
     project: NotRequired[str]
+
+
+def workload_project(doc: WorkloadDocFields) -> str:
+    """The project a stored workload runs in (`default` for one from before projects)."""
+    return doc.get("project", DEFAULT_PROJECT)
 
 
 class InstanceDoc(WorkloadDocFields):

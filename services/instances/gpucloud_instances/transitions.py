@@ -23,8 +23,7 @@ from gpucloud_libs.events import (
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.outbox import OutboxEntry, outbox_entry
 
-from .admission import workload_project
-from .documents import InstanceDoc, JobDoc, JobRunDoc, ReplicaRunDoc, ServiceDoc
+from .documents import InstanceDoc, JobDoc, JobRunDoc, ReplicaRunDoc, ServiceDoc, workload_project
 from .job_lifecycle import JobState, RunState
 from .lifecycle import State, Step
 

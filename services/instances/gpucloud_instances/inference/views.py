@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from gpucloud_libs.clock import aware, aware_or_none
 
-from ..admission import workload_project
 from ..documents import (
     EndedServiceDoc,
     ServiceConfigDoc,
     ServiceDoc,
     ServiceReplicaDoc,
+    workload_project,
 )
 from ..schemas import STORED, EnvVar, VolumeSpec
 from .schemas import (

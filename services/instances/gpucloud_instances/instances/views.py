@@ -6,8 +6,7 @@ from __future__ import annotations
 from gpucloud_libs.clock import aware
 from gpucloud_libs.naming import instance_host, public_origin
 
-from ..admission import workload_project
-from ..documents import InstanceDoc
+from ..documents import InstanceDoc, workload_project
 from ..schemas import STORED, InstanceTemplate, QueuePosition, Transition
 from ..settings import InstancesSettings
 from .schemas import Instance

@@ -28,9 +28,8 @@ from ..admission import (
     project_of,
     project_refusal,
     user_may_start,
-    workload_project,
 )
-from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc
+from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc, workload_project
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
 from ..queue.line import Line

@@ -23,11 +23,11 @@ from gpucloud_libs.clock import aware
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.naming import DEFAULT_PROJECT
 
-from ..admission import project_cap, workload_project
+from ..admission import project_cap
 from ..controller.capacity import GpuAccounting, across_clusters, pool_of
 from ..controller.runtimes import ClusterRuntimes
 from ..controller.workqueue import WorkQueue
-from ..documents import InstanceDoc, JobDoc, TenantDoc
+from ..documents import InstanceDoc, JobDoc, TenantDoc, workload_project
 from ..job_lifecycle import JobState
 from ..lifecycle import State
 from ..quota_ledger import QuotaLedger, Usages

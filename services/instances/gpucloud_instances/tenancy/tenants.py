@@ -16,7 +16,7 @@ from gpucloud_libs.events import (
 )
 from gpucloud_libs.naming import tenant_namespace
 
-from ..admission import current_period, project_spend_refusal, spend_refusal, workload_project
+from ..admission import current_period, project_spend_refusal, spend_refusal
 from ..documents import (
     ProjectDoc,
     QuotaDoc,
@@ -24,6 +24,7 @@ from ..documents import (
     TenantFields,
     UserLimitsDoc,
     WorkloadDocFields,
+    workload_project,
 )
 from ..inference.store import ServiceStore
 from ..instances.store import InstanceStore
