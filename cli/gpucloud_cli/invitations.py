@@ -21,6 +21,7 @@ INVITATION_COLUMNS: list[Column] = [
     ("ID", lambda i: i["invitationID"]),
     ("EMAIL", lambda i: i["email"]),
     ("ROLE", lambda i: i["role"]),
+    ("PROJECTS", lambda i: ", ".join(i["projects"]) or "-"),
     ("STATUS", lambda i: i["status"]),
     ("EXPIRES", lambda i: moment(i["expiresAt"])),
     ("USER", lambda i: i["userID"]),
@@ -41,15 +42,20 @@ def invitations() -> None:
 )  # fmt: skip
 @click.option("--days", type=click.IntRange(1, 30), default=7, show_default=True,
               help="How long the link works.")  # fmt: skip
+@click.option("--project", "projects", multiple=True,
+              help="A project they join on accepting (repeat; everyone is in default).")  # fmt: skip
 @pass_session
-def create_invitation(session: Session, email: str, role: str, days: int) -> None:
+def create_invitation(
+    session: Session, email: str, role: str, days: int, projects: tuple[str, ...]
+) -> None:
     """Invite EMAIL to your tenant. The link is printed this once: send it to them.
 
     \b
     Example:
-      gpucloud invitations create ada@acme.test --role tenant-user --days 3
+      gpucloud invitations create ada@acme.test --role tenant-user --days 3 --project vision
     """
-    made = session.client.invite({"email": email, "role": role, "days": days})
+    body = {"email": email, "role": role, "days": days, "projects": list(projects)}
+    made = session.client.invite(body)
     link = f"{session.client.endpoint}{made['path']}"
     if session.output == "json":
         session.emit_json({**made, "link": link})
@@ -103,9 +109,10 @@ def join(
     config.check_endpoint(endpoint)
     with Client(endpoint, "") as public:
         offer = public.preview_invitation(token)
+        projects = f", in projects {', '.join(offer['projects'])}" if offer["projects"] else ""
         session.note(
             f"joining {offer['tenantName']} ({offer['tenantID']}) as {offer['role']}, "
-            f"email {offer['email']}"
+            f"email {offer['email']}{projects}"
         )
         if sso:
             user: dict[str, Any] = {"email": offer["email"]}

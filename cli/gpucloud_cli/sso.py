@@ -20,6 +20,10 @@ SSO_COLUMNS: list[Column] = [
     ("ISSUER", lambda s: s["issuer"]),
     ("CLIENT", lambda s: s["clientID"]),
     ("GROUPS", lambda s: ", ".join(f"{g}={r}" for g, r in s["groupRoles"].items()) or "-"),
+    (
+        "GROUP PROJECTS",
+        lambda s: ", ".join(f"{g}={'+'.join(p)}" for g, p in s["groupProjects"].items()) or "-",
+    ),
     ("OTHERS", lambda s: s["defaultRole"] or "refused"),
     ("NEW USERS", lambda s: "made" if s["createUsers"] else "refused"),
     ("CLI", lambda s: "allowed" if s["cliSignIn"] else "off"),
@@ -39,6 +43,9 @@ def sso() -> None:
 @click.option("--client-secret-stdin", is_flag=True, help="Read the client secret from stdin.")
 @click.option("--group", "groups", multiple=True, metavar="GROUP=ROLE",
               help="A provider group's role: tenant-user or tenant-admin (repeat).")  # fmt: skip
+@click.option("--group-project", "group_projects", multiple=True, metavar="GROUP=PROJECT",
+              help="A provider group's project: its members join it at sign-in, and leave "
+              "it when they leave the group (repeat).")  # fmt: skip
 @click.option("--default-role", type=click.Choice(["tenant-user", "tenant-admin"]),
               help="The role of a user none of whose groups is named (default: refused).")  # fmt: skip
 @click.option("--no-new-users", is_flag=True, help="Admit only users an admin added first.")
@@ -48,14 +55,16 @@ def sso() -> None:
 @pass_session
 def set_sso(
     session: Session, issuer: str, client_id: str, client_secret_stdin: bool,
-    groups: tuple[str, ...], default_role: str | None, no_new_users: bool, cli_sign_in: bool,
+    groups: tuple[str, ...], group_projects: tuple[str, ...], default_role: str | None,
+    no_new_users: bool, cli_sign_in: bool,
 ) -> None:  # fmt: skip
     """Set up single sign-on. Register the printed REDIRECT URI at the provider.
 
     \b
     Example:
       echo "$SECRET" | gpucloud sso set --issuer https://login.example.com \\
-          --client-id gpucloud --client-secret-stdin --group ml-admins=tenant-admin
+          --client-id gpucloud --client-secret-stdin --group ml-admins=tenant-admin \\
+          --group-project vision-team=vision
     """
     secret = (
         sys.stdin.readline().strip() if client_secret_stdin
@@ -68,8 +77,15 @@ def set_sso(
             raise click.BadParameter(f"{pair!r}: give GROUP=tenant-user or GROUP=tenant-admin",
                                      param_hint="--group")  # fmt: skip
         roles[group] = role
+    projects: dict[str, list[str]] = {}
+    for pair in group_projects:
+        group, _, project = pair.partition("=")
+        if not group or not project:
+            raise click.BadParameter(f"{pair!r}: give GROUP=PROJECT", param_hint="--group-project")
+        projects.setdefault(group, []).append(project)
     body: dict[str, Any] = {
         "issuer": issuer, "clientID": client_id, "clientSecret": secret, "groupRoles": roles,
+        "groupProjects": projects,
         "defaultRole": default_role, "createUsers": not no_new_users, "cliSignIn": cli_sign_in,
     }  # fmt: skip
     session.emit(session.client.sso(body), SSO_COLUMNS)

@@ -865,35 +865,49 @@ async def test_a_tenant_picks_the_region_an_instance_runs_in_from_the_console(
 async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
     chromium: Browser, platform: Platform, tmp_path: Path
 ) -> None:
-    """Invite, accept, start (issue "Tenant self-service"): the admin invites from the
-    Admin page and sends the link; the person opens it, sets a name and a password, is
-    signed in, and starts an instance."""
+    """Invite, accept, start in a project (issue "Tenant self-service"): the admin
+    invites from the Admin page into the project `vision` and sends the link; the person
+    opens it, sets a name and a password, is signed in, a member of vision, and starts
+    an instance there."""
     account = await platform.tenant()
     spec = await _priced_spec(platform)
+    made = await platform.http.post(
+        "/v1/projects", json={"projectID": "vision", "name": "Vision", "maxGpus": 4},
+        headers=bearer(account.admin_key),
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
     admin = await _page(chromium, platform)
     await sign_in_with_key(admin, account.admin_key)
     await admin.get_by_role("link", name="Admin").click()
     invitations = admin.get_by_role("region", name="Invitations")
     email = f"{unique('grace')}@{account.tenant_id}.test"
     await invitations.get_by_label("Email to invite").fill(email)
+    await invitations.get_by_role("checkbox", name="vision").check()
     await invitations.get_by_role("button", name="Invite").click()
     link = (await admin.get_by_test_id("secret").inner_text()).strip()
     assert "/join#gpi_" in link, link
-    await expect(invitations.get_by_role("row").filter(has_text=email)).to_contain_text("pending")
+    pending = invitations.get_by_role("row").filter(has_text=email)
+    await expect(pending).to_contain_text("pending")
+    await expect(pending).to_contain_text("vision")
 
     person = await _page(chromium, platform)
     await person.goto(link)
-    await expect(person.get_by_text(f"invites {email} as tenant-user")).to_be_visible()
+    await expect(
+        person.get_by_text(f"invites {email} as tenant-user, in projects vision")
+    ).to_be_visible()
     await person.get_by_label("Your name").fill("Grace")
     await person.get_by_label("New password").fill(PASSWORD)
     await person.get_by_role("button", name="Join and sign in").click()
     await expect(person).to_have_url(re.compile("/instances$"))
     assert "gpi_" not in person.url  # the secret left the address bar
+    await _member_known_to_the_instances_service(platform, email, "vision")
     await person.get_by_label("Template").select_option("jupyter")
     await person.get_by_label("Spec").select_option(spec)
+    await person.get_by_role("combobox", name=re.compile("^Project")).select_option("vision")
     await person.get_by_role("button", name="Start", exact=True).click()
     row = person.get_by_role("row").filter(has_text=spec)
     await expect(row.get_by_text("running", exact=True)).to_be_visible()
+    await expect(row).to_contain_text("vision")
     # kubectl for the namespace, from the Admin page: it lists the instance's pod.
     await person.get_by_role("link", name="Admin").click()
     await person.get_by_role("button", name="Get a kubeconfig").click()
@@ -913,3 +927,21 @@ async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
     again = await _page(chromium, platform)
     await again.goto(link)
     await expect(again.get_by_role("alert")).to_contain_text("already used")
+
+
+async def _member_known_to_the_instances_service(
+    platform: Platform, email: str, project: str
+) -> None:
+    """Wait until the membership an acceptance gave reached the instances service with
+    the tenant's event: a create naming the project and no spec is then refused for
+    its spec (422), not for the project (404). Nothing is started."""
+    token = await platform.http.post("/v1/tokens", json={"email": email, "password": PASSWORD})
+    assert token.status_code == 201, token.text
+    auth = {"Authorization": f"Bearer {token.json()['token']}"}
+    probe = {"specName": "no-such-spec", "image": "busybox", "project": project}
+
+    async def known() -> bool:
+        answer = await platform.http.post("/v1/gpu-instances", json=probe, headers=auth)
+        return answer.status_code == 422
+
+    await eventually(known, timeout=30)

@@ -275,3 +275,29 @@ async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_rais
     await admin.ok("projects", "set", "vision", "--monthly-budget-cents", "100000000")
     again = await eventually(started_in_vision, timeout=30)
     await ada.ok("instances", "stop", again["instanceID"])
+
+
+async def test_an_invitation_names_projects_and_its_acceptance_joins_them(
+    platform: Platform, tmp_path: Path
+) -> None:
+    account = await platform.tenant()
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    await admin.ok("projects", "create", "vision", "--gpus", "2")
+    email = f"grace@{account.tenant_id}.test"
+    unknown = await admin.run("invitations", "create", email, "--project", "nlp")
+    assert unknown.code == 1
+    assert "project 'nlp' does not exist" in unknown.err
+    made = await admin.ok("invitations", "create", email, "--project", "vision",
+                          "--project", "default")  # fmt: skip
+    link = made.out.strip().splitlines()[-1]
+    [shown] = (await admin.ok("-o", "json", "invitations", "ls")).json()
+    assert shown["projects"] == ["vision"]  # everyone is in default already
+
+    grace = cli_for(tmp_path / "grace", platform)
+    joined = await grace.run("join", link, "--name", "Grace", "--password-stdin",
+                             stdin="a long new password\n")  # fmt: skip
+    assert joined.code == 0, joined
+    assert "in projects vision" in joined.err
+    mine = [p["projectID"] for p in (await grace.ok("-o", "json", "projects", "ls")).json()]
+    assert mine == ["default", "vision"]

@@ -59,6 +59,7 @@ async def dex(
     users = [
         ("grace", ["ml-admins"]), ("hopper", ["ml-team"]), ("mallory", ["strangers"]),
         ("linus", ["ml-team"]), ("ada", ["ml-team"]), ("joan", ["guests"]), ("kay", ["guests"]),
+        ("barbara", ["ml-team", "vision-team"]),
     ]  # fmt: skip
     emails = {name: f"{unique(name)}@corp.test" for name, _ in users}
     config = {
@@ -185,6 +186,46 @@ async def test_a_group_member_signs_in_through_the_provider_with_the_groups_role
     refused = await _sign_in(chromium, platform, account.tenant_id, dex.emails["ada"])
     await expect(refused.locator("body")).to_contain_text("the sign-in was refused")
     await refused.context.close()
+
+
+async def test_a_providers_groups_give_projects_at_each_sign_in(
+    platform: Platform, dex: Provider, chromium: Browser, tmp_path: Path
+) -> None:
+    """A group mapped to a project makes its members members of the project at each
+    sign-in; a user whose groups no longer give a mapped project leaves it."""
+    account = await platform.tenant()
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    for project in ("vision", "nlp"):
+        await admin.ok("projects", "create", project)
+    sso = ("sso", "set", "--issuer", dex.issuer, "--client-id", "gpucloud",
+           "--client-secret-stdin", "--group", "ml-team=tenant-user")  # fmt: skip
+    unknown = await admin.run(*sso, "--group-project", "vision-team=speech",
+                              stdin=f"{CLIENT_SECRET}\n")  # fmt: skip
+    assert unknown.code == 1
+    assert "project 'speech' does not exist" in unknown.err
+    await admin.ok(*sso, "--group-project", "vision-team=vision", stdin=f"{CLIENT_SECRET}\n")
+
+    async def members(project: str) -> list[str]:
+        shown = (await admin.ok("-o", "json", "projects", "show", project)).json()
+        return [member["email"] for member in shown["members"]]
+
+    barbara = dex.emails["barbara"]
+    page = await _sign_in(chromium, platform, account.tenant_id, barbara)
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=15_000)
+    await page.context.close()
+    assert (await members("vision"), await members("nlp")) == ([barbara], [])
+
+    # Her group now gives nlp, and vision is another group's: she moves at her next
+    # sign-in.
+    await admin.ok(*sso, "--group-project", "vision-team=nlp",
+                   "--group-project", "strangers=vision", stdin=f"{CLIENT_SECRET}\n")  # fmt: skip
+    shown = (await admin.ok("-o", "json", "sso", "show")).json()
+    assert shown["groupProjects"] == {"vision-team": ["nlp"], "strangers": ["vision"]}
+    page = await _sign_in(chromium, platform, account.tenant_id, barbara)
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible(timeout=15_000)
+    await page.context.close()
+    assert (await members("vision"), await members("nlp")) == ([], [barbara])
 
 
 async def test_a_sign_ins_state_works_once_only_in_its_browser_and_an_unknown_tenant_has_none(

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import { del, enc, get, items, patch, post, put, type Principal } from "../api";
 import { KubectlAccess } from "./kubectl";
-import { Projects } from "./projects";
+import { type Project, Projects } from "./projects";
 import { SingleSignOn } from "./sso";
 import { ErrorNote, Field, confirmed, Page, Show, ShownOnce, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
 
@@ -137,6 +137,7 @@ interface Invitation {
   invitationID: string;
   email: string;
   role: string;
+  projects: string[];
   status: string;
   expiresAt: string;
 }
@@ -147,17 +148,23 @@ function Invitations() {
   const invitations = useLoad(() => get<Invitation[]>("/invitations"), []);
   const [email, setEmail] = useState("");
   const [role, setRole] = useState("tenant-user");
+  const [chosen, setChosen] = useState<string[]>([]);
   const [link, setLink] = useState<string | null>(null);
+  const projects = useLoad(() => get<Project[]>("/projects"), []);
+  const offered = (projects.data ?? []).filter((p) => !p.everyone);
   const action = useAction();
   const invite = (e: Event) => {
     e.preventDefault();
     void action.run(async () => {
-      const made = await post<{ path: string }>("/invitations", { email, role });
+      const made = await post<{ path: string }>("/invitations", { email, role, projects: chosen });
       setLink(`${location.origin}${made.path}`);
       setEmail("");
+      setChosen([]);
       invitations.reload();
     });
   };
+  const toggle = (projectID: string, on: boolean) =>
+    setChosen(on ? [...chosen, projectID] : chosen.filter((p) => p !== projectID));
   return (
     <section class="card" aria-labelledby="invitations-title">
       <h2 id="invitations-title">Invitations</h2>
@@ -165,6 +172,17 @@ function Invitations() {
       <Form action={action} class="inline" onSubmit={invite}>
         <Field label="Email to invite" name="invite-email" type="email" value={email} onInput={setEmail} required />
         <Field label="Role" name="invite-role" value={role} onInput={setRole} options={["tenant-user", "tenant-admin"]} />
+        {offered.length > 0 && (
+          <fieldset>
+            <legend>Projects they join</legend>
+            {offered.map((p) => (
+              <label key={p.projectID}>
+                <input type="checkbox" name="invite-projects" value={p.projectID} checked={chosen.includes(p.projectID)} onChange={(e) => toggle(p.projectID, (e.target as HTMLInputElement).checked)} />{" "}
+                {p.projectID}
+              </label>
+            ))}
+          </fieldset>
+        )}
         <button type="submit" disabled={action.busy}>
           Invite
         </button>
@@ -179,6 +197,7 @@ function Invitations() {
             columns={[
               { label: "Email", cell: (i) => i.email },
               { label: "Role", cell: (i) => i.role },
+              { label: "Projects", cell: (i) => i.projects.join(", ") || "—" },
               { label: "Status", cell: (i) => <StateBadge state={i.status} /> },
               { label: "Expires", cell: (i) => when(i.expiresAt) },
               {

@@ -11,6 +11,8 @@ interface Offer {
   tenantID: string;
   tenantName: string;
   role: string;
+  /** The projects they join on accepting. */
+  projects: string[];
   expiresAt: string;
   singleSignOn: boolean;
 }
@@ -50,7 +52,8 @@ export function JoinPage(props: { onSignedIn: (session: ConsoleSession) => void 
         {offer && (
           <>
             <p>
-              <strong>{offer.tenantName}</strong> invites <strong>{offer.email}</strong> as {offer.role}. The invitation works
+              <strong>{offer.tenantName}</strong> invites <strong>{offer.email}</strong> as {offer.role}
+              {offer.projects.length > 0 && <>, in projects {offer.projects.join(", ")}</>}. The invitation works
               until {when(offer.expiresAt)}.
             </p>
             <Field label="Your name" name="name" value={name} onInput={setName} required autocomplete="name" />

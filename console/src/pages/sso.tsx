@@ -1,5 +1,5 @@
 // A tenant admin's single sign-on: the OpenID Connect provider (checked when saved),
-// its client, and which of its groups get which role.
+// its client, which of its groups get which role, and which projects.
 import { useEffect, useState } from "preact/hooks";
 import { del, get, put } from "../api";
 import { ErrorNote, Field, Form, useAction, useLoad } from "../ui";
@@ -8,6 +8,7 @@ interface Sso {
   issuer: string;
   clientID: string;
   groupRoles: Record<string, string>;
+  groupProjects: Record<string, string[]>;
   defaultRole: string | null;
   createUsers: boolean;
   cliSignIn: boolean;
@@ -23,12 +24,23 @@ const pairs = (text: string): Record<string, string> =>
       .filter(([group, role]) => group && role),
   );
 
+/** `group=project` pairs, comma-separated: a group may be named again for another project. */
+const projectPairs = (text: string): Record<string, string[]> => {
+  const mapped: Record<string, string[]> = {};
+  for (const pair of text.split(",")) {
+    const [group, project] = pair.split("=").map((part) => part.trim());
+    if (group && project) mapped[group] = [...(mapped[group] ?? []), project];
+  }
+  return mapped;
+};
+
 export function SingleSignOn() {
   const current = useLoad(() => get<Sso>("/tenant/sso").catch(() => null), []);
   const [issuer, setIssuer] = useState("");
   const [clientID, setClientID] = useState("");
   const [secret, setSecret] = useState("");
   const [groups, setGroups] = useState("");
+  const [groupProjects, setGroupProjects] = useState("");
   const [fallback, setFallback] = useState("");
   const [createUsers, setCreateUsers] = useState(true);
   const [cliSignIn, setCliSignIn] = useState(false);
@@ -39,6 +51,7 @@ export function SingleSignOn() {
     setIssuer(set.issuer);
     setClientID(set.clientID);
     setGroups(Object.entries(set.groupRoles).map(([group, role]) => `${group}=${role}`).join(", "));
+    setGroupProjects(Object.entries(set.groupProjects).flatMap(([group, ids]) => ids.map((id) => `${group}=${id}`)).join(", "));
     setFallback(set.defaultRole ?? "");
     setCreateUsers(set.createUsers);
     setCliSignIn(set.cliSignIn);
@@ -48,7 +61,8 @@ export function SingleSignOn() {
     e.preventDefault();
     void action.run(async () => {
       await put("/tenant/sso", {
-        issuer, clientID, clientSecret: secret, groupRoles: pairs(groups), defaultRole: fallback || null,
+        issuer, clientID, clientSecret: secret, groupRoles: pairs(groups), groupProjects: projectPairs(groupProjects),
+        defaultRole: fallback || null,
         createUsers,
         cliSignIn,
       });
@@ -77,6 +91,7 @@ export function SingleSignOn() {
         <Field label="Client ID" name="sso-clientID" value={clientID} onInput={setClientID} required />
         <Field label="Client secret" name="sso-clientSecret" type="password" value={secret} onInput={setSecret} required autocomplete="off" />
         <Field label="Groups (group=role, …)" name="sso-groupRoles" value={groups} onInput={setGroups} placeholder="ml-admins=tenant-admin, ml-team=tenant-user" />
+        <Field label="Groups' projects (group=project, …)" name="sso-groupProjects" value={groupProjects} onInput={setGroupProjects} placeholder="vision-team=vision" />
         <Field label="Role of other users" name="sso-defaultRole" value={fallback} onInput={setFallback} options={["", "tenant-user", "tenant-admin"]} emptyLabel="none: refused" />
         <label>
           <input type="checkbox" name="sso-createUsers" checked={createUsers} onChange={(e) => setCreateUsers((e.target as HTMLInputElement).checked)} />{" "}

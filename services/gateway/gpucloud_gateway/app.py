@@ -88,11 +88,12 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         for read_s in (settings.upstream_read_timeout_s, settings.instance_read_timeout_s)
     )  # fmt: skip
     forwarder = Forwarder(settings, api_upstream, signer)
+    projects = Projects(identity.tenants, identity.users, UserStore(runtime.db))
     invitations = Invitations(
         InvitationStore(runtime.db), identity.users, UserStore(runtime.db), TenantStore(runtime.db),
-        SsoStore(runtime.db),
+        SsoStore(runtime.db), projects,
     )  # fmt: skip
-    sso = _single_sign_on(settings, runtime, identity, invitations)
+    sso = _single_sign_on(settings, runtime, identity, invitations, projects)
     service_load = ServiceLoad(settings, api_upstream, signer)
     connections = LongConnections(settings)
     spent_links = SpentLinkStore(runtime.db)
@@ -117,7 +118,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         parts=[
             identity.authenticator, identity.authorizer, identity.sessions, identity.console,
             identity.tenants, identity.users, identity.api_keys, identity.audit, links,
-            invitations, sso, Projects(identity.tenants, identity.users, UserStore(runtime.db)),
+            invitations, sso, projects,
             InstanceTunnels(identity.authenticator, identity.authorizer, targets,
                             identity.audit, connections),
             OpenApiAggregator(api_upstream, forwarder.base_urls),
@@ -165,7 +166,7 @@ def _schedule(
 
 def _single_sign_on(
     settings: GatewaySettings, runtime: ServiceRuntime, identity: Identity,
-    invitations: Invitations,
+    invitations: Invitations, projects: Projects,
 ) -> SingleSignOn:  # fmt: skip
     """Tenants' OpenID Connect providers, dialled through the outbound guard: a tenant
     admin names them."""
@@ -178,7 +179,8 @@ def _single_sign_on(
     sso = SingleSignOn(
         settings, store, oidc,
         SsoAccounts(
-            store, identity.users, UserStore(runtime.db), identity.authenticator, invitations
+            store, identity.users, UserStore(runtime.db), identity.authenticator, invitations,
+            projects,
         ),
     )  # fmt: skip
     runtime.on_stop(oidc.close)

@@ -93,6 +93,8 @@ class InvitationDoc(TypedDict):
     tenant_id: str
     email: str
     role: str
+    #: The projects the person joins on accepting (decision 138).
+    projects: NotRequired[list[str]]
     #: SHA-256 of the link's secret; the secret itself is never stored.
     token_hash: str
     created_by: str | None
@@ -111,6 +113,8 @@ class SsoConfigDoc(TypedDict):
     #: Fernet, with a key derived from the session secret.
     client_secret_sealed: str
     group_roles: dict[str, str]
+    #: A provider group's projects in the tenant (decision 138); absent: none.
+    group_projects: NotRequired[dict[str, list[str]]]
     default_role: str | None
     create_users: bool
     cli_sign_in: bool

@@ -1,6 +1,7 @@
-"""Invitations: a tenant admin invites an email with a role; the link's holder sets a
-name and a password, or signs in through the tenant's single sign-on with that email,
-and becomes that user. The link's secret is shown once and kept only as a hash; a
+"""Invitations: a tenant admin invites an email with a role and, if they like, to some
+of the tenant's projects; the link's holder sets a name and a password, or signs in
+through the tenant's single sign-on with that email, and becomes that user, a member
+of those projects. The link's secret is shown once and kept only as a hash; a
 link works once, until it expires, and an admin may revoke it."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from gpucloud_libs.errors import Conflict, Gone, NotFound
 
 from .credentials import hash_secret
 from .documents import InvitationDoc
+from .project_schemas import ProjectMemberships
 from .schemas import (
     Invitation,
     InvitationAcceptance,
@@ -38,31 +40,35 @@ def invitation_view(doc: InvitationDoc) -> Invitation:
         status = "expired"
     return Invitation(
         invitation_id=doc["_id"], tenant_id=doc["tenant_id"], email=doc["email"],
-        role=doc["role"], status=status, created_by=doc["created_by"],
-        created_at=doc["created_at"], expires_at=doc["expires_at"], user_id=doc.get("user_id"),
+        role=doc["role"], projects=doc.get("projects") or [], status=status,
+        created_by=doc["created_by"], created_at=doc["created_at"],
+        expires_at=doc["expires_at"], user_id=doc.get("user_id"),
     )  # fmt: skip
 
 
 class Invitations:
     def __init__(
         self, invitations: InvitationStore, users: Users, user_store: UserStore,
-        tenants: TenantStore, sso: SsoStore,
+        tenants: TenantStore, sso: SsoStore, projects: ProjectMemberships,
     ) -> None:  # fmt: skip
         self._invitations = invitations
         self._users = users
         self._user_store = user_store
         self._tenants = tenants
         self._sso = sso
+        self._projects = projects
 
     async def create(self, principal: Principal, body: InvitationCreate) -> InvitationCreated:
         assert principal.tenant_id is not None
         email = body.email.lower()
         if await self._user_store.by_email(email) is not None:
             raise Conflict(f"a user with the email {email!r} already exists")
+        projects = await self._projects.check_named(principal.tenant_id, body.projects)
         token, at = f"gpi_{secrets.token_urlsafe(32)}", now()
         doc: InvitationDoc = {
             "_id": f"inv-{secrets.token_hex(8)}", "tenant_id": principal.tenant_id,
-            "email": email, "role": body.role, "token_hash": hash_secret(token),
+            "email": email, "role": body.role, "projects": list(projects),
+            "token_hash": hash_secret(token),
             "created_by": principal.user_id, "created_at": at,
             "expires_at": at + timedelta(days=body.days), "status": "pending",
         }  # fmt: skip
@@ -93,7 +99,7 @@ class Invitations:
         doc, tenant_name = await self.usable(token)
         return InvitationPreview(
             email=doc["email"], tenant_id=doc["tenant_id"], tenant_name=tenant_name,
-            role=doc["role"], expires_at=doc["expires_at"],
+            role=doc["role"], projects=doc.get("projects") or [], expires_at=doc["expires_at"],
             single_sign_on=await self._sso.config(doc["tenant_id"]) is not None,
         )  # fmt: skip
 
@@ -130,6 +136,9 @@ class Invitations:
             await self._invitations.reopen(doc["_id"])
             raise
         await self._invitations.record_user(doc["_id"], user.user_id)
+        await self._projects.set_membership(
+            doc["tenant_id"], user.user_id, join=set(doc.get("projects") or [])
+        )
         return user
 
     async def usable(self, token: str) -> tuple[InvitationDoc, str]:

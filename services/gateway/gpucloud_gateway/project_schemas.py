@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from typing import Annotated, Protocol
 
 from pydantic import Field
 
@@ -50,3 +52,19 @@ class Project(ApiModel):
     #: `default` has every user of the tenant; the others, their members.
     everyone: bool
     members: list[ProjectMember]
+
+
+class ProjectMemberships(Protocol):
+    """Who joins which projects, for the parts below projects in the gateway's layers
+    that make members (an accepted invitation, a provider's groups): `Projects`."""
+
+    async def check_named(self, tenant_id: str, project_ids: Sequence[str]) -> Sequence[str]:
+        """The ids, each a project of the tenant (a 422 otherwise), without `default`."""
+        ...
+
+    async def set_membership(
+        self, tenant_id: str, user_id: str, *, join: AbstractSet[str],
+        leave: AbstractSet[str] = frozenset(),
+    ) -> None:  # fmt: skip
+        """The user joins the projects of `join` and leaves those of `leave`."""
+        ...

@@ -5,6 +5,8 @@ stored: it holds every user and what the others do not carve."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -95,15 +97,41 @@ class Projects:
         share["members"] = [member for member in members if member != user_id]
         await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
 
+    async def check_named(self, tenant_id: str, project_ids: Sequence[str]) -> Sequence[str]:
+        """`project_ids`, each a project of the tenant (a 422 naming the first that is
+        not), without `default`, which holds everyone."""
+        projects = (await self._tenants.existing(tenant_id)).get("projects") or {}
+        for project_id in project_ids:
+            if project_id != DEFAULT_PROJECT and project_id not in projects:
+                raise ValidationFailed(f"project {project_id!r} does not exist", field="projects")
+        return sorted({p for p in project_ids if p != DEFAULT_PROJECT})
+
+    async def set_membership(
+        self, tenant_id: str, user_id: str, *, join: AbstractSet[str],
+        leave: AbstractSet[str] = frozenset(),
+    ) -> None:  # fmt: skip
+        """The user joins the projects of `join` and leaves those of `leave` (an
+        invitation's projects; a provider's groups at each sign-in); a project no longer
+        there, or full, is passed over."""
+        tenant = await self._tenants.existing(tenant_id)
+        for project_id, share in sorted((tenant.get("projects") or {}).items()):
+            members = [*(share.get("members") or [])]
+            if project_id in join and user_id not in members and len(members) < MAX_MEMBERS:
+                members.append(user_id)
+            elif project_id in leave - join and user_id in members:
+                members.remove(user_id)
+            else:
+                continue
+            await self._tenants.change_entry(
+                tenant_id, "projects", project_id, {**share, "members": members}
+            )
+
     async def forget_user(self, tenant_id: str, user_id: str) -> None:
         """A removed user leaves every project."""
         tenant = await self._tenants.existing(tenant_id)
-        for project_id, share in (tenant.get("projects") or {}).items():
-            if user_id in (share.get("members") or []):
-                kept = [member for member in share["members"] if member != user_id]
-                await self._tenants.change_entry(
-                    tenant_id, "projects", project_id, {**share, "members": kept}
-                )
+        await self.set_membership(
+            tenant_id, user_id, join=frozenset(), leave=set(tenant.get("projects") or {})
+        )
 
     async def _tenant(self, principal: Principal) -> TenantDoc:
         if principal.tenant_id is None:

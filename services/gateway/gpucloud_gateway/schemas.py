@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, Field, SecretStr, model_validator
 
 from gpucloud_libs.http import ApiModel
 from gpucloud_libs.identity import Role
-from gpucloud_libs.naming import ID_PATTERN
+from gpucloud_libs.naming import ID_PATTERN, PROJECT_ID_PATTERN
 
 #: What an API key or token may do, on top of what its role allows.
 Scope = Literal[
@@ -109,6 +109,10 @@ class InvitationCreate(ApiModel):
     email: Email
     #: The role the person gets on accepting.
     role: Literal["tenant-user", "tenant-admin"] = "tenant-user"
+    #: The tenant's projects the person joins on accepting (every user is in `default`).
+    projects: list[Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]] = Field(
+        default_factory=list, max_length=50
+    )
     #: How long the link works.
     days: int = Field(default=7, ge=1, le=30)
 
@@ -118,6 +122,8 @@ class Invitation(ApiModel):
     tenant_id: str = Field(alias="tenantID")
     email: str
     role: Role
+    #: The projects the person joins on accepting.
+    projects: list[str] = Field(default_factory=list)
     #: `pending` until accepted; `expired` past `expiresAt`; `revoked` by an admin.
     status: Literal["pending", "accepted", "expired", "revoked"]
     created_by: str | None
@@ -146,6 +152,8 @@ class InvitationPreview(ApiModel):
     tenant_id: str = Field(alias="tenantID")
     tenant_name: str
     role: Role
+    #: The projects they join on accepting.
+    projects: list[str] = Field(default_factory=list)
     expires_at: datetime
     #: The tenant signs in through its provider: the invitation may be accepted so.
     single_sign_on: bool = Field(alias="singleSignOn")

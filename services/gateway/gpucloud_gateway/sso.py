@@ -90,12 +90,17 @@ class SingleSignOn:
                 "single sign-on needs the platform's public address, which the operator "
                 "has not set (GPUCLOUD_PUBLIC_URL)"
             )
+        group_projects = {
+            group: list(await self._accounts.memberships.check_named(principal.tenant_id, ids))
+            for group, ids in body.group_projects.items()
+        }
         await self._oidc.check_issuer(body.issuer)
         provider = await self._oidc.discover(body.issuer, fresh=True)  # a 422 if it does not answer
         doc: SsoConfigDoc = {
             "_id": principal.tenant_id, "issuer": provider.issuer, "client_id": body.client_id,
             "client_secret_sealed": self._box.seal(body.client_secret.get_secret_value()),
-            "group_roles": dict(body.group_roles), "default_role": body.default_role,
+            "group_roles": dict(body.group_roles), "group_projects": group_projects,
+            "default_role": body.default_role,
             "create_users": body.create_users, "cli_sign_in": body.cli_sign_in,
             "updated_at": now(),
         }  # fmt: skip
@@ -120,7 +125,8 @@ class SingleSignOn:
     def _view(self, doc: SsoConfigDoc) -> SsoConfig:
         return SsoConfig(
             tenant_id=doc["_id"], issuer=doc["issuer"], client_id=doc["client_id"],
-            group_roles=doc["group_roles"], default_role=doc["default_role"],
+            group_roles=doc["group_roles"], group_projects=doc.get("group_projects") or {},
+            default_role=doc["default_role"],
             create_users=doc["create_users"], cli_sign_in=doc["cli_sign_in"],
             redirect_uri=self.redirect_uri,
         )  # fmt: skip

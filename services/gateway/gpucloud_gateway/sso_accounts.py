@@ -21,6 +21,7 @@ from .authentication import Authenticator
 from .documents import SsoConfigDoc, UserDoc
 from .invitations import Invitations
 from .oidc import SignInRefused
+from .project_schemas import ProjectMemberships
 from .schemas import UserCreate
 from .sso_store import SsoStore
 from .store import AlreadyExists, UserStore
@@ -43,15 +44,27 @@ def role_of(config: SsoConfigDoc, claims: dict[str, Any], held: str | None) -> s
     user keeps the role they `held` (an admin's choice, or an invitation's). A tenant
     that maps groups refuses a user none of whose groups is mapped, so taking someone
     out of a group at the provider takes their access."""
-    groups = claims.get("groups")
-    names = [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
-    roles = [config["group_roles"][g] for g in names if g in config["group_roles"]]
+    roles = [config["group_roles"][g] for g in _groups(claims) if g in config["group_roles"]]
     if roles:
         return max(roles, key=ROLE_RANK.__getitem__)
     role = config["default_role"] or (None if config["group_roles"] else held)
     if role is None:
         raise SignInRefused("no group of the user has a role in the tenant")
     return role
+
+
+def projects_of(config: SsoConfigDoc, claims: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The projects the user's groups map to, and every project a group maps to: the
+    user leaves those of the second their groups no longer give, and keeps the
+    projects no group maps (an admin's to give)."""
+    mapping = config.get("group_projects") or {}
+    joined = {project for group in _groups(claims) for project in mapping.get(group, [])}
+    return joined, {project for projects in mapping.values() for project in projects}
+
+
+def _groups(claims: dict[str, Any]) -> list[str]:
+    groups = claims.get("groups")
+    return [g for g in groups if isinstance(g, str)] if isinstance(groups, list) else []
 
 
 def verified_email(claims: dict[str, Any]) -> str:
@@ -70,8 +83,9 @@ def display_name(claims: dict[str, Any], email: str) -> str:
 class SsoAccounts:
     def __init__(
         self, store: SsoStore, users: Users, user_store: UserStore, authenticator: Authenticator,
-        invitations: Invitations,
+        invitations: Invitations, memberships: ProjectMemberships,
     ) -> None:  # fmt: skip
+        self.memberships = memberships
         self._store = store
         self._users = users
         self._user_store = user_store
@@ -108,6 +122,11 @@ class SsoAccounts:
         role = role_of(config, claims, held=user["role"])
         if user["role"] != role:
             user = await self._users.change_role(user, role)
+        if config.get("group_projects"):
+            joined, mapped = projects_of(config, claims)
+            await self.memberships.set_membership(
+                config["_id"], user["_id"], join=joined, leave=mapped
+            )
         return user
 
     async def _first_sign_in(

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr
 
 from gpucloud_libs.http import ApiModel
+from gpucloud_libs.naming import PROJECT_ID_PATTERN
 
 
 class SsoConfigSet(ApiModel):
@@ -18,6 +19,11 @@ class SsoConfigSet(ApiModel):
     client_secret: Annotated[SecretStr, Field(min_length=1, max_length=512)]
     #: A provider group's role in the tenant; the highest of a user's groups wins.
     group_roles: dict[str, Literal["tenant-user", "tenant-admin"]] = Field(
+        default_factory=dict, max_length=100
+    )
+    #: A provider group's projects in the tenant: at each sign-in the user joins the
+    #: projects of their groups, and leaves the mapped ones of groups they left.
+    group_projects: dict[str, list[Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]]] = Field(
         default_factory=dict, max_length=100
     )
     #: The role of a user none of whose groups is mapped; None refuses them.
@@ -68,6 +74,7 @@ class SsoConfig(ApiModel):
     issuer: str
     client_id: str = Field(alias="clientID")
     group_roles: dict[str, str]
+    group_projects: dict[str, list[str]]
     default_role: str | None
     create_users: bool
     cli_sign_in: bool = Field(alias="cliSignIn")
