@@ -11,6 +11,7 @@ from typing import Any
 
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.naming import DEFAULT_PROJECT
+from gpucloud_libs.project_shares import default_share
 
 from .documents import TenantDoc
 from .project_schemas import Project, ProjectCreate, ProjectMember, ProjectUpdate
@@ -165,10 +166,9 @@ class Projects:
     async def _view(self, tenant: TenantDoc, project_id: str) -> Project:
         projects = tenant.get("projects") or {}
         if project_id == DEFAULT_PROJECT:
-            carved = sum(p.get("max_gpus") or 0 for p in projects.values())
             quota = effective_quota(tenant["limits"], tenant.get("self_quota") or {})
             return Project(
-                project_id=DEFAULT_PROJECT, name="Default", max_gpus=max(quota["max_gpus"] - carved, 0),
+                project_id=DEFAULT_PROJECT, name="Default", max_gpus=default_share(quota["max_gpus"], (p.get("max_gpus") for p in projects.values())),
                 borrow_gpus=0, monthly_budget_cents=None, everyone=True, members=[],
             )  # fmt: skip
         share = projects[project_id]

@@ -11,6 +11,7 @@ from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import DEFAULT_PROJECT, GPU_RESOURCE
+from gpucloud_libs.project_shares import default_share
 
 from .documents import (
     QuotaDoc,
@@ -144,8 +145,10 @@ def project_cap(tenant: TenantDoc, project: str, *, may_borrow: bool = False) ->
         if found is None or found["max_gpus"] is None:
             return None
         return found["max_gpus"] + (found["borrow_gpus"] if may_borrow else 0)
-    carved = [p["max_gpus"] for p in projects.values() if p["max_gpus"] is not None]
-    return max(tenant["quota"]["max_gpus"] - sum(carved), 0) if carved else None
+    shares = [p["max_gpus"] for p in projects.values()]
+    if all(share is None for share in shares):
+        return None
+    return default_share(tenant["quota"]["max_gpus"], shares)
 
 
 def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
