@@ -102,6 +102,13 @@ QUOTA_COLUMNS: list[Column] = [
 ]
 
 
+PROJECT_COLUMNS: list[Column] = [
+    ("PROJECT", lambda p: p["project"]),
+    ("GPUS IN USE", lambda p: _yours(p["gpusInUse"], p["maxGpus"])),
+    ("BORROWABLE", lambda p: p["borrowGpus"]),
+]
+
+
 def _yours(held: int, limit: int | None) -> str:
     return f"{held}" if limit is None else f"{held} of {limit}"
 
@@ -114,8 +121,12 @@ def _cents(limit: int | None) -> str:
 @pass_session
 def quota(session: Session) -> None:
     """Your tenant's GPU quota and what its workloads hold of it now: what a start may
-    still take."""
-    session.emit(session.client.quota(), QUOTA_COLUMNS)
+    still take, and your projects' shares of it."""
+    used = session.client.quota()
+    session.emit(used, QUOTA_COLUMNS)
+    # Only once there are projects besides default: a plain tenant's table stays one.
+    if session.output == "table" and len(used.get("projects") or []) > 1:
+        session.emit(used["projects"], PROJECT_COLUMNS, title="your projects")
 
 
 @click.command("templates")

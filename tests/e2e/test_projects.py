@@ -130,6 +130,8 @@ async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
     await page.get_by_role("button", name="Start", exact=True).click()
     row = page.get_by_role("row").filter(has_text=spec)
     await expect(row).to_contain_text("vision")
+    # Beside the start forms, where each of her projects stands.
+    await expect(page.get_by_test_id("quota").first).to_contain_text("vision 1 of 6")
     await context.close()
     started = (await ada.ok("-o", "json", "instances", "ls")).json()
     assert [(i["specName"], i["project"]) for i in started] == [(spec, "vision")]
@@ -196,6 +198,12 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
     other = (await ada.ok("-o", "json", "instances", "create", "--spec", spec, "--image",
                           "busybox", "--no-wait")).json()  # fmt: skip
     assert other["project"] == "default"
+    # Her quota says where each of her projects stands.
+    quota = (await ada.ok("-o", "json", "quota")).json()
+    assert [(p["project"], p["maxGpus"], p["gpusInUse"]) for p in quota["projects"]] == [
+        ("default", 14, 2), ("vision", 2, 2),
+    ]  # fmt: skip
+    assert "your projects" in (await ada.ok("quota")).out
 
     job_file = tmp_path / "job.yaml"
     job_file.write_text(

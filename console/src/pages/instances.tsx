@@ -243,9 +243,12 @@ interface QuotaUse {
   borrowGpus: number;
   gpusInUse: number;
   workloadsInUse: number;
+  /** The caller's projects: each one's share (null: the tenant's quota only) and use. */
+  projects: { project: string; maxGpus: number | null; gpusInUse: number }[];
 }
 
-/** What a start may still take: the tenant's quota and what its workloads hold now. */
+/** What a start may still take: the tenant's quota and what its workloads hold now,
+ * and each of the caller's projects' share once there are projects. */
 function QuotaNote() {
   const quota = useLoad(() => get<QuotaUse>("/quota"), [], LIVE_MS);
   const q = quota.data;
@@ -254,6 +257,8 @@ function QuotaNote() {
   return (
     <p class="note" data-testid="quota">
       Your tenant holds {q.gpusInUse} of {q.maxGpus} GPUs{borrow}, in {q.workloadsInUse} of {q.maxInstances} workloads.
+      {q.projects.length > 1 &&
+        ` Projects: ${q.projects.map((p) => `${p.project} ${p.gpusInUse}${p.maxGpus === null ? "" : ` of ${p.maxGpus}`}`).join(", ")}.`}
     </p>
   );
 }

@@ -175,6 +175,16 @@ def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
     return project_id
 
 
+def startable_projects(tenant: TenantDoc, identity: Identity) -> list[str]:
+    """The projects the caller may start work in: `default` and theirs (every one, to
+    a tenant admin)."""
+    projects = tenant.get("projects") or {}
+    return [DEFAULT_PROJECT, *sorted(
+        project for project, share in projects.items()
+        if identity.role == "tenant-admin" or identity.subject in share["members"]
+    )]  # fmt: skip
+
+
 def project_spend_refusal(tenant: TenantDoc, project: str, period: str) -> QuotaExceeded | None:
     """Why the project may start nothing this month: its spend reached its monthly
     budget (metering said so), and the budget was not raised since; None otherwise."""

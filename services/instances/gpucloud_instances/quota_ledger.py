@@ -64,6 +64,16 @@ class QuotaClaim(NamedTuple):
     held: Held
 
 
+class TenantUsage(NamedTuple):
+    """What a tenant holds: workloads and GPUs, and the GPUs of each user and each
+    project that holds any."""
+
+    workloads: int
+    gpus: int
+    users: dict[str, int]
+    projects: dict[str, int]
+
+
 class Usages(NamedTuple):
     """Every tenant's (instances, GPUs) held, and the GPUs of every (tenant, user) and
     every (tenant, project) that holds any."""
@@ -94,6 +104,15 @@ class _Book:
 
     def project_of(self, key: str) -> str:
         return self.projects.get(key, DEFAULT_PROJECT)
+
+    def usage(self) -> TenantUsage:
+        found = TenantUsage(len(self.claims), sum(self.claims.values()), {}, {})
+        for key, gpus in self.claims.items():
+            if key in self.owners:
+                found.users[self.owners[key]] = found.users.get(self.owners[key], 0) + gpus
+            project = self.project_of(key)
+            found.projects[project] = found.projects.get(project, 0) + gpus
+        return found
 
     def held(self, who: Claimant | None = None, *, besides: str | None = None) -> Held:
         """What the tenant holds besides the claim `besides` (the one being changed),
@@ -229,21 +248,19 @@ class QuotaLedger:
         """`usage` of every tenant that has held anything, and the GPUs each of their
         users and projects holds, in one read (advisory, as `usage`)."""
         found = Usages({}, {}, {})
-        async for doc in self._usage.find({}, dict.fromkeys(("claims", "owners", "projects"), 1)):
-            tenant_id, book = doc["_id"], _Book.of(doc)
-            found.tenants[tenant_id] = (len(book.claims), sum(book.claims.values()))
-            for key, gpus in book.claims.items():
-                if key in book.owners:
-                    user = (tenant_id, book.owners[key])
-                    found.users[user] = found.users.get(user, 0) + gpus
-                project = (tenant_id, book.project_of(key))
-                found.projects[project] = found.projects.get(project, 0) + gpus
+        async for doc in self._usage.find({}, dict.fromkeys(_BOOK_FIELDS, 1)):
+            tenant_id, held = doc["_id"], _Book.of(doc).usage()
+            found.tenants[tenant_id] = (held.workloads, held.gpus)
+            found.users.update({(tenant_id, user): gpus for user, gpus in held.users.items()})
+            found.projects.update(
+                {(tenant_id, project): gpus for project, gpus in held.projects.items()}
+            )
         return found
 
-    async def user_usage(self, tenant_id: str, user_id: str) -> int:
-        """The GPUs the user's workloads hold, as last written (advisory, as `usage`)."""
-        doc = await self._usage.find_one({"_id": tenant_id}, {"claims": 1, "owners": 1})
-        return _Book.of(doc or {}).held(Claimant(user_id, None)).user_gpus
+    async def tenant_usage(self, tenant_id: str) -> TenantUsage:
+        """What the tenant holds, with each of its users' and projects' GPUs, as last
+        written (advisory, as `usage`)."""
+        return _Book.of(await self._usage.find_one({"_id": tenant_id}) or {}).usage()
 
     async def claimed(self) -> list[tuple[str, str]]:
         """Every (tenant, instance) with a claim."""

@@ -230,6 +230,16 @@ class Transition(ApiModel):
     reason: str | None = None
 
 
+class ProjectUse(ApiModel):
+    """A project's share of the tenant's quota (None: only the tenant's holds it), what
+    its batch jobs may borrow past it, and the GPUs its workloads hold."""
+
+    project: str
+    max_gpus: int | None
+    borrow_gpus: int
+    gpus_in_use: int
+
+
 class QuotaUse(ApiModel):
     """The caller's tenant's quota and what its workloads hold of it now: what a start
     may still take."""
@@ -247,3 +257,6 @@ class QuotaUse(ApiModel):
     your_max_gpus: int | None = None
     your_monthly_spend_cents: int | None = None
     your_gpus_in_use: int = 0
+    #: The projects the caller may start work in (`default` and theirs; every one to
+    #: a tenant admin), each with its share and what its workloads hold.
+    projects: list[ProjectUse] = Field(default_factory=list)

@@ -28,7 +28,9 @@ from ..admission import (
     known_spec,
     may_start_again,
     never_fits,
+    project_cap,
     project_of,
+    startable_projects,
     user_limits,
     user_may_start,
     workload_claimant,
@@ -36,8 +38,8 @@ from ..admission import (
 from ..documents import InstanceDoc, TenantDoc, UserLimitsDoc
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..queue.line import Line
-from ..quota_ledger import QuotaLedger
-from ..schemas import STORED, InstanceTemplate, QuotaUse, mounts_storages
+from ..quota_ledger import QuotaLedger, TenantUsage
+from ..schemas import STORED, InstanceTemplate, ProjectUse, QuotaUse, mounts_storages
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance, RequestKind, instance_key
 from ..wakeups import instance_item
@@ -79,17 +81,18 @@ class Instances:
         """The tenant's quota and what it holds now (the ledger as last written)."""
         tenant_id = identity.require_tenant()
         tenant = require_active(await self._tenants.get(tenant_id), service="instances")
-        workloads, gpus = await self._quota.usage(tenant_id)
+        held = await self._quota.tenant_usage(tenant_id)
         quota = tenant["quota"]
         own = user_limits(tenant, identity.subject) or UserLimitsDoc(
             max_gpus=None, monthly_spend_cents=None
         )
         return QuotaUse(
             max_gpus=quota["max_gpus"], max_instances=quota["max_instances"],
-            borrow_gpus=quota.get("borrow_gpus", 0), gpus_in_use=gpus,
-            workloads_in_use=workloads, your_max_gpus=own["max_gpus"],
+            borrow_gpus=quota.get("borrow_gpus", 0), gpus_in_use=held.gpus,
+            workloads_in_use=held.workloads, your_max_gpus=own["max_gpus"],
             your_monthly_spend_cents=own["monthly_spend_cents"],
-            your_gpus_in_use=await self._quota.user_usage(tenant_id, identity.subject),
+            your_gpus_in_use=held.users.get(identity.subject, 0),
+            projects=_project_uses(tenant, identity, held),
         )  # fmt: skip
 
     async def create(
@@ -325,6 +328,19 @@ class Instances:
             start_requested=start_requested and State(doc["state"]) in STARTABLE,
             cluster=self._placement.cluster_of(doc),
         )  # fmt: skip
+
+
+def _project_uses(tenant: TenantDoc, identity: Identity, held: TenantUsage) -> list[ProjectUse]:
+    """The caller's projects' shares, and what each one's workloads hold."""
+    shares = tenant.get("projects") or {}
+    return [
+        ProjectUse(
+            project=project, max_gpus=project_cap(tenant, project),
+            borrow_gpus=shares[project]["borrow_gpus"] if project in shares else 0,
+            gpus_in_use=held.projects.get(project, 0),
+        )
+        for project in startable_projects(tenant, identity)
+    ]  # fmt: skip
 
 
 async def claim_start(
