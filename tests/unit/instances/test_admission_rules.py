@@ -18,6 +18,7 @@ from gpucloud_instances.admission import (
     project_of,
     spec_fields,
     spend_refusal,
+    startable_projects,
 )
 from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc
 from gpucloud_instances.quota_ledger import _Book, _Change
@@ -170,3 +171,27 @@ def test_a_claim_past_its_projects_share_is_refused_while_another_projects_fits(
     assert _Change("i-1", 0, None).apply(book)
     assert book.projects == {}
     assert _Change("i-2", 4, quota, who=in_vision).apply(book)
+
+
+def test_a_tenants_usage_sums_its_users_and_its_projects_claims() -> None:
+    book = _Book(
+        {"i-1": 2, "i-2": 3, "i-3": 4}, {}, {"i-1": "u-ada", "i-2": "u-ada"}, {"i-2": "vision"}
+    )
+    held = book.usage()
+    assert (held.workloads, held.gpus) == (3, 9)
+    assert held.users == {"u-ada": 5}  # i-3 names no user
+    assert held.projects == {"default": 6, "vision": 3}
+
+
+def test_a_caller_may_start_in_default_and_their_own_projects_an_admin_in_all() -> None:
+    tenant = _tenant_with_projects(16, vision=(4, 0), nlp=(4, 0))
+    tenant["projects"]["vision"]["members"] = ["u-ada"]
+
+    def caller(subject: str, role: Role = "tenant-user") -> Identity:
+        return Identity(subject=subject, role=role, tenant_id="acme", expires_at=0)
+
+    assert startable_projects(tenant, caller("u-ada")) == ["default", "vision"]
+    assert startable_projects(tenant, caller("u-bob")) == ["default"]
+    assert startable_projects(tenant, caller("u-root", "tenant-admin")) == [
+        "default", "nlp", "vision",
+    ]  # fmt: skip
