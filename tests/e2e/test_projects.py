@@ -8,11 +8,18 @@ one and adds a member."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from playwright.async_api import Browser, expect
+
+from gpucloud_stack import layout
 
 from .cli_support import Cli, cli_for
 from .platform import Platform, TenantAccount, assert_problem, bearer
@@ -163,6 +170,20 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
     made = await eventually(started, timeout=30)
     assert made["project"] == "vision"
     await ada.ok("instances", "stop", made["instanceID"])
+    # Out of the project, she cannot start her stopped instance there again.
+    await admin.ok("projects", "remove-member", "vision", f"ada@{account.tenant_id}.test")
+
+    async def removal_known() -> bool:
+        # The removal travels to the instances service with the tenant's next event: a
+        # start naming vision (and no spec, so nothing starts) is then refused for it.
+        ran = await ada.run("instances", "create", "--spec", "no-such-spec", "--image",
+                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
+        return "project 'vision' does not exist" in ran.err
+
+    await eventually(removal_known, timeout=30)
+    again = await ada.run("instances", "start", made["instanceID"])
+    assert again.code == 1
+    assert "project 'vision' does not exist" in again.err
     refused = await bob.run("instances", "create", "--spec", spec, "--image", "busybox",
                             "--project", "vision", "--no-wait")  # fmt: skip
     assert refused.code == 1
@@ -309,3 +330,52 @@ async def test_an_invitation_names_projects_and_its_acceptance_joins_them(
     assert "in projects vision" in joined.err
     mine = [p["projectID"] for p in (await grace.ok("-o", "json", "projects", "ls")).json()]
     assert mine == ["default", "vision"]
+
+
+async def test_a_new_leader_keeps_a_queued_job_in_its_project(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """The instances service killed while a job of vision waits for vision's share:
+    the leader after it reads the queued job with its project (and its user), so the
+    job still waits for `project_quota`, and runs once vision's GPUs come back."""
+    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    await admin.ok("projects", "create", "vision", "--gpus", "2")
+    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
+    spec = await platform.spec(gpus=2)
+
+    async def started() -> dict[str, Any] | None:
+        ran = await ada.run("-o", "json", "instances", "create", "--spec", spec, "--image",
+                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
+        return dict(ran.json()) if ran.code == 0 else None
+
+    holder = await eventually(started, timeout=30)
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(f"image: busybox\nspecName: {spec}\nproject: vision\n"
+                        "env:\n  - {name: GPUCLOUD_SIM_RUN_FOR, value: 1s}\n")  # fmt: skip
+    await ada.ok("jobs", "submit", str(job_file), "--id", "waits-1", "--detach")
+
+    async def reason() -> str | None:
+        job = (await ada.ok("-o", "json", "jobs", "get", "waits-1")).json()
+        return (job.get("queue") or {}).get("reason")
+
+    async def waiting() -> bool:
+        return await reason() == "project_quota"
+
+    await eventually(waiting, timeout=30)
+    os.kill(int(layout.pid_file("instances").read_text()), signal.SIGKILL)
+    restart = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(layout.LOCAL_DIR / "stack.py"), "up"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert restart.returncode == 0, restart.stderr
+    await eventually(waiting, timeout=60)
+    await asyncio.sleep(3)  # a few admission passes of the new leader
+    assert await reason() == "project_quota"
+
+    await ada.ok("instances", "stop", holder["instanceID"])
+
+    async def succeeded() -> bool:
+        job = (await ada.ok("-o", "json", "jobs", "get", "waits-1")).json()
+        return bool(job["state"] == "succeeded")
+
+    await eventually(succeeded, timeout=60)

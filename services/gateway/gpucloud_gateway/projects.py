@@ -21,6 +21,9 @@ from .tenants import Tenants, effective_quota
 from .users import Users
 
 MAX_PROJECTS = 50
+#: Ids no project takes: `default` is every tenant's, and usage reports name the
+#: tenant's storage row `storage`.
+RESERVED = frozenset({DEFAULT_PROJECT, "storage"})
 MAX_MEMBERS = 200
 
 
@@ -31,19 +34,29 @@ class Projects:
         self._user_store = user_store
 
     async def create(self, principal: Principal, body: ProjectCreate) -> Project:
-        tenant = await self._tenant(principal)
-        projects = tenant.get("projects") or {}
-        if body.project_id == DEFAULT_PROJECT or body.project_id in projects:
-            raise Conflict(f"project {body.project_id!r} exists", project_id=body.project_id)
-        if len(projects) >= MAX_PROJECTS:
-            raise ValidationFailed(f"a tenant has at most {MAX_PROJECTS} projects")
-        share: dict[str, Any] = {
-            "name": body.name, "max_gpus": body.max_gpus, "borrow_gpus": body.borrow_gpus,
-            "monthly_budget_cents": body.monthly_budget_cents, "members": [],
-        }  # fmt: skip
-        _check_carve(tenant, body.project_id, share)
-        doc = await self._tenants.change_entry(tenant["_id"], "projects", body.project_id, share)
-        return await self._view(doc, body.project_id)
+        tenant_id = (await self._admin_tenant(principal))["_id"]
+        project_id = body.project_id
+        if project_id == DEFAULT_PROJECT:
+            raise Conflict(f"project {project_id!r} exists", project_id=project_id)
+        if project_id in RESERVED:
+            raise ValidationFailed(f"{project_id!r} is reserved; name the project otherwise",
+                                   field="projectID")  # fmt: skip
+
+        def made(tenant: TenantDoc) -> dict[str, Any]:
+            projects = tenant.get("projects") or {}
+            if project_id in projects:
+                raise Conflict(f"project {project_id!r} exists", project_id=project_id)
+            if len(projects) >= MAX_PROJECTS:
+                raise ValidationFailed(f"a tenant has at most {MAX_PROJECTS} projects")
+            share: dict[str, Any] = {
+                "name": body.name, "max_gpus": body.max_gpus, "borrow_gpus": body.borrow_gpus,
+                "monthly_budget_cents": body.monthly_budget_cents, "members": [],
+            }  # fmt: skip
+            _check_carve(tenant, project_id, share)
+            return share
+
+        doc = await self._tenants.edit_entry(tenant_id, "projects", project_id, made)
+        return await self._view(doc, project_id)
 
     async def list(self, principal: Principal) -> list[Project]:
         """Every project to an admin; to a user, `default` and those they are in."""
@@ -60,43 +73,57 @@ class Projects:
         return await self._view(tenant, project_id)
 
     async def update(self, principal: Principal, project_id: str, body: ProjectUpdate) -> Project:
-        tenant = await self._admin_tenant(principal)
-        share = dict(self._stored(tenant, project_id))
+        tenant_id = (await self._admin_tenant(principal))["_id"]
         changes = body.model_dump(exclude_unset=True)
         if changes.get("name") is None:
             changes.pop("name", None)  # a name is never unset
-        share.update(changes)
-        if share.get("borrow_gpus") is None:
-            share["borrow_gpus"] = 0
-        _check_carve(tenant, project_id, share)
-        doc = await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
+
+        def updated(tenant: TenantDoc) -> dict[str, Any]:
+            share = {**_stored(tenant, project_id), **changes}
+            if share.get("borrow_gpus") is None:
+                share["borrow_gpus"] = 0
+            _check_carve(tenant, project_id, share)
+            return share
+
+        doc = await self._tenants.edit_entry(tenant_id, "projects", project_id, updated)
         return await self._view(doc, project_id)
 
     async def delete(self, principal: Principal, project_id: str) -> None:
         tenant = await self._admin_tenant(principal)
-        self._stored(tenant, project_id)
-        await self._tenants.change_entry(tenant["_id"], "projects", project_id, None)
+
+        def removed(current: TenantDoc) -> None:
+            _stored(current, project_id)  # a 404 for one that is not
+
+        await self._tenants.edit_entry(tenant["_id"], "projects", project_id, removed)
 
     async def add_member(self, principal: Principal, project_id: str, user_id: str) -> Project:
         tenant = await self._admin_tenant(principal)
-        share = dict(self._stored(tenant, project_id))
+        _stored(tenant, project_id)
         await self._users.get(principal, user_id)  # a 404 outside the admin's tenant
-        members: list[str] = list(share.get("members") or [])
-        if user_id not in members:
+
+        def joined(current: TenantDoc) -> dict[str, Any]:
+            share = _stored(current, project_id)
+            members: list[str] = [*(share.get("members") or [])]
+            if user_id in members:
+                return share
             if len(members) >= MAX_MEMBERS:
                 raise ValidationFailed(f"a project has at most {MAX_MEMBERS} members")
-            share["members"] = [*members, user_id]
-            tenant = await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
-        return await self._view(tenant, project_id)
+            return {**share, "members": [*members, user_id]}
+
+        doc = await self._tenants.edit_entry(tenant["_id"], "projects", project_id, joined)
+        return await self._view(doc, project_id)
 
     async def remove_member(self, principal: Principal, project_id: str, user_id: str) -> None:
         tenant = await self._admin_tenant(principal)
-        share = dict(self._stored(tenant, project_id))
-        members: list[str] = list(share.get("members") or [])
-        if user_id not in members:
-            raise NotFound(f"{user_id!r} is not a member of project {project_id!r}")
-        share["members"] = [member for member in members if member != user_id]
-        await self._tenants.change_entry(tenant["_id"], "projects", project_id, share)
+
+        def left(current: TenantDoc) -> dict[str, Any]:
+            share = _stored(current, project_id)
+            members: list[str] = [*(share.get("members") or [])]
+            if user_id not in members:
+                raise NotFound(f"{user_id!r} is not a member of project {project_id!r}")
+            return {**share, "members": [member for member in members if member != user_id]}
+
+        await self._tenants.edit_entry(tenant["_id"], "projects", project_id, left)
 
     async def check_named(self, tenant_id: str, project_ids: Sequence[str]) -> Sequence[str]:
         """`project_ids`, each a project of the tenant (a 422 naming the first that is
@@ -115,17 +142,20 @@ class Projects:
         invitation's projects; a provider's groups at each sign-in); a project no longer
         there, or full, is passed over."""
         tenant = await self._tenants.existing(tenant_id)
-        for project_id, share in sorted((tenant.get("projects") or {}).items()):
-            members = [*(share.get("members") or [])]
-            if project_id in join and user_id not in members and len(members) < MAX_MEMBERS:
-                members.append(user_id)
-            elif project_id in leave - join and user_id in members:
-                members.remove(user_id)
-            else:
-                continue
-            await self._tenants.change_entry(
-                tenant_id, "projects", project_id, {**share, "members": members}
-            )
+        for project_id in sorted(set(tenant.get("projects") or {}) & (join | leave)):
+
+            def moved(current: TenantDoc, project_id: str = project_id) -> dict[str, Any] | None:
+                share = (current.get("projects") or {}).get(project_id)
+                if share is None:
+                    return None  # removed meanwhile
+                members = [*(share.get("members") or [])]
+                if project_id in join and user_id not in members and len(members) < MAX_MEMBERS:
+                    members.append(user_id)
+                elif project_id in leave - join and user_id in members:
+                    members.remove(user_id)
+                return {**share, "members": members}
+
+            await self._tenants.edit_entry(tenant_id, "projects", project_id, moved)
 
     async def forget_user(self, tenant_id: str, user_id: str) -> None:
         """A removed user leaves every project."""
@@ -143,15 +173,6 @@ class Projects:
         if not _is_admin(principal):
             raise Forbidden("only a tenant admin changes projects")
         return await self._tenant(principal)
-
-    def _stored(self, tenant: TenantDoc, project_id: str) -> dict[str, Any]:
-        """A project a tenant admin may change: any but `default`."""
-        if project_id == DEFAULT_PROJECT:
-            raise Conflict("the default project holds what the others do not; it is not changed")
-        share = (tenant.get("projects") or {}).get(project_id)
-        if share is None:
-            raise NotFound(f"project {project_id!r} does not exist")
-        return share
 
     def _share(self, tenant: TenantDoc, project_id: str, principal: Principal) -> None:
         """A 404 for a project that is not, or that the caller is not in."""
@@ -180,6 +201,16 @@ class Projects:
             members=[ProjectMember(user_id=u["_id"], email=u["email"], name=u["name"])
                      for u in users],
         )  # fmt: skip
+
+
+def _stored(tenant: TenantDoc, project_id: str) -> dict[str, Any]:
+    """A project a tenant admin may change: any but `default`."""
+    if project_id == DEFAULT_PROJECT:
+        raise Conflict("the default project holds what the others do not; it is not changed")
+    share = (tenant.get("projects") or {}).get(project_id)
+    if share is None:
+        raise NotFound(f"project {project_id!r} does not exist")
+    return share
 
 
 def _check_carve(tenant: TenantDoc, project_id: str, share: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
@@ -199,8 +200,21 @@ class Tenants:
     ) -> TenantDoc:
         """Set (or, None, remove) one entry of a map of the tenant, and publish the
         tenant's new revision."""
+        return await self.edit_entry(tenant_id, field, key, lambda _: value)
+
+    async def edit_entry(
+        self, tenant_id: str, field: TenantMap, key: str,
+        edit: Callable[[TenantDoc], Document | None],
+    ) -> TenantDoc:  # fmt: skip
+        """Change one entry of a map of the tenant to what `edit` makes of the tenant as
+        it is now (it may raise to refuse), and publish the new revision; an entry left
+        as it was is not written. Read and written under the tenant's lock, so two
+        changes at once on this replica each see the other's."""
         async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            await self.existing(tenant_id)
+            tenant = await self.existing(tenant_id)
+            value = edit(tenant)
+            if value == (tenant.get(field) or {}).get(key):
+                return tenant
             doc = await self._tenants.set_entry(tenant_id, field, key, value, time.time_ns())
             assert doc is not None
             self._cache.forget_tenant(tenant_id)

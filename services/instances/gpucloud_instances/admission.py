@@ -209,16 +209,6 @@ def user_may_start(tenant: TenantDoc, user_id: str | None) -> TenantDoc:
     return tenant
 
 
-def may_start_again(tenant: TenantDoc, doc: WorkloadDocFields) -> TenantDoc:
-    """The tenant, once it is sure a stopped workload may start again: neither its
-    user's spend nor its project's reached their limit this month."""
-    tenant = user_may_start(tenant, doc["user_id"])
-    refusal = project_spend_refusal(tenant, workload_project(doc), current_period())
-    if refusal is not None:
-        raise refusal
-    return tenant
-
-
 def current_period() -> str:
     """The calendar month spend limits count in (UTC, as metering's)."""
     return now().astimezone(UTC).strftime("%Y-%m")

@@ -134,7 +134,7 @@ class Budgets:
                 if not limits.of(spender):
                     continue
                 spent_by = month_to_date_cents_by(
-                    spender, transitions[tenant_id], samples[tenant_id], at, prices, faults
+                    spender, transitions[tenant_id], at, prices, faults
                 )
                 for spender_id, limit in sorted(limits.of(spender).items()):
                     spent = spent_by.get(spender_id, 0)
@@ -243,12 +243,13 @@ def month_to_date_cents(
 
 
 def month_to_date_cents_by(
-    spender: Spender, transitions: list[TransitionDoc], samples: list[SampleDoc],
-    at: datetime, prices: PriceBook, faults: FaultBook,
+    spender: Spender, transitions: list[TransitionDoc], at: datetime, prices: PriceBook,
+    faults: FaultBook,
 ) -> dict[str, int]:  # fmt: skip
-    """Each user's (or project's) spend on their workloads this month up to `at`, in
-    whole cents."""
-    rows = _month_to_date(transitions, samples, at, prices, faults, group_by=spender)
+    """Each user's (or project's) spend on their workloads' GPU time this month up to
+    `at`, in whole cents (storage is the tenant's: no user's or project's limit counts
+    it)."""
+    rows = _month_to_date(transitions, [], at, prices, faults, group_by=spender)
     return {key: ledger.cents(row.amount) for key, row in rows.items()}
 
 

@@ -158,7 +158,7 @@ def test_each_user_and_each_project_spends_its_own_workloads_gpu_time() -> None:
         *stay("b", three_hours, MID_MARCH, user_id="u-2", project="vision"),
         *stay("c", MID_MARCH - timedelta(hours=1), None, user_id="u-2", project="vision"),
     ]
-    by = {spender: month_to_date_cents_by(spender, facts, [], MID_MARCH, GPU_AT_2, FaultBook([]))
+    by = {spender: month_to_date_cents_by(spender, facts, MID_MARCH, GPU_AT_2, FaultBook([]))
           for spender in SPENDERS}  # fmt: skip
     assert by == {"user": {"u-1": 600, "u-2": 800}, "project": {"default": 600, "vision": 800}}
 

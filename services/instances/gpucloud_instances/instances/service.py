@@ -26,7 +26,6 @@ from ..admission import (
     claim_refusal,
     claimant,
     known_spec,
-    may_start_again,
     never_fits,
     project_cap,
     project_of,
@@ -35,7 +34,7 @@ from ..admission import (
     user_may_start,
     workload_claimant,
 )
-from ..documents import InstanceDoc, TenantDoc, UserLimitsDoc
+from ..documents import InstanceDoc, TenantDoc, UserLimitsDoc, workload_project
 from ..lifecycle import LIVE, STARTABLE, TERMINAL, State
 from ..queue.line import Line
 from ..quota_ledger import QuotaLedger, TenantUsage
@@ -295,9 +294,12 @@ class Instances:
                 "failed instance",
                 instance_id=instance_id, state=state.value,
             )  # fmt: skip
-        tenant = may_start_again(
-            require_active(await self._tenants.get(doc["tenant_id"]), service="instances"), doc
+        tenant = user_may_start(
+            require_active(await self._tenants.get(doc["tenant_id"]), service="instances"),
+            doc["user_id"],
         )
+        # Still a member of its project, and the project still there with budget left.
+        project_of(tenant, identity, workload_project(doc))
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         self._images.admit(doc["image"], template.run_as_user, uid_field="template.runAsUser")
         await self._placement.check_open(self._placement.cluster_of(doc))

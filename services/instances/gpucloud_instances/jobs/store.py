@@ -18,7 +18,7 @@ from ..store import IDEMPOTENCY, JOBS, TENANTS, DuplicateInstance, walk_tenants
 _QUEUE_FIELDS = {
     "_id": 1, "tenant_id": 1, "state": 1, "gpu_type": 1, "gpu_count": 1, "gpu_resource": 1,
     "gpu_weight": 1, "parallelism": 1, "nodes": 1, "priority": 1, "created_at": 1,
-    "admitted_at": 1, "queue_reason": 1,
+    "admitted_at": 1, "queue_reason": 1, "user_id": 1, "project": 1,
 }  # fmt: skip
 
 
