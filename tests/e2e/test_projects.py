@@ -26,6 +26,18 @@ from .platform import Platform, TenantAccount, assert_problem, bearer
 from .support import eventually, sign_in_with_key
 
 
+async def _started_in_vision(cli: Cli, spec: str) -> dict[str, Any]:
+    """An instance started in `vision`, once the project (or the caller's membership)
+    reached the instances service with the tenant's next event."""
+
+    async def started() -> dict[str, Any] | None:
+        ran = await cli.run("-o", "json", "instances", "create", "--spec", spec, "--image",
+                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
+        return dict(ran.json()) if ran.code == 0 else None
+
+    return await eventually(started, timeout=30)
+
+
 async def _tenant_with_ada(platform: Platform, tmp_path: Path) -> tuple[TenantAccount, Cli, Cli]:
     """A tenant of 16 GPUs with a user, Ada: the admin's CLI and Ada's."""
     account = await platform.tenant(max_gpus=16)
@@ -161,13 +173,7 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
     bob = cli_for(tmp_path / "bob", platform)
     assert (await bob.login(minted.json()["secret"])).code == 0
 
-    async def started() -> dict[str, Any] | None:
-        # The project reaches the instances service with the tenant's next event.
-        ran = await ada.run("-o", "json", "instances", "create", "--spec", spec, "--image",
-                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
-        return dict(ran.json()) if ran.code == 0 else None
-
-    made = await eventually(started, timeout=30)
+    made = await _started_in_vision(ada, spec)
     assert made["project"] == "vision"
     await ada.ok("instances", "stop", made["instanceID"])
     # Out of the project, she cannot start her stopped instance there again.
@@ -205,13 +211,7 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     spec = await platform.spec(gpus=2)
 
-    async def started() -> dict[str, Any] | None:
-        # The share reaches the instances service with the tenant's next event.
-        ran = await ada.run("-o", "json", "instances", "create", "--spec", spec, "--image",
-                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
-        return dict(ran.json()) if ran.code == 0 else None
-
-    first = await eventually(started, timeout=30)
+    first = await _started_in_vision(ada, spec)
     refused = await ada.run("instances", "create", "--spec", spec, "--image", "busybox",
                             "--project", "vision", "--no-wait")  # fmt: skip
     assert refused.code == 1
@@ -278,11 +278,7 @@ async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_rais
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     create = ("-o", "json", "instances", "create", "--spec", spec, "--image", "busybox")
 
-    async def started_in_vision() -> dict[str, Any] | None:
-        ran = await ada.run(*create, "--project", "vision")
-        return dict(ran.json()) if ran.code == 0 else None
-
-    vision = await eventually(started_in_vision, timeout=30)
+    vision = await _started_in_vision(ada, spec)
     plain = (await ada.ok(*create)).json()
 
     async def state(instance_id: str) -> str:
@@ -302,7 +298,7 @@ async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_rais
 
     # Raised, the budget lets the project start again.
     await admin.ok("projects", "set", "vision", "--monthly-budget-cents", "100000000")
-    again = await eventually(started_in_vision, timeout=30)
+    again = await _started_in_vision(ada, spec)
     await ada.ok("instances", "stop", again["instanceID"])
 
 
@@ -343,12 +339,7 @@ async def test_a_new_leader_keeps_a_queued_job_in_its_project(
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     spec = await platform.spec(gpus=2)
 
-    async def started() -> dict[str, Any] | None:
-        ran = await ada.run("-o", "json", "instances", "create", "--spec", spec, "--image",
-                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
-        return dict(ran.json()) if ran.code == 0 else None
-
-    holder = await eventually(started, timeout=30)
+    holder = await _started_in_vision(ada, spec)
     job_file = tmp_path / "job.yaml"
     job_file.write_text(f"image: busybox\nspecName: {spec}\nproject: vision\n"
                         "env:\n  - {name: GPUCLOUD_SIM_RUN_FOR, value: 1s}\n")  # fmt: skip
