@@ -1,5 +1,5 @@
-"""`gpucloud kubeconfig`: kubectl for your tenant's namespace, with a short-lived
-credential of your own."""
+"""`gpucloud kubeconfig`: kubectl for a project's namespace (your tenant's own, for
+`default`), with a short-lived credential of your own."""
 
 from __future__ import annotations
 
@@ -14,23 +14,27 @@ from .session import Session, pass_session
 @click.command("kubeconfig")
 @click.option("--hours", type=click.IntRange(1, 12), default=1, show_default=True,
               help="How long the credential works.")  # fmt: skip
+@click.option("--project", default="default", show_default=True,
+              help="The project whose namespace it reaches: one you are a member of.")  # fmt: skip
 @click.option(
     "--file", "path", type=click.Path(dir_okay=False, path_type=Path),
     help="Write it here (mode 0600) instead of to stdout.",
 )  # fmt: skip
 @pass_session
-def kubeconfig(session: Session, hours: int, path: Path | None) -> None:
-    """A kubeconfig for your tenant's namespace: list and watch its pods and events,
-    read logs, exec and port-forward. It cannot create pods (start work with
-    `gpucloud instances create` or `jobs submit`, which hold it to your quota and bill
-    it). It ends after --hours, or at once when you lose access.
+def kubeconfig(session: Session, hours: int, project: str, path: Path | None) -> None:
+    """A kubeconfig for a project's namespace (your tenant's own, for `default`): list
+    and watch its pods and events, read logs, exec and port-forward. It cannot create
+    pods (start work with `gpucloud instances create` or `jobs submit`, which hold it
+    to your quota and bill it). It ends after --hours, or at once when you lose access
+    (to the platform, or to the project).
 
     \b
     Examples:
       gpucloud kubeconfig --file ~/.kube/gpucloud.yaml && export KUBECONFIG=~/.kube/gpucloud.yaml
+      gpucloud kubeconfig --project vision --file ~/.kube/vision.yaml
       kubectl get pods
     """
-    issued = session.client.kubeconfig(hours)
+    issued = session.client.kubeconfig(hours, project)
     if path is None:
         click.echo(issued["kubeconfig"], nl=False)
     else:
@@ -41,5 +45,6 @@ def kubeconfig(session: Session, hours: int, path: Path | None) -> None:
         path.chmod(0o600)  # one written before, with looser bits
         session.note(f"wrote {path}: export KUBECONFIG={path}")
     session.note(
-        f"namespace {issued['namespace']} of cluster {issued['cluster']}, until {issued['expiresAt']}"
+        f"namespace {issued['namespace']} (project {issued['project']}) of cluster "
+        f"{issued['cluster']}, until {issued['expiresAt']}"
     )

@@ -338,9 +338,11 @@ class Client(WorkloadApi, ApiSession):
         issued = self.request("POST", "/tokens", json={"email": email, "password": password})
         return str(issued["token"])
 
-    def kubeconfig(self, hours: int) -> dict[str, Any]:
-        """A short-lived kubectl credential for the caller's tenant's namespace."""
-        return cast(dict[str, Any], self.request("POST", "/kubeconfig", json={"hours": hours}))
+    def kubeconfig(self, hours: int, project: str = "default") -> dict[str, Any]:
+        """A short-lived kubectl credential for the namespace of one of the caller's
+        projects (`default`: their tenant's own)."""
+        body = {"hours": hours, "project": project}
+        return cast(dict[str, Any], self.request("POST", "/kubeconfig", json=body))
 
     def sso(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tenant's single sign-on; with `body` (an SsoConfigSet), set it first."""

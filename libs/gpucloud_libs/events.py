@@ -231,6 +231,8 @@ class BudgetThresholdCrossed(EventData):
     threshold_pct: int = Field(ge=1)
     spent_cents: int = Field(ge=0)
     budget_cents: int = Field(ge=0)
+    #: The project whose monthly budget it is (decision 138); None: the tenant's.
+    project: str | None = None
 
     @property
     def aggregate_id(self) -> str:

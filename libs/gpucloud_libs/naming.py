@@ -18,6 +18,8 @@ NAMESPACE_PREFIX = "gpc-"
 #: (the GPU simulator and the node agent find instance pods by INSTANCE_LABEL).
 MANAGED_LABEL = "gpucloud.io/managed"
 TENANT_LABEL = "gpucloud.io/tenant"
+#: On a project's namespace (decision 138): which of the tenant's projects it is.
+PROJECT_LABEL = "gpucloud.io/project"
 INSTANCE_LABEL = "gpucloud.io/instance"
 #: On a batch job's Kubernetes Job and on each of its pods.
 JOB_LABEL = "gpucloud.io/job"
@@ -76,6 +78,22 @@ ID_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 PROJECT_ID_PATTERN = r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$"
 #: The project of every workload that names none.
 DEFAULT_PROJECT = "default"
+
+
+def project_namespace(tenant_id: str, project: str) -> str:
+    """The namespace of a tenant's project (decision 138): `default`'s is the tenant's
+    own, another's `gpc-<tenant>--<project>`. No tenant namespace holds `--`, so no
+    project's reads as a tenant's (`acme`'s `vision` and tenant `acme-vision` differ);
+    with tenant ids of at most 32 characters and project ids of at most 20 it is a
+    DNS label (63), and a longer one (never made by the gateway) is hashed."""
+    base = tenant_namespace(tenant_id)
+    if project == DEFAULT_PROJECT:
+        return base
+    name = f"{base}{HOST_SEPARATOR}{project}"
+    if len(name) > 63:
+        digest = hashlib.sha256(f"{tenant_id}/{project}".encode()).hexdigest()[:10]
+        name = f"{base[:40].rstrip('-')}{HOST_SEPARATOR}{project[:10].rstrip('-')}-{digest}"
+    return name
 
 
 def public_origin(scheme: str, host: str, port: int | None) -> str:

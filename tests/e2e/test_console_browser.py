@@ -908,15 +908,20 @@ async def test_an_invited_person_joins_from_the_link_and_starts_an_instance(
     row = person.get_by_role("row").filter(has_text=spec)
     await expect(row.get_by_text("running", exact=True)).to_be_visible()
     await expect(row).to_contain_text("vision")
-    # kubectl for the namespace, from the Admin page: it lists the instance's pod.
+    instance_id = (await row.get_by_role("link").first.inner_text()).strip()
+    # kubectl for the project's namespace, from the Admin page: it lists the
+    # instance's pod there.
     await person.get_by_role("link", name="Admin").click()
-    await person.get_by_role("button", name="Get a kubeconfig").click()
-    await expect(person.get_by_role("link", name="Download kubeconfig")).to_be_visible()
+    access = person.get_by_role("region", name="kubectl")
+    await access.get_by_role("combobox", name=re.compile("^Project")).select_option("vision")
+    await access.get_by_role("button", name="Get a kubeconfig").click()
+    await expect(access.get_by_role("link", name="Download kubeconfig")).to_be_visible()
+    await expect(access).to_contain_text("of project vision")
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(await person.get_by_test_id("secret").inner_text())
     code, pods = await kubectl(kubeconfig, "get", "pods", "-o", "name")
     assert code == 0, pods
-    assert pods.strip(), pods
+    assert instance_id in pods, pods
 
     # The admin sees it accepted; the link no longer works.
     await admin.reload()

@@ -340,6 +340,20 @@ async def _kubeconfig(world: World) -> None:
         assert_problem(issued, 422)
         mine = await world.http.post("/v1/kubeconfig", json={}, headers=headers)
         assert mine.json()["namespace"] == tenant_namespace(world.b.tenant_id), mine.text
+    # A project of A's: its admin gets its namespace; nobody else learns it is there.
+    project_id = await _a_project(world)
+
+    async def issued_to_a() -> bool:
+        body = {"project": project_id}
+        ran = await world.http.post("/v1/kubeconfig", json=body, headers=bearer(world.a.admin_key))
+        return ran.status_code == 201
+
+    await eventually(issued_to_a, timeout=30)
+    for headers in [*world.outsiders.values(), world.lower]:
+        theirs = await world.http.post(
+            "/v1/kubeconfig", json={"project": project_id}, headers=headers
+        )
+        assert_problem(theirs, 404)
 
 
 @row("PUT", "/v1/tenant/sso")

@@ -61,11 +61,13 @@ def lifecycle(
     states: list[str],
     times: list[int],
     node: str | None = None,
+    project: str = "default",
 ) -> list[InstanceStateChanged]:
     return [
         InstanceStateChanged(
             instance_id=instance_id,
             tenant_id=tenant_id,
+            project=project,
             spec_name=spec,
             gpu_type="GT",
             gpu_count=gpus,
@@ -439,6 +441,46 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
         f"/v1/invoices/{first.json()['invoiceID']}", headers=platform.admin
     )
     assert stored.json() == first.json()
+
+
+async def test_each_projects_gpu_hours_have_their_own_invoice_lines(
+    platform: Platform, broker: KafkaBroker
+) -> None:
+    """Decision 138: an invoice's GPU lines are a project's, spec's and price's, so a
+    project's lines add up to its usage; `default`'s come first and read as before."""
+    spec, tenant_id = await platform.spec(), unique("inv")
+    set_price = await platform.http.post(
+        "/v1/prices",
+        json={"meter": "gpu_hour", "specName": spec, "amount": "3.00",
+              "effectiveFrom": "2033-02-01T00:00:00Z"},
+        headers=platform.admin,
+    )  # fmt: skip
+    assert set_price.status_code == 201, set_price.text
+    hour = 3_600_000_000
+    base = ledger.to_us(datetime(2033, 2, 10, tzinfo=UTC))
+    states = ["pending", "scheduled", "running", "stopped"]
+    await publish_all(
+        broker,
+        # Billed from `scheduled`: one GPU for an hour, and two for three in vision.
+        lifecycle(tenant_id, "plain", spec, 1, states, [base - 1, base, base + 1, base + hour])
+        + lifecycle(tenant_id, "seen", spec, 2, states,
+                    [base - 1, base, base + 1, base + 3 * hour], project="vision"),
+    )  # fmt: skip
+
+    async def drafted() -> dict[str, Any] | None:
+        draft = await platform.http.get(
+            "/v1/invoice-drafts/2033-02", params={"tenantID": tenant_id}, headers=platform.admin
+        )
+        return draft.json() if draft.json()["totalCents"] == 300 + 1800 else None
+
+    draft = await eventually(drafted, timeout=60)
+    assert [
+        (line["project"], line["description"], line["quantity"], line["amountCents"])
+        for line in draft["lines"]
+    ] == [
+        ("default", f"{spec}: GPU-hours", "1", 300),
+        ("vision", f"{spec}: GPU-hours, project vision", "6", 1800),
+    ]
 
 
 async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_records(

@@ -9,6 +9,7 @@ one and adds a member."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -19,42 +20,20 @@ from typing import Any
 
 from playwright.async_api import Browser, expect
 
+from gpucloud_libs.kafka_connection import KafkaConnection
+from gpucloud_libs.topics import BILLING_ALERTS
 from gpucloud_stack import layout
 
-from .cli_support import Cli, cli_for
-from .platform import Platform, TenantAccount, assert_problem, bearer
-from .support import eventually, sign_in_with_key
-
-
-async def _started_in_vision(cli: Cli, spec: str) -> dict[str, Any]:
-    """An instance started in `vision`, once the project (or the caller's membership)
-    reached the instances service with the tenant's next event."""
-
-    async def started() -> dict[str, Any] | None:
-        ran = await cli.run("-o", "json", "instances", "create", "--spec", spec, "--image",
-                            "busybox", "--project", "vision", "--no-wait")  # fmt: skip
-        return dict(ran.json()) if ran.code == 0 else None
-
-    return await eventually(started, timeout=30)
-
-
-async def _tenant_with_ada(platform: Platform, tmp_path: Path) -> tuple[TenantAccount, Cli, Cli]:
-    """A tenant of 16 GPUs with a user, Ada: the admin's CLI and Ada's."""
-    account = await platform.tenant(max_gpus=16)
-    admin = cli_for(tmp_path / "admin", platform)
-    assert (await admin.login(account.admin_key)).code == 0
-    email = f"ada@{account.tenant_id}.test"
-    await admin.ok("users", "add", email, "--name", "Ada")
-    minted = await admin.ok("-o", "json", "users", "key", email, "--name", "laptop")
-    ada = cli_for(tmp_path / "ada", platform)
-    assert (await ada.login(minted.json()["secret"])).code == 0
-    return account, admin, ada
+from .cli_support import cli_for
+from .platform import Platform, assert_problem, bearer
+from .projects_support import started_in_vision, tenant_with_ada
+from .support import eventually, read_topic, sign_in_with_key
 
 
 async def test_an_admin_carves_projects_from_the_tenants_gpus_and_names_their_members(
     platform: Platform, tmp_path: Path
 ) -> None:
-    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await tenant_with_ada(platform, tmp_path)
     made = await admin.ok(
         "-o", "json", "projects", "create", "vision", "--gpus", "6",
         "--monthly-budget-cents", "500000",
@@ -97,7 +76,7 @@ async def test_an_admin_carves_projects_from_the_tenants_gpus_and_names_their_me
 async def test_another_tenant_sees_no_project_and_a_project_takes_only_the_tenants_users(
     platform: Platform, tmp_path: Path
 ) -> None:
-    account, admin, _ = await _tenant_with_ada(platform, tmp_path)
+    account, admin, _ = await tenant_with_ada(platform, tmp_path)
     await admin.ok("projects", "create", "vision", "--gpus", "2")
     other = await platform.tenant()
     theirs = bearer(other.admin_key)
@@ -114,7 +93,7 @@ async def test_another_tenant_sees_no_project_and_a_project_takes_only_the_tenan
 async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
     platform: Platform, chromium: Browser, tmp_path: Path
 ) -> None:
-    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await tenant_with_ada(platform, tmp_path)
     context = await chromium.new_context(base_url=str(platform.http.base_url))
     page = await context.new_page()
     await sign_in_with_key(page, account.admin_key)
@@ -162,7 +141,7 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
 ) -> None:
     """Slice 2's start: an instance is started in a project its member names, and
     says so; a user who is not a member is told the project does not exist."""
-    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await tenant_with_ada(platform, tmp_path)
     await admin.ok("projects", "create", "vision", "--gpus", "4")
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     spec = await platform.spec()
@@ -173,7 +152,7 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
     bob = cli_for(tmp_path / "bob", platform)
     assert (await bob.login(minted.json()["secret"])).code == 0
 
-    made = await _started_in_vision(ada, spec)
+    made = await started_in_vision(ada, spec)
     assert made["project"] == "vision"
     await ada.ok("instances", "stop", made["instanceID"])
     # Out of the project, she cannot start her stopped instance there again.
@@ -206,12 +185,12 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
     """Vision has 2 of the tenant's 16 GPUs: a second start there is refused while
     default still starts; a job there waits for `project_quota` until vision's
     instance stops; usage reads by project."""
-    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await tenant_with_ada(platform, tmp_path)
     await admin.ok("projects", "create", "vision", "--gpus", "2")
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     spec = await platform.spec(gpus=2)
 
-    first = await _started_in_vision(ada, spec)
+    first = await started_in_vision(ada, spec)
     refused = await ada.run("instances", "create", "--spec", spec, "--image", "busybox",
                             "--project", "vision", "--no-wait")  # fmt: skip
     assert refused.code == 1
@@ -264,9 +243,9 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
 
 
 async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_raised(
-    platform: Platform, tmp_path: Path
+    platform: Platform, tmp_path: Path, kafka: KafkaConnection
 ) -> None:
-    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await tenant_with_ada(platform, tmp_path)
     spec = await platform.spec()
     # 3,600 a GPU-hour: one currency unit (100 cents) a GPU-second.
     price = await platform.http.post(
@@ -278,7 +257,7 @@ async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_rais
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     create = ("-o", "json", "instances", "create", "--spec", spec, "--image", "busybox")
 
-    vision = await _started_in_vision(ada, spec)
+    vision = await started_in_vision(ada, spec)
     plain = (await ada.ok(*create)).json()
 
     async def state(instance_id: str) -> str:
@@ -295,10 +274,16 @@ async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_rais
     # Default's instance runs on.
     assert await state(plain["instanceID"]) in {"pending", "scheduled", "ready", "running"}
     await ada.ok("instances", "stop", plain["instanceID"])
+    # The project's billing alerts: each threshold of its budget once, naming it.
+    alerts = await read_topic(kafka, BILLING_ALERTS.name, expect=100_000, timeout=3)
+    mine = [json.loads(r.value) for r in alerts if r.key == account.tenant_id.encode()]
+    assert sorted((a["project"], a["threshold_pct"], a["budget_cents"]) for a in mine) == [
+        ("vision", 50, 300), ("vision", 80, 300), ("vision", 100, 300),
+    ]  # fmt: skip
 
     # Raised, the budget lets the project start again.
     await admin.ok("projects", "set", "vision", "--monthly-budget-cents", "100000000")
-    again = await _started_in_vision(ada, spec)
+    again = await started_in_vision(ada, spec)
     await ada.ok("instances", "stop", again["instanceID"])
 
 
@@ -334,12 +319,12 @@ async def test_a_new_leader_keeps_a_queued_job_in_its_project(
     """The instances service killed while a job of vision waits for vision's share:
     the leader after it reads the queued job with its project (and its user), so the
     job still waits for `project_quota`, and runs once vision's GPUs come back."""
-    account, admin, ada = await _tenant_with_ada(platform, tmp_path)
+    account, admin, ada = await tenant_with_ada(platform, tmp_path)
     await admin.ok("projects", "create", "vision", "--gpus", "2")
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
     spec = await platform.spec(gpus=2)
 
-    holder = await _started_in_vision(ada, spec)
+    holder = await started_in_vision(ada, spec)
     job_file = tmp_path / "job.yaml"
     job_file.write_text(f"image: busybox\nspecName: {spec}\nproject: vision\n"
                         "env:\n  - {name: GPUCLOUD_SIM_RUN_FOR, value: 1s}\n")  # fmt: skip

@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
 import { Link } from "../nav";
 import { ErrorNote, Field, confirmed, Page, Show, StateBadge, Table, useAction, useLoad, when, Form } from "../ui";
-import type { Project } from "./projects";
+import { type Project, ProjectField } from "./projects";
 import { ENDED, type Instance, type Job, inQueue, jobGpus, jobReason, openPort, portsOf, Queued } from "./workload";
 
 interface Template {
@@ -217,22 +217,6 @@ function RegionField(props: { name: string; regions: Region[]; spec?: Spec; valu
       onInput={props.onInput}
       options={["", ...offered.map((r) => r.name)]}
       emptyLabel="any region with these GPUs"
-    />
-  );
-}
-
-/** The project picker of a start: `default`, or a project of the caller's (GET
- * /v1/projects lists those). Hidden while `default` is the only one. */
-function ProjectField(props: { name: string; projects: Project[]; value: string; onInput: (value: string) => void }) {
-  if (props.projects.length < 2) return null;
-  return (
-    <Field
-      label="Project"
-      name={props.name}
-      field="project"
-      value={props.value}
-      onInput={props.onInput}
-      options={props.projects.map((p) => p.projectID)}
     />
   );
 }

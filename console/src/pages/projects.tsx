@@ -26,6 +26,22 @@ interface User {
   email: string;
 }
 
+/** The project picker of a start or a kubeconfig: `default`, or a project of the caller's (GET
+ * /v1/projects lists those). Hidden while `default` is the only one. */
+export function ProjectField(props: { name: string; projects: Project[]; value: string; onInput: (value: string) => void }) {
+  if (props.projects.length < 2) return null;
+  return (
+    <Field
+      label="Project"
+      name={props.name}
+      field="project"
+      value={props.value}
+      onInput={props.onInput}
+      options={props.projects.map((p) => p.projectID)}
+    />
+  );
+}
+
 const number = (value: string) => (value.trim() === "" ? null : Number(value));
 
 export function Projects(props: { admin: boolean }) {

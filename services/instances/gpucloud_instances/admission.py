@@ -16,6 +16,7 @@ from gpucloud_libs.project_shares import default_share
 from .documents import (
     QuotaDoc,
     SpecDoc,
+    SpendStopDoc,
     TenantDoc,
     UserLimitsDoc,
     WorkloadDocFields,
@@ -158,17 +159,24 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
     return (tenant.get("user_limits") or {}).get(user_id)
 
 
-def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
-    """The project a workload is started in: `default`, or one the caller is a member
-    of (a tenant admin is of every one); a 404 otherwise, as for a project that is
-    not, so a user learns nothing of projects they are not in. A project whose spend
-    this month reached its budget starts nothing (a 422)."""
+def project_member(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
+    """`default`, or a project the caller is a member of (a tenant admin is of every
+    one); a 404 otherwise, as for a project that is not, so a user learns nothing of
+    projects they are not in."""
     project = (tenant.get("projects") or {}).get(project_id)
     if project_id != DEFAULT_PROJECT and (
         project is None
         or (identity.role != "tenant-admin" and identity.subject not in project["members"])
     ):
         raise NotFound(f"project {project_id!r} does not exist")
+    return project_id
+
+
+def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
+    """The project a workload is started in: one the caller is a member of
+    (`project_member`). A project whose spend this month reached its budget starts
+    nothing (a 422)."""
+    project_member(tenant, identity, project_id)
     refusal = project_spend_refusal(tenant, project_id, current_period())
     if refusal is not None:
         raise refusal
@@ -191,7 +199,7 @@ def project_spend_refusal(tenant: TenantDoc, project: str, period: str) -> Quota
     stop = (tenant.get("project_stops") or {}).get(project)
     found = (tenant.get("projects") or {}).get(project)
     budget = None if found is None else found["monthly_budget_cents"]
-    if stop is None or stop["period"] != period or budget is None or budget > stop["limit_cents"]:
+    if not _still_stopped(stop, budget, period):
         return None
     return QuotaExceeded(
         f"project {project!r} spent its budget of {budget} cents this month; ask a tenant "
@@ -220,13 +228,24 @@ def spend_refusal(tenant: TenantDoc, user_id: str | None, period: str) -> QuotaE
     stop = (tenant.get("spend_stops") or {}).get(user_id or "")
     limits = user_limits(tenant, user_id)
     limit = None if limits is None else limits.get("monthly_spend_cents")
-    if stop is None or stop["period"] != period or limit is None or limit > stop["limit_cents"]:
+    if not _still_stopped(stop, limit, period):
         return None
     return QuotaExceeded(
         f"your spend this month reached your limit of {limit} cents; ask a tenant admin "
         "to raise it, or wait for next month",
         limit="user_monthly_spend_cents", limit_value=limit,
     )  # fmt: skip
+
+
+def _still_stopped(stop: SpendStopDoc | None, limit: int | None, period: str) -> bool:
+    """Metering said the spender (a user, a project) reached `limit` this period, and
+    the limit was not raised since (a raised one lets them start again)."""
+    return (
+        stop is not None
+        and stop["period"] == period
+        and limit is not None
+        and limit <= stop["limit_cents"]
+    )
 
 
 def known_spec(name: str, spec: SpecDoc | None) -> SpecDoc:

@@ -79,7 +79,9 @@ def create_app(settings: InstancesSettings) -> FastAPI:
     spec_catalog = Specs(specs, db.stocks)
     tenancy = Tenancy(settings, tenants, instances, db.jobs, db.services, requests, wakeups)
     cordoned_in = ClusterClients(kube, settings.cluster_name, clusters.kubeconfig_of)
-    handlers = EventHandlers(tenancy, NodeCordons(cordoned_in), UserKubeconfigs(settings, kube))
+    handlers = EventHandlers(
+        tenancy, NodeCordons(cordoned_in), UserKubeconfigs(settings, kube, tenants)
+    )
     filling = CacheFilling(instances)
     parts = WorkloadParts(
         specs, tenants, requests, storage, wakeups, lines, ImagePolicy(settings.allowed_registries),

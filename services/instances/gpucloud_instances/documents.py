@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
-from gpucloud_libs.naming import DEFAULT_PROJECT
+from gpucloud_libs.naming import DEFAULT_PROJECT, project_namespace
 from gpucloud_libs.outbox import OutboxEntry
 
 
@@ -138,6 +138,13 @@ class WorkloadDocFields(WorkloadSpecFields):
 def workload_project(doc: WorkloadDocFields) -> str:
     """The project a stored workload runs in (`default` for one from before projects)."""
     return doc.get("project", DEFAULT_PROJECT)
+
+
+def tenant_namespaces(tenant: TenantDoc) -> dict[str, str]:
+    """The namespace of each of the tenant's projects, `default`'s (the tenant's own)
+    first (decision 138)."""
+    projects = [DEFAULT_PROJECT, *sorted(tenant.get("projects") or {})]
+    return {project: project_namespace(tenant["_id"], project) for project in projects}
 
 
 class InstanceDoc(WorkloadDocFields):

@@ -16,8 +16,9 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
+from gpucloud_libs.errors import Conflict, DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, Identity, IdentitySigner
+from gpucloud_libs.naming import DEFAULT_PROJECT
 
 from .schemas import VolumeSpec
 
@@ -88,9 +89,12 @@ class StorageClient:
             raise DependencyUnavailable(f"storage service unreachable: {error}") from error
 
     async def requested(
-        self, identity: Identity, storage_ids: list[str], volumes: list[VolumeSpec]
-    ) -> list[dict[str, Any]]:
-        """Check the storages an instance or job names, as its caller; what to record."""
+        self, identity: Identity, storage_ids: list[str], volumes: list[VolumeSpec],
+        project: str,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """Check the storages an instance or job names, as its caller; what to record. A
+        project's work takes no volume: its claim lives in the tenant's namespace, and a
+        pod mounts no claim of another namespace (decision 138), a 409."""
         mounted = {v.storage_id: v.read_only for v in volumes if v.storage_id}
         wanted = list(dict.fromkeys([*storage_ids, *mounted]))
         chosen: list[dict[str, Any]] = []
@@ -99,6 +103,12 @@ class StorageClient:
             if response.status != 200:
                 raise ValidationFailed(f"storage {storage_id!r}: {response.body.get('detail')}")
             kind = response.body["kind"]
+            if kind == "volume" and project != DEFAULT_PROJECT:
+                raise Conflict(
+                    f"volume storage {storage_id!r} cannot be mounted in project "
+                    f"{project!r}: volumes belong to the default project; use an object "
+                    "storage", project=project,
+                )  # fmt: skip
             if kind == "volume" and storage_id not in mounted:
                 raise ValidationFailed(
                     f"volume storage {storage_id!r} needs a template volume that mounts it"
@@ -113,14 +123,14 @@ class StorageClient:
 
     async def attach(
         self, tenant_id: str, instance_id: str, storages: list[dict[str, Any]], *, stay: int = 0,
-        cluster: str | None = None,
+        cluster: str | None = None, project: str = DEFAULT_PROJECT,
     ) -> list[tuple[str, str]]:  # fmt: skip
         """Have the storage service make what the instance needs: the (Secret, variable
         prefix) of each object storage, in request order, for the pod's env. A job
         attaches as `naming.job_workload_id(job)`. `stay`: the sequence of the instance's
         latest `pending`, so that the end of an earlier stay releases nothing of this one.
         `cluster`: the registered cluster its pods run in, where the storage service
-        writes its Secrets (None: the home cluster)."""
+        writes its Secrets (None: the home cluster), in `project`'s namespace."""
         service = Identity(
             subject=SERVICE_SUBJECT, role="tenant-admin", tenant_id=tenant_id, expires_at=0
         )
@@ -128,7 +138,7 @@ class StorageClient:
             "PUT",
             f"/attachments/{quote(instance_id, safe='')}",
             service,
-            {"storages": storages, "stay": stay, "cluster": cluster},
+            {"storages": storages, "stay": stay, "cluster": cluster, "project": project},
         )
         if response.status != 200:
             raise StorageRefused(str(response.body.get("detail")))

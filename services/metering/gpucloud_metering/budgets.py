@@ -37,6 +37,9 @@ from .tally import FaultBook, PriceBook, Tally, instances_from, tally
 
 #: Those inside a tenant with monthly spend limits of their own.
 SPENDERS: tuple[Spender, ...] = ("user", "project")
+#: Percentages of a project's monthly budget that raise a billing alert, once each
+#: per month (a tenant's budget names its own; at 100% the project is stopped too).
+PROJECT_THRESHOLDS = (50, 80, 100)
 
 
 class _SpenderStop(NamedTuple):
@@ -46,6 +49,15 @@ class _SpenderStop(NamedTuple):
     spender_id: str
     limit: int
     spent: int
+
+
+class _Crossing(NamedTuple):
+    """A threshold of a budget (the tenant's, or a project's) the month's spend reached."""
+
+    threshold: int
+    spent: int
+    budget: int
+    project: str | None = None
 
 
 class Budgets:
@@ -138,6 +150,10 @@ class Budgets:
                 )
                 for spender_id, limit in sorted(limits.of(spender).items()):
                     spent = spent_by.get(spender_id, 0)
+                    if spender == "project":
+                        for threshold in ledger.crossed(spent, limit, PROJECT_THRESHOLDS):
+                            crossing = _Crossing(threshold, spent, limit, spender_id)
+                            await self._notify(tenant_id, period, crossing)
                     if spent >= limit:
                         stop = _SpenderStop(spender, spender_id, limit, spent)
                         await self._stop_spender(tenant_id, period, stop)
@@ -150,7 +166,7 @@ class Budgets:
             if budget is not None:
                 limit = budget["monthly_budget_cents"]
                 for threshold in ledger.crossed(spent, limit, budget["thresholds"]):
-                    await self._notify(tenant_id, period, threshold, spent, limit)
+                    await self._notify(tenant_id, period, _Crossing(threshold, spent, limit))
                 if budget["hard_stop"] and spent >= limit:
                     stop_reason = f"monthly budget of {limit} cents reached"
             if tenant_id in caps and spent >= caps[tenant_id]:
@@ -158,11 +174,16 @@ class Budgets:
             if stop_reason:
                 await self._stop(tenant_id, period, stop_reason)
 
-    async def _notify(
-        self, tenant_id: str, period: str, threshold: int, spent: int, limit: int
-    ) -> None:
-        notice: NoticeDoc = {"_id": f"{tenant_id}:{period}:{threshold}", "kind": "threshold", "tenant_id": tenant_id,
-                  "period": period, "threshold": threshold, "spent_cents": spent, "budget_cents": limit}  # fmt: skip
+    async def _notify(self, tenant_id: str, period: str, crossing: _Crossing) -> None:
+        """Once per tenant (or project, and its budget), month and threshold."""
+        key = f"{tenant_id}:{period}:{crossing.threshold}"
+        if crossing.project is not None:
+            key = f"{tenant_id}:{period}:project:{crossing.project}:{crossing.budget}:{crossing.threshold}"
+        notice: NoticeDoc = {"_id": key, "kind": "threshold", "tenant_id": tenant_id,
+                  "period": period, "threshold": crossing.threshold,
+                  "spent_cents": crossing.spent, "budget_cents": crossing.budget}  # fmt: skip
+        if crossing.project is not None:
+            notice["project"] = crossing.project
         if await self._budgets.claim_notice(notice):
             await self._publish_notice(notice)
 
@@ -216,7 +237,7 @@ def _notice_event(
         return BILLING_ALERTS, BudgetThresholdCrossed(
             tenant_id=notice["tenant_id"], period=notice["period"],
             threshold_pct=notice["threshold"], spent_cents=notice["spent_cents"],
-            budget_cents=notice["budget_cents"],
+            budget_cents=notice["budget_cents"], project=notice.get("project"),
         )  # fmt: skip
     if notice["kind"] == "user_stop":
         return INSTANCE_COMMANDS, UserSpendLimitReached(

@@ -108,13 +108,14 @@ class SpendLimits(NamedTuple):
 class NoticeDoc(TypedDict):
     """A budget threshold crossed, or a stop asked for: once per tenant and month."""
 
-    #: <tenant>:<period>:<threshold or stop>, or <tenant>:<period>:<user or
-    #: project>:<id>:<limit>
+    #: <tenant>:<period>:<threshold or stop>, <tenant>:<period>:<user or
+    #: project>:<id>:<limit>, or <tenant>:<period>:project:<id>:<budget>:<threshold>
     _id: str
     kind: str  # threshold | stop | user_stop | project_stop
     tenant_id: str
     period: str
-    #: A user_stop's user or a project_stop's project, and its limit.
+    #: A user_stop's user, or a project_stop's (or a project threshold's) project,
+    #: and its limit.
     user_id: NotRequired[str]
     project: NotRequired[str]
     limit_cents: NotRequired[int]

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, NotFound
+from gpucloud_libs.naming import DEFAULT_PROJECT
 
 from . import ledger
 from .documents import InvoiceDoc
@@ -30,10 +31,16 @@ class Invoices:
         faults = FaultBook(await self._facts.health())
         lines: list[InvoiceLine] = []
         instances = instances_from(await self._facts.transitions(tenant_id))
-        for spec_name in sorted({instance.spec_name for instance in instances}):
+        # A line per project, spec and price: a project's lines add up to what its
+        # usage report says (decision 138), and a tenant without projects reads as before.
+        for project, spec_name in sorted(
+            {(i.project, i.spec_name) for i in instances}, key=_line_order
+        ):
             # price -> [billed, credited] GPU-µs
             gpu_us_by_price: dict[Decimal | None, list[int]] = defaultdict(lambda: [0, 0])
-            for instance in (i for i in instances if i.spec_name == spec_name):
+            for instance in (
+                i for i in instances if (i.project, i.spec_name) == (project, spec_name)
+            ):
                 for interval in instance.intervals:
                     clipped = interval.clip(start_us, end_us, end_us)
                     if clipped is None:
@@ -47,9 +54,11 @@ class Invoices:
             ):
                 lines.append(
                     InvoiceLine(
-                        description=f"{spec_name}: GPU-hours",
+                        description=f"{spec_name}: GPU-hours"
+                        + ("" if project == DEFAULT_PROJECT else f", project {project}"),
                         meter="gpu_hour",
                         spec_name=spec_name,
+                        project=project,
                         quantity=Decimal(billed) / ledger.US_PER_HOUR,
                         credited_quantity=Decimal(credited) / ledger.US_PER_HOUR,
                         unit_price=price,
@@ -107,3 +116,9 @@ class Invoices:
             Invoice.model_validate(doc["invoice"])
             for doc in await self._invoices.of_tenant(tenant_id)
         ]
+
+
+def _line_order(key: tuple[str, str]) -> tuple[bool, str, str]:
+    """`default`'s lines first, then each project's, each by spec."""
+    project, spec_name = key
+    return project != DEFAULT_PROJECT, project, spec_name

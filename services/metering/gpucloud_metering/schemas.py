@@ -81,6 +81,9 @@ class InvoiceLine(ApiModel):
     description: str
     meter: Literal["gpu_hour", "storage_gb_month"]
     spec_name: str | None = None
+    #: The tenant's project the GPU-hours were spent in (decision 138); None for
+    #: storage, which belongs to the tenant.
+    project: str | None = None
     #: GPU-hours or GB-months billed.
     quantity: Decimal
     #: GPU-hours at this price on nodes quarantined for a hardware fault: not billed.

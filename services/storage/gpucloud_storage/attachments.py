@@ -16,10 +16,11 @@ from gpucloud_libs.errors import Conflict, DependencyUnavailable, Forbidden
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, KubeError
 from gpucloud_libs.naming import (
+    DEFAULT_PROJECT,
+    project_namespace,
     storage_claim_name,
     storage_env_prefix,
     storage_secret_name,
-    tenant_namespace,
 )
 
 from . import manifests
@@ -91,7 +92,10 @@ class Attachments:
         key = storage_key(tenant_id, instance_id)
         existing = await self._attachments.get(key)
         if existing is not None:
-            same = (existing.get("stay", 0), existing.get("cluster")) == (body.stay, body.cluster)
+            same = (
+                existing.get("stay", 0), existing.get("cluster"),
+                existing.get("project", DEFAULT_PROJECT),
+            ) == (body.stay, body.cluster, body.project)  # fmt: skip
             if existing.get("complete") and same:
                 return attachment_plan(existing)
             # An earlier attempt died half-way, or an earlier stay's is still here (its
@@ -100,6 +104,7 @@ class Attachments:
         wanted = {item.storage_id: item for item in body.storages}
         storages = [await self._owned.ready(identity, storage_id) for storage_id in wanted]
         kube = await self._kube_of(body.cluster, storages)
+        _refuse_volumes_outside_default(body.project, storages)
         attachment: AttachmentDoc = {
             "_id": key,
             "tenant_id": tenant_id,
@@ -117,6 +122,7 @@ class Attachments:
             "created_at": now(),
             "stay": body.stay,
             "cluster": body.cluster,
+            "project": body.project,
         }
         if not await self._attachments.insert(attachment):
             raise Conflict("a concurrent call is attaching this instance's storages; retry")
@@ -129,8 +135,9 @@ class Attachments:
                     raise StorageNotReady(f"storage {doc['storage_id']!r} is being deleted")
                 if doc["kind"] == "object":
                     await self._grant_instance(
-                        kube, doc, instance_id, wanted[doc["storage_id"]].read_only
-                    )
+                        kube, doc, instance_id, wanted[doc["storage_id"]].read_only,
+                        project_namespace(tenant_id, body.project),
+                    )  # fmt: skip
         except BaseException:
             await self.release(tenant_id, instance_id)
             raise
@@ -142,21 +149,19 @@ class Attachments:
         409 for a volume, or a cluster registered without this service's access."""
         if cluster is None:
             return self._kube
-        for doc in storages:
-            if doc["kind"] == "volume":
-                raise Conflict(
-                    f"volume storage {doc['storage_id']!r} cannot be attached in cluster "
-                    f"{cluster!r}: volumes are mounted in the home cluster alone",
-                    cluster=cluster,
-                )  # fmt: skip
+        _refuse_volumes(
+            storages, f"cannot be attached in cluster {cluster!r}: volumes are mounted in the "
+            "home cluster alone", cluster=cluster,
+        )  # fmt: skip
         try:
             return await self._clusters.client(cluster)
         except ClusterUnreachable as error:
             raise Conflict(str(error), cluster=cluster) from None
 
     async def _grant_instance(
-        self, kube: KubeClient, storage: StorageDoc, instance_id: str, read_only: bool
-    ) -> None:
+        self, kube: KubeClient, storage: StorageDoc, instance_id: str, read_only: bool,
+        namespace: str,
+    ) -> None:  # fmt: skip
         accessor, secret = await self._accessors.issue(
             storage, "read-only" if read_only else "read-write", expires_at=None, name=None,
             instance_id=instance_id, created_by=INSTANCES_SERVICE,
@@ -170,7 +175,7 @@ class Attachments:
         }
         await kube.ensure(
             manifests.credentials_secret(
-                tenant_namespace(storage["tenant_id"]), storage["tenant_id"],
+                namespace, storage["tenant_id"],
                 storage["storage_id"], instance_id, variables,
             )
         )  # fmt: skip
@@ -201,11 +206,12 @@ class Attachments:
             await self._accessors.revoke_all(tenant_id, storage_id, instance_id=instance_id)
         names = [storage_secret_name(sid, instance_id) for sid in attachment["storage_ids"]]
         cluster = attachment.get("cluster")
+        namespace = project_namespace(tenant_id, attachment.get("project", DEFAULT_PROJECT))
         if cluster is None:
             for name in names:
-                await self._kube.delete("Secret", tenant_namespace(tenant_id), name)
+                await self._kube.delete("Secret", namespace, name)
         else:
-            await self._delete_elsewhere(cluster, tenant_namespace(tenant_id), names)
+            await self._delete_elsewhere(cluster, namespace, names)
         await self._attachments.remove(key)
         log.info("storages released", extra={"tenant": tenant_id, "instance": instance_id})
 
@@ -223,3 +229,21 @@ class Attachments:
                 "an attachment's cluster did not answer: its Secrets are left there, their "
                 "accessors revoked", extra={"cluster": cluster, "error": str(error)[:300]},
             )  # fmt: skip
+
+
+def _refuse_volumes(storages: list[StorageDoc], reason: str, **context: str) -> None:
+    """A 409 for the first volume among `storages`: it cannot be mounted where the work
+    runs, for `reason`."""
+    for doc in storages:
+        if doc["kind"] == "volume":
+            raise Conflict(f"volume storage {doc['storage_id']!r} {reason}", **context)
+
+
+def _refuse_volumes_outside_default(project: str, storages: list[StorageDoc]) -> None:
+    """A volume's claim lives in the tenant's namespace, and a pod mounts no claim of
+    another namespace: a project's work takes object storages alone (decision 138)."""
+    if project != DEFAULT_PROJECT:
+        _refuse_volumes(
+            storages, f"cannot be mounted in project {project!r}: volumes belong to the "
+            "default project; use an object storage", project=project,
+        )  # fmt: skip

@@ -85,6 +85,8 @@ class AttachmentDoc(TypedDict):
     stay: NotRequired[int]
     #: The registered cluster its Secrets were written in (None: this service's own).
     cluster: NotRequired[str | None]
+    #: The project whose namespace its Secrets were written in (absent: `default`).
+    project: NotRequired[str]
     #: Every grant made (credentials issued, Secrets written). A retry returns a
     #: complete attachment as it is and redoes one that is not: the service never
     #: reads a Secret back, so it may read none (review M3).

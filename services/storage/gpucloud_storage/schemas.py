@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, Field, SecretStr
 
 from gpucloud_libs.http import ApiModel
+from gpucloud_libs.naming import DEFAULT_PROJECT, PROJECT_ID_PATTERN
 
 from .backend import AccessMode
 
@@ -242,6 +243,10 @@ class AttachmentRequest(ApiModel):
     #: service's own. Its object storages' Secrets are written there; a volume
     #: cannot be attached there.
     cluster: str | None = Field(default=None, max_length=63)
+    #: The tenant's project it runs in (decision 138): its Secrets go in the
+    #: project's namespace, and a project's work takes no volume (its claim lives in
+    #: the tenant's namespace).
+    project: str = Field(default=DEFAULT_PROJECT, pattern=PROJECT_ID_PATTERN)
 
 
 class StorageClusterRegistration(ApiModel):

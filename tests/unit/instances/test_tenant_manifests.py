@@ -12,7 +12,7 @@ from gpucloud_instances.documents import TenantDoc
 from gpucloud_instances.settings import DENIED_BY_DEFAULT, InstancesSettings
 from gpucloud_instances.tenancy.reconciler import layout_digest, tenant_manifests
 from gpucloud_instances.tenancy.tenants import tenant_fields
-from gpucloud_libs.events import TenantQuota, TenantUpserted
+from gpucloud_libs.events import ProjectShare, TenantQuota, TenantUpserted
 
 SETTINGS = InstancesSettings(
     default_cpu_cores_per_gpu=16, default_memory_gib_per_gpu=128, tenant_storage_subject=None,
@@ -118,3 +118,43 @@ def test_every_namespace_is_applied_again_when_what_it_depends_on_changes() -> N
     ):  # fmt: skip
         assert layout_digest(SETTINGS.model_copy(update=change)) != same, change
     assert layout_digest(SETTINGS.model_copy(update={"instance_domain": "x.example"})) == same
+
+
+def with_projects(**shares: ProjectShare) -> TenantUpserted:
+    return upserted(max_gpus=8, borrow_gpus=2).model_copy(update={"projects": shares})
+
+
+def test_each_project_has_a_namespace_holding_its_share_and_the_tenants_policies() -> None:
+    event = with_projects(
+        vision=ProjectShare(name="Vision", max_gpus=2, borrow_gpus=1),
+        speech=ProjectShare(name="Speech"),
+    )
+    objects = tenant_manifests("acme", stored(event), SETTINGS)
+    namespaces = {
+        obj["metadata"]["name"]: obj["metadata"]["labels"]
+        for obj in objects
+        if obj["kind"] == "Namespace"
+    }
+    assert list(namespaces) == ["gpc-acme", "gpc-acme--speech", "gpc-acme--vision"]
+    assert manifests.PROJECT not in namespaces["gpc-acme"]  # the tenant's own is no project's
+    assert namespaces["gpc-acme--vision"][manifests.PROJECT] == "vision"
+    assert {labels[manifests.TENANT] for labels in namespaces.values()} == {"acme"}
+    gpus = {
+        obj["metadata"]["namespace"]: obj["spec"]["hard"]["requests.nvidia.com/gpu"]
+        for obj in objects
+        if obj["kind"] == "ResourceQuota"
+    }
+    # Its share and what it may borrow; a project with no share, the tenant's ceiling.
+    assert gpus == {"gpc-acme": "10", "gpc-acme--vision": "3", "gpc-acme--speech": "10"}
+    policies = [obj["metadata"]["namespace"] for obj in objects if obj["kind"] == "NetworkPolicy"]
+    assert sorted(policies) == sorted(namespaces)
+
+
+def test_a_project_made_or_resized_is_a_new_version_and_a_member_is_not() -> None:
+    alone = tenant_fields(upserted(max_gpus=8, borrow_gpus=2), SETTINGS)["version"]
+    vision = tenant_fields(with_projects(vision=ProjectShare(name="V", max_gpus=2)), SETTINGS)
+    joined = with_projects(vision=ProjectShare(name="V", max_gpus=2, members=["u-ada"]))
+    resized = with_projects(vision=ProjectShare(name="V", max_gpus=3))
+    assert vision["version"] != alone
+    assert tenant_fields(joined, SETTINGS)["version"] == vision["version"]
+    assert tenant_fields(resized, SETTINGS)["version"] != vision["version"]

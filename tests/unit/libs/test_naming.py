@@ -9,10 +9,13 @@ import random
 import re
 
 from gpucloud_libs.naming import (
+    DEFAULT_PROJECT,
     ID_PATTERN,
     instance_host,
     parse_instance_host,
+    project_namespace,
     storage_secret_name,
+    tenant_namespace,
 )
 
 DOMAIN = "instances.gpucloud.local"
@@ -81,3 +84,18 @@ def test_two_storage_and_instance_pairs_never_share_a_secret_name() -> None:
     }
     assert len(names) == 16
     assert all(len(name) <= 253 for name in names)
+
+
+def test_a_projects_namespace_is_never_a_tenants_nor_another_projects() -> None:
+    """`acme`'s project `vision` and tenant `acme-vision` must not share a namespace;
+    `default`'s is the tenant's own; every name is a DNS label."""
+    assert project_namespace("acme", DEFAULT_PROJECT) == tenant_namespace("acme") == "gpc-acme"
+    assert project_namespace("acme", "vision") == "gpc-acme--vision"
+    assert project_namespace("acme", "vision") != tenant_namespace("acme-vision")
+    assert project_namespace("acme-vision", "x") != project_namespace("acme", "vision-x")
+    longest = project_namespace("t" * 32, "p" * 20)
+    assert len(longest) <= 63
+    assert longest.endswith("--" + "p" * 20)
+    odd = project_namespace("Acme_Corp-" + "x" * 60, "vision")
+    assert len(odd) <= 63
+    assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", odd)

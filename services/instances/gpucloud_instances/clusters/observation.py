@@ -32,7 +32,7 @@ class Right(NamedTuple):
 #: priority class and nominations. The Helm chart's ClusterRole grants these (a unit
 #: test holds the two together).
 NEEDED_RIGHTS: tuple[Right, ...] = (
-    Right("", "namespaces", ("get", "list", "watch", "create", "update", "patch")),
+    Right("", "namespaces", ("get", "list", "watch", "create", "update", "patch", "delete")),
     Right("", "pods", ("get", "list", "watch", "create", "delete")),
     Right("", "pods/log", ("get",)),
     Right("", "pods/status", ("patch",)),

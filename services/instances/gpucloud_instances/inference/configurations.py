@@ -15,6 +15,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import field_errors
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import project_namespace
 
 from ..documents import (
     ServiceConfigDoc,
@@ -133,7 +134,7 @@ def service_document(
         "storages": storages,
         "port": body.port,
         "readiness_path": body.readiness_path,
-        "namespace": tenant["namespace"],
+        "namespace": project_namespace(tenant["_id"], body.project),
         "created_at": created,
         "applied_generation": 0,
         "applied_revision": 0,

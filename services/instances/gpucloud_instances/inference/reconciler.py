@@ -123,7 +123,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             if scale != doc.get("scale"):
                 changes["scale"] = scale
             if doc["applied_generation"] != config["generation"]:
-                if not await cluster.tenant_namespaces.ensure(doc["tenant_id"]):
+                if not await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"]):
                     return
                 storage_secrets = await self._attach_storages(
                     doc, service_workload_id(doc["service_id"])

@@ -110,7 +110,7 @@ class InferenceServices:
         spec = known_spec(body.spec_name, spec)
         zones = allowed_zones(spec, body.zone)
         placed = await self._placement.choose(spec, region=body.region, zones=zones)
-        storages = await self._storage.requested(identity, body.storage_ids, [])
+        storages = await self._storage.requested(identity, body.storage_ids, [], who.project)
         created = now()
         config = first_configuration(key, body, created)
         await self._claim(

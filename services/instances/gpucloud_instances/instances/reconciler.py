@@ -285,7 +285,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
         cluster = self._cluster(doc)
-        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"]):
+        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"]):
             return
         storage_secrets = await self._attach_storages(doc, doc["instance_id"], stay=_stay(doc))
         if storage_secrets is None:

@@ -120,7 +120,9 @@ class Instances:
         placed = await self._placement.choose(
             spec, region=body.region, zones=zones, volumes=mounts_storages(body.template.volumes)
         )
-        storages = await self._storage.requested(identity, body.storage_ids, body.template.volumes)
+        storages = await self._storage.requested(
+            identity, body.storage_ids, body.template.volumes, project
+        )
 
         instance_id = body.instance_id or f"i-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, instance_id)

@@ -192,7 +192,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
 
     async def _create_job(self, doc: JobDoc) -> None:
         cluster = self._cluster(doc)
-        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"]):
+        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"]):
             return
         storage_secrets = await self._attach_storages(doc, job_workload_id(doc["job_id"]))
         if storage_secrets is None:

@@ -86,7 +86,7 @@ class Jobs:
         placed = await self._placement.choose(
             spec, region=body.region, zones=zones, volumes=mounts_storages(body.volumes)
         )
-        storages = await self._storage.requested(identity, body.storage_ids, body.volumes)
+        storages = await self._storage.requested(identity, body.storage_ids, body.volumes, project)
         job_id = body.job_id or f"j-{secrets.token_hex(6)}"
         key = instance_key(tenant_id, job_id)
         again = await claim_idempotency_key(self._jobs, tenant_id, idempotency_key, key)

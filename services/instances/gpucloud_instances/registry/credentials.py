@@ -13,6 +13,7 @@ from gpucloud_libs.errors import Conflict, NotFound
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.sealing import SecretBox
 
+from ..documents import tenant_namespaces
 from ..store import DuplicateInstance, instance_key
 from ..tenancy.store import TenantStore
 from . import manifests as registry_manifests
@@ -69,7 +70,8 @@ class RegistryCredentials:
         doc = await self._owned(identity, credential_id)
         tenant = await self._tenants.get(doc["tenant_id"])
         if tenant is not None:
-            await self._pull_secrets.remove(tenant["namespace"], credential_id)
+            for namespace in tenant_namespaces(tenant).values():
+                await self._pull_secrets.remove(namespace, credential_id)
         await self._credentials.remove(doc["_id"])
 
     async def _owned(self, identity: Identity, credential_id: str) -> RegistryCredentialDoc:

@@ -1,12 +1,14 @@
-"""`gpucloud kubeconfig`: a short-lived kubectl credential for a user, in their tenant's
-namespace of the home cluster and nowhere else.
+"""`gpucloud kubeconfig`: a short-lived kubectl credential for a user, in the namespace
+of one of their projects (their tenant's own for `default`) in the home cluster, and
+nowhere else.
 
 Each user gets a ServiceAccount of their own there (`gpc-user-<user id>`), bound to
 the users' kubectl role: read pods and events, logs, exec and port-forward. Never
 pod creation: a pod made with kubectl would escape quota, placement, policy and
 billing. The credential is a bound token of that account (TokenRequest), so it
 ends at its expiry, and at once when the account is deleted: when the user is
-disabled or removed (UserAccessEnded).
+disabled or removed (UserAccessEnded: every namespace's), or leaves the project (its
+namespace's), or the project is deleted (with its namespace).
 """
 
 from __future__ import annotations
@@ -26,9 +28,17 @@ from gpucloud_libs.http import ApiModel
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError, NotFoundError
 from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
-from gpucloud_libs.naming import TENANT_LABEL, USER_ACCOUNT_PREFIX, tenant_namespace
+from gpucloud_libs.naming import (
+    DEFAULT_PROJECT,
+    PROJECT_ID_PATTERN,
+    TENANT_LABEL,
+    USER_ACCOUNT_PREFIX,
+    project_namespace,
+)
 
+from ..admission import project_member
 from ..settings import InstancesSettings
+from .store import TenantStore
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +48,21 @@ IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 class KubeconfigRequest(ApiModel):
     #: How long the credential works.
     hours: int = Field(default=1, ge=1, le=12)
+    #: The project whose namespace it reaches: one the caller is a member of.
+    project: str = Field(default=DEFAULT_PROJECT, pattern=PROJECT_ID_PATTERN)
 
 
 class IssuedKubeconfig(ApiModel):
-    #: A kubeconfig, YAML: its one context is the tenant's namespace.
+    #: A kubeconfig, YAML: its one context is the project's namespace.
     kubeconfig: str
     namespace: str
+    project: str
     cluster: str
     expires_at: datetime
+
+
+#: On a user's ServiceAccounts: whose they are, so their end finds them all.
+USER_LABEL = "gpucloud.io/user"
 
 
 def user_account(user_id: str) -> str:
@@ -53,9 +70,10 @@ def user_account(user_id: str) -> str:
 
 
 class UserKubeconfigs:
-    def __init__(self, settings: InstancesSettings, kube: KubeClient) -> None:
+    def __init__(self, settings: InstancesSettings, kube: KubeClient, tenants: TenantStore) -> None:
         self._settings = settings
         self._kube = kube
+        self._tenants = tenants
         self._access: tuple[str, str] | None = None  # read once, at the first request
 
     async def issue(self, identity: Identity, body: KubeconfigRequest) -> IssuedKubeconfig:
@@ -63,9 +81,13 @@ class UserKubeconfigs:
         user_id = identity.subject
         if not user_id.startswith("u-"):
             raise Forbidden("a kubeconfig is a user's; this credential belongs to no user")
+        tenant = await self._tenants.get(tenant_id)
+        if tenant is None:
+            raise Conflict("your tenant is not set up here yet; retry")
+        project = project_member(tenant, identity, body.project)
         server, authority = self._cluster_access()
-        namespace, account = tenant_namespace(tenant_id), user_account(user_id)
-        labels = {TENANT_LABEL: tenant_id, "gpucloud.io/user": user_id}
+        namespace, account = project_namespace(tenant_id, project), user_account(user_id)
+        labels = {TENANT_LABEL: tenant_id, USER_LABEL: user_id}
         try:
             await self._made(
                 {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -78,7 +100,7 @@ class UserKubeconfigs:
                  "spec": {"expirationSeconds": body.hours * 3600}},
             )  # fmt: skip
         except NotFoundError as error:
-            raise Conflict("your tenant's namespace is not ready yet; retry") from error
+            raise Conflict("the project's namespace is not ready yet; retry") from error
         except KubeError as error:
             raise DependencyUnavailable(
                 f"the cluster did not issue the credential ({error.status}); retry"
@@ -89,7 +111,8 @@ class UserKubeconfigs:
             status["token"],
         )  # fmt: skip
         return IssuedKubeconfig(
-            kubeconfig=kubeconfig, namespace=namespace, cluster=self._settings.cluster_name,
+            kubeconfig=kubeconfig, namespace=namespace, project=project,
+            cluster=self._settings.cluster_name,
             expires_at=status["expirationTimestamp"],
         )  # fmt: skip
 
@@ -98,14 +121,22 @@ class UserKubeconfigs:
         with contextlib.suppress(ConflictError):
             await self._kube.create(manifest)
 
-    async def forget(self, tenant_id: str, user_id: str) -> None:
-        """The user's access ended: their account goes, and every token of it with it."""
-        namespace, account = tenant_namespace(tenant_id), user_account(user_id)
-        await self._kube.delete("RoleBinding", namespace, account)
-        if await self._kube.delete("ServiceAccount", namespace, account):
-            log.info(
-                "a user's kubectl access ended", extra={"tenant_id": tenant_id, "user": user_id}
-            )
+    async def forget(self, tenant_id: str, user_id: str, *, namespace: str | None = None) -> None:
+        """The user's access ended: their accounts go, every namespace's (or one
+        namespace's: they left its project), and every token of them with them."""
+        selector = f"{TENANT_LABEL}={tenant_id},{USER_LABEL}={user_id}"
+        accounts, _ = await self._kube.list("ServiceAccount", label_selector=selector)
+        for found in accounts:
+            where = found["metadata"]["namespace"]
+            if namespace is not None and where != namespace:
+                continue
+            account = found["metadata"]["name"]
+            await self._kube.delete("RoleBinding", where, account)
+            if await self._kube.delete("ServiceAccount", where, account):
+                log.info(
+                    "a user's kubectl access ended",
+                    extra={"tenant_id": tenant_id, "user": user_id, "namespace": where},
+                )
 
     def _cluster_access(self) -> tuple[str, str]:
         """The API server users reach, and its CA (base64 PEM), from the settings or the

@@ -10,7 +10,7 @@ from typing import Any
 from gpucloud_libs.kube import KubeClient
 
 from .. import manifests
-from ..documents import TenantDoc
+from ..documents import TenantDoc, tenant_namespaces
 from ..settings import InstancesSettings
 from . import manifests as namespace_manifests
 from .store import TenantStore
@@ -21,33 +21,48 @@ log = logging.getLogger(__name__)
 def tenant_manifests(
     tenant_id: str, tenant: TenantDoc, settings: InstancesSettings
 ) -> list[dict[str, Any]]:
-    """Everything a tenant's namespace carries: the seeds' "Tenant VPC"."""
-    namespace_name = tenant["namespace"]
+    """Everything a tenant's namespaces carry, one per project: the seeds' "Tenant VPC"
+    (the namespace is the network boundary: a project's pods reach no other's)."""
     quota = tenant["quota"]
-    storage_access = (
-        [namespace_manifests.role_binding(namespace_name, settings.tenant_storage_role, subject)]
-        if (subject := settings.tenant_storage_subject)
-        else []
-    )
-    return [
-        manifests.namespace(namespace_name, {manifests.TENANT: tenant_id}),
-        *storage_access,
-        namespace_manifests.resource_quota(
-            namespace_name, gpus=quota["max_gpus"] + quota.get("borrow_gpus", 0),
-            instances=quota["max_instances"],
-            cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
-        ),
-        namespace_manifests.limit_range(namespace_name),
-        namespace_manifests.network_policy(
-            namespace_name, gateway_namespace=settings.gateway_namespace,
-            dns_namespace=settings.dns_namespace,
-            denied_cidrs=settings.tenant_egress_denied_cidrs,
-        ),
-    ]  # fmt: skip
+    ceiling = quota["max_gpus"] + quota.get("borrow_gpus", 0)
+    projects = tenant.get("projects") or {}
+    made: list[dict[str, Any]] = []
+    for project, namespace_name in tenant_namespaces(tenant).items():
+        share = projects.get(project)
+        labels = {manifests.TENANT: tenant_id}
+        gpus = ceiling
+        if share is not None:
+            labels[manifests.PROJECT] = project
+            if share["max_gpus"] is not None:
+                gpus = min(ceiling, share["max_gpus"] + share["borrow_gpus"])
+        storage_access = (
+            [
+                namespace_manifests.role_binding(
+                    namespace_name, settings.tenant_storage_role, subject
+                )
+            ]
+            if (subject := settings.tenant_storage_subject)
+            else []
+        )
+        made += [
+            manifests.namespace(namespace_name, labels),
+            *storage_access,
+            namespace_manifests.resource_quota(
+                namespace_name, gpus=gpus, instances=quota["max_instances"],
+                cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
+            ),
+            namespace_manifests.limit_range(namespace_name),
+            namespace_manifests.network_policy(
+                namespace_name, gateway_namespace=settings.gateway_namespace,
+                dns_namespace=settings.dns_namespace,
+                denied_cidrs=settings.tenant_egress_denied_cidrs,
+            ),
+        ]  # fmt: skip
+    return made
 
 
 #: Bump when what tenant_manifests builds changes, so every namespace is applied again.
-LAYOUT_REVISION = 3
+LAYOUT_REVISION = 4
 
 
 def layout_digest(settings: InstancesSettings) -> str:
@@ -60,9 +75,10 @@ def layout_digest(settings: InstancesSettings) -> str:
 
 
 class TenantReconciler:
-    """Applies a tenant's recorded version to its namespace in one cluster, once per
-    version and layout. In the home cluster every tenant has its namespace; in any
-    other, `lazy`, a tenant's is made when its first workload goes there."""
+    """Applies a tenant's recorded version to its namespaces in one cluster, once per
+    version and layout. In the home cluster every tenant has its namespaces; in any
+    other, `lazy`, a tenant's are made when its first workload goes there. A deleted
+    project's namespace is retired once no pod is left in it."""
 
     def __init__(
         self, cluster: str, kube: KubeClient, tenants: TenantStore, settings: InstancesSettings,
@@ -74,9 +90,9 @@ class TenantReconciler:
         self._tenants = tenants
         self._settings = settings
         self._layout = layout_digest(settings)
-        # Tenants whose namespace this process has seen in place. Namespaces are never
-        # removed, and a newer tenant version is applied by the tenant's own work item,
-        # so a start of such a tenant needs no lookup.
+        # Namespaces this process has seen in place. A newer tenant version is applied
+        # by the tenant's own work item, and a namespace this process retires leaves
+        # the set, so a start in one of these needs no lookup.
         self._in_place: set[str] = set()
 
     def _wanted(self, tenant: TenantDoc) -> str:
@@ -87,22 +103,28 @@ class TenantReconciler:
             tenant
         )
 
-    async def ensure(self, tenant_id: str) -> bool:
-        """Make sure the tenant's namespace exists before a pod goes in; False when the
-        tenant is not known here yet."""
-        if tenant_id in self._in_place:
+    async def ensure(self, tenant_id: str, namespace: str) -> bool:
+        """Make sure the namespace a workload of the tenant goes in exists before its
+        pod does; False when the tenant, or the project whose namespace it is, is not
+        known here (yet, or any more)."""
+        if namespace in self._in_place:
             return True
         tenant = await self._tenants.get(tenant_id)
         if tenant is None:
             return False
+        namespaces = tenant_namespaces(tenant).values()
+        if namespace not in namespaces:
+            return False
         if not await self.applied(tenant):
             await self.reconcile(tenant_id, first=True)
-        self._in_place.add(tenant_id)
+            if not await self.applied(tenant):
+                return False
+        self._in_place.update(namespaces)
         return True
 
     async def reconcile(self, tenant_id: str, *, first: bool = False) -> None:
-        """Apply the tenant's version (in a lazy cluster, only where its namespace was
-        made already, or is made `first` now)."""
+        """Apply the tenant's version (in a lazy cluster, only where its namespaces were
+        made already, or are made `first` now), and retire its deleted projects'."""
         tenant = await self._tenants.get(tenant_id)
         if tenant is None:
             return
@@ -111,15 +133,41 @@ class TenantReconciler:
             return
         for manifest in tenant_manifests(tenant_id, tenant, self._settings):
             await self._kube.ensure(manifest)
+        if not await self._retire_deleted(tenant_id, set(tenant_namespaces(tenant).values())):
+            return  # not applied yet: the resync comes back to it
         await self._tenants.mark_applied(self._cluster, tenant_id, self._wanted(tenant))
         log.info(
-            "tenant namespace applied",
+            "tenant namespaces applied",
             extra={"tenant": tenant_id, "namespace": tenant["namespace"], "cluster": self._cluster},
         )
 
+    async def _retire_deleted(self, tenant_id: str, wanted: set[str]) -> bool:
+        """Delete the namespaces of the tenant's projects that are gone, each once no
+        pod is left in it (the project's work was stopped when it was deleted); False
+        while one still holds pods."""
+        found, _ = await self._kube.list(
+            "Namespace", label_selector=f"{manifests.TENANT}={tenant_id},{manifests.PROJECT}"
+        )
+        retired = True
+        for namespace in found:
+            name = namespace["metadata"]["name"]
+            if name in wanted:
+                continue
+            self._in_place.discard(name)
+            pods, _ = await self._kube.list("Pod", field_selector=f"metadata.namespace={name}")
+            if pods:
+                retired = False
+                continue
+            await self._kube.delete("Namespace", None, name)
+            log.info(
+                "a deleted project's namespace retired",
+                extra={"tenant": tenant_id, "namespace": name, "cluster": self._cluster},
+            )
+        return retired
+
     async def stale(self) -> list[str]:
         """Tenants whose recorded version is not the one applied (in a lazy cluster,
-        of those whose namespace was made)."""
+        of those whose namespaces were made)."""
         applied = await self._tenants.applied_versions(self._cluster)
         return [
             tenant["_id"]

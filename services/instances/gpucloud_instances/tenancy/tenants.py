@@ -65,8 +65,14 @@ def tenant_fields(tenant: TenantUpserted, settings: InstancesSettings) -> Tenant
         monthly_spend_cap_cents=quota.monthly_spend_cap_cents,
         max_cpu_cores=quota.max_cpu_cores, max_memory_gib=quota.max_memory_gib,
     )  # fmt: skip
+    # A project's namespace carries its share: a project made, changed or deleted is a
+    # new version to apply (its members are not: they change no namespace object).
+    shares = sorted(
+        (project_id, project.max_gpus, project.borrow_gpus)
+        for project_id, project in tenant.projects.items()
+    )
     version = hashlib.sha256(
-        json.dumps([stored_quota, namespace_cpu, namespace_memory], sort_keys=True).encode()
+        json.dumps([stored_quota, namespace_cpu, namespace_memory, shares], sort_keys=True).encode()
     ).hexdigest()[:16]
     return {
         "name": tenant.name,
@@ -116,9 +122,27 @@ class Tenancy:
         self._requests = requests
         self._wakeups = wakeups
 
-    async def apply(self, tenant: TenantUpserted) -> None:
+    async def apply(self, tenant: TenantUpserted) -> dict[str, set[str]]:
+        """Record the tenant's new revision. The work of a project it deleted is
+        stopped first (so a redelivery after a crash stops it again), and its namespace
+        retired once empty (the tenant's reconciler). Returns, by project still there,
+        the members who left it, whose kubectl access to it ends."""
+        before = await self._tenants.get(tenant.tenant_id)
+        was: dict[str, ProjectDoc] = (before.get("projects") or {}) if before else {}
+        for project in was.keys() - tenant.projects.keys():
+            stopped = await self.stop_workloads(tenant.tenant_id, _in_project(project))
+            log.info(
+                "a project was deleted: its work stopped",
+                extra={"tenant_id": tenant.tenant_id, "project": project, "stopped": stopped},
+            )
         await self._tenants.upsert(tenant.tenant_id, tenant_fields(tenant, self._settings))
         await self._wakeups.wake(tenant_item(tenant.tenant_id))
+        return {
+            project_id: left
+            for project_id, project in tenant.projects.items()
+            if project_id in was
+            and (left := set(was[project_id]["members"]) - set(project.members))
+        }
 
     async def stop_workloads(self, tenant_id: str, mine: Mine = lambda doc: True) -> int:
         """Stop every active instance of the tenant (or those `mine` picks: a user's, a

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.naming import project_namespace
 
 from ..admission import Placed, spec_fields
 from ..documents import SpecDoc, TenantDoc
@@ -42,5 +43,5 @@ class NewWorkload:
             "request_hash": self.request_hash,
             **spec_fields(self.spec, self.zones, self.placed),
             "storages": self.storages,
-            "namespace": self.tenant["namespace"],
+            "namespace": project_namespace(self.tenant["_id"], self.project),
         }

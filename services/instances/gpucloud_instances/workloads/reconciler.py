@@ -13,7 +13,7 @@ from faststream.kafka import KafkaBroker
 from ..admission import workload_claimant
 from ..controller.runtimes import ClusterRuntime, ClusterRuntimes
 from ..controller.workqueue import WorkQueue
-from ..documents import WorkloadDocFields
+from ..documents import WorkloadDocFields, workload_project
 from ..queue.admissions import ADMIT, BORROW, Admissions
 from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
@@ -127,7 +127,7 @@ class WorkloadReconciler(Generic[DocT]):
         try:
             return await self._storage.attach(
                 doc["tenant_id"], workload_id, doc["storages"], stay=stay,
-                cluster=None if runtime.home else runtime.name,
+                cluster=None if runtime.home else runtime.name, project=workload_project(doc),
             )  # fmt: skip
         except StorageRefused as error:
             await self._storage_refused(doc, error)
