@@ -37,6 +37,16 @@ def second_cluster_kubeconfig() -> str:
     return path.with_name("kubeconfig-instances-local-2").read_text()
 
 
+def second_cluster_storage_kubeconfig() -> str:
+    """The storage service's kubeconfig for the second cluster, as `up` gives it."""
+    path = Path(stack_service_env("instances")["GPUCLOUD_KUBECONFIG"])
+    return path.with_name("kubeconfig-storage-local-2").read_text()
+
+
+#: How `up` registers the second cluster (POST /v1/clusters, less the kubeconfig).
+SECOND_REGISTRATION = {"name": SECOND, "region": "local-2", "zones": ["zone-c"]}
+
+
 @contextlib.asynccontextmanager
 async def second_cluster_api(*, as_operator: bool = False) -> AsyncIterator[k8s.ApiClient]:
     """The second cluster's API, as the instances service reaches it, or as the

@@ -27,6 +27,14 @@ from schemathesis import GenerationMode
 from gpucloud_gateway.routes import FORWARDED
 from gpucloud_gateway.settings import GatewaySettings
 
+from .clusters_support import (
+    HOME,
+    SECOND,
+    SECOND_REGISTRATION,
+    second_cluster_kubeconfig,
+    second_cluster_storage_kubeconfig,
+)
+
 PASSWORD = "fuzzing is a long password"
 EXAMPLES = 8
 SERVICES = ["gateway", "instances", "storage", "metering", "monitoring"]
@@ -88,6 +96,29 @@ def fuzz_callers(stack_env: dict[str, str]) -> Iterator[dict[str, dict[str, str]
             if user["userID"] not in users_before:
                 http.delete(f"/v1/users/{user['userID']}", headers=admin)
         http.delete(f"/v1/tenants/{tenant_id}", headers=admin)
+        _restore_the_clusters(http, admin)
+
+
+def _restore_the_clusters(http: httpx.Client, admin: dict[str, str]) -> None:
+    """The platform admin's fuzzing draws names from the tests' own constants, so it
+    may have removed the stack's second cluster, or the storage service's access to
+    it, and cordoned a cluster: register and uncordon them again, as `up` left them."""
+    clusters = {c["name"] for c in http.get("/v1/clusters", headers=admin).json()}
+    if SECOND not in clusters:
+        registered = http.post(
+            "/v1/clusters", headers=admin,
+            json={**SECOND_REGISTRATION, "kubeconfig": second_cluster_kubeconfig()},
+        )  # fmt: skip
+        assert registered.status_code == 201, registered.text
+    storage = {c["name"] for c in http.get("/v1/storage-clusters", headers=admin).json()}
+    if SECOND not in storage:
+        given = http.put(
+            f"/v1/storage-clusters/{SECOND}", headers=admin,
+            json={"kubeconfig": second_cluster_storage_kubeconfig()},
+        )  # fmt: skip
+        assert given.status_code == 200, given.text
+    for name in (HOME, SECOND):
+        http.post(f"/v1/clusters/{name}/uncordon", headers=admin)
 
 
 @pytest.fixture(scope="module")

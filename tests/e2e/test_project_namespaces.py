@@ -17,10 +17,24 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from gpucloud_libs.naming import project_namespace, storage_secret_name, tenant_namespace
 
-from .cli_support import kubectl
+from .cli_support import Cli, kubectl
 from .platform import Platform, assert_problem, bearer
 from .projects_support import started_in_vision, tenant_with_ada
 from .support import eventually
+
+
+async def _kubeconfig(cli: Cli, project: str, path: Path) -> str:
+    """`gpucloud kubeconfig --project` written to `path`, once the project's namespace
+    is made (by the controller's next pass: till then, a 409 that says to retry)."""
+
+    async def issued() -> str | None:
+        ran = await cli.run("kubeconfig", "--project", project, "--file", str(path))
+        if ran.code != 0:
+            assert "the project's namespace is not ready yet; retry" in ran.err, ran.err
+            return None
+        return ran.err
+
+    return await eventually(issued, timeout=30)
 
 
 async def test_a_members_kubectl_reaches_its_projects_namespace_alone(
@@ -37,17 +51,8 @@ async def test_a_members_kubectl_reaches_its_projects_namespace_alone(
     assert vision == f"{tenant_namespace(account.tenant_id)}--vision"
 
     kubeconfig = tmp_path / "kube" / "vision"
-
-    async def issued() -> str | None:
-        # The project's namespace is made by the controller's next pass: till then, a
-        # 409 that says to retry.
-        ran = await ada.run("kubeconfig", "--project", "vision", "--file", str(kubeconfig))
-        if ran.code != 0:
-            assert "the project's namespace is not ready yet; retry" in ran.err, ran.err
-            return None
-        return ran.err
-
-    assert f"namespace {vision} (project vision)" in await eventually(issued, timeout=30)
+    issued = await _kubeconfig(ada, "vision", kubeconfig)
+    assert f"namespace {vision} (project vision)" in issued
 
     async def pod_listed() -> str | None:
         code, out = await kubectl(kubeconfig, "get", "pods", "-o", "name")
@@ -71,7 +76,12 @@ async def test_a_members_kubectl_reaches_its_projects_namespace_alone(
     assert refused.code == 1
     assert "project 'nlp' does not exist" in refused.err
 
-    # Out of the project, her credential for its namespace stops at once.
+    # A tenant admin reaches every project's namespace, a member or not.
+    admins = tmp_path / "kube" / "nlp"
+    await _kubeconfig(admin, "nlp", admins)
+
+    # Out of the project, her credential for its namespace stops at once; the
+    # admin's, made as an admin, outlives the tenant's change.
     await admin.ok("projects", "remove-member", "vision", f"ada@{account.tenant_id}.test")
 
     async def refused_now() -> bool:
@@ -79,6 +89,8 @@ async def test_a_members_kubectl_reaches_its_projects_namespace_alone(
         return code == 1 and "unauthorized" in out.lower()
 
     await eventually(refused_now, timeout=30, interval=1)
+    code, out = await kubectl(admins, "get", "pods")
+    assert code == 0, out
 
 
 async def test_a_projects_work_takes_object_storages_in_its_namespace_and_no_volume(

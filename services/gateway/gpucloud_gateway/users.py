@@ -134,8 +134,6 @@ class Users:
             fields["credentials_version"] = doc.get("credentials_version", 0) + 1
         changed = body.status == "disabled" or bool(body.role and body.role != doc["role"])
         updated = await self._changed(doc, fields, end_keys=changed)
-        if body.status == "disabled":
-            await self._end_access(updated)
         return user_view(updated)
 
     async def change_role(self, doc: UserDoc, role: str) -> UserDoc:
@@ -145,13 +143,15 @@ class Users:
 
     async def _changed(self, doc: UserDoc, fields: Document, *, end_keys: bool) -> UserDoc:
         """The user with `fields` written, forgotten by the cache; with `end_keys`, their
-        keys revoked (keys carry the role they were minted with: a changed user starts
-        afresh)."""
+        keys revoked and their kubectl credentials ended (keys carry the role they were
+        minted with, and a tenant admin's credential reaches projects a user's does not:
+        a changed user starts afresh)."""
         updated = await self._users.set_fields(doc["_id"], fields)
         assert updated is not None
         self._cache.forget_user(doc["_id"])
         if end_keys:
             await self._api_keys.revoke_where(user_id=doc["_id"])
+            await self._end_access(updated)
         return updated
 
     async def delete(self, principal: Principal, user_id: str) -> None:

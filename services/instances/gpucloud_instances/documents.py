@@ -140,6 +140,18 @@ def workload_project(doc: WorkloadDocFields) -> str:
     return doc.get("project", DEFAULT_PROJECT)
 
 
+def namespace_project(doc: WorkloadDocFields) -> str:
+    """The project whose namespace the workload's pods run in: its own, or `default`
+    for work admitted in a project before projects had namespaces (it kept the
+    tenant's), whose storages' Secrets go there too."""
+    project = workload_project(doc)
+    return (
+        project
+        if doc["namespace"] == project_namespace(doc["tenant_id"], project)
+        else DEFAULT_PROJECT
+    )
+
+
 def tenant_namespaces(tenant: TenantDoc) -> dict[str, str]:
     """The namespace of each of the tenant's projects, `default`'s (the tenant's own)
     first (decision 138)."""

@@ -13,7 +13,6 @@ from gpucloud_libs.events import (
     UserAccessEnded,
     UserSpendLimitReached,
 )
-from gpucloud_libs.naming import project_namespace
 
 from .controller.nodes import NodeCordons
 from .tenancy.kubeconfigs import UserKubeconfigs
@@ -30,11 +29,8 @@ class EventHandlers:
 
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantUpserted):
-            tenant_id = event.data.tenant_id
-            for project, users in (await self.tenancy.apply(event.data)).items():
-                for user_id in users:
-                    namespace = project_namespace(tenant_id, project)
-                    await self.kubeconfigs.forget(tenant_id, user_id, namespace=namespace)
+            await self.tenancy.apply(event.data)
+            await self.kubeconfigs.prune(event.data.tenant_id)
         elif isinstance(event.data, TenantDeleted):
             await self.tenancy.stop_workloads(event.data.tenant_id)
         elif isinstance(event.data, UserAccessEnded):

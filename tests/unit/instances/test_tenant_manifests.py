@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from gpucloud_instances import manifests
-from gpucloud_instances.documents import TenantDoc
+from gpucloud_instances.documents import TenantDoc, namespace_project
 from gpucloud_instances.settings import DENIED_BY_DEFAULT, InstancesSettings
 from gpucloud_instances.tenancy.reconciler import layout_digest, tenant_manifests
 from gpucloud_instances.tenancy.tenants import tenant_fields
@@ -158,3 +158,14 @@ def test_a_project_made_or_resized_is_a_new_version_and_a_member_is_not() -> Non
     assert vision["version"] != alone
     assert tenant_fields(joined, SETTINGS)["version"] == vision["version"]
     assert tenant_fields(resized, SETTINGS)["version"] != vision["version"]
+
+
+def test_work_admitted_in_a_project_before_its_namespace_keeps_the_tenants() -> None:
+    """Its pods run in the namespace it was admitted with, and its storages' Secrets
+    must go there: the tenant's, for work of a project admitted before slice 3."""
+    now = cast(Any, {"tenant_id": "acme", "project": "vision", "namespace": "gpc-acme--vision"})
+    before = cast(Any, {"tenant_id": "acme", "project": "vision", "namespace": "gpc-acme"})
+    plain = cast(Any, {"tenant_id": "acme", "namespace": "gpc-acme"})
+    assert [namespace_project(doc) for doc in (now, before, plain)] == [
+        "vision", "default", "default",
+    ]  # fmt: skip

@@ -123,7 +123,7 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
             if scale != doc.get("scale"):
                 changes["scale"] = scale
             if doc["applied_generation"] != config["generation"]:
-                if not await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"]):
+                if not await self._namespace_ready(doc, cluster):
                     return
                 storage_secrets = await self._attach_storages(
                     doc, service_workload_id(doc["service_id"])
@@ -266,6 +266,12 @@ class InferenceReconciler(WorkloadReconciler[ServiceDoc]):
         wait_s = (delay - (at - lower_since)).total_seconds()
         self._queue.wake_soon(service_item(doc["_id"]), wait_s + 0.1)
         return {"replicas": current, "busy_at": busy_at, "lower_since": lower_since}
+
+    async def _project_gone(self, doc: ServiceDoc) -> None:
+        await self._requests.request(
+            service_request_key(doc), "delete", reason="its project was deleted"
+        )
+        self._queue.wake(service_item(doc["_id"]))
 
     async def _storage_refused(self, doc: ServiceDoc, error: StorageRefused) -> None:
         """Recorded, and tried again later: a service's replicas wait for their storage."""

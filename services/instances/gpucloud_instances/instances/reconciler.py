@@ -285,7 +285,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
 
     async def _create_workload(self, doc: InstanceDoc) -> None:
         cluster = self._cluster(doc)
-        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"]):
+        if not await self._namespace_ready(doc, cluster):
             return
         storage_secrets = await self._attach_storages(doc, doc["instance_id"], stay=_stay(doc))
         if storage_secrets is None:
@@ -320,6 +320,10 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
             await self._wait_for_quota(doc, error)
             return
         cluster.cache.pods.setdefault(doc["_id"], created)
+
+    async def _project_gone(self, doc: InstanceDoc) -> None:
+        await self._requests.request(doc["_id"], "stop", reason="its project was deleted")
+        self._queue.wake(instance_item(doc["_id"]))
 
     async def _storage_refused(self, doc: InstanceDoc, error: StorageRefused) -> None:
         await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)

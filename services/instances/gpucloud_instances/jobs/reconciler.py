@@ -192,7 +192,7 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
 
     async def _create_job(self, doc: JobDoc) -> None:
         cluster = self._cluster(doc)
-        if not await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"]):
+        if not await self._namespace_ready(doc, cluster):
             return
         storage_secrets = await self._attach_storages(doc, job_workload_id(doc["job_id"]))
         if storage_secrets is None:
@@ -235,6 +235,10 @@ class JobReconciler(WorkloadReconciler[JobDoc]):
             self._queue.wake_later(QUOTA_RETRY_S, job_item(doc["_id"]))
             return
         cluster.cache.jobs.setdefault(doc["_id"], created)
+
+    async def _project_gone(self, doc: JobDoc) -> None:
+        await self._requests.request(doc["_id"], "cancel", reason="its project was deleted")
+        self._queue.wake(job_item(doc["_id"]))
 
     async def _storage_refused(self, doc: JobDoc, error: StorageRefused) -> None:
         step = (JobState.FAILED, now(), JobFailure.STORAGE_UNAVAILABLE.value, None)

@@ -7,8 +7,9 @@ the users' kubectl role: read pods and events, logs, exec and port-forward. Neve
 pod creation: a pod made with kubectl would escape quota, placement, policy and
 billing. The credential is a bound token of that account (TokenRequest), so it
 ends at its expiry, and at once when the account is deleted: when the user is
-disabled or removed (UserAccessEnded: every namespace's), or leaves the project (its
-namespace's), or the project is deleted (with its namespace).
+disabled, removed or given another role (UserAccessEnded: every namespace's), or
+leaves the project, or the project is deleted (`prune`, at each of the tenant's
+events, from the projects as they are).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from gpucloud_libs.errors import Conflict, DependencyUnavailable, Forbidden
+from gpucloud_libs.errors import Conflict, DependencyUnavailable, Forbidden, NotFound
 from gpucloud_libs.http import ApiModel
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import ConflictError, KubeClient, KubeError, NotFoundError
@@ -37,6 +38,7 @@ from gpucloud_libs.naming import (
 )
 
 from ..admission import project_member
+from ..documents import TenantDoc, tenant_namespaces
 from ..settings import InstancesSettings
 from .store import TenantStore
 
@@ -63,6 +65,13 @@ class IssuedKubeconfig(ApiModel):
 
 #: On a user's ServiceAccounts: whose they are, so their end finds them all.
 USER_LABEL = "gpucloud.io/user"
+#: On one made for a tenant admin in a project they are not a member of.
+AS_ADMIN_LABEL = "gpucloud.io/as-admin"
+
+
+def _member(tenant: TenantDoc, project: str, user_id: str) -> bool:
+    found = (tenant.get("projects") or {}).get(project)
+    return project == DEFAULT_PROJECT or (found is not None and user_id in found["members"])
 
 
 def user_account(user_id: str) -> str:
@@ -88,6 +97,8 @@ class UserKubeconfigs:
         server, authority = self._cluster_access()
         namespace, account = project_namespace(tenant_id, project), user_account(user_id)
         labels = {TENANT_LABEL: tenant_id, USER_LABEL: user_id}
+        if not _member(tenant, project, user_id):
+            labels[AS_ADMIN_LABEL] = "true"  # a tenant admin's, ended by a change of role
         try:
             await self._made(
                 {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -105,6 +116,7 @@ class UserKubeconfigs:
             raise DependencyUnavailable(
                 f"the cluster did not issue the credential ({error.status}); retry"
             ) from error
+        await self._still_allowed(identity, body.project, namespace, account)
         status = issued["status"]
         kubeconfig = _kubeconfig(
             self._settings.cluster_name, server, authority, namespace, f"{user_id}@{tenant_id}",
@@ -121,22 +133,60 @@ class UserKubeconfigs:
         with contextlib.suppress(ConflictError):
             await self._kube.create(manifest)
 
-    async def forget(self, tenant_id: str, user_id: str, *, namespace: str | None = None) -> None:
-        """The user's access ended: their accounts go, every namespace's (or one
-        namespace's: they left its project), and every token of them with them."""
+    async def _still_allowed(
+        self, identity: Identity, project: str, namespace: str, account: str
+    ) -> None:
+        """The membership read again once the account is made: one that ended meanwhile
+        (and was pruned before the account existed) ends the account now, a 404."""
+        tenant = await self._tenants.get(identity.require_tenant())
+        try:
+            if tenant is None:
+                raise NotFound(f"project {project!r} does not exist")
+            project_member(tenant, identity, project)
+        except NotFound:
+            await self._end(identity.require_tenant(), identity.subject, namespace, account)
+            raise
+
+    async def forget(self, tenant_id: str, user_id: str) -> None:
+        """The user's access ended (disabled, removed, or their role changed): their
+        accounts go, every namespace's, and every token of them with them."""
         selector = f"{TENANT_LABEL}={tenant_id},{USER_LABEL}={user_id}"
         accounts, _ = await self._kube.list("ServiceAccount", label_selector=selector)
         for found in accounts:
-            where = found["metadata"]["namespace"]
-            if namespace is not None and where != namespace:
+            meta = found["metadata"]
+            await self._end(tenant_id, user_id, meta["namespace"], meta["name"])
+
+    async def prune(self, tenant_id: str) -> None:
+        """End the accounts the tenant's projects no longer allow, as it now is (so a
+        redelivered event, or one after a failed prune, ends them too): in a project's
+        namespace, those of users who are not its members (a tenant admin's, made as
+        an admin, stay: a change of role ends those), and every one in the namespace
+        of a deleted project."""
+        tenant = await self._tenants.get(tenant_id)
+        if tenant is None:
+            return
+        project_of_namespace = {ns: project for project, ns in tenant_namespaces(tenant).items()}
+        accounts, _ = await self._kube.list(
+            "ServiceAccount", label_selector=f"{TENANT_LABEL}={tenant_id},{USER_LABEL}"
+        )
+        for found in accounts:
+            meta = found["metadata"]
+            user_id, labels = meta["labels"][USER_LABEL], meta["labels"]
+            project = project_of_namespace.get(meta["namespace"])
+            if project == DEFAULT_PROJECT or (
+                project is not None
+                and (_member(tenant, project, user_id) or labels.get(AS_ADMIN_LABEL) == "true")
+            ):
                 continue
-            account = found["metadata"]["name"]
-            await self._kube.delete("RoleBinding", where, account)
-            if await self._kube.delete("ServiceAccount", where, account):
-                log.info(
-                    "a user's kubectl access ended",
-                    extra={"tenant_id": tenant_id, "user": user_id, "namespace": where},
-                )
+            await self._end(tenant_id, user_id, meta["namespace"], meta["name"])
+
+    async def _end(self, tenant_id: str, user_id: str, namespace: str, account: str) -> None:
+        await self._kube.delete("RoleBinding", namespace, account)
+        if await self._kube.delete("ServiceAccount", namespace, account):
+            log.info(
+                "a user's kubectl access ended",
+                extra={"tenant_id": tenant_id, "user": user_id, "namespace": namespace},
+            )
 
     def _cluster_access(self) -> tuple[str, str]:
         """The API server users reach, and its CA (base64 PEM), from the settings or the

@@ -74,6 +74,11 @@ def layout_digest(settings: InstancesSettings) -> str:
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()[:12]
 
 
+class ProjectGone(Exception):
+    """A workload's namespace is no longer one of its tenant's: its project was deleted
+    after the workload was admitted."""
+
+
 class TenantReconciler:
     """Applies a tenant's recorded version to its namespaces in one cluster, once per
     version and layout. In the home cluster every tenant has its namespaces; in any
@@ -92,7 +97,8 @@ class TenantReconciler:
         self._layout = layout_digest(settings)
         # Namespaces this process has seen in place. A newer tenant version is applied
         # by the tenant's own work item, and a namespace this process retires leaves
-        # the set, so a start in one of these needs no lookup.
+        # the set, so a start in one of these needs no look at the applied version
+        # (the tenant is read each time: its project may be gone).
         self._in_place: set[str] = set()
 
     def _wanted(self, tenant: TenantDoc) -> str:
@@ -105,16 +111,17 @@ class TenantReconciler:
 
     async def ensure(self, tenant_id: str, namespace: str) -> bool:
         """Make sure the namespace a workload of the tenant goes in exists before its
-        pod does; False when the tenant, or the project whose namespace it is, is not
-        known here (yet, or any more)."""
-        if namespace in self._in_place:
-            return True
+        pod does; False when the tenant is not known here yet. `ProjectGone` when the
+        namespace is no longer one of the tenant's: its project was deleted (a start
+        that raced the deletion)."""
         tenant = await self._tenants.get(tenant_id)
         if tenant is None:
             return False
         namespaces = tenant_namespaces(tenant).values()
         if namespace not in namespaces:
-            return False
+            raise ProjectGone(namespace)
+        if namespace in self._in_place:
+            return True
         if not await self.applied(tenant):
             await self.reconcile(tenant_id, first=True)
             if not await self.applied(tenant):
@@ -124,54 +131,63 @@ class TenantReconciler:
 
     async def reconcile(self, tenant_id: str, *, first: bool = False) -> None:
         """Apply the tenant's version (in a lazy cluster, only where its namespaces were
-        made already, or are made `first` now), and retire its deleted projects'."""
+        made already, or are made `first` now), and retire its deleted projects'. The
+        version counts as applied before the retirement, which waits for the deleted
+        projects' pods to end and so never holds up the tenant's starts."""
         tenant = await self._tenants.get(tenant_id)
         if tenant is None:
             return
-        applied = await self._tenants.applied_version(self._cluster, tenant_id)
-        if applied == self._wanted(tenant) or (self._lazy and applied is None and not first):
+        applied, retiring = await self._tenants.applied_record(self._cluster, tenant_id)
+        wanted = self._wanted(tenant)
+        if (applied == wanted and not retiring) or (self._lazy and applied is None and not first):
             return
-        for manifest in tenant_manifests(tenant_id, tenant, self._settings):
-            await self._kube.ensure(manifest)
-        if not await self._retire_deleted(tenant_id, set(tenant_namespaces(tenant).values())):
-            return  # not applied yet: the resync comes back to it
-        await self._tenants.mark_applied(self._cluster, tenant_id, self._wanted(tenant))
-        log.info(
-            "tenant namespaces applied",
-            extra={"tenant": tenant_id, "namespace": tenant["namespace"], "cluster": self._cluster},
-        )
+        if applied != wanted:
+            for manifest in tenant_manifests(tenant_id, tenant, self._settings):
+                await self._kube.ensure(manifest)
+            log.info(
+                "tenant namespaces applied",
+                extra={"tenant": tenant_id, "namespace": tenant["namespace"],
+                       "cluster": self._cluster},
+            )  # fmt: skip
+        deleted = await self._deleted_projects(tenant_id, set(tenant_namespaces(tenant).values()))
+        await self._tenants.mark_applied(self._cluster, tenant_id, wanted, retiring=bool(deleted))
+        if deleted and all([await self._retire(tenant_id, name) for name in deleted]):
+            await self._tenants.mark_applied(self._cluster, tenant_id, wanted)
 
-    async def _retire_deleted(self, tenant_id: str, wanted: set[str]) -> bool:
-        """Delete the namespaces of the tenant's projects that are gone, each once no
-        pod is left in it (the project's work was stopped when it was deleted); False
-        while one still holds pods."""
+    async def _deleted_projects(self, tenant_id: str, wanted: set[str]) -> list[str]:
+        """The namespaces of the tenant's projects that are gone, here."""
         found, _ = await self._kube.list(
             "Namespace", label_selector=f"{manifests.TENANT}={tenant_id},{manifests.PROJECT}"
         )
-        retired = True
-        for namespace in found:
-            name = namespace["metadata"]["name"]
-            if name in wanted:
-                continue
-            self._in_place.discard(name)
-            pods, _ = await self._kube.list("Pod", field_selector=f"metadata.namespace={name}")
-            if pods:
-                retired = False
-                continue
-            await self._kube.delete("Namespace", None, name)
-            log.info(
-                "a deleted project's namespace retired",
-                extra={"tenant": tenant_id, "namespace": name, "cluster": self._cluster},
-            )
-        return retired
+        return [ns["metadata"]["name"] for ns in found if ns["metadata"]["name"] not in wanted]
+
+    async def _retire(self, tenant_id: str, name: str) -> bool:
+        """Delete a deleted project's namespace once no pod of it is live (the project's
+        work was stopped when it was deleted; ended pods go with the namespace); False
+        while one is."""
+        self._in_place.discard(name)
+        live, _ = await self._kube.list(
+            "Pod",
+            field_selector=f"metadata.namespace={name},status.phase!=Succeeded,status.phase!=Failed",
+        )
+        if live:
+            return False
+        await self._kube.delete("Namespace", None, name)
+        log.info(
+            "a deleted project's namespace retired",
+            extra={"tenant": tenant_id, "namespace": name, "cluster": self._cluster},
+        )
+        return True
 
     async def stale(self) -> list[str]:
-        """Tenants whose recorded version is not the one applied (in a lazy cluster,
-        of those whose namespaces were made)."""
+        """Tenants whose recorded version is not the one applied, or with a deleted
+        project's namespace to retire (in a lazy cluster, of those whose namespaces
+        were made)."""
         applied = await self._tenants.applied_versions(self._cluster)
+        retiring = await self._tenants.retiring(self._cluster)
         return [
             tenant["_id"]
             for tenant in await self._tenants.all()
-            if applied.get(tenant["_id"]) != self._wanted(tenant)
+            if (applied.get(tenant["_id"]) != self._wanted(tenant) or tenant["_id"] in retiring)
             and not (self._lazy and tenant["_id"] not in applied)
         ]

@@ -48,8 +48,15 @@ class TenantStore:
     # The namespace of a tenant in each cluster, applied lazily: `<cluster>/<tenant>`.
 
     async def applied_version(self, cluster: str, tenant_id: str) -> str | None:
+        return (await self.applied_record(cluster, tenant_id))[0]
+
+    async def applied_record(self, cluster: str, tenant_id: str) -> tuple[str | None, bool]:
+        """The tenant's version applied in the cluster, and whether a deleted project's
+        namespace of it is still to be retired."""
         doc = await self._namespaces.find_one({"_id": f"{cluster}/{tenant_id}"})
-        return None if doc is None else str(doc["version"])
+        if doc is None:
+            return None, False
+        return str(doc["version"]), bool(doc.get("retiring"))
 
     async def applied_versions(self, cluster: str) -> dict[str, str]:
         return {
@@ -57,9 +64,19 @@ class TenantStore:
             async for doc in self._namespaces.find({"cluster": cluster})
         }
 
-    async def mark_applied(self, cluster: str, tenant_id: str, version: str) -> None:
+    async def retiring(self, cluster: str) -> set[str]:
+        """Tenants with a deleted project's namespace still to retire in the cluster."""
+        found = self._namespaces.find({"cluster": cluster, "retiring": True})
+        return {doc["tenant"] async for doc in found}
+
+    async def mark_applied(
+        self, cluster: str, tenant_id: str, version: str, *, retiring: bool = False
+    ) -> None:
         key = f"{cluster}/{tenant_id}"
-        change = {"$set": {"version": version, "cluster": cluster, "tenant": tenant_id}}
+        change = {
+            "$set": {"version": version, "cluster": cluster, "tenant": tenant_id,
+                     "retiring": retiring}
+        }  # fmt: skip
         try:
             await self._namespaces.update_one({"_id": key}, change, upsert=True)
         except DuplicateKeyError:

@@ -122,27 +122,27 @@ class Tenancy:
         self._requests = requests
         self._wakeups = wakeups
 
-    async def apply(self, tenant: TenantUpserted) -> dict[str, set[str]]:
+    async def apply(self, tenant: TenantUpserted) -> None:
         """Record the tenant's new revision. The work of a project it deleted is
-        stopped first (so a redelivery after a crash stops it again), and its namespace
-        retired once empty (the tenant's reconciler). Returns, by project still there,
-        the members who left it, whose kubectl access to it ends."""
+        stopped before (so a redelivery after a crash stops it again) and after, and
+        its namespace retired once no pod of it is live (the tenant's reconciler)."""
         before = await self._tenants.get(tenant.tenant_id)
         was: dict[str, ProjectDoc] = (before.get("projects") or {}) if before else {}
-        for project in was.keys() - tenant.projects.keys():
-            stopped = await self.stop_workloads(tenant.tenant_id, _in_project(project))
+        deleted = sorted(was.keys() - tenant.projects.keys())
+        await self._stop_projects(tenant.tenant_id, deleted)
+        await self._tenants.upsert(tenant.tenant_id, tenant_fields(tenant, self._settings))
+        # Again: a start admitted while the first pass ran is recorded by now, and one
+        # admitted later finds its project gone when its pod is to be made.
+        await self._stop_projects(tenant.tenant_id, deleted)
+        await self._wakeups.wake(tenant_item(tenant.tenant_id))
+
+    async def _stop_projects(self, tenant_id: str, deleted: list[str]) -> None:
+        for project in deleted:
+            stopped = await self.stop_workloads(tenant_id, _in_project(project))
             log.info(
                 "a project was deleted: its work stopped",
-                extra={"tenant_id": tenant.tenant_id, "project": project, "stopped": stopped},
+                extra={"tenant_id": tenant_id, "project": project, "stopped": stopped},
             )
-        await self._tenants.upsert(tenant.tenant_id, tenant_fields(tenant, self._settings))
-        await self._wakeups.wake(tenant_item(tenant.tenant_id))
-        return {
-            project_id: left
-            for project_id, project in tenant.projects.items()
-            if project_id in was
-            and (left := set(was[project_id]["members"]) - set(project.members))
-        }
 
     async def stop_workloads(self, tenant_id: str, mine: Mine = lambda doc: True) -> int:
         """Stop every active instance of the tenant (or those `mine` picks: a user's, a

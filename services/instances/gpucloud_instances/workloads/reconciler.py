@@ -13,13 +13,14 @@ from faststream.kafka import KafkaBroker
 from ..admission import workload_claimant
 from ..controller.runtimes import ClusterRuntime, ClusterRuntimes
 from ..controller.workqueue import WorkQueue
-from ..documents import WorkloadDocFields, workload_project
+from ..documents import WorkloadDocFields, namespace_project
 from ..queue.admissions import ADMIT, BORROW, Admissions
 from ..queue.decision import Waiting
 from ..quota_ledger import QuotaLedger
 from ..registry.pull_secrets import PullSecrets
 from ..storages import StorageClient, StorageRefused
 from ..store import RequestStore
+from ..tenancy.reconciler import ProjectGone
 from ..tenancy.store import TenantStore
 from ..wakeups import ADMISSION, WorkItem
 
@@ -115,6 +116,20 @@ class WorkloadReconciler(Generic[DocT]):
         claim = await self._quota.claim(tenant_id, workload_id, gpus, quota, who)
         return claim.admitted
 
+    async def _namespace_ready(self, doc: DocT, cluster: ClusterRuntime) -> bool:
+        """Whether the namespace the workload's pods go in is in place (made now if need
+        be); False while its tenant is not known here yet, or once its project was
+        deleted, when the workload is stopped as the deletion stops its project's work
+        (a start that raced the deletion)."""
+        try:
+            return await cluster.tenant_namespaces.ensure(doc["tenant_id"], doc["namespace"])
+        except ProjectGone:
+            await self._project_gone(doc)
+            return False
+
+    async def _project_gone(self, doc: DocT) -> None:
+        raise NotImplementedError
+
     async def _attach_storages(
         self, doc: DocT, workload_id: str, *, stay: int = 0
     ) -> list[tuple[str, str]] | None:
@@ -127,7 +142,7 @@ class WorkloadReconciler(Generic[DocT]):
         try:
             return await self._storage.attach(
                 doc["tenant_id"], workload_id, doc["storages"], stay=stay,
-                cluster=None if runtime.home else runtime.name, project=workload_project(doc),
+                cluster=None if runtime.home else runtime.name, project=namespace_project(doc),
             )  # fmt: skip
         except StorageRefused as error:
             await self._storage_refused(doc, error)
