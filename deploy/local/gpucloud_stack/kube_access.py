@@ -107,7 +107,7 @@ def manifests() -> list[Manifest]:
              "resourceNames": [TENANT_STORAGE_ROLE, TENANT_KUBECTL_ROLE]},
             # Users' own accounts in their namespaces, and their short-lived tokens.
             {"apiGroups": [""], "resources": ["serviceaccounts"],
-             "verbs": ["get", "list", "create", "delete"]},
+             "verbs": ["get", "list", "create", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
         ],
     )  # fmt: skip

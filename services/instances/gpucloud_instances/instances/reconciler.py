@@ -323,7 +323,7 @@ class InstanceReconciler(WorkloadReconciler[InstanceDoc]):
 
     async def _project_gone(self, doc: InstanceDoc) -> None:
         await self._requests.request(doc["_id"], "stop", reason="its project was deleted")
-        self._queue.wake(instance_item(doc["_id"]))
+        self.wake_afresh(doc["_id"])  # what this replica holds of it knows of no stop
 
     async def _storage_refused(self, doc: InstanceDoc, error: StorageRefused) -> None:
         await self._fail(doc, FailureReason.STORAGE_UNAVAILABLE, str(error), pod_exists=False)

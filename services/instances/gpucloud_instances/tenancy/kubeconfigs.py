@@ -15,7 +15,6 @@ events, from the projects as they are).
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 from datetime import datetime
 from pathlib import Path
@@ -100,10 +99,15 @@ class UserKubeconfigs:
         if not _member(tenant, project, user_id):
             labels[AS_ADMIN_LABEL] = "true"  # a tenant admin's, ended by a change of role
         try:
-            await self._made(
-                {"apiVersion": "v1", "kind": "ServiceAccount",
-                 "metadata": {"name": account, "namespace": namespace, "labels": labels}}
-            )  # fmt: skip
+            made = {"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": account, "namespace": namespace, "labels": labels}}  # fmt: skip
+            if not await self._made(made):
+                # Made before: how it is held (a member's, or an admin's) is as it is now.
+                as_admin = labels.get(AS_ADMIN_LABEL)
+                await self._kube.patch(
+                    "ServiceAccount", namespace, account,
+                    {"metadata": {"labels": {AS_ADMIN_LABEL: as_admin}}},
+                )  # fmt: skip
             await self._made(_binding(namespace, account, self._settings.tenant_kubectl_role))
             issued = await self._kube.create_in(
                 "ServiceAccount", namespace, account, "token",
@@ -128,10 +132,13 @@ class UserKubeconfigs:
             expires_at=status["expirationTimestamp"],
         )  # fmt: skip
 
-    async def _made(self, manifest: dict[str, Any]) -> None:
-        """Create it unless it is there (the account and its binding never change)."""
-        with contextlib.suppress(ConflictError):
+    async def _made(self, manifest: dict[str, Any]) -> bool:
+        """Create it unless it is there (the binding never changes); whether it was."""
+        try:
             await self._kube.create(manifest)
+        except ConflictError:
+            return False
+        return True
 
     async def _still_allowed(
         self, identity: Identity, project: str, namespace: str, account: str
