@@ -159,15 +159,19 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
     return (tenant.get("user_limits") or {}).get(user_id)
 
 
+def is_member(tenant: TenantDoc, project_id: str, user_id: str) -> bool:
+    """Whether the user is a member of the project (everyone is of `default`)."""
+    project = (tenant.get("projects") or {}).get(project_id)
+    return project_id == DEFAULT_PROJECT or (project is not None and user_id in project["members"])
+
+
 def project_member(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
     """`default`, or a project the caller is a member of (a tenant admin is of every
     one); a 404 otherwise, as for a project that is not, so a user learns nothing of
     projects they are not in."""
-    project = (tenant.get("projects") or {}).get(project_id)
-    if project_id != DEFAULT_PROJECT and (
-        project is None
-        or (identity.role != "tenant-admin" and identity.subject not in project["members"])
-    ):
+    known = project_id in (tenant.get("projects") or {})
+    admin = identity.role == "tenant-admin" and known
+    if not (admin or is_member(tenant, project_id, identity.subject)):
         raise NotFound(f"project {project_id!r} does not exist")
     return project_id
 

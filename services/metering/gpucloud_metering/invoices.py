@@ -15,7 +15,7 @@ from .documents import InvoiceDoc
 from .prices import Prices
 from .schemas import Invoice, InvoiceLine
 from .store import FactStore, InvoiceStore
-from .tally import FaultBook, instances_from, tally
+from .tally import FaultBook, InstanceFacts, instances_from, tally
 
 
 class Invoices:
@@ -33,14 +33,13 @@ class Invoices:
         instances = instances_from(await self._facts.transitions(tenant_id))
         # A line per project, spec and price: a project's lines add up to what its
         # usage report says (decision 138), and a tenant without projects reads as before.
-        for project, spec_name in sorted(
-            {(i.project, i.spec_name) for i in instances}, key=_line_order
-        ):
+        by_line: defaultdict[tuple[str, str], list[InstanceFacts]] = defaultdict(list)
+        for instance in instances:
+            by_line[instance.project, instance.spec_name].append(instance)
+        for project, spec_name in sorted(by_line, key=_line_order):
             # price -> [billed, credited] GPU-µs
             gpu_us_by_price: dict[Decimal | None, list[int]] = defaultdict(lambda: [0, 0])
-            for instance in (
-                i for i in instances if (i.project, i.spec_name) == (project, spec_name)
-            ):
+            for instance in by_line[project, spec_name]:
                 for interval in instance.intervals:
                     clipped = interval.clip(start_us, end_us, end_us)
                     if clipped is None:

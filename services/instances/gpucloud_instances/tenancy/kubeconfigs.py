@@ -36,8 +36,8 @@ from gpucloud_libs.naming import (
     project_namespace,
 )
 
-from ..admission import project_member
-from ..documents import TenantDoc, tenant_namespaces
+from ..admission import is_member, project_member
+from ..documents import tenant_namespaces
 from ..settings import InstancesSettings
 from .store import TenantStore
 
@@ -68,11 +68,6 @@ USER_LABEL = "gpucloud.io/user"
 AS_ADMIN_LABEL = "gpucloud.io/as-admin"
 
 
-def _member(tenant: TenantDoc, project: str, user_id: str) -> bool:
-    found = (tenant.get("projects") or {}).get(project)
-    return project == DEFAULT_PROJECT or (found is not None and user_id in found["members"])
-
-
 def user_account(user_id: str) -> str:
     return f"{USER_ACCOUNT_PREFIX}{user_id}"
 
@@ -96,7 +91,7 @@ class UserKubeconfigs:
         server, authority = self._cluster_access()
         namespace, account = project_namespace(tenant_id, project), user_account(user_id)
         labels = {TENANT_LABEL: tenant_id, USER_LABEL: user_id}
-        if not _member(tenant, project, user_id):
+        if not is_member(tenant, project, user_id):
             labels[AS_ADMIN_LABEL] = "true"  # a tenant admin's, ended by a change of role
         try:
             made = {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -182,7 +177,7 @@ class UserKubeconfigs:
             project = project_of_namespace.get(meta["namespace"])
             if project == DEFAULT_PROJECT or (
                 project is not None
-                and (_member(tenant, project, user_id) or labels.get(AS_ADMIN_LABEL) == "true")
+                and (is_member(tenant, project, user_id) or labels.get(AS_ADMIN_LABEL) == "true")
             ):
                 continue
             await self._end(tenant_id, user_id, meta["namespace"], meta["name"])

@@ -35,18 +35,13 @@ def tenant_manifests(
             labels[manifests.PROJECT] = project
             if share["max_gpus"] is not None:
                 gpus = min(ceiling, share["max_gpus"] + share["borrow_gpus"])
-        storage_access = (
-            [
-                namespace_manifests.role_binding(
-                    namespace_name, settings.tenant_storage_role, subject
-                )
-            ]
-            if (subject := settings.tenant_storage_subject)
-            else []
-        )
         made += [
             manifests.namespace(namespace_name, labels),
-            *storage_access,
+            *(
+                [namespace_manifests.role_binding(namespace_name, settings.tenant_storage_role, subject)]
+                if (subject := settings.tenant_storage_subject)
+                else []
+            ),
             namespace_manifests.resource_quota(
                 namespace_name, gpus=gpus, instances=quota["max_instances"],
                 cpu=tenant["namespace_cpu"], memory=tenant["namespace_memory"],
