@@ -34,10 +34,13 @@ def instances() -> None:
 
 @instances.command("ls")
 @click.option("--state", "states", multiple=True, help="Only these states (repeatable).")
+@click.option("--project", help="Only this project's instances.")
 @pass_session
-def list_instances(session: Session, states: tuple[str, ...]) -> None:
-    """List the tenant's instances (every tenant's, for a platform admin)."""
-    session.emit(session.client.list_instances(states=list(states) or None), COLUMNS)
+def list_instances(session: Session, states: tuple[str, ...], project: str | None) -> None:
+    """List the tenant's instances (every tenant's, for a platform admin; its project's
+    alone, for a key of one project)."""
+    listed = session.client.list_instances(states=list(states) or None, project=project)
+    session.emit(listed, COLUMNS)
 
 
 @instances.command("get")

@@ -52,10 +52,11 @@ def jobs() -> None:
 
 @jobs.command("ls")
 @click.option("--state", "states", multiple=True, help="Only these states (repeatable).")
+@click.option("--project", help="Only this project's jobs.")
 @pass_session
-def list_jobs(session: Session, states: tuple[str, ...]) -> None:
-    """List the tenant's jobs."""
-    session.emit(session.client.list_jobs(states=list(states) or None), COLUMNS)
+def list_jobs(session: Session, states: tuple[str, ...], project: str | None) -> None:
+    """List the tenant's jobs (its project's alone, for a key of one project)."""
+    session.emit(session.client.list_jobs(states=list(states) or None, project=project), COLUMNS)
 
 
 @jobs.command("get")

@@ -14,14 +14,14 @@ from .session import Session, pass_session
 @click.command("kubeconfig")
 @click.option("--hours", type=click.IntRange(1, 12), default=1, show_default=True,
               help="How long the credential works.")  # fmt: skip
-@click.option("--project", default="default", show_default=True,
-              help="The project whose namespace it reaches: one you are a member of.")  # fmt: skip
+@click.option("--project", help="The project whose namespace it reaches: one you are a member "
+              "of (default: default, or your key's project for a key of one).")  # fmt: skip
 @click.option(
     "--file", "path", type=click.Path(dir_okay=False, path_type=Path),
     help="Write it here (mode 0600) instead of to stdout.",
 )  # fmt: skip
 @pass_session
-def kubeconfig(session: Session, hours: int, project: str, path: Path | None) -> None:
+def kubeconfig(session: Session, hours: int, project: str | None, path: Path | None) -> None:
     """A kubeconfig for a project's namespace (your tenant's own, for `default`): list
     and watch its pods and events, read logs, exec and port-forward. It cannot create
     pods (start work with `gpucloud instances create` or `jobs submit`, which hold it

@@ -17,6 +17,7 @@ from .catalog import offer, quota, templates
 from .clusters import clusters, regions
 from .instances import instances
 from .invitations import invitations, join
+from .invoices import invoices
 from .jobs import jobs
 from .keys import keys
 from .kubeconfig import kubeconfig
@@ -213,6 +214,7 @@ for command in (
     cp,
     usage,
     revenue,
+    invoices,
     alerts,
     fleet,
     clusters,

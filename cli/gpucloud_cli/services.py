@@ -37,10 +37,11 @@ def services() -> None:
 
 
 @services.command("ls")
+@click.option("--project", help="Only this project's services.")
 @pass_session
-def list_services(session: Session) -> None:
-    """List the tenant's services."""
-    session.emit(session.client.list_services(), COLUMNS)
+def list_services(session: Session, project: str | None) -> None:
+    """List the tenant's services (its project's alone, for a key of one project)."""
+    session.emit(session.client.list_services(project=project), COLUMNS)
 
 
 @services.command("get")

@@ -11,6 +11,7 @@ operation, problems raised as `ApiError`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from .api_session import ApiSession, _id, _items
@@ -187,6 +188,24 @@ class Client(WorkloadApi, ApiSession):
         path = "/usage/mine" if mine else "/usage"
         return cast(UsageReport, self.request("GET", path, params=params))
 
+    def list_invoices(self, *, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The invoices issued (every tenant's, or `tenant`'s, to a platform admin)."""
+        return cast(
+            list[dict[str, Any]], self.request("GET", "/invoices", params={"tenantID": tenant})
+        )
+
+    def get_invoice(self, invoice_id: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", f"/invoices/{_id(invoice_id)}"))
+
+    def draft_invoice(
+        self, period: str | None = None, *, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """What a month's invoice says so far (`period` YYYY-MM; this month's, UTC, by
+        default)."""
+        month = period or datetime.now(UTC).strftime("%Y-%m")
+        path = f"/invoice-drafts/{_id(month)}"
+        return cast(dict[str, Any], self.request("GET", path, params={"tenantID": tenant}))
+
     def list_alerts(self, *, state: str | None = None, rule: str | None = None) -> list[Alert]:
         params = {"state": state, "ruleID": rule}
         return cast(list[Alert], self.request("GET", "/alerts", params=params))
@@ -338,10 +357,11 @@ class Client(WorkloadApi, ApiSession):
         issued = self.request("POST", "/tokens", json={"email": email, "password": password})
         return str(issued["token"])
 
-    def kubeconfig(self, hours: int, project: str = "default") -> dict[str, Any]:
+    def kubeconfig(self, hours: int, project: str | None = None) -> dict[str, Any]:
         """A short-lived kubectl credential for the namespace of one of the caller's
-        projects (`default`: their tenant's own)."""
-        body = {"hours": hours, "project": project}
+        projects (`default`: their tenant's own; left out, `default` or a project key's
+        own)."""
+        body: dict[str, Any] = {"hours": hours, **({"project": project} if project else {})}
         return cast(dict[str, Any], self.request("POST", "/kubeconfig", json=body))
 
     def sso(self, body: dict[str, Any] | None = None) -> dict[str, Any]:

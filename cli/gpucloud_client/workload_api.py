@@ -27,8 +27,8 @@ ENDED_JOB_STATES = {"succeeded", "failed", "cancelled"}
 class WorkloadApi(ApiSession):
     # --- inference services ------------------------------------------------------------
 
-    def list_services(self) -> Iterator[dict[str, Any]]:
-        return self.pages("/inference-services", {"limit": 200})
+    def list_services(self, *, project: str | None = None) -> Iterator[dict[str, Any]]:
+        return self.pages("/inference-services", {"project": project, "limit": 200})
 
     def get_service(self, service_id: str) -> dict[str, Any]:
         return cast(dict[str, Any], self.request("GET", f"/inference-services/{_id(service_id)}"))
@@ -63,8 +63,10 @@ class WorkloadApi(ApiSession):
 
     # --- instances ---------------------------------------------------------------------
 
-    def list_instances(self, *, states: list[str] | None = None) -> Iterator[Instance]:
-        return self.pages("/gpu-instances", {"state": states, "limit": 200})
+    def list_instances(
+        self, *, states: list[str] | None = None, project: str | None = None
+    ) -> Iterator[Instance]:
+        return self.pages("/gpu-instances", {"state": states, "project": project, "limit": 200})
 
     def get_instance(self, instance_id: str) -> Instance:
         return cast(Instance, self.request("GET", f"/gpu-instances/{_id(instance_id)}"))
@@ -130,8 +132,10 @@ class WorkloadApi(ApiSession):
 
     # --- jobs --------------------------------------------------------------------------
 
-    def list_jobs(self, *, states: list[str] | None = None) -> Iterator[Job]:
-        return self.pages("/jobs", {"state": states, "limit": 200})
+    def list_jobs(
+        self, *, states: list[str] | None = None, project: str | None = None
+    ) -> Iterator[Job]:
+        return self.pages("/jobs", {"state": states, "project": project, "limit": 200})
 
     def get_job(self, job_id: str) -> Job:
         return cast(Job, self.request("GET", f"/jobs/{_id(job_id)}"))

@@ -80,6 +80,9 @@ class Identity(BaseModel):
     expires_at: float
     #: Who signed it: the gateway for callers from outside, a service for its own calls.
     issuer: str = GATEWAY
+    #: The one project a key of a project acts in (decision 139); None: any of its
+    #: user's.
+    project: str | None = None
 
     @property
     def is_platform_admin(self) -> bool:
@@ -113,6 +116,7 @@ class IdentityClaims(BaseModel):
     body_sha256: str = Field(alias="body")
     nonce: str = Field(alias="jti")
     expires_at: float = Field(alias="exp")
+    project: str | None = None
 
 
 def body_digest(body: bytes) -> str:
@@ -180,6 +184,7 @@ class IdentitySigner:
         query: str = "",
         body: bytes = b"",
         ttl_s: float = DEFAULT_TTL_S,
+        project: str | None = None,
     ) -> str:
         """A token good once, for `ttl_s`, for this one request to the `audience` service:
         `path` and `query` as sent (still encoded, the query without its `?`), and
@@ -187,9 +192,12 @@ class IdentitySigner:
         claims = IdentityClaims(
             iss=self.issuer, sub=subject, role=role, tenant=tenant_id, aud=audience,
             method=method.upper(), path=path, qs=query, body=body_digest(body),
-            jti=b64(secrets.token_bytes(16)), exp=time.time() + ttl_s,
+            jti=b64(secrets.token_bytes(16)), exp=time.time() + ttl_s, project=project,
         )  # fmt: skip
-        payload = b64(claims.model_dump_json(by_alias=True).encode())
+        # A token of no project says nothing of projects, so a service from before
+        # project keys still reads it.
+        unset = {"project"} if project is None else None
+        payload = b64(claims.model_dump_json(by_alias=True, exclude=unset).encode())
         return f"{payload}.{b64(self._key.sign(payload.encode()))}"
 
 
@@ -255,6 +263,7 @@ class IdentityVerifier:
             tenant_id=claims.tenant_id,
             expires_at=claims.expires_at,
             issuer=claims.issuer,
+            project=claims.project,
         )
 
     def _take_nonce(self, nonce: str, expires_at: float, now: float) -> None:
@@ -295,16 +304,18 @@ class SignedAs(httpx.Auth):
         role: Role,
         tenant_id: str | None,
         subject: str = "tester",
+        project: str | None = None,
     ) -> None:
         self.signer, self.audience = signer, audience
         self.role, self.tenant_id, self.subject = role, tenant_id, subject
+        self.project = project
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         path, _, query = request.url.raw_path.decode("latin-1").partition("?")
         request.headers[IDENTITY_HEADER] = self.signer.sign(
             subject=self.subject, role=self.role, tenant_id=self.tenant_id,
             audience=self.audience, method=request.method, path=path, query=query,
-            body=request.content,
+            body=request.content, project=self.project,
         )  # fmt: skip
         yield request
 

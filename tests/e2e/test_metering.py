@@ -14,6 +14,7 @@ import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -38,6 +39,7 @@ from gpucloud_metering.documents import TransitionDoc
 from gpucloud_metering.mirror import recorded_minute
 from gpucloud_stack import layout
 
+from .cli_support import cli_for
 from .platform import Platform, assert_problem, bearer
 from .support import eventually, read_topic, unique
 
@@ -444,10 +446,11 @@ async def test_price_changes_mid_month_invoices_and_usage_out(
 
 
 async def test_each_projects_gpu_hours_have_their_own_invoice_lines(
-    platform: Platform, broker: KafkaBroker
+    platform: Platform, broker: KafkaBroker, tmp_path: Path
 ) -> None:
     """Decision 138: an invoice's GPU lines are a project's, spec's and price's, so a
-    project's lines add up to its usage; `default`'s come first and read as before."""
+    project's lines add up to its usage; `default`'s come first and read as before.
+    `gpucloud invoices show` prints them."""
     spec, tenant_id = await platform.spec(), unique("inv")
     set_price = await platform.http.post(
         "/v1/prices",
@@ -481,6 +484,15 @@ async def test_each_projects_gpu_hours_have_their_own_invoice_lines(
         ("default", f"{spec}: GPU-hours", "1", 300),
         ("vision", f"{spec}: GPU-hours, project vision", "6", 1800),
     ]
+    operator = cli_for(tmp_path, platform)
+    assert (await operator.login(platform.admin_key)).code == 0
+    shown = await operator.ok("invoices", "show", "2033-02", "--tenant", tenant_id)
+    assert f"{tenant_id} 2033-02 (draft), total $21.00" in shown.out
+    vision = next(line for line in shown.out.splitlines() if "project vision" in line)
+    assert vision.split()[0] == "vision"
+    assert "6.0000" in vision
+    assert "$3.00" in vision
+    assert "$18.00" in vision
 
 
 async def test_time_on_a_quarantined_node_is_credited_in_usage_invoices_and_records(

@@ -180,11 +180,12 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
 
 
 async def test_two_projects_keep_to_their_shares_queues_and_usage(
-    platform: Platform, tmp_path: Path
+    platform: Platform, chromium: Browser, tmp_path: Path
 ) -> None:
     """Vision has 2 of the tenant's 16 GPUs: a second start there is refused while
     default still starts; a job there waits for `project_quota` until vision's
-    instance stops; usage reads by project."""
+    instance stops; usage reads by project, and so do this month's invoice lines, in
+    the CLI and the console."""
     account, admin, ada = await tenant_with_ada(platform, tmp_path)
     await admin.ok("projects", "create", "vision", "--gpus", "2")
     await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
@@ -240,6 +241,23 @@ async def test_two_projects_keep_to_their_shares_queues_and_usage(
     assert first["instanceID"] in {row["key"] for row in vision["rows"]}
     table = await admin.ok("usage", "--project", "vision")
     assert "project vision" in table.out + table.err
+
+    # This month's invoice so far: a GPU line per project (and spec, and price).
+    lines = (await admin.ok("-o", "json", "invoices", "show")).json()["lines"]
+    assert [(line["project"], line["description"]) for line in lines] == [
+        ("default", f"{spec}: GPU-hours"), ("vision", f"{spec}: GPU-hours, project vision"),
+    ]  # fmt: skip
+    shown = await admin.ok("invoices", "show")
+    assert f"{spec}: GPU-hours, project vision" in shown.out
+    context = await chromium.new_context(base_url=str(platform.http.base_url))
+    page = await context.new_page()
+    await sign_in_with_key(page, account.admin_key)
+    await page.get_by_role("link", name="Usage and costs").click()
+    card = page.get_by_role("region", name="Invoice lines")
+    vision_line = card.get_by_role("row").filter(has_text="project vision")
+    await expect(vision_line).to_contain_text("vision")
+    await expect(card.get_by_role("row").filter(has_text="default")).to_contain_text(spec)
+    await context.close()
 
 
 async def test_a_project_that_spent_its_budget_is_stopped_and_refused_until_raised(

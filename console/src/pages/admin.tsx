@@ -26,6 +26,8 @@ interface ApiKey {
   expiresAt: string | null;
   revokedAt: string | null;
   lastUsedAt: string | null;
+  /** The one project it acts in; null: any its user may. */
+  project: string | null;
 }
 
 interface AuditEntry {
@@ -48,7 +50,7 @@ export function AdminPage(props: { principal: Principal }) {
       {props.principal.role === "tenant-admin" && <UserLimits />}
       {props.principal.role === "tenant-admin" && <SingleSignOn />}
       {props.principal.role !== "platform-admin" && <Projects admin={props.principal.role === "tenant-admin"} />}
-      <Keys admin={admin} self={props.principal.userID} />
+      <Keys admin={admin} self={props.principal.userID} tenant={props.principal.role !== "platform-admin"} />
       {props.principal.role !== "platform-admin" && <KubectlAccess />}
       {admin && <Audit />}
       {!admin && <p class="muted">Users and the audit log are for your tenant's admins.</p>}
@@ -279,9 +281,12 @@ function UserLimits() {
 }
 
 /** The caller's keys; an admin sees the tenant's and mints keys for its users, who
- * then need not sign in to get one (the secret is shown once, to hand over). */
-function Keys(props: { admin: boolean; self: string | null }) {
+ * then need not sign in to get one (the secret is shown once, to hand over). A key
+ * may be of one project: it acts in that project alone (decision 139). */
+function Keys(props: { admin: boolean; self: string | null; tenant: boolean }) {
   const keys = useLoad(() => get<{ items: ApiKey[] }>("/api-keys?limit=200").then(items), []);
+  const projects = useLoad(() => (props.tenant ? get<Project[]>("/projects") : Promise.resolve([] as Project[])), [props.tenant]);
+  const [project, setProject] = useState("");
   const users = useLoad(
     () => (props.admin ? get<{ items: User[] }>("/users?limit=200").then(items) : Promise.resolve([] as User[])),
     [props.admin],
@@ -296,9 +301,10 @@ function Keys(props: { admin: boolean; self: string | null }) {
     e.preventDefault();
     const path = holder ? `/users/${enc(holder)}/api-keys` : "/api-keys";
     void action.run(async () => {
-      const made = await post<{ secret: string }>(path, { name });
+      const made = await post<{ secret: string }>(path, { name, ...(project ? { project } : {}) });
       setSecret(made.secret);
       setName("");
+      setProject("");
       keys.reload();
     });
   };
@@ -319,6 +325,17 @@ function Keys(props: { admin: boolean; self: string | null }) {
             optionLabel={emailOf}
           />
         )}
+        {(projects.data ?? []).length > 1 && (
+          <Field
+            label="Project"
+            name="key-project"
+            field="project"
+            value={project}
+            onInput={setProject}
+            options={["", ...(projects.data ?? []).map((p) => p.projectID)]}
+            emptyLabel="any of theirs"
+          />
+        )}
         <button type="submit" disabled={action.busy}>
           New API key
         </button>
@@ -335,6 +352,7 @@ function Keys(props: { admin: boolean; self: string | null }) {
               ...(props.admin ? [{ label: "User", cell: (k: ApiKey) => emailOf(k.userID) }] : []),
               { label: "Key id", cell: (k) => <code>{k.keyID}</code> },
               { label: "Role", cell: (k) => k.role },
+              { label: "Project", cell: (k) => k.project ?? "any" },
               { label: "Last used", cell: (k) => when(k.lastUsedAt) },
               { label: "Expires", cell: (k) => when(k.expiresAt) },
               {

@@ -18,12 +18,23 @@ interface UsageReport {
   asOf: string;
 }
 
+interface InvoiceLine {
+  description: string;
+  /** The project of a GPU line (decision 138); null for storage, the tenant's. */
+  project: string | null;
+  quantity: string;
+  creditedQuantity: string;
+  unitPrice: string | null;
+  amountCents: number;
+}
+
 interface Invoice {
   invoiceID: string;
   period: string;
   totalCents: number;
   status: string;
   issuedAt: string | null;
+  lines: InvoiceLine[];
 }
 
 interface Budget {
@@ -96,6 +107,7 @@ export function UsagePage(props: { role: string }) {
           )}
         </Show>
       </section>}
+      {!mine && <InvoiceLines issued={invoices.data ?? []} />}
     </Page>
   );
 }
@@ -136,6 +148,50 @@ function SpendByProject() {
   return (
     <section class="card" aria-label="Spend by project">
       <BarChart title="Spend by project" unit="USD" bars={bars} />
+    </section>
+  );
+}
+
+/** One invoice line by line: this month's so far (a draft), or an issued one. Each GPU
+ * line is a project's, spec's and price's, so a project's lines add up to its usage. */
+function InvoiceLines(props: { issued: Invoice[] }) {
+  const [chosen, setChosen] = useState("");
+  const month = new Date().toISOString().slice(0, 7);
+  const invoice = useLoad(
+    () => get<Invoice>(chosen ? `/invoices/${enc(chosen)}` : `/invoice-drafts/${month}`),
+    [chosen],
+    chosen ? undefined : 60_000,
+  );
+  const periodOf = (id: string) => props.issued.find((i) => i.invoiceID === id)?.period ?? id;
+  return (
+    <section class="card" aria-labelledby="invoice-lines-title">
+      <h2 id="invoice-lines-title">Invoice lines</h2>
+      <Field
+        label="Invoice"
+        name="invoice"
+        value={chosen}
+        onInput={setChosen}
+        options={["", ...props.issued.map((i) => i.invoiceID)]}
+        emptyLabel={`${month} so far`}
+        optionLabel={periodOf}
+      />
+      <Show loaded={invoice} empty={(i) => !i.lines.length} emptyText="Nothing billed in this month yet.">
+        {(i) => (
+          <Table
+            caption={`Invoice lines, ${i.period} (${i.status}): ${cents(i.totalCents)}`}
+            rows={i.lines}
+            rowKey={(line) => `${line.project ?? "-"} ${line.description} ${line.unitPrice ?? ""}`}
+            columns={[
+              { label: "Project", cell: (line) => line.project ?? "—" },
+              { label: "Description", cell: (line) => line.description },
+              { label: "Quantity", cell: (line) => Number(line.quantity).toFixed(4), numeric: true },
+              { label: "Credited", cell: (line) => Number(line.creditedQuantity).toFixed(4), numeric: true },
+              { label: "Unit price", cell: (line) => (line.unitPrice === null ? "—" : money(line.unitPrice)), numeric: true },
+              { label: "Amount", cell: (line) => cents(line.amountCents), numeric: true },
+            ]}
+          />
+        )}
+      </Show>
     </section>
   );
 }

@@ -14,6 +14,7 @@ from typing import cast
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.identity import Role
+from gpucloud_libs.project_shares import may_act_in
 
 from . import credentials
 from .authorization import InsufficientScope
@@ -34,7 +35,7 @@ def key_view(doc: ApiKeyDoc) -> ApiKey:
         scopes=doc.get("scopes") or list(ALL_SCOPES), created_at=doc["created_at"],
         expires_at=doc.get("expires_at"), revoked_at=doc.get("revoked_at"),
         last_used_at=doc.get("last_used_at"), service_ids=doc.get("service_ids"),
-        created_by=doc.get("created_by"),
+        created_by=doc.get("created_by"), project=doc.get("project"),
     )  # fmt: skip
 
 
@@ -94,6 +95,7 @@ class ApiKeys:
         service_ids = body.service_ids if body.service_ids is not None else holder.service_ids
         if extra := sorted(set(scopes) - set(principal.scopes)):
             raise InsufficientScope(f"your credential lacks the scopes {extra}", scopes=extra)
+        project = await self._project(principal, body.project, holder, role)
         at = now()
         expires_at = body.expires_at or at + DEFAULT_KEY_LIFETIME
         if not at < expires_at <= at + MAX_KEY_LIFETIME:
@@ -113,9 +115,31 @@ class ApiKeys:
             "last_used_at": None,
             "service_ids": sorted(set(service_ids)) if service_ids is not None else None,
             "created_by": created_by,
+            "project": project,
         }
         await self._keys.insert(doc)
         return ApiKeyCreated(**key_view(doc).model_dump(), secret=secret)
+
+    async def _project(
+        self, principal: Principal, asked: str | None, holder: _Holder, role: Role
+    ) -> str | None:
+        """The one project the new key acts in: the one asked for, where its holder may
+        act with the key's role (a 404 otherwise, as for a project that is not); a key
+        of one project makes keys of that project only."""
+        if principal.project is not None:
+            if asked not in (None, principal.project):
+                raise Forbidden(f"this credential is for project {principal.project!r}; "
+                                "its keys are too")  # fmt: skip
+            asked = principal.project
+        if asked is None:
+            return None
+        if holder.tenant_id is None:
+            raise ValidationFailed("projects are a tenant's; a platform key names none")
+        tenant = await self._cache.tenant(holder.tenant_id)
+        projects = tenant.get("projects") if tenant is not None else None
+        if not may_act_in(projects, asked, user_id=holder.user_id, role=role):
+            raise NotFound(f"project {asked!r} does not exist")
+        return asked
 
     def _may_see_key(self, principal: Principal, doc: ApiKeyDoc) -> bool:
         if doc.get("tenant_id") != principal.tenant_id:

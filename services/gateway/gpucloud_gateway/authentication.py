@@ -7,11 +7,12 @@ from typing import Literal
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Unauthenticated
+from gpucloud_libs.project_shares import may_act_in
 
 from . import credentials
 from .background import Background
 from .credentials import API_AUDIENCE, BOOTSTRAP_KEY_ID
-from .documents import ApiKeyDoc
+from .documents import ApiKeyDoc, TenantDoc
 from .identity_cache import IdentityCache
 from .schemas import ALL_SCOPES, Principal, Scope
 from .settings import GatewaySettings
@@ -27,6 +28,19 @@ def _check_live(key: ApiKeyDoc, what: str) -> None:
     expires_at = key["expires_at"]
     if expires_at is not None and aware(expires_at) <= now():
         raise Unauthenticated(f"{what} has expired")
+
+
+def _check_project(key: ApiKeyDoc, tenant: TenantDoc | None) -> None:
+    """A key of one project works while its user may act in the project: it ends when
+    they leave it, or when the project is deleted (decision 139)."""
+    project = key.get("project")
+    if project is None:
+        return
+    projects = tenant.get("projects") if tenant is not None else None
+    if not may_act_in(projects, project, user_id=key["user_id"], role=key["role"]):
+        raise Unauthenticated(
+            f"the API key is for project {project!r}, which its user is no longer in"
+        )
 
 
 class Authenticator:
@@ -80,7 +94,7 @@ class Authenticator:
         if doc is None or not credentials.api_key_matches(presented, doc["secret_hash"]):
             raise Unauthenticated("the API key is unknown")
         _check_live(doc, "the API key")
-        await self.check_tenant(doc.get("tenant_id"))
+        _check_project(doc, await self.check_tenant(doc.get("tenant_id")))
         self._touch(doc["_id"])
         return Principal(
             subject=doc.get("user_id") or doc["_id"],
@@ -91,6 +105,7 @@ class Authenticator:
             scopes=doc.get("scopes") or list(ALL_SCOPES),
             via="api_key",
             service_ids=doc.get("service_ids"),
+            project=doc.get("project"),
         )
 
     async def from_source(
@@ -114,7 +129,8 @@ class Authenticator:
             user_id, key_id = key["user_id"], key["_id"]
             role, tenant_id = key["role"], key["tenant_id"]
             scopes = [scope for scope in scopes if scope in allowed]
-            service_ids = key.get("service_ids")
+            service_ids, project = key.get("service_ids"), key.get("project")
+            source_key: ApiKeyDoc | None = key
         else:
             user = await self._cache.user(source_id)
             if user is None or user["status"] != "active":
@@ -123,8 +139,10 @@ class Authenticator:
                 raise Unauthenticated("the user's password has changed since; sign in again")
             user_id, key_id = user["_id"], None
             role, tenant_id, scopes = user["role"], user["tenant_id"], list(scopes)
-            service_ids = None
-        await self.check_tenant(tenant_id)
+            service_ids, project, source_key = None, None, None
+        tenant = await self.check_tenant(tenant_id)
+        if source_key is not None:
+            _check_project(source_key, tenant)
         return Principal(
             subject=user_id or source_id,
             user_id=user_id,
@@ -135,14 +153,17 @@ class Authenticator:
             via=via,
             service_ids=service_ids,
             source_version=version,
+            project=project,
         )
 
-    async def check_tenant(self, tenant_id: str | None) -> None:
+    async def check_tenant(self, tenant_id: str | None) -> TenantDoc | None:
+        """The credential's tenant (None for a platform credential), while it exists."""
         if tenant_id is None:
-            return
+            return None
         tenant = await self._cache.tenant(tenant_id)
         if tenant is None or tenant["status"] == "deleted":
             raise Unauthenticated("the tenant of this credential no longer exists")
+        return tenant
 
     def _touch(self, key_id: str) -> None:
         last = self._touched.get(key_id, 0.0)

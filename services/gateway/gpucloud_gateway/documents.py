@@ -63,6 +63,8 @@ class ApiKeyDoc(TypedDict):
     service_ids: NotRequired[list[str] | None]
     #: The admin who minted it for its user (absent: the user made it).
     created_by: NotRequired[str | None]
+    #: The one project it acts in (ApiKeyCreate.project); absent: any its user may.
+    project: NotRequired[str | None]
 
 
 class ConsoleSessionDoc(TypedDict):

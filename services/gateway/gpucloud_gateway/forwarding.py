@@ -63,6 +63,7 @@ def identity_headers(
         path=path,
         query=query,
         body=body,
+        project=principal.project,
     )
     carrier: dict[str, str] = {}
     inject(carrier)  # the caller's trace continues in the service

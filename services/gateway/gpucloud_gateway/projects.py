@@ -59,9 +59,12 @@ class Projects:
         return await self._view(doc, project_id)
 
     async def list(self, principal: Principal) -> list[Project]:
-        """Every project to an admin; to a user, `default` and those they are in."""
+        """Every project to an admin; to a user, `default` and those they are in; to a
+        key of one project, that one."""
         tenant = await self._tenant(principal)
         ids = [DEFAULT_PROJECT, *sorted(tenant.get("projects") or {})]
+        if principal.project is not None:
+            ids = [project_id for project_id in ids if project_id == principal.project]
         shown = [await self._view(tenant, project_id) for project_id in ids]
         if _is_admin(principal):
             return shown
@@ -175,7 +178,10 @@ class Projects:
         return await self._tenant(principal)
 
     def _share(self, tenant: TenantDoc, project_id: str, principal: Principal) -> None:
-        """A 404 for a project that is not, or that the caller is not in."""
+        """A 404 for a project that is not, that the caller is not in, or that is not
+        the one of a key of one project."""
+        if principal.project not in (None, project_id):
+            raise NotFound(f"project {project_id!r} does not exist")
         if project_id == DEFAULT_PROJECT:
             return
         share = (tenant.get("projects") or {}).get(project_id)

@@ -177,11 +177,17 @@ class ApiKeyCreate(ApiModel):
     service_ids: list[ServiceId] | None = Field(
         default=None, alias="serviceIDs", min_length=1, max_length=32
     )
+    #: A key of this one project (decision 139): it starts, sees and reaches that
+    #: project's work alone, while its user may act in the project. A project key
+    #: makes keys of its own project only.
+    project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = None
 
     @model_validator(mode="after")
     def _service_keys_only_connect(self) -> Self:
         if self.service_ids is not None and self.scopes not in (None, ["instances:connect"]):
             raise ValueError("a key for inference services has the one scope instances:connect")
+        if self.service_ids is not None and self.project is not None:
+            raise ValueError("a key for inference services names no project")
         return self
 
 
@@ -200,6 +206,8 @@ class ApiKey(ApiModel):
     service_ids: list[str] | None = Field(default=None, alias="serviceIDs")
     #: The admin who minted it for its user; None: its user made it.
     created_by: str | None = None
+    #: The one project it acts in; None: any its user may.
+    project: str | None = None
 
 
 class ApiKeyCreated(ApiKey):
@@ -348,6 +356,8 @@ class Principal(ApiModel):
     via: Literal["api_key", "token", "session_cookie", "console"]
     #: Set for a machine key of some inference services: it reaches their URLs only.
     service_ids: list[str] | None = Field(default=None, alias="serviceIDs")
+    #: Set for a key of one project: it acts in that project alone (decision 139).
+    project: str | None = None
     #: A signed-in user's password generation: what a token minted from this
     #: principal carries, so a password change ends it (never shown).
     source_version: int = Field(default=0, exclude=True)

@@ -7,11 +7,11 @@ from datetime import UTC
 from typing import NamedTuple
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
+from gpucloud_libs.errors import Forbidden, NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import DEFAULT_PROJECT, GPU_RESOURCE
-from gpucloud_libs.project_shares import default_share
+from gpucloud_libs.project_shares import default_share, may_act_in
 
 from .documents import (
     QuotaDoc,
@@ -159,28 +159,43 @@ def user_limits(tenant: TenantDoc, user_id: str | None) -> UserLimitsDoc | None:
     return (tenant.get("user_limits") or {}).get(user_id)
 
 
-def is_member(tenant: TenantDoc, project_id: str, user_id: str) -> bool:
-    """Whether the user is a member of the project (everyone is of `default`)."""
-    project = (tenant.get("projects") or {}).get(project_id)
-    return project_id == DEFAULT_PROJECT or (project is not None and user_id in project["members"])
-
-
 def project_member(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
     """`default`, or a project the caller is a member of (a tenant admin is of every
     one); a 404 otherwise, as for a project that is not, so a user learns nothing of
     projects they are not in."""
-    known = project_id in (tenant.get("projects") or {})
-    admin = identity.role == "tenant-admin" and known
-    if not (admin or is_member(tenant, project_id, identity.subject)):
+    projects = tenant.get("projects")
+    if not may_act_in(projects, project_id, user_id=identity.subject, role=identity.role):
         raise NotFound(f"project {project_id!r} does not exist")
     return project_id
 
 
-def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
-    """The project a workload is started in: one the caller is a member of
-    (`project_member`). A project whose spend this month reached its budget starts
-    nothing (a 422)."""
-    project_member(tenant, identity, project_id)
+def acting_project(identity: Identity, asked: str | None) -> str:
+    """The project a call acts in: the one it names, else `default`; a key of one
+    project (decision 139) acts in that one alone, and names no other (a 403)."""
+    if identity.project is None:
+        return asked or DEFAULT_PROJECT
+    if asked not in (None, identity.project):
+        raise Forbidden(f"this credential is for project {identity.project!r}; it acts in no other")
+    return identity.project
+
+
+def listed_project(identity: Identity, asked: str | None) -> str | None:
+    """The one project whose work a listing shows (None: the tenant's whole): the one
+    asked for, and a key of one project's always."""
+    return acting_project(identity, asked) if asked or identity.project else None
+
+
+def sees_workload(identity: Identity, doc: WorkloadDocFields) -> bool:
+    """Whether the caller sees this workload of its tenant: a key of one project sees
+    that project's alone."""
+    return identity.project is None or workload_project(doc) == identity.project
+
+
+def project_of(tenant: TenantDoc, identity: Identity, asked: str | None) -> str:
+    """The project a workload is started in (`acting_project`): one the caller is a
+    member of (`project_member`). A project whose spend this month reached its budget
+    starts nothing (a 422)."""
+    project_id = project_member(tenant, identity, acting_project(identity, asked))
     refusal = project_spend_refusal(tenant, project_id, current_period())
     if refusal is not None:
         raise refusal
@@ -189,12 +204,13 @@ def project_of(tenant: TenantDoc, identity: Identity, project_id: str) -> str:
 
 def startable_projects(tenant: TenantDoc, identity: Identity) -> list[str]:
     """The projects the caller may start work in: `default` and theirs (every one, to
-    a tenant admin)."""
+    a tenant admin; its own alone, to a key of one project)."""
     projects = tenant.get("projects") or {}
-    return [DEFAULT_PROJECT, *sorted(
-        project for project, share in projects.items()
-        if identity.role == "tenant-admin" or identity.subject in share["members"]
-    )]  # fmt: skip
+    ids = [identity.project] if identity.project else [DEFAULT_PROJECT, *sorted(projects)]
+    return [
+        project for project in ids
+        if may_act_in(projects, project, user_id=identity.subject, role=identity.role)
+    ]  # fmt: skip
 
 
 def project_spend_refusal(tenant: TenantDoc, project: str, period: str) -> QuotaExceeded | None:

@@ -140,6 +140,14 @@ def workload_project(doc: WorkloadDocFields) -> str:
     return doc.get("project", DEFAULT_PROJECT)
 
 
+def project_match(project: str) -> dict[str, Any]:
+    """A store query's condition for the workloads of one project (those from before
+    projects name none, and are `default`'s)."""
+    if project == DEFAULT_PROJECT:
+        return {"project": {"$in": [DEFAULT_PROJECT, None]}}
+    return {"project": project}
+
+
 def namespace_project(doc: WorkloadDocFields) -> str:
     """The project whose namespace the workload's pods run in: its own, or `default`
     for work admitted in a project before projects had namespaces (it kept the

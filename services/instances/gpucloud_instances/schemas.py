@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
+from fastapi import Query
 from pydantic import (
     AfterValidator,
     Field,
@@ -28,6 +29,12 @@ InstanceId = Annotated[str, Field(pattern=ID_PATTERN, max_length=40)]
 #: Values that end up as Kubernetes label values (GPU product, zone).
 #: A project of the tenant (decision 138): `default`, or one a tenant admin made.
 ProjectRef = Annotated[str, Field(pattern=PROJECT_ID_PATTERN)]
+#: A listing's `project` filter: only that project's work (a key of one project sees
+#: its own alone, asked or not).
+ProjectFilter = Annotated[
+    str | None,
+    Query(pattern=PROJECT_ID_PATTERN, description="Only this project's work"),
+]
 LabelValue = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
 
 

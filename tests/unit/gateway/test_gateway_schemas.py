@@ -225,5 +225,6 @@ def test_a_principal_shows_its_ids_in_camel_case_and_never_its_password_generati
         "scopes": ["instances:read"],
         "via": "token",
         "serviceIDs": None,
+        "project": None,
     }
     assert principal.source_version == 7

@@ -11,18 +11,21 @@ from gpucloud_instances.admission import (
     Claimant,
     Held,
     Placed,
+    acting_project,
     allowed_zones,
     claim_refusal,
     claimant,
+    listed_project,
     project_cap,
     project_of,
+    sees_workload,
     spec_fields,
     spend_refusal,
     startable_projects,
 )
-from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc
+from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc, WorkloadDocFields
 from gpucloud_instances.quota_ledger import _Book, _Change
-from gpucloud_libs.errors import NotFound
+from gpucloud_libs.errors import Forbidden, NotFound
 from gpucloud_libs.identity import Identity, Role
 
 from .fixtures import a_spec
@@ -195,3 +198,29 @@ def test_a_caller_may_start_in_default_and_their_own_projects_an_admin_in_all() 
     assert startable_projects(tenant, caller("u-root", "tenant-admin")) == [
         "default", "nlp", "vision",
     ]  # fmt: skip
+
+
+def test_a_key_of_one_project_acts_sees_and_starts_in_that_project_alone() -> None:
+    tenant = _tenant_with_projects(16, vision=(4, 0), nlp=(4, 0))
+    tenant["projects"]["vision"]["members"] = ["u-ada"]
+    key = Identity(subject="u-ada", role="tenant-user", tenant_id="acme", expires_at=0,
+                   project="vision")  # fmt: skip
+    plain = key.model_copy(update={"project": None})
+    assert acting_project(key, None) == "vision"  # named nowhere: the key's own
+    assert acting_project(plain, None) == "default"
+    assert project_of(tenant, key, "vision") == "vision"
+    with pytest.raises(Forbidden, match="this credential is for project 'vision'"):
+        project_of(tenant, key, "default")
+    assert (listed_project(key, None), listed_project(plain, None)) == ("vision", None)
+    assert listed_project(plain, "nlp") == "nlp"  # a filter, as asked
+    assert startable_projects(tenant, key) == ["vision"]
+    in_vision: dict[str, str] = {"project": "vision"}
+    in_default: dict[str, str] = {}
+    assert sees_workload(key, cast(WorkloadDocFields, in_vision))
+    assert not sees_workload(key, cast(WorkloadDocFields, in_default))
+    assert sees_workload(plain, cast(WorkloadDocFields, in_default))
+    # Out of the project (or with it gone), the key starts nothing there.
+    tenant["projects"]["vision"]["members"] = []
+    with pytest.raises(NotFound, match="project 'vision' does not exist"):
+        project_of(tenant, key, None)
+    assert startable_projects(tenant, key) == []

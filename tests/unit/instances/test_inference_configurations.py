@@ -51,7 +51,7 @@ def replica(name: str, revision: int, *, ready: bool = True) -> ServiceReplicaDo
 def a_service(**fields: Any) -> ServiceDoc:
     doc = service_document(
         "chat", USER, TENANT, spec_fields(a_spec(name="h100x1"), ["zone-a"], Placed("local-1", "local-1")), body(),
-        storages=[{"storageID": "ds-1", "readOnly": True}], created=AT,
+        storages=[{"storageID": "ds-1", "readOnly": True}], created=AT, project="default",
     )  # fmt: skip
     return cast(ServiceDoc, {**doc, **fields})
 

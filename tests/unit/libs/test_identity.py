@@ -158,3 +158,13 @@ def test_unusable_public_keys_are_refused_at_the_check(keys: dict[str, str], say
 def test_an_unusable_private_key_is_refused_at_the_check(key: str, says: str) -> None:
     with pytest.raises(WeakKey, match=f"GPUCLOUD_IDENTITY_PRIVATE_KEY {says}"):
         IdentitySigner("gateway", key, setting="GPUCLOUD_IDENTITY_PRIVATE_KEY").check()
+
+
+def test_a_key_of_one_project_says_so_and_a_token_of_none_names_no_project() -> None:
+    token = GATEWAY.sign(subject="u-1", role="tenant-user", tenant_id="t-1",
+                         audience="instances", method="GET", path=PATH, project="vision")  # fmt: skip
+    assert VERIFIER.verify(token, method="GET", path=PATH).project == "vision"
+    plain = signed()
+    claims = json.loads(base64.urlsafe_b64decode(plain.split(".")[0] + "=="))
+    assert "project" not in claims  # what a service from before project keys reads
+    assert VERIFIER.verify(plain, method="GET", path=PATH).project is None

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from gpucloud_libs.http import CurrentIdentity, app_part
 
+from ..schemas import ProjectFilter
 from .schemas import (
     InferenceService,
     InferenceServiceCreate,
@@ -53,10 +54,13 @@ async def list_services(
     tenant_id: Annotated[
         str | None, Query(alias="tenantID", description="Platform admins only")
     ] = None,
+    project: ProjectFilter = None,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> InferenceServicePage:
-    return await services.page(identity, cursor=cursor, limit=limit, tenant_id=tenant_id)
+    return await services.page(
+        identity, cursor=cursor, limit=limit, tenant_id=tenant_id, project=project
+    )
 
 
 @router.get(

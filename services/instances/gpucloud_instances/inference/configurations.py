@@ -117,6 +117,7 @@ def service_document(
     *,
     storages: list[Document],
     created: datetime,
+    project: str,
 ) -> ServiceDoc:
     """A new service as stored: what never changes (`placed`: its spec's shape, zones
     and cluster, `spec_fields`), and nothing observed yet."""
@@ -126,7 +127,7 @@ def service_document(
         "service_id": service_id,
         "incarnation": secrets.token_hex(4),
         "user_id": identity.subject,
-        "project": body.project,
+        "project": project,
         # mypy wants a ** item to name the optional keys too; those the kind
         # sets later stay absent.
         **placed,  # type: ignore[typeddict-item]
@@ -134,7 +135,7 @@ def service_document(
         "storages": storages,
         "port": body.port,
         "readiness_path": body.readiness_path,
-        "namespace": project_namespace(tenant["_id"], body.project),
+        "namespace": project_namespace(tenant["_id"], project),
         "created_at": created,
         "applied_generation": 0,
         "applied_revision": 0,

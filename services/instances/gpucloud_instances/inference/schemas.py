@@ -84,8 +84,9 @@ class InferenceServiceCreate(ServingTemplate):
     #: Client-chosen id, unique within the tenant; the service's host is built from it.
     service_id: InstanceId | None = Field(default=None, alias="serviceID")
     spec_name: DnsLabel
-    #: The project it runs in (a member's, or any to a tenant admin).
-    project: ProjectRef = "default"
+    #: The project it runs in (a member's, or any to a tenant admin); left out,
+    #: `default`, or the key's own project for a key of one (decision 139).
+    project: ProjectRef | None = None
     #: Object storages every replica gets S3 credentials for, as an instance does (the
     #: service's for its life; a volume storage cannot be shared by replicas).
     storage_ids: list[StorageId] = Field(default_factory=list, alias="storageIDs", max_length=16)

@@ -31,7 +31,9 @@ from ..admission import (
     claim_refusal,
     claimant,
     known_spec,
+    listed_project,
     project_of,
+    sees_workload,
     spec_fields,
     user_may_start,
     workload_claimant,
@@ -119,7 +121,7 @@ class InferenceServices:
         )  # fmt: skip
         doc = service_document(
             service_id, identity, tenant, spec_fields(spec, zones, placed), body,
-            storages=storages, created=created,
+            storages=storages, created=created, project=who.project,
         )  # fmt: skip
         try:
             await self._services.insert(doc, config)
@@ -160,8 +162,8 @@ class InferenceServices:
 
     async def _owned(self, identity: Identity, service_id: str) -> ServiceDoc:
         doc = await self._services.get(instance_key(identity.require_tenant(), service_id))
-        if doc is None:
-            # Another tenant's service and a missing one look the same.
+        if doc is None or not sees_workload(identity, doc):
+            # Another tenant's service (or project's) and a missing one look the same.
             raise NotFound(f"inference service {service_id!r} does not exist")
         return doc
 
@@ -188,6 +190,9 @@ class InferenceServices:
         owner = tenant_id if identity.is_platform_admin and tenant_id else identity.require_tenant()
         key = instance_key(owner, service_id)
         live, ended = await asyncio.gather(self._services.get(key), self._services.ended_runs(key))
+        if identity.project is not None:  # a key of one project sees its uses alone
+            live = live if live is not None and sees_workload(identity, live) else None
+            ended = [use for use in ended if sees_workload(identity, use)]
         if live is None and not ended:
             # Another tenant's service and a missing one look the same.
             raise NotFound(f"inference service {service_id!r} does not exist")
@@ -201,12 +206,15 @@ class InferenceServices:
         return replica_runs_view(uses)
 
     async def page(
-        self, identity: Identity, *, cursor: str | None, limit: int, tenant_id: str | None = None
-    ) -> InferenceServicePage:
+        self, identity: Identity, *, cursor: str | None, limit: int, tenant_id: str | None = None,
+        project: str | None = None,
+    ) -> InferenceServicePage:  # fmt: skip
         # A platform admin sees every tenant (or the one asked for); others their own.
         scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
         after = decode_cursor(cursor) if cursor else None
-        docs = await self._services.page(scope, after=after, limit=limit + 1)
+        docs = await self._services.page(
+            scope, after=after, limit=limit + 1, project=listed_project(identity, project)
+        )
         more = len(docs) > limit
         docs = docs[:limit]
         configs, deleting = await asyncio.gather(

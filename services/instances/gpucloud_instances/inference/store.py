@@ -11,7 +11,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from ..documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc
+from ..documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, project_match
 from ..store import (
     ENDED_SERVICES,
     SERVICE_CONFIGS,
@@ -70,9 +70,11 @@ class ServiceStore:
         return {key: sorted(docs, key=lambda d: d["generation"]) for key, docs in found.items()}
 
     async def page(
-        self, tenant_id: str | None, *, after: str | None, limit: int
-    ) -> list[ServiceDoc]:
-        """As JobStore.page: a tenant's services in `_id` order, or every tenant's."""
+        self, tenant_id: str | None, *, after: str | None, limit: int,
+        project: str | None = None,
+    ) -> list[ServiceDoc]:  # fmt: skip
+        """As JobStore.page: a tenant's services (of one `project`'s, if named) in `_id`
+        order, or every tenant's."""
         if tenant_id is None:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
 
@@ -81,6 +83,8 @@ class ServiceStore:
 
             return await walk_tenants(tenants, after, limit, one_tenant)
         query: Document = {"tenant_id": tenant_id}
+        if project is not None:
+            query |= project_match(project)
         if after:
             query["_id"] = {"$gt": after}
         cursor = self._services.find(query, {"outbox": 0}).sort("_id", ASCENDING).limit(limit)

@@ -30,7 +30,9 @@ class InstanceAccess:
     ) -> AsyncIterator[bytes]:
         """The instance's log as the kubelet serves it; with `follow`, as it grows, until
         the instance ends. Errors come before the first byte, so they answer as problems."""
-        doc = await self._instances.owned(identity.require_tenant(), instance_id)
+        doc = await self._instances.owned(
+            identity.require_tenant(), instance_id, project=identity.project
+        )
         if State(doc["state"]) in TERMINAL or doc.get("node") is None:
             raise InstanceNotRunning(
                 f"instance {instance_id!r} is {doc['state']}: its log is kept only while its "
@@ -53,7 +55,9 @@ class InstanceAccess:
     ) -> InstanceEndpoint:
         """Where the gateway reaches one port of the caller's instance: a public one for
         its URL, any declared TCP port for a tunnel (`gpucloud ssh`)."""
-        doc = await self._instances.owned(identity.require_tenant(), instance_id)
+        doc = await self._instances.owned(
+            identity.require_tenant(), instance_id, project=identity.project
+        )
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         if not any(
             p.port == port and (p.is_public or tunnel) and p.protocol == "TCP"

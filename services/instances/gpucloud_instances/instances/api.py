@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from gpucloud_libs.http import CurrentIdentity, app_part
 
 from ..lifecycle import State
-from ..schemas import QuotaUse
+from ..schemas import ProjectFilter, QuotaUse
 from .access import InstanceAccess
 from .schemas import Instance, InstanceCreate, InstanceEndpoint, InstancePage
 from .service import Instances
@@ -66,12 +66,13 @@ async def list_instances(
     tenant_id: Annotated[
         str | None, Query(alias="tenantID", description="Platform admins only")
     ] = None,
+    project: ProjectFilter = None,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> InstancePage:
     return await instances.list(
         identity, states=[s.value for s in state] if state else None, spec_name=spec_name,
-        cursor=cursor, limit=limit, tenant_id=tenant_id,
+        cursor=cursor, limit=limit, tenant_id=tenant_id, project=project,
     )  # fmt: skip
 
 

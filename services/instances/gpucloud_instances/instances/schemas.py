@@ -28,8 +28,9 @@ class InstanceCreate(ApiModel):
     instance_id: InstanceId | None = Field(default=None, alias="instanceID")
     image: ImageRef
     spec_name: DnsLabel
-    #: The project it runs in (a member's, or any to a tenant admin).
-    project: ProjectRef = "default"
+    #: The project it runs in (a member's, or any to a tenant admin); left out,
+    #: `default`, or the key's own project for a key of one (decision 139).
+    project: ProjectRef | None = None
     zone: LabelValue | None = None
     #: The region to run in (a cluster's, GET /v1/regions); the platform picks one
     #: that has the spec's GPUs when left out.

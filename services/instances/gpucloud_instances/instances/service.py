@@ -26,6 +26,7 @@ from ..admission import (
     claim_refusal,
     claimant,
     known_spec,
+    listed_project,
     never_fits,
     project_cap,
     project_of,
@@ -187,7 +188,9 @@ class Instances:
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
-        return await self._instances.owned(identity.require_tenant(), instance_id)
+        return await self._instances.owned(
+            identity.require_tenant(), instance_id, project=identity.project
+        )
 
     async def get(
         self,
@@ -239,15 +242,18 @@ class Instances:
         cursor: str | None,
         limit: int,
         tenant_id: str | None = None,
+        project: str | None = None,
     ) -> InstancePage:
         # A platform admin sees every tenant (or the one asked for); others their own.
         scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
+        project = listed_project(identity, project)
         after = None
         if cursor:
             after = decode_cursor(cursor)
         docs = await self._instances.page(
-            scope, states=states, spec_name=spec_name, after=after, limit=limit + 1
-        )
+            scope, states=states, spec_name=spec_name, after=after, limit=limit + 1,
+            project=project,
+        )  # fmt: skip
         more = len(docs) > limit
         docs = docs[:limit]
         lines: dict[str, Line] = {}

@@ -16,7 +16,7 @@ from gpucloud_libs.errors import NotFound
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from ..documents import InstanceDoc
+from ..documents import InstanceDoc, project_match, workload_project
 from ..lifecycle import TERMINAL, State, Step
 from ..store import (
     IDEMPOTENCY,
@@ -117,11 +117,18 @@ class InstanceStore:
             keep(doc, stop)
         return doc, stop
 
-    async def owned(self, tenant_id: str, instance_id: str) -> InstanceDoc:
-        """The tenant's admitted instance (`current`), or a 404: another tenant's
-        instance and a missing one look the same."""
+    async def owned(
+        self, tenant_id: str, instance_id: str, *, project: str | None = None
+    ) -> InstanceDoc:
+        """The tenant's admitted instance (`current`), of `project` when one is named
+        (a key of one project's view), or a 404: another tenant's instance, another
+        project's and a missing one look the same."""
         doc = await self.current(instance_key(tenant_id, instance_id))
-        if doc is None or not doc.get("admitted"):
+        if (
+            doc is None
+            or not doc.get("admitted")
+            or (project is not None and workload_project(doc) != project)
+        ):
             raise NotFound(f"instance {instance_id!r} does not exist")
         return doc
 
@@ -162,9 +169,11 @@ class InstanceStore:
         spec_name: str | None,
         after: str | None,
         limit: int,
+        project: str | None = None,
     ) -> list[InstanceDoc]:
-        """Up to `limit` of a tenant's instances after the `_id` `after`, in `_id`
-        order; with `tenant_id` None, every tenant's (see `_every_tenant_page`)."""
+        """Up to `limit` of a tenant's instances (of one `project`'s, if named) after
+        the `_id` `after`, in `_id` order; with `tenant_id` None, every tenant's (see
+        `_every_tenant_page`)."""
         if tenant_id is None:
             return await self._every_tenant_page(
                 states=states, spec_name=spec_name, after=after, limit=limit
@@ -172,9 +181,12 @@ class InstanceStore:
         if self.cache.serves(states):
             await self._refresh_unsure()
             return self.cache.page(
-                tenant_id, states=states, spec_name=spec_name, after=after, limit=limit
-            )
+                tenant_id, states=states, spec_name=spec_name, after=after, limit=limit,
+                project=project,
+            )  # fmt: skip
         query: Document = {"tenant_id": tenant_id}
+        if project is not None:
+            query |= project_match(project)
         if states:
             # A single state as an equality, which FerretDB hands to PostgreSQL.
             query["state"] = states[0] if len(states) == 1 else {"$in": states}

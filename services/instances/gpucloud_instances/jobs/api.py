@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 from gpucloud_libs.http import CurrentIdentity, app_part
 
 from ..job_lifecycle import JobState
+from ..schemas import ProjectFilter
 from .schemas import Job, JobCreate, JobPage
 from .service import Jobs
 
@@ -47,12 +48,13 @@ async def list_jobs(
     tenant_id: Annotated[
         str | None, Query(alias="tenantID", description="Platform admins only")
     ] = None,
+    project: ProjectFilter = None,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> JobPage:
     return await jobs.list(
         identity, states=[s.value for s in state] if state else None, cursor=cursor,
-        limit=limit, tenant_id=tenant_id,
+        limit=limit, tenant_id=tenant_id, project=project,
     )  # fmt: skip
 
 

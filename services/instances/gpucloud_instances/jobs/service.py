@@ -24,9 +24,11 @@ from ..admission import (
     allowed_zones,
     claimant,
     known_spec,
+    listed_project,
     own_limit_refusal,
     project_of,
     project_refusal,
+    sees_workload,
     user_may_start,
 )
 from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc, workload_project
@@ -115,8 +117,8 @@ class Jobs:
 
     async def _owned(self, identity: Identity, job_id: str) -> JobDoc:
         doc = await self._jobs.get(instance_key(identity.require_tenant(), job_id))
-        if doc is None:
-            # Another tenant's job and a missing one look the same.
+        if doc is None or not sees_workload(identity, doc):
+            # Another tenant's job (or project's) and a missing one look the same.
             raise NotFound(f"job {job_id!r} does not exist")
         return doc
 
@@ -135,11 +137,15 @@ class Jobs:
         cursor: str | None,
         limit: int,
         tenant_id: str | None = None,
+        project: str | None = None,
     ) -> JobPage:
         # A platform admin sees every tenant (or the one asked for); others their own.
         scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
         after = decode_cursor(cursor) if cursor else None
-        docs = await self._jobs.page(scope, states=states, after=after, limit=limit + 1)
+        docs = await self._jobs.page(
+            scope, states=states, after=after, limit=limit + 1,
+            project=listed_project(identity, project),
+        )  # fmt: skip
         more = len(docs) > limit
         docs = docs[:limit]
         lines: dict[str, Line] = {}

@@ -9,7 +9,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from ..documents import JobDoc
+from ..documents import JobDoc, project_match
 from ..job_lifecycle import LIVE as LIVE_JOB_STATES
 from ..job_lifecycle import JobState
 from ..store import IDEMPOTENCY, JOBS, TENANTS, DuplicateInstance, walk_tenants
@@ -58,10 +58,12 @@ class JobStore:
         return True
 
     async def page(
-        self, tenant_id: str | None, *, states: list[str] | None, after: str | None, limit: int
-    ) -> list[JobDoc]:
-        """Up to `limit` of a tenant's jobs after the `_id` `after`, in `_id` order;
-        with `tenant_id` None, every tenant's, tenant by tenant (`walk_tenants`)."""
+        self, tenant_id: str | None, *, states: list[str] | None, after: str | None, limit: int,
+        project: str | None = None,
+    ) -> list[JobDoc]:  # fmt: skip
+        """Up to `limit` of a tenant's jobs (of one `project`'s, if named) after the
+        `_id` `after`, in `_id` order; with `tenant_id` None, every tenant's, tenant by
+        tenant (`walk_tenants`)."""
         if tenant_id is None:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
 
@@ -70,6 +72,8 @@ class JobStore:
 
             return await walk_tenants(tenants, after, limit, one_tenant)
         query: Document = {"tenant_id": tenant_id}
+        if project is not None:
+            query |= project_match(project)
         if states:
             query["state"] = states[0] if len(states) == 1 else {"$in": states}
         if after:

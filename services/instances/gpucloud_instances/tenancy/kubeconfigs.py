@@ -35,8 +35,9 @@ from gpucloud_libs.naming import (
     USER_ACCOUNT_PREFIX,
     project_namespace,
 )
+from gpucloud_libs.project_shares import is_member
 
-from ..admission import is_member, project_member
+from ..admission import acting_project, project_member
 from ..documents import tenant_namespaces
 from ..settings import InstancesSettings
 from .store import TenantStore
@@ -49,8 +50,9 @@ IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 class KubeconfigRequest(ApiModel):
     #: How long the credential works.
     hours: int = Field(default=1, ge=1, le=12)
-    #: The project whose namespace it reaches: one the caller is a member of.
-    project: str = Field(default=DEFAULT_PROJECT, pattern=PROJECT_ID_PATTERN)
+    #: The project whose namespace it reaches: one the caller is a member of
+    #: (`default` when left out, or the key's own project for a key of one).
+    project: str | None = Field(default=None, pattern=PROJECT_ID_PATTERN)
 
 
 class IssuedKubeconfig(ApiModel):
@@ -87,11 +89,11 @@ class UserKubeconfigs:
         tenant = await self._tenants.get(tenant_id)
         if tenant is None:
             raise Conflict("your tenant is not set up here yet; retry")
-        project = project_member(tenant, identity, body.project)
+        project = project_member(tenant, identity, acting_project(identity, body.project))
         server, authority = self._cluster_access()
         namespace, account = project_namespace(tenant_id, project), user_account(user_id)
         labels = {TENANT_LABEL: tenant_id, USER_LABEL: user_id}
-        if not is_member(tenant, project, user_id):
+        if not is_member(tenant.get("projects"), project, user_id):
             labels[AS_ADMIN_LABEL] = "true"  # a tenant admin's, ended by a change of role
         try:
             made = {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -115,7 +117,7 @@ class UserKubeconfigs:
             raise DependencyUnavailable(
                 f"the cluster did not issue the credential ({error.status}); retry"
             ) from error
-        await self._still_allowed(identity, body.project, namespace, account)
+        await self._still_allowed(identity, project, namespace, account)
         status = issued["status"]
         kubeconfig = _kubeconfig(
             self._settings.cluster_name, server, authority, namespace, f"{user_id}@{tenant_id}",
@@ -177,7 +179,10 @@ class UserKubeconfigs:
             project = project_of_namespace.get(meta["namespace"])
             if project == DEFAULT_PROJECT or (
                 project is not None
-                and (is_member(tenant, project, user_id) or labels.get(AS_ADMIN_LABEL) == "true")
+                and (
+                    is_member(tenant.get("projects"), project, user_id)
+                    or labels.get(AS_ADMIN_LABEL) == "true"
+                )
             ):
                 continue
             await self._end(tenant_id, user_id, meta["namespace"], meta["name"])

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from gpucloud_libs.mongo import Document
 
-from ..documents import InstanceDoc
+from ..documents import InstanceDoc, workload_project
 from ..lifecycle import LIVE, State
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,7 @@ class WorkloadCache:
         spec_name: str | None,
         after: str | None,
         limit: int,
+        project: str | None = None,
     ) -> list[InstanceDoc]:
         """The store's page (`InstanceStore.page`, one tenant), from memory; as there,
         without the events still to publish."""
@@ -218,6 +219,8 @@ class WorkloadCache:
             if wanted is not None and doc["state"] not in wanted:
                 continue
             if spec_name and doc["spec_name"] != spec_name:
+                continue
+            if project is not None and workload_project(doc) != project:
                 continue
             page.append(_without_outbox(doc))
             if len(page) == limit:
