@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import click
 from rich.progress import (
@@ -33,6 +34,7 @@ COLUMNS: list[Column] = [
     ("SIZE", lambda s: human_bytes(s["sizeBytes"])),
     ("USED", lambda s: human_bytes(s["usedBytes"]) if s.get("usedBytes") is not None else None),
     ("ATTACHED TO", lambda s: s.get("attachedTo")),
+    ("PROJECT", lambda s: s.get("project", "default")),
 ]
 
 
@@ -64,15 +66,25 @@ def get_storage(session: Session, storage_id: str) -> None:
 @click.option(
     "--kind", type=click.Choice(["object", "volume"]), default="object", show_default=True
 )
+@click.option(
+    "--project",
+    help="The project it belongs to: its members see it, and its work and default's "
+    "attach it (default: default). Volumes belong to default.",
+)
 @pass_session
-def create_storage(session: Session, storage_id: str, size: str, kind: str) -> None:
+def create_storage(
+    session: Session, storage_id: str, size: str, kind: str, project: str | None
+) -> None:
     """Create a storage.
 
     \b
     Example:
       gpucloud storages create models --size 200GiB
+      gpucloud storages create vision-data --size 50GiB --project vision
     """
-    body = {"storageID": storage_id, "kind": kind, "sizeBytes": parse_size(size)}
+    body: dict[str, Any] = {"storageID": storage_id, "kind": kind, "sizeBytes": parse_size(size)}
+    if project is not None:
+        body["project"] = project
     session.emit(session.client.create_storage(body), COLUMNS)
 
 

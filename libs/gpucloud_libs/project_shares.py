@@ -1,12 +1,14 @@
-"""What the `default` project holds of a tenant's GPUs, and who is in a project
-(decision 138): the gateway shows them and the instances service admits by them, so
-both read them here."""
+"""What the `default` project holds of a tenant's GPUs, who is in a project, and which
+project a call acts in (decisions 138 and 139): the gateway, the instances and the
+storage service each hold them, so all read them here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .errors import Conflict, Forbidden
+from .identity import Identity
 from .naming import DEFAULT_PROJECT
 
 #: A tenant document's projects: id to share, each with its `members` (user ids).
@@ -34,3 +36,25 @@ def may_act_in(
     admin of every project there is)."""
     admin = role == "tenant-admin" and project_id in (projects or {})
     return admin or is_member(projects, project_id, user_id)
+
+
+def acting_project(identity: Identity, asked: str | None) -> str:
+    """The project a call acts in: the one it names, else `default`; a key of one
+    project (decision 139) acts in that one alone, and names no other (a 403)."""
+    if identity.project is None:
+        return asked or DEFAULT_PROJECT
+    if asked not in (None, identity.project):
+        raise Forbidden(f"this credential is for project {identity.project!r}; it acts in no other")
+    return identity.project
+
+
+def storage_refusal(storage_id: str, owner: str, project: str) -> Conflict | None:
+    """Why work of `project` may not take a storage of project `owner`: a project's work
+    takes its own project's storages and `default`'s (decision 140); None when it may."""
+    if owner in (project, DEFAULT_PROJECT):
+        return None
+    return Conflict(
+        f"storage {storage_id!r} belongs to project {owner!r}; work of project {project!r} "
+        "takes its own project's storages and default's",
+        project=project,
+    )

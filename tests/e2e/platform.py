@@ -135,10 +135,13 @@ class Platform:
         return await self.post_as_tenant(account, "/v1/gpu-instances", body)
 
     async def storage(
-        self, account: TenantAccount, *, kind: str = "object", size_bytes: int = 64 * MIB
-    ) -> dict[str, Any]:
-        """A new storage of the tenant, once it is ready."""
-        body = {"storageID": unique("st"), "kind": kind, "sizeBytes": size_bytes}
+        self, account: TenantAccount, *, kind: str = "object", size_bytes: int = 64 * MIB,
+        project: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A new storage of the tenant (of `project`'s, if named), once it is ready."""
+        body: dict[str, Any] = {"storageID": unique("st"), "kind": kind, "sizeBytes": size_bytes}
+        if project is not None:
+            body["project"] = project
         response = await self.post_as_tenant(account, "/v1/storages", body)
         assert response.status_code == 201, response.text
         storage: dict[str, Any] = response.json()

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from playwright.async_api import Browser, BrowserContext, Page
+
 from .cli_support import Cli, cli_for
 from .platform import Platform, TenantAccount
-from .support import eventually
+from .support import eventually, sign_in_with_key
 
 
 async def started_in_vision(cli: Cli, spec: str) -> dict[str, Any]:
@@ -33,3 +35,19 @@ async def tenant_with_ada(platform: Platform, tmp_path: Path) -> tuple[TenantAcc
     ada = cli_for(tmp_path / "ada", platform)
     assert (await ada.login(minted.json()["secret"])).code == 0
     return account, admin, ada
+
+
+async def member_in_console(
+    platform: Platform, chromium: Browser, tmp_path: Path
+) -> tuple[TenantAccount, Cli, BrowserContext, Page]:
+    """Ada, a member of `vision` (2 GPUs), signed in to the console with a key her
+    admin minted: the tenant, the admin's CLI, and her browser context and page."""
+    account, admin, _ = await tenant_with_ada(platform, tmp_path)
+    await admin.ok("projects", "create", "vision", "--gpus", "2")
+    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
+    minted = (await admin.ok("-o", "json", "users", "key", f"ada@{account.tenant_id}.test",
+                             "--name", "console")).json()  # fmt: skip
+    context = await chromium.new_context(base_url=str(platform.http.base_url))
+    page = await context.new_page()
+    await sign_in_with_key(page, minted["secret"])
+    return account, admin, context, page

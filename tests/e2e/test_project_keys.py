@@ -15,8 +15,8 @@ from playwright.async_api import Browser, expect
 
 from .cli_support import Cli, cli_for
 from .platform import Platform
-from .projects_support import tenant_with_ada
-from .support import eventually, sign_in_with_key
+from .projects_support import member_in_console, tenant_with_ada
+from .support import eventually
 
 
 async def _key_cli(
@@ -122,14 +122,7 @@ async def test_no_key_of_a_project_for_one_not_in_it(platform: Platform, tmp_pat
 async def test_a_user_makes_a_key_of_a_project_in_the_console(
     platform: Platform, chromium: Browser, tmp_path: Path
 ) -> None:
-    account, admin, _ = await tenant_with_ada(platform, tmp_path)
-    await admin.ok("projects", "create", "vision", "--gpus", "2")
-    await admin.ok("projects", "add-member", "vision", f"ada@{account.tenant_id}.test")
-    made = (await admin.ok("-o", "json", "users", "key", f"ada@{account.tenant_id}.test",
-                           "--name", "console")).json()  # fmt: skip
-    context = await chromium.new_context(base_url=str(platform.http.base_url))
-    page = await context.new_page()
-    await sign_in_with_key(page, made["secret"])
+    _, _, context, page = await member_in_console(platform, chromium, tmp_path)
     await page.get_by_role("link", name="Admin").click()
     keys = page.get_by_role("region", name="API keys")
     await keys.get_by_label("Key name").fill("vision-notebook")

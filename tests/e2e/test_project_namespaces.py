@@ -3,12 +3,14 @@ slice 3): a project's work runs in `gpc-<tenant>--<project>`; a member's
 `gpucloud kubeconfig --project` credential, used by the real kubectl against the real
 API server, lists that namespace's pods and is refused in the tenant's own, another
 project's and another tenant's; it stops working when the user leaves the project.
-An object storage's credentials go in the project's namespace; a volume, whose claim
-lives in the tenant's, is refused to a project's work (409). A deleted project's work
-is stopped and its namespace retired."""
+An object storage's credentials and a project's volume's claim are in the project's
+namespace (decision 140); a volume of `default` is refused to a project's work (409).
+A deleted project's work is stopped, and its namespace retired once its volumes are
+deleted."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +95,12 @@ async def test_a_members_kubectl_reaches_its_projects_namespace_alone(
     assert code == 0, out
 
 
-async def test_a_projects_work_takes_object_storages_in_its_namespace_and_no_volume(
+async def test_a_projects_work_takes_its_storages_in_its_namespace(
     platform: Platform, kube: k8s.ApiClient
 ) -> None:
+    """An object storage's Secret and a volume's claim are in the project's namespace,
+    where its pods run; a volume of `default` is not mounted there (409). The project
+    deleted, its work stops and its namespace goes once its volume is deleted."""
     account = await platform.tenant(max_gpus=8)
     headers = bearer(account.admin_key)
     made = await platform.http.post(
@@ -105,10 +110,32 @@ async def test_a_projects_work_takes_object_storages_in_its_namespace_and_no_vol
     assert made.status_code == 201, made.text
     spec = await platform.spec(gpus=1)
     bucket = await platform.storage(account)
-    volume = await platform.storage(account, kind="volume", size_bytes=4 * 1024**3)
-    mounted = {
-        "volumes": [{"name": "data", "mountPath": "/data", "storageID": volume["storageID"]}]
-    }
+    tenants_volume = await platform.storage(account, kind="volume", size_bytes=4 * 1024**3)
+
+    async def volume_of_vision() -> dict[str, Any]:
+        # The project reaches the storage service with the tenant's event; its claim is
+        # made once the instances service made the project's namespace.
+        async def made() -> dict[str, Any] | None:
+            response = await platform.http.post(
+                "/v1/storages", headers=headers,
+                json={"storageID": "vision-data", "kind": "volume", "sizeBytes": 4 * 1024**3,
+                      "project": "vision"},
+            )  # fmt: skip
+            return None if response.status_code == 404 else response.json()
+
+        found = await eventually(made, timeout=30)
+        assert found["project"] == "vision", found
+
+        async def ready() -> dict[str, Any] | None:
+            seen = await platform.http.get("/v1/storages/vision-data", headers=headers)
+            return seen.json() if seen.json()["state"] == "ready" else None
+
+        return await eventually(ready, timeout=60)
+
+    volume = await volume_of_vision()
+
+    def mounting(storage_id: str) -> dict[str, Any]:
+        return {"volumes": [{"name": "data", "mountPath": "/data", "storageID": storage_id}]}
 
     async def start(body: dict[str, Any]) -> Any:
         async def answered() -> Any:
@@ -120,11 +147,13 @@ async def test_a_projects_work_takes_object_storages_in_its_namespace_and_no_vol
 
         return await eventually(answered, timeout=30)
 
-    refused = await start({"template": mounted})
+    refused = await start({"template": mounting(tenants_volume["storageID"])})
     assert_problem(refused, 409)
-    assert "volumes belong to the default project" in refused.json()["detail"]
+    assert "is mounted by the work of its own project alone" in refused.json()["detail"]
 
-    started = await start({"storageIDs": [bucket["storageID"]]})
+    started = await start(
+        {"storageIDs": [bucket["storageID"]], "template": mounting(volume["storageID"])}
+    )
     assert started.status_code == 202, started.text
     instance_id = started.json()["instanceID"]
     core = k8s.CoreV1Api(kube)
@@ -139,6 +168,11 @@ async def test_a_projects_work_takes_object_storages_in_its_namespace_and_no_vol
     assert created.spec.containers[0].env_from[0].secret_ref.name == secret_name
     secret = await core.read_namespaced_secret(secret_name, vision)
     assert secret.metadata.namespace == vision
+    claims = [v.persistent_volume_claim.claim_name for v in created.spec.volumes
+              if v.persistent_volume_claim is not None]  # fmt: skip
+    assert claims == [volume["claimName"]]
+    claim = await core.read_namespaced_persistent_volume_claim(volume["claimName"], vision)
+    assert claim.metadata.namespace == vision
 
     # The project deleted: its work stops, and its namespace goes once it is empty.
     deleted = await platform.http.delete("/v1/projects/vision", headers=headers)
@@ -157,4 +191,11 @@ async def test_a_projects_work_takes_object_storages_in_its_namespace_and_no_vol
             return error.status == 404
         return namespace.status.phase == "Terminating"
 
+    # Its volume is the tenant's data: it falls to default, and holds the namespace.
+    await asyncio.sleep(3)
+    assert await retired() is False
+    fallen = await platform.http.get("/v1/storages/vision-data", headers=headers)
+    assert fallen.json()["project"] == "vision"  # as made; seen by all, as default's
+    gone = await platform.http.delete("/v1/storages/vision-data", headers=headers)
+    assert gone.status_code == 204, gone.text
     await eventually(retired, timeout=90, interval=2)

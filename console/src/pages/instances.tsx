@@ -275,7 +275,7 @@ function StartInstance(props: { onStarted: () => void }) {
   const [publicKey, setPublicKey] = useState("");
   const [whenShort, setWhenShort] = useState("");
   const [region, setRegion] = useState("");
-  const [project, setProject] = useState("default");
+  const [project, setProject] = useState("");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("instance")) ?? [];
   const chosen = templates.find((t) => t.templateID === templateID);
@@ -301,7 +301,7 @@ function StartInstance(props: { onStarted: () => void }) {
       template: instanceTemplate(template, port, publicKey),
       queue: whenShort !== "",
       region: region || undefined,
-      project,
+      ...(project ? { project } : {}),
     };
     void action.run(async () => {
       await post("/gpu-instances", body);
@@ -375,7 +375,7 @@ function Jobs() {
   const [jobID, setJobID] = useState("");
   const [env, setEnv] = useState("");
   const [region, setRegion] = useState("");
-  const [project, setProject] = useState("default");
+  const [project, setProject] = useState("");
   const action = useAction();
   const specs = catalog.data?.specs ?? [];
   const submit = (e: Event) => {
@@ -389,7 +389,7 @@ function Jobs() {
       // A multi-node job: its pods start together, a node each (docs/jobs.md).
       nodes: Number(nodes) > 1 ? Number(nodes) : undefined,
       region: region || undefined,
-      project,
+      ...(project ? { project } : {}),
     };
     void action.run(async () => {
       await post("/jobs", body);
@@ -466,7 +466,7 @@ function StartService(props: { onStarted: () => void }) {
   const [readinessPath, setReadinessPath] = useState("/");
   const [replicas, setReplicas] = useState("1");
   const [region, setRegion] = useState("");
-  const [project, setProject] = useState("default");
+  const [project, setProject] = useState("");
   const action = useAction();
   const templates = catalog.data?.templates.filter((t) => t.kinds.includes("service")) ?? [];
   const specs = catalog.data?.specs ?? [];
@@ -493,7 +493,7 @@ function StartService(props: { onStarted: () => void }) {
       readinessPath,
       minReplicas: Number(replicas),
       region: region || undefined,
-      project,
+      ...(project ? { project } : {}),
       env: template?.env ?? [],
       ...(template?.command ? { command: template.command } : {}),
       ...(template?.args ? { args: template.args } : {}),

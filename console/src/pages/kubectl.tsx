@@ -15,13 +15,13 @@ interface Issued {
 
 export function KubectlAccess() {
   const [hours, setHours] = useState("1");
-  const [project, setProject] = useState("default");
+  const [project, setProject] = useState("");
   const projects = useLoad(() => get<Project[]>("/projects"), []);
   const [issued, setIssued] = useState<Issued | null>(null);
   const action = useAction();
   const issue = (e: Event) => {
     e.preventDefault();
-    void action.run(async () => setIssued(await post<Issued>("/kubeconfig", { hours: Number(hours), project })));
+    void action.run(async () => setIssued(await post<Issued>("/kubeconfig", { hours: Number(hours), ...(project ? { project } : {}) })));
   };
   const file = issued ? URL.createObjectURL(new Blob([issued.kubeconfig], { type: "application/yaml" })) : null;
   return (

@@ -28,6 +28,9 @@ interface User {
 
 /** The project picker of a start or a kubeconfig: `default`, or a project of the caller's (GET
  * /v1/projects lists those). Hidden while `default` is the only one. */
+/** A project picker, shown once there is more than one to pick. An empty value is the
+ * caller's first project (`default`, or a project key's own): the form then names no
+ * project, and the API picks that one. */
 export function ProjectField(props: { name: string; projects: Project[]; value: string; onInput: (value: string) => void }) {
   if (props.projects.length < 2) return null;
   return (
@@ -35,7 +38,7 @@ export function ProjectField(props: { name: string; projects: Project[]; value: 
       label="Project"
       name={props.name}
       field="project"
-      value={props.value}
+      value={props.value || props.projects[0].projectID}
       onInput={props.onInput}
       options={props.projects.map((p) => p.projectID)}
     />

@@ -5,6 +5,7 @@ import { useState } from "preact/hooks";
 import { del, enc, get, items, post } from "../api";
 import { Link } from "../nav";
 import { ErrorNote, Field, confirmed, Page, Progress, Show, ShownOnce, StateBadge, Table, bytes, useAction, useLoad, when, Form } from "../ui";
+import { type Project, ProjectField } from "./projects";
 
 interface Storage {
   storageID: string;
@@ -14,6 +15,8 @@ interface Storage {
   usedBytes: number | null;
   attachedTo: string[];
   createdAt: string;
+  /** The project it belongs to (decision 140): its members see it. */
+  project: string;
 }
 
 interface ObjectEntry {
@@ -53,10 +56,12 @@ export function StoragesPage() {
   const [storageID, setStorageID] = useState("");
   const [kind, setKind] = useState("object");
   const [sizeGiB, setSizeGiB] = useState("10");
+  const projects = useLoad(() => get<Project[]>("/projects"), []);
+  const [project, setProject] = useState("");
   const action = useAction();
   const create = (e: Event) => {
     e.preventDefault();
-    const body = { storageID, kind, sizeBytes: Math.round(Number(sizeGiB) * GIB) };
+    const body = { storageID, kind, sizeBytes: Math.round(Number(sizeGiB) * GIB), ...(project ? { project } : {}) };
     void action.run(async () => {
       await post("/storages", body);
       setStorageID("");
@@ -70,6 +75,7 @@ export function StoragesPage() {
         <Field label="Name (id)" name="storageID" value={storageID} onInput={setStorageID} required placeholder="models" />
         <Field label="Kind" name="kind" value={kind} onInput={setKind} options={["object", "volume"]} />
         <Field label="Size (GiB)" name="sizeGiB" field="sizeBytes" type="number" value={sizeGiB} onInput={setSizeGiB} required />
+        <ProjectField name="storage-project" projects={projects.data ?? []} value={project} onInput={setProject} />
         <ErrorNote error={action.error} />
         <button type="submit" disabled={action.busy}>
           Create
@@ -91,6 +97,7 @@ export function StoragesPage() {
               { label: "State", cell: (s) => <StateBadge state={s.state} /> },
               { label: "Used", cell: (s) => `${bytes(s.usedBytes)} of ${bytes(s.sizeBytes)}`, numeric: true },
               { label: "Attached to", cell: (s) => s.attachedTo.join(", ") || "—" },
+              ...((projects.data ?? []).length > 1 ? [{ label: "Project", cell: (s: Storage) => s.project }] : []),
               {
                 label: "Actions",
                 cell: (s) => (

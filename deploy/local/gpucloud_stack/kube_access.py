@@ -109,6 +109,8 @@ def manifests() -> list[Manifest]:
             {"apiGroups": [""], "resources": ["serviceaccounts"],
              "verbs": ["get", "list", "create", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+            # A deleted project's namespace waits for its volumes' claims to go.
+            {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
         ],
     )  # fmt: skip
     # Secrets written, never read: a tenant namespace also holds image pull Secrets,

@@ -7,11 +7,11 @@ from datetime import UTC
 from typing import NamedTuple
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import Forbidden, NotFound, QuotaExceeded, ValidationFailed
+from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import DEFAULT_PROJECT, GPU_RESOURCE
-from gpucloud_libs.project_shares import default_share, may_act_in
+from gpucloud_libs.project_shares import acting_project, default_share, may_act_in
 
 from .documents import (
     QuotaDoc,
@@ -167,16 +167,6 @@ def project_member(tenant: TenantDoc, identity: Identity, project_id: str) -> st
     if not may_act_in(projects, project_id, user_id=identity.subject, role=identity.role):
         raise NotFound(f"project {project_id!r} does not exist")
     return project_id
-
-
-def acting_project(identity: Identity, asked: str | None) -> str:
-    """The project a call acts in: the one it names, else `default`; a key of one
-    project (decision 139) acts in that one alone, and names no other (a 403)."""
-    if identity.project is None:
-        return asked or DEFAULT_PROJECT
-    if asked not in (None, identity.project):
-        raise Forbidden(f"this credential is for project {identity.project!r}; it acts in no other")
-    return identity.project
 
 
 def listed_project(identity: Identity, asked: str | None) -> str | None:

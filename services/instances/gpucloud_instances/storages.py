@@ -19,6 +19,7 @@ from yarl import URL
 from gpucloud_libs.errors import Conflict, DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, Identity, IdentitySigner
 from gpucloud_libs.naming import DEFAULT_PROJECT
+from gpucloud_libs.project_shares import storage_refusal
 
 from .schemas import VolumeSpec
 
@@ -73,6 +74,7 @@ class StorageClient:
             method=method,
             path=path,
             body=content,
+            project=caller.project,
         )
         headers = {IDENTITY_HEADER: token, "Content-Type": "application/json"}
         try:
@@ -93,8 +95,9 @@ class StorageClient:
         project: str,
     ) -> list[dict[str, Any]]:  # fmt: skip
         """Check the storages an instance or job names, as its caller; what to record. A
-        project's work takes no volume: its claim lives in the tenant's namespace, and a
-        pod mounts no claim of another namespace (decision 138), a 409."""
+        project's work takes its own project's storages and default's, and volumes of
+        its own project alone: a volume's claim lives in its project's namespace, and a
+        pod mounts no claim of another namespace (decision 140); a 409 otherwise."""
         mounted = {v.storage_id: v.read_only for v in volumes if v.storage_id}
         wanted = list(dict.fromkeys([*storage_ids, *mounted]))
         chosen: list[dict[str, Any]] = []
@@ -102,12 +105,13 @@ class StorageClient:
             response = await self._call("GET", f"/storages/{quote(storage_id, safe='')}", identity)
             if response.status != 200:
                 raise ValidationFailed(f"storage {storage_id!r}: {response.body.get('detail')}")
-            kind = response.body["kind"]
-            if kind == "volume" and project != DEFAULT_PROJECT:
+            kind, owner = response.body["kind"], response.body.get("project", DEFAULT_PROJECT)
+            if (refusal := storage_refusal(storage_id, owner, project)) is not None:
+                raise refusal
+            if kind == "volume" and owner != project:
                 raise Conflict(
-                    f"volume storage {storage_id!r} cannot be mounted in project "
-                    f"{project!r}: volumes belong to the default project; use an object "
-                    "storage", project=project,
+                    f"volume storage {storage_id!r} is mounted by the work of its own "
+                    f"project alone, not of project {project!r}", project=project,
                 )  # fmt: skip
             if kind == "volume" and storage_id not in mounted:
                 raise ValidationFailed(

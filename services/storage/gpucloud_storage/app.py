@@ -54,7 +54,7 @@ def create_app(settings: StorageSettings) -> FastAPI:
     kube = KubeClient(settings.kubeconfig)
     tenants, storage_store = TenantStore(runtime.db), StorageStore(runtime.db)
     attachment_store = AttachmentStore(runtime.db)
-    owned = OwnedStorages(storage_store)
+    owned = OwnedStorages(storage_store, tenants)
     usage = UsagePublisher(backend, runtime.broker, storage_store)
     accessors = Accessors(backend, AccessorStore(runtime.db), owned)
     sealed_keys = SecretBox(

@@ -27,7 +27,7 @@ from . import manifests
 from .accessors import Accessors
 from .backend import ObjectBackend
 from .clusters import ClusterUnreachable, StorageClusters
-from .documents import AttachmentDoc, StorageDoc
+from .documents import AttachmentDoc, StorageDoc, volume_namespace
 from .ownership import OwnedStorages, StorageNotReady
 from .schemas import AttachedStorage, AttachmentPlan, AttachmentRequest
 from .store import AttachmentStore, StorageStore, storage_key
@@ -102,9 +102,11 @@ class Attachments:
             # end not yet heard of): undo it and start over.
             await self.release(tenant_id, instance_id)
         wanted = {item.storage_id: item for item in body.storages}
-        storages = [await self._owned.ready(identity, storage_id) for storage_id in wanted]
+        storages = [
+            await self._owned.for_work(identity, storage_id, body.project) for storage_id in wanted
+        ]
         kube = await self._kube_of(body.cluster, storages)
-        _refuse_volumes_outside_default(body.project, storages)
+        _refuse_volumes_of_other_projects(body.project, storages)
         attachment: AttachmentDoc = {
             "_id": key,
             "tenant_id": tenant_id,
@@ -239,11 +241,15 @@ def _refuse_volumes(storages: list[StorageDoc], reason: str, **context: str) -> 
             raise Conflict(f"volume storage {doc['storage_id']!r} {reason}", **context)
 
 
-def _refuse_volumes_outside_default(project: str, storages: list[StorageDoc]) -> None:
-    """A volume's claim lives in the tenant's namespace, and a pod mounts no claim of
-    another namespace: a project's work takes object storages alone (decision 138)."""
-    if project != DEFAULT_PROJECT:
-        _refuse_volumes(
-            storages, f"cannot be mounted in project {project!r}: volumes belong to the "
-            "default project; use an object storage", project=project,
-        )  # fmt: skip
+def _refuse_volumes_of_other_projects(project: str, storages: list[StorageDoc]) -> None:
+    """A volume's claim lives in its project's namespace, and a pod mounts no claim of
+    another namespace: a volume is mounted by its own project's work alone (decision
+    140), a 409."""
+    for doc in storages:
+        if doc["kind"] == "volume" and volume_namespace(doc) != project_namespace(
+            doc["tenant_id"], project
+        ):
+            raise Conflict(
+                f"volume storage {doc['storage_id']!r} is mounted by the work of its own "
+                f"project alone, not of project {project!r}", project=project,
+            )  # fmt: skip

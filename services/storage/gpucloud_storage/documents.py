@@ -10,11 +10,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NotRequired, TypedDict
 
+from gpucloud_libs.naming import DEFAULT_PROJECT, project_namespace
+
 
 class TenantDoc(TypedDict):
     _id: str
     status: str
     max_storage_bytes: int
+    #: The tenant's projects but `default`, each with its `members` (user ids): who
+    #: sees a project's storages (decision 140).
+    projects: NotRequired[dict[str, dict[str, list[str]]]]
+
+
+def volume_namespace(doc: StorageDoc) -> str:
+    """Where a volume's claim lives: its project's namespace (the tenant's own, for
+    `default`), as made; a deleted project's volume keeps it until deleted."""
+    return project_namespace(doc["tenant_id"], doc.get("project") or DEFAULT_PROJECT)
 
 
 class PresignerDoc(TypedDict):
@@ -34,6 +45,8 @@ class StorageDoc(TypedDict):
     created_by: str
     created_at: datetime
     updated_at: datetime
+    #: The project it belongs to (decision 140); absent: `default`, as before projects.
+    project: NotRequired[str]
     bucket: NotRequired[str]  # object storages
     storage_class: NotRequired[str]  # volume storages
     access_mode: NotRequired[str]  # volume storages

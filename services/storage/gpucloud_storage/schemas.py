@@ -51,6 +51,9 @@ class StorageCreate(ApiModel):
     #: Volumes only: ReadWriteMany lets instances on several nodes mount it, where
     #: the storage class supports it.
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteOnce"
+    #: The project it belongs to (decision 140): one the caller may act in; left out,
+    #: `default`, or a project key's own. Volumes belong to `default` for now.
+    project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = None
 
 
 class StorageUpdate(ApiModel):
@@ -81,6 +84,8 @@ class Storage(ApiModel):
     attached_to: list[str] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
+    #: The project it belongs to: its members see and attach it (decision 140).
+    project: str = DEFAULT_PROJECT
 
 
 class StoragePage(ApiModel):

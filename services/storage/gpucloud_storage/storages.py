@@ -13,6 +13,7 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import (
     Conflict,
     DependencyUnavailable,
+    NotFound,
     QuotaExceeded,
     TenantNotReady,
     ValidationFailed,
@@ -21,13 +22,14 @@ from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, KubeError, Manifest, NotFoundError
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.naming import storage_claim_name, tenant_namespace
+from gpucloud_libs.naming import DEFAULT_PROJECT, storage_claim_name
+from gpucloud_libs.project_shares import acting_project
 from gpucloud_libs.tenants import require_active
 
 from . import manifests
 from .backend import BackendError, ObjectBackend
-from .documents import StorageDoc, TenantDoc
-from .ownership import OwnedStorages
+from .documents import StorageDoc, TenantDoc, volume_namespace
+from .ownership import OwnedStorages, may_see, visible_match
 from .schemas import Storage, StorageCreate, StoragePage, StorageUpdate
 from .settings import StorageSettings
 from .store import AttachmentStore, StorageStore, TenantStore, storage_key
@@ -91,6 +93,7 @@ class Storages:
                 message,
                 errors=[{"loc": ["body", "storageClass"], "msg": message, "type": "value_error"}],
             )
+        project = _owning_project(identity, tenant, body)
         storage_id = body.storage_id or f"s-{secrets.token_hex(6)}"
         key = storage_key(tenant_id, storage_id)
         created = now()
@@ -106,6 +109,7 @@ class Storages:
             "created_by": identity.subject,
             "created_at": created,
             "updated_at": created,
+            "project": project,
         }
         if body.kind == "object":
             # Bucket names are global and at most 63 characters: not derived from ids.
@@ -150,7 +154,7 @@ class Storages:
             else:
                 await self._kube.ensure(self._claim(doc))
         except NotFoundError:
-            message = "waiting for the tenant's namespace"
+            message = "waiting for the namespace of its project"
         except (BackendError, KubeError, DependencyUnavailable) as error:
             log.warning("provisioning failed", extra={"storage": doc["_id"], "error": str(error)})
             message = f"provisioning failed, retrying: {error}"[:300]
@@ -161,7 +165,7 @@ class Storages:
 
     def _claim(self, doc: StorageDoc) -> Manifest:
         return manifests.volume_claim(
-            tenant_namespace(doc["tenant_id"]), doc["tenant_id"], doc["storage_id"],
+            volume_namespace(doc), doc["tenant_id"], doc["storage_id"],
             size_bytes=doc["size_bytes"], storage_class=doc["storage_class"],
             access_mode=doc["access_mode"],
         )  # fmt: skip
@@ -173,7 +177,8 @@ class Storages:
     async def page(self, identity: Identity, cursor: str | None, limit: int) -> StoragePage:
         tenant_id = identity.require_tenant()
         after = decode_cursor(cursor) if cursor else None
-        docs = await self._storages.page(tenant_id, after=after, limit=limit + 1)
+        seen = visible_match(identity, await self._tenants.get(tenant_id))
+        docs = await self._storages.page(tenant_id, after=after, limit=limit + 1, where=seen)
         more = len(docs) > limit
         docs = docs[:limit]
         return StoragePage(
@@ -232,7 +237,7 @@ class Storages:
         try:
             await self._kube.patch(
                 "PersistentVolumeClaim",
-                tenant_namespace(doc["tenant_id"]),
+                volume_namespace(doc),
                 storage_claim_name(doc["storage_id"]),
                 patch,
             )
@@ -328,6 +333,7 @@ class Storages:
             attached_to=attached_to or [],
             created_at=doc["created_at"],
             updated_at=doc["updated_at"],
+            project=doc.get("project") or DEFAULT_PROJECT,
         )
 
     async def sweep(self) -> None:
@@ -337,3 +343,13 @@ class Storages:
                 await self._provision(doc)
             else:
                 self._teardown.spawn(doc)
+
+
+def _owning_project(identity: Identity, tenant: TenantDoc, body: StorageCreate) -> str:
+    """The project a new storage belongs to: the one named (else `default`, or a project
+    key's own), which the caller may act in (a 404 otherwise, as for a project that is
+    not). A volume's claim is made in the project's namespace, where its pods run."""
+    project = acting_project(identity, body.project)
+    if not may_see(identity, tenant, project):
+        raise NotFound(f"project {project!r} does not exist")
+    return project

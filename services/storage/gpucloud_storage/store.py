@@ -118,8 +118,10 @@ class StorageStore:
     async def of_tenant(self, tenant_id: str) -> list[StorageDoc]:
         return [doc async for doc in self._storages.find({"tenant_id": tenant_id})]
 
-    async def page(self, tenant_id: str, *, after: str | None, limit: int) -> list[StorageDoc]:
-        query: Document = {"tenant_id": tenant_id}
+    async def page(
+        self, tenant_id: str, *, after: str | None, limit: int, where: Document | None = None
+    ) -> list[StorageDoc]:
+        query: Document = {"tenant_id": tenant_id, **(where or {})}
         if after is not None:
             query["_id"] = {"$gt": after}
         cursor = self._storages.find(query).sort("_id", ASCENDING).limit(limit)

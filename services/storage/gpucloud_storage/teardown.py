@@ -11,11 +11,11 @@ import logging
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.naming import storage_claim_name, tenant_namespace
+from gpucloud_libs.naming import storage_claim_name
 
 from .accessors import Accessors
 from .backend import BucketNotEmpty, ObjectBackend
-from .documents import StorageDoc
+from .documents import StorageDoc, volume_namespace
 from .presigners import Presigners
 from .store import StorageStore
 from .usage import UsagePublisher
@@ -61,7 +61,7 @@ class Teardown:
             else:
                 await self._kube.delete(
                     "PersistentVolumeClaim",
-                    tenant_namespace(doc["tenant_id"]),
+                    volume_namespace(doc),
                     storage_claim_name(doc["storage_id"]),
                 )
             # Metering bills up to the last sample: a zero closes the storage's meter.

@@ -1,4 +1,5 @@
-"""Tenants as the gateway publishes them: their storage quota, and their deletion."""
+"""Tenants as the gateway publishes them: their storage quota, their projects' members,
+and their deletion."""
 
 from __future__ import annotations
 
@@ -23,10 +24,15 @@ class Tenancy:
         self._teardown = teardown
 
     async def apply(self, tenant: TenantUpserted) -> None:
+        projects = {
+            project_id: {"members": list(share.members)}
+            for project_id, share in tenant.projects.items()
+        }
         await self._tenants.upsert(
             tenant.tenant_id,
-            {"status": tenant.status, "max_storage_bytes": tenant.quota.max_storage_bytes},
-        )
+            {"status": tenant.status, "max_storage_bytes": tenant.quota.max_storage_bytes,
+             "projects": projects},
+        )  # fmt: skip
 
     async def delete(self, tenant_id: str) -> None:
         """A deleted tenant's storages go with it, objects included (in the background:

@@ -72,16 +72,18 @@ def test_rows_are_a_table_on_stdout_under_their_headers() -> None:
     made.emit(
         [
             {"storageID": "models", "kind": "object", "state": "ready",
-             "sizeBytes": 20 * 1024**3, "usedBytes": None, "attachedTo": []},
+             "sizeBytes": 20 * 1024**3, "usedBytes": None, "attachedTo": [],
+             "project": "default"},
             {"storageID": "scratch", "kind": "volume", "state": "ready",
-             "sizeBytes": 10**9, "usedBytes": 5 * 1024**2, "attachedTo": ["i-1", "i-2"]},
+             "sizeBytes": 10**9, "usedBytes": 5 * 1024**2, "attachedTo": ["i-1", "i-2"],
+             "project": "vision"},
         ],
         STORAGE_COLUMNS,
     )  # fmt: skip
     assert table_lines(out.getvalue()) == [
-        ["ID", "KIND", "STATE", "SIZE", "USED", "ATTACHED", "TO"],
-        ["models", "object", "ready", "20.0", "GiB", "-", "-"],
-        ["scratch", "volume", "ready", "953.7", "MiB", "5.0", "MiB", "i-1,", "i-2"],
+        ["ID", "KIND", "STATE", "SIZE", "USED", "ATTACHED", "TO", "PROJECT"],
+        ["models", "object", "ready", "20.0", "GiB", "-", "-", "default"],
+        ["scratch", "volume", "ready", "953.7", "MiB", "5.0", "MiB", "i-1,", "i-2", "vision"],
     ]
     assert err.getvalue() == ""
 

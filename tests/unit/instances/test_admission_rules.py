@@ -11,7 +11,6 @@ from gpucloud_instances.admission import (
     Claimant,
     Held,
     Placed,
-    acting_project,
     allowed_zones,
     claim_refusal,
     claimant,
@@ -27,6 +26,7 @@ from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc, WorkloadD
 from gpucloud_instances.quota_ledger import _Book, _Change
 from gpucloud_libs.errors import Forbidden, NotFound
 from gpucloud_libs.identity import Identity, Role
+from gpucloud_libs.project_shares import acting_project
 
 from .fixtures import a_spec
 

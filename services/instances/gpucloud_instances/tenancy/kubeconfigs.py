@@ -35,9 +35,9 @@ from gpucloud_libs.naming import (
     USER_ACCOUNT_PREFIX,
     project_namespace,
 )
-from gpucloud_libs.project_shares import is_member
+from gpucloud_libs.project_shares import acting_project, is_member
 
-from ..admission import acting_project, project_member
+from ..admission import project_member
 from ..documents import tenant_namespaces
 from ..settings import InstancesSettings
 from .store import TenantStore

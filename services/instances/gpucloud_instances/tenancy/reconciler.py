@@ -158,14 +158,19 @@ class TenantReconciler:
 
     async def _retire(self, tenant_id: str, name: str) -> bool:
         """Delete a deleted project's namespace once no pod of it is live (the project's
-        work was stopped when it was deleted; ended pods go with the namespace); False
+        work was stopped when it was deleted; ended pods go with the namespace) and no
+        volume's claim is left in it (its volumes are the tenant's data: they fall to
+        `default`, and the namespace goes once they are deleted, decision 140); False
         while one is."""
         self._in_place.discard(name)
         live, _ = await self._kube.list(
             "Pod",
             field_selector=f"metadata.namespace={name},status.phase!=Succeeded,status.phase!=Failed",
         )
-        if live:
+        claims, _ = await self._kube.list(
+            "PersistentVolumeClaim", field_selector=f"metadata.namespace={name}"
+        )
+        if live or claims:
             return False
         await self._kube.delete("Namespace", None, name)
         log.info(
