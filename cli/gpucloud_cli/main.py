@@ -187,6 +187,7 @@ def whoami(session: Session) -> None:
     who = session.client.whoami()
     session.emit(who, [("ROLE", lambda w: w["role"]), ("TENANT", lambda w: w["tenantID"]),
                        ("USER", lambda w: w["userID"]), ("KEY", lambda w: w["keyID"]),
+                       ("PROJECT", lambda w: w.get("project") or "-"),
                        ("SCOPES", lambda w: w["scopes"])])  # fmt: skip
 
 

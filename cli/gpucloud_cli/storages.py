@@ -68,8 +68,8 @@ def get_storage(session: Session, storage_id: str) -> None:
 )
 @click.option(
     "--project",
-    help="The project it belongs to: its members see it, and its work and default's "
-    "attach it (default: default). Volumes belong to default.",
+    help="The project it belongs to: its members see it and its work attaches it "
+    "(default: default, whose storages every project's work may attach).",
 )
 @pass_session
 def create_storage(

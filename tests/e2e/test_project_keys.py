@@ -62,6 +62,10 @@ async def test_a_project_key_acts_in_its_project_alone_while_its_user_is_in_it(
     listed = {i["instanceID"] for i in (await ci.ok("-o", "json", "instances", "ls")).json()}
     assert ran["instanceID"] in listed
     assert mine["instanceID"] not in listed
+    # GPU telemetry names no project: a project key reads none of it.
+    metrics = await ci.run("instances", "metrics", ran["instanceID"])
+    assert metrics.code == 1
+    assert "a key of one project reads none of them" in metrics.err
     hidden = await ci.run("instances", "get", mine["instanceID"])
     assert hidden.code == 1
     assert f"instance {mine['instanceID']!r} does not exist" in hidden.err
@@ -99,8 +103,9 @@ async def test_a_project_key_acts_in_its_project_alone_while_its_user_is_in_it(
 
 
 async def test_no_key_of_a_project_for_one_not_in_it(platform: Platform, tmp_path: Path) -> None:
-    """Not for the user herself, nor minted by an admin for her; an admin's own may be
-    of any project, as an admin is of every one."""
+    """Not for the user herself, nor minted by an admin for her, nor an admin's own
+    until they join the project; and a key of one project administers nothing: it is
+    a tenant-user key, whoever holds it."""
     account, admin, ada = await tenant_with_ada(platform, tmp_path)
     ada_email = f"ada@{account.tenant_id}.test"
     await admin.ok("projects", "create", "vision", "--gpus", "2")
@@ -113,10 +118,19 @@ async def test_no_key_of_a_project_for_one_not_in_it(platform: Platform, tmp_pat
     unknown = await admin.run("keys", "create", "ci", "--project", "no-such")
     assert unknown.code == 1
     assert "project 'no-such' does not exist" in unknown.err
+    outside = await admin.run("keys", "create", "ci", "--project", "vision")
+    assert outside.code == 1  # an admin of every project, a member of none yet
+    whoami = (await admin.ok("-o", "json", "whoami")).json()
+    await admin.ok("projects", "add-member", "vision", whoami["userID"])
     admins = (await admin.ok("-o", "json", "keys", "create", "ci", "--project", "vision")).json()
-    assert admins["project"] == "vision"
+    assert (admins["project"], admins["role"]) == ("vision", "tenant-user")
     listed = (await admin.ok("-o", "json", "keys", "ls")).json()
     assert {k["keyID"]: k["project"] for k in listed}[admins["keyID"]] == "vision"
+    keyed = cli_for(tmp_path / "admins-ci", platform)
+    assert (await keyed.login(admins["secret"])).code == 0
+    refused = await keyed.run("projects", "create", "nlp", "--gpus", "1")
+    assert refused.code == 1
+    assert "this action needs one of the roles: tenant-admin" in refused.err
 
 
 async def test_a_user_makes_a_key_of_a_project_in_the_console(

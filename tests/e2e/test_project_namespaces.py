@@ -195,7 +195,7 @@ async def test_a_projects_work_takes_its_storages_in_its_namespace(
     await asyncio.sleep(3)
     assert await retired() is False
     fallen = await platform.http.get("/v1/storages/vision-data", headers=headers)
-    assert fallen.json()["project"] == "vision"  # as made; seen by all, as default's
+    assert fallen.json()["project"] == "default"  # in everyone's reach
     gone = await platform.http.delete("/v1/storages/vision-data", headers=headers)
     assert gone.status_code == 204, gone.text
     await eventually(retired, timeout=90, interval=2)

@@ -14,7 +14,7 @@ from typing import cast
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.identity import Role
-from gpucloud_libs.project_shares import may_act_in
+from gpucloud_libs.project_shares import is_member
 
 from . import credentials
 from .authorization import InsufficientScope
@@ -76,7 +76,13 @@ class ApiKeys:
         self, principal: Principal, body: ApiKeyCreate, holder: _Holder,
         created_by: str | None = None,
     ) -> ApiKeyCreated:  # fmt: skip
-        role = body.role or holder.role
+        project = await self._project(principal, body.project, holder)
+        role = body.role or ("tenant-user" if project is not None else holder.role)
+        if project is not None and role != "tenant-user":
+            raise ValidationFailed(
+                "a key of one project is a tenant-user key: it acts as a member of its "
+                "project, and administers nothing of the tenant", field="role",
+            )  # fmt: skip
         if _ROLE_RANK[role] > _ROLE_RANK[holder.role] or (
             (role == "platform-admin") != (holder.role == "platform-admin")
         ):
@@ -95,7 +101,6 @@ class ApiKeys:
         service_ids = body.service_ids if body.service_ids is not None else holder.service_ids
         if extra := sorted(set(scopes) - set(principal.scopes)):
             raise InsufficientScope(f"your credential lacks the scopes {extra}", scopes=extra)
-        project = await self._project(principal, body.project, holder, role)
         at = now()
         expires_at = body.expires_at or at + DEFAULT_KEY_LIFETIME
         if not at < expires_at <= at + MAX_KEY_LIFETIME:
@@ -121,11 +126,11 @@ class ApiKeys:
         return ApiKeyCreated(**key_view(doc).model_dump(), secret=secret)
 
     async def _project(
-        self, principal: Principal, asked: str | None, holder: _Holder, role: Role
+        self, principal: Principal, asked: str | None, holder: _Holder
     ) -> str | None:
-        """The one project the new key acts in: the one asked for, where its holder may
-        act with the key's role (a 404 otherwise, as for a project that is not); a key
-        of one project makes keys of that project only."""
+        """The one project the new key acts in: the one asked for, of which its holder is
+        a member (a 404 otherwise, as for a project that is not: a tenant admin joins
+        the project first); a key of one project makes keys of that project only."""
         if principal.project is not None:
             if asked not in (None, principal.project):
                 raise Forbidden(f"this credential is for project {principal.project!r}; "
@@ -137,7 +142,7 @@ class ApiKeys:
             raise ValidationFailed("projects are a tenant's; a platform key names none")
         tenant = await self._cache.tenant(holder.tenant_id)
         projects = tenant.get("projects") if tenant is not None else None
-        if not may_act_in(projects, asked, user_id=holder.user_id, role=role):
+        if not is_member(projects, asked, holder.user_id):
             raise NotFound(f"project {asked!r} does not exist")
         return asked
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Unauthenticated
-from gpucloud_libs.project_shares import may_act_in
+from gpucloud_libs.project_shares import is_member
 
 from . import credentials
 from .background import Background
@@ -31,13 +31,13 @@ def _check_live(key: ApiKeyDoc, what: str) -> None:
 
 
 def _check_project(key: ApiKeyDoc, tenant: TenantDoc | None) -> None:
-    """A key of one project works while its user may act in the project: it ends when
-    they leave it, or when the project is deleted (decision 139)."""
+    """A key of one project works while its user is a member of the project: it ends
+    when they leave it, or when the project is deleted (decision 139)."""
     project = key.get("project")
     if project is None:
         return
     projects = tenant.get("projects") if tenant is not None else None
-    if not may_act_in(projects, project, user_id=key["user_id"], role=key["role"]):
+    if not is_member(projects, project, key["user_id"]):
         raise Unauthenticated(
             f"the API key is for project {project!r}, which its user is no longer in"
         )

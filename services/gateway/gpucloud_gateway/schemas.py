@@ -177,9 +177,9 @@ class ApiKeyCreate(ApiModel):
     service_ids: list[ServiceId] | None = Field(
         default=None, alias="serviceIDs", min_length=1, max_length=32
     )
-    #: A key of this one project (decision 139): it starts, sees and reaches that
-    #: project's work alone, while its user may act in the project. A project key
-    #: makes keys of its own project only.
+    #: A key of this one project (decision 139): a tenant-user key that starts, sees
+    #: and reaches that project's work alone, while its user is a member of the
+    #: project. A project key makes keys of its own project only.
     project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = None
 
     @model_validator(mode="after")

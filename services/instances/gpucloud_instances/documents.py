@@ -331,6 +331,9 @@ class EndedServiceDoc(TypedDict):
     created_at: datetime
     deleted_at: datetime
     runs: dict[str, ReplicaRunDoc]
+    #: The project it ran in (absent: `default`, or kept before keys of one project):
+    #: what a key of one project sees of it (decision 139).
+    project: NotRequired[str]
 
 
 class ServiceDoc(WorkloadDocFields):

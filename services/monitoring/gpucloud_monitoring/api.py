@@ -7,10 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Depends, Header, Query, Response, status
 
-from gpucloud_libs.errors import Unauthenticated
+from gpucloud_libs.errors import Forbidden, Unauthenticated
 from gpucloud_libs.http import CurrentIdentity, app_part
+from gpucloud_libs.identity import Identity
 
 from .alert_rules import AlertRules
 from .alerts import Alerts
@@ -46,6 +47,20 @@ AlertsPart = Annotated[Alerts, app_part(Alerts)]
 NodeKeysPart = Annotated[NodeKeys, app_part(NodeKeys)]
 
 
+def _whole_tenant(identity: CurrentIdentity) -> Identity:
+    """GPU telemetry and alerts name the tenant and the workload, not its project: a key
+    of one project (decision 139) reads none of them, so it sees no other project's."""
+    if identity.project is not None:
+        raise Forbidden(
+            "GPU metrics and alerts are the whole tenant's; a key of one project reads none "
+            "of them: use a key of no project"
+        )
+    return identity
+
+
+TenantIdentity = Annotated[Identity, Depends(_whole_tenant)]
+
+
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
     end = (end or datetime.now(UTC)).astimezone(UTC)
     start = (start or end - timedelta(hours=1)).astimezone(UTC)
@@ -55,14 +70,14 @@ def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, date
 @router.get(
     "/gpus", tags=["gpus"], summary="GPU inventory: all (platform admin) or the tenant's in use"
 )
-async def list_gpus(identity: CurrentIdentity, metrics: MetricsPart) -> list[GpuView]:
+async def list_gpus(identity: TenantIdentity, metrics: MetricsPart) -> list[GpuView]:
     return await metrics.gpus(identity)
 
 
 @router.get("/gpus/{gpu_uuid}/metrics", tags=["gpus"], summary="One GPU's time series")
 async def gpu_metrics(
     gpu_uuid: str,
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     metrics: MetricsPart,
     start: Start = None,
     end: End = None,
@@ -76,7 +91,7 @@ async def gpu_metrics(
 )
 async def instance_metrics(
     instance_id: str,
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     metrics: MetricsPart,
     start: Start = None,
     end: End = None,
@@ -91,7 +106,7 @@ async def instance_metrics(
 @router.get("/jobs/{job_id}/metrics", tags=["gpus"], summary="A batch job's GPUs over time")
 async def job_metrics(
     job_id: str,
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     metrics: MetricsPart,
     start: Start = None,
     end: End = None,
@@ -111,7 +126,7 @@ async def job_metrics(
 )
 async def service_metrics(
     service_id: str,
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     metrics: MetricsPart,
     start: Start = None,
     end: End = None,
@@ -126,7 +141,7 @@ async def service_metrics(
 
 @router.get("/metrics/tenant", tags=["gpus"], summary="The tenant's GPUs in use over time")
 async def tenant_metrics(
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     metrics: MetricsPart,
     start: Start = None,
     end: End = None,
@@ -144,14 +159,14 @@ async def capacity(_: CurrentIdentity, fleet: FleetPart) -> list[Capacity]:
 
 
 @router.get("/nodes", tags=["fleet"], summary="Nodes: health, tiers, use (platform admin)")
-async def list_nodes(identity: CurrentIdentity, fleet: FleetPart) -> list[NodeView]:
+async def list_nodes(identity: TenantIdentity, fleet: FleetPart) -> list[NodeView]:
     return await fleet.nodes(identity)
 
 
 @router.get("/nodes/{node}/metrics", tags=["fleet"], summary="A node's GPUs over time")
 async def node_metrics(
     node: str,
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     metrics: MetricsPart,
     start: Start = None,
     end: End = None,
@@ -166,7 +181,7 @@ async def node_metrics(
     tags=["fleet"],
     summary="Return a degraded or quarantined node to service (platform admin)",
 )
-async def release_node(node: str, identity: CurrentIdentity, fleet: FleetPart) -> NodeView:
+async def release_node(node: str, identity: TenantIdentity, fleet: FleetPart) -> NodeView:
     return await fleet.release_node(identity, node)
 
 
@@ -177,7 +192,7 @@ async def release_node(node: str, identity: CurrentIdentity, fleet: FleetPart) -
     summary="Take a node out of service until it is released (platform admin)",
 )
 async def quarantine_node(
-    node: str, body: NodeQuarantine, identity: CurrentIdentity, fleet: FleetPart
+    node: str, body: NodeQuarantine, identity: TenantIdentity, fleet: FleetPart
 ) -> NodeView:
     return await fleet.quarantine_node(identity, node, body.reason)
 
@@ -201,7 +216,7 @@ async def issue_node_key(
 
 
 @router.get("/fleet", tags=["fleet"], summary="Utilisation by zone and GPU type, tiers, health")
-async def fleet(identity: CurrentIdentity, fleet_part: FleetPart) -> FleetSummary:
+async def fleet(identity: TenantIdentity, fleet_part: FleetPart) -> FleetSummary:
     identity.require_role("platform-admin")
     return await fleet_part.fleet(identity)
 
@@ -213,24 +228,24 @@ async def fleet(identity: CurrentIdentity, fleet_part: FleetPart) -> FleetSummar
     summary="A rule: fleet-wide (platform admin) or on the tenant's instances (tenant admin)",
 )
 async def create_rule(
-    body: AlertRuleCreate, identity: CurrentIdentity, rules: AlertRulesPart
+    body: AlertRuleCreate, identity: TenantIdentity, rules: AlertRulesPart
 ) -> AlertRule:
     return await rules.create(identity, body)
 
 
 @router.get("/alert-rules", tags=["alerts"], summary="The caller's rules")
-async def list_rules(identity: CurrentIdentity, rules: AlertRulesPart) -> list[AlertRule]:
+async def list_rules(identity: TenantIdentity, rules: AlertRulesPart) -> list[AlertRule]:
     return await rules.list(identity)
 
 
 @router.get("/alert-rules/{rule_id}", tags=["alerts"], summary="One rule")
-async def get_rule(rule_id: str, identity: CurrentIdentity, rules: AlertRulesPart) -> AlertRule:
+async def get_rule(rule_id: str, identity: TenantIdentity, rules: AlertRulesPart) -> AlertRule:
     return await rules.get(identity, rule_id)
 
 
 @router.patch("/alert-rules/{rule_id}", tags=["alerts"], summary="Change a rule")
 async def update_rule(
-    rule_id: str, body: AlertRuleUpdate, identity: CurrentIdentity, rules: AlertRulesPart
+    rule_id: str, body: AlertRuleUpdate, identity: TenantIdentity, rules: AlertRulesPart
 ) -> AlertRule:
     return await rules.update(identity, rule_id, body)
 
@@ -242,7 +257,7 @@ async def update_rule(
     responses={409: {"description": "The rule has no webhook"}},
 )
 async def rotate_webhook_secret(
-    rule_id: str, identity: CurrentIdentity, rules: AlertRulesPart
+    rule_id: str, identity: TenantIdentity, rules: AlertRulesPart
 ) -> AlertRule:
     return await rules.rotate_secret(identity, rule_id)
 
@@ -253,14 +268,14 @@ async def rotate_webhook_secret(
     tags=["alerts"],
     summary="Delete a rule",
 )
-async def delete_rule(rule_id: str, identity: CurrentIdentity, rules: AlertRulesPart) -> Response:
+async def delete_rule(rule_id: str, identity: TenantIdentity, rules: AlertRulesPart) -> Response:
     await rules.delete(identity, rule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/alerts", tags=["alerts"], summary="Alerts, newest first")
 async def list_alerts(
-    identity: CurrentIdentity,
+    identity: TenantIdentity,
     alerts: AlertsPart,
     state: Annotated[str | None, Query(pattern="^(firing|resolved)$")] = None,
     rule_id: Annotated[

@@ -1,6 +1,7 @@
 """A caller's storages: every capability finds a storage here, scoped by the caller's
 tenant, and by project (decision 140): a project's storages are its members' (and the
-tenant admins'), and a key of one project sees that project's alone.
+tenant admins'); `default`'s are everyone's, so a key of one project sees its own
+project's and `default`'s, as its work takes them.
 
 A storage of another tenant, one of a project the caller is not in, and a missing one
 look the same (404).
@@ -29,8 +30,9 @@ def storage_project(doc: StorageDoc, tenant: TenantDoc | None) -> str:
 
 
 def may_see(identity: Identity, tenant: TenantDoc | None, project: str) -> bool:
-    """Whether the caller may see and use the storages of `project`."""
-    if identity.project not in (None, project):
+    """Whether the caller may see and use the storages of `project`: a key of one
+    project, its own project's and `default`'s."""
+    if identity.project is not None and project not in (identity.project, DEFAULT_PROJECT):
         return False
     return may_act_in(_projects(tenant), project, user_id=identity.subject, role=identity.role)
 
@@ -38,8 +40,6 @@ def may_see(identity: Identity, tenant: TenantDoc | None, project: str) -> bool:
 def visible_match(identity: Identity, tenant: TenantDoc | None) -> Document:
     """A store query's condition for the storages the caller may see."""
     projects = _projects(tenant)
-    if identity.project is not None and identity.project != DEFAULT_PROJECT:
-        return {"project": identity.project}
     hidden = [project for project in projects if not may_see(identity, tenant, project)]
     return {"project": {"$nin": hidden}} if hidden else {}
 

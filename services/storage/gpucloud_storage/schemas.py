@@ -52,7 +52,7 @@ class StorageCreate(ApiModel):
     #: the storage class supports it.
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = "ReadWriteOnce"
     #: The project it belongs to (decision 140): one the caller may act in; left out,
-    #: `default`, or a project key's own. Volumes belong to `default` for now.
+    #: `default`, or a project key's own. A volume's claim is made in its namespace.
     project: Annotated[str, Field(pattern=PROJECT_ID_PATTERN)] | None = None
 
 

@@ -29,7 +29,7 @@ from gpucloud_libs.tenants import require_active
 from . import manifests
 from .backend import BackendError, ObjectBackend
 from .documents import StorageDoc, TenantDoc, volume_namespace
-from .ownership import OwnedStorages, may_see, visible_match
+from .ownership import OwnedStorages, may_see, storage_project, visible_match
 from .schemas import Storage, StorageCreate, StoragePage, StorageUpdate
 from .settings import StorageSettings
 from .store import AttachmentStore, StorageStore, TenantStore, storage_key
@@ -296,9 +296,11 @@ class Storages:
             return []
         usage = await self._storages.usage([doc["_id"] for doc in docs])
         attachments = await self._attachments.of_tenant(docs[0]["tenant_id"])
+        tenant = await self._tenants.get(docs[0]["tenant_id"])
         return [
             self.view(
                 doc,
+                project=storage_project(doc, tenant),
                 used_bytes=usage.get(doc["_id"]),
                 attached_to=[
                     a["instance_id"] for a in attachments if doc["storage_id"] in a["storage_ids"]
@@ -313,7 +315,10 @@ class Storages:
         *,
         used_bytes: int | None = None,
         attached_to: list[str] | None = None,
+        project: str | None = None,
     ) -> Storage:
+        """The storage as the API shows it; `project`, the one it belongs to now
+        (`storage_project`: a deleted project's storage is `default`'s), else as made."""
         is_object = doc["kind"] == "object"
         return Storage(
             storage_id=doc["storage_id"],
@@ -333,7 +338,7 @@ class Storages:
             attached_to=attached_to or [],
             created_at=doc["created_at"],
             updated_at=doc["updated_at"],
-            project=doc.get("project") or DEFAULT_PROJECT,
+            project=project or doc.get("project") or DEFAULT_PROJECT,
         )
 
     async def sweep(self) -> None:

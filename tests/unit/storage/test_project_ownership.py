@@ -1,5 +1,6 @@
 """Who sees a project's storages (decision 140): its members and the tenant admins, a
-key of one project its own alone; a deleted project's fall to `default`."""
+key of one project its own project's and `default`'s; a deleted project's fall to
+`default`."""
 
 from __future__ import annotations
 
@@ -30,11 +31,12 @@ def test_a_projects_storages_are_its_members_and_the_admins() -> None:
     assert visible_match(root, TENANT) == {}
 
 
-def test_a_key_of_one_project_sees_that_projects_storages_alone() -> None:
+def test_a_key_of_one_project_sees_its_projects_storages_and_defaults() -> None:
     key = caller("u-ada", project="vision")
     assert may_see(key, TENANT, "vision")
-    assert not may_see(key, TENANT, "default")
-    assert visible_match(key, TENANT) == {"project": "vision"}
+    assert may_see(key, TENANT, "default")  # everyone's, and its work takes them
+    assert not may_see(caller("u-root", "tenant-admin", project="vision"), TENANT, "nlp")
+    assert visible_match(key, TENANT) == {"project": {"$nin": ["nlp"]}}
     of_default = caller("u-ada", project="default")
     assert visible_match(of_default, TENANT) == {"project": {"$nin": ["vision", "nlp"]}}
 

@@ -40,8 +40,6 @@ NEEDED_RIGHTS: tuple[Right, ...] = (
     Right("", "resourcequotas", ("get", "create", "update", "patch")),
     Right("", "limitranges", ("get", "create", "update", "patch")),
     Right("", "secrets", ("create", "update", "delete")),
-    # A deleted project's namespace waits for its volumes' claims (tenancy/reconciler.py).
-    Right("", "persistentvolumeclaims", ("list",)),
     Right("", "nodes", ("get", "list", "watch", "patch")),
     Right("networking.k8s.io", "networkpolicies", ("get", "create", "update", "patch")),
     Right("batch", "jobs", ("get", "list", "watch", "create", "delete")),

@@ -11,7 +11,13 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from ..documents import EndedServiceDoc, ServiceConfigDoc, ServiceDoc, project_match
+from ..documents import (
+    EndedServiceDoc,
+    ServiceConfigDoc,
+    ServiceDoc,
+    project_match,
+    workload_project,
+)
 from ..store import (
     ENDED_SERVICES,
     SERVICE_CONFIGS,
@@ -79,7 +85,7 @@ class ServiceStore:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
 
             async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[ServiceDoc]:
-                return await self.page(tenant, after=after, limit=wanted)
+                return await self.page(tenant, after=after, limit=wanted, project=project)
 
             return await walk_tenants(tenants, after, limit, one_tenant)
         query: Document = {"tenant_id": tenant_id}
@@ -132,7 +138,7 @@ class ServiceStore:
             "tenant_id": doc["tenant_id"], "service_id": doc["service_id"],
             "incarnation": doc["incarnation"], "spec_name": doc["spec_name"],
             "gpu_count": doc["gpu_count"], "created_at": doc["created_at"],
-            "deleted_at": deleted_at, "runs": doc["runs"],
+            "deleted_at": deleted_at, "runs": doc["runs"], "project": workload_project(doc),
         }  # fmt: skip
         await self._ended.replace_one({"_id": ended["_id"]}, ended, upsert=True)
 

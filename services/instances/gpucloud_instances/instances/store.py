@@ -176,7 +176,7 @@ class InstanceStore:
         `_every_tenant_page`)."""
         if tenant_id is None:
             return await self._every_tenant_page(
-                states=states, spec_name=spec_name, after=after, limit=limit
+                states=states, spec_name=spec_name, after=after, limit=limit, project=project
             )
         if self.cache.serves(states):
             await self._refresh_unsure()
@@ -200,12 +200,14 @@ class InstanceStore:
         return [doc async for doc in cursor]
 
     async def _every_tenant_page(
-        self, *, states: list[str] | None, spec_name: str | None, after: str | None, limit: int
-    ) -> list[InstanceDoc]:
+        self, *, states: list[str] | None, spec_name: str | None, after: str | None, limit: int,
+        project: str | None,
+    ) -> list[InstanceDoc]:  # fmt: skip
         async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[InstanceDoc]:
             return await self.page(
-                tenant, states=states, spec_name=spec_name, after=after, limit=wanted
-            )
+                tenant, states=states, spec_name=spec_name, after=after, limit=wanted,
+                project=project,
+            )  # fmt: skip
 
         if self.cache.serves(states):
             tenants = self.cache.tenants()  # those holding any instance not deleted

@@ -68,7 +68,9 @@ class JobStore:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
 
             async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[JobDoc]:
-                return await self.page(tenant, states=states, after=after, limit=wanted)
+                return await self.page(
+                    tenant, states=states, after=after, limit=wanted, project=project
+                )
 
             return await walk_tenants(tenants, after, limit, one_tenant)
         query: Document = {"tenant_id": tenant_id}

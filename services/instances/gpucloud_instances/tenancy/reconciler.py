@@ -167,10 +167,7 @@ class TenantReconciler:
             "Pod",
             field_selector=f"metadata.namespace={name},status.phase!=Succeeded,status.phase!=Failed",
         )
-        claims, _ = await self._kube.list(
-            "PersistentVolumeClaim", field_selector=f"metadata.namespace={name}"
-        )
-        if live or claims:
+        if live or await self._holds_volumes(name):
             return False
         await self._kube.delete("Namespace", None, name)
         log.info(
@@ -178,6 +175,16 @@ class TenantReconciler:
             extra={"tenant": tenant_id, "namespace": name, "cluster": self._cluster},
         )
         return True
+
+    async def _holds_volumes(self, namespace: str) -> bool:
+        """Whether a volume's claim is left in the namespace. Volumes are the home
+        cluster's alone (the lazy clusters hold none), so only there is it asked."""
+        if self._lazy:
+            return False
+        claims, _ = await self._kube.list(
+            "PersistentVolumeClaim", field_selector=f"metadata.namespace={namespace}"
+        )
+        return bool(claims)
 
     async def stale(self) -> list[str]:
         """Tenants whose recorded version is not the one applied, or with a deleted
