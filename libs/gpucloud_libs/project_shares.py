@@ -58,3 +58,13 @@ def storage_refusal(storage_id: str, owner: str, project: str) -> Conflict | Non
         "takes its own project's storages and default's",
         project=project,
     )
+
+
+def volume_refusal(storage_id: str, project: str) -> Conflict:
+    """A volume of another project asked for by work of `project`: its claim lives in
+    its own project's namespace, and a pod mounts no claim of another (decision 140)."""
+    return Conflict(
+        f"volume storage {storage_id!r} is mounted by the work of its own project alone, "
+        f"not of project {project!r}",
+        project=project,
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.naming import DEFAULT_PROJECT
-from gpucloud_libs.project_shares import default_share
+from gpucloud_libs.project_shares import default_share, may_act_in
 
 from .documents import TenantDoc
 from .project_schemas import Project, ProjectCreate, ProjectMember, ProjectUpdate
@@ -63,12 +63,11 @@ class Projects:
         key of one project, that one."""
         tenant = await self._tenant(principal)
         ids = [DEFAULT_PROJECT, *sorted(tenant.get("projects") or {})]
-        if principal.project is not None:
-            ids = [project_id for project_id in ids if project_id == principal.project]
-        shown = [await self._view(tenant, project_id) for project_id in ids]
-        if _is_admin(principal):
-            return shown
-        return [p for p in shown if p.everyone or principal.user_id in _ids(p.members)]
+        return [
+            await self._view(tenant, project_id)
+            for project_id in ids
+            if _reaches(tenant, project_id, principal)
+        ]
 
     async def get(self, principal: Principal, project_id: str) -> Project:
         tenant = await self._tenant(principal)
@@ -178,16 +177,8 @@ class Projects:
         return await self._tenant(principal)
 
     def _share(self, tenant: TenantDoc, project_id: str, principal: Principal) -> None:
-        """A 404 for a project that is not, that the caller is not in, or that is not
-        the one of a key of one project."""
-        if principal.project not in (None, project_id):
-            raise NotFound(f"project {project_id!r} does not exist")
-        if project_id == DEFAULT_PROJECT:
-            return
-        share = (tenant.get("projects") or {}).get(project_id)
-        if share is None or not (
-            _is_admin(principal) or principal.user_id in (share.get("members") or [])
-        ):
+        """A 404 for a project the caller does not reach (`_reaches`)."""
+        if not _reaches(tenant, project_id, principal):
             raise NotFound(f"project {project_id!r} does not exist")
 
     async def _view(self, tenant: TenantDoc, project_id: str) -> Project:
@@ -242,5 +233,9 @@ def _is_admin(principal: Principal) -> bool:
     return principal.role == "tenant-admin"
 
 
-def _ids(members: list[ProjectMember]) -> set[str]:
-    return {member.user_id for member in members}
+def _reaches(tenant: TenantDoc, project_id: str, principal: Principal) -> bool:
+    """Whether the caller sees the project: one they may act in (a member, or a tenant
+    admin), and, for a key of one project, that one."""
+    return principal.project in (None, project_id) and may_act_in(
+        tenant.get("projects"), project_id, user_id=principal.user_id, role=principal.role
+    )

@@ -175,12 +175,6 @@ def listed_project(identity: Identity, asked: str | None) -> str | None:
     return acting_project(identity, asked) if asked or identity.project else None
 
 
-def sees_workload(identity: Identity, doc: WorkloadDocFields) -> bool:
-    """Whether the caller sees this workload of its tenant: a key of one project sees
-    that project's alone."""
-    return identity.project is None or workload_project(doc) == identity.project
-
-
 def project_of(tenant: TenantDoc, identity: Identity, asked: str | None) -> str:
     """The project a workload is started in (`acting_project`): one the caller is a
     member of (`project_member`). A project whose spend this month reached its budget

@@ -148,6 +148,12 @@ def project_match(project: str) -> dict[str, Any]:
     return {"project": project}
 
 
+def in_project_view(doc: WorkloadDocFields | EndedServiceDoc, project: str | None) -> bool:
+    """Whether a workload shows to a key of `project` (None: a key of no project, which
+    sees them all): a key of one project sees that project's alone (decision 139)."""
+    return project is None or doc.get("project", DEFAULT_PROJECT) == project
+
+
 def namespace_project(doc: WorkloadDocFields) -> str:
     """The project whose namespace the workload's pods run in: its own, or `default`
     for work admitted in a project before projects had namespaces (it kept the

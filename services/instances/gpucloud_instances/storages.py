@@ -16,10 +16,10 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from gpucloud_libs.errors import Conflict, DependencyUnavailable, ValidationFailed
+from gpucloud_libs.errors import DependencyUnavailable, ValidationFailed
 from gpucloud_libs.identity import IDENTITY_HEADER, Identity, IdentitySigner
 from gpucloud_libs.naming import DEFAULT_PROJECT
-from gpucloud_libs.project_shares import storage_refusal
+from gpucloud_libs.project_shares import storage_refusal, volume_refusal
 
 from .schemas import VolumeSpec
 
@@ -109,10 +109,7 @@ class StorageClient:
             if (refusal := storage_refusal(storage_id, owner, project)) is not None:
                 raise refusal
             if kind == "volume" and owner != project:
-                raise Conflict(
-                    f"volume storage {storage_id!r} is mounted by the work of its own "
-                    f"project alone, not of project {project!r}", project=project,
-                )  # fmt: skip
+                raise volume_refusal(storage_id, project)
             if kind == "volume" and storage_id not in mounted:
                 raise ValidationFailed(
                     f"volume storage {storage_id!r} needs a template volume that mounts it"

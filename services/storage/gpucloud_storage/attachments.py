@@ -22,6 +22,7 @@ from gpucloud_libs.naming import (
     storage_env_prefix,
     storage_secret_name,
 )
+from gpucloud_libs.project_shares import volume_refusal
 
 from . import manifests
 from .accessors import Accessors
@@ -249,7 +250,4 @@ def _refuse_volumes_of_other_projects(project: str, storages: list[StorageDoc]) 
         if doc["kind"] == "volume" and volume_namespace(doc) != project_namespace(
             doc["tenant_id"], project
         ):
-            raise Conflict(
-                f"volume storage {doc['storage_id']!r} is mounted by the work of its own "
-                f"project alone, not of project {project!r}", project=project,
-            )  # fmt: skip
+            raise volume_refusal(doc["storage_id"], project)

@@ -17,12 +17,17 @@ from gpucloud_instances.admission import (
     listed_project,
     project_cap,
     project_of,
-    sees_workload,
     spec_fields,
     spend_refusal,
     startable_projects,
 )
-from gpucloud_instances.documents import QuotaDoc, SpecDoc, TenantDoc, WorkloadDocFields
+from gpucloud_instances.documents import (
+    QuotaDoc,
+    SpecDoc,
+    TenantDoc,
+    WorkloadDocFields,
+    in_project_view,
+)
 from gpucloud_instances.quota_ledger import _Book, _Change
 from gpucloud_libs.errors import Forbidden, NotFound
 from gpucloud_libs.identity import Identity, Role
@@ -216,9 +221,9 @@ def test_a_key_of_one_project_acts_sees_and_starts_in_that_project_alone() -> No
     assert startable_projects(tenant, key) == ["vision"]
     in_vision: dict[str, str] = {"project": "vision"}
     in_default: dict[str, str] = {}
-    assert sees_workload(key, cast(WorkloadDocFields, in_vision))
-    assert not sees_workload(key, cast(WorkloadDocFields, in_default))
-    assert sees_workload(plain, cast(WorkloadDocFields, in_default))
+    assert in_project_view(cast(WorkloadDocFields, in_vision), key.project)
+    assert not in_project_view(cast(WorkloadDocFields, in_default), key.project)
+    assert in_project_view(cast(WorkloadDocFields, in_default), plain.project)
     # Out of the project (or with it gone), the key starts nothing there.
     tenant["projects"]["vision"]["members"] = []
     with pytest.raises(NotFound, match="project 'vision' does not exist"):

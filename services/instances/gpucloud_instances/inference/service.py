@@ -33,7 +33,6 @@ from ..admission import (
     known_spec,
     listed_project,
     project_of,
-    sees_workload,
     spec_fields,
     user_may_start,
     workload_claimant,
@@ -43,6 +42,7 @@ from ..documents import (
     ServiceConfigDoc,
     ServiceDoc,
     TenantDoc,
+    in_project_view,
 )
 from ..quota_ledger import QuotaLedger
 from ..settings import InstancesSettings
@@ -162,7 +162,7 @@ class InferenceServices:
 
     async def _owned(self, identity: Identity, service_id: str) -> ServiceDoc:
         doc = await self._services.get(instance_key(identity.require_tenant(), service_id))
-        if doc is None or not sees_workload(identity, doc):
+        if doc is None or not in_project_view(doc, identity.project):
             # Another tenant's service (or project's) and a missing one look the same.
             raise NotFound(f"inference service {service_id!r} does not exist")
         return doc
@@ -191,8 +191,8 @@ class InferenceServices:
         key = instance_key(owner, service_id)
         live, ended = await asyncio.gather(self._services.get(key), self._services.ended_runs(key))
         if identity.project is not None:  # a key of one project sees its uses alone
-            live = live if live is not None and sees_workload(identity, live) else None
-            ended = [use for use in ended if sees_workload(identity, use)]
+            live = live if live is not None and in_project_view(live, identity.project) else None
+            ended = [use for use in ended if in_project_view(use, identity.project)]
         if live is None and not ended:
             # Another tenant's service and a missing one look the same.
             raise NotFound(f"inference service {service_id!r} does not exist")

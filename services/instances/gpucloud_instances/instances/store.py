@@ -16,7 +16,7 @@ from gpucloud_libs.errors import NotFound
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
 
-from ..documents import InstanceDoc, project_match, workload_project
+from ..documents import InstanceDoc, in_project_view, project_match
 from ..lifecycle import TERMINAL, State, Step
 from ..store import (
     IDEMPOTENCY,
@@ -124,11 +124,7 @@ class InstanceStore:
         (a key of one project's view), or a 404: another tenant's instance, another
         project's and a missing one look the same."""
         doc = await self.current(instance_key(tenant_id, instance_id))
-        if (
-            doc is None
-            or not doc.get("admitted")
-            or (project is not None and workload_project(doc) != project)
-        ):
+        if doc is None or not doc.get("admitted") or not in_project_view(doc, project):
             raise NotFound(f"instance {instance_id!r} does not exist")
         return doc
 

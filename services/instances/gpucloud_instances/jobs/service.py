@@ -28,10 +28,16 @@ from ..admission import (
     own_limit_refusal,
     project_of,
     project_refusal,
-    sees_workload,
     user_may_start,
 )
-from ..documents import JobDoc, JobRunDoc, SpecDoc, TenantDoc, workload_project
+from ..documents import (
+    JobDoc,
+    JobRunDoc,
+    SpecDoc,
+    TenantDoc,
+    in_project_view,
+    workload_project,
+)
 from ..job_lifecycle import TERMINAL, JobState
 from ..log_streams import LogStreams
 from ..queue.line import Line
@@ -117,7 +123,7 @@ class Jobs:
 
     async def _owned(self, identity: Identity, job_id: str) -> JobDoc:
         doc = await self._jobs.get(instance_key(identity.require_tenant(), job_id))
-        if doc is None or not sees_workload(identity, doc):
+        if doc is None or not in_project_view(doc, identity.project):
             # Another tenant's job (or project's) and a missing one look the same.
             raise NotFound(f"job {job_id!r} does not exist")
         return doc
