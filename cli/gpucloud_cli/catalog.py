@@ -117,16 +117,82 @@ def _cents(limit: int | None) -> str:
     return "no limit" if limit is None else f"up to {limit / 100:.2f}"
 
 
-@click.command("quota")
+OWN_QUOTA_COLUMNS: list[Column] = [
+    ("CEILING", lambda row: row["what"]),
+    ("GPUS", lambda row: row["maxGpus"]),
+    ("INSTANCES", lambda row: row["maxInstances"]),
+    ("STORAGE BYTES", lambda row: row["maxStorageBytes"]),
+    ("MONTHLY SPEND CAP (CENTS)", lambda row: row.get("monthlySpendCapCents")),
+]
+
+
+def _ceiling(option: str, value: str) -> int | None:
+    """A whole number, or None for `none` (follow the platform's limit)."""
+    if value.lower() == "none":
+        return None
+    if not value.isdigit():
+        raise click.BadParameter(
+            f"{value!r} is neither a whole number nor 'none'", param_hint=option
+        )
+    return int(value)
+
+
+@click.group("quota", invoke_without_command=True)
 @pass_session
-def quota(session: Session) -> None:
+@click.pass_context
+def quota(ctx: click.Context, session: Session) -> None:
     """Your tenant's GPU quota and what its workloads hold of it now: what a start may
-    still take, and your projects' shares of it."""
+    still take, and your projects' shares of it. `quota set` tightens it (tenant admin)."""
+    if ctx.invoked_subcommand is not None:
+        return
     used = session.client.quota()
     session.emit(used, QUOTA_COLUMNS)
     # Only once there are projects besides default: a plain tenant's table stays one.
     if session.output == "table" and len(used.get("projects") or []) > 1:
         session.emit(used["projects"], PROJECT_COLUMNS, title="your projects")
+
+
+@quota.command("set")
+@click.option("--gpus", metavar="N|none", help="GPUs the tenant's workloads hold at once.")
+@click.option("--instances", metavar="N|none", help="Workloads at once.")
+@click.option("--storage-bytes", metavar="N|none", help="Bytes of storage.")
+@click.option("--monthly-spend-cap-cents", metavar="N|none", help="Spend per month, in cents.")
+@pass_session
+def set_quota(
+    session: Session,
+    gpus: str | None,
+    instances: str | None,
+    storage_bytes: str | None,
+    monthly_spend_cap_cents: str | None,
+) -> None:
+    """Tighten your tenant's own quota within the platform's limits (tenant admin).
+
+    Only the options given change; `none` follows the platform's limit again. The GPUs
+    may not go below what your projects' shares come to: lower those first."""
+    given = {
+        "--gpus": (gpus, "maxGpus"),
+        "--instances": (instances, "maxInstances"),
+        "--storage-bytes": (storage_bytes, "maxStorageBytes"),
+        "--monthly-spend-cap-cents": (monthly_spend_cap_cents, "monthlySpendCapCents"),
+    }
+    changes = {
+        field: _ceiling(option, value)
+        for option, (value, field) in given.items()
+        if value is not None
+    }
+    if not changes:
+        raise click.UsageError(f"give at least one of {', '.join(given)}")
+    own = {**session.client.own_tenant()["selfQuota"], **changes}
+    tenant = session.client.set_own_quota(own)
+    if session.output == "json":
+        session.emit_json(tenant)
+        return
+    rows = [
+        {"what": "platform's limits", **tenant["limits"]},
+        {"what": "your own", **tenant["selfQuota"]},
+        {"what": "enforced", **tenant["quota"]},
+    ]
+    session.emit(rows, OWN_QUOTA_COLUMNS)
 
 
 @click.command("templates")

@@ -82,6 +82,12 @@ class Client(WorkloadApi, ApiSession):
     def quota(self) -> dict[str, Any]:
         return cast(dict[str, Any], self.request("GET", "/quota"))
 
+    def own_tenant(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("GET", "/tenant"))
+
+    def set_own_quota(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict[str, Any], self.request("PUT", "/tenant/quota", json=body))
+
     # --- the operator's catalog and customers --------------------------------------------
 
     def create_spec(self, body: dict[str, Any]) -> dict[str, Any]:

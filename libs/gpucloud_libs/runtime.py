@@ -276,6 +276,14 @@ class ServiceRuntime:
         return app
 
 
+#: How long a service keeps an idle client connection open. It must outlast every
+#: client's own idle expiry (httpx 5 s, aiohttp 15 s, an ingress's upstream pool 60 s):
+#: when both sides give up at the same moment, the client sends a request down a
+#: connection the server is closing, and gets no answer (uvicorn's default is 5 s,
+#: exactly httpx's).
+KEEP_ALIVE_S = 75
+
+
 def serve(app: FastAPI, settings: ServiceSettings, *, ws_max_size: int = 2**20) -> None:
     """Run `app` under uvicorn; the entry point of each service's __main__.
 
@@ -297,4 +305,5 @@ def serve(app: FastAPI, settings: ServiceSettings, *, ws_max_size: int = 2**20) 
         proxy_headers=False,
         server_header=False,  # no banner naming the server and its version
         ws_max_size=ws_max_size,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )

@@ -421,3 +421,30 @@ async def test_a_failed_tenant_creation_leaves_the_id_free(platform: Platform) -
     retried = await platform.http.post("/v1/tenants", json=body, headers=platform.admin)
     assert retried.status_code == 201, retried.text
     platform.tenants.append(body["tenantID"])  # type: ignore[arg-type]
+
+
+async def test_an_idle_connection_outlives_the_clients_own_pool_expiry(
+    stack_env: dict[str, str],
+) -> None:
+    """httpx drops an idle pooled connection after 5 s: were the gateway to close it at the
+    same moment, a client reusing it would get no answer at all ("Server disconnected").
+    The gateway keeps it open longer, so a request sent after 6 s idle is answered."""
+    url = httpx.URL(stack_env["GPUCLOUD_GATEWAY_URL"])
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {url.host}\r\n\r\n".encode()
+    try:
+        for pause in (0.0, 6.0):
+            await asyncio.sleep(pause)
+            writer.write(request)
+            await writer.drain()
+            status = await asyncio.wait_for(reader.readline(), timeout=10)
+            assert status.startswith(b"HTTP/1.1 200"), (pause, status)
+            headers = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in headers.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+    finally:
+        writer.close()

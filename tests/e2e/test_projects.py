@@ -68,6 +68,21 @@ async def test_an_admin_carves_projects_from_the_tenants_gpus_and_names_their_me
     shown = {p["projectID"]: p for p in (await admin.ok("-o", "json", "projects", "ls")).json()}
     assert (list(shown), shown["default"]["maxGpus"]) == (["default", "vision"], 8)
 
+    # The admin's own quota may not fall below the projects' shares; above them, default
+    # gets what is left, and `none` follows the platform's limit again.
+    below = await admin.run("quota", "set", "--gpus", "6")
+    assert below.code == 1
+    assert "the projects' GPU shares come to 8, above 6; lower them first" in below.err
+    tightened = await admin.ok("quota", "set", "--gpus", "12", "--instances", "5")
+    assert "enforced" in tightened.out
+    shown = {p["projectID"]: p for p in (await admin.ok("-o", "json", "projects", "ls")).json()}
+    assert shown["default"]["maxGpus"] == 4
+    followed = await admin.ok("-o", "json", "quota", "set", "--gpus", "none")
+    assert (followed.json()["quota"]["maxGpus"], followed.json()["quota"]["maxInstances"]) == (
+        16,
+        5,
+    )
+
     # Ada, removed, leaves the project.
     await admin.ok("users", "rm", f"ada@{account.tenant_id}.test")
     assert (await admin.ok("-o", "json", "projects", "show", "vision")).json()["members"] == []
@@ -111,6 +126,15 @@ async def test_an_admin_makes_a_project_and_adds_a_member_in_the_console(
     )
     await card.get_by_role("button", name="Add member").click()
     await expect(vision).to_contain_text(f"ada@{account.tenant_id}.test")
+
+    # The tenant's own quota: not below vision's share of 6, and then within it.
+    quota = page.get_by_role("region", name="Tenant quota")
+    await quota.get_by_label("Max GPUs").fill("4")
+    await quota.get_by_role("button", name="Set quota").click()
+    await expect(quota.get_by_role("alert")).to_contain_text("the projects' GPU shares come to 6")
+    await quota.get_by_label("Max GPUs").fill("12")
+    await quota.get_by_role("button", name="Set quota").click()
+    await expect(quota.get_by_role("row").filter(has_text="Enforced")).to_contain_text("12")
     await context.close()
     mine = [p["projectID"] for p in (await ada.ok("-o", "json", "projects", "ls")).json()]
     assert mine == ["default", "vision"]

@@ -47,6 +47,7 @@ export function AdminPage(props: { principal: Principal }) {
     <Page title="Admin">
       {admin && <Users principal={props.principal} />}
       {props.principal.role === "tenant-admin" && <Invitations />}
+      {props.principal.role === "tenant-admin" && <TenantQuota />}
       {props.principal.role === "tenant-admin" && <UserLimits />}
       {props.principal.role === "tenant-admin" && <SingleSignOn />}
       {props.principal.role !== "platform-admin" && <Projects admin={props.principal.role === "tenant-admin"} />}
@@ -222,6 +223,84 @@ function Invitations() {
 interface Limits {
   maxGpus: number | null;
   monthlySpendCents: number | null;
+}
+
+interface Ceilings {
+  maxGpus: number | null;
+  maxInstances: number | null;
+  maxStorageBytes: number | null;
+  monthlySpendCapCents: number | null;
+}
+
+const GIB = 1024 ** 3;
+
+/** The tenant admin's own quota, within the platform's limits: a field left empty
+ * follows the platform's. The GPUs may not go below the projects' shares. */
+function TenantQuota() {
+  const tenant = useLoad(() => get<{ limits: Ceilings; selfQuota: Ceilings; quota: Ceilings }>("/tenant"), []);
+  const [gpus, setGpus] = useState<string | null>(null);
+  const [instances, setInstances] = useState<string | null>(null);
+  const [storage, setStorage] = useState<string | null>(null);
+  const [spend, setSpend] = useState<string | null>(null);
+  const action = useAction();
+  const own = tenant.data?.selfQuota;
+  // A field shows what is set until it is edited.
+  const shown = (edited: string | null, saved: number | null | undefined, unit = 1) =>
+    edited ?? (saved == null ? "" : String(saved / unit));
+  const number = (value: string, unit = 1) => (value.trim() === "" ? null : Math.round(Number(value) * unit));
+  const save = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      await put("/tenant/quota", {
+        maxGpus: number(shown(gpus, own?.maxGpus)),
+        maxInstances: number(shown(instances, own?.maxInstances)),
+        maxStorageBytes: number(shown(storage, own?.maxStorageBytes, GIB), GIB),
+        monthlySpendCapCents: number(shown(spend, own?.monthlySpendCapCents)),
+      });
+      setGpus(null);
+      setInstances(null);
+      setStorage(null);
+      setSpend(null);
+      tenant.reload();
+    });
+  };
+  const limit = (value: number | null, unit = 1) => (value == null ? "none" : String(value / unit));
+  return (
+    <section class="card" aria-labelledby="tenant-quota-title">
+      <h2 id="tenant-quota-title">Tenant quota</h2>
+      <p class="muted">Your own ceilings, within the platform's limits. Leave a field empty to follow the platform's.</p>
+      <Form action={action} class="inline" onSubmit={save}>
+        <Field label="Max GPUs" name="own-maxGpus" type="number" value={shown(gpus, own?.maxGpus)} onInput={setGpus} />
+        <Field label="Max workloads" name="own-maxInstances" type="number" value={shown(instances, own?.maxInstances)} onInput={setInstances} />
+        <Field label="Storage (GiB)" name="own-maxStorageBytes" type="number" value={shown(storage, own?.maxStorageBytes, GIB)} onInput={setStorage} />
+        <Field label="Monthly spend cap (cents)" name="own-monthlySpendCapCents" type="number" value={shown(spend, own?.monthlySpendCapCents)} onInput={setSpend} />
+        <button type="submit" disabled={action.busy || !tenant.data}>
+          Set quota
+        </button>
+      </Form>
+      <ErrorNote error={action.error} />
+      <Show loaded={tenant}>
+        {(t) => (
+          <Table
+            caption="Tenant quota"
+            rows={[
+              { what: "The platform's limits", ...t.limits },
+              { what: "Your own", ...t.selfQuota },
+              { what: "Enforced", ...t.quota },
+            ]}
+            rowKey={(r) => r.what}
+            columns={[
+              { label: "Ceiling", cell: (r) => r.what },
+              { label: "GPUs", cell: (r) => limit(r.maxGpus), numeric: true },
+              { label: "Workloads", cell: (r) => limit(r.maxInstances), numeric: true },
+              { label: "Storage (GiB)", cell: (r) => limit(r.maxStorageBytes, GIB), numeric: true },
+              { label: "Monthly spend cap (cents)", cell: (r) => limit(r.monthlySpendCapCents), numeric: true },
+            ]}
+          />
+        )}
+      </Show>
+    </section>
+  );
 }
 
 /** A tenant admin's limits on each user, inside the tenant's quota: GPUs at once and

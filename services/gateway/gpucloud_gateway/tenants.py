@@ -166,6 +166,15 @@ class Tenants:
                 f"above the platform's limits: {', '.join(over)}",
                 limits=QuotaLimits.model_validate(limits).model_dump(by_alias=True),
             )
+        carved = sum(p.get("max_gpus") or 0 for p in (doc.get("projects") or {}).values())
+        if body.max_gpus is not None and body.max_gpus < carved:
+            # The tenant admin owns both figures: a quota its projects' shares overrun
+            # would leave `default` nothing and the shares unkeepable; lower them first.
+            raise ValidationFailed(
+                f"the projects' GPU shares come to {carved}, above {body.max_gpus}; "
+                "lower them first",
+                field="maxGpus",
+            )
         return await self._change(tenant_id, {"self_quota": body.model_dump()})
 
     async def set_user_limits(

@@ -37,8 +37,8 @@ HOP_BY_HOP = frozenset(
 
 Headers = list[tuple[str, str]]
 
-#: How long an idle pooled connection is kept: below the services' (uvicorn's)
-#: keep-alive of 5 s.
+#: How long an idle pooled connection is kept: well below the services' keep-alive
+#: (`runtime.KEEP_ALIVE_S`), so the gateway never reuses one a service is closing.
 IDLE_CONNECTION_S = 4.0
 
 

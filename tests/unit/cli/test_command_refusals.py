@@ -211,3 +211,21 @@ def test_profiles_are_listed_with_the_current_one_marked(tmp_path: Path) -> None
 def test_logging_out_of_no_profile_is_refused(gpucloud: CliRunner) -> None:
     result = gpucloud.invoke(cli, ["logout", "--keep-key"])
     assert (result.exit_code, result.stderr) == (1, "error: no profile 'default'\n")
+
+
+# --- gpucloud quota set ----------------------------------------------------------------
+
+
+def test_a_quota_change_names_a_ceiling_and_each_is_a_number_or_none(
+    gpucloud: CliRunner,
+) -> None:
+    nothing = gpucloud.invoke(cli, ["quota", "set"])
+    assert usage_error(nothing) == (
+        "Error: give at least one of --gpus, --instances, --storage-bytes, "
+        "--monthly-spend-cap-cents"
+    )
+    for value in ("many", "-1", "2.5"):
+        wrong = gpucloud.invoke(cli, ["quota", "set", "--gpus", value])
+        assert usage_error(wrong) == (
+            f"Error: Invalid value for --gpus: {value!r} is neither a whole number nor 'none'"
+        )
