@@ -14,7 +14,8 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import HTTPConnection
+from starlette.requests import ClientDisconnect, HTTPConnection
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import (
@@ -207,6 +208,10 @@ def field_errors(
     ]
 
 
+#: The status recorded for a request whose caller hung up (nginx's 499).
+CLIENT_CLOSED_REQUEST = 499
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GpucloudError)
     async def on_gpucloud_error(request: Request, error: GpucloudError) -> JSONResponse:
@@ -224,6 +229,13 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(error, CarriedError):
             return problem_response(error.error, request)
         return _http_problem(error.status_code, str(error.detail), request)
+
+    @app.exception_handler(ClientDisconnect)
+    async def on_client_gone(request: Request, _: ClientDisconnect) -> Response:
+        # The caller hung up while its body was read (a closed tab, a cancelled
+        # command): nothing went wrong here, and no answer reaches anyone.
+        log.info("client disconnected", extra={"path": request.url.path})
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, error: Exception) -> JSONResponse:

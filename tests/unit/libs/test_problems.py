@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI, Request
 from pydantic import Field, ValidationError
 from starlette.requests import HTTPConnection
+from starlette.types import Message
 
 from gpucloud_libs.errors import (
     PROBLEM_JSON,
@@ -177,6 +178,31 @@ async def test_an_unexpected_error_is_a_500_problem_that_leaks_nothing() -> None
     assert answer.status_code == 500
     assert answer.json()["code"] == "internal_server_error"
     assert "hunter2" not in answer.text
+
+
+async def test_a_caller_that_hangs_up_mid_body_is_no_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A closed tab or a cancelled command leaves its request unread: that is logged
+    as the caller's leaving (499), not as an unexpected error of the service."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/size", "raw_path": b"/size", "query_string": b"",
+        "headers": [(b"content-length", b"10")], "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }  # fmt: skip
+    with caplog.at_level("INFO", logger="gpucloud_libs.http"):
+        await app()(scope, receive, send)
+    assert sent[0]["status"] == 499
+    assert [r.getMessage() for r in caplog.records] == ["client disconnected"]
 
 
 @pytest.mark.parametrize(
