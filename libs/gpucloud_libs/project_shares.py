@@ -15,10 +15,15 @@ from .naming import DEFAULT_PROJECT
 Projects = Mapping[str, Mapping[str, Any]]
 
 
+def carved_gpus(shares: Iterable[int | None]) -> int:
+    """The GPUs the projects' shares carve of the tenant's (a project with no share
+    carves nothing)."""
+    return sum(share or 0 for share in shares)
+
+
 def default_share(tenant_max_gpus: int, shares: Iterable[int | None]) -> int:
-    """The GPUs the other projects' shares leave of the tenant's (a project with no
-    share carves nothing)."""
-    return max(tenant_max_gpus - sum(share or 0 for share in shares), 0)
+    """The GPUs the other projects' shares leave of the tenant's."""
+    return max(tenant_max_gpus - carved_gpus(shares), 0)
 
 
 def is_member(projects: Projects | None, project_id: str, user_id: str | None) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.naming import DEFAULT_PROJECT
-from gpucloud_libs.project_shares import default_share, may_act_in
+from gpucloud_libs.project_shares import carved_gpus, default_share, may_act_in
 
 from .documents import TenantDoc
 from .project_schemas import Project, ProjectCreate, ProjectMember, ProjectUpdate
@@ -215,7 +215,7 @@ def _check_carve(tenant: TenantDoc, project_id: str, share: dict[str, Any]) -> N
     borrow: a 422 naming the figures otherwise."""
     quota = effective_quota(tenant["limits"], tenant.get("self_quota") or {})
     others = {k: v for k, v in (tenant.get("projects") or {}).items() if k != project_id}
-    carved = sum(p.get("max_gpus") or 0 for p in others.values()) + (share.get("max_gpus") or 0)
+    carved = carved_gpus([*(p.get("max_gpus") for p in others.values()), share.get("max_gpus")])
     if carved > quota["max_gpus"]:
         raise ValidationFailed(
             f"the projects' GPU shares would come to {carved}, above the tenant's "

@@ -18,6 +18,7 @@ from gpucloud_libs.events import ProjectShare, TenantDeleted, TenantQuota, Tenan
 from gpucloud_libs.events import UserLimits as UserLimitsEvent
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
+from gpucloud_libs.project_shares import carved_gpus
 from gpucloud_libs.topics import TENANTS
 
 from .api_keys import ApiKeys
@@ -166,7 +167,7 @@ class Tenants:
                 f"above the platform's limits: {', '.join(over)}",
                 limits=QuotaLimits.model_validate(limits).model_dump(by_alias=True),
             )
-        carved = sum(p.get("max_gpus") or 0 for p in (doc.get("projects") or {}).values())
+        carved = carved_gpus(p.get("max_gpus") for p in (doc.get("projects") or {}).values())
         if body.max_gpus is not None and body.max_gpus < carved:
             # The tenant admin owns both figures: a quota its projects' shares overrun
             # would leave `default` nothing and the shares unkeepable; lower them first.
