@@ -22,7 +22,9 @@ from the bootstrap key and revokes at the end (its own rate-limit bucket, so a t
 run using the bootstrap key meanwhile is not slowed). A failure of a workload that
 ended less than `--settle` seconds before metering answered is checked again once
 that long has passed: its last transition may still be on its way. Prints one line
-per violation and a summary; exits 1 on a violation, 2 if it could not finish.
+per violation and a summary; exits 1 on a violation, 2 if it could not finish, 3 if it
+checked fewer ended workloads than `--min-checked` (a run that found nothing to check
+proves nothing).
 """
 
 from __future__ import annotations
@@ -648,6 +650,16 @@ class Summary:
         ]
         return lines + [f"error: {error}" for error in self.errors]
 
+    def below_floor(self, minimum: int) -> str | None:
+        """Why the run proves too little: fewer ended workloads checked than `minimum`."""
+        checked = self.counter("checked").total()
+        if checked >= minimum:
+            return None
+        return (
+            f"checked {checked} ended workloads, fewer than the floor of {minimum}: a run "
+            "that finds nothing to check proves nothing (is --since right?)"
+        )
+
 
 def _kinds(counts: Counter[str]) -> str:
     return ", ".join(f"{counts[kind]} {kind}s" for kind in ("instance", "job run", "replica"))
@@ -722,6 +734,12 @@ def parser() -> argparse.ArgumentParser:
         help="check tenants created at or after this ISO time (with a zone)",
     )
     p.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    p.add_argument(
+        "--min-checked",
+        type=int,
+        default=1,
+        help="fail (exit 3) unless at least this many ended workloads were checked",
+    )
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once")
     p.add_argument("--rate", type=float, default=40.0, help="calls started per second at most")
     p.add_argument(
@@ -766,7 +784,12 @@ async def main(args: argparse.Namespace) -> None:
         print(violation.line())
     print("\n".join(summary.lines()))
     sys.stdout.flush()
+    floor = summary.below_floor(args.min_checked)
+    if floor is not None:
+        print(f"floor: {floor}")
     if summary.violations:
         raise SystemExit(1)
     if summary.errors:
         raise SystemExit(2)
+    if floor is not None:
+        raise SystemExit(3)

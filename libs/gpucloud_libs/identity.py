@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import Forbidden, Unauthenticated
+from .naming import DEFAULT_PROJECT
 
 IDENTITY_HEADER = "X-Gpucloud-Identity"
 DEFAULT_TTL_S = 60
@@ -83,10 +84,19 @@ class Identity(BaseModel):
     #: The one project a key of a project acts in (decision 139); None: any of its
     #: user's.
     project: str | None = None
+    #: The projects whose work the caller sees and acts on (decision 142): a tenant
+    #: user's own, a key of one project's alone; None: every project of the tenant (a
+    #: tenant admin's credential of no project, a platform admin, a service).
+    projects: tuple[str, ...] | None = None
 
     @property
     def is_platform_admin(self) -> bool:
         return self.role == "platform-admin"
+
+    def sees_project(self, project: str) -> bool:
+        """Whether the caller sees, and may act on, the work of `project` (decision 142):
+        the one rule every service applies to every listing and every id."""
+        return self.projects is None or project in self.projects
 
     def require_role(self, *allowed: Role) -> None:
         if self.role not in allowed:
@@ -117,6 +127,18 @@ class IdentityClaims(BaseModel):
     nonce: str = Field(alias="jti")
     expires_at: float = Field(alias="exp")
     project: str | None = None
+    projects: tuple[str, ...] | None = None
+
+
+def fail_closed_projects(
+    role: Role, project: str | None, projects: tuple[str, ...] | None
+) -> tuple[str, ...] | None:
+    """The projects a token's caller sees: as signed; a token that names none (a signer
+    from before decision 142) sees every project only where no membership applies, an
+    admin's credential of no project, and otherwise its key's project or `default`."""
+    if projects is not None or (role != "tenant-user" and project is None):
+        return projects
+    return (project or DEFAULT_PROJECT,)
 
 
 def body_digest(body: bytes) -> str:
@@ -185,6 +207,7 @@ class IdentitySigner:
         body: bytes = b"",
         ttl_s: float = DEFAULT_TTL_S,
         project: str | None = None,
+        projects: tuple[str, ...] | None = None,
     ) -> str:
         """A token good once, for `ttl_s`, for this one request to the `audience` service:
         `path` and `query` as sent (still encoded, the query without its `?`), and
@@ -193,10 +216,11 @@ class IdentitySigner:
             iss=self.issuer, sub=subject, role=role, tenant=tenant_id, aud=audience,
             method=method.upper(), path=path, qs=query, body=body_digest(body),
             jti=b64(secrets.token_bytes(16)), exp=time.time() + ttl_s, project=project,
+            projects=projects,
         )  # fmt: skip
-        # A token of no project says nothing of projects, so a service from before
-        # project keys still reads it.
-        unset = {"project"} if project is None else None
+        # A token says nothing of what it has not (project keys, decision 139; project
+        # views, decision 142), so a service from before them still reads it.
+        unset = {name for name in ("project", "projects") if getattr(claims, name) is None}
         payload = b64(claims.model_dump_json(by_alias=True, exclude=unset).encode())
         return f"{payload}.{b64(self._key.sign(payload.encode()))}"
 
@@ -264,6 +288,7 @@ class IdentityVerifier:
             expires_at=claims.expires_at,
             issuer=claims.issuer,
             project=claims.project,
+            projects=fail_closed_projects(claims.role, claims.project, claims.projects),
         )
 
     def _take_nonce(self, nonce: str, expires_at: float, now: float) -> None:
@@ -305,17 +330,18 @@ class SignedAs(httpx.Auth):
         tenant_id: str | None,
         subject: str = "tester",
         project: str | None = None,
+        projects: tuple[str, ...] | None = None,
     ) -> None:
         self.signer, self.audience = signer, audience
         self.role, self.tenant_id, self.subject = role, tenant_id, subject
-        self.project = project
+        self.project, self.projects = project, projects
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         path, _, query = request.url.raw_path.decode("latin-1").partition("?")
         request.headers[IDENTITY_HEADER] = self.signer.sign(
             subject=self.subject, role=self.role, tenant_id=self.tenant_id,
             audience=self.audience, method=request.method, path=path, query=query,
-            body=request.content, project=self.project,
+            body=request.content, project=self.project, projects=self.projects,
         )  # fmt: skip
         yield request
 

@@ -122,8 +122,16 @@ ACCESS: dict[str, ServiceAccess] = {
             # Release requests ride the telemetry topic, in order with the node's samples.
             produces=(NODE_HEALTH, ALERTS, TELEMETRY),
             # Tenants: a deleted tenant's alert rules go. Clusters: whose nodes'
-            # telemetry is taken besides its own cluster's.
-            consumes=(TELEMETRY, TENANTS, CLUSTERS),
+            # telemetry is taken besides its own cluster's. Lifecycles: the project
+            # each workload runs in, the boundary of its GPU metrics (decision 142).
+            consumes=(
+                TELEMETRY,
+                TENANTS,
+                CLUSTERS,
+                INSTANCE_LIFECYCLE,
+                JOB_LIFECYCLE,
+                INFERENCE_LIFECYCLE,
+            ),
         ),
         ServiceAccess("agent", produces=(TELEMETRY,)),
     )

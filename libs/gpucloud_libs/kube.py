@@ -272,6 +272,18 @@ class KubeClient:
                 manifest,
             )
 
+    async def ensure_whole(self, manifest: Manifest) -> None:
+        """Create, or replace an existing object whole (an update): for a writer that
+        may not read what is there, since a patch answers the whole stored object, a
+        Secret's data included, and an update only what it sent (review N5)."""
+        try:
+            await self.create(manifest)
+        except ConflictError:
+            metadata = manifest["metadata"]
+            await self.replace(
+                manifest["kind"], metadata.get("namespace"), metadata["name"], manifest
+            )
+
     async def patch(self, kind: str, namespace: str | None, name: str, body: Manifest) -> Manifest:
         method, namespaced = self._method(kind, "patch")
         args = (name, namespace, body) if namespaced else (name, body)

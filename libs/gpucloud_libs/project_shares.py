@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import Conflict, Forbidden
+from .errors import Conflict, Forbidden, NotFound
 from .identity import Identity
 from .naming import DEFAULT_PROJECT
 
@@ -41,6 +41,42 @@ def may_act_in(
     admin of every project there is)."""
     admin = role == "tenant-admin" and project_id in (projects or {})
     return admin or is_member(projects, project_id, user_id)
+
+
+def visible_projects(
+    projects: Projects | None, *, user_id: str | None, role: str, key_project: str | None
+) -> tuple[str, ...] | None:
+    """The projects whose work a credential sees and acts on (decision 142): a key of one
+    project, that one; a tenant admin, every one (None); a tenant user, `default` and the
+    projects they are a member of. The gateway signs it into every identity, so services
+    that keep no membership (metering, monitoring) apply the same rule."""
+    if key_project is not None:
+        return (key_project,)
+    if role != "tenant-user":
+        return None
+    mine = (p for p in sorted(projects or {}) if is_member(projects, p, user_id))
+    return (DEFAULT_PROJECT, *mine)
+
+
+def unseen_work(kind: str, name: str, seen: tuple[str, ...] | None) -> NotFound:
+    """The 404 for work the caller does not see (`seen`: the projects it sees, None for
+    all), worded as the caller would put it: it may exist, in a project that is not
+    theirs (decision 142)."""
+    if seen is None:
+        return NotFound(f"{kind} {name!r} does not exist")
+    return NotFound(f"{kind} {name!r} does not exist in your projects ({', '.join(seen)})")
+
+
+def unknown_project(project_id: str, seen: tuple[str, ...] | None) -> NotFound:
+    """The 404 for a project the caller may not act in (`seen`: the projects it sees,
+    None for all): to a user, one that is not theirs, with the ones that are (what
+    does not show is not said to exist); to an admin, one that does not exist."""
+    if seen is None:
+        return NotFound(f"project {project_id!r} does not exist")
+    return NotFound(
+        f"project {project_id!r} is not one of yours; you are in {', '.join(seen)} "
+        "(a tenant admin adds members)"
+    )
 
 
 def acting_project(identity: Identity, asked: str | None) -> str:

@@ -288,6 +288,14 @@ def _pod() -> Any:
     }  # fmt: skip
 
 
+def _token_secret(name: str) -> Any:
+    return {
+        "metadata": {"name": name,
+                     "annotations": {"kubernetes.io/service-account.name": "gpc-user-u-1"}},
+        "type": "kubernetes.io/service-account-token",
+    }  # fmt: skip
+
+
 def _secret(name: str, kind: str) -> Any:
     data = {".dockerconfigjson": base64.b64encode(b'{"auths": {}}').decode()}
     return {"metadata": {"name": name}, "type": kind,
@@ -325,6 +333,14 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("get", "secrets"): lambda c, ns, _: _core(c).read_namespaced_secret("none", ns),
     ("list", "secrets"): lambda c, ns, _: (
         _core(c).list_namespaced_secret(ns) if ns else _core(c).list_secret_for_all_namespaces()
+    ),
+    # A patch, even a dry run, answers the whole Secret: reading by another verb (N5).
+    ("patch", "secrets"): lambda c, ns, _: _core(c).patch_namespaced_secret(
+        "none", ns, {"metadata": {"labels": {"gpucloud.io/probe": "1"}}}, dry_run=DRY
+    ),
+    # A token Secret the token controller would fill for the named account (N5).
+    ("create", "token-secrets"): lambda c, ns, _: _core(c).create_namespaced_secret(
+        ns, _token_secret(unique("gpc-storage")), dry_run=DRY
     ),
     ("create", "pull-secrets"): lambda c, ns, _: _core(c).create_namespaced_secret(
         ns, _secret(unique("gpc-registry"), "kubernetes.io/dockerconfigjson"), dry_run=DRY

@@ -153,8 +153,9 @@ def test_storage_has_no_cluster_wide_rights(rendered: list[dict[str, Any]]) -> N
     secrets = _one(rendered, "ClusterRole", f"{RELEASE}-tenant-storage")["rules"]
     assert secrets[0]["resources"] == ["persistentvolumeclaims"]
     # Secrets are written, never read: pull Secrets share the namespace (review M3).
+    # No patch: a patch answers the whole Secret (review N5).
     assert secrets[1] == {"apiGroups": [""], "resources": ["secrets"],
-                          "verbs": ["create", "update", "patch", "delete"]}  # fmt: skip
+                          "verbs": ["create", "update", "delete"]}  # fmt: skip
 
 
 def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[str, Any]]) -> None:
@@ -162,7 +163,8 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     [condition] = policy["spec"]["matchConditions"]
     for name in ("instances", "storage"):
         assert f"system:serviceaccount:{NAMESPACE}:{RELEASE}-{name}" in condition["expression"]
-    namespaces, pull_secrets, _bindings, accounts, _pod_security = policy["spec"]["validations"]
+    validations = policy["spec"]["validations"]
+    namespaces, pull_secrets, storage_secrets, _bindings, accounts, _pod_security = validations
     assert "startsWith('gpc-')" in namespaces["expression"]
     # Never the release's own namespace: it holds the platform's Secrets.
     assert f"'{NAMESPACE}'" not in namespaces["expression"]
@@ -172,6 +174,11 @@ def test_the_admission_policy_covers_the_service_accounts(rendered: list[dict[st
     assert instances in pull_secrets["expression"]
     assert "startsWith('gpc-registry-')" in pull_secrets["expression"]
     assert "kubernetes.io/dockerconfigjson" in pull_secrets["expression"]
+    # The storage service's: its credentials Secrets, Opaque, never a token Secret.
+    storage = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-storage"
+    assert storage in storage_secrets["expression"]
+    assert "startsWith('gpc-storage-')" in storage_secrets["expression"]
+    assert "object.type == 'Opaque'" in storage_secrets["expression"]
     # Subresources too (a ServiceAccount's token), and the tokens it asks for are
     # users' kubectl accounts' alone.
     [rules] = policy["spec"]["matchConstraints"]["resourceRules"]

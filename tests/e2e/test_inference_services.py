@@ -656,9 +656,21 @@ async def test_a_machine_key_of_one_service_calls_it_and_nothing_else(
     assert (made.json()["scopes"], made.json()["serviceIDs"]) == (
         ["instances:connect"], [service.service_id],
     )  # fmt: skip
+    assert made.json()["role"] == "tenant-user"  # not its maker's admin role (review N1)
     machine = bearer(made.json()["secret"])
     answer = await platform.http.get("/", headers={**machine, "Host": service.host})
     assert answer.status_code == 200, answer.text
+    # No kubectl credential, nor any other route of the API, forwarded or the gateway's
+    # own (review N1): each refused with why.
+    for method, path, body in (
+        ("POST", "/v1/kubeconfig", {"hours": 1}),
+        ("GET", "/v1/whoami", None),
+        ("GET", "/v1/storages", None),
+        ("POST", "/v1/tokens", {}),
+    ):
+        refused = await platform.http.request(method, path, json=body, headers=machine)
+        problem = assert_problem(refused, 403)
+        assert problem["code"] == "machine_key_refused", (path, problem)
 
     # Another service of the same tenant: refused.
     other_host = service.host.replace(service.service_id, "other-svc", 1)

@@ -90,6 +90,25 @@ async def test_storage_writes_secrets_in_tenant_namespaces_and_reads_none(
     for elsewhere in ("default", "kube-system", PLATFORM_NAMESPACE):
         assert await _status(core.list_namespaced_secret(elsewhere)) == 403, elsewhere
     assert await _status(core.list_secret_for_all_namespaces()) == 403
+    # Nor by another verb (review N5): a patch, even a dry run, answers the whole
+    # Secret; a token Secret would be filled by the token controller for any account.
+    probe: Any = {"metadata": {"labels": {"gpucloud.io/probe": "1"}}}
+    assert (
+        await _status(core.patch_namespaced_secret("any", namespace, probe, dry_run="All")) == 403
+    )
+    token: Any = {
+        "metadata": {"name": unique("gpc-storage-token"),
+                     "annotations": {"kubernetes.io/service-account.name": "default"}},
+        "type": "kubernetes.io/service-account-token",
+    }  # fmt: skip
+    assert await _status(core.create_namespaced_secret(namespace, token, dry_run="All")) == 403
+    named: Any = {"metadata": {"name": unique("gpc-registry-x")}, "stringData": {"k": "v"}}
+    assert await _status(core.create_namespaced_secret(namespace, named, dry_run="All")) == 403
+    # What it does write, it may write again whole (an update answers what it sent).
+    made = await core.create_namespaced_secret(namespace, secret)
+    made.string_data = {"k": "w"}
+    replaced = await core.replace_namespaced_secret(made.metadata.name, namespace, made)
+    assert replaced.metadata.name == made.metadata.name
 
 
 async def test_instances_writes_in_tenant_namespaces_only(

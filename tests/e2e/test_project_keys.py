@@ -111,15 +111,16 @@ async def test_no_key_of_a_project_for_one_not_in_it(platform: Platform, tmp_pat
     await admin.ok("projects", "create", "vision", "--gpus", "2")
     hers = await ada.run("keys", "create", "ci", "--project", "vision")
     assert hers.code == 1
-    assert "project 'vision' does not exist" in hers.err
+    assert "project 'vision' is not one of yours; you are in default" in hers.err
     minted = await admin.run("users", "key", ada_email, "--name", "ci", "--project", "vision")
     assert minted.code == 1
-    assert "project 'vision' does not exist" in minted.err
+    assert "the key's user is not a member of project 'vision'" in minted.err
     unknown = await admin.run("keys", "create", "ci", "--project", "no-such")
     assert unknown.code == 1
     assert "project 'no-such' does not exist" in unknown.err
     outside = await admin.run("keys", "create", "ci", "--project", "vision")
     assert outside.code == 1  # an admin of every project, a member of none yet
+    assert "you are not a member of project 'vision'" in outside.err
     whoami = (await admin.ok("-o", "json", "whoami")).json()
     await admin.ok("projects", "add-member", "vision", whoami["userID"])
     admins = (await admin.ok("-o", "json", "keys", "create", "ci", "--project", "vision")).json()

@@ -76,7 +76,7 @@ async def test_a_members_kubectl_reaches_its_projects_namespace_alone(
     # Not a member of nlp: as if it were not there.
     refused = await ada.run("kubeconfig", "--project", "nlp")
     assert refused.code == 1
-    assert "project 'nlp' does not exist" in refused.err
+    assert "project 'nlp' is not one of yours; you are in default, vision" in refused.err
 
     # A tenant admin reaches every project's namespace, a member or not.
     admins = tmp_path / "kube" / "nlp"

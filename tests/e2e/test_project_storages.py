@@ -54,10 +54,10 @@ async def test_a_projects_storages_are_its_members_and_its_works(
     assert await _ids(bob) == {"shared"}
     hidden = await bob.run("storages", "get", "vdata")
     assert hidden.code == 1
-    assert "storage 'vdata' not found" in hidden.err
+    assert "storage 'vdata' does not exist in your projects (default)" in hidden.err
     outside = await bob.run("storages", "create", "mine", "--size", "64MiB", "--project", "vision")
     assert outside.code == 1
-    assert "project 'vision' does not exist" in outside.err
+    assert "project 'vision' is not one of yours; you are in default" in outside.err
     assert await _ids(ada) == {"shared", "vdata"}
     assert await _ids(admin) == {"shared", "vdata"}
     volume = await ada.run("storages", "create", "vol", "--size", "1GiB", "--kind", "volume",

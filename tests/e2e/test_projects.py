@@ -58,7 +58,7 @@ async def test_an_admin_carves_projects_from_the_tenants_gpus_and_names_their_me
     assert mine == ["default", "vision"]
     hidden = await ada.run("projects", "show", "nlp")
     assert hidden.code == 1
-    assert "does not exist" in hidden.err
+    assert "project 'nlp' is not one of yours; you are in default, vision" in hidden.err
     refused = await ada.run("projects", "create", "mine")
     assert refused.code == 1
 
@@ -187,16 +187,17 @@ async def test_a_member_starts_work_in_a_project_and_no_one_else_does(
         # start naming vision (and no spec, so nothing starts) is then refused for it.
         ran = await ada.run("instances", "create", "--spec", "no-such-spec", "--image",
                             "busybox", "--project", "vision", "--no-wait")  # fmt: skip
-        return "project 'vision' does not exist" in ran.err
+        return "project 'vision' is not one of yours; you are in default" in ran.err
 
     await eventually(removal_known, timeout=30)
     again = await ada.run("instances", "start", made["instanceID"])
     assert again.code == 1
-    assert "project 'vision' does not exist" in again.err
+    # Nor does she see it now: the project's work is its members'.
+    assert f"instance {made['instanceID']!r} does not exist in your projects" in again.err
     refused = await bob.run("instances", "create", "--spec", spec, "--image", "busybox",
                             "--project", "vision", "--no-wait")  # fmt: skip
     assert refused.code == 1
-    assert "project 'vision' does not exist" in refused.err
+    assert "project 'vision' is not one of yours; you are in default" in refused.err
     plain = (await bob.ok("-o", "json", "instances", "create", "--spec", spec, "--image",
                           "busybox", "--no-wait")).json()  # fmt: skip
     assert plain["project"] == "default"

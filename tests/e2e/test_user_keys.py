@@ -72,3 +72,34 @@ async def test_a_tenant_admin_mints_a_key_for_a_user_and_revokes_it(
     refused_disabled = await admin.run("users", "key", email, "--name", "third")
     assert refused_disabled.code == 1
     assert "enable them first" in refused_disabled.err
+
+
+async def test_keys_an_admin_minted_for_others_end_with_that_admins_access(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Review N6: an admin about to leave mints a key for another admin; once removed,
+    that key stops too, whoever holds it."""
+    account = await platform.tenant()
+    root = bearer(account.admin_key)
+    leaving_id, _, leaving_key = await platform.member(account, role="tenant-admin")
+    other_id, _, _ = await platform.member(account, role="tenant-admin")
+    minted = await platform.http.post(
+        f"/v1/users/{other_id}/api-keys", json={"name": "spare"}, headers=bearer(leaving_key)
+    )
+    assert minted.status_code == 201, minted.text
+    spare = bearer(minted.json()["secret"])
+    assert (await platform.http.get("/v1/users", headers=spare)).status_code == 200
+    # The other admin's own key stays: only what the leaving admin minted goes.
+    own = await platform.http.post(
+        f"/v1/users/{other_id}/api-keys", json={"name": "own"}, headers=root
+    )
+    assert own.status_code == 201, own.text
+
+    removed = await platform.http.delete(f"/v1/users/{leaving_id}", headers=root)
+    assert removed.status_code == 204, removed.text
+    assert_problem(await platform.http.get("/v1/users", headers=spare), 401)
+    kept = await platform.http.get("/v1/whoami", headers=bearer(own.json()["secret"]))
+    assert kept.status_code == 200, kept.text
+    cli = cli_for(tmp_path / "holder", platform)
+    refused = await cli.login(minted.json()["secret"])
+    assert refused.code == 1

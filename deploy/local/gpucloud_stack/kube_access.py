@@ -119,8 +119,8 @@ def manifests() -> list[Manifest]:
         TENANT_STORAGE_ROLE,
         [
             {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _ALL},
-            {"apiGroups": [""], "resources": ["secrets"],
-             "verbs": ["create", "update", "patch", "delete"]},
+            # No patch: a patch, even a dry run, answers the whole Secret (review N5).
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "delete"]},
         ],
     )  # fmt: skip
     readers = _cluster_role(
@@ -151,6 +151,7 @@ def manifests() -> list[Manifest]:
             [user("instances"), user("storage")],
             INSTANCES_NAMESPACES,
             instances_user=user("instances"),
+            storage_user=user("storage"),
             storage_subject=STORAGE_SUBJECT,
         ),
     ]
@@ -160,6 +161,14 @@ def manifests() -> list[Manifest]:
 IMAGE_PULL_RULE = (
     "(has(request.name) && request.name.startsWith('gpc-registry-') && "
     "(request.operation == 'DELETE' || object.type == 'kubernetes.io/dockerconfigjson'))"
+)
+
+
+#: What a Secret written by the storage service must be: its instances' credentials,
+#: never a token Secret (which the token controller would fill for any account).
+STORAGE_CREDENTIALS_RULE = (
+    "(has(request.name) && request.name.startsWith('gpc-storage-') && "
+    "(request.operation == 'DELETE' || object.type == 'Opaque'))"
 )
 
 
@@ -226,6 +235,7 @@ def admission_policy(
     own_namespaces: tuple[str, ...],
     *,
     instances_user: str,
+    storage_user: str,
     storage_subject: str,
 ) -> list[Manifest]:
     """Writes by these users land in tenant namespaces (`gpc-*`) or the services' own,
@@ -273,6 +283,14 @@ def admission_policy(
                         f"{IMAGE_PULL_RULE}"
                     ),
                     "message": "the instances service writes only image pull Secrets (gpc-registry-*)",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": (
+                        f"request.userInfo.username != {json.dumps(storage_user)} || "
+                        f"request.kind.kind != 'Secret' || {STORAGE_CREDENTIALS_RULE}"
+                    ),
+                    "message": "the storage service writes only its credentials Secrets (gpc-storage-*, Opaque)",
                     "reason": "Forbidden",
                 },
                 {

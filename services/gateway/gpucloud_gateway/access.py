@@ -17,7 +17,7 @@ from gpucloud_libs.identity import Role
 
 from .audit import MUTATING, AuditedCall
 from .authentication import Authenticator
-from .authorization import Authorizer
+from .authorization import Authorizer, refuse_machine_key
 from .console_sessions import ConsoleSessions
 from .schemas import Principal, Scope
 
@@ -68,6 +68,7 @@ def require(roles: frozenset[Role], scope: Scope | None) -> Any:
     ) -> Principal:
         audit_target(request, principal)
         if scope is None:
+            refuse_machine_key(principal)
             await authorizer.rate_limit(principal)
         else:
             await authorizer.authorize(principal, roles=roles, scope=scope, method=request.method)

@@ -13,6 +13,7 @@ from gpucloud_libs.http import app_part
 from .access import audit_target, maybe_authenticated, require
 from .api_keys import ApiKeys
 from .audit import AuditedCall, AuditLog
+from .authorization import refuse_machine_key
 from .console_sessions import ConsoleSessions
 from .routes import ADMINS, EVERYONE, PLATFORM_ADMIN, TENANT_ADMIN, TENANT_MEMBERS
 from .schemas import (
@@ -73,6 +74,7 @@ async def issue_token(
 ) -> TokenIssued:
     if principal is not None:
         audit_target(request, principal)
+        refuse_machine_key(principal)
     return await sessions.issue(body, principal, request)
 
 

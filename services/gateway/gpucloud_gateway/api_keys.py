@@ -14,7 +14,7 @@ from typing import cast
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.identity import Role
-from gpucloud_libs.project_shares import is_member
+from gpucloud_libs.project_shares import is_member, unknown_project
 
 from . import credentials
 from .authorization import InsufficientScope
@@ -77,7 +77,9 @@ class ApiKeys:
         created_by: str | None = None,
     ) -> ApiKeyCreated:  # fmt: skip
         project = await self._project(principal, body.project, holder)
-        role = body.role or ("tenant-user" if project is not None else holder.role)
+        # A key of one project, or of inference services' URLs, acts as a user alone.
+        narrow = project is not None or body.service_ids is not None
+        role = body.role or ("tenant-user" if narrow else holder.role)
         if project is not None and role != "tenant-user":
             raise ValidationFailed(
                 "a key of one project is a tenant-user key: it acts as a member of its "
@@ -93,10 +95,6 @@ class ApiKeys:
                 raise ValidationFailed(
                     "inference services belong to tenants: a tenant makes their keys"
                 )
-            if principal.service_ids is not None and not set(body.service_ids) <= set(
-                principal.service_ids
-            ):
-                raise Forbidden("a service key makes keys of its own services only")
             scopes = ["instances:connect"]
         service_ids = body.service_ids if body.service_ids is not None else holder.service_ids
         if extra := sorted(set(scopes) - set(principal.scopes)):
@@ -143,7 +141,14 @@ class ApiKeys:
         tenant = await self._cache.tenant(holder.tenant_id)
         projects = tenant.get("projects") if tenant is not None else None
         if not is_member(projects, asked, holder.user_id):
-            raise NotFound(f"project {asked!r} does not exist")
+            seen = principal.projects is None or asked in principal.projects
+            if asked not in (projects or {}) or not seen:
+                raise unknown_project(asked, principal.projects)
+            who = "you are" if holder.user_id == principal.user_id else "the key's user is"
+            raise ValidationFailed(
+                f"{who} not a member of project {asked!r}; a tenant admin adds members first",
+                field="project",
+            )
         return asked
 
     def _may_see_key(self, principal: Principal, doc: ApiKeyDoc) -> bool:
@@ -178,3 +183,9 @@ class ApiKeys:
     async def revoke_where(self, **match: str) -> None:
         """Revoke every key matching (a tenant's, a user's), effective at once here."""
         self._cache.forget_keys(*await self._keys.revoke_where(**match))
+
+    async def end_for_user(self, user_id: str) -> None:
+        """A user's access ended: their keys go, and the keys they minted for others
+        with an admin's rights, which end with the admin who made them (review N6)."""
+        await self.revoke_where(user_id=user_id)
+        await self.revoke_where(created_by=user_id)

@@ -7,7 +7,7 @@ from typing import Literal
 
 from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Unauthenticated
-from gpucloud_libs.project_shares import is_member
+from gpucloud_libs.project_shares import is_member, visible_projects
 
 from . import credentials
 from .background import Background
@@ -41,6 +41,13 @@ def _check_project(key: ApiKeyDoc, tenant: TenantDoc | None) -> None:
         raise Unauthenticated(
             f"the API key is for project {project!r}, which its user is no longer in"
         )
+
+
+def _projects_seen(
+    tenant: TenantDoc | None, user_id: str | None, role: str, key_project: str | None
+) -> tuple[str, ...] | None:
+    projects = tenant.get("projects") if tenant is not None else None
+    return visible_projects(projects, user_id=user_id, role=role, key_project=key_project)
 
 
 class Authenticator:
@@ -94,7 +101,8 @@ class Authenticator:
         if doc is None or not credentials.api_key_matches(presented, doc["secret_hash"]):
             raise Unauthenticated("the API key is unknown")
         _check_live(doc, "the API key")
-        _check_project(doc, await self.check_tenant(doc.get("tenant_id")))
+        tenant = await self.check_tenant(doc.get("tenant_id"))
+        _check_project(doc, tenant)
         self._touch(doc["_id"])
         return Principal(
             subject=doc.get("user_id") or doc["_id"],
@@ -106,6 +114,7 @@ class Authenticator:
             via="api_key",
             service_ids=doc.get("service_ids"),
             project=doc.get("project"),
+            projects=_projects_seen(tenant, doc.get("user_id"), doc["role"], doc.get("project")),
         )
 
     async def from_source(
@@ -154,6 +163,7 @@ class Authenticator:
             service_ids=service_ids,
             source_version=version,
             project=project,
+            projects=_projects_seen(tenant, user_id, role, project),
         )
 
     async def check_tenant(self, tenant_id: str | None) -> TenantDoc | None:

@@ -16,6 +16,23 @@ class TenantSuspended(Forbidden):
     title = "The tenant is suspended"
 
 
+class MachineKeyRefused(Forbidden):
+    code = "machine_key_refused"
+    title = "A machine key calls its inference services' URLs alone"
+
+
+def refuse_machine_key(principal: Principal) -> None:
+    """A machine key of inference services (`serviceIDs`) is handed to an OpenAI
+    client: it calls those services' URLs and nothing of the API, kubeconfig and keys
+    included, whatever its maker's role (review N1)."""
+    if principal.service_ids is not None:
+        raise MachineKeyRefused(
+            f"this key calls the URLs of the inference services {principal.service_ids} "
+            "alone; use a key of your own for the API",
+            service_ids=principal.service_ids,
+        )
+
+
 class InsufficientScope(Forbidden):
     code = "insufficient_scope"
     title = "The credential's scopes do not allow this"
@@ -47,6 +64,7 @@ class Authorizer:
     ) -> None:
         """Whether the caller may, spending no rate-limit token: an open connection
         checked again (long_connections.py) is no new request."""
+        refuse_machine_key(principal)
         if principal.role not in roles:
             raise Forbidden(f"this action needs one of the roles: {', '.join(sorted(roles))}")
         if scope not in principal.scopes:

@@ -64,6 +64,7 @@ def identity_headers(
         query=query,
         body=body,
         project=principal.project,
+        projects=principal.projects,
     )
     carrier: dict[str, str] = {}
     inject(carrier)  # the caller's trace continues in the service

@@ -47,6 +47,10 @@ def require_connect(principal: Principal) -> None:
         raise InsufficientScope("this credential lacks the scope 'instances:connect'")
 
 
+#: A caller's view of the tenant's projects (decision 142); None: all of them.
+ProjectsSeen = tuple[str, ...] | None
+
+
 class InstanceTargets:
     def __init__(
         self, settings: GatewaySettings, upstream: Upstream, signer: IdentitySigner
@@ -55,10 +59,10 @@ class InstanceTargets:
         self.upstream = upstream
         self.signer = signer
         self.egress = settings.egress
-        self._addresses = TtlCache[tuple[str, str | None, str, int, bool], str](
+        self._addresses = TtlCache[tuple[str, ProjectsSeen, str, int, bool], str](
             settings.endpoint_cache_ttl_s, max_entries=10_000
         )
-        self._replicas = TtlCache[tuple[str, str | None, str], tuple[list[str], int]](
+        self._replicas = TtlCache[tuple[str, ProjectsSeen, str], tuple[list[str], int]](
             settings.service_endpoints_ttl_s, max_entries=10_000
         )
 
@@ -82,16 +86,17 @@ class InstanceTargets:
         """The pod address behind one port of the caller's running instance (kept a few
         seconds): a public port for its URL, any declared TCP port for a tunnel."""
 
-        async def resolve(_: tuple[str, str | None, str, int, bool]) -> str:
+        async def resolve(_: tuple[str, ProjectsSeen, str, int, bool]) -> str:
             path = f"/gpu-instances/{quote(instance_id)}/endpoints/{port}"
             query = "tunnel=true" if tunnel else ""
             address = str((await self.instances_call(principal, path, query))["address"])
             self.egress.check(address, f"instance {instance_id}")
             return address
 
-        # The project too: the instances service answers a key of one project for its
-        # own project's instances alone, so a cached answer is that key's alone.
-        key = (principal.tenant_id or "", principal.project, instance_id, port, tunnel)
+        # The projects seen too: the instances service answers a caller for the work of
+        # its projects alone (decision 142), so a cached answer is for callers who see
+        # the same ones.
+        key = (principal.tenant_id or "", principal.projects, instance_id, port, tunnel)
         return await self._addresses.get(key, resolve)
 
     def service_of(self, principal: Principal, host: str) -> str | None:
@@ -113,11 +118,11 @@ class InstanceTargets:
         self, principal: Principal, service_id: str, *, fresh: bool = False
     ) -> tuple[list[str], int]:
         """(addresses, port) of the service's serving replicas, a second old at most."""
-        key = (principal.tenant_id or "", principal.project, service_id)
+        key = (principal.tenant_id or "", principal.projects, service_id)
         if fresh:
             self._replicas.forget(key)
 
-        async def resolve(_: tuple[str, str | None, str]) -> tuple[list[str], int]:
+        async def resolve(_: tuple[str, ProjectsSeen, str]) -> tuple[list[str], int]:
             path = f"/inference-services/{quote(service_id)}/endpoints"
             body = await self.instances_call(principal, path)
             addresses, port = body.get("addresses"), body.get("port")

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.naming import DEFAULT_PROJECT
-from gpucloud_libs.project_shares import carved_gpus, default_share, may_act_in
+from gpucloud_libs.project_shares import carved_gpus, default_share, may_act_in, unknown_project
 
 from .documents import TenantDoc
 from .project_schemas import Project, ProjectCreate, ProjectMember, ProjectUpdate
@@ -179,7 +179,7 @@ class Projects:
     def _share(self, tenant: TenantDoc, project_id: str, principal: Principal) -> None:
         """A 404 for a project the caller does not reach (`_reaches`)."""
         if not _reaches(tenant, project_id, principal):
-            raise NotFound(f"project {project_id!r} does not exist")
+            raise unknown_project(project_id, principal.projects)
 
     async def _view(self, tenant: TenantDoc, project_id: str) -> Project:
         projects = tenant.get("projects") or {}

@@ -358,6 +358,8 @@ class Principal(ApiModel):
     service_ids: list[str] | None = Field(default=None, alias="serviceIDs")
     #: Set for a key of one project: it acts in that project alone (decision 139).
     project: str | None = None
+    #: The projects whose work it sees and acts on (decision 142); None: every one.
+    projects: tuple[str, ...] | None = None
     #: A signed-in user's password generation: what a token minted from this
     #: principal carries, so a password change ends it (never shown).
     source_version: int = Field(default=0, exclude=True)

@@ -150,7 +150,7 @@ class Users:
         assert updated is not None
         self._cache.forget_user(doc["_id"])
         if end_keys:
-            await self._api_keys.revoke_where(user_id=doc["_id"])
+            await self._api_keys.end_for_user(doc["_id"])
             await self._end_access(updated)
         return updated
 
@@ -160,7 +160,7 @@ class Users:
             raise ValidationFailed("you cannot delete yourself; ask another admin")
         await self._users.delete(user_id)
         self._cache.forget_user(user_id)
-        await self._api_keys.revoke_where(user_id=user_id)
+        await self._api_keys.end_for_user(user_id)
         await self._end_access(doc)
 
     async def _end_access(self, doc: UserDoc) -> None:

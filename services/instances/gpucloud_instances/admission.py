@@ -7,11 +7,16 @@ from datetime import UTC
 from typing import NamedTuple
 
 from gpucloud_libs.clock import now
-from gpucloud_libs.errors import NotFound, QuotaExceeded, ValidationFailed
+from gpucloud_libs.errors import QuotaExceeded, ValidationFailed
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import DEFAULT_PROJECT, GPU_RESOURCE
-from gpucloud_libs.project_shares import acting_project, default_share, may_act_in
+from gpucloud_libs.project_shares import (
+    acting_project,
+    default_share,
+    may_act_in,
+    unknown_project,
+)
 
 from .documents import (
     QuotaDoc,
@@ -165,14 +170,20 @@ def project_member(tenant: TenantDoc, identity: Identity, project_id: str) -> st
     projects they are not in."""
     projects = tenant.get("projects")
     if not may_act_in(projects, project_id, user_id=identity.subject, role=identity.role):
-        raise NotFound(f"project {project_id!r} does not exist")
+        raise unknown_project(project_id, identity.projects)
     return project_id
 
 
-def listed_project(identity: Identity, asked: str | None) -> str | None:
-    """The one project whose work a listing shows (None: the tenant's whole): the one
-    asked for, and a key of one project's always."""
-    return acting_project(identity, asked) if asked or identity.project else None
+def listed_projects(identity: Identity, asked: str | None) -> tuple[str, ...] | None:
+    """The projects whose work a listing shows (None: the tenant's whole): the one asked
+    for, if the caller sees it (a 404 otherwise), else every one it sees (decision
+    142); a key of one project's alone."""
+    if asked is None:
+        return identity.projects
+    acting_project(identity, asked)  # a key of one project names no other (a 403)
+    if not identity.sees_project(asked):
+        raise unknown_project(asked, identity.projects)
+    return (asked,)
 
 
 def project_of(tenant: TenantDoc, identity: Identity, asked: str | None) -> str:

@@ -7,9 +7,11 @@ that older documents may lack, are NotRequired and read with `.get`.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
+from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import DEFAULT_PROJECT, project_namespace
 from gpucloud_libs.outbox import OutboxEntry
 
@@ -140,18 +142,19 @@ def workload_project(doc: WorkloadDocFields) -> str:
     return doc.get("project", DEFAULT_PROJECT)
 
 
-def project_match(project: str) -> dict[str, Any]:
-    """A store query's condition for the workloads of one project (those from before
+def project_match(projects: Collection[str]) -> dict[str, Any]:
+    """A store query's condition for the workloads of these projects (those from before
     projects name none, and are `default`'s)."""
-    if project == DEFAULT_PROJECT:
-        return {"project": {"$in": [DEFAULT_PROJECT, None]}}
-    return {"project": project}
+    names: list[str | None] = [*sorted(projects)]
+    if DEFAULT_PROJECT in projects:
+        names.append(None)
+    return {"project": {"$in": names}}
 
 
-def in_project_view(doc: WorkloadDocFields | EndedServiceDoc, project: str | None) -> bool:
-    """Whether a workload shows to a key of `project` (None: a key of no project, which
-    sees them all): a key of one project sees that project's alone (decision 139)."""
-    return project is None or doc.get("project", DEFAULT_PROJECT) == project
+def in_project_view(doc: WorkloadDocFields | EndedServiceDoc, identity: Identity) -> bool:
+    """Whether a workload shows to the caller: one of the projects it sees (decision
+    142)."""
+    return identity.sees_project(doc.get("project", DEFAULT_PROJECT))
 
 
 def namespace_project(doc: WorkloadDocFields) -> str:

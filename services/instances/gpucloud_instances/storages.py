@@ -75,6 +75,7 @@ class StorageClient:
             path=path,
             body=content,
             project=caller.project,
+            projects=caller.projects,
         )
         headers = {IDENTITY_HEADER: token, "Content-Type": "application/json"}
         try:

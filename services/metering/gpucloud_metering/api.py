@@ -94,8 +94,9 @@ async def _tenant_report(
 ) -> UsageReport:
     """The usage report both /usage routes serve, for the caller's scope."""
     return await reports.report(
-        scope(identity, tenant_id), *_range(start, end), group_by, project=project
-    )
+        scope(identity, tenant_id), *_range(start, end), group_by, project=project,
+        seen=identity.projects,
+    )  # fmt: skip
 
 
 TenantReport = Annotated[UsageReport, Depends(_tenant_report)]
@@ -123,7 +124,9 @@ async def my_usage(
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
 ) -> UsageReport:
     tenant_id = identity.require_tenant()
-    return await reports.report(tenant_id, *_range(start, end), group_by, user_id=identity.subject)
+    return await reports.report(
+        tenant_id, *_range(start, end), group_by, user_id=identity.subject, seen=identity.projects
+    )
 
 
 @router.get(
@@ -155,7 +158,9 @@ async def instance_usage(
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "instance",
 ) -> UsageReport:
     tenant_id = identity.require_tenant()
-    return await reports.report(tenant_id, *_range(start, end), group_by, instance_id=instance_id)
+    return await reports.report(
+        tenant_id, *_range(start, end), group_by, instance_id=instance_id, seen=identity.projects
+    )
 
 
 @router.get(
@@ -172,7 +177,9 @@ async def job_usage(
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "job",
 ) -> UsageReport:
     tenant_id = identity.require_tenant()
-    return await reports.report(tenant_id, *_range(start, end), group_by, job_id=job_id)
+    return await reports.report(
+        tenant_id, *_range(start, end), group_by, job_id=job_id, seen=identity.projects
+    )
 
 
 @router.get(
@@ -189,7 +196,9 @@ async def service_usage(
     group_by: Annotated[GroupBy, Query(alias="groupBy")] = "service",
 ) -> UsageReport:
     tenant_id = identity.require_tenant()
-    return await reports.report(tenant_id, *_range(start, end), group_by, service_id=service_id)
+    return await reports.report(
+        tenant_id, *_range(start, end), group_by, service_id=service_id, seen=identity.projects
+    )
 
 
 @router.get(

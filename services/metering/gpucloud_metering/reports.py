@@ -26,6 +26,14 @@ def scope(identity: Identity, tenant_id: str | None) -> str | None:
     return identity.require_tenant()
 
 
+def _one_workload(instance_id: str | None, job_id: str | None, service_id: str | None) -> str:
+    if job_id is not None:
+        return f"job {job_id!r}"
+    if service_id is not None:
+        return f"inference service {service_id!r}"
+    return f"instance {instance_id!r}"
+
+
 def as_csv(report: UsageReport) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -47,10 +55,13 @@ class Reports:
         self, tenant_id: str | None, start: datetime, end: datetime, group_by: GroupBy,
         *, instance_id: str | None = None, job_id: str | None = None,
         service_id: str | None = None, user_id: str | None = None, project: str | None = None,
+        seen: tuple[str, ...] | None = None,
     ) -> UsageReport:  # fmt: skip
         """`instance_id`, `job_id` or `service_id` narrows the report to one workload of
         `tenant_id`; `user_id` to the workloads that user started, `project` to those
-        of one project of the tenant (GPU time alone: storage is the tenant's)."""
+        of one project of the tenant (GPU time alone: storage is the tenant's). `seen`:
+        the projects whose work the caller sees (None: all, decision 142); a workload
+        of another reads as one with no usage."""
         if end <= start:
             raise ValidationFailed("`end` must be after `start`")
         as_of = now()
@@ -61,19 +72,17 @@ class Reports:
             raise ValidationFailed("one workload's usage is read within its tenant")
         elif job_id is not None:
             transitions = await self._facts.transitions_of_job(tenant_id, job_id)
-            if not transitions:
-                raise NotFound(f"no usage for job {job_id!r}")
         elif service_id is not None:
             transitions = await self._facts.transitions_of_service(tenant_id, service_id)
-            if not transitions:
-                raise NotFound(f"no usage for inference service {service_id!r}")
         else:
             transitions = await self._facts.transitions_of(tenant_id, {str(instance_id)})
-            if not transitions:
-                raise NotFound(f"no usage for instance {instance_id!r}")
-        narrowed = one or user_id is not None or project is not None
+        narrowed = one or user_id is not None or project is not None or seen is not None
         samples = [] if narrowed else await self._facts.samples(tenant_id)
         workloads = instances_from(transitions)
+        if seen is not None:
+            workloads = [workload for workload in workloads if workload.project in seen]
+        if one and not workloads:
+            raise NotFound(f"no usage for {_one_workload(instance_id, job_id, service_id)}")
         if user_id is not None:
             workloads = [workload for workload in workloads if workload.user_id == user_id]
         if project is not None:

@@ -163,13 +163,18 @@ class Alerts:
                 await self.resolve(alert, now(), alert["value"], resolution)
 
     async def list(
-        self, identity: Identity, state: str | None, limit: int, *, rule_id: str | None = None
-    ) -> list[Alert]:
+        self, identity: Identity, state: str | None, limit: int, *, rule_id: str | None = None,
+        seen: Document | None = None,
+    ) -> list[Alert]:  # fmt: skip
+        """`seen`: the condition for the workloads whose alerts the caller sees
+        (`WorkloadProjects.seen_match`); alerts of no workload show to the whole tenant."""
         query: Document = {}
         if not identity.is_platform_admin:
             # A tenant sees the alerts of its own rules, and fleet alerts about its GPUs.
             tenant = identity.require_tenant()
             query["$or"] = [{"tenant_id": tenant}, {"subject_tenant_id": tenant}]
+        if seen:
+            query["$and"] = [{"$or": [{"instance_id": None}, seen]}]
         if state:
             query["state"] = state
         if rule_id:

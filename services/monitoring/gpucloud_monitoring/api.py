@@ -32,6 +32,7 @@ from .schemas import (
     NodeView,
     Resolution,
 )
+from .workload_projects import WorkloadProjects
 
 router = APIRouter()
 
@@ -45,6 +46,7 @@ FleetPart = Annotated[Fleet, app_part(Fleet)]
 AlertRulesPart = Annotated[AlertRules, app_part(AlertRules)]
 AlertsPart = Annotated[Alerts, app_part(Alerts)]
 NodeKeysPart = Annotated[NodeKeys, app_part(NodeKeys)]
+WorkloadProjectsPart = Annotated[WorkloadProjects, app_part(WorkloadProjects)]
 
 
 def _whole_tenant(identity: CurrentIdentity) -> Identity:
@@ -277,10 +279,14 @@ async def delete_rule(rule_id: str, identity: TenantIdentity, rules: AlertRulesP
 async def list_alerts(
     identity: TenantIdentity,
     alerts: AlertsPart,
+    projects: WorkloadProjectsPart,
     state: Annotated[str | None, Query(pattern="^(firing|resolved)$")] = None,
     rule_id: Annotated[
         str | None, Query(alias="ruleID", max_length=64, description="Only this rule's alerts.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> list[Alert]:
-    return await alerts.list(identity, state, limit, rule_id=rule_id)
+    seen = None
+    if not identity.is_platform_admin:
+        seen = await projects.seen_match(identity, identity.require_tenant())
+    return await alerts.list(identity, state, limit, rule_id=rule_id, seen=seen)

@@ -9,7 +9,14 @@ from gpucloud_libs.kafka_access import ACCESS
 from gpucloud_libs.kube import KubeClient
 from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_libs.runtime import ServiceRuntime
-from gpucloud_libs.topics import CLUSTERS, TELEMETRY, TENANTS
+from gpucloud_libs.topics import (
+    CLUSTERS,
+    INFERENCE_LIFECYCLE,
+    INSTANCE_LIFECYCLE,
+    JOB_LIFECYCLE,
+    TELEMETRY,
+    TENANTS,
+)
 
 from .alert_rules import AlertRules
 from .alerts import Alerts
@@ -30,6 +37,7 @@ from .settings import MonitoringSettings
 from .store import INDEXES, MonitoringStore
 from .webhook_secrets import WebhookSecrets
 from .webhooks import Webhooks
+from .workload_projects import WorkloadProjects
 
 
 def _alerting(
@@ -88,7 +96,8 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     provenance, node_keys, other_clusters = _provenance(settings, store, kube, seal, runtime)
     ingest = Ingest(settings, store, engine, tracker, alerts, node_health, provenance)
     fleet = Fleet(store, kube, runtime.broker, seal, source=runtime.source)
-    handlers = EventHandlers(ingest, rules, other_clusters)
+    projects = WorkloadProjects(store)
+    handlers = EventHandlers(ingest, rules, other_clusters, projects)
 
     async def _restore() -> None:
         """What the consumers keep in memory, from the store, before they consume."""
@@ -109,6 +118,8 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
     runtime.subscribe_batches(TELEMETRY, handlers.on_telemetry)
     runtime.subscribe(TENANTS, handlers.on_tenant)
     runtime.subscribe(CLUSTERS, handlers.on_clusters)
+    for lifecycle in (INSTANCE_LIFECYCLE, JOB_LIFECYCLE, INFERENCE_LIFECYCLE):
+        runtime.subscribe_batches(lifecycle, projects.on_lifecycle)
     runtime.every(1.0, webhooks.deliver, "webhooks")
     runtime.every(5.0, _republish, "republish")
     runtime.every(5.0, rules.reload, "rules")
@@ -121,5 +132,5 @@ def create_app(settings: MonitoringSettings) -> FastAPI:
         title="gpucloud monitoring",
         description="GPU telemetry ingestion, alert rules, inventory and node health.",
         routers=[router],
-        parts=[Metrics(store), fleet, rules, alerts, node_keys],
+        parts=[Metrics(store, projects), fleet, rules, alerts, node_keys, projects],
     )

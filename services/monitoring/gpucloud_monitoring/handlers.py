@@ -15,13 +15,21 @@ from gpucloud_libs.events import (
 from .alert_rules import AlertRules
 from .ingest import Ingest
 from .other_clusters import OtherClusters
+from .workload_projects import WorkloadProjects
 
 
 class EventHandlers:
-    def __init__(self, ingest: Ingest, rules: AlertRules, clusters: OtherClusters) -> None:
+    def __init__(
+        self,
+        ingest: Ingest,
+        rules: AlertRules,
+        clusters: OtherClusters,
+        projects: WorkloadProjects,
+    ) -> None:
         self.ingest = ingest
         self.rules = rules
         self.clusters = clusters
+        self.projects = projects
 
     async def on_clusters(self, event: CloudEvent) -> None:
         if isinstance(event.data, ClusterNodes):
@@ -30,6 +38,7 @@ class EventHandlers:
     async def on_tenant(self, event: CloudEvent) -> None:
         if isinstance(event.data, TenantDeleted):
             await self.rules.forget_tenant(event.data.tenant_id)
+            await self.projects.forget_tenant(event.data.tenant_id)
 
     async def on_telemetry(self, events: list[CloudEvent]) -> None:
         """A batch of telemetry, inventory and operator requests on node health (applied

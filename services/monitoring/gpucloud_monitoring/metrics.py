@@ -19,6 +19,7 @@ from gpucloud_libs.naming import gpu_product, job_workload_id, service_workload_
 from .documents import RollupDoc
 from .schemas import GpuView, MetricPoint, MetricSeries
 from .store import HOURS, MINUTES, MonitoringStore
+from .workload_projects import WorkloadProjects
 
 
 def _mean(values: list[float]) -> float:
@@ -73,10 +74,15 @@ class Workload:
 
 
 class Metrics:
-    def __init__(self, store: MonitoringStore) -> None:
+    def __init__(self, store: MonitoringStore, projects: WorkloadProjects) -> None:
         self._store = store
+        self._projects = projects
 
     async def gpus(self, identity: Identity) -> list[GpuView]:
+        seen: set[str] | None = None
+        if identity.projects is not None:
+            match = await self._projects.seen_match(identity, identity.require_tenant())
+            seen = set(match["instance_id"]["$in"])
         statuses = await self._store.node_statuses()
         healths = await self._store.healths()
         views = []
@@ -88,6 +94,8 @@ class Metrics:
                 owner = status["tenant_id"] if status else None
                 if not identity.is_platform_admin and owner != identity.tenant_id:
                     continue
+                if seen is not None and (status is None or status["instance_id"] not in seen):
+                    continue  # another project's work (decision 142)
                 views.append(
                     GpuView(
                         gpu_uuid=gpu["gpu_uuid"],
@@ -129,6 +137,7 @@ class Metrics:
         query: Document = {"gpu_uuid": gpu_uuid}
         if not identity.is_platform_admin:
             query["tenant_id"] = identity.require_tenant()
+            query |= await self._projects.seen_match(identity, query["tenant_id"])
         docs = await self._series(query, start, end, resolution)
         if not docs and not identity.is_platform_admin:
             raise NotFound(f"no metrics of GPU {gpu_uuid!r} for this tenant")
@@ -145,10 +154,11 @@ class Metrics:
                 raise ValidationFailed(f"the platform admin names the {workload.kind}'s tenantID")
         else:
             tenant_id = identity.require_tenant()
+        seen = await self._projects.sees(identity, tenant_id, workload.telemetry_id)
         docs = await self._series(
             {"tenant_id": tenant_id, "instance_id": workload.telemetry_id}, start, end, resolution
         )
-        if not docs:
+        if not docs or not seen:
             raise NotFound(f"no metrics of {workload.kind} {workload.name!r}")
         return points(workload.name, resolution, docs)
 
@@ -160,7 +170,10 @@ class Metrics:
             tenant_id = identity.require_tenant()
         elif tenant_id is None:
             raise ValidationFailed("the platform admin names the tenantID")
-        docs = await self._series({"tenant_id": tenant_id}, start, end, resolution)
+        query: Document = {"tenant_id": tenant_id}
+        if not identity.is_platform_admin:
+            query |= await self._projects.seen_match(identity, identity.require_tenant())
+        docs = await self._series(query, start, end, resolution)
         return points(tenant_id or "", resolution, docs)
 
     async def node_metrics(

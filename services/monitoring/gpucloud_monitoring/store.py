@@ -8,6 +8,7 @@ Retention is done here, by age (the test database has no TTL indexes).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from datetime import datetime
 
@@ -39,6 +40,8 @@ HEALTH = "health"
 RULES = "alert_rules"
 ALERTS = "alerts"
 DELIVERIES = "webhook_deliveries"
+#: The project each workload runs in, by `<tenant>/<telemetry id>` (decision 142).
+WORKLOAD_PROJECTS = "workload_projects"
 
 INDEXES: IndexPlan = {
     MINUTES: [
@@ -50,6 +53,9 @@ INDEXES: IndexPlan = {
     HOURS: [
         IndexModel([("gpu_uuid", ASCENDING), ("start", ASCENDING)], name="gpu_start"),
         IndexModel([("start", ASCENDING)], name="start"),
+    ],
+    WORKLOAD_PROJECTS: [
+        IndexModel([("tenant_id", ASCENDING), ("project", ASCENDING)], name="tenant_project"),
     ],
     ALERTS: [
         IndexModel([("tenant_id", ASCENDING), ("fired_at", ASCENDING)], name="tenant_fired"),
@@ -72,6 +78,35 @@ class MonitoringStore:
         self._alerts = typed(db, ALERTS, AlertDoc)
         self._deliveries = typed(db, DELIVERIES, DeliveryDoc)
         self._cluster_nodes = db[CLUSTER_NODES]
+        self._workload_projects = db[WORKLOAD_PROJECTS]
+
+    # --- the project of each workload (decision 142) -------------------------------
+
+    async def record_projects(self, found: dict[tuple[str, str], str]) -> None:
+        """Record (tenant, telemetry id) -> project; a workload's project never changes,
+        so a replay writes the same."""
+        await asyncio.gather(*(
+            self._workload_projects.update_one(
+                {"_id": f"{tenant_id}/{workload}"},
+                {"$set": {"tenant_id": tenant_id, "workload": workload, "project": project}},
+                upsert=True,
+            )
+            for (tenant_id, workload), project in found.items()
+        ))  # fmt: skip
+
+    async def workload_project(self, tenant_id: str, workload: str) -> str | None:
+        doc = await self._workload_projects.find_one({"_id": f"{tenant_id}/{workload}"})
+        return None if doc is None else str(doc["project"])
+
+    async def workloads_in(self, tenant_id: str, projects: tuple[str, ...]) -> list[str]:
+        """The telemetry ids of the tenant's workloads of these projects."""
+        found = self._workload_projects.find(
+            {"tenant_id": tenant_id, "project": {"$in": list(projects)}}, {"workload": 1}
+        )
+        return [str(doc["workload"]) async for doc in found]
+
+    async def forget_tenant_projects(self, tenant_id: str) -> None:
+        await self._workload_projects.delete_many({"tenant_id": tenant_id})
 
     # --- roll-ups -------------------------------------------------------------------
 

@@ -176,7 +176,7 @@ class Attachments:
             "AWS_REGION": self._backend.region,
             "BUCKET": storage["bucket"],
         }
-        await kube.ensure(
+        await kube.ensure_whole(
             manifests.credentials_secret(
                 namespace, storage["tenant_id"],
                 storage["storage_id"], instance_id, variables,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 
-from gpucloud_libs.errors import Conflict, NotFound, ValidationFailed
+from gpucloud_libs.errors import Conflict, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import DEFAULT_PROJECT
-from gpucloud_libs.project_shares import may_act_in, storage_refusal
+from gpucloud_libs.project_shares import storage_refusal, unseen_work
 
 from .documents import StorageDoc, TenantDoc
 from .store import StorageStore, TenantStore, storage_key
@@ -29,18 +29,16 @@ def storage_project(doc: StorageDoc, tenant: TenantDoc | None) -> str:
     return project if project in _projects(tenant) else DEFAULT_PROJECT
 
 
-def may_see(identity: Identity, tenant: TenantDoc | None, project: str) -> bool:
-    """Whether the caller may see and use the storages of `project`: a key of one
-    project, its own project's and `default`'s."""
-    if identity.project is not None and project not in (identity.project, DEFAULT_PROJECT):
-        return False
-    return may_act_in(_projects(tenant), project, user_id=identity.subject, role=identity.role)
+def may_see(identity: Identity, project: str) -> bool:
+    """Whether the caller may see and use the storages of `project`: `default`'s, and
+    those of the projects whose work it sees (decision 142), as its work takes them."""
+    return project == DEFAULT_PROJECT or identity.sees_project(project)
 
 
 def visible_match(identity: Identity, tenant: TenantDoc | None) -> Document:
     """A store query's condition for the storages the caller may see."""
     projects = _projects(tenant)
-    hidden = [project for project in projects if not may_see(identity, tenant, project)]
+    hidden = [project for project in projects if not may_see(identity, project)]
     return {"project": {"$nin": hidden}} if hidden else {}
 
 
@@ -68,8 +66,8 @@ class OwnedStorages:
             self._storages.get(storage_key(tenant_id, storage_id)), self._tenants.get(tenant_id)
         )
         project = storage_project(doc, tenant) if doc is not None else DEFAULT_PROJECT
-        if doc is None or not may_see(identity, tenant, project):
-            raise NotFound(f"storage {storage_id!r} not found")
+        if doc is None or not may_see(identity, project):
+            raise unseen_work("storage", storage_id, identity.projects)
         return doc, project
 
     async def for_work(self, identity: Identity, storage_id: str, project: str) -> StorageDoc:

@@ -13,7 +13,6 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import (
     Conflict,
     DependencyUnavailable,
-    NotFound,
     QuotaExceeded,
     TenantNotReady,
     ValidationFailed,
@@ -23,13 +22,13 @@ from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient, KubeError, Manifest, NotFoundError
 from gpucloud_libs.mongo import Document
 from gpucloud_libs.naming import DEFAULT_PROJECT, storage_claim_name
-from gpucloud_libs.project_shares import acting_project
+from gpucloud_libs.project_shares import acting_project, may_act_in, unknown_project
 from gpucloud_libs.tenants import require_active
 
 from . import manifests
 from .backend import BackendError, ObjectBackend
 from .documents import StorageDoc, TenantDoc, volume_namespace
-from .ownership import OwnedStorages, may_see, storage_project, visible_match
+from .ownership import OwnedStorages, storage_project, visible_match
 from .schemas import Storage, StorageCreate, StoragePage, StorageUpdate
 from .settings import StorageSettings
 from .store import AttachmentStore, StorageStore, TenantStore, storage_key
@@ -355,6 +354,7 @@ def _owning_project(identity: Identity, tenant: TenantDoc, body: StorageCreate) 
     key's own), which the caller may act in (a 404 otherwise, as for a project that is
     not). A volume's claim is made in the project's namespace, where its pods run."""
     project = acting_project(identity, body.project)
-    if not may_see(identity, tenant, project):
-        raise NotFound(f"project {project!r} does not exist")
+    projects = tenant.get("projects") or {}
+    if not may_act_in(projects, project, user_id=identity.subject, role=identity.role):
+        raise unknown_project(project, identity.projects)
     return project

@@ -226,5 +226,6 @@ def test_a_principal_shows_its_ids_in_camel_case_and_never_its_password_generati
         "via": "token",
         "serviceIDs": None,
         "project": None,
+        "projects": None,
     }
     assert principal.source_version == 7

@@ -14,7 +14,7 @@ from gpucloud_instances.admission import (
     allowed_zones,
     claim_refusal,
     claimant,
-    listed_project,
+    listed_projects,
     project_cap,
     project_of,
     spec_fields,
@@ -209,23 +209,45 @@ def test_a_key_of_one_project_acts_sees_and_starts_in_that_project_alone() -> No
     tenant = _tenant_with_projects(16, vision=(4, 0), nlp=(4, 0))
     tenant["projects"]["vision"]["members"] = ["u-ada"]
     key = Identity(subject="u-ada", role="tenant-user", tenant_id="acme", expires_at=0,
-                   project="vision")  # fmt: skip
-    plain = key.model_copy(update={"project": None})
+                   project="vision", projects=("vision",))  # fmt: skip
+    plain = key.model_copy(update={"project": None, "projects": ("default", "vision")})
     assert acting_project(key, None) == "vision"  # named nowhere: the key's own
     assert acting_project(plain, None) == "default"
     assert project_of(tenant, key, "vision") == "vision"
     with pytest.raises(Forbidden, match="this credential is for project 'vision'"):
         project_of(tenant, key, "default")
-    assert (listed_project(key, None), listed_project(plain, None)) == ("vision", None)
-    assert listed_project(plain, "nlp") == "nlp"  # a filter, as asked
+    assert listed_projects(key, None) == ("vision",)
+    assert listed_projects(plain, None) == ("default", "vision")  # hers alone
+    assert listed_projects(plain, "vision") == ("vision",)  # a filter, as asked
     assert startable_projects(tenant, key) == ["vision"]
     in_vision: dict[str, str] = {"project": "vision"}
     in_default: dict[str, str] = {}
-    assert in_project_view(cast(WorkloadDocFields, in_vision), key.project)
-    assert not in_project_view(cast(WorkloadDocFields, in_default), key.project)
-    assert in_project_view(cast(WorkloadDocFields, in_default), plain.project)
+    assert in_project_view(cast(WorkloadDocFields, in_vision), key)
+    assert not in_project_view(cast(WorkloadDocFields, in_default), key)
+    assert in_project_view(cast(WorkloadDocFields, in_default), plain)
     # Out of the project (or with it gone), the key starts nothing there.
     tenant["projects"]["vision"]["members"] = []
-    with pytest.raises(NotFound, match="project 'vision' does not exist"):
+    with pytest.raises(NotFound, match="project 'vision' is not one of yours; you are in vision"):
         project_of(tenant, key, None)
     assert startable_projects(tenant, key) == []
+
+
+def test_a_member_lists_and_reads_the_work_of_her_projects_alone() -> None:
+    """Decision 142: a user of no project key sees `default`'s and her projects' work;
+    another project's is refused in her terms, as one that is not hers."""
+    tenant = _tenant_with_projects(16, vision=(4, 0), nlp=(4, 0))
+    tenant["projects"]["vision"]["members"] = ["u-ada"]
+    bob = Identity(subject="u-bob", role="tenant-user", tenant_id="acme", expires_at=0,
+                   projects=("default",))  # fmt: skip
+    admin = Identity(subject="u-root", role="tenant-admin", tenant_id="acme", expires_at=0)
+    in_vision = cast(WorkloadDocFields, {"project": "vision"})
+    assert not in_project_view(in_vision, bob)
+    assert in_project_view(in_vision, admin)
+    assert listed_projects(bob, None) == ("default",)
+    assert listed_projects(admin, None) is None  # the tenant's whole
+    with pytest.raises(NotFound, match="project 'vision' is not one of yours; you are in default"):
+        listed_projects(bob, "vision")
+    with pytest.raises(NotFound, match="project 'vision' is not one of yours"):
+        project_of(tenant, bob, "vision")
+    with pytest.raises(NotFound, match="project 'ghost' does not exist"):
+        project_of(tenant, admin, "ghost")

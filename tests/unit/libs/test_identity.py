@@ -18,6 +18,7 @@ from gpucloud_libs.identity import (
     WeakKey,
     generate_key_pair,
 )
+from gpucloud_libs.project_shares import visible_projects
 
 GATEWAY_PRIVATE, GATEWAY_PUBLIC = generate_key_pair()
 INSTANCES_PRIVATE, INSTANCES_PUBLIC = generate_key_pair()
@@ -168,3 +169,43 @@ def test_a_key_of_one_project_says_so_and_a_token_of_none_names_no_project() -> 
     claims = json.loads(base64.urlsafe_b64decode(plain.split(".")[0] + "=="))
     assert "project" not in claims  # what a service from before project keys reads
     assert VERIFIER.verify(plain, method="GET", path=PATH).project is None
+
+
+def test_the_projects_a_caller_sees_travel_signed_and_fail_closed_when_unsaid() -> None:
+    """Decision 142: the gateway signs the projects whose work the caller sees; a token
+    that names none (a gateway from before) shows a tenant user `default`'s work alone,
+    never every project's."""
+    seen = GATEWAY.sign(subject="u-1", role="tenant-user", tenant_id="t-1", audience="instances",
+                        method="GET", path=PATH, projects=("default", "vision"))  # fmt: skip
+    caller = VERIFIER.verify(seen, method="GET", path=PATH)
+    assert caller.projects == ("default", "vision")
+    assert caller.sees_project("vision")
+    assert not caller.sees_project("nlp")
+    unsaid = VERIFIER.verify(signed(role="tenant-user"), method="GET", path=PATH)
+    assert unsaid.projects == ("default",)
+    assert not unsaid.sees_project("vision")
+    key = GATEWAY.sign(subject="u-1", role="tenant-user", tenant_id="t-1", audience="instances",
+                       method="GET", path=PATH, project="vision")  # fmt: skip
+    assert VERIFIER.verify(key, method="GET", path=PATH).projects == ("vision",)
+    admin = VERIFIER.verify(signed(role="tenant-admin"), method="GET", path=PATH)
+    assert admin.projects is None
+    assert admin.sees_project("vision")
+
+
+def test_a_tenant_user_sees_default_and_the_projects_she_is_in() -> None:
+    projects: dict[str, dict[str, list[str]]] = {
+        "vision": {"members": ["u-ada"]},
+        "nlp": {"members": []},
+    }
+    assert visible_projects(projects, user_id="u-ada", role="tenant-user", key_project=None) == (
+        "default", "vision",
+    )  # fmt: skip
+    assert visible_projects(projects, user_id="u-bob", role="tenant-user", key_project=None) == (
+        "default",
+    )  # fmt: skip
+    assert (
+        visible_projects(projects, user_id="u-root", role="tenant-admin", key_project=None) is None
+    )
+    assert visible_projects(projects, user_id="u-ada", role="tenant-user", key_project="vision") == (
+        "vision",
+    )  # fmt: skip

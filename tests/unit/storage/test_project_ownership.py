@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import cast
 
 from gpucloud_libs.identity import Identity, Role
+from gpucloud_libs.project_shares import visible_projects
 from gpucloud_storage.documents import StorageDoc, TenantDoc
 from gpucloud_storage.ownership import may_see, storage_project, visible_match
 
@@ -17,15 +18,19 @@ TENANT = cast(TenantDoc, {
 
 
 def caller(subject: str, role: Role = "tenant-user", project: str | None = None) -> Identity:
-    return Identity(subject=subject, role=role, tenant_id="acme", expires_at=0, project=project)
+    """The caller as the gateway signs it: with the projects whose work it sees."""
+    seen = visible_projects(TENANT["projects"], user_id=subject, role=role, key_project=project)
+    return Identity(
+        subject=subject, role=role, tenant_id="acme", expires_at=0, project=project, projects=seen
+    )
 
 
 def test_a_projects_storages_are_its_members_and_the_admins() -> None:
     ada, bob, root = caller("u-ada"), caller("u-bob"), caller("u-root", "tenant-admin")
-    assert may_see(ada, TENANT, "vision")
-    assert not may_see(bob, TENANT, "vision")
-    assert may_see(root, TENANT, "nlp")
-    assert all(may_see(who, TENANT, "default") for who in (ada, bob, root))
+    assert may_see(ada, "vision")
+    assert not may_see(bob, "vision")
+    assert may_see(root, "nlp")
+    assert all(may_see(who, "default") for who in (ada, bob, root))
     assert visible_match(bob, TENANT) == {"project": {"$nin": ["vision", "nlp"]}}
     assert visible_match(ada, TENANT) == {"project": {"$nin": ["nlp"]}}
     assert visible_match(root, TENANT) == {}
@@ -33,9 +38,9 @@ def test_a_projects_storages_are_its_members_and_the_admins() -> None:
 
 def test_a_key_of_one_project_sees_its_projects_storages_and_defaults() -> None:
     key = caller("u-ada", project="vision")
-    assert may_see(key, TENANT, "vision")
-    assert may_see(key, TENANT, "default")  # everyone's, and its work takes them
-    assert not may_see(caller("u-root", "tenant-admin", project="vision"), TENANT, "nlp")
+    assert may_see(key, "vision")
+    assert may_see(key, "default")  # everyone's, and its work takes them
+    assert not may_see(caller("u-root", "tenant-admin", project="vision"), "nlp")
     assert visible_match(key, TENANT) == {"project": {"$nin": ["nlp"]}}
     of_default = caller("u-ada", project="default")
     assert visible_match(of_default, TENANT) == {"project": {"$nin": ["vision", "nlp"]}}

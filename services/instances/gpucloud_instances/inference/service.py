@@ -23,6 +23,7 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.naming import public_origin, service_host, service_workload_id
+from gpucloud_libs.project_shares import unseen_work
 from gpucloud_libs.tenants import require_active
 
 from ..admission import (
@@ -31,7 +32,7 @@ from ..admission import (
     claim_refusal,
     claimant,
     known_spec,
-    listed_project,
+    listed_projects,
     project_of,
     spec_fields,
     user_may_start,
@@ -162,9 +163,9 @@ class InferenceServices:
 
     async def _owned(self, identity: Identity, service_id: str) -> ServiceDoc:
         doc = await self._services.get(instance_key(identity.require_tenant(), service_id))
-        if doc is None or not in_project_view(doc, identity.project):
+        if doc is None or not in_project_view(doc, identity):
             # Another tenant's service (or project's) and a missing one look the same.
-            raise NotFound(f"inference service {service_id!r} does not exist")
+            raise unseen_work("inference service", service_id, identity.projects)
         return doc
 
     async def get(self, identity: Identity, service_id: str) -> InferenceService:
@@ -190,12 +191,12 @@ class InferenceServices:
         owner = tenant_id if identity.is_platform_admin and tenant_id else identity.require_tenant()
         key = instance_key(owner, service_id)
         live, ended = await asyncio.gather(self._services.get(key), self._services.ended_runs(key))
-        if identity.project is not None:  # a key of one project sees its uses alone
-            live = live if live is not None and in_project_view(live, identity.project) else None
-            ended = [use for use in ended if in_project_view(use, identity.project)]
+        # The caller sees the uses of its projects alone (decision 142).
+        live = live if live is not None and in_project_view(live, identity) else None
+        ended = [use for use in ended if in_project_view(use, identity)]
         if live is None and not ended:
-            # Another tenant's service and a missing one look the same.
-            raise NotFound(f"inference service {service_id!r} does not exist")
+            # Another tenant's service (or project's) and a missing one look the same.
+            raise unseen_work("inference service", service_id, identity.projects)
         # A service whose deletion is still being published is kept and live at once.
         live_use = live["incarnation"] if live is not None else None
         uses: list[tuple[EndedServiceDoc | ServiceDoc, bool]] = [
@@ -213,7 +214,7 @@ class InferenceServices:
         scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
         after = decode_cursor(cursor) if cursor else None
         docs = await self._services.page(
-            scope, after=after, limit=limit + 1, project=listed_project(identity, project)
+            scope, after=after, limit=limit + 1, projects=listed_projects(identity, project)
         )
         more = len(docs) > limit
         docs = docs[:limit]

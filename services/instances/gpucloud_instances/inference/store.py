@@ -77,20 +77,20 @@ class ServiceStore:
 
     async def page(
         self, tenant_id: str | None, *, after: str | None, limit: int,
-        project: str | None = None,
+        projects: tuple[str, ...] | None = None,
     ) -> list[ServiceDoc]:  # fmt: skip
-        """As JobStore.page: a tenant's services (of one `project`'s, if named) in `_id`
+        """As JobStore.page: a tenant's services (of these `projects`', if named) in `_id`
         order, or every tenant's."""
         if tenant_id is None:
             tenants = [doc["_id"] async for doc in self._tenants.find({}, {"_id": 1})]
 
             async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[ServiceDoc]:
-                return await self.page(tenant, after=after, limit=wanted, project=project)
+                return await self.page(tenant, after=after, limit=wanted, projects=projects)
 
             return await walk_tenants(tenants, after, limit, one_tenant)
         query: Document = {"tenant_id": tenant_id}
-        if project is not None:
-            query |= project_match(project)
+        if projects is not None:
+            query |= project_match(projects)
         if after:
             query["_id"] = {"$gt": after}
         cursor = self._services.find(query, {"outbox": 0}).sort("_id", ASCENDING).limit(limit)

@@ -30,9 +30,7 @@ class InstanceAccess:
     ) -> AsyncIterator[bytes]:
         """The instance's log as the kubelet serves it; with `follow`, as it grows, until
         the instance ends. Errors come before the first byte, so they answer as problems."""
-        doc = await self._instances.owned(
-            identity.require_tenant(), instance_id, project=identity.project
-        )
+        doc = await self._instances.owned(identity, instance_id)
         if State(doc["state"]) in TERMINAL or doc.get("node") is None:
             raise InstanceNotRunning(
                 f"instance {instance_id!r} is {doc['state']}: its log is kept only while its "
@@ -55,9 +53,7 @@ class InstanceAccess:
     ) -> InstanceEndpoint:
         """Where the gateway reaches one port of the caller's instance: a public one for
         its URL, any declared TCP port for a tunnel (`gpucloud ssh`)."""
-        doc = await self._instances.owned(
-            identity.require_tenant(), instance_id, project=identity.project
-        )
+        doc = await self._instances.owned(identity, instance_id)
         template = InstanceTemplate.model_validate(doc["template"], context=STORED)
         if not any(
             p.port == port and (p.is_public or tunnel) and p.protocol == "TCP"

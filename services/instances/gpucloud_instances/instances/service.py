@@ -26,7 +26,7 @@ from ..admission import (
     claim_refusal,
     claimant,
     known_spec,
-    listed_project,
+    listed_projects,
     never_fits,
     project_cap,
     project_of,
@@ -188,9 +188,7 @@ class Instances:
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
-        return await self._instances.owned(
-            identity.require_tenant(), instance_id, project=identity.project
-        )
+        return await self._instances.owned(identity, instance_id)
 
     async def get(
         self,
@@ -246,13 +244,13 @@ class Instances:
     ) -> InstancePage:
         # A platform admin sees every tenant (or the one asked for); others their own.
         scope = tenant_id if identity.is_platform_admin else identity.require_tenant()
-        project = listed_project(identity, project)
+        projects = listed_projects(identity, project)
         after = None
         if cursor:
             after = decode_cursor(cursor)
         docs = await self._instances.page(
             scope, states=states, spec_name=spec_name, after=after, limit=limit + 1,
-            project=project,
+            projects=projects,
         )  # fmt: skip
         more = len(docs) > limit
         docs = docs[:limit]

@@ -12,9 +12,10 @@ from pymongo import ASCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from gpucloud_libs.clock import as_stored_values, now
-from gpucloud_libs.errors import NotFound
+from gpucloud_libs.identity import Identity
 from gpucloud_libs.mongo import Collection, Database, Document, typed
 from gpucloud_libs.outbox import OutboxEntry
+from gpucloud_libs.project_shares import unseen_work
 
 from ..documents import InstanceDoc, in_project_view, project_match
 from ..lifecycle import TERMINAL, State, Step
@@ -117,15 +118,13 @@ class InstanceStore:
             keep(doc, stop)
         return doc, stop
 
-    async def owned(
-        self, tenant_id: str, instance_id: str, *, project: str | None = None
-    ) -> InstanceDoc:
-        """The tenant's admitted instance (`current`), of `project` when one is named
-        (a key of one project's view), or a 404: another tenant's instance, another
-        project's and a missing one look the same."""
-        doc = await self.current(instance_key(tenant_id, instance_id))
-        if doc is None or not doc.get("admitted") or not in_project_view(doc, project):
-            raise NotFound(f"instance {instance_id!r} does not exist")
+    async def owned(self, identity: Identity, instance_id: str) -> InstanceDoc:
+        """The caller's tenant's admitted instance (`current`), of a project the caller
+        sees (decision 142), or a 404: another tenant's instance, another project's and
+        a missing one look the same."""
+        doc = await self.current(instance_key(identity.require_tenant(), instance_id))
+        if doc is None or not doc.get("admitted") or not in_project_view(doc, identity):
+            raise unseen_work("instance", instance_id, identity.projects)
         return doc
 
     async def _refresh_unsure(self) -> None:
@@ -165,24 +164,28 @@ class InstanceStore:
         spec_name: str | None,
         after: str | None,
         limit: int,
-        project: str | None = None,
+        projects: tuple[str, ...] | None = None,
     ) -> list[InstanceDoc]:
-        """Up to `limit` of a tenant's instances (of one `project`'s, if named) after
+        """Up to `limit` of a tenant's instances (of these `projects`', if named) after
         the `_id` `after`, in `_id` order; with `tenant_id` None, every tenant's (see
         `_every_tenant_page`)."""
         if tenant_id is None:
             return await self._every_tenant_page(
-                states=states, spec_name=spec_name, after=after, limit=limit, project=project
+                states=states,
+                spec_name=spec_name,
+                after=after,
+                limit=limit,
+                projects=projects,
             )
         if self.cache.serves(states):
             await self._refresh_unsure()
             return self.cache.page(
                 tenant_id, states=states, spec_name=spec_name, after=after, limit=limit,
-                project=project,
+                projects=projects,
             )  # fmt: skip
         query: Document = {"tenant_id": tenant_id}
-        if project is not None:
-            query |= project_match(project)
+        if projects is not None:
+            query |= project_match(projects)
         if states:
             # A single state as an equality, which FerretDB hands to PostgreSQL.
             query["state"] = states[0] if len(states) == 1 else {"$in": states}
@@ -197,12 +200,12 @@ class InstanceStore:
 
     async def _every_tenant_page(
         self, *, states: list[str] | None, spec_name: str | None, after: str | None, limit: int,
-        project: str | None,
+        projects: tuple[str, ...] | None,
     ) -> list[InstanceDoc]:  # fmt: skip
         async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[InstanceDoc]:
             return await self.page(
                 tenant, states=states, spec_name=spec_name, after=after, limit=wanted,
-                project=project,
+                projects=projects,
             )  # fmt: skip
 
         if self.cache.serves(states):

@@ -18,13 +18,14 @@ from gpucloud_libs.errors import Conflict, NotFound, QuotaExceeded
 from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.http import decode_cursor, encode_cursor
 from gpucloud_libs.identity import Identity
+from gpucloud_libs.project_shares import unseen_work
 from gpucloud_libs.tenants import require_active
 
 from ..admission import (
     allowed_zones,
     claimant,
     known_spec,
-    listed_project,
+    listed_projects,
     own_limit_refusal,
     project_of,
     project_refusal,
@@ -123,9 +124,9 @@ class Jobs:
 
     async def _owned(self, identity: Identity, job_id: str) -> JobDoc:
         doc = await self._jobs.get(instance_key(identity.require_tenant(), job_id))
-        if doc is None or not in_project_view(doc, identity.project):
+        if doc is None or not in_project_view(doc, identity):
             # Another tenant's job (or project's) and a missing one look the same.
-            raise NotFound(f"job {job_id!r} does not exist")
+            raise unseen_work("job", job_id, identity.projects)
         return doc
 
     async def get(self, identity: Identity, job_id: str) -> Job:
@@ -150,7 +151,7 @@ class Jobs:
         after = decode_cursor(cursor) if cursor else None
         docs = await self._jobs.page(
             scope, states=states, after=after, limit=limit + 1,
-            project=listed_project(identity, project),
+            projects=listed_projects(identity, project),
         )  # fmt: skip
         more = len(docs) > limit
         docs = docs[:limit]

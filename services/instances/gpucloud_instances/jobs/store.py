@@ -59,9 +59,9 @@ class JobStore:
 
     async def page(
         self, tenant_id: str | None, *, states: list[str] | None, after: str | None, limit: int,
-        project: str | None = None,
+        projects: tuple[str, ...] | None = None,
     ) -> list[JobDoc]:  # fmt: skip
-        """Up to `limit` of a tenant's jobs (of one `project`'s, if named) after the
+        """Up to `limit` of a tenant's jobs (of these `projects`', if named) after the
         `_id` `after`, in `_id` order; with `tenant_id` None, every tenant's, tenant by
         tenant (`walk_tenants`)."""
         if tenant_id is None:
@@ -69,13 +69,13 @@ class JobStore:
 
             async def one_tenant(tenant: str, after: str | None, wanted: int) -> list[JobDoc]:
                 return await self.page(
-                    tenant, states=states, after=after, limit=wanted, project=project
+                    tenant, states=states, after=after, limit=wanted, projects=projects
                 )
 
             return await walk_tenants(tenants, after, limit, one_tenant)
         query: Document = {"tenant_id": tenant_id}
-        if project is not None:
-            query |= project_match(project)
+        if projects is not None:
+            query |= project_match(projects)
         if states:
             query["state"] = states[0] if len(states) == 1 else {"$in": states}
         if after:

@@ -206,7 +206,7 @@ class WorkloadCache:
         spec_name: str | None,
         after: str | None,
         limit: int,
-        project: str | None = None,
+        projects: tuple[str, ...] | None = None,
     ) -> list[InstanceDoc]:
         """The store's page (`InstanceStore.page`, one tenant), from memory; as there,
         without the events still to publish."""
@@ -220,7 +220,7 @@ class WorkloadCache:
                 continue
             if spec_name and doc["spec_name"] != spec_name:
                 continue
-            if project is not None and workload_project(doc) != project:
+            if projects is not None and workload_project(doc) not in projects:
                 continue
             page.append(_without_outbox(doc))
             if len(page) == limit:
