@@ -97,8 +97,13 @@ async def start_replica(name: str) -> Replica:
     }  # fmt: skip
     replica.processes.append(_spawn("gpucloud_instances", instances_env, f"{name}-instances"))
     replica.processes.append(_spawn("gpucloud_gateway", gateway_env, f"{name}-gateway"))
+    await _until_ready(replica, (replica.port, replica.gateway_port))
+    return replica
+
+
+async def _until_ready(replica: Replica, ports: tuple[int, ...]) -> None:
     async with httpx.AsyncClient() as http:
-        for port in (replica.port, replica.gateway_port):
+        for port in ports:
             deadline = time.monotonic() + 60
             while True:
                 with contextlib.suppress(httpx.TransportError):
@@ -108,9 +113,24 @@ async def start_replica(name: str) -> Replica:
                     p.poll() is not None for p in replica.processes
                 ):
                     replica.stop()
-                    raise RuntimeError(f"replica {name} did not start; see gpucloud-failover-*.log")
+                    raise RuntimeError(
+                        f"replica {replica.name} did not start; see gpucloud-failover-*.log"
+                    )
                 await asyncio.sleep(0.2)
-    return replica
+
+
+@contextlib.asynccontextmanager
+async def a_second_gateway() -> AsyncIterator[str]:
+    """Another gateway replica beside the stack's, before the same services: its URL.
+    The gateway consumes nothing, so two share the stack as the chart's two do."""
+    replica = Replica(f"gateway-{os.urandom(2).hex()}", 0, free_port())
+    env = {**stack_env("gateway"), "GPUCLOUD_HTTP_PORT": str(replica.gateway_port)}
+    replica.processes.append(_spawn("gpucloud_gateway", env, replica.name))
+    try:
+        await _until_ready(replica, (replica.gateway_port,))
+        yield replica.url
+    finally:
+        replica.stop()
 
 
 @contextlib.contextmanager

@@ -356,13 +356,17 @@ class KubeClient:
         container: str,
         follow: bool,
         tail_lines: int | None = None,
+        limit_bytes: int | None = None,
     ) -> AsyncGenerator[bytes]:
         """A container's log as the kubelet serves it, in chunks as they come; with
-        `follow`, until the container ends or the caller stops reading."""
+        `follow`, until the container ends or the caller stops reading; at most
+        `limit_bytes` of it when given (the kubelet stops there)."""
         method = client.CoreV1Api(self.api).read_namespaced_pod_log
         kwargs: dict[str, Any] = {"container": container, "follow": follow}
         if tail_lines is not None:
             kwargs["tail_lines"] = tail_lines
+        if limit_bytes is not None:
+            kwargs["limit_bytes"] = limit_bytes
         try:
             response: Any = await method(name, namespace, _preload_content=False, **kwargs)
         except ApiException as error:

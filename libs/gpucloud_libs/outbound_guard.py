@@ -41,15 +41,24 @@ class PrivateAddress(OSError):
     """A URL's host is, or resolves to, an address the guard does not allow."""
 
 
-class Reach:
-    """Which peers a guarded connection may reach."""
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
-    def __init__(self, *, allow_private_networks: bool, loopback_only: bool) -> None:
+
+class Reach:
+    """Which peers a guarded connection may reach: global addresses, and the networks
+    an operator allows (`allowed_networks`: where its own clusters' API servers are)."""
+
+    def __init__(
+        self, *, allow_private_networks: bool, loopback_only: bool, allowed_networks: Networks = ()
+    ) -> None:
         self.allow_private_networks = allow_private_networks
         self.loopback_only = loopback_only
+        self.allowed_networks = allowed_networks
 
     def require(self, host: str, address: str) -> None:
         peer = ipaddress.ip_address(address.split("%", maxsplit=1)[0])
+        if any(peer in network for network in self.allowed_networks):
+            return
         if self.loopback_only:
             if not peer.is_loopback:
                 raise PrivateAddress(
@@ -104,12 +113,14 @@ class OutboundGuard:
         allow_private_networks: bool,
         loopback_only: bool = False,
         nameservers: list[str] | None = None,
+        allowed_networks: Networks = (),
     ) -> None:
         """`field` names the URL in a 422 (`webhookURL`, `issuer`)."""
         self._field = field
         self._reach = Reach(
-            allow_private_networks=allow_private_networks, loopback_only=loopback_only
-        )
+            allow_private_networks=allow_private_networks, loopback_only=loopback_only,
+            allowed_networks=allowed_networks,
+        )  # fmt: skip
         self._nameservers = nameservers or []
 
     def resolver(self) -> GuardedResolver:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, IPvAnyNetwork, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .egress import EgressPolicy, require_loopback_endpoints
@@ -49,6 +49,10 @@ class ServiceSettings(BaseSettings):
     #: the Helm chart. Checked at start against the configured endpoints, and on
     #: every connection a service makes on a user's behalf.
     loopback_only: bool = False
+    #: Networks (CIDRs) where registered clusters' API servers may be, beside global
+    #: addresses: real clusters sit on private ranges, which a registered kubeconfig
+    #: may otherwise not name (review N2). Read by the instances and storage services.
+    cluster_api_networks: list[IPvAnyNetwork] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _endpoints_on_loopback(self) -> Self:

@@ -253,3 +253,49 @@ async def test_a_cluster_removed_and_registered_again_at_run_time_is_looked_at_a
         return now is not None and now["status"]["checked_at"] > checked
 
     await eventually(looked_at_again, timeout=40, interval=1)
+
+
+def _hostile(user: dict[str, Any], *, server: str | None = None) -> str:
+    """The stack's own kubeconfig of the second cluster, its user replaced by `user`."""
+    config: dict[str, Any] = yaml.safe_load(second_cluster_kubeconfig())
+    for entry in config["users"]:
+        entry["user"] = user
+    if server is not None:
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = server
+    return yaml.safe_dump(config)
+
+
+@pytest.mark.parametrize("route", ["register", "storage"])
+async def test_a_kubeconfig_that_would_run_read_or_dial_elsewhere_is_refused_unread(
+    platform: Platform, tmp_path: Path, route: str
+) -> None:
+    """Review N2: a registered kubeconfig runs no command (the canary file is never
+    made, and nothing of the service's environment comes back), reads no file of the
+    service's, and reaches no server outside what the operator allows."""
+    canary = tmp_path / "ran"
+    token_file = Path(kubeconfig_of("instances")).parent  # any local path will do
+    hostile = {
+        "exec": _hostile({"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+            "args": ["-c", f"touch {canary}; env >&2; exit 1"]}}),
+        "token file": _hostile({"tokenFile": str(token_file)}),
+        "outside": _hostile({"token": "x"}, server="https://198.18.0.1:6443"),
+        "plain http": _hostile({"token": "x"}, server="http://127.0.0.1:1"),
+    }  # fmt: skip
+    for why, kubeconfig in hostile.items():
+        name = unique("hostile")
+        if route == "register":
+            answer = await platform.http.post(
+                "/v1/clusters", headers=platform.admin,
+                json={"name": name, "region": "r", "zones": ["z"], "kubeconfig": kubeconfig},
+            )  # fmt: skip
+        else:
+            answer = await platform.http.put(
+                f"/v1/storage-clusters/{name}", headers=platform.admin,
+                json={"kubeconfig": kubeconfig},
+            )  # fmt: skip
+        assert answer.status_code == 422, (why, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert "GPUCLOUD_" not in answer.text, why  # nothing of the environment
+    assert not canary.exists()

@@ -6,6 +6,7 @@ user is removed."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from gpucloud_libs.naming import tenant_namespace
@@ -80,3 +81,65 @@ async def test_a_kubeconfig_is_a_users_and_asks_for_hours_within_bounds(
     # The platform's operator has no tenant namespace to get one for.
     operator = await platform.http.post("/v1/kubeconfig", json={}, headers=platform.admin)
     assert_problem(operator, 403)
+
+
+async def _kubeconfig_of(platform: Platform, key: str, path: Path) -> Path:
+    """A kubeconfig minted with `key`, written to `path`, once kubectl can use it."""
+    issued = await platform.http.post("/v1/kubeconfig", json={}, headers=bearer(key))
+    assert issued.status_code == 201, issued.text
+    await asyncio.to_thread(path.write_text, issued.json()["kubeconfig"])
+
+    async def usable() -> bool:
+        code, _ = await kubectl(path, "get", "pods")
+        return code == 0
+
+    await eventually(usable, timeout=30, interval=1)
+    return path
+
+
+async def _refused(kubeconfig: Path) -> None:
+    async def refused() -> bool:
+        code, out = await kubectl(kubeconfig, "get", "pods")
+        return code == 1 and "unauthorized" in out.lower()
+
+    await eventually(refused, timeout=30, interval=1)
+
+
+async def test_a_kubectl_credential_ends_with_the_key_password_or_tenant_that_allowed_it(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Review N4: what a key minted ends when the key is revoked; what a password's
+    token minted, when the password changes; everything, when the tenant is suspended."""
+    account = await platform.tenant()
+    admin = bearer(account.admin_key)
+    _, key_id, key = await platform.member(account)
+    by_key = await _kubeconfig_of(platform, key, tmp_path / "by-key")
+    revoked = await platform.http.delete(f"/v1/api-keys/{key_id}", headers=bearer(key))
+    assert revoked.status_code in {200, 204}, revoked.text
+    await _refused(by_key)
+
+    email, password = f"ada@{account.tenant_id}.test", "a first long password"
+    made = await platform.http.post(
+        "/v1/users", headers=admin,
+        json={"email": email, "name": "Ada", "role": "tenant-user", "password": password},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    token = await platform.http.post("/v1/tokens", json={"email": email, "password": password})
+    by_password = await _kubeconfig_of(platform, token.json()["token"], tmp_path / "by-password")
+    changed = await platform.http.patch(
+        f"/v1/users/{made.json()['userID']}", json={"password": "a second long password"},
+        headers=admin,
+    )  # fmt: skip
+    assert changed.status_code == 200, changed.text
+    await _refused(by_password)
+
+    _, _, other_key = await platform.member(account)
+    by_member = await _kubeconfig_of(platform, other_key, tmp_path / "by-member")
+    suspended = await platform.http.patch(
+        f"/v1/tenants/{account.tenant_id}", json={"status": "suspended"}, headers=platform.admin
+    )
+    assert suspended.status_code == 200, suspended.text
+    await _refused(by_member)
+    assert_problem(
+        await platform.http.post("/v1/kubeconfig", json={}, headers=bearer(other_key)), 403
+    )

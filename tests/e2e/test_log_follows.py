@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 import httpx
 import pytest
 
-from gpucloud_instances.log_streams import LogStreams
+from gpucloud_instances.log_streams import LogLimits, LogStreams
 from gpucloud_libs.errors import RateLimited
 from gpucloud_libs.naming import tenant_namespace
 
@@ -79,7 +79,7 @@ async def test_seventy_follows_from_one_tenant_get_four_and_another_tenant_start
         began = time.monotonic()
         await _running(platform, other, spec)
         assert time.monotonic() - began < 10
-        # Reads without follow are not counted against the cap.
+        # Reads without follow are not counted against the follows' cap.
         read = await platform.http.get(path, headers=headers)
         assert read.status_code == 200, read.text
     # Closed streams give their slots back.
@@ -104,8 +104,9 @@ async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
     instance_id = await _running(platform, account, spec)
     kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
     streams = LogStreams(
-        kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster, per_tenant=1, max_follow_s=1.5
-    )
+        kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster,
+        limits=LogLimits(follows_per_tenant=1, follow_max_s=1.5),
+    )  # fmt: skip
     await streams.connect()
     try:
 
@@ -127,5 +128,44 @@ async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
         assert 1.5 <= time.monotonic() - began < 5
         second = await open_follow()  # the slot came back when the first ended
         await second.aclose()
+    finally:
+        await streams.close()
+
+
+async def test_plain_reads_are_capped_per_tenant_and_in_bytes(
+    platform: Platform, stack_env: dict[str, str]
+) -> None:
+    """Review N8: reads without follow are counted too, on a pool of their own, and
+    each is cut at its byte bound; another tenant reads meanwhile."""
+    spec = await platform.spec(gpus=1)
+    noisy, other = await platform.tenant(), await platform.tenant()
+    noisy_instance = await _running(platform, noisy, spec)
+    other_instance = await _running(platform, other, spec)
+    kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
+    streams = LogStreams(
+        kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster,
+        limits=LogLimits(reads_per_tenant=2, read_max_bytes=16),
+    )  # fmt: skip
+    await streams.connect()
+
+    async def never_ends() -> bool:
+        return False
+
+    def read(account: TenantAccount, instance_id: str) -> Awaitable[AsyncGenerator[bytes]]:
+        return streams.open(
+            account.tenant_id, tenant_namespace(account.tenant_id), f"inst-{instance_id}",
+            cluster=HOME, follow=False, tail_lines=None, gone="gone", ended=never_ends,
+        )  # fmt: skip
+
+    try:
+        held = [await read(noisy, noisy_instance) for _ in range(2)]
+        with pytest.raises(RateLimited, match="already reads 2 logs"):
+            await read(noisy, noisy_instance)
+        theirs = b"".join([chunk async for chunk in await read(other, other_instance)])
+        assert 0 < len(theirs) <= 16, theirs  # cut at the byte bound
+        first = b"".join([chunk async for chunk in held[0]])
+        assert 0 < len(first) <= 16, first
+        await (await read(noisy, noisy_instance)).aclose()  # its slot came back
+        await held[1].aclose()
     finally:
         await streams.close()

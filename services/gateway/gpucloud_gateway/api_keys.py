@@ -7,6 +7,7 @@ role, nor than the admin's own scopes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
@@ -17,6 +18,7 @@ from gpucloud_libs.identity import Role
 from gpucloud_libs.project_shares import is_member, unknown_project
 
 from . import credentials
+from .access_ends import AccessEnds
 from .authorization import InsufficientScope
 from .documents import ApiKeyDoc, UserDoc
 from .identity_cache import IdentityCache
@@ -51,9 +53,10 @@ class _Holder:
 
 
 class ApiKeys:
-    def __init__(self, keys: ApiKeyStore, cache: IdentityCache) -> None:
+    def __init__(self, keys: ApiKeyStore, cache: IdentityCache, access_ends: AccessEnds) -> None:
         self._keys = keys
         self._cache = cache
+        self._access_ends = access_ends
 
     async def create(self, principal: Principal, body: ApiKeyCreate) -> ApiKeyCreated:
         """A key of the caller's own."""
@@ -178,11 +181,22 @@ class ApiKeys:
         doc = await self._keys.revoke(key_id)
         assert doc is not None
         self._cache.forget_keys(key_id)
+        await self._end_minted([doc])
         return key_view(doc)
 
     async def revoke_where(self, **match: str) -> None:
         """Revoke every key matching (a tenant's, a user's), effective at once here."""
-        self._cache.forget_keys(*await self._keys.revoke_where(**match))
+        revoked = await self._keys.revoke_where(**match)
+        self._cache.forget_keys(*(doc["_id"] for doc in revoked))
+        await self._end_minted(revoked)
+
+    async def _end_minted(self, revoked: Sequence[ApiKeyDoc]) -> None:
+        """A kubectl credential a revoked key may have minted ends with it (review N4):
+        its user's, who asks for one again with what still allows it."""
+        holders = {(doc["user_id"], doc.get("tenant_id")) for doc in revoked if doc.get("user_id")}
+        for user_id, tenant_id in sorted(holders, key=lambda holder: holder[0] or ""):
+            assert user_id is not None
+            await self._access_ends.end(user_id, tenant_id)
 
     async def end_for_user(self, user_id: str) -> None:
         """A user's access ended: their keys go, and the keys they minted for others

@@ -13,6 +13,7 @@ from gpucloud_libs.outbound_guard import OutboundGuard
 from gpucloud_libs.runtime import ServiceRuntime
 
 from . import credentials
+from .access_ends import AccessEnds
 from .address_guard import AddressGuard
 from .api import router
 from .api_keys import ApiKeys
@@ -72,6 +73,7 @@ class Identity:
     tenants: Tenants
     users: Users
     api_keys: ApiKeys
+    access_ends: AccessEnds
     audit: AuditLog
 
 
@@ -82,12 +84,17 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     signer = runtime.identity_signer()
     _check_keys(settings, runtime)
     identity = _identity(settings, runtime)
-    api_upstream, instance_upstream = (
+    # API calls, the API's streams (logs read and followed: a pool of their own, so a
+    # flood of them takes no connection an API call needs, review N8), instance URLs.
+    api_upstream, stream_upstream, instance_upstream = (
         Upstream(connect_timeout_s=settings.upstream_connect_timeout_s, read_timeout_s=read_s,
-                 egress=settings.egress)
-        for read_s in (settings.upstream_read_timeout_s, settings.instance_read_timeout_s)
+                 egress=settings.egress, max_connections=connections)
+        for read_s, connections in (
+            (settings.upstream_read_timeout_s, 512), (settings.upstream_read_timeout_s, 256),
+            (settings.instance_read_timeout_s, 512),
+        )
     )  # fmt: skip
-    forwarder = Forwarder(settings, api_upstream, signer)
+    forwarder = Forwarder(settings, api_upstream, signer, streams=stream_upstream)
     projects = Projects(identity.tenants, identity.users, UserStore(runtime.db))
     invitations = Invitations(
         InvitationStore(runtime.db), identity.users, UserStore(runtime.db), TenantStore(runtime.db),
@@ -105,6 +112,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )  # fmt: skip
     _schedule(settings, runtime, identity, service_load, spent_links)
     runtime.on_stop(api_upstream.close)
+    runtime.on_stop(stream_upstream.close)
     runtime.on_stop(instance_upstream.close)
     app = runtime.create_app(
         title="gpucloud",
@@ -152,7 +160,7 @@ def _schedule(
         """Tenant and audit events that did not get out at write time go out here."""
         await identity.tenants.republish()
         await identity.audit.republish()
-        await identity.users.republish_access_ends()
+        await identity.access_ends.republish()
 
     async def sweep_spent_links() -> None:
         await spent_links.delete_expired(now())
@@ -210,8 +218,9 @@ def _identity(settings: GatewaySettings, runtime: ServiceRuntime) -> Identity:
     cache = IdentityCache(key_store, user_store, tenant_store, ttl_s=settings.auth_cache_ttl_s)
     authenticator = Authenticator(settings, key_store, cache, background)
     sessions = Sessions(settings, user_store, authenticator, limiter)
-    api_keys = ApiKeys(key_store, cache)
-    users = Users(user_store, cache, api_keys, runtime.broker, source=runtime.source)
+    access_ends = AccessEnds(user_store, runtime.broker, source=runtime.source)
+    api_keys = ApiKeys(key_store, cache, access_ends)
+    users = Users(user_store, cache, api_keys, access_ends)
     return Identity(
         limiter=limiter,
         authenticator=authenticator,
@@ -223,6 +232,7 @@ def _identity(settings: GatewaySettings, runtime: ServiceRuntime) -> Identity:
         ),
         users=users,
         api_keys=api_keys,
+        access_ends=access_ends,
         audit=AuditLog(
             AuditStore(runtime.db),
             runtime.broker,

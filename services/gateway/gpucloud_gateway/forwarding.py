@@ -86,10 +86,17 @@ def relay(status: int, headers: Headers, body: bytes) -> Response:
 
 class Forwarder:
     def __init__(
-        self, settings: GatewaySettings, upstream: Upstream, signer: IdentitySigner
+        self,
+        settings: GatewaySettings,
+        upstream: Upstream,
+        signer: IdentitySigner,
+        *,
+        streams: Upstream | None = None,
     ) -> None:
         self.settings = settings
         self.upstream = upstream
+        #: Where the API's streams go (logs): a pool of their own, when given.
+        self.streams = streams or upstream
         self.signer = signer
         self.base_urls: dict[ServiceName, str] = {
             "instances": settings.instances_url,
@@ -183,7 +190,7 @@ class Forwarder:
         """The answer passed on as it comes (a followed log), not read whole first."""
         stack = contextlib.AsyncExitStack()
         upstream = await stack.enter_async_context(
-            self.upstream.stream(method, url, headers=headers, body=None)
+            self.streams.stream(method, url, headers=headers, body=None)
         )
 
         async def chunks() -> AsyncIterator[bytes]:

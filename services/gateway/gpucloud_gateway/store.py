@@ -8,13 +8,15 @@ where the last writer wins as it would anyway.
 
 from __future__ import annotations
 
-from datetime import datetime
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.errors import DuplicateKeyError
 
 from gpucloud_libs.clock import aware, now
+from gpucloud_libs.locks import LeasedLocks
 from gpucloud_libs.mongo import Collection, Database, Document, IndexPlan, typed
 
 from .documents import (
@@ -27,6 +29,8 @@ from .documents import (
 )
 
 TENANTS = "tenants"
+#: One document per tenant being changed (TenantStore.changing).
+TENANT_LOCKS = "tenant_locks"
 USERS = "users"
 KEYS = "keys"
 AUDIT = "audit"
@@ -63,6 +67,10 @@ class AlreadyExists(Exception):
 class TenantStore:
     def __init__(self, db: Database) -> None:
         self._tenants: Collection[TenantDoc] = typed(db, TENANTS, TenantDoc)
+        self._locks = LeasedLocks(
+            db[TENANT_LOCKS], ttl=timedelta(seconds=30), wait_s=10,
+            busy="the tenant is being changed elsewhere; try again",
+        )  # fmt: skip
 
     async def insert(self, document: TenantDoc) -> None:
         try:
@@ -90,11 +98,18 @@ class TenantStore:
         )
         return await self.get(tenant_id)
 
+    def changing(self, tenant_id: str) -> AbstractAsyncContextManager[None]:
+        """The tenant's change lock, across replicas: who holds it reads, writes and
+        publishes the tenant alone (decision 145). FerretDB applies a conditional update
+        as a read and a write, so a revision check cannot make two replicas take turns;
+        the insert of a lock document can."""
+        return self._locks.held(f"tenant:{tenant_id}")
+
     async def set_entry(
         self, tenant_id: str, field: TenantMap, key: str, value: Document | None, revision: int
     ) -> TenantDoc | None:
-        """One entry of a map of the tenant (one user's limits, one project), alone:
-        another replica may be setting another entry at once. None removes it."""
+        """One entry of a map of the tenant (one user's limits, one project), under the
+        tenant's change lock. None removes it."""
         path = f"{field}.{key}"
         stamp = {"revision": revision, "updated_at": now()}
         change = (
@@ -206,13 +221,13 @@ class ApiKeyStore:
         )
         return await self.get(key_id)
 
-    async def revoke_where(self, **match: str) -> list[str]:
-        """Revoke every live key matching, e.g. a user's or a tenant's; returns their ids."""
-        live = await self._keys.find({**match, "revoked_at": None}, {"_id": 1}).to_list()
+    async def revoke_where(self, **match: str) -> list[ApiKeyDoc]:
+        """Revoke every live key matching, e.g. a user's or a tenant's; returns them."""
+        live = await self._keys.find({**match, "revoked_at": None}).to_list()
         ids = [doc["_id"] for doc in live]
         if ids:
             await self._keys.update_many({"_id": {"$in": ids}}, {"$set": {"revoked_at": now()}})
-        return ids
+        return live
 
     async def touch(self, key_id: str, at: datetime) -> None:
         await self._keys.update_one({"_id": key_id}, {"$set": {"last_used_at": at}})

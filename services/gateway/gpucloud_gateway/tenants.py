@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 from faststream.kafka import KafkaBroker
@@ -218,22 +219,34 @@ class Tenants:
     ) -> TenantDoc:  # fmt: skip
         """Change one entry of a map of the tenant to what `edit` makes of the tenant as
         it is now (it may raise to refuse), and publish the new revision; an entry left
-        as it was is not written. Read and written under the tenant's lock, so two
-        changes at once on this replica each see the other's."""
-        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
+        as it was is not written. Read, written and published under the tenant's change
+        lock, held across replicas, so two changes at once each see the other's (two
+        members joining on two replicas) and their events go out in order."""
+        async with self._lock(tenant_id):
             tenant = await self.existing(tenant_id)
             value = edit(tenant)
             if value == (tenant.get(field) or {}).get(key):
                 return tenant
-            doc = await self._tenants.set_entry(tenant_id, field, key, value, time.time_ns())
+            revision = max(time.time_ns(), tenant["revision"] + 1)
+            doc = await self._tenants.set_entry(tenant_id, field, key, value, revision)
             assert doc is not None
             self._cache.forget_tenant(tenant_id)
             await self.publish(doc)
         return doc
 
+    @asynccontextmanager
+    async def _lock(self, tenant_id: str) -> AsyncIterator[None]:
+        """This replica's lock first (its own changes wait here, not on the store),
+        then the store's, which the other replicas take too."""
+        async with (
+            self._locks.setdefault(tenant_id, asyncio.Lock()),
+            self._tenants.changing(tenant_id),
+        ):
+            yield
+
     async def _change(self, tenant_id: str, fields: Document) -> Tenant:
-        # One writer per tenant document on this replica: publish what was written.
-        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
+        # One writer per tenant document: publish what was written.
+        async with self._lock(tenant_id):
             await self.existing(tenant_id)
             doc = await self._tenants.set_fields(tenant_id, fields, time.time_ns())
             assert doc is not None

@@ -6,19 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
-
-from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.clock import now
 from gpucloud_libs.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from gpucloud_libs.events import UserAccessEnded
 from gpucloud_libs.identity import Role
-from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.mongo import Document
-from gpucloud_libs.topics import TENANTS
 
 from . import credentials
+from .access_ends import AccessEnds
 from .api_keys import ApiKeys
 from .documents import UserDoc
 from .identity_cache import IdentityCache
@@ -52,14 +47,12 @@ async def _hashed(password: str) -> str:
 
 class Users:
     def __init__(
-        self, users: UserStore, cache: IdentityCache, api_keys: ApiKeys, broker: KafkaBroker,
-        *, source: str,
-    ) -> None:  # fmt: skip
+        self, users: UserStore, cache: IdentityCache, api_keys: ApiKeys, access_ends: AccessEnds
+    ) -> None:
         self._users = users
         self._cache = cache
         self._api_keys = api_keys
-        self._broker = broker
-        self._source = source
+        self._access_ends = access_ends
 
     async def insert(self, body: UserCreate, *, tenant_id: str | None) -> User:
         doc: UserDoc = {
@@ -134,6 +127,9 @@ class Users:
             fields["credentials_version"] = doc.get("credentials_version", 0) + 1
         changed = body.status == "disabled" or bool(body.role and body.role != doc["role"])
         updated = await self._changed(doc, fields, end_keys=changed)
+        if body.password is not None and not changed:
+            # A new password ends what the old one could have let anyone mint (N4).
+            await self._end_access(updated)
         return user_view(updated)
 
     async def change_role(self, doc: UserDoc, role: str) -> UserDoc:
@@ -164,23 +160,5 @@ class Users:
         await self._end_access(doc)
 
     async def _end_access(self, doc: UserDoc) -> None:
-        """Tell the services the user's access ended (their kubectl credential goes);
-        marked first, so the sweep retries what did not get out."""
-        if doc.get("tenant_id") is None:
-            return
-        await self._users.set_fields(doc["_id"], {"access_end_pending": True})
-        try:
-            await publish_event(
-                self._broker, TENANTS,
-                UserAccessEnded(tenant_id=str(doc["tenant_id"]), user_id=doc["_id"]),
-                source=self._source, event_id=f"access-ended-{doc['_id']}-{time.time_ns()}",
-            )  # fmt: skip
-        except Exception:
-            log.warning("a user's access end not published yet", extra={"user": doc["_id"]},
-                        exc_info=True)  # fmt: skip
-            return
-        await self._users.set_fields(doc["_id"], {"access_end_pending": False})
-
-    async def republish_access_ends(self) -> None:
-        for doc in await self._users.access_ends_pending():
-            await self._end_access(doc)
+        """Tell the services the user's access ended (their kubectl credential goes)."""
+        await self._access_ends.end(doc["_id"], doc.get("tenant_id"))

@@ -88,6 +88,12 @@ class InstancesSettings(ServiceSettings):
     #: follow may stay open; reads and follows use a Kubernetes client of their own.
     log_follows_per_tenant: int = Field(default=4, ge=1, le=100)
     log_follow_max_s: float = Field(default=3600.0, gt=0)
+    #: Reads without follow a tenant may have at once from one replica, and each
+    #: one's bounds: the first this many bytes of what it asks for, within this time
+    #: (review N8). Follows and reads each have a Kubernetes client of their own.
+    log_reads_per_tenant: int = Field(default=8, ge=1, le=100)
+    log_read_max_bytes: int = Field(default=4 * 2**20, ge=1024)
+    log_read_max_s: float = Field(default=30.0, gt=0)
     #: This replica's identity in the controller lease.
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     #: Serve instance lists and the API's reads of an instance from the workload

@@ -60,7 +60,7 @@ def create_app(settings: StorageSettings) -> FastAPI:
     sealed_keys = SecretBox(
         settings.storage_secrets_key.get_secret_value(), setting="GPUCLOUD_STORAGE_SECRETS_KEY"
     )
-    clusters = StorageClusters(runtime.db, sealed_keys)
+    clusters = StorageClusters(runtime.db, sealed_keys, settings)
     attachments = Attachments(
         backend, kube, clusters, storage_store, attachment_store, accessors, owned
     )

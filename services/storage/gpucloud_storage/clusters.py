@@ -21,9 +21,17 @@ from gpucloud_libs.clock import now
 from gpucloud_libs.errors import NotFound, ValidationFailed
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kube import KubeClient
-from gpucloud_libs.kubeconfigs import ClientsByKubeconfig, kubeconfig_server, parsed_kubeconfig
+from gpucloud_libs.kubeconfigs import (
+    ClientsByKubeconfig,
+    check_api_server,
+    kubeconfig_server,
+    parsed_kubeconfig,
+    registered_client,
+    registered_kubeconfig,
+)
 from gpucloud_libs.mongo import Collection, Database, typed
 from gpucloud_libs.sealing import SecretBox
+from gpucloud_libs.settings import ServiceSettings
 
 from .schemas import StorageCluster
 
@@ -46,16 +54,22 @@ class ClusterUnreachable(Exception):
 
 
 class StorageClusters:
-    def __init__(self, db: Database, box: SecretBox) -> None:
+    def __init__(self, db: Database, box: SecretBox, settings: ServiceSettings) -> None:
         self._clusters: Collection[StorageClusterDoc] = typed(db, CLUSTERS, StorageClusterDoc)
         self._box = box
         self._clients = ClientsByKubeconfig()
+        self._settings = settings
 
     async def register(self, identity: Identity, name: str, kubeconfig: str) -> StorageCluster:
         """Keep the storage service's kubeconfig for a cluster (replacing one kept)."""
         identity.require_role("platform-admin")
         config = parsed_kubeconfig(kubeconfig)
+        registered_kubeconfig(config)  # data alone, before anything else reads it
         server = kubeconfig_server(config)
+        await check_api_server(
+            server, loopback_only=self._settings.loopback_only,
+            allowed_networks=tuple(self._settings.cluster_api_networks),
+        )  # fmt: skip
         await _answers(config)
         doc: StorageClusterDoc = {
             "_id": name, "server": server, "sealed_kubeconfig": self._box.seal(kubeconfig),
@@ -100,7 +114,7 @@ class StorageClusters:
 
 async def _answers(config: dict[str, Any]) -> None:
     """A 422 unless the kubeconfig reaches its API server."""
-    client = KubeClient(None, config_dict=config)
+    client = registered_client(config)
     try:
         await client.connect()
         async with asyncio.timeout(ANSWER_TIMEOUT_S):

@@ -149,8 +149,16 @@ async def look(
                 nodes, _ = await kube.list("Node")
     except TimeoutError:
         return unreachable(f"no answer within {LOOK_TIMEOUT_S:.0f}s", at, previous)
-    except (DependencyUnavailable, KubeError) as error:
-        return unreachable(str(error), at, previous)
+    except KubeError as error:
+        # Its status alone: an answer's body is the server's to say, not ours to
+        # repeat (review N2: a registered server may be anything that answers).
+        return unreachable(
+            f"the API server answered {error.status or 'with an error'}", at, previous
+        )
+    except DependencyUnavailable as error:
+        return unreachable(
+            f"the API server did not answer ({type(error.__cause__).__name__})", at, previous
+        )
     return summary(nodes, version, at)
 
 

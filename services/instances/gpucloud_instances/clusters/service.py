@@ -24,7 +24,13 @@ from gpucloud_libs.gpu_shares import GpuShare
 from gpucloud_libs.identity import Identity
 from gpucloud_libs.kafka import publish_event
 from gpucloud_libs.kube import KubeClient, KubeError
-from gpucloud_libs.kubeconfigs import kubeconfig_server, parsed_kubeconfig
+from gpucloud_libs.kubeconfigs import (
+    check_api_server,
+    kubeconfig_server,
+    parsed_kubeconfig,
+    registered_client,
+    registered_kubeconfig,
+)
 from gpucloud_libs.sealing import SecretBox
 from gpucloud_libs.topics import CLUSTERS
 
@@ -98,9 +104,14 @@ class Clusters:
         identity.require_role("platform-admin")
         text = body.kubeconfig.get_secret_value()
         config = parsed_kubeconfig(text)
+        registered_kubeconfig(config)  # data alone, before anything else reads it
         server = kubeconfig_server(config)
         others = await self._clusters.list()
         not_registered(body.name, server, None, others)
+        await check_api_server(
+            server, loopback_only=self._settings.loopback_only,
+            allowed_networks=tuple(self._settings.cluster_api_networks),
+        )  # fmt: skip
         status, uid = await _checked(body.name, config)
         not_registered(body.name, server, uid, others)
         doc = ClusterDoc(
@@ -307,13 +318,14 @@ def not_registered(name: str, server: str, uid: str | None, others: list[Cluster
 async def _checked(name: str, config: dict[str, Any]) -> tuple[ClusterStatusDoc, str]:
     """What a first look at the cluster saw; a 422 when it cannot be reached or the
     kubeconfig lacks rights the platform needs there."""
-    kube = KubeClient(None, config_dict=config)
+    kube = registered_client(config)
     try:
         try:
             await kube.connect()
         except Exception as error:  # the loader's errors are of many kinds
+            # Its type alone: a loader's message may quote the kubeconfig (review N2).
             raise ValidationFailed(
-                f"the kubeconfig cannot be used: {error}", field="kubeconfig"
+                f"the kubeconfig cannot be used ({type(error).__name__})", field="kubeconfig"
             ) from None
         status = await look(kube, now_as_stored(), None)
         if not status["reachable"]:

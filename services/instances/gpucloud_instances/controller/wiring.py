@@ -8,6 +8,7 @@ from collections.abc import Callable
 from faststream.kafka import KafkaBroker
 
 from gpucloud_libs.kube import KubeClient
+from gpucloud_libs.kubeconfigs import registered_client
 
 from ..clusters.service import Clusters
 from ..inference.reconciler import InferenceReconciler
@@ -101,7 +102,5 @@ def cluster_runtimes(
 
     return ClusterRuntimes(
         runtime(settings.cluster_name, kube, home=True),
-        lambda name, kubeconfig: runtime(
-            name, KubeClient(None, config_dict=kubeconfig), home=False
-        ),
+        lambda name, kubeconfig: runtime(name, registered_client(kubeconfig), home=False),
     )

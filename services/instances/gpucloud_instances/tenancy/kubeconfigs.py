@@ -165,10 +165,12 @@ class UserKubeconfigs:
         redelivered event, or one after a failed prune, ends them too): in a project's
         namespace, those of users who are not its members (a tenant admin's, made as
         an admin, stay: a change of role ends those), and every one in the namespace
-        of a deleted project."""
+        of a deleted project; every one while the tenant is suspended (review N4: the
+        gateway takes no change from it, and kubectl is one)."""
         tenant = await self._tenants.get(tenant_id)
         if tenant is None:
             return
+        suspended = tenant["status"] != "active"
         project_of_namespace = {ns: project for project, ns in tenant_namespaces(tenant).items()}
         accounts, _ = await self._kube.list(
             "ServiceAccount", label_selector=f"{TENANT_LABEL}={tenant_id},{USER_LABEL}"
@@ -177,13 +179,14 @@ class UserKubeconfigs:
             meta = found["metadata"]
             user_id, labels = meta["labels"][USER_LABEL], meta["labels"]
             project = project_of_namespace.get(meta["namespace"])
-            if project == DEFAULT_PROJECT or (
+            allowed = project == DEFAULT_PROJECT or (
                 project is not None
                 and (
                     is_member(tenant.get("projects"), project, user_id)
                     or labels.get(AS_ADMIN_LABEL) == "true"
                 )
-            ):
+            )
+            if allowed and not suspended:
                 continue
             await self._end(tenant_id, user_id, meta["namespace"], meta["name"])
 

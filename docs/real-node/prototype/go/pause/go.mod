@@ -1,0 +1,3 @@
+module gpucloud.local/build/pause
+
+go 1.24
