@@ -27,6 +27,7 @@ SSO_COLUMNS: list[Column] = [
     ("OTHERS", lambda s: s["defaultRole"] or "refused"),
     ("NEW USERS", lambda s: "made" if s["createUsers"] else "refused"),
     ("CLI", lambda s: "allowed" if s["cliSignIn"] else "off"),
+    ("PASSWORDS", lambda s: "allowed" if s["passwordSignIn"] else "refused"),
     ("REDIRECT URI", lambda s: s["redirectUri"]),
 ]
 
@@ -52,11 +53,14 @@ def sso() -> None:
 @click.option("--cli", "cli_sign_in", is_flag=True,
               help="Let users sign the CLI in with a code entered at the provider "
               "(`gpucloud login --sso`); a code can be phished, so it is off unless set.")  # fmt: skip
+@click.option("--sso-only", is_flag=True,
+              help="Refuse password sign-in: users come in through the provider alone, so "
+              "one who leaves it signs in no more.")  # fmt: skip
 @pass_session
 def set_sso(
     session: Session, issuer: str, client_id: str, client_secret_stdin: bool,
     groups: tuple[str, ...], group_projects: tuple[str, ...], default_role: str | None,
-    no_new_users: bool, cli_sign_in: bool,
+    no_new_users: bool, cli_sign_in: bool, sso_only: bool,
 ) -> None:  # fmt: skip
     """Set up single sign-on. Register the printed REDIRECT URI at the provider.
 
@@ -87,6 +91,7 @@ def set_sso(
         "issuer": issuer, "clientID": client_id, "clientSecret": secret, "groupRoles": roles,
         "groupProjects": projects,
         "defaultRole": default_role, "createUsers": not no_new_users, "cliSignIn": cli_sign_in,
+        "passwordSignIn": not sso_only,
     }  # fmt: skip
     session.emit(session.client.sso(body), SSO_COLUMNS)
 

@@ -47,6 +47,11 @@ async def test_the_chart_installs_upgrades_and_uninstalls_on_the_local_api_serve
             pod_cidr=f"127.{random.randint(100, 240)}.{random.randint(0, 250)}.0/24",
         )  # type: ignore[arg-type]
     )  # fmt: skip
+    # Where the chart's policies for Kafka, the database and the object store go (the
+    # operator's own namespaces: they must exist).
+    for backing in ("kafka", "mongodb", "minio"):
+        with contextlib.suppress(k8s.ApiException):  # made by an earlier run
+            await core.create_namespace(_any({"metadata": {"name": backing}}))
     runtime_class = unique("nvidia")
     await k8s.NodeV1Api(kube).create_runtime_class(
         {"metadata": {"name": runtime_class}, "handler": "nvidia"}  # type: ignore[arg-type]

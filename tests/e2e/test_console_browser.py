@@ -383,7 +383,7 @@ async def test_another_tenants_resources_are_nowhere_in_the_console(
     await expect(page.get_by_text("No storages yet.")).to_be_visible()
     # Straight to the other tenant's storage: refused, in words, never a blank page.
     await page.goto(f"/storages/{storage_id}")
-    await expect(page.get_by_role("alert").first).to_contain_text("not found")
+    await expect(page.get_by_role("alert").first).to_contain_text("does not exist")
     await page.get_by_role("link", name="Usage and costs").click()
     await expect(page.get_by_test_id("usage-total")).to_have_text("$0.00")
     await page.get_by_role("link", name="Monitoring").click()

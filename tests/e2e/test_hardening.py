@@ -35,7 +35,7 @@ async def test_a_double_encoded_slash_stays_inside_its_path_segment(platform: Pl
         "/v1/storages/a%252F..%252Fattachments", headers=bearer(account.admin_key)
     )
     body = assert_problem(response, 404, "not_found")
-    assert body["detail"] == "storage 'a%2F..%2Fattachments' not found"
+    assert body["detail"] == "storage 'a%2F..%2Fattachments' does not exist"
 
 
 def test_an_unknown_email_costs_the_same_scrypt_as_a_known_one(

@@ -79,6 +79,35 @@ def test_only_the_ingress_and_the_platform_reach_the_platform(
         assert _admits(policy, namespace, labels) is admitted, why
 
 
+#: A pod connecting: its namespace (None: outside the cluster) and its labels.
+Source = tuple[str | None, dict[str, str]]
+
+
+def test_what_the_platform_brings_along_admits_the_platform_and_tenants_only_to_s3(
+    rendered: list[dict[str, Any]],
+) -> None:
+    """Review M9: Kafka's and the database's namespaces admit the platform's pods and
+    their own; the object store's admits tenants' pods (and users' presigned URLs,
+    through the ingress) on its S3 port alone."""
+    platform_pod: Source = (NAMESPACE, {"app.kubernetes.io/name": "storage"})
+    tenant_pod: Source = ("gpc-acme", {"gpucloud.io/instance": "nb"})
+    outsiders: list[Source] = [tenant_pod, ("ingress-nginx", {}), ("kube-system", {}), (None, {})]
+    for name, namespace in (("kafka", "kafka"), ("mongodb", "mongodb")):
+        policy = _one(rendered, "NetworkPolicy", f"{RELEASE}-{name}-ingress")
+        assert policy["metadata"]["namespace"] == namespace
+        assert _admits(policy, *platform_pod), name
+        assert _admits(policy, namespace, {}), name  # its own pods (replication)
+        for source in outsiders:
+            assert not _admits(policy, *source), (name, source)
+    store = _one(rendered, "NetworkPolicy", f"{RELEASE}-object-store-ingress")
+    everyone, tenants = store["spec"]["ingress"]
+    assert "ports" not in everyone  # the platform's pods, every port
+    assert tenants["ports"] == [{"protocol": "TCP", "port": 9000}]
+    managed = [peer["namespaceSelector"]["matchLabels"] for peer in tenants["from"]]
+    assert managed == [{"gpucloud.io/managed": "true"},
+                       {"kubernetes.io/metadata.name": "ingress-nginx"}]  # fmt: skip
+
+
 def test_each_service_gets_only_its_own_secrets(rendered: list[dict[str, Any]]) -> None:
     envs = {name: _env(rendered, name) for name in (*SERVICES, "agent")}
     for name, env in envs.items():

@@ -107,6 +107,8 @@ class Vision:
     accessor: str
     upload: str
     gpu: str
+    #: Ada's job as she submitted it, for Bob to send again under its id.
+    job_body: dict[str, Any]
     project: str = "vision"
 
     @property
@@ -168,10 +170,11 @@ async def vision(platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient
         "template": {"ports": [{"port": PORT, "isPublic": True}]},
     })  # fmt: skip
     job, service = unique("vision-job"), unique("vision-svc")
-    await _as_ada(platform, ada, "/v1/jobs", {
+    job_body = {
         "jobID": job, "image": "busybox", "specName": spec, "project": "vision",
         "env": [{"name": "GPUCLOUD_SIM_RUN_FOR", "value": "600s"}],
-    })  # fmt: skip
+    }  # fmt: skip
+    await _as_ada(platform, ada, "/v1/jobs", job_body)
     await _as_ada(platform, ada, "/v1/inference-services", {
         "serviceID": service, "image": SERVICE_IMAGE, "specName": spec, "port": 8000,
         "project": "vision",
@@ -191,6 +194,7 @@ async def vision(platform: Platform, kafka: KafkaConnection, kube: k8s.ApiClient
     return Vision(
         platform.http, account, ada, await _signed_in(platform.http, bob_email), bob_id,
         instance_id, job, service, storage, accessor["accessorID"], upload["uploadID"], gpu,
+        job_body,
     )  # fmt: skip
 
 
@@ -247,6 +251,13 @@ async def test_another_projects_member_is_refused_every_route_of_its_work(
             raise AssertionError(f"{method} {path}: {error}") from error
         walked += 1
     assert walked > 100
+    # Ada's own request sent again by Bob is no replay of hers: her job's id is taken,
+    # and nothing of it is said (a replay answers the workload it made).
+    for body in (vision.job_body, {**vision.job_body, "project": None}):
+        again = await vision.http.post("/v1/jobs", json=body, headers=vision.bob)
+        assert "is taken; choose another id" in assert_problem(again, 409)["detail"], again.text
+        assert vision.instance not in again.text
+        assert "GPUCLOUD_SIM_RUN_FOR" not in again.text
 
     # Ada's work is as she left it: nothing of Bob's walk changed or stopped it.
     instance = await vision.http.get(f"/v1/gpu-instances/{vision.instance}", headers=vision.ada)

@@ -17,6 +17,7 @@ import re
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -291,9 +292,36 @@ async def test_the_cli_signs_in_with_a_code_entered_at_the_provider(
     who = (await cli.ok("-o", "json", "whoami")).json()
     assert (who["role"], who["tenantID"]) == ("tenant-user", account.tenant_id)
     keys = await platform.http.get("/v1/api-keys", headers=bearer(account.admin_key))
-    assert [key["name"] for key in keys.json() if key["userID"] == who["userID"]] == [
-        f"gpucloud CLI on {socket.gethostname()}"
-    ]
+    [key] = [key for key in keys.json() if key["userID"] == who["userID"]]
+    assert key["name"] == f"gpucloud CLI on {socket.gethostname()}"
+    # Minted from a single sign-on, it lives a day at most: someone who leaves the
+    # provider loses it within that (review N7).
+    lives = datetime.fromisoformat(key["expiresAt"]) - datetime.fromisoformat(key["createdAt"])
+    assert lives <= timedelta(days=1), lives
+    # Nor does a key it mints outlive it: no way round the day.
+    longer = (await cli.ok("-o", "json", "keys", "create", "ci", "--days", "300")).json()
+    assert longer["expiresAt"] <= key["expiresAt"], (longer, key)
+
+
+async def test_a_tenant_that_signs_in_through_its_provider_alone_refuses_passwords(
+    platform: Platform, dex: Provider, tmp_path: Path
+) -> None:
+    account = await _set_up(platform, dex, tmp_path, "--sso-only")
+    admin = cli_for(tmp_path / "admin", platform)
+    assert (await admin.login(account.admin_key)).code == 0
+    assert "refused" in (await admin.ok("sso", "show")).out  # PASSWORDS refused
+    email, password = f"grace@{account.tenant_id}.test", "a long password of hers"
+    made = await platform.http.post(
+        "/v1/users", headers=bearer(account.admin_key),
+        json={"email": email, "name": "Grace", "role": "tenant-user", "password": password},
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    refused = await platform.http.post("/v1/tokens", json={"email": email, "password": password})
+    assert "signs in through its identity provider alone" in assert_problem(refused, 401)["detail"]
+    console = await platform.http.post(
+        "/v1/console/session", json={"email": email, "password": password}
+    )
+    assert_problem(console, 401)
 
 
 async def _enter_the_code(chromium: Browser, cli: asyncio.subprocess.Process, email: str) -> None:

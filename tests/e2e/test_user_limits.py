@@ -108,6 +108,12 @@ async def test_a_users_limits_are_the_tenant_admins_to_set_within_the_tenants_qu
     await admin.ok("users", "limits", email, "--gpus", "2", "--monthly-spend-cents", "700")
     tenant = await platform.http.get("/v1/tenant", headers=bearer(account.admin_key))
     assert tenant.json()["userLimits"] == {ada_id: {"maxGpus": 2, "monthlySpendCents": 700}}
+    # A user sees their own limits on the tenant, no one else's (review L4).
+    await admin.ok("users", "limits", f"bob@{account.tenant_id}.test", "--gpus", "1")
+    key = (await admin.ok("-o", "json", "users", "key", email, "--name", "read")).json()
+    hers = await platform.http.get("/v1/tenant", headers=bearer(key["secret"]))
+    assert hers.json()["userLimits"] == {ada_id: {"maxGpus": 2, "monthlySpendCents": 700}}
+    await admin.ok("users", "limits", f"bob@{account.tenant_id}.test", "--clear")
     cleared = (await admin.ok("-o", "json", "users", "limits", email, "--clear")).json()
     assert cleared == {"maxGpus": None, "monthlySpendCents": None}
     tenant = await platform.http.get("/v1/tenant", headers=bearer(account.admin_key))

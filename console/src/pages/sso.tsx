@@ -12,6 +12,7 @@ interface Sso {
   defaultRole: string | null;
   createUsers: boolean;
   cliSignIn: boolean;
+  passwordSignIn: boolean;
   redirectUri: string;
 }
 
@@ -44,6 +45,7 @@ export function SingleSignOn() {
   const [fallback, setFallback] = useState("");
   const [createUsers, setCreateUsers] = useState(true);
   const [cliSignIn, setCliSignIn] = useState(false);
+  const [passwordSignIn, setPasswordSignIn] = useState(true);
   // The form starts from what is set, so saving a change keeps the rest as it was.
   useEffect(() => {
     const set = current.data;
@@ -55,6 +57,7 @@ export function SingleSignOn() {
     setFallback(set.defaultRole ?? "");
     setCreateUsers(set.createUsers);
     setCliSignIn(set.cliSignIn);
+    setPasswordSignIn(set.passwordSignIn);
   }, [current.data]);
   const action = useAction();
   const save = (e: Event) => {
@@ -65,6 +68,7 @@ export function SingleSignOn() {
         defaultRole: fallback || null,
         createUsers,
         cliSignIn,
+        passwordSignIn,
       });
       setSecret("");
       current.reload();
@@ -100,6 +104,10 @@ export function SingleSignOn() {
         <label title="gpucloud login --sso: a code entered at the provider. Anyone can ask for a code and send it to a member, so it is off unless you allow it.">
           <input type="checkbox" name="sso-cliSignIn" checked={cliSignIn} onChange={(e) => setCliSignIn((e.target as HTMLInputElement).checked)} />{" "}
           Allow the CLI to sign in with a code
+        </label>
+        <label title="Off: users sign in through the provider alone, so one who leaves it signs in no more; keys they mint from a single sign-on live a day at most.">
+          <input type="checkbox" name="sso-passwordSignIn" checked={passwordSignIn} onChange={(e) => setPasswordSignIn((e.target as HTMLInputElement).checked)} />{" "}
+          Allow sign-in with a password too
         </label>
         <button type="submit" disabled={action.busy}>
           Save single sign-on

@@ -228,7 +228,12 @@ async def own_tenant(
     tenants: TenantsPart, principal: Annotated[Principal, require(TENANT_MEMBERS, "admin:read")]
 ) -> Tenant:
     assert principal.tenant_id is not None
-    return await tenants.get(principal.tenant_id)
+    tenant = await tenants.get(principal.tenant_id)
+    if principal.role != "tenant-admin" and principal.user_id is not None:
+        # Each user's limits are the admins' to see; a user sees their own (review L4).
+        mine = {k: v for k, v in tenant.user_limits.items() if k == principal.user_id}
+        tenant = tenant.model_copy(update={"user_limits": mine})
+    return tenant
 
 
 @router.put(

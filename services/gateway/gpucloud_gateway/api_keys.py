@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
 
-from gpucloud_libs.clock import now
+from gpucloud_libs.clock import aware, now
 from gpucloud_libs.errors import Forbidden, NotFound, ValidationFailed
 from gpucloud_libs.identity import Role
 from gpucloud_libs.project_shares import is_member, unknown_project
@@ -28,6 +28,9 @@ from .store import ApiKeyStore
 _ROLE_RANK: dict[Role, int] = {"tenant-user": 1, "tenant-admin": 2, "platform-admin": 3}
 DEFAULT_KEY_LIFETIME = timedelta(days=90)
 MAX_KEY_LIFETIME = timedelta(days=366)
+#: A key minted from a single sign-on: someone who left the provider loses it within
+#: this, as they lose their sign-ins at once (review N7).
+SSO_KEY_LIFETIME = timedelta(days=1)
 
 
 def key_view(doc: ApiKeyDoc) -> ApiKey:
@@ -80,9 +83,10 @@ class ApiKeys:
         created_by: str | None = None,
     ) -> ApiKeyCreated:  # fmt: skip
         project = await self._project(principal, body.project, holder)
-        # A key of one project, or of inference services' URLs, acts as a user alone.
-        narrow = project is not None or body.service_ids is not None
-        role = body.role or ("tenant-user" if narrow else holder.role)
+        # A key of one project acts as a member alone. A machine key keeps its maker's
+        # role: it is refused the whole API anyway (refuse_machine_key), and its role
+        # decides which projects' services it reaches, as its maker's (decision 143).
+        role = body.role or ("tenant-user" if project is not None else holder.role)
         if project is not None and role != "tenant-user":
             raise ValidationFailed(
                 "a key of one project is a tenant-user key: it acts as a member of its "
@@ -103,9 +107,14 @@ class ApiKeys:
         if extra := sorted(set(scopes) - set(principal.scopes)):
             raise InsufficientScope(f"your credential lacks the scopes {extra}", scopes=extra)
         at = now()
-        expires_at = body.expires_at or at + DEFAULT_KEY_LIFETIME
-        if not at < expires_at <= at + MAX_KEY_LIFETIME:
+        if body.expires_at is not None and not at < body.expires_at <= at + MAX_KEY_LIFETIME:
             raise ValidationFailed("expiresAt must be in the future and at most a year away")
+        # No key outlives what minted it, a key or a single sign-on's day (review N7): a
+        # later end asked for is brought back to that one, which the answer shows.
+        latest = at + (SSO_KEY_LIFETIME if principal.sso else MAX_KEY_LIFETIME)
+        if principal.expires_at is not None:
+            latest = min(latest, aware(principal.expires_at))
+        expires_at = min(body.expires_at or at + DEFAULT_KEY_LIFETIME, latest)
         key_id, secret = credentials.new_api_key()
         doc: ApiKeyDoc = {
             "_id": key_id,
@@ -184,11 +193,14 @@ class ApiKeys:
         await self._end_minted([doc])
         return key_view(doc)
 
-    async def revoke_where(self, **match: str) -> None:
-        """Revoke every key matching (a tenant's, a user's), effective at once here."""
+    async def revoke_where(self, *, end_access: bool = True, **match: str) -> None:
+        """Revoke every key matching (a tenant's, a user's), effective at once here;
+        with `end_access`, what they may have minted outside the gateway too (a deleted
+        tenant's end with it anyway)."""
         revoked = await self._keys.revoke_where(**match)
         self._cache.forget_keys(*(doc["_id"] for doc in revoked))
-        await self._end_minted(revoked)
+        if end_access:
+            await self._end_minted(revoked)
 
     async def _end_minted(self, revoked: Sequence[ApiKeyDoc]) -> None:
         """A kubectl credential a revoked key may have minted ends with it (review N4):

@@ -179,8 +179,8 @@ def _single_sign_on(
     """Tenants' OpenID Connect providers, dialled through the outbound guard: a tenant
     admin names them."""
     guard = OutboundGuard(
-        field="issuer", allow_private_networks=settings.sso_allow_private_networks,
-        loopback_only=settings.egress.loopback_only,
+        field="issuer", allow_private_networks=False, loopback_only=settings.egress.loopback_only,
+        allowed_networks=tuple(settings.sso_allowed_networks),
     )  # fmt: skip
     oidc = OidcClient(guard, require_https=not settings.egress.loopback_only)
     store = SsoStore(runtime.db)
@@ -217,7 +217,7 @@ def _identity(settings: GatewaySettings, runtime: ServiceRuntime) -> Identity:
     background, limiter = Background(), RateLimiter()
     cache = IdentityCache(key_store, user_store, tenant_store, ttl_s=settings.auth_cache_ttl_s)
     authenticator = Authenticator(settings, key_store, cache, background)
-    sessions = Sessions(settings, user_store, authenticator, limiter)
+    sessions = Sessions(settings, user_store, authenticator, limiter, SsoStore(runtime.db))
     access_ends = AccessEnds(user_store, runtime.broker, source=runtime.source)
     api_keys = ApiKeys(key_store, cache, access_ends)
     users = Users(user_store, cache, api_keys, access_ends)

@@ -85,7 +85,7 @@ class Authenticator:
         return await self.from_source(
             token.source, token.source_id, token.scopes,
             via="token" if audience == API_AUDIENCE else "session_cookie",
-            version=token.source_version,
+            version=token.source_version, sso=token.sso,
         )  # fmt: skip
 
     async def authenticate_token(self, presented: str | None, *, audience: str) -> Principal:
@@ -115,6 +115,7 @@ class Authenticator:
             service_ids=doc.get("service_ids"),
             project=doc.get("project"),
             projects=_projects_seen(tenant, doc.get("user_id"), doc["role"], doc.get("project")),
+            expires_at=doc["expires_at"],
         )
 
     async def from_source(
@@ -125,6 +126,7 @@ class Authenticator:
         *,
         via: Literal["token", "session_cookie", "console"],
         version: int = 0,
+        sso: bool = False,
     ) -> Principal:
         """A token or a console session acts as what its source key or user is now, read
         back (a few seconds' cache): revocation, expiry and a changed role take effect
@@ -140,6 +142,7 @@ class Authenticator:
             scopes = [scope for scope in scopes if scope in allowed]
             service_ids, project = key.get("service_ids"), key.get("project")
             source_key: ApiKeyDoc | None = key
+            expires_at = key["expires_at"]
         else:
             user = await self._cache.user(source_id)
             if user is None or user["status"] != "active":
@@ -148,7 +151,7 @@ class Authenticator:
                 raise Unauthenticated("the user's password has changed since; sign in again")
             user_id, key_id = user["_id"], None
             role, tenant_id, scopes = user["role"], user["tenant_id"], list(scopes)
-            service_ids, project, source_key = None, None, None
+            service_ids, project, source_key, expires_at = None, None, None, None
         tenant = await self.check_tenant(tenant_id)
         if source_key is not None:
             _check_project(source_key, tenant)
@@ -164,6 +167,8 @@ class Authenticator:
             source_version=version,
             project=project,
             projects=_projects_seen(tenant, user_id, role, project),
+            sso=sso,
+            expires_at=expires_at,
         )
 
     async def check_tenant(self, tenant_id: str | None) -> TenantDoc | None:

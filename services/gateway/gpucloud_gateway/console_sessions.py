@@ -67,11 +67,13 @@ class ConsoleSessions:
     def _csrf_token(self, session_id: str) -> str:
         return hmac.new(self._csrf_key, session_id.encode(), hashlib.sha256).hexdigest()
 
-    async def open_for_user(self, user: UserDoc, response: Response) -> ConsoleSession:
+    async def open_for_user(
+        self, user: UserDoc, response: Response, *, sso: bool = False
+    ) -> ConsoleSession:
         """A session of a user who proved who they are (a password, or single sign-on)."""
         principal = await self._authenticator.from_source(
             "user", user["_id"], list(ALL_SCOPES), via="console",
-            version=user.get("credentials_version", 0),
+            version=user.get("credentials_version", 0), sso=sso,
         )  # fmt: skip
         return await self._open("user", user["_id"], principal, response)
 
@@ -103,6 +105,7 @@ class ConsoleSessions:
             "source": source,
             "source_id": source_id,
             "source_version": principal.source_version,
+            "sso": principal.sso,
             "tenant_id": principal.tenant_id,
             "created_at": started,
             "expires_at": started + timedelta(seconds=self._settings.console_session_ttl_s),
@@ -169,7 +172,7 @@ class ConsoleSessions:
     async def _principal(self, document: ConsoleSessionDoc) -> Principal:
         return await self._authenticator.from_source(
             document["source"], document["source_id"], list(ALL_SCOPES), via="console",
-            version=document.get("source_version", 0),
+            version=document.get("source_version", 0), sso=document.get("sso", False),
         )  # fmt: skip
 
     def _console_origin(self, request: Request) -> str:

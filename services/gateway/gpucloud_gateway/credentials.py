@@ -121,6 +121,8 @@ class SessionToken(BaseModel):
     scopes: list[Scope]
     audience: str
     expires_at: float
+    #: Minted by a single sign-on: keys it mints live a day at most (review N7).
+    sso: bool = False
 
 
 def _token_key(session_secret: str) -> bytes:

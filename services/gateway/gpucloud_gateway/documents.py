@@ -73,6 +73,8 @@ class ConsoleSessionDoc(TypedDict):
     source_id: str
     #: A user's password generation at sign-in (authentication.py); absent before it.
     source_version: NotRequired[int]
+    #: Opened by a single sign-on (review N7); absent: not.
+    sso: NotRequired[bool]
     tenant_id: str | None
     created_at: datetime
     expires_at: datetime
@@ -120,6 +122,8 @@ class SsoConfigDoc(TypedDict):
     default_role: str | None
     create_users: bool
     cli_sign_in: bool
+    #: Absent: true, as before the setting.
+    password_sign_in: NotRequired[bool]
     updated_at: datetime
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Request, Response, status
 
 from gpucloud_libs.http import app_part
 
@@ -26,6 +26,7 @@ from .schemas import (
     User,
     UserLimits,
 )
+from .sessions import Sessions
 from .tenants import Tenants
 from .users import Users
 
@@ -35,6 +36,7 @@ TenantsPart = Annotated[Tenants, app_part(Tenants)]
 ProjectsPart = Annotated[Projects, app_part(Projects)]
 UsersPart = Annotated[Users, app_part(Users)]
 InvitationsPart = Annotated[Invitations, app_part(Invitations)]
+SessionsPart = Annotated[Sessions, app_part(Sessions)]
 UserIdPath = Annotated[str, Path(max_length=64)]
 
 
@@ -133,8 +135,9 @@ async def revoke_invitation(
     summary="What an invitation link offers (no credential: the link's secret is one)",
 )
 async def preview_invitation(
-    body: InvitationToken, invitations: InvitationsPart
+    body: InvitationToken, request: Request, invitations: InvitationsPart, sessions: SessionsPart
 ) -> InvitationPreview:
+    sessions.limit_sign_ins(request)  # per client address, as sign-ins (review L5)
     return await invitations.preview(body.token)
 
 
@@ -145,5 +148,9 @@ async def preview_invitation(
     summary="Accept an invitation with a name and a password: you are its user, and sign "
     "in with them (no credential: the link's secret is one; it works once)",
 )
-async def accept_invitation(body: InvitationAcceptance, invitations: InvitationsPart) -> User:
+async def accept_invitation(
+    body: InvitationAcceptance, request: Request, invitations: InvitationsPart,
+    sessions: SessionsPart,
+) -> User:  # fmt: skip
+    sessions.limit_sign_ins(request)  # per client address, as sign-ins (review L5)
     return await invitations.accept(body)

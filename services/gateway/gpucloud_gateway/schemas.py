@@ -360,6 +360,12 @@ class Principal(ApiModel):
     project: str | None = None
     #: The projects whose work it sees and acts on (decision 142); None: every one.
     projects: tuple[str, ...] | None = None
+    #: Signed in through the tenant's provider: the keys it mints live a day at most,
+    #: so leaving the provider ends them within it (review N7; never shown).
+    sso: bool = Field(default=False, exclude=True)
+    #: When the API key it acts by expires (None: a user's sign-in, or a key without
+    #: end): no key it mints outlives it (never shown).
+    expires_at: datetime | None = Field(default=None, exclude=True)
     #: A signed-in user's password generation: what a token minted from this
     #: principal carries, so a password change ends it (never shown).
     source_version: int = Field(default=0, exclude=True)

@@ -23,6 +23,7 @@ from .documents import UserDoc
 from .ratelimit import RateLimiter
 from .schemas import ALL_SCOPES, Principal, TokenIssued, TokenRequest
 from .settings import GatewaySettings
+from .sso_store import SsoStore
 from .store import UserStore
 
 
@@ -33,8 +34,10 @@ class Sessions:
         users: UserStore,
         authenticator: Authenticator,
         limiter: RateLimiter,
+        sso: SsoStore,
     ) -> None:
         self._users = users
+        self._sso = sso
         self._authenticator = authenticator
         self._limiter = limiter
         self._session_secret = settings.session_secret.get_secret_value()
@@ -54,12 +57,12 @@ class Sessions:
             )
         raise Unauthenticated("send an email and password, or exchange an API key sent as a bearer")
 
-    def user_token(self, user: UserDoc, ttl_s: float) -> TokenIssued:
+    def user_token(self, user: UserDoc, ttl_s: float, *, sso: bool = False) -> TokenIssued:
         """A token of a user who proved who they are (a password, or single sign-on)."""
         claims = SessionToken(
             source="user", source_id=user["_id"], source_version=user.get("credentials_version", 0),
             role=user["role"], tenant_id=user["tenant_id"], scopes=list(ALL_SCOPES),
-            audience=API_AUDIENCE, expires_at=time.time() + ttl_s,
+            audience=API_AUDIENCE, expires_at=time.time() + ttl_s, sso=sso,
         )  # fmt: skip
         return self._issued(claims)
 
@@ -87,6 +90,12 @@ class Sessions:
         if user["status"] != "active":
             raise Unauthenticated("the user is disabled")
         await self._authenticator.check_tenant(user["tenant_id"])
+        config = await self._sso.config(user["tenant_id"]) if user["tenant_id"] else None
+        if config is not None and not config.get("password_sign_in", True):
+            raise Unauthenticated(
+                "your tenant signs in through its identity provider alone: use single "
+                f"sign-on (`gpucloud login --sso {user['tenant_id']}`)"
+            )
         return user
 
     def limit_sign_ins(self, connection: HTTPConnection) -> None:
@@ -111,6 +120,7 @@ class Sessions:
             source=source, source_id=source_id, source_version=principal.source_version,
             role=principal.role, tenant_id=principal.tenant_id,
             scopes=principal.scopes, audience=audience, expires_at=time.time() + ttl_s,
+            sso=principal.sso,
         )  # fmt: skip
 
     def sign_session(self, claims: SessionToken) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network, IPv6Network
 
-from pydantic import SecretStr
+from pydantic import Field, IPvAnyNetwork, SecretStr
 
 from gpucloud_libs.settings import ServiceSettings
 
@@ -45,9 +45,10 @@ class GatewaySettings(ServiceSettings):
     #: sign-on's redirect URI is made of it, never of a request's Host. Unset, a
     #: tenant cannot set single sign-on up.
     public_url: str | None = None
-    #: Single sign-on providers may be on private networks (an in-house provider);
-    #: off, an issuer and its endpoints must be globally routable addresses.
-    sso_allow_private_networks: bool = False
+    #: Private networks (CIDRs) where single sign-on providers may be (an in-house
+    #: provider), beside globally routable addresses; any other is refused, so a
+    #: tenant admin cannot make the gateway call the rest of the inside (review L2).
+    sso_allowed_networks: list[IPvAnyNetwork] = Field(default_factory=list)
 
     #: The gateway's public address is https (here, or at an ingress that terminates
     #: TLS in front of it): its answers carry Strict-Transport-Security.

@@ -102,7 +102,7 @@ class SingleSignOn:
             "group_roles": dict(body.group_roles), "group_projects": group_projects,
             "default_role": body.default_role,
             "create_users": body.create_users, "cli_sign_in": body.cli_sign_in,
-            "updated_at": now(),
+            "password_sign_in": body.password_sign_in, "updated_at": now(),
         }  # fmt: skip
         await self._store.put(doc)
         return self._view(doc)
@@ -128,7 +128,7 @@ class SingleSignOn:
             group_roles=doc["group_roles"], group_projects=doc.get("group_projects") or {},
             default_role=doc["default_role"],
             create_users=doc["create_users"], cli_sign_in=doc["cli_sign_in"],
-            redirect_uri=self.redirect_uri,
+            password_sign_in=doc.get("password_sign_in", True), redirect_uri=self.redirect_uri,
         )  # fmt: skip
 
     def _client_secret(self, config: SsoConfigDoc) -> str:

@@ -146,7 +146,7 @@ async def sso_callback(
     page.delete_cookie(
         sso.cookie_name, path="/", secure=sso.cookie_secure, httponly=True, samesite="lax"
     )
-    session = await console.open_for_user(user, page)
+    session = await console.open_for_user(user, page, sso=True)
     audit_target(request, session.principal)
     return page
 
@@ -173,7 +173,7 @@ async def poll_device_sso(
     outcome = await sso.poll_device(body.poll_token)
     if isinstance(outcome, int):
         return SsoDeviceResult(status="pending", interval=outcome)
-    issued = sessions.user_token(outcome, CLI_TOKEN_TTL_S)
+    issued = sessions.user_token(outcome, CLI_TOKEN_TTL_S, sso=True)
     return SsoDeviceResult(
         status="signed_in", email=outcome["email"], token=issued.token,
         expires_at=issued.expires_at,

@@ -34,6 +34,9 @@ class SsoConfigSet(ApiModel):
     #: grant). Off by default: anyone can ask for a code and send it to a member,
     #: who would sign the sender in by entering it (device-code phishing).
     cli_sign_in: bool = Field(default=False, alias="cliSignIn")
+    #: Whether the tenant's users may still sign in with a password; off, the
+    #: provider alone lets them in, so leaving it ends their sign-ins (review N7).
+    password_sign_in: bool = True
 
 
 class SsoDeviceStarted(ApiModel):
@@ -78,5 +81,6 @@ class SsoConfig(ApiModel):
     default_role: str | None
     create_users: bool
     cli_sign_in: bool = Field(alias="cliSignIn")
+    password_sign_in: bool
     #: What to register at the provider as the client's redirect URI.
     redirect_uri: str

@@ -156,50 +156,25 @@ class Tenants:
         return await self._change(tenant_id, fields)
 
     async def set_self_quota(self, tenant_id: str, body: SelfQuota) -> Tenant:
-        doc = await self.existing(tenant_id)
-        limits = doc["limits"]
-        over = [
-            field
-            for field, value in body.model_dump().items()
-            if value is not None and limits.get(field) is not None and value > limits[field]
-        ]
-        if over:
-            raise ValidationFailed(
-                f"above the platform's limits: {', '.join(over)}",
-                limits=QuotaLimits.model_validate(limits).model_dump(by_alias=True),
-            )
-        carved = carved_gpus(p.get("max_gpus") for p in (doc.get("projects") or {}).values())
-        if body.max_gpus is not None and body.max_gpus < carved:
-            # The tenant admin owns both figures: a quota its projects' shares overrun
-            # would leave `default` nothing and the shares unkeepable; lower them first.
-            raise ValidationFailed(
-                f"the projects' GPU shares come to {carved}, above {body.max_gpus}; "
-                "lower them first",
-                field="maxGpus",
-            )
-        return await self._change(tenant_id, {"self_quota": body.model_dump()})
+        return await self._change(
+            tenant_id,
+            {"self_quota": body.model_dump()},
+            check=lambda doc: _self_quota_fits(doc, body),
+        )
 
     async def set_user_limits(
         self, principal: Principal, user_id: str, body: UserLimits
     ) -> UserLimits:
-        """A tenant admin's limits on one user of the tenant, within the tenant's quota;
-        both unset takes them off."""
+        """A tenant admin's limits on one user of the tenant, within the tenant's quota
+        as it is when they are written; both unset takes them off."""
         assert principal.tenant_id is not None
         await self._users.get(principal, user_id)  # a 404 outside the admin's tenant
-        doc = await self.existing(principal.tenant_id)
-        quota = effective_quota(doc["limits"], doc.get("self_quota") or {})
-        above = [
-            f"{name} {value} is above the tenant's {quota[field]}"
-            for name, value, field in (
-                ("maxGpus", body.max_gpus, "max_gpus"),
-                ("monthlySpendCents", body.monthly_spend_cents, "monthly_spend_cap_cents"),
-            )
-            if value is not None and quota.get(field) is not None and value > quota[field]
-        ]
-        if above:
-            raise ValidationFailed(f"a user's limits fit the tenant's quota: {'; '.join(above)}")
-        limits = None if body == UserLimits() else body.model_dump()
-        await self.change_entry(principal.tenant_id, "user_limits", user_id, limits)
+
+        def limited(doc: TenantDoc) -> Document | None:
+            _user_limits_fit(doc, body)
+            return None if body == UserLimits() else body.model_dump()
+
+        await self.edit_entry(principal.tenant_id, "user_limits", user_id, limited)
         return body
 
     async def forget_user_limits(self, tenant_id: str, user_id: str) -> None:
@@ -244,10 +219,15 @@ class Tenants:
         ):
             yield
 
-    async def _change(self, tenant_id: str, fields: Document) -> Tenant:
-        # One writer per tenant document: publish what was written.
+    async def _change(
+        self, tenant_id: str, fields: Document, *, check: Callable[[TenantDoc], None] | None = None
+    ) -> Tenant:
+        """Write `fields` and publish the new revision, under the tenant's change lock;
+        `check` refuses from the tenant as it is then (a 422)."""
         async with self._lock(tenant_id):
-            await self.existing(tenant_id)
+            current = await self.existing(tenant_id)
+            if check is not None:
+                check(current)
             doc = await self._tenants.set_fields(tenant_id, fields, time.time_ns())
             assert doc is not None
             self._cache.forget_tenant(tenant_id)
@@ -256,7 +236,7 @@ class Tenants:
 
     async def delete(self, tenant_id: str) -> None:
         await self._change(tenant_id, {"status": "deleted"})
-        await self._api_keys.revoke_where(tenant_id=tenant_id)
+        await self._api_keys.revoke_where(tenant_id=tenant_id, end_access=False)
 
     async def publish(self, doc: TenantDoc) -> None:
         """Tell the services; the sweep retries what did not get out."""
@@ -293,7 +273,51 @@ class Tenants:
     async def republish(self, *, settled: bool = True) -> None:
         """Publish what did not get out. With `settled`, only tenants written more than
         PUBLISH_GRACE ago: a write that is still publishing inline is left to finish,
-        instead of racing it to a duplicate of the same event."""
+        instead of racing it to a duplicate of the same event. Under each tenant's change
+        lock, read again: a newer revision published meanwhile is not followed by an
+        older one."""
         written_before = now() - PUBLISH_GRACE if settled else None
-        for doc in await self._tenants.unpublished(written_before):
-            await self.publish(doc)
+        for stale in await self._tenants.unpublished(written_before):
+            async with self._lock(stale["_id"]):
+                doc = await self._tenants.get(stale["_id"])
+                if doc is not None and doc.get("published_revision") != doc["revision"]:
+                    await self.publish(doc)
+
+
+def _self_quota_fits(doc: TenantDoc, body: SelfQuota) -> None:
+    """A tenant admin's own quota is within the platform's limits and above what the
+    projects' shares carve; a 422 otherwise."""
+    limits = doc["limits"]
+    over = [
+        field
+        for field, value in body.model_dump().items()
+        if value is not None and limits.get(field) is not None and value > limits[field]
+    ]
+    if over:
+        raise ValidationFailed(
+            f"above the platform's limits: {', '.join(over)}",
+            limits=QuotaLimits.model_validate(limits).model_dump(by_alias=True),
+        )
+    carved = carved_gpus(p.get("max_gpus") for p in (doc.get("projects") or {}).values())
+    if body.max_gpus is not None and body.max_gpus < carved:
+        # The tenant admin owns both figures: a quota its projects' shares overrun
+        # would leave `default` nothing and the shares unkeepable; lower them first.
+        raise ValidationFailed(
+            f"the projects' GPU shares come to {carved}, above {body.max_gpus}; lower them first",
+            field="maxGpus",
+        )
+
+
+def _user_limits_fit(doc: TenantDoc, body: UserLimits) -> None:
+    """A user's limits fit the tenant's quota; a 422 otherwise."""
+    quota = effective_quota(doc["limits"], doc.get("self_quota") or {})
+    above = [
+        f"{name} {value} is above the tenant's {quota[field]}"
+        for name, value, field in (
+            ("maxGpus", body.max_gpus, "max_gpus"),
+            ("monthlySpendCents", body.monthly_spend_cents, "monthly_spend_cap_cents"),
+        )
+        if value is not None and quota.get(field) is not None and value > quota[field]
+    ]
+    if above:
+        raise ValidationFailed(f"a user's limits fit the tenant's quota: {'; '.join(above)}")

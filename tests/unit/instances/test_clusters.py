@@ -15,6 +15,7 @@ import yaml
 
 from gpucloud_instances.clusters.observation import (
     NEEDED_RIGHTS,
+    excess_rights,
     missing_rights,
     summary,
     unreachable,
@@ -41,6 +42,20 @@ def test_a_kubeconfig_with_no_rules_lacks_every_right() -> None:
 
 def test_a_cluster_admin_lacks_nothing() -> None:
     assert missing_rights([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]) == []
+
+
+def test_a_cluster_admin_holds_what_the_platform_must_not() -> None:
+    """Review L3: reading Secrets, impersonating, escalating, binding cluster-wide."""
+    excess = excess_rights([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}])
+    assert {"get secrets", "impersonate users", "escalate rbac.authorization.k8s.io/clusterroles",
+            "create rbac.authorization.k8s.io/clusterrolebindings"} <= set(excess)  # fmt: skip
+    # The platform's own: Secrets written, never read; its two roles bound by name.
+    own = [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "update", "delete"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "verbs": ["bind"], "resourceNames": ["gpucloud-tenant-storage"]},
+    ]  # fmt: skip
+    assert excess_rights(own) == []
 
 
 def test_a_rule_limited_to_named_objects_grants_nothing_the_platform_needs() -> None:

@@ -155,16 +155,32 @@ def test_a_jobs_env_volumes_and_user_are_stored_as_a_template() -> None:
     assert (template["runAsUser"], template["ports"]) == (1000, [])
 
 
+ADA = Identity(subject="u-ada", role="tenant-user", tenant_id="acme", expires_at=0,
+               projects=("default", "vision"))  # fmt: skip
+
+
 def test_a_replay_of_the_same_request_passes_and_another_under_its_name_conflicts() -> None:
     first = submitted(jobID="train", parallelism=2)
     stored = {"request_hash": request_hash(first, id_field="job_id")}
-    same_request(stored, request_hash(submitted(parallelism=2), id_field="job_id"), "job 'train'")
+    replay = request_hash(submitted(parallelism=2), id_field="job_id")
+    same_request(stored, replay, "job 'train'", caller=ADA)
     other = request_hash(submitted(jobID="train", parallelism=3), id_field="job_id")
     with pytest.raises(
         Conflict, match="job 'train' was already submitted with a different"
     ) as conflict:
-        same_request(stored, other, "job 'train'", verb="submitted", job_id="train")
+        same_request(stored, other, "job 'train'", caller=ADA, verb="submitted", job_id="train")
     assert conflict.value.extensions == {"job_id": "train"}
+
+
+def test_a_replay_by_another_projects_member_answers_nothing_of_the_workload() -> None:
+    """Decision 142: the same body under another project's id is no replay for Bob;
+    the id is taken, and that is all he learns."""
+    stored = {"request_hash": "h", "project": "vision"}
+    bob = ADA.model_copy(update={"subject": "u-bob", "projects": ("default",)})
+    with pytest.raises(Conflict, match="job 'train' is taken; choose another id") as taken:
+        same_request(stored, "h", "job 'train'", caller=bob, verb="submitted", job_id="train")
+    assert taken.value.extensions == {}
+    same_request(stored, "h", "job 'train'", caller=ADA)  # hers: replayed
 
 
 def test_a_request_that_only_spells_a_default_out_is_the_same_request() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import hmac
+import ipaddress
 import re
 import socket
 
@@ -199,3 +200,16 @@ def test_each_new_secret_is_fresh_and_marked_as_a_webhook_secret() -> None:
 async def test_a_url_that_cannot_be_parsed_or_resolved_is_a_422(url: str) -> None:
     with pytest.raises(ValidationFailed, match=r"must be an http|does not resolve"):
         await OutboundGuard(field="webhookURL", allow_private_networks=False).check(url)
+
+
+def test_an_operators_allowed_network_is_reached_and_no_other_private_one() -> None:
+    """An in-house provider or a cluster's API server on a private range the operator
+    names (review L2, N2): that range alone opens, not every private address."""
+    allowed = Reach(
+        allow_private_networks=False, loopback_only=False,
+        allowed_networks=(ipaddress.ip_network("198.18.7.0/24"),),
+    )  # fmt: skip
+    allowed.require("sso.internal", "198.18.7.20")
+    for elsewhere in ("198.18.8.1", "127.0.0.1", "169.254.169.254"):
+        with pytest.raises(PrivateAddress):
+            allowed.require("sso.internal", elsewhere)

@@ -63,6 +63,31 @@ def missing_rights(rules: list[dict[str, Any]]) -> list[str]:
     return missing
 
 
+#: Rights a registered cluster's kubeconfig must not hold (review L3): reading Secrets,
+#: acting as another, granting what it does not hold, binding anything cluster-wide.
+EXCESS_RIGHTS: tuple[Right, ...] = (
+    Right("", "secrets", ("get", "list", "watch")),
+    Right("", "users", ("impersonate",)),
+    Right("", "groups", ("impersonate",)),
+    Right("", "serviceaccounts", ("impersonate",)),
+    Right("rbac.authorization.k8s.io", "clusterroles", ("escalate", "bind")),
+    Right("rbac.authorization.k8s.io", "roles", ("escalate", "bind")),
+    Right("rbac.authorization.k8s.io", "clusterrolebindings", ("create", "update", "patch")),
+)
+
+
+def excess_rights(rules: list[dict[str, Any]]) -> list[str]:
+    """The rights `rules` grant that the platform must not hold (`EXCESS_RIGHTS`), as
+    `verb group/resource`; one limited to some objects by name is the chart's own
+    (binding its two roles) and not counted."""
+    return [
+        f"{verb} {right.group + '/' if right.group else ''}{right.resource}"
+        for right in EXCESS_RIGHTS
+        for verb in right.verbs
+        if any(_grants(rule, right.group, right.resource, verb) for rule in rules)
+    ]
+
+
 def _grants(rule: dict[str, Any], group: str, resource: str, verb: str) -> bool:
     if rule.get("resourceNames"):
         return False

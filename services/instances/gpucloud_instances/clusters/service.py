@@ -38,7 +38,14 @@ from ..controller.runtimes import ClusterRuntimes
 from ..settings import InstancesSettings
 from ..store import DuplicateInstance
 from .documents import ClusterDoc, ClusterStatusDoc
-from .observation import cluster_uid, look, missing_rights, rights_review, unreachable
+from .observation import (
+    cluster_uid,
+    excess_rights,
+    look,
+    missing_rights,
+    rights_review,
+    unreachable,
+)
 from .placement import Placement
 from .schemas import Cluster, ClusterCreate, ClusterGpus, ClusterHealth, ClusterState, Region
 from .store import ClusterStore
@@ -112,8 +119,7 @@ class Clusters:
             server, loopback_only=self._settings.loopback_only,
             allowed_networks=tuple(self._settings.cluster_api_networks),
         )  # fmt: skip
-        status, uid = await _checked(body.name, config)
-        not_registered(body.name, server, uid, others)
+        status, uid = await _checked(body.name, config, server, others)
         doc = ClusterDoc(
             _id=body.name, region=body.region, zones=list(body.zones), home=False,
             server=server, uid=uid, sealed_kubeconfig=self._box.seal(text),
@@ -315,9 +321,13 @@ def not_registered(name: str, server: str, uid: str | None, others: list[Cluster
             raise Conflict(f"that cluster is registered as {other['_id']!r}", cluster=other["_id"])
 
 
-async def _checked(name: str, config: dict[str, Any]) -> tuple[ClusterStatusDoc, str]:
-    """What a first look at the cluster saw; a 422 when it cannot be reached or the
-    kubeconfig lacks rights the platform needs there."""
+async def _checked(
+    name: str, config: dict[str, Any], server: str, others: list[ClusterDoc]
+) -> tuple[ClusterStatusDoc, str]:
+    """What a first look at the cluster saw; a 409 when it is registered already (by
+    its identity, whatever the address), a 422 when it cannot be reached, or the
+    kubeconfig lacks rights the platform needs there or holds rights it must not
+    (review L3: a leaked kubeconfig of the platform's is then no cluster admin's)."""
     kube = registered_client(config)
     try:
         try:
@@ -332,6 +342,8 @@ async def _checked(name: str, config: dict[str, Any]) -> tuple[ClusterStatusDoc,
             raise ValidationFailed(
                 f"cluster {name!r} cannot be reached: {status['error']}", field="kubeconfig"
             )
+        uid = await cluster_uid(kube)
+        not_registered(name, server, uid, others)
         rules, incomplete = await rights_review(kube)
         missing = missing_rights(rules)
         if missing:
@@ -341,6 +353,13 @@ async def _checked(name: str, config: dict[str, Any]) -> tuple[ClusterStatusDoc,
                 + ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""),
                 field="kubeconfig", missing=missing,
             )  # fmt: skip
-        return status, await cluster_uid(kube)
+        if excess := excess_rights(rules):
+            raise ValidationFailed(
+                f"the kubeconfig holds rights the platform must not have in {name!r}: "
+                f"{', '.join(excess)}; give it the platform's role alone (the chart's "
+                "ClusterRole for the instances service)",
+                field="kubeconfig", excess=excess,
+            )  # fmt: skip
+        return status, uid
     finally:
         await kube.close()

@@ -113,7 +113,7 @@ class Instances:
                 self._specs.get(body.spec_name),
             )
         if existing is not None:
-            return await self._replay(existing, hashed), False
+            return await self._replay(existing, hashed, identity), False
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
         project = project_of(tenant, identity, body.project)
         spec = known_spec(body.spec_name, spec)
@@ -129,7 +129,7 @@ class Instances:
         key = instance_key(tenant_id, instance_id)
         again = await claim_idempotency_key(self._instances, tenant_id, idempotency_key, key)
         if again is not None:  # a concurrent request with the same key got there first
-            return await self._replay(again, hashed), False
+            return await self._replay(again, hashed, identity), False
         new = NewWorkload(
             key=key, workload_id=instance_id, identity=identity, tenant=tenant, spec=spec,
             zones=zones, placed=placed, storages=storages, request_hash=hashed,
@@ -174,7 +174,7 @@ class Instances:
             again = await self._instances.get(new.key)
             if again is None:
                 raise Conflict("a concurrent request is creating this instance; retry") from None
-            return await self._replay(again, new.request_hash), False
+            return await self._replay(again, new.request_hash, new.identity), False
         await self._wakeups.wake_new(doc)
         return await self.view(doc, new=True), True
 
@@ -182,9 +182,11 @@ class Instances:
         if idempotency_key is not None:
             await self._instances.forget_idempotency_key(tenant_id, idempotency_key)
 
-    async def _replay(self, existing: InstanceDoc, hashed: str) -> Instance:
+    async def _replay(self, existing: InstanceDoc, hashed: str, caller: Identity) -> Instance:
         instance_id = existing["instance_id"]
-        same_request(existing, hashed, f"instance {instance_id!r}", instance_id=instance_id)
+        same_request(
+            existing, hashed, f"instance {instance_id!r}", caller=caller, instance_id=instance_id
+        )
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, instance_id: str) -> InstanceDoc:

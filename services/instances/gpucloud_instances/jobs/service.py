@@ -86,7 +86,7 @@ class Jobs:
             self._specs.get(body.spec_name),
         )
         if existing is not None:
-            return await self._replay(existing, hashed), False
+            return await self._replay(existing, hashed, identity), False
         tenant = user_may_start(require_active(tenant, service="instances"), identity.subject)
         project = project_of(tenant, identity, body.project)
         spec = known_spec(body.spec_name, spec)
@@ -100,7 +100,7 @@ class Jobs:
         key = instance_key(tenant_id, job_id)
         again = await claim_idempotency_key(self._jobs, tenant_id, idempotency_key, key)
         if again is not None:  # a concurrent request with the same key got there first
-            return await self._replay(again, hashed), False
+            return await self._replay(again, hashed, identity), False
         new = NewWorkload(
             key=key, workload_id=job_id, identity=identity, tenant=tenant, spec=spec,
             zones=zones, placed=placed, storages=storages, request_hash=hashed,
@@ -113,13 +113,15 @@ class Jobs:
             again = await self._jobs.get(key)
             if again is None:
                 raise Conflict("a concurrent request is creating this job; retry") from None
-            return await self._replay(again, hashed), False
+            return await self._replay(again, hashed, identity), False
         await self._wakeups.wake(job_item(key))
         return await self.view(doc, new=True), True
 
-    async def _replay(self, existing: JobDoc, hashed: str) -> Job:
+    async def _replay(self, existing: JobDoc, hashed: str, caller: Identity) -> Job:
         job_id = existing["job_id"]
-        same_request(existing, hashed, f"job {job_id!r}", verb="submitted", job_id=job_id)
+        same_request(
+            existing, hashed, f"job {job_id!r}", caller=caller, verb="submitted", job_id=job_id
+        )
         return await self.view(existing)
 
     async def _owned(self, identity: Identity, job_id: str) -> JobDoc:

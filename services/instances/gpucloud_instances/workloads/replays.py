@@ -12,6 +12,8 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from gpucloud_libs.errors import Conflict
+from gpucloud_libs.identity import Identity
+from gpucloud_libs.naming import DEFAULT_PROJECT
 
 from ..store import instance_key
 
@@ -70,10 +72,14 @@ async def claim_idempotency_key(
 
 
 def same_request(
-    existing: Mapping[str, Any], hashed: str, what: str, *, verb: str = "created", **ids: str
-) -> None:
+    existing: Mapping[str, Any], hashed: str, what: str, *, caller: Identity,
+    verb: str = "created", **ids: str,
+) -> None:  # fmt: skip
     """A replay must be the request that made `existing` (`what`: "job 'train-1'",
-    `verb`: how it came to be): else a 409 naming it, with its id (`ids`) for clients to
-    switch on."""
+    `verb`: how it came to be), by a caller who sees it: else a 409 naming it, with its
+    id (`ids`) for clients to switch on. Another project's workload is never answered
+    with, whatever the body (decision 142): its id is taken, and that is all."""
+    if not caller.sees_project(existing.get("project", DEFAULT_PROJECT)):
+        raise Conflict(f"{what} is taken; choose another id")
     if existing.get("request_hash") != hashed:
         raise Conflict(f"{what} was already {verb} with a different request", **ids)
