@@ -342,7 +342,7 @@ async def _checked(
             raise ValidationFailed(
                 f"cluster {name!r} cannot be reached: {status['error']}", field="kubeconfig"
             )
-        uid = await cluster_uid(kube)
+        uid = await _uid_if_readable(kube)
         not_registered(name, server, uid, others)
         rules, incomplete = await rights_review(kube)
         missing = missing_rights(rules)
@@ -360,6 +360,15 @@ async def _checked(
                 "ClusterRole for the instances service)",
                 field="kubeconfig", excess=excess,
             )  # fmt: skip
-        return status, uid
+        return status, uid or await cluster_uid(kube)
     finally:
         await kube.close()
+
+
+async def _uid_if_readable(kube: KubeClient) -> str | None:
+    """The cluster's identity, or None when the kubeconfig may not read it (it then
+    lacks rights, which the rights review names)."""
+    try:
+        return await cluster_uid(kube)
+    except KubeError:
+        return None
