@@ -95,6 +95,31 @@ async def _no_other_cluster(name: str) -> None:
     raise AssertionError(f"only the home cluster is read here, not {name!r}")
 
 
+async def _never_ends() -> bool:
+    return False
+
+
+@contextlib.asynccontextmanager
+async def _log_streams(limits: LogLimits) -> AsyncIterator[LogStreams]:
+    """The instances service's log streams, as it reads the real API server's pod logs."""
+    kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
+    streams = LogStreams(kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster, limits=limits)
+    await streams.connect()
+    try:
+        yield streams
+    finally:
+        await streams.close()
+
+
+def _open(
+    streams: LogStreams, account: TenantAccount, instance_id: str, *, follow: bool
+) -> Awaitable[AsyncGenerator[bytes]]:
+    return streams.open(
+        account.tenant_id, tenant_namespace(account.tenant_id), f"inst-{instance_id}",
+        cluster=HOME, follow=follow, tail_lines=None, gone="gone", ended=_never_ends,
+    )  # fmt: skip
+
+
 async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
     platform: Platform, stack_env: dict[str, str]
 ) -> None:
@@ -102,34 +127,16 @@ async def test_a_follow_ends_at_its_cap_and_gives_its_slot_back(
     spec = await platform.spec(gpus=1)
     account = await platform.tenant()
     instance_id = await _running(platform, account, spec)
-    kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
-    streams = LogStreams(
-        kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster,
-        limits=LogLimits(follows_per_tenant=1, follow_max_s=1.5),
-    )  # fmt: skip
-    await streams.connect()
-    try:
-
-        async def never_ends() -> bool:
-            return False
-
-        def open_follow() -> Awaitable[AsyncGenerator[bytes]]:
-            return streams.open(
-                account.tenant_id, tenant_namespace(account.tenant_id), f"inst-{instance_id}",
-                cluster=HOME, follow=True, tail_lines=None, gone="gone", ended=never_ends,
-            )  # fmt: skip
-
+    async with _log_streams(LogLimits(follows_per_tenant=1, follow_max_s=1.5)) as streams:
         began = time.monotonic()
-        chunks = await open_follow()
+        chunks = await _open(streams, account, instance_id, follow=True)
         with pytest.raises(RateLimited, match="already follows 1 logs"):
-            await open_follow()
+            await _open(streams, account, instance_id, follow=True)
         received = b"".join([chunk async for chunk in chunks])
         assert received, "the simulated workload writes a log"
         assert 1.5 <= time.monotonic() - began < 5
-        second = await open_follow()  # the slot came back when the first ended
-        await second.aclose()
-    finally:
-        await streams.close()
+        # The slot came back when the first ended.
+        await (await _open(streams, account, instance_id, follow=True)).aclose()
 
 
 async def test_plain_reads_are_capped_per_tenant_and_in_bytes(
@@ -141,31 +148,15 @@ async def test_plain_reads_are_capped_per_tenant_and_in_bytes(
     noisy, other = await platform.tenant(), await platform.tenant()
     noisy_instance = await _running(platform, noisy, spec)
     other_instance = await _running(platform, other, spec)
-    kubeconfig = stack_service_env("instances")["GPUCLOUD_KUBECONFIG"]
-    streams = LogStreams(
-        kubeconfig, home=HOME, kubeconfig_of=_no_other_cluster,
-        limits=LogLimits(reads_per_tenant=2, read_max_bytes=16),
-    )  # fmt: skip
-    await streams.connect()
-
-    async def never_ends() -> bool:
-        return False
-
-    def read(account: TenantAccount, instance_id: str) -> Awaitable[AsyncGenerator[bytes]]:
-        return streams.open(
-            account.tenant_id, tenant_namespace(account.tenant_id), f"inst-{instance_id}",
-            cluster=HOME, follow=False, tail_lines=None, gone="gone", ended=never_ends,
-        )  # fmt: skip
-
-    try:
-        held = [await read(noisy, noisy_instance) for _ in range(2)]
+    async with _log_streams(LogLimits(reads_per_tenant=2, read_max_bytes=16)) as streams:
+        held = [await _open(streams, noisy, noisy_instance, follow=False) for _ in range(2)]
         with pytest.raises(RateLimited, match="already reads 2 logs"):
-            await read(noisy, noisy_instance)
-        theirs = b"".join([chunk async for chunk in await read(other, other_instance)])
-        assert 0 < len(theirs) <= 16, theirs  # cut at the byte bound
+            await _open(streams, noisy, noisy_instance, follow=False)
+        theirs = await _open(streams, other, other_instance, follow=False)
+        theirs_read = b"".join([chunk async for chunk in theirs])
+        assert 0 < len(theirs_read) <= 16, theirs_read  # cut at the byte bound
         first = b"".join([chunk async for chunk in held[0]])
         assert 0 < len(first) <= 16, first
-        await (await read(noisy, noisy_instance)).aclose()  # its slot came back
+        # Its slot came back.
+        await (await _open(streams, noisy, noisy_instance, follow=False)).aclose()
         await held[1].aclose()
-    finally:
-        await streams.close()

@@ -20,6 +20,7 @@ from .authentication import Authenticator
 from .authorization import Authorizer, refuse_machine_key
 from .console_sessions import ConsoleSessions
 from .schemas import Principal, Scope
+from .sessions import Sessions
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -28,6 +29,8 @@ bearer = HTTPBearer(
 AuthenticatorPart = Annotated[Authenticator, app_part(Authenticator)]
 AuthorizerPart = Annotated[Authorizer, app_part(Authorizer)]
 ConsoleSessionsPart = Annotated[ConsoleSessions, app_part(ConsoleSessions)]
+#: Sign-ins: every route that takes one, or limits its callers as sign-ins, uses this.
+SessionsPart = Annotated[Sessions, app_part(Sessions)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 
 from gpucloud_libs.http import app_part
 
-from .access import audit_target, maybe_authenticated, require
+from .access import SessionsPart, audit_target, maybe_authenticated, require
 from .api_keys import ApiKeys
 from .audit import AuditedCall, AuditLog
 from .authorization import refuse_machine_key
@@ -35,7 +35,6 @@ from .schemas import (
     UserCreate,
     UserUpdate,
 )
-from .sessions import Sessions
 from .tenants import Tenants
 from .users import Users
 
@@ -44,7 +43,6 @@ Limit = Annotated[int, Query(ge=1, le=500)]
 After = Annotated[str | None, Query(max_length=128, description="The last id of the previous page")]
 
 
-SessionsPart = Annotated[Sessions, app_part(Sessions)]
 TenantsPart = Annotated[Tenants, app_part(Tenants)]
 UsersPart = Annotated[Users, app_part(Users)]
 ApiKeysPart = Annotated[ApiKeys, app_part(ApiKeys)]

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Request, Response, status
 
 from gpucloud_libs.http import app_part
 
-from .access import require
+from .access import SessionsPart, require
 from .invitations import Invitations
 from .projects import Projects
 from .routes import ADMINS, TENANT_ADMIN
@@ -26,7 +26,6 @@ from .schemas import (
     User,
     UserLimits,
 )
-from .sessions import Sessions
 from .tenants import Tenants
 from .users import Users
 
@@ -36,7 +35,6 @@ TenantsPart = Annotated[Tenants, app_part(Tenants)]
 ProjectsPart = Annotated[Projects, app_part(Projects)]
 UsersPart = Annotated[Users, app_part(Users)]
 InvitationsPart = Annotated[Invitations, app_part(Invitations)]
-SessionsPart = Annotated[Sessions, app_part(Sessions)]
 UserIdPath = Annotated[str, Path(max_length=64)]
 
 

@@ -12,12 +12,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from gpucloud_libs.http import app_part
 
-from .access import audit_target, require
+from .access import SessionsPart, audit_target, require
 from .console_sessions import ConsoleSessions
 from .invitations import Invitations
 from .routes import TENANT_ADMIN
 from .schemas import InvitationToken, Principal
-from .sessions import Sessions
 from .sso import SIGN_IN_TTL, SingleSignOn
 from .sso_schemas import (
     SsoConfig,
@@ -32,7 +31,6 @@ router = APIRouter(prefix="/v1")
 
 SsoPart = Annotated[SingleSignOn, app_part(SingleSignOn)]
 ConsolePart = Annotated[ConsoleSessions, app_part(ConsoleSessions)]
-SessionsPart = Annotated[Sessions, app_part(Sessions)]
 InvitationsPart = Annotated[Invitations, app_part(Invitations)]
 TenantId = Annotated[str, Path(max_length=32)]
 #: Where a signed-in browser lands.
